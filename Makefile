@@ -1,0 +1,24 @@
+# p4relay — the commands a newcomer needs. See README.md.
+SHELL := /bin/bash
+.PHONY: setup test lint demo bench clean help
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
+
+setup:  ## install Debian packages, Python (uv), web (npm) and Rust deps; idempotent
+	@scripts/setup.sh
+
+test: setup  ## lint, then every suite (Rust, Python, PTF, server, e2e, web); one summary line
+	@scripts/run-stages.sh test $(STAGE)
+
+lint:  ## ruff, mypy, rustfmt, clippy, eslint, tsc
+	@scripts/lint.sh
+
+demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + server + console, live SIPp calls
+	@scripts/demo.sh
+
+bench: setup  ## every benchmark; prints their tables
+	@scripts/run-stages.sh bench $(STAGE)
+
+clean:  ## remove build output (keeps caches of uv, npm, cargo)
+	rm -rf build webui/dist switch/target

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs every stage script of a folder in name order, timing each, and ends with
+# one summary line. Used by `make test` (scripts/test-stages) and `make bench`
+# (scripts/bench-stages). A stage is a bash script; it writes JUnit XML into
+# $RESULTS (pytest --junitxml, vitest junit) or a cargo log ($RESULTS/*.cargo.log)
+# so its tests are counted. A test stage that ran no test fails.
+#
+#   scripts/run-stages.sh test|bench [STAGE-NAME-FILTER]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+kind=${1:?test|bench}; filter=${2:-}
+export RESULTS="$ROOT/build/${kind}-results"
+rm -rf "$RESULTS"; mkdir -p "$RESULTS"
+export P4RELAY_ROOT="$ROOT"
+
+cleanup() {
+  for f in "$ROOT"/scripts/cleanup.d/*.sh; do [ -f "$f" ] && bash "$f" >/dev/null 2>&1; done
+  scripts/pg.sh stop "$ROOT/build/pg" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# PostgreSQL for the server's suites and the e2e test (a throwaway cluster).
+if url=$(scripts/pg.sh start "$ROOT/build/pg" "${P4RELAY_TEST_PG_PORT:-55432}"); then
+  export P4RELAY_TEST_DATABASE_URL="$url"
+else
+  echo "run-stages: could not start PostgreSQL; suites that need it will fail" >&2
+fi
+
+status=0; declare -a rows=()
+for stage in scripts/${kind}-stages/*.sh; do
+  name=$(basename "$stage" .sh)
+  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
+  printf '\n==== %s: %s ====\n' "$kind" "$name"
+  t0=$(date +%s)
+  STAGE="$name" bash "$stage" 2>&1 | tee "$RESULTS/$name.log"
+  rc=${PIPESTATUS[0]}
+  dt=$(( $(date +%s) - t0 ))
+  verdict=$(uv run --frozen --no-sync python scripts/stage_summary.py stage "$kind" "$name" "$rc")
+  rows+=("$(printf '%-28s %5ss  %s' "$name" "$dt" "$verdict")")
+  case "$verdict" in FAIL*) status=1 ;; esac
+done
+
+printf '\n==== %s stages ====\n' "$kind"
+printf '%s\n' "${rows[@]}"
+uv run --frozen --no-sync python scripts/stage_summary.py total "$kind" "$status" | tee "$RESULTS/summary.txt"
+exit $status

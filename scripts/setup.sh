@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# make setup: idempotent; installs what the project needs and is fast when done.
+# Every Debian package is listed with the reason we need it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STAMPS=build/stamps
+mkdir -p "$STAMPS"
+
+APT_PACKAGES=(
+  postgresql          # the server's database (tests start a throwaway cluster)
+  sip-tester          # SIPp: SIP/RTP load generator for scenarios and e2e tests
+  kamailio            # SIP server of the local testbed and CI (rtpproxy module)
+  kamailio-extra-modules
+  iperf3              # background/cross traffic in experiments
+  tshark              # packet captures at switch ports (delay, loss measurement)
+  tcpdump             # quick captures in testbeds
+  netsniff-ng         # trafgen: line-rate RTP generator for the switch benchmark
+  nftables            # NAT host masquerade in the testbed
+  iproute2            # ip netns, veth, tc
+  protobuf-compiler   # protoc for the BfRt gRPC definitions (Rust build)
+  chromium            # headless browser for the console's Playwright tests
+  jq
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# uv manages the Python environment and lock file.
+if ! command -v uv >/dev/null 2>&1; then
+  echo "setup: installing uv from PyPI"
+  python3 -m pip install -q "uv>=0.5" || python3 -m pip install -q --break-system-packages "uv>=0.5"
+fi
+uv sync --frozen --all-packages --quiet
+
+# Web console dependencies: npm ci only when the lock file changed.
+if [ -f webui/package-lock.json ]; then
+  lock_hash=$(sha256sum webui/package-lock.json | cut -c1-16)
+  if [ ! -d webui/node_modules ] || [ "$(cat "$STAMPS/npm" 2>/dev/null)" != "$lock_hash" ]; then
+    echo "setup: npm ci (webui)"
+    (cd webui && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_hash" > "$STAMPS/npm"
+  fi
+fi
+
+# Software switch: one release profile serves tests and benchmarks.
+if [ -f switch/Cargo.toml ]; then
+  (cd switch && cargo build --release --quiet --all-targets)
+fi
+echo "setup: ok"

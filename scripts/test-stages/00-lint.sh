@@ -1,0 +1,2 @@
+# Lint every language; `make lint` runs the same script.
+exec scripts/lint.sh
