@@ -1,0 +1,1 @@
+"""Generated BfRt gRPC stubs (switch/client/gen_proto.sh); do not edit."""
