@@ -1,0 +1,1 @@
+"""Pydantic schemas: the wire format of the API (ingest, queries, auth)."""

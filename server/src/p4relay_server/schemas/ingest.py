@@ -1,0 +1,268 @@
+"""Ingest API payloads: what rtpagent and the switch collector send.
+
+One endpoint, `POST /api/v1/ingest`, takes an `IngestBatch`. Every part of a
+batch is optional, so an agent sends sessions, quality samples and events, and
+the collector sends its switch, queue samples and events, with the same schema.
+
+Idempotency, at two levels:
+- the batch's `idempotency_key`: a replayed batch returns the first answer
+  and changes nothing;
+- each item's natural key: sessions by `(session_key, seq)` (older or equal
+  `seq` is ignored, so updates apply in order per session), quality samples by
+  `(session_key, direction, ts)`, queue samples by `(switch, dev_port, queue,
+  ts)`, events by `event_id`.
+
+Limits (configurable; defaults in `Settings`): a batch with too many items or a
+body over `max_body_bytes` is refused with 413 and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True)]
+Text = Annotated[str, StringConstraints(max_length=1024)]
+SessionKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+IdempotencyKey = Annotated[
+    str, StringConstraints(min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")
+]
+Port = Annotated[int, Field(ge=0, le=65535)]
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+SessionState = Literal["setup", "active", "ended", "failed"]
+Direction = Literal["caller_to_callee", "callee_to_caller"]
+
+EVENT_TYPES = (
+    "offload_installed",
+    "offload_removed",
+    "offload_failed",
+    "fallback",
+    "reroute",
+    "ired_drop",
+    "congestion_onset",
+    "congestion_clear",
+    "agent_up",
+    "agent_down",
+    "switch_up",
+    "switch_down",
+)
+EventType = Literal[
+    "offload_installed",
+    "offload_removed",
+    "offload_failed",
+    "fallback",
+    "reroute",
+    "ired_drop",
+    "congestion_onset",
+    "congestion_clear",
+    "agent_up",
+    "agent_down",
+    "switch_up",
+    "switch_down",
+]
+Severity = Literal["info", "warning", "error"]
+
+
+class _Strict(BaseModel):
+    # Unknown fields are refused: a typo in a producer must show up as a 422,
+    # not as silently missing data.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Endpoint(_Strict):
+    """An IPv4/IPv6 address and UDP port."""
+
+    addr: ipaddress.IPv4Address | ipaddress.IPv6Address
+    port: Port
+
+
+class AgentInfo(_Strict):
+    """Who is sending; upserted by name, `last_seen` set to the batch time."""
+
+    name: Name
+    rtpproxy: Text | None = Field(
+        None, description="RTPProxy control socket, e.g. udp:127.0.0.1:22223"
+    )
+    switch: Name | None = Field(None, description="name of the switch this agent programs")
+    version: Annotated[str, StringConstraints(max_length=64)] | None = None
+
+
+class PortInfo(_Strict):
+    dev_port: Annotated[int, Field(ge=0, le=511)]
+    name: Annotated[str, StringConstraints(max_length=64)] | None = None
+    speed_mbps: Annotated[int, Field(ge=0)] | None = None
+    up: bool | None = None
+
+
+class SwitchInfo(_Strict):
+    """A switch as the collector sees it; upserted by name."""
+
+    name: Name
+    grpc_address: Text | None = None
+    device_id: Annotated[int, Field(ge=0)] = 0
+    up: bool = True
+    ports: list[PortInfo] = Field(default_factory=list)
+
+
+class LegIn(_Strict):
+    """One direction of one media stream and the rewrite the switch applies.
+
+    A packet from `src` to `relay_in` is rewritten to come from `relay_out`
+    and go to `dst` (RTCP uses both ports + 1).
+    """
+
+    direction: Direction
+    media_index: Annotated[int, Field(ge=0, le=63)] = 0
+    switch_leg: Annotated[int, Field(ge=0)] | None = Field(
+        None, description="leg_rewrite index in the switch, when offloaded"
+    )
+    src: Endpoint
+    relay_in: Endpoint
+    relay_out: Endpoint
+    dst: Endpoint
+    installed: bool = False
+    installed_at: AwareDatetime | None = None
+    removed_at: AwareDatetime | None = None
+    packets: Count | None = None
+    bytes: Count | None = None
+
+
+class SessionUpsert(_Strict):
+    """The full current state of a session; applied only if `seq` is newer."""
+
+    session_key: SessionKey = Field(
+        description="producer's stable id of the session, e.g. '<call-id>;<from-tag>'"
+    )
+    seq: Count = Field(description="per-session update counter; increases with every change")
+    call_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    from_tag: Annotated[str, StringConstraints(max_length=256)] = ""
+    to_tag: Annotated[str, StringConstraints(max_length=256)] | None = None
+    state: SessionState
+    offloaded: bool
+    offload_reason: Text | None = Field(
+        None, description="why the call was left on RTPProxy or fell back (when not offloaded)"
+    )
+    codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
+        None, description="e.g. PCMU, PCMA, G729; drives the MOS codec impairment"
+    )
+    plc: bool = Field(True, description="whether receivers use packet loss concealment")
+    switch: Name | None = None
+    started_at: AwareDatetime
+    answered_at: AwareDatetime | None = None
+    ended_at: AwareDatetime | None = None
+    legs: list[LegIn] = Field(default_factory=list)
+    packets: Count | None = Field(None, description="final packets, both directions")
+    bytes: Count | None = None
+    lost: Count | None = None
+
+
+class QualitySampleIn(_Strict):
+    """Quality of one session direction over one interval ending at `ts`.
+
+    Counters are for the interval (not cumulative). The server computes MOS
+    (ITU-T G.107 E-model) from codec, loss, burst ratio, jitter and delay.
+    """
+
+    session_key: SessionKey
+    direction: Direction
+    ts: AwareDatetime
+    interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
+    packets: Count
+    bytes: Count = 0
+    lost: Count = 0
+    reordered: Count = 0
+    jitter_ms: Annotated[float, Field(ge=0, le=60_000)] = 0.0
+    delay_ms: Annotated[float, Field(ge=0, le=60_000)] | None = Field(
+        None, description="one-way delay, when known"
+    )
+    burst_ratio: Annotated[float, Field(ge=1, le=1000)] | None = Field(
+        None, description="G.107 BurstR; 1 = random loss (the default)"
+    )
+    codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
+        None, description="overrides the session's codec for this sample"
+    )
+
+
+class QueueSampleIn(_Strict):
+    """One egress queue of one switch port over the interval ending at `ts`."""
+
+    switch: Name
+    dev_port: Annotated[int, Field(ge=0, le=511)]
+    queue: Annotated[int, Field(ge=0, le=127)] = 0
+    ts: AwareDatetime
+    depth_pkts: Count | None = None
+    depth_bytes: Count | None = None
+    queue_delay_us: Annotated[float, Field(ge=0, le=1e9)] | None = None
+    utilisation: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        None, description="egress utilisation of the port, 0..1"
+    )
+    drops: Count = 0
+    tx_packets: Count | None = None
+    tx_bytes: Count | None = None
+
+
+class EventIn(_Strict):
+    """A typed event with a JSON payload.
+
+    Payload keys by type (extra keys are kept): reroute needs `flow`,
+    `from_path`, `to_path`, `trigger`; ired_drop `dev_port`, `drops`;
+    congestion_onset/clear `dev_port`; offload_failed/fallback `reason`.
+    """
+
+    event_id: Annotated[str, StringConstraints(min_length=8, max_length=128)] = Field(
+        description="producer-chosen unique id (a UUID); replays are ignored"
+    )
+    type: EventType
+    ts: AwareDatetime
+    severity: Severity = "info"
+    session_key: SessionKey | None = None
+    switch: Name | None = None
+    agent: Name | None = None
+    message: Text | None = None
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+# Payload keys each event type must carry (checked on ingest, 422 otherwise).
+REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
+    "reroute": ("flow", "from_path", "to_path", "trigger"),
+    "ired_drop": ("dev_port", "drops"),
+    "congestion_onset": ("dev_port",),
+    "congestion_clear": ("dev_port",),
+    "offload_failed": ("reason",),
+    "fallback": ("reason",),
+}
+
+
+class IngestBatch(_Strict):
+    """One batch from an agent or the collector. Items apply in list order."""
+
+    idempotency_key: IdempotencyKey = Field(
+        description="unique per batch (a UUID); a replay returns the first result"
+    )
+    agent: AgentInfo | None = None
+    switch: SwitchInfo | None = None
+    sessions: list[SessionUpsert] = Field(default_factory=list)
+    samples: list[QualitySampleIn] = Field(default_factory=list)
+    queue_samples: list[QueueSampleIn] = Field(default_factory=list)
+    events: list[EventIn] = Field(default_factory=list)
+
+
+class IngestResult(BaseModel):
+    """What a batch did. `replayed` is true when the key was seen before."""
+
+    idempotency_key: str
+    replayed: bool = False
+    sessions_applied: int = 0
+    sessions_stale: int = Field(0, description="updates ignored because a newer seq is stored")
+    samples_stored: int = 0
+    samples_duplicate: int = 0
+    samples_unlinked: int = Field(
+        0, description="samples for sessions not known yet: kept, linked when the session arrives"
+    )
+    queue_samples_stored: int = 0
+    queue_samples_duplicate: int = 0
+    events_stored: int = 0
+    events_duplicate: int = 0
