@@ -1,0 +1,277 @@
+//! Configuration: flags > environment (`P4RELAY_SOFTSWITCH_*`) > config file > defaults.
+//!
+//! Every flag has a config-file key of the same name with `_` for `-`
+//! (`grpc_listen = "127.0.0.1:50052"`, `port = ["1=eth1"]`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde::Deserialize;
+
+use crate::contract::CONTRACT;
+
+/// p4relay software switch: the p4relay relay pipeline (IPv4 LPM forwarding,
+/// RTP/RTCP session rewrite, learning digests, RTP quality registers) on Linux
+/// interfaces, programmed over BfRt gRPC like a Tofino running bf_switchd.
+#[derive(Debug, Parser, Default)]
+#[command(name = "p4relay-softswitch", version, about, long_about = None,
+    after_help = "Ports are BfRt dev_port numbers mapped to interfaces: --port 1=veth1 --port 2=veth2.\n\
+Every option can also be set in the config file (--config, keys named like the flags\n\
+with '_' for '-') or via P4RELAY_SOFTSWITCH_<OPTION> environment variables.")]
+pub struct Args {
+    /// Port mapping DEV_PORT=IFNAME (repeatable). DEV_PORT is the BfRt dev_port number.
+    #[arg(
+        long = "port",
+        value_name = "DEV_PORT=IFNAME",
+        env = "P4RELAY_SOFTSWITCH_PORT",
+        value_delimiter = ','
+    )]
+    pub port: Vec<String>,
+    /// BfRt gRPC listen address [default: 127.0.0.1:50052]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_GRPC_LISTEN")]
+    pub grpc_listen: Option<SocketAddr>,
+    /// Prometheus /metrics listen address [default: 127.0.0.1:9101]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// TOML config file; keys mirror the flags
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Capacity of pipe.Ingress.relay [default: contract relay_entries_softswitch]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_RELAY_ENTRIES")]
+    pub relay_entries: Option<u32>,
+    /// Number of legs (leg_rewrite entries and quality-register slots) [default: contract legs_softswitch]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_LEGS")]
+    pub legs: Option<u32>,
+    /// Egress FIFO depth per port, packets [default: 1024]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_QUEUE_DEPTH")]
+    pub queue_depth: Option<u32>,
+    /// Egress line rate of every port in bits/s, 0 = unshaped [default: 0]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_LINE_RATE")]
+    pub line_rate: Option<u64>,
+    /// Per-port egress line rate override DEV_PORT=BITS_PER_SECOND (repeatable)
+    #[arg(
+        long = "port-rate",
+        value_name = "DEV_PORT=BPS",
+        env = "P4RELAY_SOFTSWITCH_PORT_RATE",
+        value_delimiter = ','
+    )]
+    pub port_rate: Vec<String>,
+    /// Forwarding worker threads [default: number of CPUs]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_WORKERS")]
+    pub workers: Option<usize>,
+    /// Log filter (tracing EnvFilter syntax) [default: info]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_LOG")]
+    pub log: Option<String>,
+    /// Log as JSON lines instead of text
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_LOG_JSON")]
+    pub log_json: bool,
+    /// Print the program's bfrt.json (as served by GetForwardingPipelineConfig) and exit
+    #[arg(long)]
+    pub dump_bfrt_json: bool,
+    /// Print the fixed tables' bfrt.json ($PORT, $PORT_STAT, tf1.tm.*) and exit
+    #[arg(long)]
+    pub dump_fixed_bfrt_json: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    port: Vec<String>,
+    grpc_listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
+    relay_entries: Option<u32>,
+    legs: Option<u32>,
+    queue_depth: Option<u32>,
+    line_rate: Option<u64>,
+    #[serde(default)]
+    port_rate: Vec<String>,
+    workers: Option<usize>,
+    log: Option<String>,
+    log_json: Option<bool>,
+}
+
+/// The resolved configuration the switch runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub ports: BTreeMap<u32, PortConfig>,
+    pub grpc_listen: SocketAddr,
+    pub metrics_listen: SocketAddr,
+    pub relay_entries: u32,
+    pub legs: u32,
+    pub queue_depth: u32,
+    pub workers: usize,
+    pub log: String,
+    pub log_json: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    pub ifname: String,
+    /// Egress line rate, bits/s; 0 = unshaped.
+    pub rate_bps: u64,
+}
+
+fn parse_pair(s: &str, what: &str) -> Result<(u32, String)> {
+    let (k, v) = s
+        .split_once('=')
+        .with_context(|| format!("{what} {s:?}: expected DEV_PORT=VALUE"))?;
+    let id: u32 = k
+        .trim()
+        .parse()
+        .with_context(|| format!("{what} {s:?}: DEV_PORT must be a number"))?;
+    let v = v.trim();
+    if v.is_empty() {
+        bail!("{what} {s:?}: empty value");
+    }
+    Ok((id, v.to_string()))
+}
+
+impl Config {
+    pub fn resolve(args: &Args) -> Result<Config> {
+        let file: FileConfig = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                toml::from_str(&text)
+                    .with_context(|| format!("parsing config file {}", path.display()))?
+            }
+            None => FileConfig::default(),
+        };
+        let c = &CONTRACT.config;
+        let port_specs = if args.port.is_empty() {
+            &file.port
+        } else {
+            &args.port
+        };
+        let rate_specs = if args.port_rate.is_empty() {
+            &file.port_rate
+        } else {
+            &args.port_rate
+        };
+        let line_rate = args.line_rate.or(file.line_rate).unwrap_or(0);
+        let mut ports = BTreeMap::new();
+        for spec in port_specs {
+            let (id, ifname) = parse_pair(spec, "--port")?;
+            if id >= c.max_ports {
+                bail!("--port {spec}: dev_port must be below {}", c.max_ports);
+            }
+            if ifname.len() >= libc::IFNAMSIZ {
+                bail!("--port {spec}: interface name too long");
+            }
+            if ports
+                .insert(
+                    id,
+                    PortConfig {
+                        ifname,
+                        rate_bps: line_rate,
+                    },
+                )
+                .is_some()
+            {
+                bail!("--port {spec}: dev_port {id} given twice");
+            }
+        }
+        for spec in rate_specs {
+            let (id, rate) = parse_pair(spec, "--port-rate")?;
+            let rate: u64 = rate
+                .parse()
+                .with_context(|| format!("--port-rate {spec}: rate must be bits/s"))?;
+            match ports.get_mut(&id) {
+                Some(p) => p.rate_bps = rate,
+                None => bail!("--port-rate {spec}: no --port {id}"),
+            }
+        }
+        let relay_entries = args
+            .relay_entries
+            .or(file.relay_entries)
+            .unwrap_or(c.relay_entries_softswitch);
+        let legs = args.legs.or(file.legs).unwrap_or(c.legs_softswitch);
+        let leg_limit = 1u64 << CONTRACT.leg_bits();
+        if legs == 0 || u64::from(legs) > leg_limit {
+            bail!(
+                "--legs {legs}: must be 1..={leg_limit} (leg is {} bits)",
+                CONTRACT.leg_bits()
+            );
+        }
+        if relay_entries == 0 || relay_entries > (1 << 28) {
+            bail!("--relay-entries {relay_entries}: must be 1..=268435456");
+        }
+        let queue_depth = args.queue_depth.or(file.queue_depth).unwrap_or(1024);
+        if !(1..=1 << 20).contains(&queue_depth) {
+            bail!("--queue-depth {queue_depth}: must be 1..=1048576");
+        }
+        let workers = args
+            .workers
+            .or(file.workers)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if !(1..=64).contains(&workers) {
+            bail!("--workers {workers}: must be 1..=64");
+        }
+        Ok(Config {
+            ports,
+            grpc_listen: args
+                .grpc_listen
+                .or(file.grpc_listen)
+                .unwrap_or_else(|| "127.0.0.1:50052".parse().expect("literal")),
+            metrics_listen: args
+                .metrics_listen
+                .or(file.metrics_listen)
+                .unwrap_or_else(|| "127.0.0.1:9101".parse().expect("literal")),
+            relay_entries,
+            legs,
+            queue_depth,
+            workers,
+            log: args
+                .log
+                .clone()
+                .or(file.log)
+                .unwrap_or_else(|| "info".into()),
+            log_json: args.log_json || file.log_json.unwrap_or(false),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_validate() {
+        let dir = std::env::temp_dir().join(format!("p4r-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("c.toml");
+        std::fs::write(&f, "port = [\"1=a\", \"2=b\"]\nqueue_depth = 64\nline_rate = 1000\nport_rate = [\"2=500\"]\n").unwrap();
+        let args = Args {
+            config: Some(f.clone()),
+            queue_depth: Some(32),
+            ..Args::default()
+        };
+        let c = Config::resolve(&args).unwrap();
+        assert_eq!(c.queue_depth, 32);
+        assert_eq!(
+            c.ports[&1],
+            PortConfig {
+                ifname: "a".into(),
+                rate_bps: 1000
+            }
+        );
+        assert_eq!(c.ports[&2].rate_bps, 500);
+        std::fs::write(&f, "bogus = 1\n").unwrap();
+        assert!(Config::resolve(&args).is_err());
+        let bad = Args {
+            port: vec!["x=eth0".into()],
+            ..Args::default()
+        };
+        assert!(Config::resolve(&bad).is_err());
+        let dup = Args {
+            port: vec!["1=a".into(), "1=b".into()],
+            ..Args::default()
+        };
+        assert!(Config::resolve(&dup).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,26 @@
+//! p4relay-softswitch: see README.md.
+
+use anyhow::Result;
+use clap::Parser;
+
+use p4relay_softswitch::config::{Args, Config};
+use p4relay_softswitch::contract::CONTRACT;
+use p4relay_softswitch::schema::Schema;
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let config = Config::resolve(&args)?;
+    if args.dump_bfrt_json || args.dump_fixed_bfrt_json {
+        let schema = Schema::build(&CONTRACT, config.relay_entries, config.legs);
+        println!(
+            "{}",
+            if args.dump_bfrt_json {
+                &schema.bfrt_json
+            } else {
+                &schema.fixed_json
+            }
+        );
+        return Ok(());
+    }
+    p4relay_softswitch::run(config)
+}

@@ -1,0 +1,489 @@
+//! The BfRt schema: ids for every table, key, action and data field, built from
+//! the contract, and the bfrt.json documents served over gRPC (`--dump-bfrt-json`).
+//!
+//! Shapes and reserved ids follow bf-p4c's bfrt.json: key/data ids count from
+//! 1, `$MATCH_PRIORITY` 65537, `$COUNTER_SPEC_BYTES`/`PKTS` 65553/65554,
+//! `$ENTRY_TTL` 65555, `$REGISTER_INDEX` 65556.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use crate::contract::{Contract, KeyDef};
+
+pub const ID_MATCH_PRIORITY: u32 = 65537;
+pub const ID_COUNTER_BYTES: u32 = 65553;
+pub const ID_COUNTER_PKTS: u32 = 65554;
+pub const ID_ENTRY_TTL: u32 = 65555;
+pub const ID_REGISTER_INDEX: u32 = 65556;
+
+/// Which piece of the pipeline a BfRt table addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableKind {
+    Ipv4Lpm,
+    Nexthop,
+    RelayAddr,
+    Relay,
+    LegRewrite,
+    Register(Reg),
+    Port,
+    PortStat,
+    SchedShaping,
+    QueueCounter,
+}
+
+/// The registers, in contract order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reg {
+    Packets,
+    Lost,
+    Reordered,
+    MaxSeq,
+    Transit,
+    Jitter,
+    LastSeen,
+    PayloadType,
+    LearnFilter,
+}
+
+impl Reg {
+    fn from_name(name: &str) -> Option<Reg> {
+        Some(match name.rsplit('.').next()? {
+            "rtp_packets" => Reg::Packets,
+            "rtp_lost" => Reg::Lost,
+            "rtp_reordered" => Reg::Reordered,
+            "rtp_max_seq" => Reg::MaxSeq,
+            "rtp_transit" => Reg::Transit,
+            "rtp_jitter" => Reg::Jitter,
+            "rtp_last_seen" => Reg::LastSeen,
+            "rtp_payload_type" => Reg::PayloadType,
+            "learn_filter" => Reg::LearnFilter,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchType {
+    Exact,
+    Lpm,
+    Range,
+}
+
+#[derive(Debug, Clone)]
+pub struct KeySchema {
+    pub id: u32,
+    pub name: String,
+    pub match_type: MatchType,
+    /// Width in bits; 0 for `$MATCH_PRIORITY` and uint32 keys of fixed tables.
+    pub bits: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct FieldSchema {
+    pub id: u32,
+    pub name: String,
+    pub bits: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct ActionSchema {
+    pub id: u32,
+    pub name: String,
+    pub params: Vec<FieldSchema>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TableSchema {
+    pub id: u32,
+    pub name: String,
+    pub kind: TableKind,
+    pub size: u32,
+    pub keys: Vec<KeySchema>,
+    pub actions: Vec<ActionSchema>,
+    /// Data fields not tied to an action ($COUNTER_SPEC_*, $ENTRY_TTL, register f1, fixed-table data).
+    pub data: Vec<FieldSchema>,
+    pub default_action: Option<u32>,
+}
+
+impl TableSchema {
+    pub fn key(&self, id: u32) -> Option<&KeySchema> {
+        self.keys.iter().find(|k| k.id == id)
+    }
+    pub fn key_by_name(&self, name: &str) -> Option<&KeySchema> {
+        self.keys.iter().find(|k| k.name == name)
+    }
+    pub fn action(&self, id: u32) -> Option<&ActionSchema> {
+        self.actions.iter().find(|a| a.id == id)
+    }
+    pub fn action_by_name(&self, name: &str) -> Option<&ActionSchema> {
+        self.actions.iter().find(|a| a.name == name)
+    }
+    pub fn data_by_name(&self, name: &str) -> Option<&FieldSchema> {
+        self.data.iter().find(|d| d.name == name)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DigestSchema {
+    pub id: u32,
+    pub name: String,
+    pub fields: Vec<FieldSchema>,
+}
+
+#[derive(Debug)]
+pub struct Schema {
+    pub tables: Vec<TableSchema>,
+    pub digests: Vec<DigestSchema>,
+    by_id: HashMap<u32, usize>,
+    pub bfrt_json: String,
+    pub fixed_json: String,
+}
+
+/// bf-p4c style ids: a type prefix in the top byte and a name hash below.
+fn object_id(prefix: u8, name: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in name.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (u32::from(prefix) << 24) | (h & 0x00ff_ffff)
+}
+
+fn match_type(s: &str) -> MatchType {
+    match s {
+        "LPM" => MatchType::Lpm,
+        "Range" => MatchType::Range,
+        _ => MatchType::Exact,
+    }
+}
+
+fn match_name(m: MatchType) -> &'static str {
+    match m {
+        MatchType::Exact => "Exact",
+        MatchType::Lpm => "LPM",
+        MatchType::Range => "Range",
+    }
+}
+
+fn bytes_type(bits: u32) -> Value {
+    json!({"type": "bytes", "width": bits})
+}
+
+fn key_json(k: &KeySchema, uint_key: bool) -> Value {
+    let ty = if k.bits == 0 || uint_key {
+        json!({"type": "uint32"})
+    } else {
+        bytes_type(k.bits)
+    };
+    json!({"id": k.id, "name": k.name, "repeated": false, "annotations": [],
+           "mandatory": k.name == "$MATCH_PRIORITY" || uint_key,
+           "match_type": match_name(k.match_type), "type": ty})
+}
+
+fn singleton(id: u32, name: &str, ty: Value, read_only: bool, repeated: bool) -> Value {
+    json!({"mandatory": false, "read_only": read_only,
+           "singleton": {"id": id, "name": name, "repeated": repeated, "annotations": [], "type": ty}})
+}
+
+fn keys_of(defs: &[KeyDef]) -> Vec<KeySchema> {
+    defs.iter()
+        .enumerate()
+        .map(|(i, k)| KeySchema {
+            id: if k.name == "$MATCH_PRIORITY" {
+                ID_MATCH_PRIORITY
+            } else {
+                i as u32 + 1
+            },
+            name: k.name.clone(),
+            match_type: match_type(&k.match_type),
+            bits: k.bits.unwrap_or(0),
+        })
+        .collect()
+}
+
+impl Schema {
+    /// Builds the schema with the software switch's table sizes.
+    pub fn build(c: &Contract, relay_entries: u32, legs: u32) -> Schema {
+        let mut tables = Vec::new();
+        let mut json_tables = Vec::new();
+        for t in &c.tables {
+            let kind = match t.name.as_str() {
+                "pipe.Ingress.ipv4_lpm" => TableKind::Ipv4Lpm,
+                "pipe.Ingress.nexthop" => TableKind::Nexthop,
+                "pipe.Ingress.relay_addr" => TableKind::RelayAddr,
+                "pipe.Ingress.relay" => TableKind::Relay,
+                "pipe.Ingress.leg_rewrite" => TableKind::LegRewrite,
+                other => panic!("contract table {other} has no implementation in the softswitch"),
+            };
+            let size = match kind {
+                TableKind::Relay => relay_entries,
+                TableKind::LegRewrite => legs,
+                _ => t.size_p4,
+            };
+            let keys = keys_of(&t.keys);
+            let actions: Vec<ActionSchema> = t
+                .actions
+                .iter()
+                .map(|an| {
+                    let a = c.action(an).expect("contract test: actions exist");
+                    ActionSchema {
+                        id: object_id(0x01, &format!("{}/{}", t.name, an)),
+                        name: an.clone(),
+                        params: a
+                            .params
+                            .iter()
+                            .enumerate()
+                            .map(|(i, p)| FieldSchema {
+                                id: i as u32 + 1,
+                                name: p.name.clone(),
+                                bits: p.bits,
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            let mut data = Vec::new();
+            if t.direct_counter {
+                data.push(FieldSchema {
+                    id: ID_COUNTER_BYTES,
+                    name: "$COUNTER_SPEC_BYTES".into(),
+                    bits: 64,
+                });
+                data.push(FieldSchema {
+                    id: ID_COUNTER_PKTS,
+                    name: "$COUNTER_SPEC_PKTS".into(),
+                    bits: 64,
+                });
+            }
+            if t.idle_timeout.is_some() {
+                data.push(FieldSchema {
+                    id: ID_ENTRY_TTL,
+                    name: "$ENTRY_TTL".into(),
+                    bits: 32,
+                });
+            }
+            let default_action = actions
+                .iter()
+                .find(|a| a.name == t.default_action)
+                .map(|a| a.id);
+            let mut attributes = vec![];
+            if t.entry_scope.is_some() {
+                attributes.push("EntryScope");
+            }
+            if t.idle_timeout.is_some() {
+                attributes.push("IdleTimeout");
+            }
+            let mut ops = vec![];
+            if t.direct_counter {
+                ops.push("SyncCounters");
+            }
+            if t.idle_timeout.is_some() {
+                ops.push("UpdateHitState");
+            }
+            json_tables.push(json!({
+                "name": t.name, "id": object_id(0x02, &t.name), "table_type": "MatchAction_Direct",
+                "size": size, "annotations": [], "depends_on": [],
+                "has_const_default_action": false,
+                "key": keys.iter().map(|k| key_json(k, false)).collect::<Vec<_>>(),
+                "action_specs": actions.iter().map(|a| json!({
+                    "id": a.id, "name": a.name, "action_scope": "TableAndDefault", "annotations": [],
+                    "data": a.params.iter().map(|p| json!({
+                        "id": p.id, "name": p.name, "repeated": false, "mandatory": true,
+                        "read_only": false, "annotations": [], "type": bytes_type(p.bits)})).collect::<Vec<_>>()
+                })).collect::<Vec<_>>(),
+                "data": data.iter().map(|d| {
+                    let ty = if d.bits == 64 { json!({"type": "uint64", "default_value": 0}) }
+                             else { json!({"type": "uint32", "default_value": 0}) };
+                    singleton(d.id, &d.name, ty, false, false)
+                }).collect::<Vec<_>>(),
+                "supported_operations": ops, "attributes": attributes,
+            }));
+            tables.push(TableSchema {
+                id: object_id(0x02, &t.name),
+                name: t.name.clone(),
+                kind,
+                size,
+                keys,
+                actions,
+                data,
+                default_action,
+            });
+        }
+        for r in &c.registers {
+            let reg = Reg::from_name(&r.name)
+                .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
+            let size = if reg == Reg::LearnFilter {
+                c.config.learn_filter_size
+            } else {
+                legs
+            };
+            let short = r.name.trim_start_matches("pipe.");
+            let keys = vec![KeySchema {
+                id: ID_REGISTER_INDEX,
+                name: "$REGISTER_INDEX".into(),
+                match_type: MatchType::Exact,
+                bits: 0,
+            }];
+            let data = vec![FieldSchema {
+                id: 1,
+                name: format!("{short}.f1"),
+                bits: r.bits,
+            }];
+            json_tables.push(json!({
+                "name": r.name, "id": object_id(0x0f, &r.name), "table_type": "Register",
+                "size": size, "annotations": [], "depends_on": [],
+                "key": [json!({"id": ID_REGISTER_INDEX, "name": "$REGISTER_INDEX", "repeated": false,
+                        "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
+                "data": [singleton(1, &data[0].name, bytes_type(r.bits), false, true)],
+                "supported_operations": ["Sync"], "attributes": [],
+            }));
+            tables.push(TableSchema {
+                id: object_id(0x0f, &r.name),
+                name: r.name.clone(),
+                kind: TableKind::Register(reg),
+                size,
+                keys,
+                actions: vec![],
+                data,
+                default_action: None,
+            });
+        }
+        let digests: Vec<DigestSchema> = c
+            .digests
+            .iter()
+            .map(|d| DigestSchema {
+                id: object_id(0x03, &d.name),
+                name: d.name.clone(),
+                fields: d
+                    .fields
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| FieldSchema {
+                        id: i as u32 + 1,
+                        name: f.name.clone(),
+                        bits: f.bits,
+                    })
+                    .collect(),
+            })
+            .collect();
+        let learn_filters: Vec<Value> = digests
+            .iter()
+            .map(|d| json!({"name": d.name, "id": d.id, "annotations": [],
+                "fields": d.fields.iter().map(|f| json!({"id": f.id, "name": f.name, "repeated": false,
+                    "annotations": [], "type": bytes_type(f.bits)})).collect::<Vec<_>>()}))
+            .collect();
+
+        let mut fixed_json_tables = Vec::new();
+        for f in &c.fixed_tables {
+            let (kind, table_type) = match f.name.as_str() {
+                "$PORT" => (TableKind::Port, "PortConfigure"),
+                "$PORT_STAT" => (TableKind::PortStat, "PortStat"),
+                "tf1.tm.port.sched_shaping" => (TableKind::SchedShaping, "TmPortSchedShaping"),
+                "tf1.tm.counter.queue" => (TableKind::QueueCounter, "TmCounterQueue"),
+                other => panic!("contract fixed table {other} has no implementation"),
+            };
+            let keys = keys_of(&f.keys);
+            let data: Vec<FieldSchema> = f
+                .data
+                .iter()
+                .enumerate()
+                .map(|(i, d)| FieldSchema {
+                    id: i as u32 + 1,
+                    name: d.name.clone(),
+                    bits: match d.ty.as_str() {
+                        "uint64" => 64,
+                        "uint32" => 32,
+                        "bool" => 1,
+                        _ => 0,
+                    },
+                })
+                .collect();
+            let id = object_id(0x3f, &f.name);
+            fixed_json_tables.push(json!({
+                "name": f.name, "id": id, "table_type": table_type, "size": c.config.max_ports,
+                "annotations": [], "depends_on": [],
+                "key": keys.iter().map(|k| key_json(k, true)).collect::<Vec<_>>(),
+                "data": f.data.iter().zip(&data).map(|(d, s)| singleton(s.id, &d.name, json!({"type": d.ty}), d.read_only, false)).collect::<Vec<_>>(),
+                "supported_operations": [], "attributes": [],
+            }));
+            tables.push(TableSchema {
+                id,
+                name: f.name.clone(),
+                kind,
+                size: c.config.max_ports,
+                keys,
+                actions: vec![],
+                data,
+                default_action: None,
+            });
+        }
+        let by_id = tables.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
+        let bfrt = json!({"schema_version": "1.0.0", "tables": json_tables, "learn_filters": learn_filters});
+        let fixed = json!({"schema_version": "1.0.0", "tables": fixed_json_tables});
+        Schema {
+            tables,
+            digests,
+            by_id,
+            bfrt_json: serde_json::to_string_pretty(&bfrt).expect("json"),
+            fixed_json: serde_json::to_string_pretty(&fixed).expect("json"),
+        }
+    }
+
+    pub fn table(&self, id: u32) -> Option<&TableSchema> {
+        self.by_id.get(&id).map(|&i| &self.tables[i])
+    }
+
+    pub fn table_by_name(&self, name: &str) -> Option<&TableSchema> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    pub fn table_by_kind(&self, kind: TableKind) -> &TableSchema {
+        self.tables
+            .iter()
+            .find(|t| t.kind == kind)
+            .expect("every kind is in the contract")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::CONTRACT;
+
+    #[test]
+    fn schema_covers_contract_with_unique_ids() {
+        let s = Schema::build(&CONTRACT, 1000, 500);
+        let mut ids: Vec<u32> = s.tables.iter().map(|t| t.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), s.tables.len());
+        let relay = s.table_by_name("pipe.Ingress.relay").unwrap();
+        assert_eq!(relay.size, 1000);
+        assert_eq!(relay.key_by_name("hdr.ipv4.src_addr").unwrap().bits, 32);
+        assert!(relay.data_by_name("$ENTRY_TTL").is_some());
+        assert!(relay.data_by_name("$COUNTER_SPEC_PKTS").is_some());
+        let leg = relay.action_by_name("Ingress.relay_leg").unwrap();
+        assert_eq!(
+            leg.params
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect::<Vec<_>>(),
+            ["leg", "rtcp"]
+        );
+        let reg = s.table_by_name("pipe.Ingress.rtp_packets").unwrap();
+        assert_eq!(reg.data[0].name, "Ingress.rtp_packets.f1");
+        assert_eq!(reg.size, 500);
+        let v: Value = serde_json::from_str(&s.bfrt_json).unwrap();
+        let names: Vec<&str> = v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"pipe.Ingress.relay_addr"));
+        assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
+        let f: Value = serde_json::from_str(&s.fixed_json).unwrap();
+        assert_eq!(f["tables"].as_array().unwrap().len(), 4);
+    }
+}
