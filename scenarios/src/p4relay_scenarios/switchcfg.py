@@ -1,0 +1,108 @@
+"""Program the testbed's forwarding into the switch over BfRt gRPC.
+
+One route per host subnet (`ipv4_lpm` -> `nexthop` -> port and MACs) and the
+relay's media range in `relay_addr`, so RTP to the relay that no relay entry
+matches is forwarded to RTPProxy and raises the learn digest. The per-call
+relay entries are rtpagent's business, not ours.
+"""
+
+from __future__ import annotations
+
+from p4relay_switch.client import Entry, SwitchClient
+from p4relay_switch.codec import Lpm, Range
+
+from p4relay_scenarios.topology import RELAY, PortInfo
+
+T_LPM = "pipe.Ingress.ipv4_lpm"
+T_NEXTHOP = "pipe.Ingress.nexthop"
+T_RELAY_ADDR = "pipe.Ingress.relay_addr"
+T_RELAY = "pipe.Ingress.relay"
+T_LEG = "pipe.Ingress.leg_rewrite"
+
+
+def route_entries(ports: list[PortInfo]) -> tuple[list[Entry], list[Entry]]:
+    """(nexthop entries, ipv4_lpm entries): nexthop id = switch port number."""
+    nexthops = [
+        Entry(
+            {"ig_md.nexthop_id": p.port},
+            "Ingress.forward",
+            {"port": p.port, "src_mac": p.switch_mac, "dst_mac": p.host_mac},
+        )
+        for p in ports
+    ]
+    lpms = []
+    for p in ports:
+        net, plen = p.subnet.split("/")
+        lpms.append(
+            Entry(
+                {"hdr.ipv4.dst_addr": Lpm(net, int(plen))},
+                "Ingress.set_nexthop",
+                {"nexthop_id": p.port},
+            )
+        )
+    return nexthops, lpms
+
+
+def relay_addr_entry(addr: str, port_min: int, port_max: int) -> Entry:
+    return Entry(
+        {
+            "hdr.ipv4.dst_addr": addr,
+            "hdr.udp.dst_port": Range(port_min, port_max),
+            "$MATCH_PRIORITY": 1,
+        },
+        "Ingress.mark_relay",
+    )
+
+
+async def program(
+    grpc_addr: str,
+    ports: list[PortInfo],
+    *,
+    relay_port_min: int = 20000,
+    relay_port_max: int = 29999,
+    connect_timeout_s: float = 20.0,
+) -> None:
+    """Install routes and the relay range (insert or modify: safe to repeat)."""
+    sw = SwitchClient(grpc_addr, client_id=7, connect_timeout_s=connect_timeout_s, reconnect=False)
+    await sw.connect()
+    try:
+        nexthops, lpms = route_entries(ports)
+        await sw.insert_or_modify(T_NEXTHOP, nexthops)
+        await sw.insert_or_modify(T_LPM, lpms)
+        await sw.insert_or_modify(
+            T_RELAY_ADDR, [relay_addr_entry(RELAY.addr, relay_port_min, relay_port_max)]
+        )
+    finally:
+        await sw.close()
+
+
+async def relay_entry_count(grpc_addr: str) -> tuple[int, int]:
+    """(relay entries, leg_rewrite entries) installed right now."""
+    sw = SwitchClient(grpc_addr, client_id=8, reconnect=False)
+    await sw.connect()
+    try:
+        return len(await sw.read(T_RELAY)), len(await sw.read(T_LEG))
+    finally:
+        await sw.close()
+
+
+async def port_counters(grpc_addr: str, dev_ports: list[int]) -> dict[int, dict[str, int]]:
+    sw = SwitchClient(grpc_addr, client_id=9, reconnect=False)
+    await sw.connect()
+    try:
+        return await sw.port_stats(dev_ports)
+    finally:
+        await sw.close()
+
+
+async def shape_port(grpc_addr: str, dev_port: int, rate_kbps: int | None) -> None:
+    """Egress rate of a switch port in the switch's own traffic manager (None: unshaped)."""
+    sw = SwitchClient(grpc_addr, client_id=10, reconnect=False)
+    await sw.connect()
+    try:
+        if rate_kbps is None:
+            await sw.set_port_shaping(dev_port, 0, enable=False)
+        else:
+            await sw.set_port_shaping(dev_port, rate_kbps)
+    finally:
+        await sw.close()
