@@ -1,0 +1,121 @@
+"""Typed errors: what a caller can act on (leave the call on RTPProxy, retry, ...)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+
+class SwitchError(Exception):
+    """Base of every error this package raises."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, *, code: grpc.StatusCode | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class SchemaError(SwitchError):
+    """A name is not in the switch's bfrt.json, or the schema is malformed."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class EncodeError(SwitchError):
+    """A value does not fit its field (width, type) — caught before it is sent."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class SwitchUnavailableError(SwitchError):
+    """The switch cannot be reached (down, restarting, deadline exceeded)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class NotBoundError(SwitchError):
+    """Read/Write before SetForwardingPipelineConfig(BIND), or the program is absent."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateError:
+    """One failed update of a batch (index into the batch, gRPC code, message)."""
+
+    index: int
+    code: grpc.StatusCode
+    message: str
+
+
+class WriteError(SwitchError):
+    """A Write failed; ``errors`` lists each failed update when the switch said which."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: grpc.StatusCode | None = None,
+        errors: tuple[UpdateError, ...] = (),
+    ) -> None:
+        super().__init__(message, code=code)
+        self.errors = errors
+
+
+class TableFullError(WriteError):
+    """RESOURCE_EXHAUSTED: no room in a table; leave the call on RTPProxy."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class EntryExistsError(WriteError):
+    """ALREADY_EXISTS: an INSERT for a key that is present."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class NotFoundError(WriteError):
+    """NOT_FOUND: MODIFY/DELETE/read of a key that is absent."""
+
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class InvalidArgumentError(WriteError):
+    """INVALID_ARGUMENT (or OUT_OF_RANGE, UNIMPLEMENTED): the switch rejected the request."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+_BY_CODE: dict[grpc.StatusCode, type[WriteError]] = {
+    grpc.StatusCode.RESOURCE_EXHAUSTED: TableFullError,
+    grpc.StatusCode.ALREADY_EXISTS: EntryExistsError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.OUT_OF_RANGE: InvalidArgumentError,
+    grpc.StatusCode.UNIMPLEMENTED: InvalidArgumentError,
+}
+
+_CODE_BY_NUMBER: dict[int, grpc.StatusCode] = {c.value[0]: c for c in grpc.StatusCode}
+
+
+def status_code(number: int) -> grpc.StatusCode:
+    """google.rpc.Code number -> grpc.StatusCode (UNKNOWN for numbers outside the enum)."""
+    return _CODE_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
+
+
+def write_error(
+    code: grpc.StatusCode, message: str, errors: tuple[UpdateError, ...] = ()
+) -> SwitchError:
+    """The typed error for a failed Write: the first failed update's code decides."""
+    if errors:
+        code = errors[0].code
+        message = f"{message}: update {errors[0].index}: {errors[0].message}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return SwitchUnavailableError(message, code=code)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        return NotBoundError(message, code=code)
+    cls = _BY_CODE.get(code, WriteError)
+    return cls(message, code=code, errors=errors)

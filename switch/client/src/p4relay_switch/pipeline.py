@@ -1,0 +1,495 @@
+"""Typed operations on p4relay's pipeline (switch/contract.toml).
+
+A call relayed by the switch is two directions; each direction has a leg
+index. Per direction the switch holds one ``leg_rewrite`` entry (the rewrite)
+and two ``relay`` entries (RTP and RTCP = ports + 1) pointing at the leg:
+
+    A --(a:pa -> R:ra)--> switch --(R:rb -> b:pb)--> B      leg a_to_b
+    A <--(R:ra -> a:pa)-- switch <--(b:pb -> R:rb)-- B      leg b_to_a
+
+Names below are the contract's; tests/test_contract.py checks they match it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from p4relay_switch.client import Digest, Entry, IdleTimeout, SwitchClient
+from p4relay_switch.codec import KeyValue, Lpm, Range
+from p4relay_switch.errors import NotFoundError, SwitchError, WriteError
+from p4relay_switch.proto import bfruntime_pb2 as pb
+
+IPV4_LPM = "pipe.Ingress.ipv4_lpm"
+NEXTHOP = "pipe.Ingress.nexthop"
+RELAY_ADDR = "pipe.Ingress.relay_addr"
+RELAY = "pipe.Ingress.relay"
+LEG_REWRITE = "pipe.Ingress.leg_rewrite"
+LEARN_DIGEST = "pipe.IngressDeparser.learn"
+
+A_SET_NEXTHOP = "Ingress.set_nexthop"
+A_FORWARD = "Ingress.forward"
+A_DROP = "Ingress.drop"
+A_MARK_RELAY = "Ingress.mark_relay"
+A_RELAY_LEG = "Ingress.relay_leg"
+A_REWRITE = "Ingress.rewrite"
+
+REG_PACKETS = "pipe.Ingress.rtp_packets"
+REG_LOST = "pipe.Ingress.rtp_lost"
+REG_REORDERED = "pipe.Ingress.rtp_reordered"
+REG_MAX_SEQ = "pipe.Ingress.rtp_max_seq"
+REG_TRANSIT = "pipe.Ingress.rtp_transit"
+REG_JITTER = "pipe.Ingress.rtp_jitter"
+REG_LAST_SEEN = "pipe.Ingress.rtp_last_seen"
+REG_PAYLOAD_TYPE = "pipe.Ingress.rtp_payload_type"
+QUALITY_REGISTERS = (
+    REG_PACKETS,
+    REG_LOST,
+    REG_REORDERED,
+    REG_MAX_SEQ,
+    REG_TRANSIT,
+    REG_JITTER,
+    REG_LAST_SEEN,
+    REG_PAYLOAD_TYPE,
+)
+
+K_SRC_ADDR = "hdr.ipv4.src_addr"
+K_DST_ADDR = "hdr.ipv4.dst_addr"
+K_SRC_PORT = "hdr.udp.src_port"
+K_DST_PORT = "hdr.udp.dst_port"
+K_NEXTHOP_ID = "ig_md.nexthop_id"
+K_LEG = "ig_md.leg"
+K_PRIORITY = "$MATCH_PRIORITY"
+
+TTL = "$ENTRY_TTL"
+COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
+COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
+
+# contract.toml [config]
+RTP_CLOCK_HZ = 8000
+JITTER_SHIFT = 4
+
+Addr = ipaddress.IPv4Address
+
+
+def ip(value: str | int | Addr) -> Addr:
+    return value if isinstance(value, Addr) else ipaddress.IPv4Address(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    addr: Addr
+    port: int
+
+    @classmethod
+    def of(cls, addr: str | int | Addr, port: int) -> Endpoint:
+        if not 0 < port < 0xFFFF:  # RTCP needs port + 1
+            raise ValueError(f"port {port} out of range")
+        return cls(ip(addr), port)
+
+    def __str__(self) -> str:
+        return f"{self.addr}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class RelayDirection:
+    """Packets ``src -> relay`` leave as ``out_src -> out_dst``; quality by ``leg``."""
+
+    leg: int
+    src: Endpoint
+    relay: Endpoint
+    out_src: Endpoint
+    out_dst: Endpoint
+
+    def match_key(self, rtcp: bool = False) -> dict[str, int]:
+        d = 1 if rtcp else 0
+        return {
+            K_SRC_ADDR: int(self.src.addr),
+            K_DST_ADDR: int(self.relay.addr),
+            K_SRC_PORT: self.src.port + d,
+            K_DST_PORT: self.relay.port + d,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RelayCall:
+    a_to_b: RelayDirection
+    b_to_a: RelayDirection
+
+    @classmethod
+    def between(
+        cls,
+        a: Endpoint,
+        relay_a: Endpoint,
+        b: Endpoint,
+        relay_b: Endpoint,
+        legs: tuple[int, int],
+    ) -> RelayCall:
+        """``relay_a``: the relay's address:port facing A (A sends RTP there);
+        ``relay_b`` the one facing B. ``legs``: (a_to_b, b_to_a) leg indexes."""
+        return cls(
+            a_to_b=RelayDirection(legs[0], a, relay_a, relay_b, b),
+            b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a),
+        )
+
+    @property
+    def directions(self) -> tuple[RelayDirection, RelayDirection]:
+        return (self.a_to_b, self.b_to_a)
+
+
+@dataclass(frozen=True, slots=True)
+class Nexthop:
+    id: int
+    port: int
+    src_mac: str
+    dst_mac: str
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class DirectionCounters:
+    rtp: Counters
+    rtcp: Counters
+
+
+@dataclass(frozen=True, slots=True)
+class LegQuality:
+    """One direction's RTP quality as the data plane measured it."""
+
+    leg: int
+    packets: int
+    lost: int
+    reordered: int
+    max_seq: int
+    transit: int
+    jitter_raw: int  # J << JITTER_SHIFT, RTP clock units
+    last_seen_ms: int
+    payload_type: int
+
+    @property
+    def jitter_units(self) -> float:
+        return self.jitter_raw / (1 << JITTER_SHIFT)
+
+    @property
+    def jitter_ms(self) -> float:
+        return self.jitter_units * 1000.0 / RTP_CLOCK_HZ
+
+    @property
+    def loss_ratio(self) -> float:
+        expected = self.packets + self.lost
+        return self.lost / expected if expected else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LearnEvent:
+    """A UDP flow to a relay address that matched no session (NAT latching)."""
+
+    src: Endpoint
+    dst: Endpoint
+    ingress_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RelayIdle:
+    """A relay entry saw no packet for its TTL."""
+
+    src: Endpoint
+    dst: Endpoint
+    pipe: int
+
+
+class LegAllocator:
+    """Free list of leg indexes [first, first + size)."""
+
+    def __init__(self, size: int, first: int = 0) -> None:
+        self._free = list(range(first + size - 1, first - 1, -1))
+        self._used: set[int] = set()
+
+    def allocate(self) -> int:
+        if not self._free:
+            raise SwitchError("no free leg index", code=grpc.StatusCode.RESOURCE_EXHAUSTED)
+        leg = self._free.pop()
+        self._used.add(leg)
+        return leg
+
+    def release(self, leg: int) -> None:
+        if leg in self._used:
+            self._used.remove(leg)
+            self._free.append(leg)
+
+    def __len__(self) -> int:
+        return len(self._used)
+
+
+def _counters(data: Mapping[str, object]) -> Counters:
+    p, b = data.get(COUNTER_PKTS, 0), data.get(COUNTER_BYTES, 0)
+    return Counters(p if isinstance(p, int) else 0, b if isinstance(b, int) else 0)
+
+
+class Pipeline:
+    """The contract's tables through one SwitchClient."""
+
+    def __init__(self, client: SwitchClient, *, pipe: int | None = None) -> None:
+        self.client = client
+        self.pipe = pipe  # for per-pipe (asymmetric) relay/leg_rewrite entries
+
+    async def setup(
+        self, *, idle_notify: bool = True, ttl_query_interval_ms: int = 1000, min_ttl_ms: int = 1000
+    ) -> None:
+        """Idle-timeout notifications on the relay table."""
+        await self.client.set_idle_table(
+            RELAY,
+            enable=True,
+            notify=idle_notify,
+            ttl_query_interval_ms=ttl_query_interval_ms,
+            min_ttl_ms=min_ttl_ms,
+        )
+
+    # ---------------------------------------------------------- forwarding
+
+    async def add_nexthops(self, nexthops: Iterable[Nexthop], *, replace: bool = False) -> None:
+        entries = [
+            Entry(
+                {K_NEXTHOP_ID: n.id},
+                A_FORWARD,
+                {"port": n.port, "src_mac": n.src_mac, "dst_mac": n.dst_mac},
+            )
+            for n in nexthops
+        ]
+        if replace:
+            await self.client.insert_or_modify(NEXTHOP, entries)
+        else:
+            await self.client.insert(NEXTHOP, entries)
+
+    async def delete_nexthops(self, ids: Iterable[int]) -> None:
+        await self.client.delete(NEXTHOP, [Entry({K_NEXTHOP_ID: i}) for i in ids])
+
+    async def add_routes(
+        self, routes: Iterable[tuple[str | ipaddress.IPv4Network, int]], *, replace: bool = False
+    ) -> None:
+        """(prefix, nexthop_id); ``0.0.0.0/0`` is the default route."""
+        entries = []
+        for prefix, nh in routes:
+            net = ipaddress.IPv4Network(prefix)
+            entries.append(
+                Entry(
+                    {K_DST_ADDR: Lpm(int(net.network_address), net.prefixlen)},
+                    A_SET_NEXTHOP,
+                    {"nexthop_id": nh},
+                )
+            )
+        if replace:
+            await self.client.insert_or_modify(IPV4_LPM, entries)
+        else:
+            await self.client.insert(IPV4_LPM, entries)
+
+    async def delete_routes(self, prefixes: Iterable[str | ipaddress.IPv4Network]) -> None:
+        entries = []
+        for prefix in prefixes:
+            net = ipaddress.IPv4Network(prefix)
+            entries.append(Entry({K_DST_ADDR: Lpm(int(net.network_address), net.prefixlen)}))
+        await self.client.delete(IPV4_LPM, entries)
+
+    async def add_relay_addr(
+        self, addr: str | Addr, port_min: int, port_max: int, *, priority: int = 0
+    ) -> None:
+        await self.client.insert(
+            RELAY_ADDR,
+            [
+                Entry(
+                    {
+                        K_DST_ADDR: int(ip(addr)),
+                        K_DST_PORT: Range(port_min, port_max),
+                        K_PRIORITY: priority,
+                    },
+                    A_MARK_RELAY,
+                )
+            ],
+        )
+
+    async def delete_relay_addr(
+        self, addr: str | Addr, port_min: int, port_max: int, *, priority: int = 0
+    ) -> None:
+        key: dict[str, KeyValue] = {
+            K_DST_ADDR: int(ip(addr)),
+            K_DST_PORT: Range(port_min, port_max),
+            K_PRIORITY: priority,
+        }
+        await self.client.delete(RELAY_ADDR, [Entry(key)])
+
+    # ---------------------------------------------------------- calls
+
+    def _rewrite_entry(self, d: RelayDirection) -> Entry:
+        return Entry(
+            {K_LEG: d.leg},
+            A_REWRITE,
+            {
+                "src_addr": int(d.out_src.addr),
+                "dst_addr": int(d.out_dst.addr),
+                "src_port": d.out_src.port,
+                "dst_port": d.out_dst.port,
+            },
+            pipe=self.pipe,
+        )
+
+    def _relay_entries(self, d: RelayDirection, ttl_ms: int | None) -> list[Entry]:
+        out = []
+        for rtcp in (False, True):
+            data: dict[str, int] = {"leg": d.leg, "rtcp": int(rtcp)}
+            if ttl_ms is not None:
+                data[TTL] = ttl_ms
+            out.append(Entry(d.match_key(rtcp), A_RELAY_LEG, data, pipe=self.pipe))
+        return out
+
+    async def install_call(self, call: RelayCall, *, ttl_ms: int | None = None) -> None:
+        """Reset the legs' quality registers, write both rewrites, then the four relay
+        entries. On failure everything this call wrote is removed again and the
+        typed error (TableFullError: leave the call on RTPProxy) is raised."""
+        await self.reset_quality([d.leg for d in call.directions])
+        c = self.client
+        rewrites = [
+            c.update(pb.Update.INSERT, LEG_REWRITE, self._rewrite_entry(d)) for d in call.directions
+        ]
+        relays = [
+            c.update(pb.Update.INSERT, RELAY, e)
+            for d in call.directions
+            for e in self._relay_entries(d, ttl_ms)
+        ]
+        try:
+            await c.write(rewrites)
+            await c.write(relays)
+        except WriteError:
+            await self.remove_call(call, missing_ok=True)
+            raise
+
+    async def update_call(self, call: RelayCall, *, ttl_ms: int | None = None) -> None:
+        """Re-point existing entries (e.g. after NAT re-latching changed nothing in
+        the keys but the far end moved)."""
+        c = self.client
+        await c.write(
+            [
+                c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d))
+                for d in call.directions
+            ]
+        )
+        await c.write(
+            [
+                c.update(pb.Update.MODIFY, RELAY, e)
+                for d in call.directions
+                for e in self._relay_entries(d, ttl_ms)
+            ]
+        )
+
+    async def remove_call(self, call: RelayCall, *, missing_ok: bool = False) -> None:
+        """Relay entries first (no packet can find a leg without rewrite), then rewrites."""
+        c = self.client
+        for table, entries in (
+            (
+                RELAY,
+                [
+                    Entry(d.match_key(r), pipe=self.pipe)
+                    for d in call.directions
+                    for r in (False, True)
+                ],
+            ),
+            (LEG_REWRITE, [Entry({K_LEG: d.leg}, pipe=self.pipe) for d in call.directions]),
+        ):
+            for e in entries:
+                # One at a time so one absent entry does not hide the others.
+                try:
+                    await c.write([c.update(pb.Update.DELETE, table, e)])
+                except NotFoundError:
+                    if not missing_ok:
+                        raise
+
+    async def call_counters(self, call: RelayCall) -> dict[int, DirectionCounters]:
+        """leg -> RTP and RTCP packet/byte counters of that direction."""
+        keys = [d.match_key(r) for d in call.directions for r in (False, True)]
+        got = await self.client.read(RELAY, keys)
+        by_key = {tuple(sorted((k, v) for k, v in e.key.items())): e for e in got}
+        out: dict[int, DirectionCounters] = {}
+        for d in call.directions:
+            pair = []
+            for r in (False, True):
+                e = by_key.get(tuple(sorted(d.match_key(r).items())))
+                pair.append(_counters(e.data) if e else Counters(0, 0))
+            out[d.leg] = DirectionCounters(pair[0], pair[1])
+        return out
+
+    # ---------------------------------------------------------- quality
+
+    async def read_quality(self, legs: Sequence[int]) -> dict[int, LegQuality]:
+        regs: dict[str, dict[int, list[int]]] = {}
+        for name in QUALITY_REGISTERS:
+            regs[name] = await self.client.read_register(name, legs)
+        out: dict[int, LegQuality] = {}
+        for leg in legs:
+            pkts = regs[REG_PACKETS].get(leg, [0])
+            # Counts add over pipes; the rest come from the pipe that saw the leg.
+            best = max(range(len(pkts)), key=lambda i: pkts[i])
+
+            def val(name: str, leg: int = leg, best: int = best) -> int:
+                v = regs[name].get(leg, [0])
+                return v[best] if best < len(v) else v[0]
+
+            def total(name: str, leg: int = leg) -> int:
+                return sum(regs[name].get(leg, [0]))
+
+            out[leg] = LegQuality(
+                leg=leg,
+                packets=total(REG_PACKETS),
+                lost=total(REG_LOST),
+                reordered=total(REG_REORDERED),
+                max_seq=val(REG_MAX_SEQ),
+                transit=val(REG_TRANSIT),
+                jitter_raw=val(REG_JITTER),
+                last_seen_ms=val(REG_LAST_SEEN),
+                payload_type=val(REG_PAYLOAD_TYPE),
+            )
+        return out
+
+    async def reset_quality(self, legs: Sequence[int]) -> None:
+        for name in QUALITY_REGISTERS:
+            await self.client.write_register(name, dict.fromkeys(legs, 0))
+
+    # ---------------------------------------------------------- notifications
+
+    @staticmethod
+    def learn_events(d: Digest) -> list[LearnEvent]:
+        if d.learn != LEARN_DIGEST:
+            return []
+        return [
+            LearnEvent(
+                src=Endpoint(ip(r.get("src_addr", 0)), r.get("src_port", 0)),
+                dst=Endpoint(ip(r.get("dst_addr", 0)), r.get("dst_port", 0)),
+                ingress_port=r.get("ingress_port", 0),
+            )
+            for r in d.entries
+        ]
+
+    @staticmethod
+    def relay_idle(n: IdleTimeout) -> RelayIdle | None:
+        if n.table != RELAY or not n.idle:
+            return None
+        k = n.key
+
+        def num(name: str) -> int:
+            v = k.get(name, 0)
+            return v if isinstance(v, int) else 0
+
+        return RelayIdle(
+            src=Endpoint(ip(num(K_SRC_ADDR)), num(K_SRC_PORT)),
+            dst=Endpoint(ip(num(K_DST_ADDR)), num(K_DST_PORT)),
+            pipe=n.pipe,
+        )
+
+    async def relay_entry_count(self) -> int:
+        return await self.client.usage(RELAY)
