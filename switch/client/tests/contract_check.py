@@ -1,0 +1,137 @@
+"""Compare a bfrt.json (program + fixed tables) with switch/contract.toml.
+
+Returns every disagreement as a sentence, so a failing test says all of them
+at once. Shared by test_contract.py (softswitch) and test_contract_p4.py (P4).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+CONTRACT = Path(__file__).resolve().parents[2] / "contract.toml"
+
+
+def load_contract(path: Path = CONTRACT) -> dict[str, Any]:
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def _width(t: dict[str, Any]) -> int | None:
+    ty = t.get("type", {})
+    if ty.get("type") == "bytes":
+        return int(ty["width"])
+    return {"uint8": 8, "uint16": 16, "uint32": 32, "uint64": 64}.get(ty.get("type", ""))
+
+
+def _type_name(t: dict[str, Any]) -> str:
+    return str(t.get("type", {}).get("type", ""))
+
+
+def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
+    errs: list[str] = []
+    tables = {t["name"]: t for t in bfrt.get("tables", [])}
+    actions = {a["name"]: a for a in contract.get("action", [])}
+    want_tables = {t["name"] for t in contract.get("table", [])} | {
+        r["name"] for r in contract.get("register", [])
+    }
+    for extra in sorted(set(tables) - want_tables):
+        errs.append(f"bfrt.json has table {extra} that the contract does not name")
+
+    for ct in contract.get("table", []):
+        name = ct["name"]
+        t = tables.get(name)
+        if t is None:
+            errs.append(f"table {name} missing")
+            continue
+        keys = [(k["name"], k.get("match_type"), _width(k)) for k in t.get("key", [])]
+        want_keys = [(k["name"], k["match"], k.get("bits")) for k in ct["keys"]]
+        if keys != want_keys:
+            errs.append(f"table {name}: keys {keys} != contract {want_keys}")
+        specs = {a["name"]: a for a in t.get("action_specs", [])}
+        if sorted(specs) != sorted(ct["actions"]):
+            errs.append(
+                f"table {name}: actions {sorted(specs)} != contract {sorted(ct['actions'])}"
+            )
+        for an, spec in specs.items():
+            ca = actions.get(an)
+            if ca is None:
+                errs.append(f"action {an} (table {name}) is not declared in the contract")
+                continue
+            params = [(p["name"], _width(p)) for p in spec.get("data", [])]
+            want = [(p["name"], p["bits"]) for p in ca["params"]]
+            if params != want:
+                errs.append(f"table {name} action {an}: params {params} != contract {want}")
+        data = {
+            d["singleton"]["name"]: d["singleton"] for d in t.get("data", []) if "singleton" in d
+        }
+        want_data: set[str] = set()
+        if ct.get("direct_counter"):
+            want_data |= {"$COUNTER_SPEC_BYTES", "$COUNTER_SPEC_PKTS"}
+        if ct.get("idle_timeout"):
+            want_data.add("$ENTRY_TTL")
+        if set(data) != want_data:
+            errs.append(f"table {name}: data fields {sorted(data)} != contract {sorted(want_data)}")
+        attrs = set(t.get("attributes", []))
+        want_attrs: set[str] = set()
+        if ct.get("idle_timeout"):
+            want_attrs.add("IdleTimeout")
+        if ct.get("entry_scope"):
+            want_attrs.add("EntryScope")
+        if not want_attrs <= attrs:
+            errs.append(
+                f"table {name}: attributes {sorted(attrs)} lack {sorted(want_attrs - attrs)}"
+            )
+
+    for cr in contract.get("register", []):
+        name = cr["name"]
+        t = tables.get(name)
+        if t is None:
+            errs.append(f"register {name} missing")
+            continue
+        if t.get("table_type") != "Register":
+            errs.append(f"register {name}: table_type {t.get('table_type')!r} != 'Register'")
+        keys = [k["name"] for k in t.get("key", [])]
+        if keys != ["$REGISTER_INDEX"]:
+            errs.append(f"register {name}: key {keys} != ['$REGISTER_INDEX']")
+        field = name.removeprefix("pipe.") + ".f1"
+        data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
+        if data != [(field, cr["bits"])]:
+            errs.append(f"register {name}: data {data} != [({field!r}, {cr['bits']})]")
+
+    learns = {d["name"]: d for d in bfrt.get("learn_filters", [])}
+    want_learns = {d["name"] for d in contract.get("digest", [])}
+    if set(learns) != want_learns:
+        errs.append(f"digests {sorted(learns)} != contract {sorted(want_learns)}")
+    for cd in contract.get("digest", []):
+        d = learns.get(cd["name"])
+        if d is None:
+            continue
+        fields = [(f["name"], _width(f)) for f in d.get("fields", [])]
+        want = [(f["name"], f["bits"]) for f in cd["fields"]]
+        if fields != want:
+            errs.append(f"digest {cd['name']}: fields {fields} != contract {want}")
+    return errs
+
+
+def check_fixed(contract: dict[str, Any], fixed: dict[str, Any]) -> list[str]:
+    errs: list[str] = []
+    tables = {t["name"]: t for t in fixed.get("tables", [])}
+    for cf in contract.get("fixed_table", []):
+        name = cf["name"]
+        t = tables.get(name)
+        if t is None:
+            errs.append(f"fixed table {name} missing")
+            continue
+        keys = [(k["name"], k.get("match_type"), _type_name(k)) for k in t.get("key", [])]
+        want_keys = [(k["name"], k["match"], k["type"]) for k in cf.get("keys", [])]
+        if keys != want_keys:
+            errs.append(f"fixed table {name}: keys {keys} != contract {want_keys}")
+        data = {d["singleton"]["name"]: _type_name(d["singleton"]) for d in t.get("data", [])}
+        for cd in cf.get("data", []):
+            if data.get(cd["name"]) != cd["type"]:
+                errs.append(
+                    f"fixed table {name}: data {cd['name']} is {data.get(cd['name'])!r}, contract {cd['type']!r}"
+                )
+    return errs

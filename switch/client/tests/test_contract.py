@@ -1,0 +1,100 @@
+"""The softswitch serves exactly contract.toml's names; the client's names are the contract's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from contract_check import check_fixed, check_program, load_contract
+from p4relay_switch import pipeline
+from softswitch import dump
+
+
+@pytest.fixture(scope="module")
+def contract() -> dict[str, Any]:
+    return load_contract()
+
+
+@pytest.fixture(scope="module")
+def bfrt() -> dict[str, Any]:
+    return dict(json.loads(dump("--dump-bfrt-json")))
+
+
+@pytest.fixture(scope="module")
+def fixed() -> dict[str, Any]:
+    return dict(json.loads(dump("--dump-fixed-bfrt-json")))
+
+
+def test_softswitch_program_schema_matches_contract(
+    contract: dict[str, Any], bfrt: dict[str, Any]
+) -> None:
+    errs = check_program(contract, bfrt)
+    assert not errs, "softswitch bfrt.json disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_softswitch_fixed_schema_matches_contract(
+    contract: dict[str, Any], fixed: dict[str, Any]
+) -> None:
+    errs = check_fixed(contract, fixed)
+    assert not errs, "softswitch fixed bfrt.json disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_ids_unique_and_nonzero(bfrt: dict[str, Any], fixed: dict[str, Any]) -> None:
+    ids = [t["id"] for t in bfrt["tables"] + fixed["tables"]]
+    ids += [a["id"] for t in bfrt["tables"] for a in t.get("action_specs", [])]
+    ids += [d["id"] for d in bfrt.get("learn_filters", [])]
+    assert all(i > 0 for i in ids)
+    assert len(ids) == len(set(ids))
+
+
+def test_checker_catches_disagreements(contract: dict[str, Any], bfrt: dict[str, Any]) -> None:
+    """The checker itself: every kind of drift is reported."""
+    broken = json.loads(json.dumps(bfrt))
+    relay = next(t for t in broken["tables"] if t["name"] == "pipe.Ingress.relay")
+    relay["key"][0]["type"]["width"] = 31
+    relay["action_specs"][0]["data"][0]["name"] = "leg_idx"
+    relay["data"] = relay["data"][:1]
+    broken["tables"] = [t for t in broken["tables"] if t["name"] != "pipe.Ingress.rtp_jitter"]
+    broken["tables"].append({"name": "pipe.Ingress.extra", "key": []})
+    broken["learn_filters"][0]["fields"][0]["name"] = "src"
+    errs = "\n".join(check_program(contract, broken))
+    for needle in (
+        "pipe.Ingress.relay: keys",
+        "Ingress.relay_leg: params",
+        "pipe.Ingress.relay: data fields",
+        "register pipe.Ingress.rtp_jitter missing",
+        "pipe.Ingress.extra",
+        "digest pipe.IngressDeparser.learn",
+    ):
+        assert needle in errs
+
+
+def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> None:
+    tables = {t["name"]: t for t in contract["table"]}
+    actions = {a["name"] for a in contract["action"]}
+    registers = {r["name"] for r in contract["register"]}
+    for n in (pipeline.IPV4_LPM, pipeline.NEXTHOP, pipeline.RELAY_ADDR, pipeline.RELAY):
+        assert n in tables
+    assert pipeline.LEG_REWRITE in tables
+    for a in (
+        pipeline.A_SET_NEXTHOP,
+        pipeline.A_FORWARD,
+        pipeline.A_DROP,
+        pipeline.A_MARK_RELAY,
+        pipeline.A_RELAY_LEG,
+        pipeline.A_REWRITE,
+    ):
+        assert a in actions
+    assert set(pipeline.QUALITY_REGISTERS) <= registers
+    assert pipeline.LEARN_DIGEST in {d["name"] for d in contract["digest"]}
+    relay_keys = [k["name"] for k in tables[pipeline.RELAY]["keys"]]
+    assert relay_keys == [
+        pipeline.K_SRC_ADDR,
+        pipeline.K_DST_ADDR,
+        pipeline.K_SRC_PORT,
+        pipeline.K_DST_PORT,
+    ]
+    assert [k["name"] for k in tables[pipeline.LEG_REWRITE]["keys"]] == [pipeline.K_LEG]
+    assert contract["config"]["rtp_clock_hz"] == pipeline.RTP_CLOCK_HZ
+    assert contract["config"]["jitter_shift"] == pipeline.JITTER_SHIFT
