@@ -1,0 +1,34 @@
+import { NavLink, Outlet } from 'react-router';
+import { Suspense } from 'react';
+import { useAuth } from '../api/auth';
+import { SummaryBar } from './SummaryBar';
+import { ThemeToggle } from './theme';
+
+export function Layout() {
+  const { me, logout } = useAuth();
+  return (
+    <div className="shell">
+      <a className="skip-link" href="#main">Skip to content</a>
+      <header className="topbar">
+        <NavLink to="/" className="brand">p4relay</NavLink>
+        <nav className="nav" aria-label="Main">
+          <NavLink to="/" end>Live</NavLink>
+          <NavLink to="/switches">Switches</NavLink>
+          <NavLink to="/events">Events</NavLink>
+          <NavLink to="/audit">Audit</NavLink>
+          {me?.role === 'admin' && <NavLink to="/admin">Users &amp; tokens</NavLink>}
+        </nav>
+        <SummaryBar />
+        <span className="spacer" />
+        <ThemeToggle />
+        <span className="muted">{me?.username}</span>
+        <button type="button" onClick={logout}>Log out</button>
+      </header>
+      <main className="main" id="main">
+        <Suspense fallback={<p className="muted">Loading…</p>}>
+          <Outlet />
+        </Suspense>
+      </main>
+    </div>
+  );
+}

@@ -1,0 +1,148 @@
+import { useState, type SyntheticEvent } from 'react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useAuth } from '../api/auth';
+import { api } from '../api/endpoints';
+import type { CreatedToken, Role } from '../api/types';
+import { formatTime } from '../lib/format';
+
+function Users() {
+  const qc = useQueryClient();
+  const { me } = useAuth();
+  const users = useQuery({ queryKey: ['users'], queryFn: api.users });
+  const [username, setUsername] = useState('');
+  const [password, setPassword] = useState('');
+  const [role, setRole] = useState<Role>('viewer');
+  const create = useMutation({
+    mutationFn: () => api.createUser(username, password, role),
+    onSuccess: () => {
+      setUsername('');
+      setPassword('');
+      void qc.invalidateQueries({ queryKey: ['users'] });
+    },
+  });
+  const remove = useMutation({
+    mutationFn: api.deleteUser,
+    onSuccess: () => { void qc.invalidateQueries({ queryKey: ['users'] }); },
+  });
+  const submit = (e: SyntheticEvent) => {
+    e.preventDefault();
+    create.mutate();
+  };
+  return (
+    <section className="card" aria-labelledby="users-title">
+      <h2 id="users-title">Users</h2>
+      {users.isError && <p className="error" role="alert">{users.error.message}</p>}
+      <div className="table-wrap">
+        <table className="data" aria-label="Users">
+          <thead><tr><th scope="col">User</th><th scope="col">Role</th><th scope="col">Created</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>
+            {users.data?.map((u) => (
+              <tr key={u.id}>
+                <td>{u.username}</td>
+                <td>{u.role}</td>
+                <td>{formatTime(u.created_at)}</td>
+                <td>
+                  {u.username !== me?.username && (
+                    <button type="button" className="danger" onClick={() => {
+                      if (window.confirm(`Delete user ${u.username}?`)) remove.mutate(u.id);
+                    }}>Delete</button>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <form className="toolbar" onSubmit={submit} style={{ marginTop: '0.8rem' }} aria-label="Add user">
+        <label className="field">Username<input value={username} onChange={(e) => { setUsername(e.target.value); }} required /></label>
+        <label className="field">Password<input type="password" autoComplete="new-password" value={password} onChange={(e) => { setPassword(e.target.value); }} required minLength={8} /></label>
+        <label className="field">
+          Role
+          <select value={role} onChange={(e) => { setRole(e.target.value as Role); }}>
+            <option value="viewer">viewer</option>
+            <option value="admin">admin</option>
+          </select>
+        </label>
+        <button className="primary" type="submit" disabled={create.isPending}>Add user</button>
+      </form>
+      {create.isError && <p className="error" role="alert">{create.error.message}</p>}
+      {remove.isError && <p className="error" role="alert">{remove.error.message}</p>}
+    </section>
+  );
+}
+
+function Tokens() {
+  const qc = useQueryClient();
+  const tokens = useQuery({ queryKey: ['tokens'], queryFn: api.tokens });
+  const [name, setName] = useState('');
+  const [scope, setScope] = useState('read');
+  const [created, setCreated] = useState<CreatedToken | null>(null);
+  const create = useMutation({
+    mutationFn: () => api.createToken(name, scope),
+    onSuccess: (t) => {
+      setCreated(t);
+      setName('');
+      void qc.invalidateQueries({ queryKey: ['tokens'] });
+    },
+  });
+  const revoke = useMutation({
+    mutationFn: api.revokeToken,
+    onSuccess: () => { void qc.invalidateQueries({ queryKey: ['tokens'] }); },
+  });
+  return (
+    <section className="card" aria-labelledby="tokens-title">
+      <h2 id="tokens-title">API tokens</h2>
+      {tokens.isError && <p className="error" role="alert">{tokens.error.message}</p>}
+      <div className="table-wrap">
+        <table className="data" aria-label="API tokens">
+          <thead><tr><th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Status</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <tbody>
+            {tokens.data?.map((t) => (
+              <tr key={t.id}>
+                <td>{t.name}</td>
+                <td><code>{t.scope}</code></td>
+                <td>{formatTime(t.created_at)}</td>
+                <td>{formatTime(t.last_used_at)}</td>
+                <td>{t.revoked ? 'revoked' : 'active'}</td>
+                <td>{!t.revoked && <button type="button" className="danger" onClick={() => { revoke.mutate(t.id); }}>Revoke</button>}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <form className="toolbar" style={{ marginTop: '0.8rem' }} aria-label="Create token"
+        onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
+        <label className="field">Name<input value={name} onChange={(e) => { setName(e.target.value); }} required /></label>
+        <label className="field">
+          Scope
+          <select value={scope} onChange={(e) => { setScope(e.target.value); }}>
+            <option value="read">read-only</option>
+            <option value="ingest">agent ingest</option>
+          </select>
+        </label>
+        <button className="primary" type="submit" disabled={create.isPending}>Create token</button>
+      </form>
+      {create.isError && <p className="error" role="alert">{create.error.message}</p>}
+      {created && (
+        <div className="notice" role="status">
+          Token <strong>{created.name}</strong> — copy it now, it is not shown again:
+          <pre className="mono" style={{ whiteSpace: 'pre-wrap', wordBreak: 'break-all' }}>{created.token}</pre>
+        </div>
+      )}
+    </section>
+  );
+}
+
+export default function AdminPage() {
+  const { me } = useAuth();
+  if (me && me.role !== 'admin') return <p className="error" role="alert">Only administrators manage users and tokens.</p>;
+  return (
+    <section className="page" aria-labelledby="admin-title">
+      <h1 id="admin-title">Users &amp; API tokens</h1>
+      <div className="grid-2">
+        <Users />
+        <Tokens />
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,74 @@
+import { act, screen, within } from '@testing-library/react';
+import userEvent from '@testing-library/user-event';
+import { describe, expect, it } from 'vitest';
+import LiveSessionsPage from './LiveSessionsPage';
+import { renderWithLive } from '../test/render';
+import { makeSession } from '../test/fixtures';
+
+describe('LiveSessionsPage', () => {
+  it('renders 5,000 live sessions with only the visible rows in the DOM', () => {
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll(Array.from({ length: 5000 }, (_, i) => makeSession(i)));
+      store.flush();
+    });
+    expect(screen.getByTestId('live-count')).toHaveTextContent('5000 of 5000 sessions');
+    const rows = screen.getAllByTestId('row');
+    expect(rows.length).toBeGreaterThan(5);
+    expect(rows.length).toBeLessThan(100);
+    expect(screen.getByRole('table', { name: 'Live sessions' })).toHaveAttribute('aria-rowcount', '5001');
+  });
+
+  it('shows a new session delivered by the feed', () => {
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll([makeSession(1)]);
+      store.flush();
+    });
+    act(() => {
+      store.upsert(makeSession(2, { call_id: 'brand-new@uac' }));
+      store.flush();
+    });
+    expect(screen.getByText('brand-new@uac')).toBeInTheDocument();
+    expect(screen.getByTestId('live-count')).toHaveTextContent('2 of 2');
+  });
+
+  it('filters by text, relay and degraded MOS', async () => {
+    const user = userEvent.setup();
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll([
+        makeSession(1, { call_id: 'alpha@x', offloaded: true, mos: 4.3 }),
+        makeSession(2, { call_id: 'beta@x', offloaded: false, offload_reason: 'table full', mos: 3.2 }),
+        makeSession(3, { call_id: 'gamma@x', offloaded: true, mos: 2.9 }),
+      ]);
+      store.flush();
+    });
+    await user.type(screen.getByLabelText('Filter sessions'), 'beta');
+    expect(await screen.findByTestId('live-count')).toHaveTextContent('1 of 3');
+    expect(screen.getByText('RTPProxy (table full)')).toBeInTheDocument();
+    await user.clear(screen.getByLabelText('Filter sessions'));
+    await user.selectOptions(screen.getByLabelText('Relayed by'), 'switch');
+    expect(screen.getByTestId('live-count')).toHaveTextContent('2 of 3');
+    await user.click(screen.getByLabelText('MOS < 3.6 only'));
+    expect(screen.getByTestId('live-count')).toHaveTextContent('1 of 3');
+    expect(screen.getByText('gamma@x')).toBeInTheDocument();
+  });
+
+  it('sorts by MOS when the header is activated from the keyboard', async () => {
+    const user = userEvent.setup();
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll([makeSession(1, { mos: 4.1 }), makeSession(2, { mos: 2.5 }), makeSession(3, { mos: 3.7 })]);
+      store.flush();
+    });
+    const button = screen.getByRole('button', { name: /MOS/ });
+    button.focus();
+    await user.keyboard('{Enter}');
+    const header = screen.getByRole('columnheader', { name: /MOS/ });
+    const order = () => screen.getAllByTestId('row').map((r) => within(r).getAllByRole('cell').at(-1)?.textContent);
+    const first = order();
+    expect(header).toHaveAttribute('aria-sort');
+    expect([first[0], first[2]].map((t) => t?.slice(0, 4)).sort()).toEqual(['2.50', '4.10']);
+  });
+});

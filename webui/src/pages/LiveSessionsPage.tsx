@@ -1,0 +1,70 @@
+import { useDeferredValue, useMemo, useState } from 'react';
+import { useNavigate } from 'react-router';
+import { useLive, useLiveSessions } from '../api/live';
+import type { SessionSummary } from '../api/types';
+import { DataTable } from '../components/DataTable';
+import { MOS_DEGRADED } from '../lib/format';
+import { sessionColumns } from './sessionColumns';
+
+type RelayFilter = 'all' | 'switch' | 'rtpproxy';
+
+export function matchesFilter(s: SessionSummary, text: string, relay: RelayFilter, degradedOnly: boolean): boolean {
+  if (relay === 'switch' && !s.offloaded) return false;
+  if (relay === 'rtpproxy' && s.offloaded) return false;
+  if (degradedOnly && (s.mos == null || s.mos >= MOS_DEGRADED)) return false;
+  if (!text) return true;
+  const t = text.toLowerCase();
+  return [s.call_id, s.caller, s.callee, s.switch, s.offload_reason].some((v) => v?.toLowerCase().includes(t));
+}
+
+export default function LiveSessionsPage() {
+  const rows = useLiveSessions();
+  const { store } = useLive();
+  const navigate = useNavigate();
+  const [text, setText] = useState('');
+  const [relay, setRelay] = useState<RelayFilter>('all');
+  const [degradedOnly, setDegradedOnly] = useState(false);
+  const deferredText = useDeferredValue(text);
+  const columns = useMemo(() => sessionColumns({ live: true }), []);
+  const filtered = useMemo(
+    () => rows.filter((s) => matchesFilter(s, deferredText.trim(), relay, degradedOnly)),
+    [rows, deferredText, relay, degradedOnly],
+  );
+
+  return (
+    <section className="page" aria-labelledby="live-title">
+      <div className="toolbar">
+        <h1 id="live-title" style={{ marginRight: 'auto' }}>Live sessions</h1>
+        <label className="field">
+          Filter
+          <input type="search" placeholder="call-id, address, switch…" value={text}
+            onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" />
+        </label>
+        <label className="field">
+          Relayed by
+          <select value={relay} onChange={(e) => { setRelay(e.target.value as RelayFilter); }}>
+            <option value="all">all</option>
+            <option value="switch">switch</option>
+            <option value="rtpproxy">RTPProxy</option>
+          </select>
+        </label>
+        <label className="field" style={{ flexDirection: 'row', alignItems: 'center', gap: '0.4rem' }}>
+          <input type="checkbox" checked={degradedOnly} onChange={(e) => { setDegradedOnly(e.target.checked); }} />
+          MOS &lt; 3.6 only
+        </label>
+        <span className="muted" role="status" data-testid="live-count">
+          {store.loaded ? `${filtered.length} of ${rows.length} sessions` : 'loading…'}
+        </span>
+      </div>
+      <DataTable
+        data={filtered}
+        columns={columns}
+        getRowId={(s) => s.id}
+        label="Live sessions"
+        initialSorting={[{ id: 'duration', desc: false }]}
+        onRowClick={(s) => { void navigate(`/sessions/${encodeURIComponent(s.id)}`); }}
+        emptyText={store.loaded ? 'No active sessions match.' : 'Waiting for the live feed…'}
+      />
+    </section>
+  );
+}
