@@ -7,7 +7,11 @@
 
 pub mod config;
 pub mod contract;
+pub mod packet;
+pub mod pipeline;
+pub mod registers;
 pub mod schema;
+pub mod tables;
 
 use anyhow::Result;
 

@@ -1,0 +1,658 @@
+//! One packet through the p4relay pipeline, in the P4 program's order:
+//! parse → relay (+ leg_rewrite, quality registers) or relay_addr → learn
+//! digest → ipv4_lpm → nexthop (MAC rewrite, TTL) → deparse (checksums).
+//! Works in place on the frame; no allocation.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{SyncSender, TrySendError};
+
+use crate::contract::Contract;
+use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32, ParseError};
+use crate::registers::{LearnFilter, QualityRegs};
+use crate::tables::legs::LegTable;
+use crate::tables::relay::{RelayAction, RelayKey, RelayTable};
+use crate::tables::small::{LpmAction, NexthopAction, RelayAddrAction, SmallStore};
+
+/// `pipe.IngressDeparser.learn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnDigest {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub ingress_port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    Truncated,
+    NotIpv4,
+    BadIpv4,
+    BadIpChecksum,
+    /// ipv4_lpm or nexthop chose `drop` (incl. their default actions).
+    NoRoute,
+    TtlExpired,
+    /// nexthop names a port the switch does not have.
+    NoSuchPort,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 7] = [
+        DropReason::Truncated,
+        DropReason::NotIpv4,
+        DropReason::BadIpv4,
+        DropReason::BadIpChecksum,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::NoSuchPort,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::NotIpv4 => "not_ipv4",
+            DropReason::BadIpv4 => "bad_ipv4",
+            DropReason::BadIpChecksum => "bad_ip_checksum",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoSuchPort => "no_such_port",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl From<ParseError> for DropReason {
+    fn from(e: ParseError) -> Self {
+        match e {
+            ParseError::Truncated => DropReason::Truncated,
+            ParseError::NotIpv4 => DropReason::NotIpv4,
+            ParseError::BadIpv4 => DropReason::BadIpv4,
+            ParseError::BadIpChecksum => DropReason::BadIpChecksum,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Forward(u16),
+    Drop(DropReason),
+}
+
+/// Pipeline-wide event counters (exported as metrics).
+#[derive(Debug, Default)]
+pub struct PipelineStats {
+    pub relay_hits: AtomicU64,
+    pub relay_rewrites: AtomicU64,
+    /// relay hit but its leg has no leg_rewrite entry: forwarded unchanged.
+    pub leg_misses: AtomicU64,
+    pub learn_digests: AtomicU64,
+    pub learn_suppressed: AtomicU64,
+    /// Digest queue full (control plane not keeping up): the flow reports again after the filter ages.
+    pub learn_dropped: AtomicU64,
+    pub rtp_packets: AtomicU64,
+    pub fragments: AtomicU64,
+    /// UDP whose length field disagrees with IPv4: routed, not relayed.
+    pub udp_bad_length: AtomicU64,
+}
+
+pub struct Pipeline {
+    pub small: SmallStore,
+    pub relay: RelayTable,
+    pub legs: LegTable,
+    pub quality: QualityRegs,
+    pub learn_filter: LearnFilter,
+    pub stats: PipelineStats,
+    digests: SyncSender<LearnDigest>,
+    /// dev_port → egress exists (bitmap over contract max_ports).
+    ports: u64,
+}
+
+/// Per-packet metadata the I/O layer provides.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub ingress_port: u16,
+    /// Arrival, ns since the Unix epoch (kernel RX timestamp).
+    pub now_ns: u64,
+    /// Arrival, ms since the Unix epoch, mod 2^32 (idle timers, last_seen).
+    pub now_ms: u32,
+}
+
+impl Pipeline {
+    pub fn new(
+        c: &Contract,
+        relay_entries: usize,
+        legs: usize,
+        ports: &[u32],
+        digests: SyncSender<LearnDigest>,
+    ) -> Pipeline {
+        Pipeline {
+            small: SmallStore::default(),
+            relay: RelayTable::new(relay_entries),
+            legs: LegTable::new(legs),
+            quality: QualityRegs::new(legs, c.config.rtp_clock_hz, c.config.jitter_shift),
+            learn_filter: LearnFilter::new(
+                c.config.learn_filter_size as usize,
+                c.config.learn_filter_age_ms,
+            ),
+            stats: PipelineStats::default(),
+            digests,
+            ports: ports
+                .iter()
+                .filter(|&&p| p < 64)
+                .fold(0, |m, &p| m | 1 << p),
+        }
+    }
+
+    pub fn has_port(&self, port: u32) -> bool {
+        port < 64 && self.ports & (1 << port) != 0
+    }
+
+    /// Clears every table and register (SetForwardingPipelineConfig).
+    pub fn clear(&self) {
+        let _ = self.small.update(|t| {
+            *t = Default::default();
+            Ok(())
+        });
+        self.relay.clear();
+        self.legs.clear();
+        self.quality.clear();
+        self.learn_filter.clear();
+    }
+
+    pub fn process(&self, frame: &mut [u8], m: &Meta) -> Verdict {
+        let p = match packet::parse(frame) {
+            Ok(p) => p,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        let frame_len = frame.len() as u32;
+        let small = self.small.load();
+        let mut dst = p.dst;
+        if p.fragment {
+            self.stats.fragments.fetch_add(1, Relaxed);
+        }
+        match p.udp {
+            Some(u) if !u.valid_len => {
+                self.stats.udp_bad_length.fetch_add(1, Relaxed);
+            }
+            Some(u) => {
+                let key = RelayKey {
+                    src: p.src,
+                    dst: p.dst,
+                    sport: u.src_port,
+                    dport: u.dst_port,
+                };
+                match self.relay.lookup(&key, frame_len, m.now_ms) {
+                    Some(RelayAction::Leg { leg, rtcp }) => {
+                        self.stats.relay_hits.fetch_add(1, Relaxed);
+                        match self.legs.get(leg) {
+                            Some(rw) => {
+                                if !rtcp {
+                                    if let Some(rtp) = packet::parse_rtp(frame, &u, &p) {
+                                        self.stats.rtp_packets.fetch_add(1, Relaxed);
+                                        self.quality.update(leg as usize, &rtp, m.now_ns, m.now_ms);
+                                    }
+                                }
+                                let inc = u16::from(rtcp);
+                                let (sport, dport) =
+                                    (rw.sport.wrapping_add(inc), rw.dport.wrapping_add(inc));
+                                let csum_off = u.off + 6;
+                                let mut c = rd16(frame, csum_off);
+                                if c != 0 {
+                                    c = csum_update32(c, p.src, rw.src);
+                                    c = csum_update32(c, p.dst, rw.dst);
+                                    c = csum_update16(c, u.src_port, sport);
+                                    c = csum_update16(c, u.dst_port, dport);
+                                    // 0 means "no checksum" in UDP; its one's-complement twin is 0xffff.
+                                    wr16(frame, csum_off, if c == 0 { 0xffff } else { c });
+                                }
+                                wr32(frame, p.l3 + 12, rw.src);
+                                wr32(frame, p.l3 + 16, rw.dst);
+                                wr16(frame, u.off, sport);
+                                wr16(frame, u.off + 2, dport);
+                                dst = rw.dst;
+                                self.stats.relay_rewrites.fetch_add(1, Relaxed);
+                            }
+                            None => {
+                                self.stats.leg_misses.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    Some(RelayAction::NoAction) => {}
+                    None => {
+                        if small.relay_addr_lookup(p.dst, u.dst_port) == RelayAddrAction::MarkRelay
+                        {
+                            self.learn(&key, m);
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+
+        let (port, src_mac, dst_mac) = match small.lpm_lookup(dst) {
+            LpmAction::SetNexthop(id) => match small.nexthop_lookup(id) {
+                NexthopAction::Forward {
+                    port,
+                    src_mac,
+                    dst_mac,
+                } => (port, src_mac, dst_mac),
+                NexthopAction::Drop => return Verdict::Drop(DropReason::NoRoute),
+            },
+            LpmAction::Drop => return Verdict::Drop(DropReason::NoRoute),
+        };
+        if p.ttl <= 1 {
+            return Verdict::Drop(DropReason::TtlExpired);
+        }
+        if !self.has_port(u32::from(port)) {
+            return Verdict::Drop(DropReason::NoSuchPort);
+        }
+        frame[0..6].copy_from_slice(&dst_mac);
+        frame[6..12].copy_from_slice(&src_mac);
+        let ip = &mut frame[p.l3..p.l3 + p.ihl];
+        ip[8] = p.ttl - 1;
+        let c = packet::ipv4_checksum(ip);
+        wr16(ip, 10, c);
+        Verdict::Forward(port)
+    }
+
+    fn learn(&self, key: &RelayKey, m: &Meta) {
+        let h = key.src.wrapping_mul(0x9e37_79b1)
+            ^ key.dst.rotate_left(7).wrapping_mul(0x85eb_ca77)
+            ^ ((u32::from(key.sport) << 16) | u32::from(key.dport)).wrapping_mul(0xc2b2_ae3d);
+        if !self.learn_filter.admit(h ^ (h >> 15), m.now_ms) {
+            self.stats.learn_suppressed.fetch_add(1, Relaxed);
+            return;
+        }
+        let d = LearnDigest {
+            src: key.src,
+            dst: key.dst,
+            sport: key.sport,
+            dport: key.dport,
+            ingress_port: m.ingress_port,
+        };
+        match self.digests.try_send(d) {
+            Ok(()) => {
+                self.stats.learn_digests.fetch_add(1, Relaxed);
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.stats.learn_dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::CONTRACT;
+    use crate::packet::testpkt::{rtp, udp_checksum, Udp4};
+    use crate::packet::{parse, rd32};
+    use crate::schema::Reg;
+    use crate::tables::legs::Rewrite;
+    use crate::tables::small::RelayAddrKey;
+    use std::sync::mpsc::{sync_channel, Receiver};
+
+    const UAC: u32 = 0xc612_010a; // 198.18.1.10
+    const UAS: u32 = 0xc612_020a; // 198.18.2.10
+    const RELAY: u32 = 0xc612_000a; // 198.18.0.10
+    const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+    const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+
+    fn setup() -> (Pipeline, Receiver<LearnDigest>) {
+        let (tx, rx) = sync_channel(16);
+        let p = Pipeline::new(&CONTRACT, 1000, 100, &[1, 2, 3], tx);
+        p.small
+            .update(|t| {
+                t.lpm_write(0xc612_0100, 24, Some(LpmAction::SetNexthop(1)), true)?;
+                t.lpm_write(0xc612_0200, 24, Some(LpmAction::SetNexthop(2)), true)?;
+                t.lpm_write(0xc612_0000, 24, Some(LpmAction::SetNexthop(3)), true)?;
+                t.lpm_write(0x0a00_0000, 8, Some(LpmAction::SetNexthop(9)), true)?;
+                t.nexthop_write(
+                    1,
+                    Some(NexthopAction::Forward {
+                        port: 1,
+                        src_mac: MAC_A,
+                        dst_mac: MAC_B,
+                    }),
+                    true,
+                )?;
+                t.nexthop_write(
+                    2,
+                    Some(NexthopAction::Forward {
+                        port: 2,
+                        src_mac: MAC_A,
+                        dst_mac: MAC_B,
+                    }),
+                    true,
+                )?;
+                t.nexthop_write(
+                    3,
+                    Some(NexthopAction::Forward {
+                        port: 3,
+                        src_mac: MAC_A,
+                        dst_mac: MAC_B,
+                    }),
+                    true,
+                )?;
+                t.nexthop_write(
+                    9,
+                    Some(NexthopAction::Forward {
+                        port: 40,
+                        src_mac: MAC_A,
+                        dst_mac: MAC_B,
+                    }),
+                    true,
+                )?;
+                t.relay_addr_write(
+                    RelayAddrKey {
+                        priority: 1,
+                        dst: RELAY,
+                        lo: 20000,
+                        hi: 29999,
+                    },
+                    Some(RelayAddrAction::MarkRelay),
+                    true,
+                )
+            })
+            .unwrap();
+        (p, rx)
+    }
+
+    fn meta(ms: u32) -> Meta {
+        Meta {
+            ingress_port: 1,
+            now_ns: u64::from(ms) * 1_000_000,
+            now_ms: ms,
+        }
+    }
+
+    #[test]
+    fn routes_with_mac_rewrite_ttl_and_checksum() {
+        let (p, _) = setup();
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            dport: 5000,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut f, &meta(1)), Verdict::Forward(2));
+        assert_eq!(&f[0..6], &MAC_B);
+        assert_eq!(&f[6..12], &MAC_A);
+        let q = parse(&f).unwrap(); // parse verifies the IPv4 checksum
+        assert_eq!(q.ttl, 63);
+        let mut ttl1 = Udp4 {
+            dst: UAS,
+            ttl: 1,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(
+            p.process(&mut ttl1, &meta(1)),
+            Verdict::Drop(DropReason::TtlExpired)
+        );
+        let mut ttl0 = Udp4 {
+            dst: UAS,
+            ttl: 0,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(
+            p.process(&mut ttl0, &meta(1)),
+            Verdict::Drop(DropReason::TtlExpired)
+        );
+        let mut nr = Udp4 {
+            dst: 0x0b00_0001,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(
+            p.process(&mut nr, &meta(1)),
+            Verdict::Drop(DropReason::NoRoute)
+        );
+        let mut np = Udp4 {
+            dst: 0x0a00_0001,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(
+            p.process(&mut np, &meta(1)),
+            Verdict::Drop(DropReason::NoSuchPort)
+        );
+        // default route
+        p.small
+            .update(|t| t.lpm_write(0, 0, Some(LpmAction::SetNexthop(1)), true))
+            .unwrap();
+        let mut d = Udp4 {
+            dst: 0x0b00_0001,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut d, &meta(1)), Verdict::Forward(1));
+    }
+
+    fn install_call(p: &Pipeline) {
+        // UAC 198.18.1.10:4000 → relay :20000 becomes relay:20002 → UAS:6000 (leg 7)
+        p.legs
+            .insert(
+                7,
+                Rewrite {
+                    src: RELAY,
+                    dst: UAS,
+                    sport: 20002,
+                    dport: 6000,
+                },
+            )
+            .unwrap();
+        p.relay
+            .insert(
+                RelayKey {
+                    src: UAC,
+                    dst: RELAY,
+                    sport: 4000,
+                    dport: 20000,
+                },
+                RelayAction::Leg {
+                    leg: 7,
+                    rtcp: false,
+                },
+                0,
+                0,
+            )
+            .unwrap();
+        p.relay
+            .insert(
+                RelayKey {
+                    src: UAC,
+                    dst: RELAY,
+                    sport: 4001,
+                    dport: 20001,
+                },
+                RelayAction::Leg { leg: 7, rtcp: true },
+                0,
+                0,
+            )
+            .unwrap();
+    }
+
+    #[test]
+    fn relays_rtp_and_rtcp_with_valid_checksums() {
+        let (p, rx) = setup();
+        install_call(&p);
+        for csum in [true, false] {
+            let mut f = Udp4 {
+                src: UAC,
+                dst: RELAY,
+                sport: 4000,
+                dport: 20000,
+                udp_csum: csum,
+                options: vec![1, 1, 1, 0],
+                ..Udp4::default()
+            }
+            .build();
+            assert_eq!(p.process(&mut f, &meta(5)), Verdict::Forward(2));
+            let q = parse(&f).unwrap();
+            let u = q.udp.unwrap();
+            assert_eq!(
+                (q.src, q.dst, u.src_port, u.dst_port),
+                (RELAY, UAS, 20002, 6000)
+            );
+            let c = rd16(&f, u.off + 6);
+            if csum {
+                assert_eq!(c, udp_checksum(&f, &q));
+            } else {
+                assert_eq!(c, 0, "zero UDP checksum stays zero");
+            }
+        }
+        let mut rtcp = Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport: 4001,
+            dport: 20001,
+            payload: vec![0x81, 200, 0, 6, 1, 2, 3, 4],
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut rtcp, &meta(6)), Verdict::Forward(2));
+        let q = parse(&rtcp).unwrap();
+        let u = q.udp.unwrap();
+        assert_eq!((u.src_port, u.dst_port), (20003, 6001));
+        assert_eq!(rd16(&rtcp, u.off + 6), udp_checksum(&rtcp, &q));
+        assert_eq!(rd32(&rtcp, q.l3 + 12), RELAY);
+        // RTCP does not touch quality registers; the two RTP packets did.
+        assert_eq!(p.quality.read(Reg::Packets, 7), Some(2));
+        let e = p
+            .relay
+            .get(
+                &RelayKey {
+                    src: UAC,
+                    dst: RELAY,
+                    sport: 4000,
+                    dport: 20000,
+                },
+                6,
+            )
+            .unwrap();
+        assert_eq!(e.pkts, 2);
+        assert!(rx.try_recv().is_err(), "hits raise no digest");
+    }
+
+    #[test]
+    fn relay_miss_in_range_learns_once_and_still_forwards() {
+        let (p, rx) = setup();
+        let mk = |sport| {
+            Udp4 {
+                src: 0x6440_4d0a,
+                dst: RELAY,
+                sport,
+                dport: 20010,
+                ..Udp4::default()
+            }
+            .build()
+        };
+        for t in [10, 20, 30] {
+            assert_eq!(p.process(&mut mk(7777), &meta(t)), Verdict::Forward(3));
+        }
+        let d = rx.try_recv().unwrap();
+        assert_eq!(
+            d,
+            LearnDigest {
+                src: 0x6440_4d0a,
+                dst: RELAY,
+                sport: 7777,
+                dport: 20010,
+                ingress_port: 1
+            }
+        );
+        assert!(rx.try_recv().is_err());
+        // ages out after learn_filter_age_ms
+        let age = CONTRACT.config.learn_filter_age_ms;
+        p.process(&mut mk(7777), &meta(10 + age));
+        assert!(rx.try_recv().is_ok());
+        // outside the port range: no digest
+        let mut f = Udp4 {
+            dst: RELAY,
+            dport: 30000,
+            ..Udp4::default()
+        }
+        .build();
+        p.process(&mut f, &meta(50));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn leg_without_rewrite_forwards_unchanged() {
+        let (p, _) = setup();
+        p.relay
+            .insert(
+                RelayKey {
+                    src: UAC,
+                    dst: UAS,
+                    sport: 1,
+                    dport: 2,
+                },
+                RelayAction::Leg {
+                    leg: 50,
+                    rtcp: false,
+                },
+                0,
+                0,
+            )
+            .unwrap();
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            sport: 1,
+            dport: 2,
+            payload: rtp(0, 1, 1, 20),
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut f, &meta(1)), Verdict::Forward(2));
+        assert_eq!(p.stats.leg_misses.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn bad_frames_are_dropped_with_reasons() {
+        let (p, _) = setup();
+        let good = Udp4 {
+            dst: UAS,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(
+            p.process(&mut good[..5].to_vec(), &meta(1)),
+            Verdict::Drop(DropReason::Truncated)
+        );
+        let mut arp = good.clone();
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert_eq!(
+            p.process(&mut arp, &meta(1)),
+            Verdict::Drop(DropReason::NotIpv4)
+        );
+        let mut bad = good.clone();
+        bad[14 + 12] ^= 1;
+        assert_eq!(
+            p.process(&mut bad, &meta(1)),
+            Verdict::Drop(DropReason::BadIpChecksum)
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 2048, .. Default::default() })]
+        #[test]
+        fn pipeline_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), flip in 0usize..300) {
+            let (p, _) = setup();
+            install_call(&p);
+            let mut f = bytes;
+            let _ = p.process(&mut f, &meta(1));
+            // and valid relay frames with one byte corrupted
+            let mut g = Udp4 { src: UAC, dst: RELAY, sport: 4000, dport: 20000, ..Udp4::default() }.build();
+            let i = flip % g.len();
+            g[i] = g[i].wrapping_add(1);
+            let _ = p.process(&mut g, &meta(1));
+        }
+    }
+}

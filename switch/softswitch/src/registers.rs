@@ -1,0 +1,257 @@
+//! Registers: per-leg RTP quality and the learn-digest suppression filter.
+//! Relaxed atomics: a flow stays on one worker (PACKET_FANOUT_HASH), so
+//! updates of one leg do not race in practice, and a rare race costs one
+//! sample, never memory safety.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
+
+use crate::packet::Rtp;
+use crate::schema::Reg;
+
+fn zeroed<T: Default>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    v.resize_with(n, T::default);
+    v
+}
+
+pub struct QualityRegs {
+    packets: Vec<AtomicU32>,
+    lost: Vec<AtomicU32>,
+    reordered: Vec<AtomicU32>,
+    max_seq: Vec<AtomicU16>,
+    transit: Vec<AtomicU32>,
+    jitter: Vec<AtomicU32>,
+    last_seen: Vec<AtomicU32>,
+    payload_type: Vec<AtomicU8>,
+    clock_hz: u64,
+    jitter_shift: u32,
+}
+
+impl QualityRegs {
+    pub fn new(legs: usize, clock_hz: u32, jitter_shift: u32) -> QualityRegs {
+        QualityRegs {
+            packets: zeroed(legs),
+            lost: zeroed(legs),
+            reordered: zeroed(legs),
+            max_seq: zeroed(legs),
+            transit: zeroed(legs),
+            jitter: zeroed(legs),
+            last_seen: zeroed(legs),
+            payload_type: zeroed(legs),
+            clock_hz: u64::from(clock_hz),
+            jitter_shift,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.packets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packets.is_empty()
+    }
+
+    /// One RTP packet of leg `l` arrived at `now_ns` (wall clock) / `now_ms`.
+    #[inline]
+    pub fn update(&self, l: usize, rtp: &Rtp, now_ns: u64, now_ms: u32) {
+        if l >= self.packets.len() {
+            return;
+        }
+        // Arrival in RTP clock units, so transit and jitter are in the codec's clock.
+        let arrival = ((u128::from(now_ns) * u128::from(self.clock_hz)) / 1_000_000_000) as u32;
+        let transit = arrival.wrapping_sub(rtp.timestamp);
+        let n = self.packets[l].fetch_add(1, Relaxed);
+        if n == 0 {
+            self.max_seq[l].store(rtp.seq, Relaxed);
+            self.jitter[l].store(0, Relaxed);
+        } else {
+            let delta = rtp.seq.wrapping_sub(self.max_seq[l].load(Relaxed)) as i16;
+            if delta > 0 {
+                if delta > 1 {
+                    self.lost[l].fetch_add((delta - 1) as u32, Relaxed);
+                }
+                self.max_seq[l].store(rtp.seq, Relaxed);
+            } else if delta < 0 {
+                self.reordered[l].fetch_add(1, Relaxed);
+            }
+            // RFC 3550 A.8 with J stored scaled by 2^shift: S += |D| - (S >> shift).
+            let d = transit.wrapping_sub(self.transit[l].load(Relaxed)) as i32;
+            let s = self.jitter[l].load(Relaxed);
+            let s = s
+                .wrapping_add(d.unsigned_abs())
+                .wrapping_sub(s >> self.jitter_shift);
+            self.jitter[l].store(s, Relaxed);
+        }
+        self.transit[l].store(transit, Relaxed);
+        self.last_seen[l].store(now_ms, Relaxed);
+        self.payload_type[l].store(rtp.payload_type, Relaxed);
+    }
+
+    pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
+        if i >= self.packets.len() {
+            return None;
+        }
+        Some(match reg {
+            Reg::Packets => self.packets[i].load(Relaxed).into(),
+            Reg::Lost => self.lost[i].load(Relaxed).into(),
+            Reg::Reordered => self.reordered[i].load(Relaxed).into(),
+            Reg::MaxSeq => self.max_seq[i].load(Relaxed).into(),
+            Reg::Transit => self.transit[i].load(Relaxed).into(),
+            Reg::Jitter => self.jitter[i].load(Relaxed).into(),
+            Reg::LastSeen => self.last_seen[i].load(Relaxed).into(),
+            Reg::PayloadType => self.payload_type[i].load(Relaxed).into(),
+            Reg::LearnFilter => return None,
+        })
+    }
+
+    /// Register write (values truncated to the register width, as on Tofino).
+    pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
+        if i >= self.packets.len() {
+            return false;
+        }
+        match reg {
+            Reg::Packets => self.packets[i].store(v as u32, Relaxed),
+            Reg::Lost => self.lost[i].store(v as u32, Relaxed),
+            Reg::Reordered => self.reordered[i].store(v as u32, Relaxed),
+            Reg::MaxSeq => self.max_seq[i].store(v as u16, Relaxed),
+            Reg::Transit => self.transit[i].store(v as u32, Relaxed),
+            Reg::Jitter => self.jitter[i].store(v as u32, Relaxed),
+            Reg::LastSeen => self.last_seen[i].store(v as u32, Relaxed),
+            Reg::PayloadType => self.payload_type[i].store(v as u8, Relaxed),
+            Reg::LearnFilter => return false,
+        }
+        true
+    }
+
+    pub fn clear(&self) {
+        for i in 0..self.packets.len() {
+            for r in [
+                Reg::Packets,
+                Reg::Lost,
+                Reg::Reordered,
+                Reg::MaxSeq,
+                Reg::Transit,
+                Reg::Jitter,
+                Reg::LastSeen,
+                Reg::PayloadType,
+            ] {
+                self.write(r, i, 0);
+            }
+        }
+    }
+}
+
+/// Digest suppression: hashed flow → ms it was last reported. A flow reports
+/// again once `age_ms` has passed, so a digest lost while the agent restarts
+/// comes back.
+pub struct LearnFilter {
+    slots: Vec<AtomicU32>,
+    age_ms: u32,
+}
+
+impl LearnFilter {
+    pub fn new(size: usize, age_ms: u32) -> LearnFilter {
+        LearnFilter {
+            slots: zeroed(size.next_power_of_two()),
+            age_ms,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// True if the flow should raise a digest now.
+    #[inline]
+    pub fn admit(&self, flow_hash: u32, now_ms: u32) -> bool {
+        let slot = &self.slots[flow_hash as usize & (self.slots.len() - 1)];
+        let last = slot.load(Relaxed);
+        if last != 0 && now_ms.wrapping_sub(last) < self.age_ms {
+            return false;
+        }
+        slot.store(now_ms.max(1), Relaxed);
+        true
+    }
+
+    pub fn read(&self, i: usize) -> Option<u64> {
+        self.slots.get(i).map(|s| s.load(Relaxed).into())
+    }
+
+    pub fn write(&self, i: usize, v: u64) -> bool {
+        self.slots
+            .get(i)
+            .map(|s| s.store(v as u32, Relaxed))
+            .is_some()
+    }
+
+    pub fn clear(&self) {
+        self.slots.iter().for_each(|s| s.store(0, Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rtp(seq: u16, ts: u32) -> Rtp {
+        Rtp {
+            payload_type: 8,
+            seq,
+            timestamp: ts,
+        }
+    }
+
+    #[test]
+    fn loss_reorder_and_constant_spacing_jitter() {
+        let r = QualityRegs::new(4, 8000, 4);
+        // 20 ms packets, arrival exactly on the RTP clock: jitter stays 0.
+        let t0 = 1_700_000_000_000_000_000u64;
+        for (i, seq) in [1u16, 2, 3, 5, 4, 6].iter().enumerate() {
+            let ts = u32::from(*seq) * 160;
+            let now = t0 + u64::from(*seq) * 20_000_000;
+            r.update(1, &rtp(*seq, ts), now, i as u32);
+        }
+        assert_eq!(r.read(Reg::Packets, 1), Some(6));
+        assert_eq!(r.read(Reg::Lost, 1), Some(1)); // 4 missing when 5 arrived
+        assert_eq!(r.read(Reg::Reordered, 1), Some(1));
+        assert_eq!(r.read(Reg::MaxSeq, 1), Some(6));
+        assert_eq!(r.read(Reg::Jitter, 1), Some(0));
+        assert_eq!(r.read(Reg::PayloadType, 1), Some(8));
+        assert_eq!(r.read(Reg::Packets, 4), None);
+    }
+
+    #[test]
+    fn jitter_follows_rfc3550() {
+        let r = QualityRegs::new(1, 8000, 4);
+        let t0 = 1_000_000_000u64;
+        // alternate arrival offsets of +0 / +5 ms: |D| = 40 clock units each packet
+        let mut j = 0f64;
+        for seq in 0..200u16 {
+            let off = if seq % 2 == 1 { 5_000_000 } else { 0 };
+            r.update(
+                0,
+                &rtp(seq, u32::from(seq) * 160),
+                t0 + u64::from(seq) * 20_000_000 + off,
+                0,
+            );
+            if seq > 0 {
+                j += (40.0 - j) / 16.0;
+            }
+        }
+        let got = r.read(Reg::Jitter, 0).unwrap() as f64 / 16.0;
+        assert!((got - j).abs() < 1.5, "jitter {got} vs {j}");
+    }
+
+    #[test]
+    fn learn_filter_suppresses_then_ages_out() {
+        let f = LearnFilter::new(4096, 2000);
+        assert!(f.admit(77, 10));
+        assert!(!f.admit(77, 1500));
+        assert!(f.admit(77, 2010));
+        assert!(f.admit(78, 2010));
+    }
+}

@@ -1,0 +1,231 @@
+//! `pipe.Ingress.leg_rewrite`: leg index → (src addr, dst addr, src port, dst port).
+//!
+//! Direct-indexed (the key is the index). Each slot is a seqlock so the data
+//! path reads a consistent rewrite without ever waiting; writers (gRPC) are
+//! serialized by a mutex.
+
+use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering::*};
+
+use parking_lot::Mutex;
+
+use super::TableError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewrite {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+const WRITING: u32 = 1;
+const VALID: u32 = 2;
+
+#[derive(Debug, Default)]
+struct Slot {
+    seq: AtomicU32,
+    src: AtomicU32,
+    dst: AtomicU32,
+    ports: AtomicU32,
+}
+
+pub struct LegTable {
+    slots: Vec<Slot>,
+    len: AtomicUsize,
+    writer: Mutex<()>,
+}
+
+impl LegTable {
+    pub fn new(legs: usize) -> LegTable {
+        let mut slots = Vec::with_capacity(legs);
+        slots.resize_with(legs, Slot::default);
+        LegTable {
+            slots,
+            len: AtomicUsize::new(0),
+            writer: Mutex::new(()),
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn get(&self, leg: u32) -> Option<Rewrite> {
+        let s = self.slots.get(leg as usize)?;
+        loop {
+            let s1 = s.seq.load(Acquire);
+            if s1 & WRITING != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let (src, dst, ports) = (
+                s.src.load(Relaxed),
+                s.dst.load(Relaxed),
+                s.ports.load(Relaxed),
+            );
+            fence(Acquire);
+            if s.seq.load(Relaxed) == s1 {
+                return (s1 & VALID != 0).then_some(Rewrite {
+                    src,
+                    dst,
+                    sport: (ports >> 16) as u16,
+                    dport: ports as u16,
+                });
+            }
+        }
+    }
+
+    fn store(&self, leg: u32, v: Option<Rewrite>) {
+        let s = &self.slots[leg as usize];
+        let seq = s.seq.load(Relaxed);
+        s.seq.store(seq | WRITING, Relaxed);
+        fence(Release);
+        let r = v.unwrap_or(Rewrite {
+            src: 0,
+            dst: 0,
+            sport: 0,
+            dport: 0,
+        });
+        s.src.store(r.src, Relaxed);
+        s.dst.store(r.dst, Relaxed);
+        s.ports
+            .store((u32::from(r.sport) << 16) | u32::from(r.dport), Relaxed);
+        let next = ((seq >> 2).wrapping_add(1) << 2) | if v.is_some() { VALID } else { 0 };
+        s.seq.store(next, Release);
+    }
+
+    fn check(&self, leg: u32) -> Result<(), TableError> {
+        if (leg as usize) < self.slots.len() {
+            Ok(())
+        } else {
+            Err(TableError::Invalid(format!(
+                "leg {leg} out of range (table size {})",
+                self.slots.len()
+            )))
+        }
+    }
+
+    pub fn insert(&self, leg: u32, r: Rewrite) -> Result<(), TableError> {
+        self.check(leg)?;
+        let _w = self.writer.lock();
+        if self.get(leg).is_some() {
+            return Err(TableError::AlreadyExists);
+        }
+        self.store(leg, Some(r));
+        self.len.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    pub fn modify(&self, leg: u32, r: Rewrite) -> Result<(), TableError> {
+        self.check(leg)?;
+        let _w = self.writer.lock();
+        if self.get(leg).is_none() {
+            return Err(TableError::NotFound);
+        }
+        self.store(leg, Some(r));
+        Ok(())
+    }
+
+    pub fn delete(&self, leg: u32) -> Result<(), TableError> {
+        self.check(leg)?;
+        let _w = self.writer.lock();
+        if self.get(leg).is_none() {
+            return Err(TableError::NotFound);
+        }
+        self.store(leg, None);
+        self.len.fetch_sub(1, Relaxed);
+        Ok(())
+    }
+
+    pub fn clear(&self) {
+        let _w = self.writer.lock();
+        for leg in 0..self.slots.len() as u32 {
+            if self.slots[leg as usize].seq.load(Relaxed) & VALID != 0 {
+                self.store(leg, None);
+            }
+        }
+        self.len.store(0, Relaxed);
+    }
+
+    pub fn for_each(&self, mut f: impl FnMut(u32, Rewrite)) {
+        for leg in 0..self.slots.len() as u32 {
+            if let Some(r) = self.get(leg) {
+                f(leg, r);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn crud_and_bounds() {
+        let t = LegTable::new(8);
+        let r = Rewrite {
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 4,
+        };
+        assert_eq!(t.get(1), None);
+        t.insert(1, r).unwrap();
+        assert_eq!(t.insert(1, r), Err(TableError::AlreadyExists));
+        assert_eq!(t.get(1), Some(r));
+        assert!(matches!(t.insert(8, r), Err(TableError::Invalid(_))));
+        t.modify(1, Rewrite { sport: 9, ..r }).unwrap();
+        assert_eq!(t.get(1).unwrap().sport, 9);
+        assert_eq!(t.len(), 1);
+        t.delete(1).unwrap();
+        assert_eq!(t.delete(1), Err(TableError::NotFound));
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn readers_never_see_torn_rewrites() {
+        let t = Arc::new(LegTable::new(1));
+        t.insert(
+            0,
+            Rewrite {
+                src: 0,
+                dst: 0,
+                sport: 0,
+                dport: 0,
+            },
+        )
+        .unwrap();
+        let w = {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for i in 1..20_000u32 {
+                    t.modify(
+                        0,
+                        Rewrite {
+                            src: i,
+                            dst: i,
+                            sport: i as u16,
+                            dport: i as u16,
+                        },
+                    )
+                    .unwrap();
+                }
+            })
+        };
+        for _ in 0..200_000 {
+            let r = t.get(0).unwrap();
+            assert!(r.src == r.dst && r.sport == r.src as u16 && r.dport == r.sport);
+        }
+        w.join().unwrap();
+    }
+}

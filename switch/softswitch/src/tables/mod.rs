@@ -1,0 +1,25 @@
+//! Pipeline state that the control plane writes and the data plane reads.
+//!
+//! - `relay`: the big exact-match table (4M entries), sharded behind RwLocks;
+//!   the data path holds a shard's read lock for one lookup only.
+//! - `legs`: leg_rewrite, a direct-indexed array with a seqlock per slot, so
+//!   readers never wait.
+//! - `small`: ipv4_lpm, nexthop, relay_addr: rarely written, so the data path
+//!   reads an immutable snapshot (arc-swap) and writers publish a new one.
+
+pub mod legs;
+pub mod relay;
+pub mod small;
+
+/// Why a table write failed; mapped to gRPC status codes by the server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TableError {
+    #[error("entry already exists")]
+    AlreadyExists,
+    #[error("entry not found")]
+    NotFound,
+    #[error("table full ({0} entries)")]
+    Full(usize),
+    #[error("{0}")]
+    Invalid(String),
+}

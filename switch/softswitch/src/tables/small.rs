@@ -1,0 +1,318 @@
+//! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`.
+//! The data path reads an immutable snapshot; each write publishes a new one.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use super::TableError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LpmAction {
+    SetNexthop(u16),
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NexthopAction {
+    Forward {
+        port: u16,
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+    },
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayAddrAction {
+    MarkRelay,
+    NoAction,
+}
+
+/// Key of a `relay_addr` entry: destination, inclusive port range, priority
+/// (`$MATCH_PRIORITY`: lower value wins, as on Tofino).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelayAddrKey {
+    pub priority: u32,
+    pub dst: u32,
+    pub lo: u16,
+    pub hi: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct SmallTables {
+    /// (prefix, length) → action: the control-plane view, and read back by Read.
+    pub lpm: BTreeMap<(u32, u8), LpmAction>,
+    /// Data-path index: one hash map per prefix length in use, longest first.
+    lpm_by_len: Vec<(u8, HashMap<u32, LpmAction>)>,
+    pub lpm_default: LpmAction,
+    pub nexthop: HashMap<u16, NexthopAction>,
+    pub nexthop_default: NexthopAction,
+    /// Sorted by key, so by priority first.
+    pub relay_addr: BTreeMap<RelayAddrKey, RelayAddrAction>,
+    pub relay_addr_default: RelayAddrAction,
+}
+
+impl Default for SmallTables {
+    fn default() -> Self {
+        SmallTables {
+            lpm: BTreeMap::new(),
+            lpm_by_len: Vec::new(),
+            lpm_default: LpmAction::Drop,
+            nexthop: HashMap::new(),
+            nexthop_default: NexthopAction::Drop,
+            relay_addr: BTreeMap::new(),
+            relay_addr_default: RelayAddrAction::NoAction,
+        }
+    }
+}
+
+pub fn prefix_mask(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    }
+}
+
+impl SmallTables {
+    #[inline]
+    pub fn lpm_lookup(&self, dst: u32) -> LpmAction {
+        for (len, m) in &self.lpm_by_len {
+            if let Some(a) = m.get(&(dst & prefix_mask(*len))) {
+                return *a;
+            }
+        }
+        self.lpm_default
+    }
+
+    #[inline]
+    pub fn nexthop_lookup(&self, id: u16) -> NexthopAction {
+        self.nexthop
+            .get(&id)
+            .copied()
+            .unwrap_or(self.nexthop_default)
+    }
+
+    #[inline]
+    pub fn relay_addr_lookup(&self, dst: u32, dport: u16) -> RelayAddrAction {
+        for (k, a) in &self.relay_addr {
+            if k.dst == dst && k.lo <= dport && dport <= k.hi {
+                return *a;
+            }
+        }
+        self.relay_addr_default
+    }
+
+    fn reindex_lpm(&mut self) {
+        let mut by_len: BTreeMap<u8, HashMap<u32, LpmAction>> = BTreeMap::new();
+        for (&(p, l), &a) in &self.lpm {
+            by_len.entry(l).or_default().insert(p, a);
+        }
+        self.lpm_by_len = by_len.into_iter().rev().collect();
+    }
+
+    pub fn lpm_write(
+        &mut self,
+        prefix: u32,
+        len: u8,
+        a: Option<LpmAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if len > 32 {
+            return Err(TableError::Invalid(format!("prefix length {len} > 32")));
+        }
+        let k = (prefix & prefix_mask(len), len);
+        write_map(&mut self.lpm, k, a, insert)?;
+        self.reindex_lpm();
+        Ok(())
+    }
+
+    pub fn nexthop_write(
+        &mut self,
+        id: u16,
+        a: Option<NexthopAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        write_map(&mut self.nexthop, id, a, insert)
+    }
+
+    pub fn relay_addr_write(
+        &mut self,
+        k: RelayAddrKey,
+        a: Option<RelayAddrAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if k.lo > k.hi {
+            return Err(TableError::Invalid(format!(
+                "port range {}..{} is empty",
+                k.lo, k.hi
+            )));
+        }
+        write_map(&mut self.relay_addr, k, a, insert)
+    }
+}
+
+/// Insert (must not exist), modify (must exist), delete (`a` = None; must exist).
+trait MapLike<K, V> {
+    fn has(&self, k: &K) -> bool;
+    fn put(&mut self, k: K, v: V);
+    fn del(&mut self, k: &K);
+}
+impl<K: Ord, V> MapLike<K, V> for BTreeMap<K, V> {
+    fn has(&self, k: &K) -> bool {
+        self.contains_key(k)
+    }
+    fn put(&mut self, k: K, v: V) {
+        self.insert(k, v);
+    }
+    fn del(&mut self, k: &K) {
+        self.remove(k);
+    }
+}
+impl<K: std::hash::Hash + Eq, V> MapLike<K, V> for HashMap<K, V> {
+    fn has(&self, k: &K) -> bool {
+        self.contains_key(k)
+    }
+    fn put(&mut self, k: K, v: V) {
+        self.insert(k, v);
+    }
+    fn del(&mut self, k: &K) {
+        self.remove(k);
+    }
+}
+
+fn write_map<K, V>(
+    m: &mut impl MapLike<K, V>,
+    k: K,
+    a: Option<V>,
+    insert: bool,
+) -> Result<(), TableError> {
+    match (a, insert, m.has(&k)) {
+        (Some(_), true, true) => Err(TableError::AlreadyExists),
+        (Some(v), true, false) | (Some(v), false, true) => {
+            m.put(k, v);
+            Ok(())
+        }
+        (_, false, false) => Err(TableError::NotFound),
+        (None, _, true) => {
+            m.del(&k);
+            Ok(())
+        }
+        (None, true, false) => Err(TableError::NotFound),
+    }
+}
+
+/// Snapshot holder: lock-free reads, serialized copy-on-write updates.
+pub struct SmallStore {
+    current: ArcSwap<SmallTables>,
+    writer: Mutex<()>,
+}
+
+impl Default for SmallStore {
+    fn default() -> Self {
+        SmallStore {
+            current: ArcSwap::from_pointee(SmallTables::default()),
+            writer: Mutex::new(()),
+        }
+    }
+}
+
+impl SmallStore {
+    #[inline]
+    pub fn load(&self) -> arc_swap::Guard<Arc<SmallTables>> {
+        self.current.load()
+    }
+
+    pub fn load_full(&self) -> Arc<SmallTables> {
+        self.current.load_full()
+    }
+
+    /// Applies `f` to a copy and publishes it if `f` succeeds.
+    pub fn update<R>(
+        &self,
+        f: impl FnOnce(&mut SmallTables) -> Result<R, TableError>,
+    ) -> Result<R, TableError> {
+        let _w = self.writer.lock();
+        let mut next = (**self.current.load()).clone();
+        let r = f(&mut next)?;
+        self.current.store(Arc::new(next));
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lpm_longest_prefix_wins_and_default_applies() {
+        let s = SmallStore::default();
+        s.update(|t| {
+            t.lpm_write(0xc612_0000, 16, Some(LpmAction::SetNexthop(1)), true)?;
+            t.lpm_write(0xc612_01ff, 24, Some(LpmAction::SetNexthop(2)), true)?;
+            t.lpm_write(0, 0, Some(LpmAction::SetNexthop(9)), true)
+        })
+        .unwrap();
+        let t = s.load();
+        assert_eq!(t.lpm_lookup(0xc612_0105), LpmAction::SetNexthop(2));
+        assert_eq!(t.lpm_lookup(0xc612_0205), LpmAction::SetNexthop(1));
+        assert_eq!(t.lpm_lookup(0x0a00_0001), LpmAction::SetNexthop(9));
+        assert!(t.lpm.contains_key(&(0xc612_0100, 24)));
+        let r = s.update(|t| t.lpm_write(0xc612_0100, 24, Some(LpmAction::Drop), true));
+        assert_eq!(r, Err(TableError::AlreadyExists));
+        s.update(|t| t.lpm_write(0, 0, None, false)).unwrap();
+        assert_eq!(s.load().lpm_lookup(0x0a00_0001), LpmAction::Drop);
+        assert_eq!(
+            s.update(|t| t.lpm_write(0, 0, None, false)),
+            Err(TableError::NotFound)
+        );
+    }
+
+    #[test]
+    fn relay_addr_priority_and_range() {
+        let s = SmallStore::default();
+        s.update(|t| {
+            t.relay_addr_write(
+                RelayAddrKey {
+                    priority: 10,
+                    dst: 5,
+                    lo: 20000,
+                    hi: 29999,
+                },
+                Some(RelayAddrAction::MarkRelay),
+                true,
+            )?;
+            t.relay_addr_write(
+                RelayAddrKey {
+                    priority: 1,
+                    dst: 5,
+                    lo: 25000,
+                    hi: 25000,
+                },
+                Some(RelayAddrAction::NoAction),
+                true,
+            )
+        })
+        .unwrap();
+        let t = s.load();
+        assert_eq!(t.relay_addr_lookup(5, 20000), RelayAddrAction::MarkRelay);
+        assert_eq!(t.relay_addr_lookup(5, 25000), RelayAddrAction::NoAction);
+        assert_eq!(t.relay_addr_lookup(5, 30000), RelayAddrAction::NoAction);
+        assert_eq!(t.relay_addr_lookup(6, 20000), RelayAddrAction::NoAction);
+        assert!(s
+            .update(|t| t.relay_addr_write(
+                RelayAddrKey {
+                    priority: 0,
+                    dst: 0,
+                    lo: 5,
+                    hi: 4
+                },
+                Some(RelayAddrAction::NoAction),
+                true
+            ))
+            .is_err());
+    }
+}
