@@ -1,0 +1,280 @@
+"""The control path: every command from a SIP server goes through `Agent.handle`.
+
+forward (U's notify socket rewritten) -> RTPProxy -> reply -> update sessions
+-> mark them for the offload worker -> reply goes back (Q/I/G with the
+switch's counts added for offloaded sessions). The switch is never on the
+reply's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import time
+
+import structlog
+
+from . import metrics
+from .offload import Offloader
+from .protocol import (
+    ECODE_SESUNKN,
+    Command,
+    Op,
+    Reply,
+    parse_command,
+    parse_reply,
+    unquote_tag,
+    with_notify,
+)
+from .state import OffloadState, Session, SessionTable
+from .tracker import Outcome, Tracker
+from .upstream import Upstream, UpstreamTimeout
+
+log = structlog.get_logger("rtpagent.agent")
+
+
+class Agent:
+    def __init__(
+        self,
+        upstream: Upstream,
+        offloader: Offloader,
+        table: SessionTable,
+        *,
+        notify_socket: str | None,
+        notifier: object | None = None,
+        rtpp_ttl: float = 60.0,
+        default_asymmetric: bool = False,
+    ) -> None:
+        from .notify import Notifier
+
+        self.upstream = upstream
+        self.offloader = offloader
+        self.table = table
+        self.tracker = Tracker(table, default_asymmetric)
+        self.notify_socket = notify_socket  # ours; None: do not rewrite
+        self.notifier = notifier if isinstance(notifier, Notifier) else Notifier()
+        self.rtpp_ttl = rtpp_ttl
+        self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
+        self._tok = itertools.count(1)
+        self._tok_prefix = f"p4r{int(time.time()) % 1000000:x}"
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._refresh_task: asyncio.Task[None] | None = None
+        self.on_change: list[object] = []
+        offloader.on_timeout = self._switch_idle
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._refresh_task = asyncio.create_task(self._refresh_loop(), name="refresh")
+
+    async def stop(self) -> None:
+        if self._refresh_task is not None:
+            self._refresh_task.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        await self.notifier.close()
+
+    def _spawn(self, coro: object) -> None:
+        t = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ commands
+    async def handle(self, body: str) -> str | None:
+        """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
+        cmd = parse_command(body)
+        metrics.COMMANDS.labels(cmd.op.name).inc()
+        if cmd.parse_error is not None:
+            metrics.BAD_INPUT.labels("command").inc()
+            log.info("command_not_understood", reason=cmd.parse_error.reason, command=body[:200])
+        send = body
+        token: str | None = None
+        if (
+            cmd.op is Op.UPDATE
+            and cmd.parse_error is None
+            and cmd.notify_socket is not None
+            and self.notify_socket is not None
+        ):
+            token = f"{self._tok_prefix}_{next(self._tok):x}"
+            send = with_notify(cmd, self.notify_socket, token)
+        try:
+            raw = await self.upstream.call(send)
+        except UpstreamTimeout as exc:
+            log.warning("rtpproxy_no_reply", error=str(exc), op=cmd.op.name)
+            return None
+        reply = parse_reply(raw)
+        if reply.error is not None:
+            metrics.REPLIES.labels("error").inc()
+        else:
+            metrics.REPLIES.labels("ok").inc()
+        out = self.tracker.apply(cmd, reply)
+        self._after(cmd, reply, out, token)
+        if cmd.op is Op.QUERY and reply.ok and cmd.parse_error is None:
+            raw = await self._rewrite_query(cmd, raw)
+        elif cmd.op in (Op.INFO, Op.GET_STATS) and reply.ok:
+            raw = self._rewrite_stats(cmd, raw)
+        return raw
+
+    def _after(self, cmd: Command, reply: Reply, out: Outcome, token: str | None) -> None:
+        for s in out.created:
+            self.offloader.emit("created", s)
+        if token is not None and out.changed:
+            s = out.changed[0]
+            if s.notify_socket is not None:
+                old = [t for t, uid in self.notify_tokens.items() if uid == s.uid]
+                for t in old:
+                    self.notify_tokens.pop(t, None)
+            s.notify_socket = cmd.notify_socket
+            s.notify_tag = cmd.notify_tag
+            s.notify_token = token
+            self.notify_tokens[token] = s.uid
+        elif cmd.op is Op.UPDATE and cmd.notify_socket is None and out.changed and reply.ok:
+            # RTPProxy drops the timeout handler of a U without one.
+            out.changed[0].notify_socket = None
+        for s in out.changed:
+            s.last_refresh = time.monotonic()
+            self.offloader.touch(s)
+            self.offloader.emit("changed", s)
+        for s in out.ended:
+            self._forget_tokens(s)
+            self.offloader.end(s)
+        metrics.SESSIONS.set(len(self.table))
+
+    def _forget_tokens(self, s: Session) -> None:
+        for t, uid in list(self.notify_tokens.items()):
+            if uid == s.uid:
+                del self.notify_tokens[t]
+
+    # ------------------------------------------------------------------ truthful answers
+    async def _rewrite_query(self, cmd: Command, raw: str) -> str:
+        assert cmd.call_id is not None and cmd.from_tag is not None
+        found = self.table.find_stream(cmd.call_id, cmd.from_tag, cmd.to_tag)
+        if found is None:
+            return raw
+        s, i = found
+        if s.uid not in self.offloader.plans and not any(s.switch_totals.packets):
+            return raw
+        idx = 1 - i
+        pk, _ = await self.offloader.live_counts(s)
+        extra = {"npkts_ina": pk[idx], "npkts_ino": pk[1 - idx], "nrelayed": pk[0] + pk[1]}
+        body, nl, tail = raw.partition("\n")
+        head, sep, subc = body.partition(" && ")
+        names = list(cmd.args[3:]) or ["ttl", "npkts_ina", "npkts_ino", "nrelayed", "ndropped"]
+        vals = head.split()
+        if len(vals) != len(names):
+            return raw
+        outv = []
+        for name, v in zip(names, vals, strict=True):
+            key, eq, num = v.partition("=")
+            if not eq:
+                num, key = key, name
+            if key in extra and num.isdigit():
+                num = str(int(num) + extra[key])
+            outv.append(f"{key}={num}" if eq else num)
+        return " ".join(outv) + sep + subc + nl + tail
+
+    def switch_packet_totals(self) -> int:
+        return self.offloader_packets_cache
+
+    offloader_packets_cache = 0
+
+    def _rewrite_stats(self, cmd: Command, raw: str) -> str:
+        extra = self.offloader_packets_cache
+        if not extra:
+            return raw
+        if cmd.op is Op.INFO:
+
+            def bump(m: re.Match[str]) -> str:
+                return f"{m.group(1)}{int(m.group(2)) + extra}"
+
+            return re.sub(r"(packets (?:received|transmitted): )(\d+)", bump, raw)
+        names = cmd.args
+        body, nl, tail = raw.partition("\n")
+        vals = body.split()
+        if len(vals) != len(names):
+            return raw
+        outv = []
+        for name, v in zip(names, vals, strict=True):
+            key, eq, num = v.partition("=")
+            if not eq:
+                num = key
+            if name in ("npkts_rcvd", "npkts_relayed") and num.isdigit():
+                num = str(int(num) + extra)
+            outv.append(f"{name}={num}" if eq else num)
+        return " ".join(outv) + nl + tail
+
+    # ------------------------------------------------------------------ timeouts
+    async def _refresh_loop(self) -> None:
+        """Keep RTPProxy from timing out sessions whose media it no longer sees."""
+        period = max(0.5, self.rtpp_ttl / 3)
+        while True:
+            await asyncio.sleep(min(period, 1.0))
+            now = time.monotonic()
+            due = [
+                s
+                for s in self.table
+                if s.state is OffloadState.OFFLOADED
+                and s.refresh_cmd
+                and now - s.last_refresh >= period
+            ]
+            for s in due:
+                s.last_refresh = now
+                self._spawn(self._refresh(s))
+
+    async def _refresh(self, s: Session) -> None:
+        assert s.refresh_cmd is not None
+        try:
+            raw = await self.upstream.call(s.refresh_cmd)
+        except UpstreamTimeout:
+            log.warning("refresh_unanswered", call_id=s.call_id)
+            return
+        metrics.REFRESHES.inc()
+        r = parse_reply(raw)
+        if not r.ok or r.port == 0:
+            # RTPProxy no longer has it (deleted behind our back): clean up.
+            log.info("refresh_found_nothing", call_id=s.call_id, reply=raw.strip())
+            self._close(s)
+
+    def on_rtpproxy_timeout(self, token: str) -> None:
+        """RTPProxy timed a session out and told us (its notify socket is ours)."""
+        uid = self.notify_tokens.pop(token, None)
+        s = self.table.by_uid.get(uid) if uid else None
+        if s is None:
+            metrics.RTPP_TIMEOUTS.labels("unknown").inc()
+            log.warning("rtpproxy_timeout_unknown", token=token)
+            return
+        offloaded = s.uid in self.offloader.plans
+        metrics.RTPP_TIMEOUTS.labels("offloaded" if offloaded else "forwarded").inc()
+        log.info("rtpproxy_timeout", call_id=s.call_id, tag=s.tag, offloaded=offloaded)
+        self._close(s)
+        self._notify_sip(s)
+
+    def _switch_idle(self, s: Session) -> None:
+        """The switch saw no media either way for the TTL: end it as RTPProxy would."""
+        if s.uid not in self.table.by_uid:
+            return
+        self._spawn(self._end_idle(s))
+
+    async def _end_idle(self, s: Session) -> None:
+        to = f" {s.to_tag}" if s.to_tag else ""
+        try:
+            raw = await self.upstream.call(f"D {s.call_id} {s.tag}{to}")
+            r = parse_reply(raw)
+            if not r.ok and r.error != ECODE_SESUNKN:
+                log.warning("idle_delete_refused", call_id=s.call_id, reply=raw.strip())
+        except UpstreamTimeout:
+            log.warning("idle_delete_unanswered", call_id=s.call_id)
+        self.offloader.emit("timeout", s, reason="switch_idle")
+        self._close(s)
+        self._notify_sip(s)
+
+    def _close(self, s: Session) -> None:
+        if s.uid in self.table.by_uid:
+            self.table.remove(s)
+            self._forget_tokens(s)
+            self.offloader.end(s)
+            metrics.SESSIONS.set(len(self.table))
+
+    def _notify_sip(self, s: Session) -> None:
+        if s.notify_socket and s.notify_tag is not None:
+            self._spawn(self.notifier.send(s.notify_socket, unquote_tag(s.notify_tag)))

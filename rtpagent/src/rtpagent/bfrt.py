@@ -1,0 +1,411 @@
+"""`Switch` over p4relay_switch's BfRt client (Tofino and the software switch).
+
+Each `write` is one BfRt Write RPC carrying, in order: relay deletions, leg
+modifications, quality-register resets and leg inserts, relay inserts, leg
+deletions. A failed batch is undone (its inserts deleted) before
+OffloadRefused is raised, so nothing half-installed is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+from collections.abc import AsyncIterator
+
+import grpc
+import structlog
+from p4relay_switch import (
+    Entry,
+    Range,
+    Reconnected,
+    Subscription,
+    SwitchClient,
+    SwitchError,
+    SwitchUnavailableError,
+    WriteError,
+)
+from p4relay_switch import IdleTimeout as SwIdle
+from p4relay_switch.client import Digest
+from p4relay_switch.pipeline import (
+    A_MARK_RELAY,
+    A_RELAY_LEG,
+    A_REWRITE,
+    COUNTER_BYTES,
+    COUNTER_PKTS,
+    K_DST_ADDR,
+    K_DST_PORT,
+    K_LEG,
+    K_PRIORITY,
+    K_SRC_ADDR,
+    K_SRC_PORT,
+    LEARN_DIGEST,
+    LEG_REWRITE,
+    QUALITY_REGISTERS,
+    REG_JITTER,
+    REG_LOST,
+    REG_PACKETS,
+    REG_PAYLOAD_TYPE,
+    REG_REORDERED,
+    RELAY,
+    RELAY_ADDR,
+    TTL,
+)
+from p4relay_switch.proto import bfruntime_pb2 as pb
+
+from .switchport import (
+    Batch,
+    FlowCounters,
+    FlowKey,
+    IdleTimeout,
+    LearnDigest,
+    LegQuality,
+    LegRewrite,
+    OffloadRefused,
+    RelayEntry,
+    SwitchEvent,
+    SwitchUp,
+)
+
+log = structlog.get_logger("rtpagent.bfrt")
+
+
+def _ip(v: object) -> str:
+    if isinstance(v, int):
+        return str(ipaddress.IPv4Address(v))
+    return str(v)
+
+
+def _int(v: object) -> int:
+    return v if isinstance(v, int) else int(str(v))
+
+
+def _key(k: FlowKey) -> dict[str, int]:
+    return {
+        K_SRC_ADDR: int(ipaddress.IPv4Address(k.src_addr)),
+        K_DST_ADDR: int(ipaddress.IPv4Address(k.dst_addr)),
+        K_SRC_PORT: k.src_port,
+        K_DST_PORT: k.dst_port,
+    }
+
+
+def _refused(exc: SwitchError) -> OffloadRefused:
+    if isinstance(exc, SwitchUnavailableError) or exc.code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+    ):
+        return OffloadRefused("switch_unreachable", str(exc))
+    if exc.code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return OffloadRefused("table_full", str(exc))
+    return OffloadRefused("refused", str(exc))
+
+
+class BfrtSwitch:
+    def __init__(
+        self,
+        address: str,
+        *,
+        client_id: int = 1,
+        relay_addrs: list[str] | None = None,
+        port_min: int = 35000,
+        port_max: int = 65000,
+        idle_query_ms: int = 1000,
+        timeout_s: float = 2.0,
+    ) -> None:
+        self.client = SwitchClient(
+            address,
+            client_id=client_id,
+            timeout_s=timeout_s,
+            connect_timeout_s=timeout_s,
+            subscription=Subscription(learn=True, idle_timeout=True),
+        )
+        self.relay_addrs = relay_addrs or []
+        self.port_min, self.port_max = port_min, port_max
+        self.idle_query_ms = idle_query_ms
+        self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
+        self._task: asyncio.Task[None] | None = None
+        self._connect_task: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.client.connected
+
+    async def start(self) -> None:
+        """Connect now if the switch answers; otherwise keep trying in the background."""
+        try:
+            await self._connect()
+        except SwitchError as exc:
+            log.warning("switch_unreachable_at_start", error=str(exc))
+            self._connect_task = asyncio.create_task(self._connect_loop())
+
+    async def _connect(self) -> None:
+        await self.client.connect()
+        await self._setup()
+        self._task = asyncio.create_task(self._pump())
+        self._put(SwitchUp(restarted=False))
+
+    async def _connect_loop(self) -> None:
+        delay = 0.2
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._connect()
+                return
+            except SwitchError:
+                delay = min(delay * 2, 5.0)
+
+    async def _setup(self) -> None:
+        await self.client.set_idle_table(
+            RELAY,
+            notify=True,
+            ttl_query_interval_ms=self.idle_query_ms,
+            min_ttl_ms=self.idle_query_ms,
+        )
+        await self.set_relay_addrs(self.relay_addrs, self.port_min, self.port_max)
+
+    async def close(self) -> None:
+        for t in (self._task, self._connect_task):
+            if t is not None:
+                t.cancel()
+        await self.client.close()
+
+    async def set_relay_addrs(self, addrs: list[str], port_min: int, port_max: int) -> None:
+        self.relay_addrs, self.port_min, self.port_max = addrs, port_min, port_max
+        if not addrs or not self.client.connected:
+            return
+        entries = [
+            Entry(
+                {
+                    K_DST_ADDR: int(ipaddress.IPv4Address(a)),
+                    K_DST_PORT: Range(port_min, port_max),
+                    K_PRIORITY: 0,
+                },
+                A_MARK_RELAY,
+            )
+            for a in addrs
+            if ":" not in a
+        ]
+        await self.client.insert_or_modify(RELAY_ADDR, entries)
+
+    # ------------------------------------------------------------------ writes
+    def _updates(self, b: Batch, ttl_ms: int) -> tuple[list[pb.Update], list[int]]:
+        c = self.client
+        ups: list[pb.Update] = []
+        kinds: list[int] = []  # per update: 0 delete, 1 modify, 2 insert
+
+        def add(kind: int, t: pb.Update.Type, table: str, e: Entry) -> None:
+            ups.append(c.update(t, table, e))
+            kinds.append(kind)
+
+        for k in b.del_relays:
+            add(0, pb.Update.DELETE, RELAY, Entry(_key(k)))
+        for lg in b.mod_legs:
+            add(1, pb.Update.MODIFY, LEG_REWRITE, self._leg_entry(lg))
+        for lg in b.add_legs:
+            for reg in QUALITY_REGISTERS:
+                # Leg indexes are reused: start the quality registers from zero.
+                t, f = c._register(reg)
+                add(1, pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": lg.leg}, None, {f: 0}))
+            add(2, pb.Update.INSERT, LEG_REWRITE, self._leg_entry(lg))
+        for r in b.add_relays:
+            add(
+                2,
+                pb.Update.INSERT,
+                RELAY,
+                Entry(_key(r.key), A_RELAY_LEG, {"leg": r.leg, "rtcp": int(r.rtcp), TTL: ttl_ms}),
+            )
+        for leg in b.del_legs:
+            add(0, pb.Update.DELETE, LEG_REWRITE, Entry({K_LEG: leg}))
+        return ups, kinds
+
+    @staticmethod
+    def _leg_entry(lg: LegRewrite) -> Entry:
+        return Entry(
+            {K_LEG: lg.leg},
+            A_REWRITE,
+            {
+                "src_addr": int(ipaddress.IPv4Address(lg.src_addr)),
+                "dst_addr": int(ipaddress.IPv4Address(lg.dst_addr)),
+                "src_port": lg.src_port,
+                "dst_port": lg.dst_port,
+            },
+        )
+
+    async def write(self, batch: Batch, idle_ttl_ms: int) -> None:
+        if not batch:
+            return
+        if not self.client.connected:
+            raise OffloadRefused("switch_unreachable", "not connected")
+        try:
+            ups, kinds = self._updates(batch, idle_ttl_ms)
+        except SwitchError as exc:  # schema/encode: a bug or a bad address
+            raise OffloadRefused("refused", str(exc)) from exc
+        try:
+            await self.client.write(ups)
+            return
+        except WriteError as exc:
+            failed = [
+                e
+                for e in exc.errors
+                if not (
+                    0 <= e.index < len(kinds)
+                    and kinds[e.index] == 0
+                    and e.code is grpc.StatusCode.NOT_FOUND
+                )
+            ]
+            if exc.errors and not failed:
+                return  # only deletions of entries already gone
+            log.warning("switch_write_failed", error=str(exc), failed=len(failed) or len(ups))
+            await self._undo(batch)
+            if failed:
+                raise _refused(_first_error(failed[0].code, failed[0].message)) from exc
+            raise _refused(exc) from exc
+        except SwitchError as exc:
+            raise _refused(exc) from exc
+
+    async def _undo(self, b: Batch) -> None:
+        undo = Batch(
+            del_relays=tuple(r.key for r in b.add_relays),
+            del_legs=tuple(lg.leg for lg in b.add_legs),
+        )
+        ups, _ = self._updates(undo, 0)
+        # NOT_FOUND for the inserts that had failed is expected.
+        with contextlib.suppress(SwitchError):
+            await self.client.write(ups)
+
+    # ------------------------------------------------------------------ reads
+    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
+        if not keys:
+            return {}
+        try:
+            rows = await self.client.read(RELAY, [_key(k) for k in keys])
+        except SwitchError as exc:
+            if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
+                out: dict[FlowKey, FlowCounters] = {}
+                for k in keys:
+                    out.update(await self.read_counters([k]))
+                return out
+            if exc.code is grpc.StatusCode.NOT_FOUND:
+                return {}
+            raise _refused(exc) from exc
+        out = {}
+        for r in rows:
+            k = FlowKey(
+                _ip(r.key[K_SRC_ADDR]),
+                _ip(r.key[K_DST_ADDR]),
+                _int(r.key[K_SRC_PORT]),
+                _int(r.key[K_DST_PORT]),
+            )
+            out[k] = FlowCounters(
+                _int(r.data.get(COUNTER_PKTS, 0)), _int(r.data.get(COUNTER_BYTES, 0))
+            )
+        return out
+
+    async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
+        if not legs:
+            return {}
+        regs: dict[str, dict[int, list[int]]] = {}
+        try:
+            for name in (REG_PACKETS, REG_LOST, REG_REORDERED, REG_JITTER, REG_PAYLOAD_TYPE):
+                regs[name] = await self.client.read_register(name, legs)
+        except SwitchError as exc:
+            raise _refused(exc) from exc
+
+        def total(name: str, leg: int) -> int:
+            return sum(regs[name].get(leg, [0]))
+
+        def best(name: str, leg: int) -> int:
+            return max(regs[name].get(leg, [0]) or [0])
+
+        return {
+            leg: LegQuality(
+                total(REG_PACKETS, leg),
+                total(REG_LOST, leg),
+                total(REG_REORDERED, leg),
+                best(REG_JITTER, leg),
+                best(REG_PAYLOAD_TYPE, leg),
+            )
+            for leg in legs
+        }
+
+    async def dump(self) -> tuple[list[RelayEntry], list[LegRewrite]]:
+        try:
+            relays = await self.client.read(RELAY)
+            legs = await self.client.read(LEG_REWRITE)
+        except SwitchError as exc:
+            raise _refused(exc) from exc
+        out_r = [
+            RelayEntry(
+                FlowKey(
+                    _ip(r.key[K_SRC_ADDR]),
+                    _ip(r.key[K_DST_ADDR]),
+                    _int(r.key[K_SRC_PORT]),
+                    _int(r.key[K_DST_PORT]),
+                ),
+                _int(r.data.get("leg", 0)),
+                bool(_int(r.data.get("rtcp", 0))),
+            )
+            for r in relays
+            if not r.is_default
+        ]
+        out_l = [
+            LegRewrite(
+                _int(r.key[K_LEG]),
+                _ip(r.data.get("src_addr", 0)),
+                _ip(r.data.get("dst_addr", 0)),
+                _int(r.data.get("src_port", 0)),
+                _int(r.data.get("dst_port", 0)),
+            )
+            for r in legs
+            if not r.is_default
+        ]
+        return out_r, out_l
+
+    # ------------------------------------------------------------------ events
+    def _put(self, ev: SwitchEvent) -> None:
+        try:
+            self._events.put_nowait(ev)
+        except asyncio.QueueFull:
+            log.error("switch_event_dropped", kind=type(ev).__name__)
+
+    async def _pump(self) -> None:
+        async for n in self.client.notifications():
+            if isinstance(n, Digest):
+                if n.learn != LEARN_DIGEST:
+                    continue
+                for r in n.entries:
+                    self._put(
+                        LearnDigest(
+                            _ip(r.get("src_addr", 0)),
+                            _ip(r.get("dst_addr", 0)),
+                            r.get("src_port", 0),
+                            r.get("dst_port", 0),
+                            r.get("ingress_port", 0),
+                        )
+                    )
+            elif isinstance(n, SwIdle):
+                if n.table != RELAY:
+                    continue
+                k = n.key
+                key = FlowKey(
+                    _ip(k.get(K_SRC_ADDR, 0)),
+                    _ip(k.get(K_DST_ADDR, 0)),
+                    _int(k.get(K_SRC_PORT, 0)),
+                    _int(k.get(K_DST_PORT, 0)),
+                )
+                self._put(IdleTimeout(key, idle=n.idle))
+            elif isinstance(n, Reconnected):
+                try:
+                    await self._setup()
+                except SwitchError as exc:
+                    log.error("switch_setup_failed", error=str(exc))
+                self._put(SwitchUp(restarted=True))
+
+    async def events(self) -> AsyncIterator[SwitchEvent]:
+        while True:
+            ev = await self._events.get()
+            yield ev
+
+
+def _first_error(code: grpc.StatusCode, message: str) -> SwitchError:
+    return SwitchError(message, code=code)

@@ -1,0 +1,96 @@
+"""`rtpagent` command line: flags over environment (RTPAGENT_*) over the TOML file."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+
+from .config import Settings, load
+
+EPILOG = """\
+examples:
+  rtpagent --rtpproxy udp:127.0.0.1:22223 --listen udp:127.0.0.1:22222 --switch 127.0.0.1:50052
+  rtpagent --rtpproxy embedded --relay-addr 198.18.0.10 --embedded-ports 20000-29999
+  RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
+
+RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
+(the value of --notify-listen) to its flags; the SIP server's own socket stays
+in its own -n. Every setting can be given as a flag, as RTPAGENT_<NAME> in the
+environment, or in the TOML file (keys named like the flags, with _).
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="rtpagent",
+        description="RTPProxy control-protocol proxy: offloads calls' media to a P4 switch, fail-open.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--config", help="TOML file ([rtpagent] table or top-level keys)")
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        help_ = (
+            f"{field.description or ''} (default: {field.get_default(call_default_factory=True)!r})"
+        )
+        ann = field.annotation
+        if ann is bool:
+            ap.add_argument(
+                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
+        elif "list" in str(ann):
+            ap.add_argument(
+                flag, dest=name, action="append", default=None, help=help_ + "; repeatable"
+            )
+        elif ann is int:
+            ap.add_argument(flag, dest=name, type=int, default=None, help=help_)
+        elif ann is float:
+            ap.add_argument(flag, dest=name, type=float, default=None, help=help_)
+        else:
+            ap.add_argument(flag, dest=name, default=None, help=help_)
+    ap.add_argument(
+        "--check-config", action="store_true", help="print the effective settings and exit"
+    )
+    return ap
+
+
+async def _run(cfg: Settings) -> int:
+    from .app import App, setup_logging
+
+    setup_logging(cfg.log_level, cfg.log_json)
+    if cfg.metrics_listen:
+        from prometheus_client import start_http_server
+
+        host, _, port = cfg.metrics_listen.rpartition(":")
+        start_http_server(int(port), addr=host or "0.0.0.0")
+    app = App(cfg)
+    await app.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await app.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    overrides = {k: v for k, v in vars(a).items() if k not in ("config", "check_config")}
+    try:
+        cfg = load(a.config, overrides)
+    except (ValueError, OSError) as exc:
+        print(f"rtpagent: configuration error: {exc}", file=sys.stderr)
+        return 2
+    if a.check_config:
+        print(cfg.model_dump_json(indent=2))
+        return 0
+    return asyncio.run(_run(cfg))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

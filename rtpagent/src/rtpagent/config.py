@@ -1,0 +1,118 @@
+"""Configuration: defaults < TOML file < environment (RTPAGENT_*) < flags."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .sockets import parse_spec
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RTPAGENT_", extra="forbid")
+
+    listen: list[str] = Field(
+        default_factory=lambda: ["udp:127.0.0.1:22222"],
+        description="where SIP servers send commands (RTPProxy -s syntax)",
+    )
+    rtpproxy: str = Field(
+        default="udp:127.0.0.1:22223", description="RTPProxy's control socket, or 'embedded'"
+    )
+    embedded_ports: str = Field(
+        default="35000-65000", description="media port range of the embedded RTPProxy"
+    )
+    embedded_args: list[str] = Field(
+        default_factory=list, description="extra RTPProxy flags (embedded)"
+    )
+    relay_addr: list[str] = Field(
+        default_factory=lambda: ["127.0.0.1"],
+        description="RTPProxy's -l address(es): the switch relay_addr",
+    )
+    relay_ports: str = Field(
+        default="35000-65000", description="RTPProxy's media port range (relay_addr entry)"
+    )
+    reply_timeout: float = Field(
+        default=1.0, description="seconds to wait for RTPProxy per attempt"
+    )
+    reply_retries: int = 2
+    notify_listen: str | None = Field(
+        default="tcp:127.0.0.1:22224",
+        description="agent's timeout socket written into U (RTPProxy needs -n for it); empty: do not rewrite",
+    )
+    rtpproxy_ttl: float = Field(
+        default=60.0, description="RTPProxy's session TTL (-T); refreshes run every third"
+    )
+    switch: str = Field(
+        default="127.0.0.1:50052", description="switch BfRt gRPC address; empty: no offload"
+    )
+    switch_name: str = "sw1"
+    switch_client_id: int = 1
+    legs: int = Field(default=32768, description="leg_rewrite capacity (per pipe)")
+    idle_ttl_ms: int = Field(
+        default=60000, description="switch entry idle timeout, ms (RTPProxy's TTL)"
+    )
+    nat_nets: list[str] = Field(
+        default_factory=lambda: [
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "100.64.0.0/10",
+            "169.254.0.0/16",
+        ],
+        description="SDP addresses in these nets are not trusted: wait for the first packet",
+    )
+    latch_always: bool = Field(
+        default=False, description="always wait for the first packet (RTPProxy-like latching)"
+    )
+    default_asymmetric: bool = Field(default=False, description="RTPProxy runs with -A")
+    state_file: str = Field(
+        default="/var/lib/rtpagent/state.sqlite", description="journal + report spool"
+    )
+    server_url: str | None = Field(
+        default=None, description="server base URL, e.g. http://127.0.0.1:8000"
+    )
+    server_token: str | None = None
+    agent_name: str = "rtpagent-1"
+    sample_interval: float = 1.0
+    metrics_listen: str = Field(
+        default="127.0.0.1:9102", description="Prometheus /metrics; empty: off"
+    )
+    log_level: str = "info"
+    log_json: bool = True
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: list[str]) -> list[str]:
+        for s in v:
+            parse_spec(s)
+        return v
+
+    @field_validator("rtpproxy")
+    @classmethod
+    def _rtpp(cls, v: str) -> str:
+        if v != "embedded":
+            parse_spec(v)
+        return v
+
+    @staticmethod
+    def port_range(text: str) -> tuple[int, int]:
+        lo, _, hi = text.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if not 0 < a <= b < 65536:
+            raise ValueError(f"bad port range {text!r}")
+        return a, b
+
+
+def load(path: str | None, overrides: dict[str, Any]) -> Settings:
+    data: dict[str, Any] = {}
+    if path:
+        data = tomllib.loads(Path(path).read_text())
+        data = data.get("rtpagent", data)
+    env = Settings()  # environment over defaults
+    merged = {**data, **{k: v for k, v in env.model_dump(exclude_unset=True).items()}}
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**merged)

@@ -1,0 +1,146 @@
+"""Where SIP servers talk to the agent: the sockets RTPProxy would listen on.
+
+Datagram sockets carry `<cookie> <command>`; a retransmission (same client,
+same cookie) is answered from a short reply cache instead of being executed
+twice, like RTPProxy. Stream sockets (unix:, tcp:) carry one command per read,
+no cookie.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from . import metrics
+from .protocol import MAX_COMMAND_BYTES, ProtocolError, error_reply, split_cookie
+from .sockets import SocketSpec
+
+log = structlog.get_logger("rtpagent.frontend")
+
+Handler = Callable[[str], Awaitable[str | None]]
+REPLY_CACHE_SECONDS = 30.0
+REPLY_CACHE_MAX = 65536
+
+
+class _DgramServer(asyncio.DatagramProtocol):
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.transport: asyncio.DatagramTransport | None = None
+        self.cache: OrderedDict[tuple[object, str], tuple[float, bytes | None]] = OrderedDict()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.DatagramTransport)
+        self.transport = transport
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        try:
+            dg = split_cookie(data)
+        except ProtocolError as exc:
+            metrics.BAD_INPUT.labels("command").inc()
+            log.info("bad_datagram", reason=exc.reason, size=len(data))
+            if exc.cookie and self.transport is not None:
+                self.transport.sendto(f"{exc.cookie} {error_reply(exc.code)}".encode(), addr)  # type: ignore[arg-type]
+            return
+        key = (addr, dg.cookie)
+        hit = self.cache.get(key)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < REPLY_CACHE_SECONDS:
+            if hit[1] is not None and self.transport is not None:
+                self.transport.sendto(hit[1], addr)  # type: ignore[arg-type]
+            return  # in flight (None) or answered: never execute twice
+        self.cache[key] = (now, None)
+        while len(self.cache) > REPLY_CACHE_MAX:
+            self.cache.popitem(last=False)
+        t = asyncio.ensure_future(self._run(dg.cookie, dg.body, addr, key))
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    async def _run(self, cookie: str, body: str, addr: object, key: tuple[object, str]) -> None:
+        try:
+            reply = await self.handler(body)
+        except Exception:
+            log.exception("handler_failed", command=body[:200])
+            reply = None
+        if reply is None:
+            self.cache.pop(key, None)  # let a retransmission try again
+            return
+        out = f"{cookie} {reply}".encode()
+        self.cache[key] = (time.monotonic(), out)
+        if self.transport is not None:
+            self.transport.sendto(out, addr)  # type: ignore[arg-type]
+
+
+class Frontend:
+    def __init__(self, specs: list[SocketSpec], handler: Handler) -> None:
+        self.specs = specs
+        self.handler = handler
+        self._closers: list[Callable[[], None]] = []
+        self._servers: list[asyncio.AbstractServer] = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        for spec in self.specs:
+            if spec.datagram:
+                family = (
+                    socket.AF_INET6 if spec.kind == "udp6" or ":" in spec.host else socket.AF_INET
+                )
+                transport, _ = await loop.create_datagram_endpoint(
+                    lambda: _DgramServer(self.handler),
+                    local_addr=(spec.host, spec.port),
+                    family=family,
+                )
+                self._closers.append(transport.close)
+            elif spec.kind == "unix":
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(spec.path)  # a stale socket of a previous run
+                self._servers.append(await asyncio.start_unix_server(self._stream, path=spec.path))
+            else:
+                self._servers.append(
+                    await asyncio.start_server(
+                        self._stream, spec.host, spec.port, reuse_address=True
+                    )
+                )
+            log.info("listening", socket=str(spec))
+
+    async def close(self) -> None:
+        for c in self._closers:
+            c()
+        for s in self._servers:
+            s.close()
+            await s.wait_closed()
+
+    async def _stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                data = await reader.read(MAX_COMMAND_BYTES + 1)
+                if not data:
+                    return
+                if len(data) > MAX_COMMAND_BYTES:
+                    metrics.BAD_INPUT.labels("command").inc()
+                    writer.write(error_reply(25).encode())
+                    await writer.drain()
+                    return
+                body = data.decode("utf-8", "replace").strip("\r\n\t \x00")
+                if not body:
+                    writer.write(error_reply(5).encode())
+                    await writer.drain()
+                    continue
+                reply = await self.handler(body)
+                if reply is None:
+                    return  # RTPProxy silent: the client times out as it would
+                writer.write(reply.encode())
+                await writer.drain()
+        except (ConnectionError, OSError):
+            return
+        except Exception:
+            log.exception("stream_handler_failed")
+        finally:
+            writer.close()

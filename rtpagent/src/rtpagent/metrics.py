@@ -1,0 +1,32 @@
+"""Prometheus metrics (served on /metrics, port 9102 by default)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+COMMANDS = Counter("rtpagent_commands_total", "Commands received from SIP servers", ["op"])
+REPLIES = Counter("rtpagent_replies_total", "Replies sent back", ["result"])
+BAD_INPUT = Counter("rtpagent_bad_input_total", "Malformed commands or replies", ["kind"])
+UPSTREAM_TIMEOUTS = Counter("rtpagent_upstream_timeouts_total", "Commands RTPProxy never answered")
+CONTROL_LATENCY = Histogram(
+    "rtpagent_upstream_seconds",
+    "RTPProxy round trip as seen by the agent",
+    buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
+)
+SESSIONS = Gauge("rtpagent_sessions", "Sessions known to the agent")
+OFFLOADED = Gauge("rtpagent_offloaded_sessions", "Sessions whose media the switch carries")
+OFFLOADS = Counter("rtpagent_offloads_total", "Sessions offloaded to the switch")
+MODIFICATIONS = Counter("rtpagent_offload_modifications_total", "Offloaded sessions re-written")
+FALLBACKS = Counter("rtpagent_fallbacks_total", "Sessions left on RTPProxy", ["reason"])
+DIGESTS = Counter("rtpagent_learn_digests_total", "Learn digests received from the switch")
+IDLE_TIMEOUTS = Counter(
+    "rtpagent_idle_timeouts_total", "Sessions ended because the switch saw them idle"
+)
+RTPP_TIMEOUTS = Counter(
+    "rtpagent_rtpproxy_timeouts_total", "Timeout notifications from RTPProxy", ["action"]
+)
+REFRESHES = Counter("rtpagent_refreshes_total", "Session timer refreshes sent to RTPProxy")
+SWITCH_UP = Gauge("rtpagent_switch_connected", "1 when the switch is reachable")
+SPOOL_DEPTH = Gauge("rtpagent_spool_depth", "Reports waiting in the durable spool")
+SPOOL_SENT = Counter("rtpagent_spool_sent_total", "Reports delivered to the server")
+SPOOL_ERRORS = Counter("rtpagent_spool_errors_total", "Failed deliveries (retried)", ["kind"])

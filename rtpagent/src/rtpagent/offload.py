@@ -1,0 +1,633 @@
+"""Keep the switch's entries equal to what the sessions need.
+
+Sessions are marked dirty by the control path; one worker turns all dirty
+sessions into one ordered BfRt write (batched: thousands of calls per second
+cost a few RPCs), so the control path never waits on the switch. When the
+switch refuses (full, unreachable, error) the session stays on RTPProxy and
+the reason is recorded: fail-open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from . import metrics
+from .state import Endpoint, OffloadState, Session, SessionTable
+from .switchport import (
+    Batch,
+    FlowCounters,
+    FlowKey,
+    IdleTimeout,
+    LearnDigest,
+    LegRewrite,
+    OffloadRefused,
+    RelayEntry,
+    Switch,
+    SwitchDown,
+    SwitchUp,
+)
+
+log = structlog.get_logger("rtpagent.offload")
+
+DEFAULT_NAT_NETS = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The entries one offloaded session needs."""
+
+    legs: tuple[LegRewrite, LegRewrite]
+    relays: tuple[RelayEntry, ...]
+
+    def flow_keys(self) -> list[FlowKey]:
+        return [r.key for r in self.relays]
+
+
+class LegAllocator:
+    def __init__(self, size: int) -> None:
+        self._free = list(range(size - 1, 0, -1))  # leg 0 unused: a zeroed register is "nothing"
+        self._used: set[int] = set()
+
+    def take(self) -> int | None:
+        if not self._free:
+            return None
+        leg = self._free.pop()
+        self._used.add(leg)
+        return leg
+
+    def claim(self, leg: int) -> bool:
+        """Mark a leg used (rebuild after restart)."""
+        if leg in self._used:
+            return False
+        try:
+            self._free.remove(leg)
+        except ValueError:
+            return False
+        self._used.add(leg)
+        return True
+
+    def give(self, leg: int) -> None:
+        if leg in self._used:
+            self._used.discard(leg)
+            self._free.append(leg)
+
+
+Listener = Callable[[str, Session, dict[str, object]], None]
+
+
+class Offloader:
+    def __init__(
+        self,
+        table: SessionTable,
+        switch: Switch,
+        *,
+        legs: int = 32768,
+        idle_ttl_ms: int = 5000,
+        nat_nets: Iterable[str] = DEFAULT_NAT_NETS,
+        latch_always: bool = False,
+        enabled: bool = True,
+    ) -> None:
+        self.table = table
+        self.switch = switch
+        self.legs = LegAllocator(legs)
+        self.idle_ttl_ms = idle_ttl_ms
+        self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
+        self.latch_always = latch_always
+        self.enabled = enabled
+        self.listeners: list[Listener] = []
+        # (relay addr, relay port) -> (session uid, stream index); rtcp ports too.
+        self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
+        self.plans: dict[str, Plan] = {}  # uid -> what is installed
+        self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
+        self._dirty: dict[str, Session] = {}
+        self._ending: dict[str, Session] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._task: asyncio.Task[None] | None = None
+        self._events_task: asyncio.Task[None] | None = None
+        self.on_timeout: Callable[[Session], None] | None = None
+        # Removals the switch did not take (unreachable): swept on reconnect.
+        self._orphans: list[FlowKey] = []
+        self._orphan_legs: list[int] = []
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._worker(), name="offload-worker")
+        self._events_task = asyncio.create_task(self._switch_events(), name="switch-events")
+
+    async def stop(self) -> None:
+        for t in (self._task, self._events_task):
+            if t is not None:
+                t.cancel()
+        for t in (self._task, self._events_task):
+            if t is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def drained(self) -> None:
+        """Wait until every change so far has reached the switch."""
+        while self._dirty or self._ending or not self._idle.is_set():
+            await asyncio.sleep(0.001)
+            await self._idle.wait()
+
+    async def drained_or_timeout(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.drained(), seconds)
+        except TimeoutError:
+            log.warning(
+                "switch_work_pending_at_stop", dirty=len(self._dirty), ending=len(self._ending)
+            )
+
+    def emit(self, kind: str, s: Session, **payload: object) -> None:
+        for cb in self.listeners:
+            try:
+                cb(kind, s, payload)
+            except Exception:  # a reporting bug must not break the control path
+                log.exception("listener_failed", kind=kind)
+
+    # ---------------------------------------------------------------- control path hooks
+    def touch(self, s: Session) -> None:
+        self._index_ports(s)
+        self._dirty[s.uid] = s
+        self._idle.clear()
+        self._wake.set()
+
+    def end(self, s: Session) -> None:
+        self._dirty.pop(s.uid, None)
+        self._ending[s.uid] = s
+        self._idle.clear()
+        self._wake.set()
+
+    def _index_ports(self, s: Session) -> None:
+        for i, st in enumerate(s.streams):
+            if st.port and st.laddr:
+                self.ports[(st.laddr, st.port)] = (s.uid, i, False)
+                self.ports[(st.laddr, st.port + 1)] = (s.uid, i, True)
+
+    def _unindex(self, s: Session) -> None:
+        for key, val in list(self.ports.items()):
+            if val[0] == s.uid:
+                del self.ports[key]
+
+    # ---------------------------------------------------------------- planning
+    def _trusted(self, ep: Endpoint) -> bool:
+        if self.latch_always:
+            return False
+        ip = ipaddress.ip_address(ep.addr)
+        return not any(ip in n for n in self.nat_nets)
+
+    def desired(self, s: Session) -> tuple[OffloadState, str | None]:
+        """What state the session should be in, and why."""
+        if not self.enabled:
+            return OffloadState.FALLBACK, "offload_disabled"
+        if s.reason == "ipv6":
+            return OffloadState.FALLBACK, "ipv6"
+        st0, st1 = s.streams
+        if not (st0.port and st1.port and st0.laddr and st1.laddr):
+            return OffloadState.PENDING, None
+        if st0.on_hold or st1.on_hold:
+            return OffloadState.HELD, "on_hold"
+        if st0.sdp is None or st1.sdp is None:
+            return OffloadState.PENDING, None
+        held = s.held_back_reason()
+        if held is not None:
+            return OffloadState.HELD, held
+        for st in s.streams:
+            if ":" in (st.laddr or "") or ":" in st.sdp.addr if st.sdp else False:
+                return OffloadState.FALLBACK, "ipv6"
+        if not self.switch.connected:
+            return OffloadState.FALLBACK, "switch_unreachable"
+        for st in s.streams:
+            if st.learned is None and st.sdp is not None and not self._trusted(st.sdp):
+                return OffloadState.LEARNING, None
+        return OffloadState.OFFLOADED, None
+
+    @staticmethod
+    def _source(s: Session, i: int) -> Endpoint:
+        st = s.streams[i]
+        ep = st.learned or st.sdp
+        assert ep is not None
+        return ep
+
+    @staticmethod
+    def _destination(s: Session, i: int) -> Endpoint:
+        st = s.streams[i]
+        ep = st.sdp if st.asymmetric else (st.learned or st.sdp)
+        assert ep is not None
+        return ep
+
+    def plan(self, s: Session, legs: list[int]) -> Plan:
+        rewrites = []
+        relays = []
+        for i in (0, 1):
+            o = 1 - i
+            me, other = s.streams[i], s.streams[o]
+            assert me.port and me.laddr and other.port and other.laddr
+            dst = self._destination(s, o)
+            rewrites.append(LegRewrite(legs[i], other.laddr, dst.addr, other.port, dst.port))
+            src = self._source(s, i)
+            rtcp_src = me.learned_rtcp or Endpoint(src.addr, src.port + 1)
+            relays.append(
+                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port), legs[i], False)
+            )
+            relays.append(
+                RelayEntry(
+                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1), legs[i], True
+                )
+            )
+        return Plan((rewrites[0], rewrites[1]), tuple(relays))
+
+    # ---------------------------------------------------------------- worker
+    async def _worker(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._flush()
+            except Exception:
+                log.exception("offload_worker_error")
+            if not self._dirty and not self._ending:
+                self._idle.set()
+
+    async def _flush(self) -> None:
+        ending, self._ending = self._ending, {}
+        dirty, self._dirty = self._dirty, {}
+        if ending:
+            await self._remove_sessions(list(ending.values()))
+        if not dirty:
+            return
+        to_install: list[tuple[Session, Plan, bool]] = []  # (session, plan, is_new)
+        to_remove: list[Session] = []
+        for s in dirty.values():
+            if s.uid not in self.table.by_uid:
+                continue
+            want, reason = self.desired(s)
+            have = self.plans.get(s.uid)
+            if want is OffloadState.OFFLOADED:
+                legs = s.legs or []
+                if not legs:
+                    a, b = self.legs.take(), self.legs.take()
+                    if a is None or b is None:
+                        for leg in (a, b):
+                            if leg is not None:
+                                self.legs.give(leg)
+                        self._fallback(s, "legs_exhausted")
+                        continue
+                    legs = [a, b]
+                p = self.plan(s, legs)
+                if have == p:
+                    continue
+                s.legs = legs
+                to_install.append((s, p, have is None))
+            else:
+                if have is not None:
+                    to_remove.append(s)
+                self._set_state(s, want, reason)
+        if to_remove:
+            await self._take_back(to_remove)
+        if to_install:
+            await self._install(to_install)
+
+    def _set_state(self, s: Session, state: OffloadState, reason: str | None) -> None:
+        if s.state is state and s.reason == reason:
+            return
+        prev = s.state
+        s.state, s.reason = state, reason
+        if state is OffloadState.FALLBACK:
+            metrics.FALLBACKS.labels(reason or "unknown").inc()
+            log.info("fallback", call_id=s.call_id, tag=s.tag, reason=reason)
+            self.emit("fallback", s, reason=reason or "unknown")
+        elif state is OffloadState.HELD:
+            log.info("held_on_rtpproxy", call_id=s.call_id, tag=s.tag, reason=reason)
+            if prev is OffloadState.OFFLOADED:
+                self.emit("offload_removed", s, reason=reason or "held")
+        elif state is OffloadState.LEARNING:
+            log.info("awaiting_latch", call_id=s.call_id, tag=s.tag)
+        self.emit("state", s)
+
+    def _fallback(self, s: Session, reason: str) -> None:
+        if s.legs and s.uid not in self.plans:
+            for leg in s.legs:
+                self.legs.give(leg)
+            s.legs = None
+        self._set_state(s, OffloadState.FALLBACK, reason)
+
+    async def _install(self, items: list[tuple[Session, Plan, bool]]) -> None:
+        batch, olds = self._install_batch(items)
+        if batch.del_relays and self.switch.connected:
+            # Re-keyed flows (re-INVITE, latch): keep what the old keys counted.
+            try:
+                counts = await self.switch.read_counters(list(batch.del_relays))
+            except OffloadRefused:
+                counts = {}
+            for s, _p, _new in items:
+                old = olds.get(s.uid)
+                if old is not None:
+                    gone = set(batch.del_relays)
+                    add_counts(
+                        s, Plan(old.legs, tuple(r for r in old.relays if r.key in gone)), counts
+                    )
+        try:
+            await self.switch.write(batch, self.idle_ttl_ms)
+        except OffloadRefused as exc:
+            if len(items) > 1 and exc.reason != "switch_unreachable":
+                # One bad session must not sink the batch: retry one by one.
+                for it in items:
+                    await self._install([it])
+                return
+            for s, _p, new in items:
+                if new:
+                    self._fallback(s, exc.reason)
+                else:
+                    # A modification failed: the old entries may be gone; drop all.
+                    self.plans.pop(s.uid, None)
+                    await self._remove_best_effort(olds.get(s.uid))
+                    self._fallback(s, exc.reason)
+            log.warning(
+                "offload_refused", reason=exc.reason, detail=exc.detail, sessions=len(items)
+            )
+            return
+        now = time.time()
+        for s, p, new in items:
+            old = self.plans.get(s.uid)
+            self.plans[s.uid] = p
+            for r in p.relays:
+                self.by_key[r.key] = (s.uid, 0 if r.leg == p.legs[0].leg else 1, r.rtcp)
+            if old is not None:
+                for k in set(old.flow_keys()) - set(p.flow_keys()):
+                    self.by_key.pop(k, None)
+            prev = s.state
+            s.state, s.reason = OffloadState.OFFLOADED, None
+            s.idle_since = [None, None]
+            if new:
+                s.offloaded_at = now
+                metrics.OFFLOADS.inc()
+                log.info("offloaded", call_id=s.call_id, tag=s.tag, legs=s.legs)
+                self.emit("offload_installed", s, entries=len(p.relays))
+            else:
+                metrics.MODIFICATIONS.inc()
+                log.info("offload_modified", call_id=s.call_id, tag=s.tag)
+                self.emit("modified", s)
+            if prev is not OffloadState.OFFLOADED or not new:
+                self.emit("state", s)
+        metrics.OFFLOADED.set(len(self.plans))
+
+    def _install_batch(
+        self, items: list[tuple[Session, Plan, bool]]
+    ) -> tuple[Batch, dict[str, Plan]]:
+        add_legs: list[LegRewrite] = []
+        mod_legs: list[LegRewrite] = []
+        add_relays: list[RelayEntry] = []
+        del_relays: list[FlowKey] = []
+        olds: dict[str, Plan] = {}
+        for s, p, _new in items:
+            old = self.plans.get(s.uid)
+            if old is None:
+                add_legs.extend(p.legs)
+                add_relays.extend(p.relays)
+                continue
+            olds[s.uid] = old
+            mod_legs.extend(lg for lg, ol in zip(p.legs, old.legs, strict=True) if lg != ol)
+            old_relays = {r.key: r for r in old.relays}
+            new_keys = {r.key for r in p.relays}
+            del_relays.extend(k for k in old_relays if k not in new_keys)
+            add_relays.extend(r for r in p.relays if r.key not in old_relays)
+        # Removed keys first: a re-keyed flow may reuse a key of the same batch.
+        return Batch(tuple(add_legs), tuple(mod_legs), tuple(add_relays), tuple(del_relays)), olds
+
+    async def _take_back(self, sessions: list[Session]) -> None:
+        """Move sessions' media back to RTPProxy, keeping the switch's counts."""
+        plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
+        await self._harvest(plans)
+        batch = Batch(
+            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
+            del_legs=tuple(lg.leg for _, p in plans for lg in p.legs),
+        )
+        await self._write_removal(batch)
+        for s, p in plans:
+            self._forget(s, p)
+            want, reason = self.desired(s)
+            self._set_state(
+                s, want if want is not OffloadState.OFFLOADED else OffloadState.PENDING, reason
+            )
+        metrics.OFFLOADED.set(len(self.plans))
+
+    async def _remove_sessions(self, sessions: list[Session]) -> None:
+        plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
+        await self._harvest(plans)
+        batch = Batch(
+            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
+            del_legs=tuple(lg.leg for _, p in plans for lg in p.legs),
+        )
+        await self._write_removal(batch)
+        for s, p in plans:
+            self._forget(s, p)
+            self.emit("offload_removed", s, reason="ended")
+        for s in sessions:
+            if s.legs:
+                for leg in s.legs:
+                    self.legs.give(leg)
+                s.legs = None
+            self._unindex(s)
+            s.state = OffloadState.ENDED
+            self.emit("ended", s)
+        metrics.OFFLOADED.set(len(self.plans))
+
+    def _forget(self, s: Session, p: Plan) -> None:
+        self.plans.pop(s.uid, None)
+        for k in p.flow_keys():
+            self.by_key.pop(k, None)
+        if s.legs:
+            for leg in s.legs:
+                self.legs.give(leg)
+            s.legs = None
+
+    async def _harvest(self, plans: list[tuple[Session, Plan]]) -> None:
+        """Read final counters into each session's totals before removal."""
+        if not plans or not self.switch.connected:
+            return
+        keys = [k for _, p in plans for k in p.flow_keys()]
+        try:
+            counts = await self.switch.read_counters(keys)
+        except OffloadRefused as exc:
+            log.warning("final_counters_unread", reason=exc.reason, detail=exc.detail)
+            return
+        for s, p in plans:
+            add_counts(s, p, counts)
+
+    async def _write_removal(self, batch: Batch) -> None:
+        if not batch:
+            return
+        try:
+            await self.switch.write(batch, self.idle_ttl_ms)
+        except OffloadRefused as exc:
+            # Unreachable: the entries go with the switch's state; they are
+            # swept on reconnect (reconcile) so nothing is left behind.
+            log.warning("removal_failed", reason=exc.reason, detail=exc.detail)
+            self._orphans.extend(batch.del_relays)
+            self._orphan_legs.extend(batch.del_legs)
+
+    async def _remove_best_effort(self, p: Plan | None) -> None:
+        if p is not None:
+            await self._write_removal(
+                Batch(del_relays=tuple(p.flow_keys()), del_legs=tuple(lg.leg for lg in p.legs))
+            )
+
+    # ---------------------------------------------------------------- counters
+    async def live_counts(self, s: Session) -> tuple[list[int], list[int]]:
+        """Packets/bytes per stream index (from party i), switch totals included."""
+        pk = list(s.switch_totals.packets)
+        by = list(s.switch_totals.bytes)
+        p = self.plans.get(s.uid)
+        if p is not None and self.switch.connected:
+            try:
+                counts = await self.switch.read_counters([r.key for r in p.relays if not r.rtcp])
+            except OffloadRefused:
+                counts = {}
+            for r in p.relays:
+                c = counts.get(r.key)
+                if c is not None and not r.rtcp:
+                    i = 0 if r.leg == p.legs[0].leg else 1
+                    pk[i] += c.packets
+                    by[i] += c.bytes
+        return pk, by
+
+    # ---------------------------------------------------------------- switch events
+    async def _switch_events(self) -> None:
+        async for ev in self.switch.events():
+            try:
+                if isinstance(ev, LearnDigest):
+                    await self._on_learn(ev)
+                elif isinstance(ev, IdleTimeout):
+                    self._on_idle(ev)
+                elif isinstance(ev, SwitchUp):
+                    await self.reconcile(restarted=ev.restarted)
+                elif isinstance(ev, SwitchDown):
+                    log.warning("switch_down", reason=ev.reason)
+                    metrics.SWITCH_UP.set(0)
+            except Exception:
+                log.exception("switch_event_failed", event=repr(ev))
+
+    async def _on_learn(self, ev: LearnDigest) -> None:
+        hit = self.ports.get((ev.dst_addr, ev.dst_port))
+        metrics.DIGESTS.inc()
+        if hit is None:
+            return
+        uid, i, rtcp = hit
+        s = self.table.by_uid.get(uid)
+        if s is None:
+            return
+        st = s.streams[i]
+        src = Endpoint(ev.src_addr, ev.src_port)
+        if rtcp:
+            if st.learned_rtcp is None:
+                st.learned_rtcp = src
+                if s.uid in self.plans or s.state is OffloadState.LEARNING:
+                    self.touch(s)
+            return
+        if st.learned == src or (st.learned is None and st.sdp == src and s.uid in self.plans):
+            return
+        if st.learned is not None:
+            # RTPProxy latched already: packets from elsewhere are not relayed.
+            log.info("stray_source", call_id=s.call_id, src=src.key(), latched=st.learned.key())
+            return
+        p = self.plans.get(s.uid)
+        if p is not None:
+            key = next(r.key for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
+            counts = await self.switch.read_counters([key])
+            c = counts.get(key)
+            if c is not None and c.packets > 0:
+                st.learned = Endpoint(key.src_addr, key.src_port)  # latched by traffic already
+                log.info("stray_source", call_id=s.call_id, src=src.key())
+                return
+        st.learned = src
+        log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
+        self.touch(s)
+
+    def _on_idle(self, ev: IdleTimeout) -> None:
+        hit = self.by_key.get(ev.key)
+        if hit is None:
+            return
+        uid, i, rtcp = hit
+        s = self.table.by_uid.get(uid)
+        if s is None or rtcp:
+            return
+        if not ev.idle:
+            s.idle_since[i] = None
+            return
+        s.idle_since[i] = time.monotonic()
+        if all(t is not None for t in s.idle_since):
+            log.info("switch_idle_timeout", call_id=s.call_id, tag=s.tag)
+            metrics.IDLE_TIMEOUTS.inc()
+            if self.on_timeout is not None:
+                self.on_timeout(s)
+
+    def mark_active(self, s: Session, i: int) -> None:
+        s.idle_since[i] = None
+
+    async def reconcile(self, restarted: bool) -> None:
+        """After (re)connecting: make the switch hold exactly the planned entries."""
+        metrics.SWITCH_UP.set(1)
+        relays, legs = await self.switch.dump()
+        want_keys = {r.key: r for p in self.plans.values() for r in p.relays}
+        want_legs = {lg.leg: lg for p in self.plans.values() for lg in p.legs}
+        have_keys = {r.key: r for r in relays}
+        have_legs = {lg.leg: lg for lg in legs}
+        stale = tuple(k for k in have_keys if k not in want_keys)
+        stale_legs = tuple(leg for leg in have_legs if leg not in want_legs)
+        missing_legs = tuple(lg for leg, lg in want_legs.items() if have_legs.get(leg) != lg)
+        missing = tuple(r for k, r in want_keys.items() if have_keys.get(k) != r)
+        if stale or stale_legs:
+            await self._write_removal(Batch(del_relays=stale, del_legs=stale_legs))
+            log.info("swept_stale_entries", relays=len(stale), legs=len(stale_legs))
+        self._orphans.clear()
+        self._orphan_legs.clear()
+        if missing or missing_legs:
+            fresh_legs = tuple(lg for lg in missing_legs if lg.leg not in have_legs)
+            changed_legs = tuple(lg for lg in missing_legs if lg.leg in have_legs)
+            try:
+                await self.switch.write(
+                    Batch(
+                        add_legs=fresh_legs,
+                        mod_legs=changed_legs,
+                        add_relays=missing,
+                        del_relays=tuple(r.key for r in missing if r.key in have_keys),
+                    ),
+                    self.idle_ttl_ms,
+                )
+                log.info(
+                    "reinstalled", relays=len(missing), legs=len(missing_legs), restarted=restarted
+                )
+            except OffloadRefused as exc:
+                log.error("reinstall_failed", reason=exc.reason)
+        # Sessions that fell back because the switch was away get another chance.
+        for s in self.table:
+            if s.state is OffloadState.FALLBACK and s.reason == "switch_unreachable":
+                self.touch(s)
+
+
+def add_counts(s: Session, p: Plan, counts: dict[FlowKey, FlowCounters]) -> None:
+    for r in p.relays:
+        c = counts.get(r.key)
+        if c is None:
+            continue
+        i = 0 if r.leg == p.legs[0].leg else 1
+        if r.rtcp:
+            s.switch_totals.rtcp_packets[i] += c.packets
+        else:
+            s.switch_totals.packets[i] += c.packets
+            s.switch_totals.bytes[i] += c.bytes

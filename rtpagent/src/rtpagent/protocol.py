@@ -1,0 +1,373 @@
+"""RTPProxy control protocol: parse commands and replies, format replies.
+
+The agent forwards every command to RTPProxy unchanged (but for the notify
+socket of `U`), so this parser only has to *understand* commands: it never
+rejects one on its own, except when RTPProxy itself could not have read it
+(empty, oversized). Grammar and error codes follow sippy/rtpproxy
+(`rtpp_command.c`, `commands/rpcpv1_ul.c`, `rtpp_command_ecodes.h`).
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+from dataclasses import dataclass, field
+from urllib.parse import unquote
+
+# RTPProxy reads a command into an 8 KiB buffer; anything longer is an error.
+MAX_COMMAND_BYTES = 8 * 1024 - 1
+# Replies can carry `I`/`G` output; RTPProxy never sends more than 64 KiB.
+MAX_REPLY_BYTES = 64 * 1024
+
+# Error codes of rtpp_command_ecodes.h that the agent itself may answer with.
+ECODE_CMDUNKN = 0
+ECODE_PARSE_NARGS = 1
+ECODE_PARSE_MODS = 2
+ECODE_PARSE_1 = 5
+ECODE_RTOOBIG_1 = 25
+ECODE_SESUNKN = 50
+ECODE_QRYFAIL = 62
+
+
+class Op(enum.Enum):
+    """Command verbs (the first letter(s) of the command word)."""
+
+    VERSION = "V"
+    VER_FEATURE = "VF"
+    UPDATE = "U"
+    LOOKUP = "L"
+    DELETE = "D"
+    QUERY = "Q"
+    INFO = "I"
+    GET_STATS = "G"
+    RECORD = "R"
+    COPY = "C"
+    PLAY = "P"
+    NOPLAY = "S"
+    NORECORD = "N"
+    DELETE_ALL = "X"
+    UNKNOWN = "?"
+
+
+# Minimum/maximum number of arguments after the command word, per op
+# (rtpp_command_pre_parse). None: unbounded.
+_NARGS: dict[Op, tuple[int, int | None]] = {
+    Op.VERSION: (0, 0),
+    Op.VER_FEATURE: (1, 1),
+    Op.UPDATE: (4, 7),
+    Op.LOOKUP: (4, 5),
+    Op.DELETE: (2, 3),
+    Op.QUERY: (2, None),
+    Op.INFO: (0, 0),
+    Op.GET_STATS: (0, None),
+    Op.RECORD: (2, 4),
+    Op.COPY: (3, 4),
+    Op.PLAY: (4, 5),
+    Op.NOPLAY: (2, 3),
+    Op.NORECORD: (2, 3),
+    Op.DELETE_ALL: (0, 0),
+}
+
+
+class ProtocolError(ValueError):
+    """A command the agent could not understand; `code` is RTPProxy's E code."""
+
+    def __init__(self, code: int, reason: str, cookie: str = "") -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.cookie = cookie
+
+
+@dataclass(frozen=True)
+class ULOptions:
+    """Modifiers of `U`/`L` (rpcpv1_ul.c: rtpp_command_ul_opts_parse)."""
+
+    asymmetric: bool | None = None  # None: RTPProxy's default (-A)
+    ipv6: bool = False
+    weak: bool = False
+    ptime: int | None = None  # `z<ms>`: repacketise -> stays on RTPProxy
+    codecs: tuple[int, ...] = ()
+    external: int = 0  # count of `e` modifiers (bridging mode)
+    internal: int = 0  # count of `i` modifiers
+    local_addr: str | None = None  # `l<addr>`
+    remote_addr: str | None = None  # `r<addr>`
+    new_port: bool = False
+
+
+@dataclass(frozen=True)
+class Command:
+    """One parsed command, without its cookie."""
+
+    op: Op
+    word: str  # the command word as sent, modifiers included
+    args: tuple[str, ...]
+    modifiers: str = ""
+    call_id: str | None = None
+    from_tag: str | None = None
+    to_tag: str | None = None
+    addr: str | None = None  # U/L: SDP address
+    port: str | None = None  # U/L: SDP port (string: RTPProxy resolves it)
+    notify_socket: str | None = None  # U only
+    notify_tag: str | None = None  # U only, as sent (URL-quoted)
+    ul: ULOptions | None = None
+    parse_error: ProtocolError | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join((self.word, *self.args))
+
+
+@dataclass(frozen=True)
+class Datagram:
+    """A command as received on a datagram socket: cookie + command text."""
+
+    cookie: str
+    body: str
+
+
+def split_cookie(data: bytes) -> Datagram:
+    """Split `<cookie> <command>`; raises ProtocolError as RTPProxy would."""
+    if len(data) > MAX_COMMAND_BYTES:
+        # RTPProxy truncates; we refuse outright rather than act on half a command.
+        head = data[:256].split(maxsplit=1)
+        cookie = head[0].decode("utf-8", "replace") if head else ""
+        raise ProtocolError(ECODE_RTOOBIG_1, f"command of {len(data)} bytes is oversized", cookie)
+    text = data.decode("utf-8", "replace")
+    parts = text.strip("\r\n\t \x00").split(None, 1)
+    if len(parts) < 2:
+        cookie = parts[0] if parts else ""
+        raise ProtocolError(ECODE_PARSE_1, "command without cookie or body", cookie)
+    return Datagram(parts[0], parts[1])
+
+
+def _op_of(word: str) -> tuple[Op, str]:
+    head = word[:1].upper()
+    if head == "V":
+        if word[1:2].upper() == "F":
+            return Op.VER_FEATURE, word[2:]
+        return Op.VERSION, word[1:]
+    for op in Op:
+        if op.value == head and op not in (Op.VER_FEATURE, Op.UNKNOWN):
+            return op, word[1:]
+    return Op.UNKNOWN, word[1:]
+
+
+def _parse_ul_modifiers(mods: str) -> ULOptions:
+    asym: bool | None = None
+    ipv6 = weak = new_port = False
+    ptime: int | None = None
+    codecs: tuple[int, ...] = ()
+    ext = intl = 0
+    laddr: str | None = None
+    raddr: str | None = None
+    i = 0
+    n = len(mods)
+    while i < n:
+        c = mods[i].lower()
+        i += 1
+        if c == "a":
+            asym = True
+        elif c == "s":
+            asym = False
+        elif c == "6":
+            ipv6 = True
+        elif c == "w":
+            weak = True
+        elif c == "n":
+            new_port = True
+        elif c == "e":
+            ext += 1
+        elif c == "i":
+            intl += 1
+        elif c == "z":
+            j = i
+            while j < n and mods[j].isdigit():
+                j += 1
+            if j == i or not 0 < int(mods[i:j]) < 1000:
+                raise ProtocolError(13, f"invalid ptime in modifiers {mods!r}")
+            ptime = int(mods[i:j])
+            i = j
+        elif c == "c":
+            j = i
+            while j < n and (mods[j].isdigit() or mods[j] == ","):
+                j += 1
+            if j == i or codecs:
+                raise ProtocolError(14, f"invalid codec list in modifiers {mods!r}")
+            codecs = tuple(int(x) for x in mods[i:j].split(",") if x)
+            i = j
+        elif c in "lr":
+            j, addr = _extract_addr(mods, i)
+            if not addr:
+                raise ProtocolError(15 if c == "l" else 16, f"invalid address in {mods!r}")
+            if c == "l":
+                laddr = addr
+            else:
+                raddr = addr
+            i = j
+        else:
+            raise ProtocolError(35, f"unknown command modifier {mods[i - 1]!r}")
+    if ext + intl > 2:
+        raise ProtocolError(11, "more than two e/i modifiers")
+    return ULOptions(asym, ipv6, weak, ptime, codecs, ext, intl, laddr, raddr, new_port)
+
+
+def _extract_addr(mods: str, i: int) -> tuple[int, str]:
+    """`l`/`r` take an address up to the next modifier letter (rtpp extractaddr)."""
+    if i < len(mods) and mods[i] == "[":
+        end = mods.find("]", i)
+        if end < 0:
+            return i, ""
+        return end + 1, mods[i + 1 : end]
+    j = i
+    while j < len(mods) and (mods[j].isdigit() or mods[j] in ".:abcdefABCDEF"):
+        # IPv4 dotted quad; a bare IPv6 literal must be bracketed.
+        if mods[j] in ":abcdefABCDEF" and "." in mods[i:j]:
+            break
+        if mods[j] in "abcdefABCDEF:":
+            break
+        j += 1
+    return j, mods[i:j]
+
+
+def parse_command(body: str) -> Command:
+    """Parse a command body (cookie already removed). Never raises: a command
+    the agent cannot understand is still forwarded, with `parse_error` set."""
+    tokens = body.split()
+    if not tokens:
+        return Command(Op.UNKNOWN, "", (), parse_error=ProtocolError(ECODE_PARSE_1, "empty"))
+    word, args = tokens[0], tuple(tokens[1:])
+    op, mods = _op_of(word)
+    base = Command(op, word, args, mods)
+    if op is Op.UNKNOWN:
+        return _err(base, ECODE_CMDUNKN, f"unknown command {word!r}")
+    lo, hi = _NARGS[op]
+    if len(args) < lo or (hi is not None and len(args) > hi):
+        return _err(base, ECODE_PARSE_NARGS, f"{op.name}: {len(args)} arguments")
+    if op in (Op.VERSION, Op.VER_FEATURE, Op.INFO, Op.GET_STATS, Op.DELETE_ALL):
+        return base
+    call_id = args[0]
+    if op in (Op.UPDATE, Op.LOOKUP):
+        return _parse_ul(base, op, call_id, args, mods)
+    if op is Op.COPY:  # C callid recording_name from_tag [to_tag]
+        return _replace(base, call_id=call_id, from_tag=args[2], to_tag=_opt(args, 3))
+    if op is Op.PLAY:  # P callid pname codecs from_tag [to_tag]
+        return _replace(base, call_id=call_id, from_tag=args[3], to_tag=_opt(args, 4))
+    if op is Op.QUERY:  # Q callid from_tag to_tag [counter names...]
+        return _replace(base, call_id=call_id, from_tag=args[1], to_tag=_opt(args, 2))
+    return _replace(base, call_id=call_id, from_tag=args[1], to_tag=_opt(args, 2))
+
+
+def _parse_ul(base: Command, op: Op, call_id: str, args: tuple[str, ...], mods: str) -> Command:
+    # U callid addr port from_tag [to_tag] [notify_socket notify_tag]
+    # L callid addr port from_tag to_tag
+    to_tag = _opt(args, 4)
+    nsock = ntag = None
+    if op is Op.UPDATE and len(args) == 7:
+        nsock, ntag = args[5], args[6]
+    elif op is Op.UPDATE and len(args) == 6:
+        nsock, ntag, to_tag = args[4], args[5], None
+    try:
+        ul = _parse_ul_modifiers(mods)
+    except ProtocolError as exc:
+        return _err(
+            _replace(base, call_id=call_id, from_tag=args[3], to_tag=to_tag), exc.code, exc.reason
+        )
+    return Command(
+        op,
+        base.word,
+        args,
+        mods,
+        call_id=call_id,
+        from_tag=args[3],
+        to_tag=to_tag,
+        addr=args[1],
+        port=args[2],
+        notify_socket=nsock,
+        notify_tag=ntag,
+        ul=ul,
+    )
+
+
+def _opt(args: tuple[str, ...], i: int) -> str | None:
+    return args[i] if len(args) > i else None
+
+
+def _replace(c: Command, **kw: str | None) -> Command:
+    from dataclasses import replace
+
+    return replace(c, **kw)  # type: ignore[arg-type]
+
+
+def _err(c: Command, code: int, reason: str) -> Command:
+    from dataclasses import replace
+
+    return replace(c, parse_error=ProtocolError(code, reason))
+
+
+def with_notify(c: Command, socket: str, tag: str) -> str:
+    """The command text with its notify socket/tag replaced (U only)."""
+    args = list(c.args)
+    if len(args) == 7:
+        args[5], args[6] = socket, tag
+    elif len(args) == 6:
+        args[4], args[5] = socket, tag
+    elif c.to_tag is not None:
+        args[5:] = [socket, tag]
+    else:
+        args[4:] = [socket, tag]
+    return " ".join((c.word, *args))
+
+
+def unquote_tag(tag: str) -> str:
+    """RTPProxy URL-unquotes the notify tag before sending it back."""
+    return unquote(tag)
+
+
+# ---------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A parsed reply body (cookie removed)."""
+
+    text: str
+    error: int | None = None
+    port: int | None = None  # U/L: allocated port (0: L found nothing)
+    addr: str | None = None  # U/L: relay address, when given
+    ipv6: bool = False
+    numbers: tuple[int, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def parse_reply(body: str) -> Reply:
+    """Parse a reply body. Unknown shapes come back as text only."""
+    text = body.rstrip("\r\n\x00")
+    first = text.split(" && ", 1)[0]  # subcommand results follow ` && `
+    tokens = first.split()
+    if len(tokens) == 1 and tokens[0][:1] == "E" and tokens[0][1:].isdigit():
+        return Reply(text, error=int(tokens[0][1:]))
+    nums: list[int] = []
+    for t in tokens:
+        if t.lstrip("-").isdigit():
+            nums.append(int(t))
+        else:
+            break
+    port = nums[0] if tokens and nums and 0 <= nums[0] <= 65535 else None
+    addr = None
+    v6 = False
+    if port is not None and len(tokens) >= 2 and len(nums) == 1:
+        try:
+            ipaddress.ip_address(tokens[1])
+            addr = tokens[1]
+            v6 = (len(tokens) >= 3 and tokens[2] == "6") or ":" in tokens[1]
+        except ValueError:
+            addr = None
+    return Reply(text, port=port, addr=addr, ipv6=v6, numbers=tuple(nums))
+
+
+def error_reply(code: int) -> str:
+    return f"E{code}\n"

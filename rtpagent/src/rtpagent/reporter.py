@@ -1,0 +1,318 @@
+"""Reports to the server: session updates, events and quality samples.
+
+Everything goes into the durable spool first (store.py); `Sender` posts the
+spool's head as `IngestBatch`es to `/api/v1/ingest` in id order, deleting rows
+only after a 2xx, retrying with backoff while the server or network is down.
+The batch idempotency key is derived from the spool ids, so a retry after a
+lost answer is a replay on the server side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import structlog
+
+from . import metrics
+from .offload import Offloader
+from .state import OffloadState, Session
+from .store import Store
+from .switchport import OffloadRefused
+
+log = structlog.get_logger("rtpagent.reporter")
+
+PT_NAMES = {0: "PCMU", 3: "GSM", 4: "G723", 8: "PCMA", 9: "G722", 18: "G729"}
+RTP_CLOCK_HZ = 8000
+JITTER_SHIFT = 4
+
+
+def _ts(t: float | None = None) -> str:
+    return datetime.fromtimestamp(time.time() if t is None else t, UTC).isoformat()
+
+
+def session_key(s: Session) -> str:
+    return f"{s.call_id};{s.tag}"[:512]
+
+
+def codec_of(s: Session, pt: int | None = None) -> str | None:
+    for st in s.streams:
+        if st.codecs:
+            return PT_NAMES.get(st.codecs[0], str(st.codecs[0]))
+    if pt is not None and pt in PT_NAMES:
+        return PT_NAMES[pt]
+    return None
+
+
+class Reporter:
+    """Turns offloader/agent notifications into spooled reports and journal writes."""
+
+    def __init__(self, store: Store, offloader: Offloader, switch_name: str | None) -> None:
+        self.store = store
+        self.offloader = offloader
+        self.switch_name = switch_name
+        self.seq: dict[str, int] = {}
+        self.answered: dict[str, float] = {}
+        self.ended_at: dict[str, float] = {}
+        self.pt: dict[str, int] = {}
+        offloader.listeners.append(self.on_event)
+
+    def on_event(self, kind: str, s: Session, payload: dict[str, object]) -> None:
+        if kind == "ended":
+            self.ended_at[s.uid] = time.time()
+            self.store.drop_session(s.uid)
+        else:
+            self.store.put_session(s.uid, s.to_json())
+        if kind in ("offload_installed", "offload_removed", "fallback"):
+            ev: dict[str, Any] = {
+                "event_id": str(uuid.uuid4()),
+                "type": kind,
+                "ts": _ts(),
+                "severity": "warning" if kind == "fallback" else "info",
+                "session_key": session_key(s),
+                "switch": self.switch_name,
+                "payload": {k: v for k, v in payload.items()},
+            }
+            self.store.enqueue("event", ev)
+        if kind in (
+            "created",
+            "state",
+            "offload_installed",
+            "offload_removed",
+            "fallback",
+            "modified",
+            "ended",
+            "timeout",
+        ):
+            self.store.enqueue("session", self.session_doc(s))
+        if kind == "ended":
+            self.seq.pop(s.uid, None)
+            self.answered.pop(s.uid, None)
+            self.ended_at.pop(s.uid, None)
+            self.pt.pop(s.uid, None)
+
+    def session_doc(self, s: Session) -> dict[str, Any]:
+        self.seq[s.uid] = self.seq.get(s.uid, 0) + 1
+        complete = all(st.port and st.sdp for st in s.streams)
+        if complete and s.uid not in self.answered:
+            self.answered[s.uid] = time.time()
+        state = "ended" if s.state is OffloadState.ENDED else ("active" if complete else "setup")
+        legs = []
+        if complete:
+            for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
+                me, other = s.streams[i], s.streams[1 - i]
+                assert me.sdp is not None and other.sdp is not None
+                src = me.learned or me.sdp
+                dst = other.learned or other.sdp
+                legs.append(
+                    {
+                        "direction": direction,
+                        "media_index": max(0, s.medianum - 1),
+                        "switch_leg": s.legs[i] if s.legs else None,
+                        "src": {"addr": src.addr, "port": src.port},
+                        "relay_in": {"addr": me.laddr, "port": me.port},
+                        "relay_out": {"addr": other.laddr, "port": other.port},
+                        "dst": {"addr": dst.addr, "port": dst.port},
+                        "installed": s.state is OffloadState.OFFLOADED,
+                        "installed_at": _ts(s.offloaded_at) if s.offloaded_at else None,
+                        "packets": s.switch_totals.packets[i],
+                        "bytes": s.switch_totals.bytes[i],
+                    }
+                )
+        doc: dict[str, Any] = {
+            "session_key": session_key(s),
+            "seq": self.seq[s.uid],
+            "call_id": s.call_id[:512],
+            "from_tag": s.tag[:256],
+            "to_tag": s.to_tag[:256] if s.to_tag else None,
+            "state": state,
+            "offloaded": s.state is OffloadState.OFFLOADED
+            or (state == "ended" and s.offloaded_at is not None),
+            "offload_reason": s.reason,
+            "codec": codec_of(s, self.pt.get(s.uid)),
+            "switch": self.switch_name,
+            "started_at": _ts(s.created),
+            "answered_at": _ts(self.answered[s.uid]) if s.uid in self.answered else None,
+            "ended_at": _ts(self.ended_at.get(s.uid, time.time())) if state == "ended" else None,
+            "legs": legs,
+        }
+        if state == "ended":
+            doc["packets"] = sum(s.switch_totals.packets)
+            doc["bytes"] = sum(s.switch_totals.bytes)
+            doc["lost"] = sum(s.switch_totals.lost)
+        return doc
+
+
+class Sampler:
+    """Periodic quality samples from the switch's counters and RTP registers."""
+
+    def __init__(self, offloader: Offloader, store: Store, interval: float = 1.0) -> None:
+        self.offloader = offloader
+        self.store = store
+        self.interval = interval
+        self._last: dict[
+            tuple[str, int], tuple[int, int, int, int]
+        ] = {}  # pkts, bytes, lost, reordered
+        self.total_packets = 0
+        self.reporter: Reporter | None = None
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.sample()
+            except OffloadRefused as exc:
+                log.info("sample_skipped", reason=exc.reason)
+            except Exception:
+                log.exception("sample_failed")
+
+    async def sample(self) -> int:
+        off = self.offloader
+        plans = [(off.table.by_uid.get(uid), p) for uid, p in list(off.plans.items())]
+        live = [(s, p) for s, p in plans if s is not None]
+        if not live or not off.switch.connected:
+            return 0
+        keys = [r.key for _, p in live for r in p.relays if not r.rtcp]
+        legs = [lg.leg for _, p in live for lg in p.legs]
+        counts = await off.switch.read_counters(keys)
+        quality = await off.switch.read_quality(legs)
+        now = _ts()
+        n = 0
+        total = 0
+        seen: set[tuple[str, int]] = set()
+        for s, p in live:
+            for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
+                rel = next(r for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
+                c = counts.get(rel.key)
+                q = quality.get(p.legs[i].leg)
+                if c is None or q is None:
+                    continue
+                total += c.packets + s.switch_totals.packets[i]
+                key = (s.uid, p.legs[i].leg)
+                seen.add(key)
+                prev = self._last.get(key, (0, 0, 0, 0))
+                cur = (c.packets, c.bytes, q.lost, q.reordered)
+                self._last[key] = cur
+                d = [max(0, a - b) for a, b in zip(cur, prev, strict=True)]
+                if d[0] > 0:
+                    off.mark_active(s, i)
+                    if self.reporter is not None and q.payload_type:
+                        self.reporter.pt.setdefault(s.uid, q.payload_type)
+                if d[0] == 0 and prev == (0, 0, 0, 0) and c.packets == 0:
+                    continue
+                jitter_ms = q.jitter / (1 << JITTER_SHIFT) / RTP_CLOCK_HZ * 1000.0
+                s.switch_totals.lost[i] = q.lost
+                self.store.enqueue(
+                    "sample",
+                    {
+                        "session_key": session_key(s),
+                        "direction": direction,
+                        "ts": now,
+                        "interval_ms": int(self.interval * 1000),
+                        "packets": d[0],
+                        "bytes": d[1],
+                        "lost": d[2],
+                        "reordered": d[3],
+                        "jitter_ms": min(60000.0, jitter_ms),
+                        "codec": codec_of(s, q.payload_type),
+                    },
+                )
+                n += 1
+        for key in list(self._last):
+            if key not in seen:
+                del self._last[key]
+        self.total_packets = total
+        return n
+
+
+class Sender:
+    def __init__(
+        self,
+        store: Store,
+        url: str | None,
+        token: str | None,
+        agent: dict[str, Any],
+        *,
+        batch: int = 500,
+        timeout: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.url = url
+        self.token = token
+        self.agent = agent
+        self.batch = batch
+        self.client = httpx.AsyncClient(timeout=timeout)
+        self.instance = uuid.uuid4().hex[:12]
+        self.backoff = 0.5
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+    async def run(self, flush_interval: float = 0.05) -> None:
+        while True:
+            self.store.flush()
+            depth = self.store.spool_depth()
+            metrics.SPOOL_DEPTH.set(depth)
+            if depth and self.url:
+                ok = await self.send_once()
+                if not ok:
+                    await asyncio.sleep(self.backoff)
+                    self.backoff = min(self.backoff * 2, 30.0)
+                    continue
+                self.backoff = 0.5
+                if self.store.spool_depth():
+                    continue
+            await asyncio.sleep(flush_interval if self.store.pending_writes else 0.2)
+
+    async def send_once(self) -> bool:
+        rows = self.store.spool_head(self.batch)
+        if not rows:
+            return True
+        first, last = rows[0][0], rows[-1][0]
+        body: dict[str, Any] = {
+            # Same rows -> same key: a retry after a lost answer is a replay.
+            "idempotency_key": f"{self.agent['name']}-{self.store_id()}-{first}-{last}"[:128],
+            "agent": self.agent,
+            "sessions": [d for _, k, d in rows if k == "session"],
+            "samples": [d for _, k, d in rows if k == "sample"],
+            "events": [d for _, k, d in rows if k == "event"],
+        }
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        assert self.url is not None
+        try:
+            r = await self.client.post(self.url, json=body, headers=headers)
+        except httpx.HTTPError as exc:
+            metrics.SPOOL_ERRORS.labels("network").inc()
+            log.info("ingest_unreachable", error=str(exc) or type(exc).__name__, depth=len(rows))
+            return False
+        if r.status_code // 100 == 2:
+            self.store.spool_ack(i for i, _, _ in rows)
+            metrics.SPOOL_SENT.inc(len(rows))
+            return True
+        if r.status_code == 413 and len(rows) > 1:
+            self.batch = max(1, self.batch // 2)
+            return False
+        if r.status_code == 422:
+            # A payload the server will never take: keep it out of the way but
+            # never silently: logged with the server's reasons, counted.
+            metrics.SPOOL_ERRORS.labels("rejected").inc()
+            log.error("ingest_rejected", detail=r.text[:2000], first=first, last=last)
+            if len(rows) == 1:
+                self.store.spool_ack([first])
+                return True
+            self.batch = 1  # isolate the bad row
+            return False
+        metrics.SPOOL_ERRORS.labels(f"http_{r.status_code}").inc()
+        log.warning("ingest_failed", status=r.status_code, body=r.text[:500])
+        return False
+
+    def store_id(self) -> str:
+        sid = self.store.meta("spool_id")
+        if sid is None:
+            sid = uuid.uuid4().hex[:16]
+            self.store.set_meta("spool_id", sid)
+        return sid

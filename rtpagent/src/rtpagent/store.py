@@ -1,0 +1,99 @@
+"""Durable local state in one SQLite file: the session journal and the report spool.
+
+Writes are grouped: the control path appends to memory, a flusher commits
+every `flush_interval` in one transaction (WAL), so thousands of calls per
+second cost a few fsyncs. The spool keeps every report until the server has
+acknowledged it; the sender replays in id order.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (uid TEXT PRIMARY KEY, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS spool (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('session', 'sample', 'event')),
+    doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+"""
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(SCHEMA)
+        self._sessions: dict[str, str | None] = {}  # uid -> doc (None: delete)
+        self._spool: list[tuple[str, str]] = []
+
+    def close(self) -> None:
+        self.flush()
+        self.db.close()
+
+    # ------------------------------------------------------------ buffered writes
+    def put_session(self, uid: str, doc: dict[str, Any]) -> None:
+        self._sessions[uid] = json.dumps(doc, separators=(",", ":"))
+
+    def drop_session(self, uid: str) -> None:
+        self._sessions[uid] = None
+
+    def enqueue(self, kind: str, doc: dict[str, Any]) -> None:
+        self._spool.append((kind, json.dumps(doc, separators=(",", ":"), default=str)))
+
+    @property
+    def pending_writes(self) -> int:
+        return len(self._sessions) + len(self._spool)
+
+    def flush(self) -> None:
+        if not self._sessions and not self._spool:
+            return
+        sessions, self._sessions = self._sessions, {}
+        spool, self._spool = self._spool, []
+        with self.db:  # one transaction
+            self.db.execute("BEGIN")
+            up = [(u, d) for u, d in sessions.items() if d is not None]
+            dl = [(u,) for u, d in sessions.items() if d is None]
+            if up:
+                self.db.executemany("INSERT OR REPLACE INTO sessions(uid, doc) VALUES (?, ?)", up)
+            if dl:
+                self.db.executemany("DELETE FROM sessions WHERE uid = ?", dl)
+            if spool:
+                self.db.executemany("INSERT INTO spool(kind, doc) VALUES (?, ?)", spool)
+
+    # ------------------------------------------------------------ reads
+    def sessions(self) -> list[dict[str, Any]]:
+        return [json.loads(d) for (d,) in self.db.execute("SELECT doc FROM sessions")]
+
+    def spool_head(self, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
+        rows = self.db.execute("SELECT id, kind, doc FROM spool ORDER BY id LIMIT ?", (limit,))
+        return [(i, k, json.loads(d)) for i, k, d in rows]
+
+    def spool_ack(self, ids: Iterable[int]) -> None:
+        ids = list(ids)
+        if ids:
+            with self.db:
+                self.db.execute("BEGIN")
+                self.db.execute("DELETE FROM spool WHERE id BETWEEN ? AND ?", (min(ids), max(ids)))
+
+    def spool_depth(self) -> int:
+        (n,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
+        return int(n) + len(self._spool)
+
+    def meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.db:
+            self.db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))

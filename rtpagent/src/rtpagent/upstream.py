@@ -1,0 +1,131 @@
+"""The connection to the one RTPProxy behind the agent.
+
+Datagram RTPProxy (udp:/udp6:): the agent tags each command with its own
+cookie, so replies to several SIP servers never mix and RTPProxy's cookie
+cache still de-duplicates a retransmitted command (same agent cookie).
+Stream RTPProxy (unix:/tcp:): one connection per command, no cookie, as the
+OpenSIPS/Kamailio modules do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+
+import structlog
+
+from . import metrics
+from .protocol import MAX_REPLY_BYTES
+from .sockets import SocketSpec
+
+log = structlog.get_logger("rtpagent.upstream")
+
+
+class UpstreamTimeout(Exception):
+    pass
+
+
+class _Datagram(asyncio.DatagramProtocol):
+    def __init__(self, owner: Upstream) -> None:
+        self.owner = owner
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        self.owner._on_reply(data)
+
+    def error_received(self, exc: Exception) -> None:
+        log.warning("upstream_socket_error", error=str(exc))
+
+
+class Upstream:
+    def __init__(self, spec: SocketSpec, timeout: float = 1.0, retries: int = 2) -> None:
+        self.spec = spec
+        self.timeout = timeout
+        self.retries = retries
+        self._transport: asyncio.DatagramTransport | None = None
+        self._pending: dict[str, asyncio.Future[str]] = {}
+        self._ids = itertools.count(1)
+        self._prefix = f"a{int(time.time()) % 100000:x}"
+
+    async def start(self) -> None:
+        if self.spec.datagram:
+            loop = asyncio.get_running_loop()
+            family = socket.AF_INET6 if ":" in self.spec.host else socket.AF_INET
+            transport, _ = await loop.create_datagram_endpoint(
+                lambda: _Datagram(self), remote_addr=(self.spec.host, self.spec.port), family=family
+            )
+            self._transport = transport
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        for f in self._pending.values():
+            if not f.done():
+                f.cancel()
+
+    def new_cookie(self) -> str:
+        return f"{self._prefix}_{next(self._ids):x}"
+
+    def _on_reply(self, data: bytes) -> None:
+        if len(data) > MAX_REPLY_BYTES:
+            metrics.BAD_INPUT.labels("reply_oversized").inc()
+            log.warning("reply_oversized", size=len(data))
+            return
+        text = data.decode("utf-8", "replace")
+        cookie, _, body = text.partition(" ")
+        fut = self._pending.pop(cookie, None)
+        if fut is None:
+            metrics.BAD_INPUT.labels("reply_unmatched").inc()
+            log.debug("reply_unmatched", cookie=cookie[:64])
+            return
+        if not fut.done():
+            fut.set_result(body)
+
+    async def call(self, body: str, cookie: str | None = None) -> str:
+        """Send one command, return the reply body. Raises UpstreamTimeout."""
+        t0 = time.perf_counter()
+        try:
+            if self.spec.datagram:
+                return await self._call_dgram(body, cookie or self.new_cookie())
+            return await self._call_stream(body)
+        finally:
+            metrics.CONTROL_LATENCY.observe(time.perf_counter() - t0)
+
+    async def _call_dgram(self, body: str, cookie: str) -> str:
+        assert self._transport is not None
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[str] = loop.create_future()
+        self._pending[cookie] = fut
+        data = f"{cookie} {body}".encode()
+        try:
+            for _attempt in range(self.retries + 1):
+                self._transport.sendto(data)
+                try:
+                    return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+                except TimeoutError:
+                    continue
+            metrics.UPSTREAM_TIMEOUTS.inc()
+            raise UpstreamTimeout(f"no reply from {self.spec} to {body[:60]!r}")
+        finally:
+            self._pending.pop(cookie, None)
+
+    async def _call_stream(self, body: str) -> str:
+        try:
+            async with asyncio.timeout(self.timeout * (self.retries + 1)):
+                if self.spec.kind == "unix":
+                    reader, writer = await asyncio.open_unix_connection(self.spec.path)
+                else:
+                    reader, writer = await asyncio.open_connection(self.spec.host, self.spec.port)
+                try:
+                    writer.write(body.encode())
+                    await writer.drain()
+                    data = await reader.read(MAX_REPLY_BYTES)
+                finally:
+                    writer.close()
+        except (TimeoutError, OSError) as exc:
+            metrics.UPSTREAM_TIMEOUTS.inc()
+            raise UpstreamTimeout(f"{self.spec}: {exc}") from exc
+        if not data:
+            raise UpstreamTimeout(f"{self.spec}: closed without reply")
+        return data.decode("utf-8", "replace")
