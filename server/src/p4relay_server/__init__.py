@@ -1,1 +1,3 @@
-"""p4relay-server."""
+"""p4relay-server: session audit, telemetry, MOS and live feed."""
+
+__version__ = "0.1.0"

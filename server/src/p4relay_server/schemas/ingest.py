@@ -19,9 +19,17 @@ body over `max_body_bytes` is refused with 413 and nothing of it is stored.
 from __future__ import annotations
 
 import ipaddress
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True)]
 Text = Annotated[str, StringConstraints(max_length=1024)]
@@ -66,10 +74,37 @@ EventType = Literal[
 Severity = Literal["info", "warning", "error"]
 
 
+def _check_storable(value: Any, path: str = "") -> None:
+    """PostgreSQL text and jsonb cannot hold NUL characters or non-finite numbers."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{path or 'value'}: NUL characters are not allowed")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path or 'value'}: numbers must be finite")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_storable(k, f"{path}.{k}" if path else str(k))
+            _check_storable(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_storable(v, f"{path}[{i}]")
+
+
 class _Strict(BaseModel):
     # Unknown fields are refused: a typo in a producer must show up as a 422,
     # not as silently missing data.
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class StorableBody(_Strict):
+    """A request body checked once, as a whole, for what PostgreSQL refuses."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        _check_storable(data)
+        return data
 
 
 class Endpoint(_Strict):
@@ -84,9 +119,9 @@ class AgentInfo(_Strict):
 
     name: Name
     rtpproxy: Text | None = Field(
-        None, description="RTPProxy control socket, e.g. udp:127.0.0.1:22223"
+        default=None, description="RTPProxy control socket, e.g. udp:127.0.0.1:22223"
     )
-    switch: Name | None = Field(None, description="name of the switch this agent programs")
+    switch: Name | None = Field(default=None, description="name of the switch this agent programs")
     version: Annotated[str, StringConstraints(max_length=64)] | None = None
 
 
@@ -117,7 +152,7 @@ class LegIn(_Strict):
     direction: Direction
     media_index: Annotated[int, Field(ge=0, le=63)] = 0
     switch_leg: Annotated[int, Field(ge=0)] | None = Field(
-        None, description="leg_rewrite index in the switch, when offloaded"
+        default=None, description="leg_rewrite index in the switch, when offloaded"
     )
     src: Endpoint
     relay_in: Endpoint
@@ -143,18 +178,19 @@ class SessionUpsert(_Strict):
     state: SessionState
     offloaded: bool
     offload_reason: Text | None = Field(
-        None, description="why the call was left on RTPProxy or fell back (when not offloaded)"
+        default=None,
+        description="why the call was left on RTPProxy or fell back (when not offloaded)",
     )
     codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
-        None, description="e.g. PCMU, PCMA, G729; drives the MOS codec impairment"
+        default=None, description="e.g. PCMU, PCMA, G729; drives the MOS codec impairment"
     )
-    plc: bool = Field(True, description="whether receivers use packet loss concealment")
+    plc: bool = Field(default=True, description="whether receivers use packet loss concealment")
     switch: Name | None = None
     started_at: AwareDatetime
     answered_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
     legs: list[LegIn] = Field(default_factory=list)
-    packets: Count | None = Field(None, description="final packets, both directions")
+    packets: Count | None = Field(default=None, description="final packets, both directions")
     bytes: Count | None = None
     lost: Count | None = None
 
@@ -176,13 +212,13 @@ class QualitySampleIn(_Strict):
     reordered: Count = 0
     jitter_ms: Annotated[float, Field(ge=0, le=60_000)] = 0.0
     delay_ms: Annotated[float, Field(ge=0, le=60_000)] | None = Field(
-        None, description="one-way delay, when known"
+        default=None, description="one-way delay, when known"
     )
     burst_ratio: Annotated[float, Field(ge=1, le=1000)] | None = Field(
-        None, description="G.107 BurstR; 1 = random loss (the default)"
+        default=None, description="G.107 BurstR; 1 = random loss (the default)"
     )
     codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
-        None, description="overrides the session's codec for this sample"
+        default=None, description="overrides the session's codec for this sample"
     )
 
 
@@ -197,7 +233,7 @@ class QueueSampleIn(_Strict):
     depth_bytes: Count | None = None
     queue_delay_us: Annotated[float, Field(ge=0, le=1e9)] | None = None
     utilisation: Annotated[float, Field(ge=0, le=1)] | None = Field(
-        None, description="egress utilisation of the port, 0..1"
+        default=None, description="egress utilisation of the port, 0..1"
     )
     drops: Count = 0
     tx_packets: Count | None = None
@@ -224,6 +260,13 @@ class EventIn(_Strict):
     message: Text | None = None
     payload: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _payload_keys(self) -> EventIn:
+        missing = [k for k in REQUIRED_PAYLOAD_KEYS.get(self.type, ()) if k not in self.payload]
+        if missing:
+            raise ValueError(f"{self.type} event payload needs keys: {', '.join(missing)}")
+        return self
+
 
 # Payload keys each event type must carry (checked on ingest, 422 otherwise).
 REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
@@ -236,7 +279,7 @@ REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-class IngestBatch(_Strict):
+class IngestBatch(StorableBody):
     """One batch from an agent or the collector. Items apply in list order."""
 
     idempotency_key: IdempotencyKey = Field(
@@ -256,11 +299,14 @@ class IngestResult(BaseModel):
     idempotency_key: str
     replayed: bool = False
     sessions_applied: int = 0
-    sessions_stale: int = Field(0, description="updates ignored because a newer seq is stored")
+    sessions_stale: int = Field(
+        default=0, description="updates ignored because a newer seq is stored"
+    )
     samples_stored: int = 0
     samples_duplicate: int = 0
     samples_unlinked: int = Field(
-        0, description="samples for sessions not known yet: kept, linked when the session arrives"
+        default=0,
+        description="samples for sessions not known yet: kept, linked when the session arrives",
     )
     queue_samples_stored: int = 0
     queue_samples_duplicate: int = 0

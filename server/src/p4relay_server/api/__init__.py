@@ -1,0 +1,1 @@
+"""HTTP API: routers under /api/v1, dependencies, the application factory."""

@@ -1,0 +1,135 @@
+"""Request dependencies: settings, database session, who is calling."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from p4relay_server import security
+from p4relay_server.config import Settings
+from p4relay_server.models import ApiToken, User
+
+bearer = HTTPBearer(auto_error=False, description="login JWT or API token (p4r_…)")
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: Literal["user", "token"]
+    id: int
+    name: str
+    role: Literal["viewer", "admin"] | None = None
+    scope: Literal["ingest", "read"] | None = None
+
+    @property
+    def can_read(self) -> bool:
+        return self.kind == "user" or self.scope == "read"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.kind == "user" and self.role == "admin"
+
+    @property
+    def can_ingest(self) -> bool:
+        return self.kind == "token" and self.scope == "ingest"
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    maker: sessionmaker[Session] = request.app.state.sessionmaker
+    with maker() as db:
+        yield db
+
+
+DB = Annotated[Session, Depends(get_db)]
+
+_UNAUTHORIZED = HTTPException(
+    status.HTTP_401_UNAUTHORIZED,
+    "missing, invalid or expired credentials",
+    headers={"WWW-Authenticate": "Bearer"},
+)
+
+
+def resolve_token(db: Session, token: str, jwt_key: str) -> Principal | None:
+    """Who a bearer token (JWT or API token) belongs to; None if nobody."""
+    now = dt.datetime.now(dt.UTC)
+    parts = security.split_api_token(token)
+    if parts is not None:
+        prefix, secret = parts
+        row = db.scalar(select(ApiToken).where(ApiToken.prefix == prefix))
+        if (
+            row is None
+            or not security.secret_matches(secret, row.secret_hash)
+            or row.revoked_at is not None
+            or (row.expires_at is not None and row.expires_at <= now)
+        ):
+            return None
+        # Bounded write load: last use is recorded at most once a minute.
+        if row.last_used_at is None or now - row.last_used_at > dt.timedelta(minutes=1):
+            db.execute(update(ApiToken).where(ApiToken.id == row.id).values(last_used_at=now))
+            db.commit()
+        scope: Literal["ingest", "read"] = "ingest" if row.scope == "ingest" else "read"
+        return Principal("token", row.id, row.name, scope=scope)
+    user_id = security.decode_jwt(token, jwt_key)
+    if user_id is None:
+        return None
+    user = db.get(User, user_id)
+    if user is None or user.disabled:
+        return None
+    role: Literal["viewer", "admin"] = "admin" if user.role == "admin" else "viewer"
+    return Principal("user", user.id, user.username, role=role)
+
+
+def principal(
+    request: Request,
+    db: DB,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    if creds is None or creds.scheme.lower() != "bearer":
+        raise _UNAUTHORIZED
+    who = resolve_token(db, creds.credentials, request.app.state.jwt_key)
+    if who is None:
+        raise _UNAUTHORIZED
+    return who
+
+
+def reader(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not who.can_read:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this token may only ingest")
+    return who
+
+
+def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not who.is_admin:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "admin role required")
+    return who
+
+
+def ingester(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not who.can_ingest:
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "an API token with scope 'ingest' is required"
+        )
+    return who
+
+
+Reader = Annotated[Principal, Depends(reader)]
+Admin = Annotated[Principal, Depends(admin)]
+Ingester = Annotated[Principal, Depends(ingester)]
+
+# Documented error answers, so clients (and schemathesis) know every status.
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials"},
+    403: {"description": "credentials lack the needed role or scope"},
+    422: {"description": "invalid parameters or body"},
+}

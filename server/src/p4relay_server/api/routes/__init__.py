@@ -1,0 +1,1 @@
+"""Routers of /api/v1, one module per resource."""

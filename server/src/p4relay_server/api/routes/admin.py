@@ -1,0 +1,91 @@
+"""Users, API tokens and switch registration (admin role)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from p4relay_server import security
+from p4relay_server.api.deps import AUTH_RESPONSES, DB, Admin
+from p4relay_server.models import ApiToken, Switch, User
+from p4relay_server.schemas import api
+from p4relay_server.services import accounts
+
+router = APIRouter(tags=["admin"], responses=AUTH_RESPONSES)
+_404: dict[int | str, dict[str, Any]] = {404: {"description": "not found"}}
+_409: dict[int | str, dict[str, Any]] = {409: {"description": "already exists"}}
+
+
+@router.get("/users", response_model=list[api.UserOut])
+def list_users(db: DB, _: Admin) -> list[User]:
+    return list(db.scalars(select(User).order_by(User.username)))
+
+
+@router.post("/users", response_model=api.UserOut, status_code=201, responses=_409)
+def create_user(body: api.UserCreate, db: DB, _: Admin) -> User:
+    try:
+        return accounts.create_user(db, body.username, body.password, body.role)
+    except accounts.Conflict as e:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from e
+
+
+@router.patch("/users/{user_id}", response_model=api.UserOut, responses=_404)
+def update_user(user_id: int, body: api.UserUpdate, db: DB, who: Admin) -> User:
+    user = db.get(User, user_id)
+    if user is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such user")
+    if body.password is not None:
+        user.password_hash = security.hash_password(body.password)
+    if body.role is not None:
+        user.role = body.role
+    if body.disabled is not None:
+        user.disabled = body.disabled
+    db.commit()
+    return user
+
+
+@router.get("/tokens", response_model=list[api.TokenOut])
+def list_tokens(db: DB, _: Admin) -> list[ApiToken]:
+    return list(db.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+
+@router.post("/tokens", response_model=api.TokenCreated, status_code=201)
+def create_token(body: api.TokenCreate, db: DB, _: Admin) -> api.TokenCreated:
+    row, token = accounts.create_token(db, body.name, body.scope, body.expires_at)
+    return api.TokenCreated.model_validate(
+        {**api.TokenOut.model_validate(row).model_dump(), "token": token}
+    )
+
+
+@router.delete("/tokens/{token_id}", status_code=204, responses=_404)
+def revoke_token(token_id: int, db: DB, _: Admin) -> Response:
+    row = db.get(ApiToken, token_id)
+    if row is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such token")
+    if row.revoked_at is None:
+        row.revoked_at = dt.datetime.now(dt.UTC)
+        db.commit()
+    return Response(status_code=204)
+
+
+@router.post("/switches", response_model=api.SwitchOut, status_code=201)
+def register_switch(body: api.SwitchCreate, db: DB, _: Admin) -> Switch:
+    """Register (or update) a switch for the collector to poll."""
+    ins = pg_insert(Switch).values(
+        name=body.name, grpc_address=body.grpc_address, device_id=body.device_id
+    )
+    db.execute(
+        ins.on_conflict_do_update(
+            index_elements=[Switch.name],
+            set_={"grpc_address": ins.excluded.grpc_address, "device_id": ins.excluded.device_id},
+        )
+    )
+    db.commit()
+    sw = db.scalar(select(Switch).where(Switch.name == body.name))
+    assert sw is not None
+    db.refresh(sw)
+    return sw

@@ -1,0 +1,77 @@
+"""WS /live: session, sample, queue and event changes as they are stored.
+
+Browsers cannot set headers on a WebSocket, so the token comes as the
+`token` query parameter (a login JWT or a read token). Messages are JSON:
+`{"topic": "sessions"|"samples"|"queues"|"events", "items": [...]}`; the first
+message is `{"topic": "hello", "topics": [...]}`. A subscriber that falls too
+far behind gets `{"topic": "overflow"}` and is closed with code 1013: re-fetch
+and reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
+from fastapi.concurrency import run_in_threadpool
+
+from p4relay_server.api.deps import Principal, resolve_token
+from p4relay_server.live import TOPICS, LiveHub
+
+router = APIRouter(tags=["live"])
+
+
+@router.websocket("/live")
+async def live(
+    ws: WebSocket, token: str = "", topics: str = "sessions,samples,queues,events"
+) -> None:
+    wanted = {t.strip() for t in topics.split(",") if t.strip()}
+    if not wanted <= TOPICS:
+        await ws.close(
+            code=status.WS_1008_POLICY_VIOLATION,
+            reason=f"unknown topics: {sorted(wanted - TOPICS)}",
+        )
+        return
+
+    def auth() -> Principal | None:
+        with ws.app.state.sessionmaker() as db:
+            return resolve_token(db, token, ws.app.state.jwt_key)
+
+    who = await run_in_threadpool(auth) if token else None
+    if who is None or not who.can_read:
+        await ws.close(
+            code=status.WS_1008_POLICY_VIOLATION, reason="a read token or login is required"
+        )
+        return
+    await ws.accept()
+    hub: LiveHub = ws.app.state.live
+    sub = hub.subscribe(wanted)
+    overflow = asyncio.create_task(sub.closed.wait())
+    # Reading notices the client going away while we wait for data.
+    gone = asyncio.create_task(_drain(ws))
+    try:
+        await ws.send_json({"topic": "hello", "topics": sorted(sub.topics)})
+        while True:
+            get = asyncio.create_task(sub.queue.get())
+            done, _ = await asyncio.wait({get, overflow, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if get in done:
+                await ws.send_json(get.result())
+                continue
+            get.cancel()
+            if overflow in done:
+                await ws.send_json({"topic": "overflow"})
+                await ws.close(code=status.WS_1013_TRY_AGAIN_LATER, reason="subscriber fell behind")
+            break
+    except WebSocketDisconnect:
+        pass
+    finally:
+        hub.unsubscribe(sub)
+        overflow.cancel()
+        gone.cancel()
+
+
+async def _drain(ws: WebSocket) -> None:
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        while True:
+            await ws.receive_text()

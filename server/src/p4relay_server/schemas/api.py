@@ -1,0 +1,238 @@
+"""Query, auth and admin API payloads (the console's view of the data)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from p4relay_server.schemas.ingest import Direction, SessionState, StorableBody
+
+Role = Literal["viewer", "admin"]
+Scope = Literal["ingest", "read"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+# ------------------------------------------------------------------- auth
+class LoginRequest(StorableBody):
+    username: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    password: Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+class LoginResponse(BaseModel):
+    access_token: str
+    token_type: Literal["bearer"] = "bearer"
+    expires_at: dt.datetime
+    role: Role
+
+
+class Me(BaseModel):
+    kind: Literal["user", "token"]
+    id: int
+    name: str
+    role: Role | None = None
+    scope: Scope | None = None
+
+
+class UserCreate(StorableBody):
+    username: Annotated[
+        str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._@-]+$")
+    ]
+    password: Annotated[str, StringConstraints(min_length=10, max_length=1024)]
+    role: Role = "viewer"
+
+
+class UserUpdate(StorableBody):
+    password: Annotated[str, StringConstraints(min_length=10, max_length=1024)] | None = None
+    role: Role | None = None
+    disabled: bool | None = None
+
+
+class UserOut(_Out):
+    id: int
+    username: str
+    role: Role
+    disabled: bool
+    created_at: dt.datetime
+
+
+class TokenCreate(StorableBody):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    scope: Scope
+    expires_at: dt.datetime | None = None
+
+
+class TokenOut(_Out):
+    id: int
+    name: str
+    prefix: str
+    scope: Scope
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+    last_used_at: dt.datetime | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="the secret; shown only in this response")
+
+
+# -------------------------------------------------------------- inventory
+class PortOut(_Out):
+    dev_port: int
+    name: str | None
+    speed_mbps: int | None
+    up: bool | None
+
+
+class SwitchOut(_Out):
+    id: int
+    name: str
+    grpc_address: str | None
+    device_id: int
+    up: bool
+    created_at: dt.datetime
+    last_seen: dt.datetime | None
+    ports: list[PortOut]
+
+
+class SwitchCreate(StorableBody):
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True)]
+    grpc_address: Annotated[str, StringConstraints(min_length=1, max_length=256)] = Field(
+        description="host:port of the switch's BfRt gRPC server"
+    )
+    device_id: Annotated[int, Field(ge=0, le=65535)] = 0
+
+
+class AgentOut(_Out):
+    id: int
+    name: str
+    rtpproxy: str | None
+    switch: str | None
+    version: str | None
+    created_at: dt.datetime
+    last_seen: dt.datetime | None
+
+
+# --------------------------------------------------------------- sessions
+class SessionSummary(_Out):
+    id: int
+    session_key: str
+    call_id: str
+    from_tag: str
+    to_tag: str | None
+    state: SessionState
+    offloaded: bool
+    offload_reason: str | None
+    codec: str | None
+    switch: str | None
+    agent: str | None
+    started_at: dt.datetime
+    answered_at: dt.datetime | None
+    ended_at: dt.datetime | None
+    packets: int | None
+    bytes: int | None
+    lost: int | None
+    mos_avg: float | None
+    mos_min: float | None
+    jitter_ms_max: float | None
+
+
+class SessionPage(BaseModel):
+    items: list[SessionSummary]
+    next_cursor: str | None = Field(
+        description="pass as `cursor` for the next (older) page; null at the end"
+    )
+
+
+class EndpointOut(BaseModel):
+    addr: str
+    port: int
+
+
+class LegOut(BaseModel):
+    direction: Direction
+    media_index: int
+    switch_leg: int | None
+    src: EndpointOut
+    relay_in: EndpointOut
+    relay_out: EndpointOut
+    dst: EndpointOut
+    installed: bool
+    installed_at: dt.datetime | None
+    removed_at: dt.datetime | None
+    packets: int | None
+    bytes: int | None
+
+
+class QualityPoint(BaseModel):
+    ts: dt.datetime
+    packets: int
+    lost: int
+    loss_pct: float
+    jitter_ms: float
+    delay_ms: float | None
+    mos: float | None
+    r_factor: float | None
+
+
+class QualitySeries(BaseModel):
+    direction: Direction
+    resolution_s: int
+    points: list[QualityPoint]
+
+
+class EventOut(_Out):
+    id: int
+    event_id: str
+    type: str
+    ts: dt.datetime
+    severity: str
+    session_id: int | None
+    session_key: str | None
+    switch: str | None
+    agent: str | None
+    message: str | None
+    payload: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    next_cursor: str | None
+
+
+class SessionDetail(SessionSummary):
+    seq: int
+    plc: bool
+    legs: list[LegOut]
+    quality: list[QualitySeries]
+    events: list[EventOut]
+
+
+# -------------------------------------------------------------- telemetry
+class QueuePoint(BaseModel):
+    ts: dt.datetime
+    depth_pkts: float | None
+    depth_max_pkts: float | None
+    depth_bytes: float | None
+    queue_delay_us: float | None
+    queue_delay_max_us: float | None
+    utilisation: float | None
+    drops: int
+
+
+class QueueSeries(BaseModel):
+    switch: str
+    dev_port: int
+    queue: int
+    resolution_s: int
+    points: list[QueuePoint]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    detail: str | None = None

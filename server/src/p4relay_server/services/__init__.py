@@ -1,0 +1,1 @@
+"""Database-side logic behind the API routes."""

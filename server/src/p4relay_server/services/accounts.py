@@ -1,0 +1,43 @@
+"""Users and API tokens (shared by the admin API and the CLI)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from p4relay_server import security
+from p4relay_server.models import ApiToken, User
+
+
+class Conflict(ValueError):
+    pass
+
+
+def create_user(db: Session, username: str, password: str, role: str) -> User:
+    security.check_password_strength(password)
+    if db.scalar(select(User.id).where(User.username == username)) is not None:
+        raise Conflict(f"user {username!r} already exists")
+    user = User(username=username, password_hash=security.hash_password(password), role=role)
+    db.add(user)
+    db.commit()
+    db.refresh(user)
+    return user
+
+
+def create_token(
+    db: Session, name: str, scope: str, expires_at: dt.datetime | None = None
+) -> tuple[ApiToken, str]:
+    new = security.new_api_token()
+    row = ApiToken(
+        name=name,
+        prefix=new.prefix,
+        secret_hash=new.secret_hash,
+        scope=scope,
+        expires_at=expires_at,
+    )
+    db.add(row)
+    db.commit()
+    db.refresh(row)
+    return row, new.token

@@ -1,0 +1,366 @@
+"""Read side: session filters with keyset pagination, series downsampling."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from sqlalchemy import Select, exists, func, literal, or_, select, tuple_
+from sqlalchemy.orm import Session, aliased
+
+from p4relay_server.models import (
+    Agent,
+    CallSession,
+    Event,
+    QualitySample,
+    QueueSample,
+    SessionLeg,
+    Switch,
+)
+from p4relay_server.schemas import api
+from p4relay_server.schemas.ingest import Direction
+
+MAX_POINTS = 1000  # series are downsampled to at most this many points
+
+
+class BadQuery(ValueError):
+    """A query parameter that parses but makes no sense (answered with 422)."""
+
+
+def encode_cursor(ts: dt.datetime, row_id: int) -> str:
+    raw = json.dumps([ts.isoformat(), row_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        ts_s, row_id = json.loads(raw)
+        ts = dt.datetime.fromisoformat(ts_s)
+        if ts.tzinfo is None or not isinstance(row_id, int):
+            raise ValueError
+        return ts, row_id
+    except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadQuery("cursor: not a cursor returned by this API") from e
+
+
+@dataclass
+class SessionFilter:
+    started_from: dt.datetime | None = None
+    started_to: dt.datetime | None = None
+    state: Sequence[str] = ()
+    offloaded: bool | None = None
+    mos_min: float | None = None
+    mos_max: float | None = None
+    call_id: str | None = None
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+    switch: str | None = None
+
+    def apply(self, q: Any) -> Any:
+        c = CallSession
+        if self.started_from is not None:
+            q = q.where(c.started_at >= self.started_from)
+        if self.started_to is not None:
+            q = q.where(c.started_at < self.started_to)
+        if self.state:
+            q = q.where(c.state.in_(list(self.state)))
+        if self.offloaded is not None:
+            q = q.where(c.offloaded.is_(self.offloaded))
+        if self.mos_min is not None:
+            q = q.where(c.mos_avg >= self.mos_min)
+        if self.mos_max is not None:
+            q = q.where(c.mos_avg <= self.mos_max)
+        if self.call_id:
+            q = q.where(c.call_id == self.call_id)
+        if self.switch:
+            q = q.where(
+                c.switch_id == select(Switch.id).where(Switch.name == self.switch).scalar_subquery()
+            )
+        if self.address is not None:
+            a = literal(str(self.address)).cast(SessionLeg.src_addr.type)
+            leg = SessionLeg
+            q = q.where(
+                exists().where(
+                    leg.session_id == c.id,
+                    or_(
+                        leg.src_addr == a,
+                        leg.dst_addr == a,
+                        leg.relay_in_addr == a,
+                        leg.relay_out_addr == a,
+                    ),
+                )
+            )
+        return q
+
+
+def _summary_select() -> Select[CallSession, str, str]:
+    return (
+        select(CallSession, Switch.name.label("switch_name"), Agent.name.label("agent_name"))
+        .outerjoin(Switch, Switch.id == CallSession.switch_id)
+        .outerjoin(Agent, Agent.id == CallSession.agent_id)
+    )
+
+
+def _summary(s: CallSession, switch: str | None, agent: str | None) -> api.SessionSummary:
+    return api.SessionSummary.model_validate(
+        {
+            **{k: getattr(s, k) for k in api.SessionSummary.model_fields if hasattr(s, k)},
+            "switch": switch,
+            "agent": agent,
+        }
+    )
+
+
+def list_sessions(db: Session, f: SessionFilter, cursor: str | None, limit: int) -> api.SessionPage:
+    q = f.apply(_summary_select())
+    if cursor:
+        ts, row_id = decode_cursor(cursor)
+        q = q.where(
+            tuple_(CallSession.started_at, CallSession.id) < tuple_(literal(ts), literal(row_id))
+        )
+    q = q.order_by(CallSession.started_at.desc(), CallSession.id.desc()).limit(limit + 1)
+    rows = db.execute(q).all()
+    items = [_summary(s, sw, ag) for s, sw, ag in rows[:limit]]
+    nxt = encode_cursor(items[-1].started_at, items[-1].id) if len(rows) > limit else None
+    return api.SessionPage(items=items, next_cursor=nxt)
+
+
+def iter_sessions(db: Session, f: SessionFilter, max_rows: int) -> Iterator[api.SessionSummary]:
+    q = f.apply(_summary_select()).order_by(CallSession.started_at.desc(), CallSession.id.desc())
+    q = q.limit(max_rows).execution_options(yield_per=2000)
+    for s, sw, ag in db.execute(q):
+        yield _summary(s, sw, ag)
+
+
+def _auto_resolution(start: dt.datetime, end: dt.datetime, requested: int | None) -> int:
+    span = max((end - start).total_seconds(), 1.0)
+    floor = int(-(-span // MAX_POINTS))  # ceil: never more than MAX_POINTS buckets
+    return max(requested or 1, floor, 1)
+
+
+def quality_series(
+    db: Session,
+    session_id: int,
+    start: dt.datetime | None = None,
+    end: dt.datetime | None = None,
+    resolution_s: int | None = None,
+) -> list[api.QualitySeries]:
+    qs = QualitySample
+    bounds = db.execute(
+        select(func.min(qs.ts), func.max(qs.ts)).where(qs.session_id == session_id)
+    ).one()
+    if bounds[0] is None:
+        return []
+    start = start or bounds[0]
+    end = end or bounds[1] + dt.timedelta(seconds=1)
+    res = _auto_resolution(start, end, resolution_s)
+    bucket = func.date_bin(
+        dt.timedelta(seconds=res), qs.ts, literal(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    )
+    q = (
+        select(
+            qs.direction,
+            bucket.label("b"),
+            func.sum(qs.packets),
+            func.sum(qs.lost),
+            func.avg(qs.jitter_ms),
+            func.avg(qs.delay_ms),
+            func.avg(qs.mos),
+            func.avg(qs.r_factor),
+        )
+        .where(qs.session_id == session_id, qs.ts >= start, qs.ts < end)
+        .group_by(qs.direction, "b")
+        .order_by(qs.direction, "b")
+    )
+    out: dict[str, api.QualitySeries] = {}
+    for direction, b, packets, lost, jitter, delay, mos, r in db.execute(q):
+        series = out.setdefault(
+            direction, api.QualitySeries(direction=direction, resolution_s=res, points=[])
+        )
+        packets, lost = int(packets), int(lost)  # sum(bigint) is numeric
+        expected = packets + lost
+        series.points.append(
+            api.QualityPoint(
+                ts=b,
+                packets=packets,
+                lost=lost,
+                loss_pct=100.0 * lost / expected if expected else 0.0,
+                jitter_ms=jitter,
+                delay_ms=delay,
+                mos=mos,
+                r_factor=r,
+            )
+        )
+    return list(out.values())
+
+
+def queue_series(
+    db: Session,
+    switch: Switch,
+    start: dt.datetime,
+    end: dt.datetime,
+    resolution_s: int | None,
+    dev_port: int | None,
+    queue: int | None,
+) -> list[api.QueueSeries]:
+    if end <= start:
+        raise BadQuery("to: must be after from")
+    res = _auto_resolution(start, end, resolution_s)
+    q_ = QueueSample
+    bucket = func.date_bin(
+        dt.timedelta(seconds=res), q_.ts, literal(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    )
+    q = select(
+        q_.dev_port,
+        q_.queue,
+        bucket.label("b"),
+        func.avg(q_.depth_pkts),
+        func.max(q_.depth_max_pkts),
+        func.avg(q_.depth_bytes),
+        func.avg(q_.queue_delay_us),
+        func.max(q_.queue_delay_max_us),
+        func.avg(q_.utilisation),
+        func.sum(q_.drops),
+    ).where(q_.switch_id == switch.id, q_.ts >= start, q_.ts < end)
+    if dev_port is not None:
+        q = q.where(q_.dev_port == dev_port)
+    if queue is not None:
+        q = q.where(q_.queue == queue)
+    q = q.group_by(q_.dev_port, q_.queue, "b").order_by(q_.dev_port, q_.queue, "b")
+    out: dict[tuple[int, int], api.QueueSeries] = {}
+    for port, qid, b, depth, depth_max, depth_b, delay, delay_max, util, drops in db.execute(q):
+        s = out.setdefault(
+            (port, qid),
+            api.QueueSeries(
+                switch=switch.name, dev_port=port, queue=qid, resolution_s=res, points=[]
+            ),
+        )
+        s.points.append(
+            api.QueuePoint(
+                ts=b,
+                depth_pkts=depth,
+                depth_max_pkts=depth_max,
+                depth_bytes=depth_b,
+                queue_delay_us=delay,
+                queue_delay_max_us=delay_max,
+                utilisation=util,
+                drops=int(drops or 0),
+            )
+        )
+    return list(out.values())
+
+
+def _event_select() -> Select[Event, str, str]:
+    return (
+        select(Event, Switch.name, Agent.name)
+        .outerjoin(Switch, Switch.id == Event.switch_id)
+        .outerjoin(Agent, Agent.id == Event.agent_id)
+    )
+
+
+def _event_out(e: Event, switch: str | None, agent: str | None) -> api.EventOut:
+    return api.EventOut(
+        id=e.id,
+        event_id=e.event_id,
+        type=e.type,
+        ts=e.ts,
+        severity=e.severity,
+        session_id=e.session_id,
+        session_key=e.session_key,
+        switch=switch,
+        agent=agent,
+        message=e.message,
+        payload=e.payload,
+    )
+
+
+def list_events(
+    db: Session,
+    *,
+    types: Sequence[str] = (),
+    severity: str | None = None,
+    switch: str | None = None,
+    session_id: int | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> api.EventPage:
+    q = _event_select()
+    if types:
+        q = q.where(Event.type.in_(list(types)))
+    if severity:
+        q = q.where(Event.severity == severity)
+    if switch:
+        q = q.where(Switch.name == switch)
+    if session_id is not None:
+        q = q.where(Event.session_id == session_id)
+    if since:
+        q = q.where(Event.ts >= since)
+    if until:
+        q = q.where(Event.ts < until)
+    if cursor:
+        ts, row_id = decode_cursor(cursor)
+        q = q.where(tuple_(Event.ts, Event.id) < tuple_(literal(ts), literal(row_id)))
+    rows = db.execute(q.order_by(Event.ts.desc(), Event.id.desc()).limit(limit + 1)).all()
+    items = [_event_out(e, sw, ag) for e, sw, ag in rows[:limit]]
+    nxt = encode_cursor(items[-1].ts, items[-1].id) if len(rows) > limit else None
+    return api.EventPage(items=items, next_cursor=nxt)
+
+
+def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
+    row = db.execute(_summary_select().where(CallSession.id == session_id)).first()
+    if row is None:
+        return None
+    s, sw, ag = row
+    legs = [
+        api.LegOut(
+            direction=cast(Direction, leg.direction),
+            media_index=leg.media_index,
+            switch_leg=leg.switch_leg,
+            src=api.EndpointOut(addr=str(leg.src_addr), port=leg.src_port),
+            relay_in=api.EndpointOut(addr=str(leg.relay_in_addr), port=leg.relay_in_port),
+            relay_out=api.EndpointOut(addr=str(leg.relay_out_addr), port=leg.relay_out_port),
+            dst=api.EndpointOut(addr=str(leg.dst_addr), port=leg.dst_port),
+            installed=leg.installed,
+            installed_at=leg.installed_at,
+            removed_at=leg.removed_at,
+            packets=leg.packets,
+            bytes=leg.bytes,
+        )
+        for leg in s.legs
+    ]
+    events = list_events(db, session_id=session_id, limit=1000).items
+    summary = _summary(s, sw, ag)
+    return api.SessionDetail(
+        **summary.model_dump(),
+        seq=s.seq,
+        plc=s.plc,
+        legs=legs,
+        quality=quality_series(db, session_id),
+        events=events,
+    )
+
+
+def agents(db: Session) -> list[api.AgentOut]:
+    sw = aliased(Switch)
+    rows = db.execute(
+        select(Agent, sw.name).outerjoin(sw, sw.id == Agent.switch_id).order_by(Agent.name)
+    )
+    return [
+        api.AgentOut(
+            id=a.id,
+            name=a.name,
+            rtpproxy=a.rtpproxy,
+            switch=name,
+            version=a.version,
+            created_at=a.created_at,
+            last_seen=a.last_seen,
+        )
+        for a, name in rows
+    ]
