@@ -370,22 +370,13 @@ class Pipeline:
             await self.remove_call(call, missing_ok=True)
             raise
 
-    async def update_call(self, call: RelayCall, *, ttl_ms: int | None = None) -> None:
-        """Re-point existing entries (e.g. after NAT re-latching changed nothing in
-        the keys but the far end moved)."""
+    async def update_call(self, call: RelayCall) -> None:
+        """Re-point both legs' rewrites (the far end moved, e.g. re-INVITE). The
+        relay keys (who sends to which relay port) identify the call and must
+        be unchanged; if they change, remove_call + install_call."""
         c = self.client
         await c.write(
-            [
-                c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d))
-                for d in call.directions
-            ]
-        )
-        await c.write(
-            [
-                c.update(pb.Update.MODIFY, RELAY, e)
-                for d in call.directions
-                for e in self._relay_entries(d, ttl_ms)
-            ]
+            [c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d)) for d in call.directions]
         )
 
     async def remove_call(self, call: RelayCall, *, missing_ok: bool = False) -> None:

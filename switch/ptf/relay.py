@@ -1,0 +1,174 @@
+"""Relay sessions: 5-tuple rewrite both ways, RTCP (port + 1), checksums, counters."""
+
+from __future__ import annotations
+
+from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, forwarded, rtp_payload, udp_packet
+from p4relay_switch import Digest
+from p4relay_switch import pipeline as pl
+
+
+class RelayBothWays(P4RelayTest):
+    """A -> R:20000 leaves as R:20002 -> B; B -> R:20002 leaves as R:20000 -> A."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        for seq in range(3):
+            a = udp_packet(
+                in_port=1,
+                src=HOST_IP[1],
+                dst=RELAY_IP,
+                sport=6000,
+                dport=20000,
+                payload=rtp_payload(seq, seq * 160),
+                ip_id=seq,
+            )
+            self.send(1, a)
+            self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+            b = udp_packet(
+                in_port=2,
+                src=HOST_IP[2],
+                dst=RELAY_IP,
+                sport=7000,
+                dport=20002,
+                payload=rtp_payload(seq, seq * 160, ssrc=7),
+                ip_id=100 + seq,
+            )
+            self.send(2, b)
+            self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+        self.expect_nothing()
+        # no digest for installed flows
+        self.assertEqual([n for n in self.notifications(0.5) if isinstance(n, Digest)], [])
+
+
+class RelayRtcp(P4RelayTest):
+    """RTCP on RTP port + 1 both ways is rewritten to the other side's ports + 1."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        rtcp = b"\x81\xc9\x00\x07" + b"\x00" * 28  # RR
+        a = udp_packet(
+            in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6001, dport=20001, payload=rtcp
+        )
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20003, dport=7001), 2)
+        b = udp_packet(
+            in_port=2, src=HOST_IP[2], dst=RELAY_IP, sport=7001, dport=20003, payload=rtcp
+        )
+        self.send(2, b)
+        self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20001, dport=6001), 1)
+        self.expect_nothing()
+        # RTCP does not touch the quality registers
+        q = self.sw.run(self.p.read_quality([call.a_to_b.leg, call.b_to_a.leg]))
+        self.assertEqual(q[call.a_to_b.leg].packets, 0)
+        self.assertEqual(q[call.b_to_a.leg].packets, 0)
+
+
+class RelayZeroUdpChecksum(P4RelayTest):
+    """A UDP checksum of 0 (none) stays 0 after the rewrite; others stay valid."""
+
+    def runTest(self) -> None:
+        self.sw.run(self.p.install_call(self.call()))
+        a = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(1, 160),
+            udp_chksum=0,
+        )
+        self.send(1, a)
+        exp = forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000)
+        self.assertEqual(exp["UDP"].chksum, 0)
+        self.expect(exp, 2)
+        # odd-length payload: the incremental update must still be exact
+        b = udp_packet(
+            in_port=2, src=HOST_IP[2], dst=RELAY_IP, sport=7000, dport=20002, payload=b"x" * 171
+        )
+        self.send(2, b)
+        self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+        self.expect_nothing()
+
+
+class RelayOtherTrafficUntouched(P4RelayTest):
+    """Only the exact 5-tuple is relayed: another source port, address or a
+    non-UDP packet to the relay is forwarded to the relay server unchanged."""
+
+    def runTest(self) -> None:
+        self.sw.run(self.p.install_call(self.call()))
+        for src, sport in ((HOST_IP[1], 6002), (HOST_IP[4], 6000)):
+            in_port = 1 if src == HOST_IP[1] else 4
+            pkt = udp_packet(in_port=in_port, src=src, dst=RELAY_IP, sport=sport, dport=20000)
+            self.send(in_port, pkt)
+            self.expect(forwarded(pkt, 3), 3)
+        self.expect_nothing()
+
+
+class RelayCounters(P4RelayTest):
+    """Direct counters of the relay entries count packets and bytes exactly."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        n_rtp, n_rtcp = 7, 3
+        a = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(1, 160),
+        )
+        c = udp_packet(
+            in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6001, dport=20001, payload=b"r" * 40
+        )
+        for _ in range(n_rtp):
+            self.send(1, a)
+            self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        for _ in range(n_rtcp):
+            self.send(1, c)
+            self.expect(forwarded(c, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20003, dport=7001), 2)
+        got = self.sw.run(self.p.call_counters(call))
+        fwd, back = got[call.a_to_b.leg], got[call.b_to_a.leg]
+        self.assertEqual(fwd.rtp.packets, n_rtp)
+        self.assertEqual(fwd.rtcp.packets, n_rtcp)
+        self.assertIn(fwd.rtp.bytes, (n_rtp * len(a), n_rtp * (len(a) + 4)))
+        self.assertIn(fwd.rtcp.bytes, (n_rtcp * len(c), n_rtcp * (len(c) + 4)))
+        self.assertEqual((back.rtp.packets, back.rtcp.packets), (0, 0))
+        # read of every entry returns the same counters
+        rows = self.sw.run(self.client.read(pl.RELAY))
+        self.assertEqual(len(rows), 4)
+        self.assertEqual(sum(int(r.data[pl.COUNTER_PKTS]) for r in rows), n_rtp + n_rtcp)  # type: ignore[call-overload]
+
+
+class RelayRemove(P4RelayTest):
+    """After remove_call the flow is forwarded normally (to the relay server)."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        a = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        self.sw.run(self.p.remove_call(call))
+        self.assertEqual(self.sw.run(self.client.usage(pl.RELAY)), 0)
+        self.assertEqual(self.sw.run(self.client.usage(pl.LEG_REWRITE)), 0)
+        self.send(1, a)
+        self.expect(forwarded(a, 3), 3)
+        self.expect_nothing()
+
+
+class RelayModify(P4RelayTest):
+    """update_call re-points a leg: the next packet follows the new rewrite."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        moved = self.call(b_port=7100)
+        self.sw.run(self.p.update_call(moved))
+        a = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7100), 2)
+        self.expect_nothing()

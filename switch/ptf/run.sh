@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Runs the PTF conformance suite against the software switch over veth.
+#
+# Builds network namespace p4rptf with one veth pair per switch port
+# (p4rptf-sN: the switch's side, p4rptf-pN: PTF's side), starts
+# p4relay-softswitch inside it (gRPC on the namespace's 127.0.0.1:50052) and
+# runs ptf there too, so no packet or connection leaves the namespace. Cleans up
+# on every exit. Against tofino-model/hardware, run ptf directly with the same
+# test dir and --test-params "grpc_addr='HOST:50052';port_map='...'" instead.
+#
+#   switch/ptf/run.sh [ptf args, e.g. a test name filter: relay.RelayBothWays]
+# Env: RESULTS (xunit XML goes to $RESULTS/$STAGE.*.xml), STAGE (default 20-ptf),
+#      P4RELAY_SOFTSWITCH_BIN, PTF_PORTS (default 4).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+NS=p4rptf
+NPORTS=${PTF_PORTS:-4}
+STAGE=${STAGE:-20-ptf}
+RESULTS=${RESULTS:-$ROOT/build/test-results}
+BIN=${P4RELAY_SOFTSWITCH_BIN:-$ROOT/switch/target/release/p4relay-softswitch}
+WORK=$(mktemp -d /tmp/p4rptf.XXXXXX)
+GRPC=127.0.0.1:50052
+SW_PID=
+
+cleanup() {
+  set +e
+  if [ -n "$SW_PID" ] && kill -0 "$SW_PID" 2>/dev/null; then
+    kill "$SW_PID"; for _ in $(seq 50); do kill -0 "$SW_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$SW_PID" 2>/dev/null
+  fi
+  bash "$ROOT/scripts/cleanup.d/ptf.sh"
+  [ -f "$WORK/softswitch.log" ] && cp "$WORK/softswitch.log" "$RESULTS/$STAGE.softswitch.log"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[ -x "$BIN" ] || (cd "$ROOT/switch" && cargo build --release --quiet)
+mkdir -p "$RESULTS"
+bash "$ROOT/scripts/cleanup.d/ptf.sh"   # leftovers of an interrupted run
+
+ip netns add "$NS"
+nsx() { ip netns exec "$NS" "$@"; }
+nsx ip link set lo up
+nsx sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+ports=() ifargs=()
+for i in $(seq 1 "$NPORTS"); do
+  nsx ip link add "p4rptf-s$i" type veth peer name "p4rptf-p$i"
+  for end in s p; do
+    nsx ip link set "p4rptf-$end$i" mtu 9000 up
+  done
+  ports+=(--port "$i=p4rptf-s$i")
+  ifargs+=(--interface "$i@p4rptf-p$i")
+done
+
+nsx "$BIN" "${ports[@]}" --grpc-listen "$GRPC" --metrics-listen 127.0.0.1:9101 \
+  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 \
+  >"$WORK/softswitch.log" 2>&1 &
+SW_PID=$!
+for _ in $(seq 100); do
+  nsx bash -c "exec 3<>/dev/tcp/${GRPC%:*}/${GRPC#*:}" 2>/dev/null && break
+  kill -0 "$SW_PID" 2>/dev/null || { echo "softswitch exited:"; cat "$WORK/softswitch.log"; exit 1; }
+  sleep 0.1
+done
+
+rc=0
+nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" "${ifargs[@]}" \
+  --test-params "grpc_addr='$GRPC';relay_entries=256;queue_depth=64" \
+  --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
+# One XML per test module; the stage runner counts $RESULTS/$STAGE*.xml.
+for x in "$WORK"/xunit/*.xml; do
+  [ -f "$x" ] && cp "$x" "$RESULTS/$STAGE.$(basename "$x")"
+done
+cp "$WORK/ptf.log" "$RESULTS/$STAGE.ptf.log" 2>/dev/null || true
+kill -0 "$SW_PID" 2>/dev/null || { echo "softswitch died during the suite"; rc=1; }
+exit $rc
