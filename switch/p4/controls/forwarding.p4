@@ -1,0 +1,61 @@
+/* p4relay — IPv4 forwarding: longest-prefix match to a next hop, which sets
+ * the egress port and rewrites both MACs; TTL is decremented here (the
+ * caller has already dropped TTL <= 1). The default route is an ipv4_lpm
+ * entry 0.0.0.0/0 (switch/bfrt/bootstrap.py installs it). */
+control Forwarding(
+        inout ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md,
+        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    @name(".Ingress.drop")
+    action drop() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    @name(".Ingress.set_nexthop")
+    action set_nexthop(nexthop_id_t nexthop_id) {
+        ig_md.nexthop_id = nexthop_id;
+    }
+
+    @name(".Ingress.ipv4_lpm")
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dst_addr : lpm;
+        }
+        actions = {
+            set_nexthop;
+            drop;
+        }
+        default_action = drop();
+        size = IPV4_LPM_TABLE_SIZE;
+    }
+
+    @name(".Ingress.forward")
+    action forward(PortId_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        ig_md.ipv4_csum_update = true;
+    }
+
+    @name(".Ingress.nexthop")
+    table nexthop {
+        key = {
+            ig_md.nexthop_id : exact;
+        }
+        actions = {
+            forward;
+            drop;
+        }
+        default_action = drop();
+        size = NEXTHOP_TABLE_SIZE;
+    }
+
+    apply {
+        if (ipv4_lpm.apply().hit) {
+            nexthop.apply();
+        }
+    }
+}

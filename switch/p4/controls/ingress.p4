@@ -1,0 +1,57 @@
+/* p4relay — ingress pipeline: the order of the features and what gates them.
+ *
+ * Every control-plane name lives directly under Ingress (the contract's
+ * pipe.Ingress.<table>, Ingress.<action>, pipe.Ingress.<register>): the
+ * feature controls declare their objects with absolute @name(".Ingress.x")
+ * annotations, so file structure and API names stay independent.
+ *
+ * Dependency chain (MAU stages, estimated; README "Stage budget"):
+ *   relay_addr + relay  ->  leg_rewrite  ->  ipv4_lpm  ->  nexthop
+ *   rtp clock (3) -> transit -> |D| -> jitter read -> (J+8, J+|D|) -> >>4 -> J'
+ */
+control Ingress(
+        inout ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md,
+        in ingress_intrinsic_metadata_t ig_intr_md,
+        in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    RtpClock() clock;
+    RelaySessions() relay_sessions;
+    LearnFilter() learning;
+    Forwarding() forwarding;
+#ifdef WITH_RTP_QUALITY
+    RtpQuality() rtp_quality;
+#endif
+
+    apply {
+        ig_md.ingress_port = ig_intr_md.ingress_port;
+        /* Nothing runs in egress yet (iRED / INT will). */
+        ig_tm_md.bypass_egress = 1;
+
+        if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
+            ig_tm_md.ucast_egress_port = CPU_PORT;
+        } else if (!hdr.ipv4.isValid()) {
+            /* no L2 switching: non-IP frames end here */
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err) {
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (hdr.ipv4.ttl <= 1) {
+            /* expired: dropped, no ICMP time-exceeded from the data plane */
+            ig_dprsr_md.drop_ctl = 1;
+        } else {
+            clock.apply(ig_md, ig_intr_md);
+            relay_sessions.apply(hdr, ig_md);
+#ifdef WITH_RTP_QUALITY
+            if (ig_md.relay_hit && ig_md.rtcp == 0 && hdr.rtp.isValid()) {
+                rtp_quality.apply(hdr, ig_md, ig_dprsr_md);
+            }
+#endif
+            if (ig_md.relay_dst && !ig_md.relay_hit) {
+                learning.apply(hdr, ig_md, ig_dprsr_md);
+            }
+            forwarding.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+/* p4relay — relay sessions (the RTPProxy offload).
+ *
+ * relay_addr: which destination address:port-range is a relay (RTPProxy)
+ *   address. A hit there that misses `relay` is forwarded unchanged (to the
+ *   relay server) and may raise the learning digest (LearnFilter).
+ * relay: exact 4-tuple of UDP -> (leg, rtcp). One entry carries only ~21 bits
+ *   of action data (immediate in the match word), so a relay entry fits one
+ *   128-bit SRAM word; direct counter and idle timeout (notify mode, set via
+ *   the IdleTimeout attribute) per entry.
+ * leg_rewrite: leg -> the rewrite (two addresses, two ports), once per session
+ *   direction; RTCP entries add 1 to both ports (RTPProxy allocates RTCP on
+ *   RTP + 1 on both sides).
+ * Both session tables are meant for per-pipe entry scope: the client installs
+ *   a direction's entries in the pipe of the port its packets arrive on.
+ */
+control RelaySessions(
+        inout ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md) {
+
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) relay_counter;
+
+    @name(".Ingress.mark_relay")
+    action mark_relay() {
+        ig_md.relay_dst = true;
+    }
+
+    @name(".Ingress.relay_addr")
+    table relay_addr {
+        key = {
+            hdr.ipv4.dst_addr : exact;
+            hdr.udp.dst_port  : range;
+        }
+        actions = {
+            mark_relay;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = RELAY_ADDR_TABLE_SIZE;
+    }
+
+    @name(".Ingress.relay_leg")
+    action relay_leg(leg_t leg, bit<1> rtcp) {
+        relay_counter.count();
+        ig_md.relay_hit = true;
+        ig_md.leg = leg;
+        ig_md.rtcp = rtcp;
+        ig_md.rtcp_port_offset = (bit<16>)rtcp;
+    }
+
+    @name(".Ingress.relay")
+    table relay {
+        key = {
+            hdr.ipv4.src_addr : exact;
+            hdr.ipv4.dst_addr : exact;
+            hdr.udp.src_port  : exact;
+            hdr.udp.dst_port  : exact;
+        }
+        actions = {
+            relay_leg;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = RELAY_TABLE_SIZE;
+        counters = relay_counter;
+        idle_timeout = true;
+    }
+
+    @name(".Ingress.rewrite")
+    action rewrite(ipv4_addr_t src_addr, ipv4_addr_t dst_addr,
+                   l4_port_t src_port, l4_port_t dst_port) {
+        hdr.ipv4.src_addr = src_addr;
+        hdr.ipv4.dst_addr = dst_addr;
+        hdr.udp.src_port = src_port + ig_md.rtcp_port_offset;
+        hdr.udp.dst_port = dst_port + ig_md.rtcp_port_offset;
+        ig_md.udp_csum_update = true;
+        ig_md.ipv4_csum_update = true;
+    }
+
+    @name(".Ingress.leg_rewrite")
+    table leg_rewrite {
+        key = {
+            ig_md.leg : exact;
+        }
+        actions = {
+            rewrite;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = LEG_TABLE_SIZE;
+    }
+
+    apply {
+        if (ig_md.resubmit.isValid()) {
+            /* Second pass of a relayed RTP packet: the first pass already
+             * counted it; take the leg from the resubmit data. */
+            ig_md.relay_hit = true;
+            ig_md.leg = ig_md.resubmit.leg;
+        } else if (hdr.udp.isValid()) {
+            relay_addr.apply();
+            relay.apply();
+        }
+        if (ig_md.relay_hit) {
+            /* A missing leg_rewrite entry leaves the packet as it is: it goes
+             * to the relay address, i.e. RTPProxy keeps relaying it. */
+            leg_rewrite.apply();
+            if (hdr.udp.checksum == 0) {
+                ig_md.udp_csum_update = false;   /* zero stays zero */
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+/* p4relay — egress deparser (nothing parsed in egress yet). */
+control EgressDeparser(
+        packet_out pkt,
+        inout egress_headers_t hdr,
+        in egress_metadata_t eg_md,
+        in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+
+    apply {
+        pkt.emit(hdr);
+    }
+}

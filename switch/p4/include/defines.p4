@@ -1,0 +1,42 @@
+/* p4relay — shared types and constants. */
+#ifndef _P4RELAY_DEFINES_P4_
+#define _P4RELAY_DEFINES_P4_
+
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<16> l4_port_t;
+typedef bit<16> nexthop_id_t;
+/* Session-direction index: 20 bits in the contract (relay_leg.leg), so a
+ * larger build needs no control-plane change. Registers and leg_rewrite hold
+ * LEG_TABLE_SIZE of them; the client keeps leg < LEG_TABLE_SIZE. */
+typedef bit<20> leg_t;
+
+typedef bit<16> ether_type_t;
+const ether_type_t ETHERTYPE_IPV4 = 16w0x0800;
+const ether_type_t ETHERTYPE_VLAN = 16w0x8100;
+const ether_type_t ETHERTYPE_ARP = 16w0x0806;
+
+typedef bit<8> ip_protocol_t;
+const ip_protocol_t IP_PROTOCOLS_UDP = 17;
+
+/* Learning digest selector (ig_dprsr_md.digest_type; 0 means none). */
+const bit<3> DIGEST_TYPE_LEARN = 1;
+/* Resubmit selector (ig_dprsr_md.resubmit_type) for the jitter write-back pass. */
+const bit<3> RESUBMIT_TYPE_JITTER = 1;
+
+/* contract [config] learn_filter_age_ms: an uninstalled flow reports again
+ * after this many ms. */
+#ifndef LEARN_FILTER_AGE_MS
+#define LEARN_FILTER_AGE_MS 2000
+#endif
+
+/* PCIe CPU port: 64 on 2-pipe Tofino 1 (Wedge100BF-32X), 320 on 4-pipe parts.
+ * ARP is punted there; the switch's Linux side answers (README "ARP"). */
+#ifndef CPU_PORT
+#define CPU_PORT 64
+#endif
+
+/* RTP sequence numbers are "newer" when (seq - max) mod 2^16 is below half the space. */
+const bit<16> RTP_SEQ_HALF_RANGE = 16w0x8000;
+
+#endif /* _P4RELAY_DEFINES_P4_ */

@@ -1,0 +1,34 @@
+/* p4relay — compile-time profiles.
+ *
+ * Pick one with -DP4RELAY_PROFILE_<NAME> on the bf-p4c command line (README).
+ *   P4RELAY_PROFILE_STANDARD (default): forwarding, relay, learning digest,
+ *       per-leg RTP quality incl. exact RFC 3550 jitter (one resubmit per RTP
+ *       packet of an offloaded leg).
+ *   P4RELAY_PROFILE_LEAN: forwarding, relay, learning digest only. No quality
+ *       registers, no resubmit: the most sessions per pipe. The quality
+ *       registers of the contract are then absent from bfrt.json.
+ * Features that later issues add are switched off here until their code
+ * lands; the stage budget they get is stated in README.md.
+ */
+#ifndef _P4RELAY_PROFILES_P4_
+#define _P4RELAY_PROFILES_P4_
+
+#if !defined(P4RELAY_PROFILE_LEAN) && !defined(P4RELAY_PROFILE_STANDARD)
+#define P4RELAY_PROFILE_STANDARD
+#endif
+
+#if defined(P4RELAY_PROFILE_LEAN) && defined(P4RELAY_PROFILE_STANDARD)
+#error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
+#endif
+
+#ifdef P4RELAY_PROFILE_STANDARD
+#define WITH_RTP_QUALITY
+#endif
+
+/* Reserved for the coming features; each has its own issue. Defining one of
+ * these before its control exists is a build error rather than a silent no-op. */
+#if defined(WITH_IRED) || defined(WITH_INT) || defined(WITH_REROUTE)
+#error "iRED / INT / reroute are not in this program yet (see switch/p4/README.md)"
+#endif
+
+#endif /* _P4RELAY_PROFILES_P4_ */

@@ -1,0 +1,45 @@
+/* p4relay — table and register sizes: build-time knobs.
+ *
+ * Every value can be overridden on the command line (-DRELAY_TABLE_SIZE=...).
+ * P4RELAY_SCALE_LARGE switches the session-related defaults to the large
+ * build (README.md "Resources" explains the numbers). Defaults match
+ * switch/contract.toml (size_p4 / relay_entries_p4 / legs_p4).
+ */
+#ifndef _P4RELAY_SIZES_P4_
+#define _P4RELAY_SIZES_P4_
+
+#ifdef P4RELAY_SCALE_LARGE
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 262144
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 131072
+#endif
+#endif
+
+/* Relay entries per pipe: 4 per call (RTP + RTCP, both directions). */
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 65536
+#endif
+/* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 32768
+#endif
+#ifndef IPV4_LPM_TABLE_SIZE
+#define IPV4_LPM_TABLE_SIZE 16384
+#endif
+#ifndef NEXTHOP_TABLE_SIZE
+#define NEXTHOP_TABLE_SIZE 4096
+#endif
+#ifndef RELAY_ADDR_TABLE_SIZE
+#define RELAY_ADDR_TABLE_SIZE 64
+#endif
+/* Slots of the digest-suppression register; LEARN_FILTER_INDEX_BITS = log2. */
+#ifndef LEARN_FILTER_SIZE
+#define LEARN_FILTER_SIZE 4096
+#endif
+#ifndef LEARN_FILTER_INDEX_BITS
+#define LEARN_FILTER_INDEX_BITS 12
+#endif
+
+#endif /* _P4RELAY_SIZES_P4_ */

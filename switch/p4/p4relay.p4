@@ -1,0 +1,38 @@
+/* p4relay — SIP media relay offload for Tofino 1 (TNA, bf-p4c).
+ *
+ * Build: see README.md (bf-p4c --target tofino --arch tna --bf-rt-schema ...).
+ * Control-plane names follow switch/contract.toml; the contract test
+ * (switch/client/tests/test_contract_p4.py) checks them against this source.
+ */
+#include <core.p4>
+#include <tna.p4>
+
+#include "include/profiles.p4"
+#include "include/sizes.p4"
+#include "include/defines.p4"
+#include "include/headers.p4"
+#include "include/metadata.p4"
+
+#include "parsers/ingress_parser.p4"
+#include "controls/rtp_clock.p4"
+#include "controls/relay_sessions.p4"
+#include "controls/learn_filter.p4"
+#include "controls/forwarding.p4"
+#ifdef WITH_RTP_QUALITY
+#include "controls/rtp_quality.p4"
+#endif
+#include "controls/ingress.p4"
+#include "deparsers/ingress_deparser.p4"
+
+#include "parsers/egress_parser.p4"
+#include "controls/egress.p4"
+#include "deparsers/egress_deparser.p4"
+
+Pipeline(IngressParser(),
+         Ingress(),
+         IngressDeparser(),
+         EgressParser(),
+         Egress(),
+         EgressDeparser()) pipe;
+
+Switch(pipe) main;
