@@ -15,6 +15,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import structlog
 
@@ -37,8 +38,7 @@ class _DgramServer(asyncio.DatagramProtocol):
         self.tasks: set[asyncio.Task[None]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: object) -> None:
         try:

@@ -1,0 +1,73 @@
+"""An in-memory `Switch` for unit tests of pure logic (the same behaviour is
+tested against the real softswitch in the integration tests)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from rtpagent.switchport import (
+    Batch,
+    FlowCounters,
+    FlowKey,
+    LegQuality,
+    LegRewrite,
+    OffloadRefused,
+    RelayEntry,
+    SwitchEvent,
+    SwitchUp,
+)
+
+
+class FakeSwitch:
+    def __init__(self, capacity: int = 1 << 20) -> None:
+        self.capacity = capacity
+        self.relays: dict[FlowKey, RelayEntry] = {}
+        self.legs: dict[int, LegRewrite] = {}
+        self.counters: dict[FlowKey, FlowCounters] = {}
+        self.up = True
+        self.writes = 0
+        self.queue: asyncio.Queue[SwitchEvent] = asyncio.Queue()
+
+    @property
+    def connected(self) -> bool:
+        return self.up
+
+    async def start(self) -> None:
+        self.queue.put_nowait(SwitchUp(restarted=False))
+
+    async def close(self) -> None:
+        pass
+
+    async def set_relay_addrs(self, addrs: list[str], port_min: int, port_max: int) -> None:
+        pass
+
+    async def write(self, batch: Batch, idle_ttl_ms: int) -> None:
+        if not self.up:
+            raise OffloadRefused("switch_unreachable", "down")
+        self.writes += 1
+        for k in batch.del_relays:
+            self.relays.pop(k, None)
+        for lg in batch.mod_legs:
+            self.legs[lg.leg] = lg
+        if len(self.relays) + len(batch.add_relays) > self.capacity:
+            raise OffloadRefused("table_full", "full")
+        for lg in batch.add_legs:
+            self.legs[lg.leg] = lg
+        for r in batch.add_relays:
+            self.relays[r.key] = r
+        for leg in batch.del_legs:
+            self.legs.pop(leg, None)
+
+    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
+        return {k: self.counters.get(k, FlowCounters(0, 0)) for k in keys if k in self.relays}
+
+    async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
+        return {leg: LegQuality(0, 0, 0, 0, 0) for leg in legs}
+
+    async def dump(self) -> tuple[list[RelayEntry], list[LegRewrite]]:
+        return list(self.relays.values()), list(self.legs.values())
+
+    async def events(self) -> AsyncIterator[SwitchEvent]:
+        while True:
+            yield await self.queue.get()

@@ -1,0 +1,93 @@
+"""Control-path logic with a real RTPProxy (rtp.io) and an in-memory switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakeswitch import FakeSwitch
+from harness import Client, settings, wait_for
+from rtpagent.app import App
+from rtpagent.state import OffloadState
+from rtpagent.switchport import FlowKey, IdleTimeout, LearnDigest
+
+
+async def start(tmp: Path, fake: FakeSwitch, **kw: object) -> tuple[App, Client]:
+    cfg = settings(tmp, switch="fake:1", **kw)
+    app = App(cfg, switch=fake)
+    await app.start()
+    return app, Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+
+
+async def test_offload_then_delete(tmp_path: Path) -> None:
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    try:
+        r_u = await cl.cmd("U c1 198.18.1.10 6000 ft;1")
+        r_l = await cl.cmd("L c1 198.18.2.10 7000 ft;1 tt;1")
+        assert r_u and r_l
+        pb, pa = int(r_u.split()[0]), int(r_l.split()[0])
+        await wait_for(lambda: app.offloader.plans)
+        assert set(fake.relays) == {
+            FlowKey("198.18.1.10", "127.0.0.1", 6000, pa),
+            FlowKey("198.18.1.10", "127.0.0.1", 6001, pa + 1),
+            FlowKey("198.18.2.10", "127.0.0.1", 7000, pb),
+            FlowKey("198.18.2.10", "127.0.0.1", 7001, pb + 1),
+        }
+        assert len(fake.legs) == 2
+        assert await cl.cmd("D c1 ft tt") == "0\n"
+        await wait_for(lambda: not fake.relays and not fake.legs)
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_nat_waits_for_latch(tmp_path: Path) -> None:
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    try:
+        await cl.cmd("U c2 10.0.0.5 6000 ft;1")
+        r_l = await cl.cmd("L c2 198.18.2.10 7000 ft;1 tt;1")
+        assert r_l
+        pa = int(r_l.split()[0])
+        await app.offloader.drained()
+        s = next(iter(app.table))
+        assert s.state is OffloadState.LEARNING and not fake.relays
+        fake.queue.put_nowait(LearnDigest("198.18.3.10", "127.0.0.1", 40000, pa, 1))
+        await wait_for(lambda: fake.relays)
+        assert FlowKey("198.18.3.10", "127.0.0.1", 40000, pa) in fake.relays
+        rewrite_to_caller = [lg for lg in fake.legs.values() if lg.dst_addr == "198.18.3.10"]
+        assert rewrite_to_caller and rewrite_to_caller[0].dst_port == 40000
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
+    import asyncio
+
+    from harness import free_port
+
+    got: list[bytes] = []
+
+    async def sip_server(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        got.append(await r.readline())
+
+    port = free_port()
+    srv = await asyncio.start_server(sip_server, "127.0.0.1", port)
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, embedded_args=["-n", f"tcp:127.0.0.1:{port}"])
+    try:
+        await cl.cmd(f"U c3 198.18.1.10 6000 ft;1 tcp:127.0.0.1:{port} dlg%3A42")
+        await cl.cmd("L c3 198.18.2.10 7000 ft;1 tt;1")
+        await wait_for(lambda: fake.relays)
+        for k, r in list(fake.relays.items()):
+            if not r.rtcp:
+                fake.queue.put_nowait(IdleTimeout(k))
+        await wait_for(lambda: got)
+        assert got == [b"dlg:42\n"]
+        await wait_for(lambda: not fake.relays)
+        assert await cl.cmd("Q c3 ft;1 tt;1") == "E50\n"  # gone from RTPProxy too
+    finally:
+        await app.stop()
+        cl.close()
+        srv.close()

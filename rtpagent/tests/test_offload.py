@@ -1,0 +1,165 @@
+"""Offload, re-INVITE, teardown, R/C/P take-back, fail-open: real RTPProxy + real softswitch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import Client, Softswitch, running_agent, settings, softswitch, wait_for
+from p4relay_switch import SwitchClient
+from rtpagent.state import OffloadState
+
+
+async def relays(c: SwitchClient) -> dict[tuple[str, str, int, int], dict[str, object]]:
+    import ipaddress
+
+    out = {}
+    for e in await c.read("pipe.Ingress.relay"):
+        k = e.key
+        out[
+            (
+                str(ipaddress.IPv4Address(k["hdr.ipv4.src_addr"])),
+                str(ipaddress.IPv4Address(k["hdr.ipv4.dst_addr"])),
+                int(k["hdr.udp.src_port"]),  # type: ignore[arg-type]
+                int(k["hdr.udp.dst_port"]),  # type: ignore[arg-type]
+            )
+        ] = dict(e.data)
+    return out
+
+
+async def legs(c: SwitchClient) -> dict[int, dict[str, object]]:
+    return {int(e.key["ig_md.leg"]): dict(e.data) for e in await c.read("pipe.Ingress.leg_rewrite")}  # type: ignore[arg-type]
+
+
+async def test_call_offloaded_and_removed(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    cfg = settings(tmp_path, switch=sw.address)
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        r_u = await cl.cmd("Uc0,8 call1 198.18.1.10 6000 ftag;1")
+        assert r_u is not None
+        port_b, addr = r_u.split()
+        assert addr == "127.0.0.1"
+        r_l = await cl.cmd("L call1 198.18.2.10 7000 ftag;1 ttag;1")
+        assert r_l is not None
+        port_a = int(r_l.split()[0])
+        await wait_for(lambda: app.offloader.plans)
+        got = await relays(probe)
+        # caller -> the port it was given (answer), callee -> the offer's port; RTCP +1.
+        assert ("198.18.1.10", "127.0.0.1", 6000, port_a) in got
+        assert ("198.18.1.10", "127.0.0.1", 6001, port_a + 1) in got
+        assert ("198.18.2.10", "127.0.0.1", 7000, int(port_b)) in got
+        assert ("198.18.2.10", "127.0.0.1", 7001, int(port_b) + 1) in got
+        assert len(got) == 4
+        lg = await legs(probe)
+        assert len(lg) == 2
+        caller_leg = got[("198.18.1.10", "127.0.0.1", 6000, port_a)]["leg"]
+        import ipaddress
+
+        rw = lg[int(caller_leg)]  # type: ignore[arg-type]
+        assert str(ipaddress.IPv4Address(rw["dst_addr"])) == "198.18.2.10"  # type: ignore[arg-type]
+        assert rw["dst_port"] == 7000 and rw["src_port"] == int(port_b)
+        # Q answered (RTPProxy's format, the switch's counts added).
+        q = await cl.cmd("Q call1 ftag;1 ttag;1")
+        assert q is not None and len(q.split()) == 5
+        # D: reply passes through; entries go.
+        assert await cl.cmd("D call1 ftag ttag") == "0\n"
+        await wait_for(lambda: not app.offloader.plans)
+        assert await relays(probe) == {}
+        assert await legs(probe) == {}
+        assert len(app.table) == 0
+        cl.close()
+
+
+async def test_reinvite_rekeys(tmp_path: Path, sw: Softswitch, probe: SwitchClient) -> None:
+    cfg = settings(tmp_path, switch=sw.address)
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        await cl.cmd("U call2 198.18.1.10 6000 f1;1")
+        await cl.cmd("L call2 198.18.2.10 7000 f1;1 t1;1")
+        await wait_for(lambda: app.offloader.plans)
+        # Callee re-INVITE (tags swapped) moves its media to 7100.
+        r = await cl.cmd("U call2 198.18.2.10 7100 t1;1 f1;1")
+        assert r is not None and r.split()[0].isdigit()
+        await cl.cmd("L call2 198.18.1.10 6000 t1;1 f1;1")
+        await wait_for(lambda: any(k[2] == 7100 for k in app.offloader.by_key))
+        await app.offloader.drained()
+        got = await relays(probe)
+        assert len(got) == 4
+        assert {k[2] for k in got} == {6000, 6001, 7100, 7101}
+        lg = await legs(probe)
+        assert sorted(v["dst_port"] for v in lg.values()) == [6000, 7100]  # type: ignore[type-var]
+        s = next(iter(app.table))
+        assert s.state is OffloadState.OFFLOADED
+        await cl.cmd("D call2 f1 t1")
+        await wait_for(lambda: not app.offloader.plans)
+        assert await relays(probe) == {}
+        cl.close()
+
+
+async def test_record_takes_back_and_norecord_returns(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    cfg = settings(tmp_path, switch=sw.address, embedded_args=["-r", str(tmp_path)])
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        await cl.cmd("U call3 198.18.1.10 6000 f;1")
+        await cl.cmd("L call3 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: app.offloader.plans)
+        r = await cl.cmd("R call3 f t")
+        assert r == "0\n", r
+        await wait_for(lambda: not app.offloader.plans)
+        assert await relays(probe) == {}
+        s = next(iter(app.table))
+        assert s.state is OffloadState.HELD and s.reason == "recording"
+        assert await cl.cmd("N call3 f t") == "0\n"
+        await wait_for(lambda: app.offloader.plans)
+        assert len(await relays(probe)) == 4
+        # Repacketising (z) never goes to the switch.
+        await cl.cmd("Uz20 call4 198.18.1.11 6000 g;1")
+        await cl.cmd("L call4 198.18.2.11 7000 g;1 h;1")
+        await app.offloader.drained()
+        s4 = next(s for s in app.table if s.call_id == "call4")
+        assert s4.state is OffloadState.HELD and s4.reason == "repacketising"
+        # X removes every entry.
+        assert await cl.cmd("X") == "0\n"
+        await wait_for(lambda: not app.offloader.plans)
+        assert await relays(probe) == {} and await legs(probe) == {}
+        cl.close()
+
+
+async def test_fail_open_switch_unreachable(tmp_path: Path) -> None:
+    from harness import free_port
+
+    cfg = settings(tmp_path, switch=f"127.0.0.1:{free_port()}")
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        r = await cl.cmd("U call5 198.18.1.10 6000 f;1")
+        assert r is not None and r.split()[0].isdigit()
+        r = await cl.cmd("L call5 198.18.2.10 7000 f;1 t;1")
+        assert r is not None and r.split()[0].isdigit()
+        await app.offloader.drained()
+        s = next(iter(app.table))
+        assert s.state is OffloadState.FALLBACK and s.reason == "switch_unreachable"
+        assert await cl.cmd("D call5 f t") == "0\n"
+        cl.close()
+
+
+async def test_fail_open_table_full(tmp_path: Path, probe: SwitchClient) -> None:
+    with softswitch(["--relay-entries", "4"]) as small:
+        cfg = settings(tmp_path, switch=small.address)
+        async with running_agent(cfg) as app:
+            cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+            for n in (1, 2):
+                await cl.cmd(f"U full{n} 198.18.1.1{n} 6000 f;1")
+                await cl.cmd(f"L full{n} 198.18.2.1{n} 7000 f;1 t;1")
+            await app.offloader.drained()
+            states = {s.call_id: (s.state, s.reason) for s in app.table}
+            assert sorted(v[0].value for v in states.values()) == ["fallback", "offloaded"], states
+            assert ("fallback", "table_full") in {(v[0].value, v[1]) for v in states.values()}
+            # The refused call left nothing behind: exactly one call's entries.
+            sc = SwitchClient(small.address, client_id=8)
+            await sc.connect()
+            assert len(await relays(sc)) == 4 and len(await legs(sc)) == 2
+            await sc.close()
+            cl.close()
