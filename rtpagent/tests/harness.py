@@ -146,18 +146,18 @@ class Client:
         self.sock.setblocking(False)
         self.n = 0
 
-    async def raw(self, data: bytes, timeout: float = 3.0) -> bytes | None:
+    async def raw(self, data: bytes, wait: float = 3.0) -> bytes | None:
         loop = asyncio.get_running_loop()
         await loop.sock_sendto(self.sock, data, self.addr)
         try:
-            return await asyncio.wait_for(loop.sock_recv(self.sock, 65536), timeout)
+            return await asyncio.wait_for(loop.sock_recv(self.sock, 65536), wait)
         except TimeoutError:
             return None
 
-    async def cmd(self, body: str, timeout: float = 3.0) -> str | None:
+    async def cmd(self, body: str, wait: float = 3.0) -> str | None:
         self.n += 1
         cookie = f"t{self.n}"
-        got = await self.raw(f"{cookie} {body}".encode(), timeout)
+        got = await self.raw(f"{cookie} {body}".encode(), wait)
         if got is None:
             return None
         text = got.decode()
@@ -199,8 +199,8 @@ async def running_agent(cfg: Settings) -> AsyncIterator[App]:
         await app.stop()
 
 
-async def wait_for(pred: Any, timeout: float = 5.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + timeout
+async def wait_for(pred: Any, within: float = 5.0, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + within
     while True:
         r = pred()
         if asyncio.iscoroutine(r):
