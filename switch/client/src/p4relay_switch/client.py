@@ -204,6 +204,7 @@ class SwitchClient:
         self._queue: asyncio.Queue[Notification] = asyncio.Queue(notification_queue_size)
         self._callbacks: list[Callable[[Notification], Awaitable[None] | None]] = []
         self._closed = False
+        self._up = False  # bound and streaming; the schema is kept across outages
         self.dropped_notifications = 0  # queue full: counted, logged, never silent
 
     # -------------------------------------------------------------- session
@@ -223,7 +224,7 @@ class SwitchClient:
 
     @property
     def connected(self) -> bool:
-        return self._schema is not None and not self._closed
+        return self._up and not self._closed
 
     async def connect(self) -> None:
         """Subscribe, bind and load the schema; raises SwitchUnavailableError after
@@ -233,6 +234,7 @@ class SwitchClient:
         self._stream_task = asyncio.create_task(self._stream_loop(), name="bfrt-stream")
 
     async def _open(self) -> None:
+        self._up = False
         await self._close_channel()
         channel = grpc.aio.insecure_channel(
             self.address,
@@ -253,6 +255,7 @@ class SwitchClient:
         await self._subscribe()
         await self._bind()
         await self._load_schema()
+        self._up = True
         log.info("switch.connected", address=self.address, client_id=self.client_id)
 
     async def _subscribe(self) -> None:
@@ -337,7 +340,7 @@ class SwitchClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._close_channel()
-        self._schema = None
+        self._up = False
 
     async def _close_channel(self) -> None:
         if self._stream is not None:
@@ -390,7 +393,7 @@ class SwitchClient:
                 if self._closed:
                     return
                 log.warning("switch.stream_lost", error=str(e), address=self.address)
-                self._schema = None
+                self._up = False
                 if not self.reconnect_enabled:
                     return
             # Reconnect with backoff until it works or close() is called.

@@ -376,7 +376,10 @@ class Pipeline:
         be unchanged; if they change, remove_call + install_call."""
         c = self.client
         await c.write(
-            [c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d)) for d in call.directions]
+            [
+                c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d))
+                for d in call.directions
+            ]
         )
 
     async def remove_call(self, call: RelayCall, *, missing_ok: bool = False) -> None:
