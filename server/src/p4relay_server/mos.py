@@ -72,7 +72,8 @@ def r_to_mos(r: float) -> float:
         return 1.0
     if r >= 100:
         return 4.5
-    return 1 + 0.035 * r + r * (r - 60) * (100 - r) * 7e-6
+    # The polynomial dips just below 1 for R < ~6.5; MOS is 1..4.5 by definition.
+    return max(1.0, 1 + 0.035 * r + r * (r - 60) * (100 - r) * 7e-6)
 
 
 def r_factor(
