@@ -1,0 +1,106 @@
+"""Schema resolution and value encoding, on the softswitch's real bfrt.json."""
+
+from __future__ import annotations
+
+import ipaddress
+
+import pytest
+from p4relay_switch import EncodeError, Lpm, Range, Schema, SchemaError, Ternary, codec
+from p4relay_switch import pipeline as pl
+from p4relay_switch.schema import FieldInfo
+from softswitch import dump
+
+
+@pytest.fixture(scope="module")
+def schema() -> Schema:
+    return Schema.from_json(dump("--dump-bfrt-json"), dump("--dump-fixed-bfrt-json"))
+
+
+def test_names_resolve(schema: Schema) -> None:
+    relay = schema.table(pl.RELAY)
+    assert schema.table("Ingress.relay") is relay  # unique suffix
+    assert schema.table_by_id(relay.id) is relay
+    assert relay.key(pl.K_SRC_ADDR).bits == 32
+    assert relay.key(pl.K_DST_PORT).match_type == "Exact"
+    leg = relay.action(pl.A_RELAY_LEG)
+    assert relay.action("relay_leg") is leg
+    assert [p for p in leg.params] == ["leg", "rtcp"]
+    assert relay.data_field(pl.TTL).bits == 32
+    assert relay.data_field(pl.COUNTER_PKTS).bits == 64
+    assert relay.data_field("leg", leg).bits == 21
+    assert "IdleTimeout" in relay.attributes
+    assert schema.learn("learn").name == pl.LEARN_DIGEST
+    assert schema.table("$PORT_STAT").key("$DEV_PORT").bits == 32
+    assert schema.table("tf1.tm.port.sched_shaping").data["unit"].type == "string"
+
+
+def test_unknown_names_are_schema_errors(schema: Schema) -> None:
+    with pytest.raises(SchemaError, match="no table"):
+        schema.table("pipe.Ingress.nope")
+    with pytest.raises(SchemaError, match="no key field"):
+        schema.table(pl.RELAY).key("hdr.ipv4.ttl")
+    with pytest.raises(SchemaError, match="no action"):
+        schema.table(pl.RELAY).action("Ingress.forward")
+    with pytest.raises(SchemaError, match="no data field"):
+        schema.table(pl.NEXTHOP).data_field("$ENTRY_TTL")
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        Schema.from_json("{")
+    with pytest.raises(SchemaError, match="malformed"):
+        Schema.from_json('{"tables": [{"name": "x"}]}')
+
+
+def test_ambiguous_suffix() -> None:
+    doc = {"tables": [{"name": "pipe.A.t", "id": 1}, {"name": "pipe.B.t", "id": 2}]}
+    with pytest.raises(SchemaError, match="ambiguous"):
+        Schema.from_json(doc).table("t")
+
+
+def f(bits: int, match: str = "Exact", type_: str = "bytes") -> FieldInfo:
+    return FieldInfo(id=1, name="x", type=type_, bits=bits, match_type=match)
+
+
+def test_int_values() -> None:
+    assert codec.to_int("198.18.0.10") == int(ipaddress.IPv4Address("198.18.0.10"))
+    assert codec.to_int("02:00:00:00:00:01") == 0x020000000001
+    assert codec.to_int(b"\x01\x00") == 256
+    assert codec.to_int("0x10") == 16
+    assert codec.encode_int(5, f(9)) == b"\x00\x05"
+    assert codec.encode_int(511, f(9)) == b"\x01\xff"
+    assert codec.encode_int((1 << 21) - 1, f(21)) == b"\x1f\xff\xff"
+    for bad in (512, -1):
+        with pytest.raises(EncodeError, match="does not fit"):
+            codec.encode_int(bad, f(9))
+    for junk in ("02:00:00", "zz:00:00:00:00:01", "hello", "1.2.3.4.5"):
+        with pytest.raises(EncodeError):
+            codec.to_int(junk)
+
+
+def test_key_fields() -> None:
+    k = codec.key_field(f(32, "LPM"), Lpm("198.18.0.0", 15))
+    assert (k.lpm.value, k.lpm.prefix_len) == (b"\xc6\x12\x00\x00", 15)
+    assert codec.decode_key_field(None, k) == Lpm(0xC6120000, 15)
+    with pytest.raises(EncodeError, match="prefix length"):
+        codec.key_field(f(32, "LPM"), Lpm(0, 33))
+    r = codec.key_field(f(16, "Range"), Range(20000, 29999))
+    assert codec.decode_key_field(None, r) == Range(20000, 29999)
+    with pytest.raises(EncodeError, match="low > high"):
+        codec.key_field(f(16, "Range"), Range(2, 1))
+    t = codec.key_field(f(8, "Ternary"), Ternary(0x12, 0xF0))
+    assert codec.decode_key_field(None, t) == Ternary(0x12, 0xF0)
+    with pytest.raises(EncodeError, match="is Exact"):
+        codec.key_field(f(16), Range(1, 2))
+
+
+def test_data_fields() -> None:
+    s = FieldInfo(id=2, name="unit", type="string", bits=0, choices=("BPS", "PPS"))
+    assert codec.decode_data_field(codec.data_field(s, "BPS")) == "BPS"
+    with pytest.raises(EncodeError, match="not one of"):
+        codec.data_field(s, "bps")
+    b = FieldInfo(id=3, name="en", type="bool", bits=0)
+    assert codec.decode_data_field(codec.data_field(b, True)) is True
+    u = FieldInfo(id=4, name="n", type="uint64", bits=64)
+    assert codec.decode_data_field(codec.data_field(u, 2**40)) == 2**40
+    with pytest.raises(EncodeError):
+        codec.data_field(u, 1.5)
+    with pytest.raises(EncodeError):
+        codec.data_field(b, "yes")
