@@ -168,7 +168,7 @@ class Agent:
             key, eq, num = v.partition("=")
             if not eq:
                 num, key = key, name
-            if key in extra and num.isdigit():
+            if key in extra and (num.isascii() and num.isdigit()):
                 num = str(int(num) + extra[key])
             outv.append(f"{key}={num}" if eq else num)
         return " ".join(outv) + sep + subc + nl + tail
@@ -198,7 +198,7 @@ class Agent:
             key, eq, num = v.partition("=")
             if not eq:
                 num = key
-            if name in ("npkts_rcvd", "npkts_relayed") and num.isdigit():
+            if name in ("npkts_rcvd", "npkts_relayed") and (num.isascii() and num.isdigit()):
                 num = str(int(num) + extra)
             outv.append(f"{name}={num}" if eq else num)
         return " ".join(outv) + nl + tail

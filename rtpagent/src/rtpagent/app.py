@@ -147,8 +147,9 @@ class App:
         from .embedded import start
 
         control = "udp:127.0.0.1:22223"
-        if self.cfg.listen and parse_spec(self.cfg.listen[0]).port:
-            control = f"udp:127.0.0.1:{parse_spec(self.cfg.listen[0]).port + 1}"
+        ports = [parse_spec(s).port for s in self.cfg.listen if parse_spec(s).port]
+        if ports:  # next to the agent's own port, as the port plan has it
+            control = f"udp:127.0.0.1:{ports[0] + 1}"
         lo, hi = Settings.port_range(self.cfg.embedded_ports)
         extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), *self.cfg.embedded_args]
         if self.cfg.notify_listen:

@@ -182,7 +182,7 @@ def _parse_ul_modifiers(mods: str) -> ULOptions:
             intl += 1
         elif c == "z":
             j = i
-            while j < n and mods[j].isdigit():
+            while j < n and mods[j] in "0123456789":
                 j += 1
             if j == i or not 0 < int(mods[i:j]) < 1000:
                 raise ProtocolError(13, f"invalid ptime in modifiers {mods!r}")
@@ -190,7 +190,7 @@ def _parse_ul_modifiers(mods: str) -> ULOptions:
             i = j
         elif c == "c":
             j = i
-            while j < n and (mods[j].isdigit() or mods[j] == ","):
+            while j < n and mods[j] in "0123456789,":
                 j += 1
             if j == i or codecs:
                 raise ProtocolError(14, f"invalid codec list in modifiers {mods!r}")
@@ -220,7 +220,7 @@ def _extract_addr(mods: str, i: int) -> tuple[int, str]:
             return i, ""
         return end + 1, mods[i + 1 : end]
     j = i
-    while j < len(mods) and (mods[j].isdigit() or mods[j] in ".:abcdefABCDEF"):
+    while j < len(mods) and mods[j] in "0123456789.:abcdefABCDEF":
         # IPv4 dotted quad; a bare IPv6 literal must be bracketed.
         if mods[j] in ":abcdefABCDEF" and "." in mods[i:j]:
             break
@@ -348,11 +348,15 @@ def parse_reply(body: str) -> Reply:
     text = body.rstrip("\r\n\x00")
     first = text.split(" && ", 1)[0]  # subcommand results follow ` && `
     tokens = first.split()
-    if len(tokens) == 1 and tokens[0][:1] == "E" and tokens[0][1:].isdigit():
+    if (
+        len(tokens) == 1
+        and tokens[0][:1] == "E"
+        and (tokens[0][1:].isascii() and tokens[0][1:].isdigit())
+    ):
         return Reply(text, error=int(tokens[0][1:]))
     nums: list[int] = []
     for t in tokens:
-        if t.lstrip("-").isdigit():
+        if t.lstrip("-").isascii() and t.lstrip("-").isdigit():
             nums.append(int(t))
         else:
             break

@@ -41,7 +41,7 @@ def parse_spec(text: str) -> SocketSpec:
         port_s = port_s.lstrip(":")
     else:
         host, _, port_s = rest.rpartition(":")
-    if not host or not port_s.isdigit() or not 0 < int(port_s) < 65536:
+    if not host or not (port_s.isascii() and port_s.isdigit()) or not 0 < int(port_s) < 65536:
         raise ValueError(f"socket spec {text!r}: expected host:port")
     try:
         ip = ipaddress.ip_address(host)

@@ -103,7 +103,7 @@ class Session:
     @property
     def medianum(self) -> int:
         _, _, num = self.tag.rpartition(";")
-        return int(num) if num.isdigit() else 1
+        return int(num) if (num.isascii() and num.isdigit()) else 1
 
     def held_back_reason(self) -> str | None:
         """Why RTPProxy must carry this session's media itself, if it must."""
@@ -143,7 +143,7 @@ def compare_tags(session_tag: str, tag: str) -> int:
     if session_tag == tag:
         return 1
     base, sep, num = session_tag.rpartition(";")
-    if sep and num.isdigit() and base == tag:
+    if sep and (num.isascii() and num.isdigit()) and base == tag:
         return 2
     return 0
 

@@ -29,7 +29,7 @@ class Outcome:
 
 def _endpoint(addr: str | None, port: str | None) -> tuple[Endpoint | None, bool]:
     """SDP address -> (endpoint, on_hold). Invalid -> (None, False)."""
-    if addr is None or port is None or not port.isdigit():
+    if addr is None or port is None or not (port.isascii() and port.isdigit()):
         return None, False
     try:
         ip = ipaddress.ip_address(addr)
@@ -50,7 +50,7 @@ def _restate_mods(mods: str) -> str:
         if ch in "zZ":
             skip_digits = True
             continue
-        if skip_digits and ch.isdigit():
+        if skip_digits and (ch.isascii() and ch.isdigit()):
             continue
         skip_digits = False
         if ch in "nNwW":

@@ -1,0 +1,176 @@
+"""Control path against the real RTPProxy (rtp.io): pass-through, bad input,
+retransmissions, stream sockets, both timeout directions."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+from fakeswitch import FakeSwitch
+from harness import Client, free_port, free_udp_pair, settings, wait_for
+from rtpagent.app import App
+from rtpagent.protocol import MAX_COMMAND_BYTES
+from rtpagent.state import OffloadState
+
+from rtpagent import metrics
+
+
+async def start(tmp: Path, fake: FakeSwitch | None = None, **kw: object) -> tuple[App, Client]:
+    cfg = settings(tmp, switch="fake:1", **kw)
+    app = App(cfg, switch=fake or FakeSwitch())
+    await app.start()
+    return app, Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+
+
+async def test_replies_pass_through_like_rtpproxy(tmp_path: Path) -> None:
+    app, cl = await start(tmp_path)
+    direct = Client(int(app.upstream.spec.port))  # type: ignore[union-attr]
+    try:
+        for body in (
+            "V",
+            "VF 20081224",
+            "VF 20991231",
+            "bogus",
+            "U",
+            "Q nocall f t",
+            "D nocall f",
+            "U c 1.2.3.999 5000 f",
+            "Ux c 1.2.3.4 5000 f",
+            "Ix",
+            "G nsess_created",
+        ):
+            via_agent = await cl.cmd(body)
+            straight = await direct.cmd(body)
+            assert via_agent is not None, body
+            if body.startswith("G"):
+                assert via_agent.split()[0].isdigit()
+            else:
+                assert via_agent == straight, (body, via_agent, straight)
+        # garbage bytes: RTPProxy's answer comes back, the agent lives on
+        r = await cl.raw(b"ck1 \xff\xfe\x00U\x01")
+        assert r is not None and r.startswith(b"ck1 E")
+        assert await cl.cmd("V") == "20040107\n"
+    finally:
+        await app.stop()
+        cl.close()
+        direct.close()
+
+
+async def test_bad_input_answered_never_crashes(tmp_path: Path) -> None:
+    app, cl = await start(tmp_path)
+    try:
+        assert await cl.raw(b"onlycookie") == b"onlycookie E5\n"
+        big = b"ck2 U " + b"x" * MAX_COMMAND_BYTES
+        assert await cl.raw(big) == b"ck2 E25\n"
+        assert await cl.raw(b"", wait=0.3) is None  # nothing to answer, like RTPProxy
+        for body in (
+            "U c1 999.1.1.1 70000 f",
+            "L c1 1.2.3.4 -5 f t",
+            "U c1 1.2.3.4 0 f",
+            "Dz c f",
+            "Uz c1 1.2.3.4 5 f",
+            "U " + "a" * 600 + " 1.2.3.4 5 f",
+        ):
+            r = await cl.cmd(body)
+            assert r is not None, body
+        assert await cl.cmd("V") == "20040107\n"
+        assert metrics.BAD_INPUT.labels("command")._value.get() > 0
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_rtpproxy_silent(tmp_path: Path) -> None:
+    port = free_port(socket.SOCK_DGRAM)  # nobody listens there
+    app, cl = await start(tmp_path, rtpproxy=f"udp:127.0.0.1:{port}", notify_listen="")
+    try:
+        before = metrics.UPSTREAM_TIMEOUTS._value.get()
+        assert await cl.cmd("V", wait=2.0) is None
+        assert metrics.UPSTREAM_TIMEOUTS._value.get() == before + 1
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_retransmission_executes_once(tmp_path: Path) -> None:
+    app, cl = await start(tmp_path)
+    try:
+        a = await cl.raw(b"same U rc 198.18.1.10 6000 f;1")
+        b = await cl.raw(b"same U rc 198.18.1.10 6000 f;1")
+        assert a == b and a is not None
+        assert len(app.table) == 1
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_unix_stream_socket(tmp_path: Path) -> None:
+    path = tmp_path / "agent.sock"
+    port = free_udp_pair()
+    cfg_listen = [f"udp:127.0.0.1:{port}", f"unix:{path}"]
+    app, cl = await start(tmp_path, listen=cfg_listen)
+    try:
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(b"V")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.read(100), 3) == b"20040107\n"
+        writer.write(b"U st 198.18.1.10 6000 f;1")
+        await writer.drain()
+        reply = await asyncio.wait_for(reader.read(100), 3)
+        assert reply.split()[0].isdigit()
+        writer.close()
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def _sip_notify_server() -> tuple[asyncio.Server, int, list[bytes]]:
+    got: list[bytes] = []
+
+    async def conn(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while line := await r.readline():
+            got.append(line)
+
+    port = free_port()
+    return await asyncio.start_server(conn, "127.0.0.1", port), port, got
+
+
+async def test_no_false_rtpproxy_timeout_for_offloaded(tmp_path: Path) -> None:
+    srv, port, got = await _sip_notify_server()
+    fake = FakeSwitch()
+    app, cl = await start(
+        tmp_path, fake, rtpproxy_ttl=2.0, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+    )
+    try:
+        await cl.cmd(f"U tt 198.18.1.10 6000 f;1 tcp:127.0.0.1:{port} tag1")
+        await cl.cmd("L tt 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: fake.relays)
+        await asyncio.sleep(5.0)  # > 2 TTLs without a packet at RTPProxy
+        q = await cl.cmd("Q tt f;1 t;1")
+        assert q is not None and not q.startswith("E"), q
+        assert got == []
+        assert next(iter(app.table)).state is OffloadState.OFFLOADED
+    finally:
+        await app.stop()
+        cl.close()
+        srv.close()
+
+
+async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -> None:
+    srv, port, got = await _sip_notify_server()
+    fake = FakeSwitch()
+    fake.up = False  # the call stays on RTPProxy (fail-open)
+    app, cl = await start(
+        tmp_path, fake, rtpproxy_ttl=2.0, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+    )
+    try:
+        await cl.cmd(f"U to 198.18.1.10 6000 f;1 tcp:127.0.0.1:{port} dlg%3A7")
+        await cl.cmd("L to 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: got, within=10.0)
+        assert got == [b"dlg:7\n"]
+        await wait_for(lambda: len(app.table) == 0)
+    finally:
+        await app.stop()
+        cl.close()
+        srv.close()

@@ -1,0 +1,183 @@
+"""Parsers: known shapes and fuzzing (hypothesis, bounded)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rtpagent.protocol import (
+    MAX_COMMAND_BYTES,
+    Op,
+    ProtocolError,
+    parse_command,
+    parse_reply,
+    split_cookie,
+    with_notify,
+)
+from rtpagent.sockets import parse_spec
+from rtpagent.state import Session, SessionTable, compare_tags
+
+
+def test_update_with_everything() -> None:
+    c = parse_command("Uac0,8,101z20e cid 198.18.1.10 6000 ft;1 tt;1 tcp:127.0.0.1:22225 a%20b")
+    assert c.op is Op.UPDATE and c.parse_error is None
+    assert c.ul is not None and c.ul.asymmetric and c.ul.codecs == (0, 8, 101) and c.ul.ptime == 20
+    assert c.ul.external == 1
+    assert (c.call_id, c.from_tag, c.to_tag) == ("cid", "ft;1", "tt;1")
+    assert (c.notify_socket, c.notify_tag) == ("tcp:127.0.0.1:22225", "a%20b")
+    assert with_notify(c, "tcp:127.0.0.1:22224", "x") == (
+        "Uac0,8,101z20e cid 198.18.1.10 6000 ft;1 tt;1 tcp:127.0.0.1:22224 x"
+    )
+
+
+def test_update_notify_without_to_tag() -> None:
+    c = parse_command("U cid 1.2.3.4 5000 ft unix:/tmp/s tag")
+    assert c.to_tag is None and c.notify_socket == "unix:/tmp/s" and c.notify_tag == "tag"
+
+
+@pytest.mark.parametrize(
+    ("body", "op", "code"),
+    [
+        ("", Op.UNKNOWN, 5),
+        ("Y x", Op.UNKNOWN, 0),
+        ("U", Op.UPDATE, 1),
+        ("Ux c 1.2.3.4 5 f", Op.UPDATE, 35),
+        ("Uz c 1.2.3.4 5 f", Op.UPDATE, 13),
+        ("Uz1000 c 1.2.3.4 5 f", Op.UPDATE, 13),
+        ("Uc c 1.2.3.4 5 f", Op.UPDATE, 14),
+        ("D c", Op.DELETE, 1),
+        ("V x", Op.VERSION, 1),
+    ],
+)
+def test_malformed_commands(body: str, op: Op, code: int) -> None:
+    c = parse_command(body)
+    assert c.op is op
+    assert c.parse_error is not None and c.parse_error.code == code
+
+
+def test_other_commands() -> None:
+    assert parse_command("VF 20081224").op is Op.VER_FEATURE
+    assert parse_command("V").op is Op.VERSION
+    q = parse_command("Qv cid f t ttl npkts_ina")
+    assert q.op is Op.QUERY and q.to_tag == "t" and q.modifiers == "v"
+    p = parse_command("P3 cid prompt 0,8 f t")
+    assert p.op is Op.PLAY and p.from_tag == "f" and p.to_tag == "t"
+    assert parse_command("C cid rec f t").from_tag == "f"
+    assert parse_command("X").op is Op.DELETE_ALL
+    assert parse_command("Ib").op is Op.INFO
+
+
+def test_replies() -> None:
+    r = parse_reply("35000 198.18.0.10\n")
+    assert r.ok and r.port == 35000 and r.addr == "198.18.0.10" and not r.ipv6
+    assert parse_reply("35000 ::1 6\n").ipv6
+    assert parse_reply("E50\n").error == 50
+    assert parse_reply("0\n").port == 0
+    assert parse_reply("35000 127.0.0.1 && 0\n").port == 35000
+
+
+def test_cookie_split() -> None:
+    d = split_cookie(b"abc U c 1.2.3.4 5 f\n")
+    assert d.cookie == "abc" and d.body == "U c 1.2.3.4 5 f"
+    with pytest.raises(ProtocolError) as e:
+        split_cookie(b"justcookie")
+    assert e.value.code == 5 and e.value.cookie == "justcookie"
+    with pytest.raises(ProtocolError) as e:
+        split_cookie(b"big " + b"x" * MAX_COMMAND_BYTES)
+    assert e.value.code == 25 and e.value.cookie == "big"
+
+
+def test_specs() -> None:
+    assert str(parse_spec("udp:127.0.0.1:22222")) == "udp:127.0.0.1:22222"
+    assert parse_spec("udp6:[::1]:22222").host == "::1"
+    assert parse_spec("unix:/run/rtpproxy.sock").path == "/run/rtpproxy.sock"
+    for bad in (
+        "udp:127.0.0.1",
+        "udp:host:1",
+        "udp6:127.0.0.1:5",
+        "tcp:1.2.3.4:70000",
+        "ftp:x",
+        "unix:",
+    ):
+        with pytest.raises(ValueError):
+            parse_spec(bad)
+
+
+def test_tag_matching() -> None:
+    assert compare_tags("ft;1", "ft;1") == 1
+    assert compare_tags("ft;1", "ft") == 2
+    assert compare_tags("ft;1", "other") == 0
+    t = SessionTable()
+    s = Session("cid", "ft;1", to_tag="tt;1")
+    t.add(s)
+    assert t.find_stream("cid", "ft;1", None) == (s, 0)
+    assert t.find_stream("cid", "tt;1", "ft;1") == (s, 1)
+    assert t.find_stream("cid", "tt;1", "ft") == (s, 1)  # medianum taken from the from-tag
+    assert t.find_stream("cid", "tt", "ft") is None
+    assert [x for x, _ in t.matching_delete("cid", "ft", "tt")] == [s]
+
+
+TOKENS = st.sampled_from(
+    [
+        "U",
+        "L",
+        "D",
+        "Q",
+        "V",
+        "VF",
+        "I",
+        "G",
+        "R",
+        "C",
+        "P",
+        "S",
+        "N",
+        "X",
+        "Uac0,8z20",
+        "Lc",
+        "Dw",
+        "cid",
+        "1.2.3.4",
+        "::1",
+        "0.0.0.0",
+        "6000",
+        "99999",
+        "-1",
+        "ft;1",
+        "tt;1",
+        "tcp:127.0.0.1:1",
+        "unix:/x",
+        "%zz",
+        "&&",
+        "\t",
+        "é",
+        "\x00",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(TOKENS | st.text(max_size=12), max_size=10))
+def test_fuzz_command_never_raises(tokens: list[str]) -> None:
+    c = parse_command(" ".join(tokens))
+    assert isinstance(c.op, Op)
+    if c.op is Op.UPDATE and c.parse_error is None and c.notify_socket is not None:
+        assert with_notify(c, "tcp:127.0.0.1:1", "t").split()[0] == c.word
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300))
+def test_fuzz_datagram(data: bytes) -> None:
+    try:
+        d = split_cookie(data)
+    except ProtocolError as e:
+        assert e.code in (5, 25)
+        return
+    parse_command(d.body)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=200))
+def test_fuzz_reply(text: str) -> None:
+    r = parse_reply(text)
+    assert r.port is None or 0 <= r.port <= 65535
