@@ -3,7 +3,7 @@
  * relay_addr: which destination address:port-range is a relay (RTPProxy)
  *   address. A hit there that misses `relay` is forwarded unchanged (to the
  *   relay server) and may raise the learning digest (LearnFilter).
- * relay: exact 4-tuple of UDP -> (leg, rtcp). One entry carries only ~21 bits
+ * relay: exact 4-tuple of UDP -> (leg, rtcp). One entry carries only 22 bits
  *   of action data (immediate in the match word), so a relay entry fits one
  *   128-bit SRAM word; direct counter and idle timeout (notify mode, set via
  *   the IdleTimeout attribute) per entry.

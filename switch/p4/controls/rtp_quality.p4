@@ -136,9 +136,9 @@ control RtpQuality(
                     abs_d = ig_md.rtp_transit_delta;
                 }
                 jitter = read_jitter.execute(ig_md.leg);
-                ig_md.jitter_plus_8 = jitter + 8;
+                ig_md.jitter_plus_8 = jitter + JITTER_ROUND;
                 ig_md.jitter_grown = jitter + abs_d;
-                ig_md.jitter_decay = ig_md.jitter_plus_8 >> 4;
+                ig_md.jitter_decay = ig_md.jitter_plus_8 >> JITTER_SHIFT;
                 ig_md.resubmit.setValid();
                 ig_md.resubmit.leg = ig_md.leg;
                 ig_md.resubmit._pad = 0;

@@ -6,10 +6,11 @@ typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
 typedef bit<16> l4_port_t;
 typedef bit<16> nexthop_id_t;
-/* Session-direction index: 20 bits in the contract (relay_leg.leg), so a
- * larger build needs no control-plane change. Registers and leg_rewrite hold
- * LEG_TABLE_SIZE of them; the client keeps leg < LEG_TABLE_SIZE. */
-typedef bit<20> leg_t;
+/* Session-direction index: 21 bits in the contract (relay_leg.leg; 2^21
+ * legs = 1M sessions x 2 directions on the software switch), so a larger
+ * build needs no control-plane change. Registers and leg_rewrite hold
+ * LEG_TABLE_SIZE of them per pipe; the client keeps leg < LEG_TABLE_SIZE. */
+typedef bit<21> leg_t;
 
 typedef bit<16> ether_type_t;
 const ether_type_t ETHERTYPE_IPV4 = 16w0x0800;
@@ -35,6 +36,16 @@ const bit<3> RESUBMIT_TYPE_JITTER = 1;
 #ifndef CPU_PORT
 #define CPU_PORT 64
 #endif
+
+/* contract [config] rtp_clock_hz: RtpClock's shift constants are for 8 kHz. */
+#define RTP_CLOCK_HZ 8000
+#if RTP_CLOCK_HZ != 8000
+#error "RtpClock converts ns to an 8 kHz clock; other rates need other shifts"
+#endif
+/* contract [config] jitter_shift: J is stored scaled by 2^JITTER_SHIFT and
+ * moves by 1/2^JITTER_SHIFT of the difference per packet (RFC 3550 A.8). */
+#define JITTER_SHIFT 4
+#define JITTER_ROUND 8      /* 2^(JITTER_SHIFT - 1): A.8's "+ 8" */
 
 /* RTP sequence numbers are "newer" when (seq - max) mod 2^16 is below half the space. */
 const bit<16> RTP_SEQ_HALF_RANGE = 16w0x8000;

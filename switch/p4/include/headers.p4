@@ -58,7 +58,7 @@ header rtp_h {
  * computed in the first pass and written in the second. */
 header jitter_resubmit_h {
     leg_t   leg;
-    bit<12> _pad;
+    bit<11> _pad;
     bit<32> jitter;
 }
 

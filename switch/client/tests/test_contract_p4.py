@@ -1,0 +1,878 @@
+"""The Tofino program (switch/p4) declares exactly the contract's names.
+
+No P4 compiler runs here, so this test models what bf-p4c does with the
+source: a small C preprocessor (#include/#define/#if/#error), a parser for the
+P4_16 subset the program uses, and bf-p4c's naming for bfrt.json:
+
+  tables     pipe.<Control>.<table>     (nested control instances add
+  registers  pipe.<Control>.<register>   ".<instance>" to the path; an
+  actions    <Control>.<action>          @name(".abs") replaces the whole path)
+  digests    pipe.<Deparser>.<digest>, fields by struct member name
+  keys       by P4 expression; range/ternary tables add $MATCH_PRIORITY
+  data       direct counter -> $COUNTER_SPEC_*, idle_timeout -> $ENTRY_TTL
+
+The synthesized bfrt.json goes through the same checker as the software
+switch's (contract_check.check_program); sizes, default actions and the
+[config] values are checked on top. Mutated sources must fail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from contract_check import check_program, load_contract
+
+P4_ROOT = Path(__file__).resolve().parents[2] / "p4"
+MAIN = "p4relay.p4"
+
+# Types that come from tna.p4 / core.p4 (system includes are not read).
+BUILTIN_WIDTHS = {
+    "PortId_t": 9,
+    "MulticastGroupId_t": 16,
+    "QueueId_t": 5,
+    "MirrorId_t": 10,
+    "ReplicationId_t": 16,
+    "bool": 1,
+}
+BUILTIN_ACTIONS = {"NoAction"}
+MATCH_KINDS = {"exact": "Exact", "lpm": "LPM", "range": "Range", "ternary": "Ternary"}
+
+
+class P4ModelError(Exception):
+    """The source is outside what this model (and, presumably, bf-p4c) accepts."""
+
+
+# ---------------------------------------------------------------- preprocessor
+
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
+def _strip_comments(text: str) -> str:
+    # keep line structure so directives stay on their own lines
+    return _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
+class Preprocessor:
+    """Object-like macros, #include "..." (system includes skipped), #if with
+    defined()/!/&&/||/comparisons, #ifdef/#ifndef/#else/#endif, #error."""
+
+    def __init__(self, root: Path, defines: dict[str, str], overrides: dict[str, str]) -> None:
+        self.root = root
+        self.macros = dict(defines)
+        self.overrides = overrides
+
+    def _read(self, rel: str) -> str:
+        if rel in self.overrides:
+            return self.overrides[rel]
+        return (self.root / rel).read_text()
+
+    def run(self, rel: str) -> str:
+        out: list[str] = []
+        self._file(rel, out)
+        return "\n".join(out)
+
+    def _file(self, rel: str, out: list[str]) -> None:
+        text = _strip_comments(self._read(rel))
+        base = str(Path(rel).parent)
+        stack: list[tuple[bool, bool]] = []  # (this branch active, any branch taken)
+
+        def active() -> bool:
+            return all(a for a, _ in stack)
+
+        for line in text.split("\n"):
+            s = line.strip()
+            if not s.startswith("#"):
+                if active():
+                    out.append(self.expand(line))
+                continue
+            d = s[1:].strip()
+            word, _, rest = d.partition(" ")
+            rest = rest.strip()
+            if word == "ifdef":
+                c = rest in self.macros
+                stack.append((c, c))
+            elif word == "ifndef":
+                c = rest not in self.macros
+                stack.append((c, c))
+            elif word == "if":
+                c = self.eval_condition(rest)
+                stack.append((c, c))
+            elif word == "elif":
+                _, taken = stack.pop()
+                c = not taken and self.eval_condition(rest)
+                stack.append((c, taken or c))
+            elif word == "else":
+                _, taken = stack.pop()
+                stack.append((not taken, True))
+            elif word == "endif":
+                stack.pop()
+            elif not active():
+                continue
+            elif word == "define":
+                name, _, value = rest.partition(" ")
+                self.macros[name] = value.strip()
+            elif word == "undef":
+                self.macros.pop(rest, None)
+            elif word == "include":
+                if rest.startswith("<"):
+                    continue  # core.p4 / tna.p4: modelled by BUILTIN_*
+                inc = rest.strip('"')
+                self._file(str(Path(base) / inc) if base != "." else inc, out)
+            elif word == "error":
+                raise P4ModelError(f"#error in {rel}: {rest}")
+            else:
+                raise P4ModelError(f"unsupported directive #{word} in {rel}")
+        if stack:
+            raise P4ModelError(f"unterminated #if in {rel}")
+
+    def expand(self, line: str, depth: int = 0) -> str:
+        if depth > 20:
+            raise P4ModelError(f"macro recursion in {line!r}")
+
+        def sub(m: re.Match[str]) -> str:
+            name = m.group(0)
+            return self.expand(self.macros[name], depth + 1) if name in self.macros else name
+
+        return re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b", sub, line)
+
+    def eval_condition(self, expr: str) -> bool:
+        expr = re.sub(
+            r"defined\s*\(\s*(\w+)\s*\)|defined\s+(\w+)",
+            lambda m: "1" if (m.group(1) or m.group(2)) in self.macros else "0",
+            expr,
+        )
+        expr = self.expand(expr)
+        expr = re.sub(r"\b[A-Za-z_]\w*\b", "0", expr)  # undefined identifiers are 0
+        py = expr.replace("&&", " and ").replace("||", " or ")
+        py = re.sub(r"!(?!=)", " not ", py)
+        if not re.fullmatch(r"[\d\s()<>=!+\-*/%&|^~andortx]*", py):
+            raise P4ModelError(f"cannot evaluate #if {expr!r}")
+        return bool(eval(py, {"__builtins__": {}}, {}))  # digits and operators only
+
+
+# ---------------------------------------------------------------- lexer
+
+_TOKEN = re.compile(
+    r"""(?P<ws>\s+)
+    |(?P<str>"(?:[^"\\]|\\.)*")
+    |(?P<num>\d+[ws](?:0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d+)|0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d+)
+    |(?P<id>[A-Za-z_][A-Za-z0-9_]*)
+    |(?P<op>&&&|<<|>>|==|!=|<=|>=|&&|\|\||\+\+|[{}()\[\]<>;:,.=@!~+\-*/%&|^?])""",
+    re.X,
+)
+
+
+def tokenize(text: str) -> list[str]:
+    toks: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            raise P4ModelError(f"cannot tokenize near {text[pos : pos + 40]!r}")
+        if m.lastgroup != "ws":
+            toks.append(m.group(0))
+        pos = m.end()
+    return toks
+
+
+def int_value(tok: str) -> int:
+    m = re.fullmatch(r"\d+[ws](.+)", tok)
+    if m:
+        tok = m.group(1)
+    return int(tok.replace("_", ""), 0)
+
+
+def eval_int(tokens: list[str]) -> int:
+    parts = []
+    for t in tokens:
+        if re.fullmatch(r"\d.*", t):
+            parts.append(str(int_value(t)))
+        elif t in {"(", ")", "+", "-", "*", "/", "<<", ">>", "%"}:
+            parts.append("//" if t == "/" else t)
+        else:
+            raise P4ModelError(f"not a constant expression: {' '.join(tokens)}")
+    return int(eval(" ".join(parts), {"__builtins__": {}}, {}))  # digits and operators only
+
+
+# ---------------------------------------------------------------- model
+
+
+@dataclass
+class TypeRef:
+    name: str  # "bit", "int", a typedef/struct/header/extern name
+    args: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class Param:
+    direction: str
+    type: TypeRef
+    name: str
+
+
+@dataclass
+class Action:
+    name: str
+    annotations: dict[str, str | None]
+    params: list[Param]
+
+
+@dataclass
+class Table:
+    name: str
+    annotations: dict[str, str | None]
+    keys: list[tuple[str, str]]  # (P4 expression, match kind)
+    actions: list[tuple[str, dict[str, str | None]]]
+    default_action: str | None
+    size: int | None
+    counters: str | None
+    idle_timeout: bool
+
+
+@dataclass
+class Instance:
+    type: TypeRef
+    args: list[str]
+    name: str
+    annotations: dict[str, str | None]
+
+
+@dataclass
+class Control:
+    name: str
+    params: list[Param]
+    actions: dict[str, Action] = field(default_factory=dict)
+    tables: dict[str, Table] = field(default_factory=dict)
+    instances: dict[str, Instance] = field(default_factory=dict)
+
+
+@dataclass
+class Program:
+    typedefs: dict[str, TypeRef] = field(default_factory=dict)
+    structs: dict[str, list[tuple[str, TypeRef]]] = field(default_factory=dict)
+    controls: dict[str, Control] = field(default_factory=dict)
+    parsers: set[str] = field(default_factory=set)
+    pipelines: dict[str, list[str]] = field(default_factory=dict)
+    macros: dict[str, str] = field(default_factory=dict)
+
+    def width(self, t: TypeRef) -> int:
+        if t.name in ("bit", "int"):
+            return eval_int(t.args[0])
+        if t.name in BUILTIN_WIDTHS:
+            return BUILTIN_WIDTHS[t.name]
+        if t.name in self.typedefs:
+            return self.width(self.typedefs[t.name])
+        raise P4ModelError(f"no width for type {t.name}")
+
+    def resolve(self, t: TypeRef) -> TypeRef:
+        while t.name in self.typedefs:
+            t = self.typedefs[t.name]
+        return t
+
+    def member_width(self, ctl: Control, expr: str) -> int:
+        root, *path = expr.split(".")
+        param = next((p for p in ctl.params if p.name == root), None)
+        if param is None:
+            raise P4ModelError(f"{ctl.name}: key {expr}: {root} is not a parameter")
+        t = param.type
+        for member in path:
+            fields = self.structs.get(self.resolve(t).name)
+            if fields is None:
+                raise P4ModelError(f"{ctl.name}: key {expr}: {t.name} has no members")
+            found = next((ft for fn, ft in fields if fn == member), None)
+            if found is None:
+                raise P4ModelError(f"{ctl.name}: key {expr}: no member {member}")
+            t = found
+        return self.width(t)
+
+
+class Parser:
+    def __init__(self, tokens: list[str]) -> None:
+        self.t = tokens
+        self.i = 0
+        self.prog = Program()
+
+    # -- token helpers
+    def peek(self, k: int = 0) -> str:
+        return self.t[self.i + k] if self.i + k < len(self.t) else ""
+
+    def next(self) -> str:
+        tok = self.peek()
+        if not tok:
+            raise P4ModelError("unexpected end of source")
+        self.i += 1
+        return tok
+
+    def expect(self, tok: str) -> None:
+        got = self.next()
+        if got != tok:
+            ctx = " ".join(self.t[max(0, self.i - 8) : self.i + 4])
+            raise P4ModelError(f"expected {tok!r}, got {got!r} near: {ctx}")
+
+    def close_angle(self) -> None:
+        if self.peek() == ">>":
+            self.t[self.i] = ">"  # '>>' closing two type argument lists
+        else:
+            self.expect(">")
+
+    def skip_balanced(self, open_: str, close: str) -> list[str]:
+        self.expect(open_)
+        depth, start = 1, self.i
+        while depth:
+            tok = self.next()
+            depth += tok == open_
+            depth -= tok == close
+        return self.t[start : self.i - 1]
+
+    def until(self, *stops: str) -> list[str]:
+        out: list[str] = []
+        depth = 0
+        while depth or self.peek() not in stops:
+            tok = self.next()
+            depth += tok in "([{"
+            depth -= tok in ")]}"
+            out.append(tok)
+        return out
+
+    # -- grammar pieces
+    def annotations(self) -> dict[str, str | None]:
+        ann: dict[str, str | None] = {}
+        while self.peek() == "@":
+            self.next()
+            name = self.next()
+            value: str | None = None
+            if self.peek() == "(":
+                body = self.skip_balanced("(", ")")
+                value = body[0][1:-1] if body and body[0].startswith('"') else " ".join(body)
+            ann[name] = value
+        return ann
+
+    def type_ref(self) -> TypeRef:
+        name = self.next()
+        args: list[list[str]] = []
+        if self.peek() == "<":
+            self.next()
+            while True:
+                if name in ("bit", "int", "varbit"):
+                    args.append(self.until(">", ">>"))
+                else:
+                    inner = self.type_ref()
+                    args.append([inner.name, *(a for arg in inner.args for a in arg)])
+                    if inner.name in ("bit", "int"):
+                        args[-1] = ["bit", *inner.args[0]]
+                if self.peek() == ",":
+                    self.next()
+                    continue
+                break
+            self.close_angle()
+        return TypeRef(name, args)
+
+    def params(self) -> list[Param]:
+        self.expect("(")
+        out: list[Param] = []
+        while self.peek() != ")":
+            self.annotations()
+            direction = self.next() if self.peek() in ("in", "out", "inout") else ""
+            t = self.type_ref()
+            out.append(Param(direction, t, self.next()))
+            if self.peek() == ",":
+                self.next()
+        self.expect(")")
+        return out
+
+    def program(self) -> Program:
+        while self.peek():
+            ann = self.annotations()
+            tok = self.peek()
+            if tok == "typedef":
+                self.next()
+                t = self.type_ref()
+                self.prog.typedefs[self.next()] = t
+                self.expect(";")
+            elif tok == "const":
+                self.until(";")
+                self.expect(";")
+            elif tok in ("header", "struct"):
+                self.next()
+                name = self.next()
+                self.expect("{")
+                fields: list[tuple[str, TypeRef]] = []
+                while self.peek() != "}":
+                    self.annotations()
+                    ft = self.type_ref()
+                    fields.append((self.next(), ft))
+                    self.expect(";")
+                self.expect("}")
+                self.prog.structs[name] = fields
+            elif tok == "parser":
+                self.next()
+                self.prog.parsers.add(self.next())
+                self.params()
+                self.skip_balanced("{", "}")
+            elif tok == "control":
+                self.control()
+            else:
+                t = self.type_ref()
+                if t.name not in ("Pipeline", "Switch"):
+                    raise P4ModelError(f"unexpected top-level {t.name} ({ann})")
+                body = self.skip_balanced("(", ")")
+                name = self.next()
+                self.expect(";")
+                if t.name == "Pipeline":
+                    self.prog.pipelines[name] = [
+                        body[k]
+                        for k in range(len(body))
+                        if k + 1 < len(body) and body[k + 1] == "("
+                    ]
+        return self.prog
+
+    def control(self) -> None:
+        self.expect("control")
+        ctl = Control(self.next(), [])
+        ctl.params = self.params()
+        if self.peek() == "(":
+            self.params()  # constructor parameters
+        self.expect("{")
+        while self.peek() != "apply":
+            ann = self.annotations()
+            if self.peek() == "action":
+                self.next()
+                name = self.next()
+                ctl.actions[name] = Action(name, ann, self.params())
+                self.skip_balanced("{", "}")
+            elif self.peek() == "table":
+                self.next()
+                tbl = self.table(self.next(), ann)
+                ctl.tables[tbl.name] = tbl
+            elif self.peek() == "const":
+                self.until(";")
+                self.expect(";")
+            else:
+                t = self.type_ref()
+                if self.peek() == "(":
+                    args = self.skip_balanced("(", ")")
+                    name = self.next()
+                    ctl.instances[name] = Instance(t, args, name, ann)
+                    if self.peek() == "=":
+                        self.next()
+                        self.skip_balanced("{", "}")
+                else:
+                    self.next()  # a local variable
+                    if self.peek() == "=":
+                        self.until(";")
+                self.expect(";")
+        self.expect("apply")
+        self.skip_balanced("{", "}")
+        self.expect("}")
+        self.prog.controls[ctl.name] = ctl
+
+    def table(self, name: str, ann: dict[str, str | None]) -> Table:
+        tbl = Table(name, ann, [], [], None, None, None, False)
+        self.expect("{")
+        while self.peek() != "}":
+            if self.peek() == "const":
+                self.next()
+            prop = self.next()
+            self.expect("=")
+            if prop == "key":
+                self.expect("{")
+                while self.peek() != "}":
+                    expr = "".join(self.until(":"))
+                    self.expect(":")
+                    kind = self.next()
+                    key_ann = self.annotations()
+                    self.expect(";")
+                    tbl.keys.append((key_ann.get("name") or expr, kind))
+                self.expect("}")
+                continue
+            elif prop == "actions":
+                self.expect("{")
+                while self.peek() != "}":
+                    a_ann = self.annotations()
+                    aname = self.next()
+                    if self.peek() == "(":
+                        self.skip_balanced("(", ")")
+                    self.expect(";")
+                    tbl.actions.append((aname, a_ann))
+                self.expect("}")
+                continue
+            elif prop == "entries":
+                self.skip_balanced("{", "}")
+                continue
+            else:
+                value = self.until(";")
+                if prop == "default_action":
+                    tbl.default_action = value[0]
+                elif prop == "size":
+                    tbl.size = eval_int(value)
+                elif prop == "counters":
+                    tbl.counters = value[0]
+                elif prop == "idle_timeout":
+                    tbl.idle_timeout = value == ["true"]
+            self.expect(";")
+        self.expect("}")
+        return tbl
+
+
+def load_program(
+    defines: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+) -> Program:
+    pp = Preprocessor(P4_ROOT, defines or {}, overrides or {})
+    text = pp.run(MAIN)
+    prog = Parser(tokenize(text)).program()
+    prog.macros = pp.macros
+    return prog
+
+
+# ---------------------------------------------------------------- bf-p4c naming
+
+
+def control_plane_name(prefix: str, local: str, ann: dict[str, str | None]) -> str:
+    name = ann.get("name")
+    if name is None:
+        return f"{prefix}.{local}"
+    return name[1:] if name.startswith(".") else f"{prefix}.{name}"
+
+
+@dataclass
+class Scope:
+    path: str  # e.g. "Ingress" or "Ingress.relay_sessions"
+    control: Control
+
+
+def scopes(prog: Program) -> list[Scope]:
+    """Every control instance reachable from the Pipeline, with its path."""
+    if list(prog.pipelines) != ["pipe"]:
+        raise P4ModelError(f"expected one Pipeline named pipe, got {list(prog.pipelines)}")
+    out: list[Scope] = []
+
+    def walk(path: str, ctl: Control) -> None:
+        out.append(Scope(path, ctl))
+        for inst in ctl.instances.values():
+            sub = prog.controls.get(inst.type.name)
+            if sub is not None:
+                walk(control_plane_name(path, inst.name, inst.annotations), sub)
+
+    for block in prog.pipelines["pipe"]:
+        if block in prog.controls:
+            walk(block, prog.controls[block])
+        elif block not in prog.parsers:
+            raise P4ModelError(f"Pipeline block {block} is not declared")
+    return out
+
+
+def _bytes(width: int) -> dict[str, Any]:
+    return {"type": "bytes", "width": width}
+
+
+def synthesize_bfrt(prog: Program) -> dict[str, Any]:
+    """The parts of bf-p4c's bfrt.json that contract_check reads."""
+    tables: list[dict[str, Any]] = []
+    learn_filters: list[dict[str, Any]] = []
+    for sc in scopes(prog):
+        ctl = sc.control
+        for tbl in ctl.tables.values():
+            keys = [
+                {
+                    "name": expr,
+                    "match_type": MATCH_KINDS[kind],
+                    "type": _bytes(prog.member_width(ctl, expr)),
+                }
+                for expr, kind in tbl.keys
+            ]
+            if any(kind in ("range", "ternary") for _, kind in tbl.keys):
+                keys.append(
+                    {"name": "$MATCH_PRIORITY", "match_type": "Exact", "type": {"type": "uint32"}}
+                )
+            specs: list[dict[str, Any]] = []
+            for aname, _ in tbl.actions:
+                if aname in BUILTIN_ACTIONS:
+                    specs.append({"name": aname, "data": []})
+                    continue
+                act = ctl.actions.get(aname)
+                if act is None:
+                    raise P4ModelError(f"{sc.path}.{tbl.name}: action {aname} not declared")
+                specs.append(
+                    {
+                        "name": control_plane_name(sc.path, act.name, act.annotations),
+                        "data": [
+                            {"name": p.name, "type": _bytes(prog.width(p.type))} for p in act.params
+                        ],
+                    }
+                )
+            data: list[dict[str, Any]] = []
+            if tbl.counters is not None:
+                inst = ctl.instances.get(tbl.counters)
+                if inst is None or inst.type.name != "DirectCounter":
+                    raise P4ModelError(f"{tbl.name}: counters = {tbl.counters} is no DirectCounter")
+                kind = inst.args[-1]
+                if kind in ("PACKETS_AND_BYTES", "BYTES"):
+                    data.append({"singleton": {"name": "$COUNTER_SPEC_BYTES"}})
+                if kind in ("PACKETS_AND_BYTES", "PACKETS"):
+                    data.append({"singleton": {"name": "$COUNTER_SPEC_PKTS"}})
+            attributes = ["EntryScope"]
+            if tbl.idle_timeout:
+                data.append({"singleton": {"name": "$ENTRY_TTL"}})
+                attributes.append("IdleTimeout")
+            default = tbl.default_action
+            if default is not None and default in ctl.actions:
+                act = ctl.actions[default]
+                default = control_plane_name(sc.path, act.name, act.annotations)
+            tables.append(
+                {
+                    "name": "pipe." + control_plane_name(sc.path, tbl.name, tbl.annotations),
+                    "table_type": "MatchAction_Direct",
+                    "size": tbl.size,
+                    "key": keys,
+                    "action_specs": specs,
+                    "data": data,
+                    "attributes": attributes,
+                    "default_action": default,
+                }
+            )
+        for inst in ctl.instances.values():
+            cp = control_plane_name(sc.path, inst.name, inst.annotations)
+            if inst.type.name == "Register":
+                value_t = TypeRef(inst.type.args[0][0], [inst.type.args[0][1:]])
+                tables.append(
+                    {
+                        "name": "pipe." + cp,
+                        "table_type": "Register",
+                        "size": eval_int(
+                            inst.args[: inst.args.index(",")] if "," in inst.args else inst.args
+                        ),
+                        "key": [{"name": "$REGISTER_INDEX", "match_type": "Exact"}],
+                        "data": [
+                            {"singleton": {"name": cp + ".f1", "type": _bytes(prog.width(value_t))}}
+                        ],
+                    }
+                )
+            elif inst.type.name == "Digest":
+                struct = prog.structs[inst.type.args[0][0]]
+                learn_filters.append(
+                    {
+                        "name": "pipe." + cp,
+                        "fields": [{"name": n, "type": _bytes(prog.width(t))} for n, t in struct],
+                    }
+                )
+    names = [t["name"] for t in tables] + [d["name"] for d in learn_filters]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise P4ModelError(f"control-plane names declared twice: {dups}")
+    return {"tables": tables, "learn_filters": learn_filters}
+
+
+def check_p4_extras(contract: dict[str, Any], prog: Program, bfrt: dict[str, Any]) -> list[str]:
+    """What a bfrt.json comparison does not see: build-time sizes, defaults, config."""
+    errs: list[str] = []
+    tables = {t["name"]: t for t in bfrt["tables"]}
+    for ct in contract.get("table", []) + contract.get("register", []):
+        t = tables.get(ct["name"])
+        if t is None:
+            continue
+        if t["size"] != ct.get("size_p4"):
+            errs.append(f"{ct['name']}: size {t['size']} != contract size_p4 {ct.get('size_p4')}")
+        if "default_action" in ct and t.get("default_action") != ct["default_action"]:
+            errs.append(
+                f"{ct['name']}: default action {t.get('default_action')} != contract {ct['default_action']}"
+            )
+    cfg = contract.get("config", {})
+    m = prog.macros
+
+    def macro(name: str) -> int | None:
+        return eval_int(tokenize(m[name])) if name in m else None
+
+    expect = {
+        "relay_entries_p4": macro("RELAY_TABLE_SIZE"),
+        "legs_p4": macro("LEG_TABLE_SIZE"),
+        "learn_filter_size": macro("LEARN_FILTER_SIZE"),
+        "learn_filter_age_ms": macro("LEARN_FILTER_AGE_MS"),
+        "jitter_shift": macro("JITTER_SHIFT"),
+        "rtp_clock_hz": macro("RTP_CLOCK_HZ"),
+    }
+    for key, got in expect.items():
+        if got != cfg.get(key):
+            errs.append(f"config {key}: P4 has {got}, contract {cfg.get(key)}")
+    bits = macro("LEARN_FILTER_INDEX_BITS")
+    if bits is None or 1 << bits != macro("LEARN_FILTER_SIZE"):
+        errs.append(f"LEARN_FILTER_INDEX_BITS {bits} does not index LEARN_FILTER_SIZE exactly")
+    return errs
+
+
+def all_errors(
+    contract: dict[str, Any],
+    defines: dict[str, str] | None = None,
+    overrides: dict[str, str] | None = None,
+) -> list[str]:
+    prog = load_program(defines, overrides)
+    bfrt = synthesize_bfrt(prog)
+    return check_program(contract, bfrt) + check_p4_extras(contract, prog, bfrt)
+
+
+# ---------------------------------------------------------------- tests
+
+
+@pytest.fixture(scope="module")
+def contract() -> dict[str, Any]:
+    return load_contract()
+
+
+def test_p4_names_match_contract(contract: dict[str, Any]) -> None:
+    errs = all_errors(contract)
+    assert not errs, "switch/p4 disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_model_sees_every_contract_object(contract: dict[str, Any]) -> None:
+    """Guard against a model that silently finds nothing."""
+    bfrt = synthesize_bfrt(load_program())
+    names = {t["name"] for t in bfrt["tables"]}
+    assert {t["name"] for t in contract["table"]} <= names
+    assert {r["name"] for r in contract["register"]} <= names
+    assert [d["name"] for d in bfrt["learn_filters"]] == [d["name"] for d in contract["digest"]]
+    relay = next(t for t in bfrt["tables"] if t["name"] == "pipe.Ingress.relay")
+    assert [k["name"] for k in relay["key"]] == [
+        "hdr.ipv4.src_addr",
+        "hdr.ipv4.dst_addr",
+        "hdr.udp.src_port",
+        "hdr.udp.dst_port",
+    ]
+
+
+def test_lean_profile_drops_only_quality_registers(contract: dict[str, Any]) -> None:
+    errs = all_errors(contract, defines={"P4RELAY_PROFILE_LEAN": ""})
+    quality = {r["name"] for r in contract["register"]} - {"pipe.Ingress.learn_filter"}
+    assert errs == [
+        f"register {n} missing" for n in (r["name"] for r in contract["register"]) if n in quality
+    ]
+
+
+def test_large_scale_build_changes_sizes_only(contract: dict[str, Any]) -> None:
+    errs = all_errors(contract, defines={"P4RELAY_SCALE_LARGE": ""})
+    assert errs, "the large build has other sizes than the contract's defaults"
+    assert all("size" in e or "relay_entries_p4" in e or "legs_p4" in e for e in errs), errs
+
+
+def test_conflicting_profiles_are_a_build_error() -> None:
+    with pytest.raises(P4ModelError, match="choose one profile"):
+        load_program({"P4RELAY_PROFILE_LEAN": "", "P4RELAY_PROFILE_STANDARD": ""})
+
+
+def _mutate(rel: str, old: str, new: str) -> dict[str, str]:
+    text = (P4_ROOT / rel).read_text()
+    assert old in text, f"mutation anchor {old!r} not in {rel}"
+    return {rel: text.replace(old, new, 1)}
+
+
+MUTATIONS = [
+    pytest.param(
+        "controls/relay_sessions.p4",
+        '@name(".Ingress.relay")',
+        '@name(".Ingress.relays")',
+        "table pipe.Ingress.relay missing",
+        id="table-renamed",
+    ),
+    pytest.param(
+        "controls/rtp_quality.p4",
+        '@name(".Ingress.rtp_jitter")\n',
+        "",
+        "register pipe.Ingress.rtp_jitter missing",
+        id="register-loses-absolute-name",
+    ),
+    pytest.param(
+        "include/defines.p4",
+        "typedef bit<21> leg_t;",
+        "typedef bit<20> leg_t;",
+        "Ingress.relay_leg: params",
+        id="leg-width",
+    ),
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "hdr.udp.dst_port  : range;",
+        "hdr.udp.dst_port  : ternary;",
+        "pipe.Ingress.relay_addr: keys",
+        id="match-kind",
+    ),
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "        idle_timeout = true;\n",
+        "",
+        "pipe.Ingress.relay: data fields",
+        id="idle-timeout-dropped",
+    ),
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "action rewrite(ipv4_addr_t src_addr,",
+        "action rewrite(ipv4_addr_t source_addr,",
+        "Ingress.rewrite: params",
+        id="param-renamed",
+    ),
+    pytest.param(
+        "include/metadata.p4",
+        "    l4_port_t   src_port;\n    l4_port_t   dst_port;\n    PortId_t",
+        "    l4_port_t   sport;\n    l4_port_t   dst_port;\n    PortId_t",
+        "digest pipe.IngressDeparser.learn",
+        id="digest-field",
+    ),
+    pytest.param(
+        "include/sizes.p4",
+        "#define RELAY_TABLE_SIZE 65536",
+        "#define RELAY_TABLE_SIZE 65535",
+        "pipe.Ingress.relay: size 65535",
+        id="table-size",
+    ),
+    pytest.param(
+        "controls/forwarding.p4",
+        "default_action = drop();\n        size = IPV4_LPM_TABLE_SIZE;",
+        "default_action = set_nexthop(0);\n        size = IPV4_LPM_TABLE_SIZE;",
+        "pipe.Ingress.ipv4_lpm: default action",
+        id="default-action",
+    ),
+    pytest.param(
+        "include/defines.p4",
+        "#define LEARN_FILTER_AGE_MS 2000",
+        "#define LEARN_FILTER_AGE_MS 5000",
+        "config learn_filter_age_ms",
+        id="config-value",
+    ),
+    pytest.param(
+        "controls/learn_filter.p4",
+        "Register<bit<32>, bit<LEARN_FILTER_INDEX_BITS>>",
+        "Register<bit<16>, bit<LEARN_FILTER_INDEX_BITS>>",
+        "register pipe.Ingress.learn_filter: data",
+        id="register-width",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rel", "old", "new", "needle"), MUTATIONS)
+def test_mutated_source_fails(
+    contract: dict[str, Any], rel: str, old: str, new: str, needle: str
+) -> None:
+    errs = all_errors(contract, overrides=_mutate(rel, old, new))
+    assert any(needle in e for e in errs), f"{needle!r} not reported; got:\n" + "\n".join(errs)
+
+
+def test_duplicate_absolute_name_is_an_error(contract: dict[str, Any]) -> None:
+    with pytest.raises(P4ModelError, match="declared twice"):
+        all_errors(
+            contract,
+            overrides=_mutate(
+                "controls/rtp_quality.p4",
+                '@name(".Ingress.rtp_lost")',
+                '@name(".Ingress.rtp_jitter")',
+            ),
+        )
+
+
+def test_unknown_action_in_table_is_an_error(contract: dict[str, Any]) -> None:
+    with pytest.raises(P4ModelError, match="not declared"):
+        all_errors(
+            contract,
+            overrides=_mutate(
+                "controls/forwarding.p4", "            set_nexthop;", "            hop;"
+            ),
+        )
