@@ -1,69 +1,48 @@
-// Every server endpoint the console calls, in one place. Paths and payloads
-// follow the server's OpenAPI (server/openapi.json → schema.d.ts).
-import { apiFetch, apiJson, query } from './http';
-import type {
-  ApiToken, CreatedToken, EventItem, Me, Page, QueueSample, Role, SessionDetail, SessionSummary, SwitchInfo, User,
-} from './types';
-
-const V1 = '/api/v1';
-
-export interface SessionFilters {
-  since?: string;
-  until?: string;
-  state?: string;
-  offloaded?: boolean;
-  mos_min?: number;
-  mos_max?: number;
-  call_id?: string;
-  address?: string;
-  switch?: string;
-  cursor?: string;
-  limit?: number;
-}
-
-export interface EventFilters {
-  kind?: string;
-  since?: string;
-  until?: string;
-  session_id?: string;
-  switch?: string;
-  limit?: number;
-  cursor?: string;
-}
+// Every server call the console makes, type-checked against the OpenAPI schema.
+import { client, unwrap } from './client';
+import { apiFetch } from './http';
+import type { EventQuery, Role, Scope, SessionQuery } from './types';
 
 export const api = {
   login: (username: string, password: string) =>
-    apiJson<{ access_token: string; token_type: string }>(`${V1}/auth/login`, {
-      method: 'POST',
-      body: JSON.stringify({ username, password }),
-    }),
-  me: () => apiJson<Me>(`${V1}/auth/me`),
+    unwrap(client.POST('/api/v1/auth/login', { body: { username, password } })),
+  me: () => unwrap(client.GET('/api/v1/auth/me')),
 
-  sessions: (f: SessionFilters) => apiJson<Page<SessionSummary>>(`${V1}/sessions${query({ ...f })}`),
-  session: (id: string) => apiJson<SessionDetail>(`${V1}/sessions/${encodeURIComponent(id)}`),
-  sessionsCsv: (f: SessionFilters) => apiFetch(`${V1}/sessions.csv${query({ ...f, cursor: undefined })}`),
+  sessions: (query: SessionQuery) => unwrap(client.GET('/api/v1/sessions', { params: { query } })),
+  session: (id: number) => unwrap(client.GET('/api/v1/sessions/{session_id}', { params: { path: { session_id: id } } })),
+  /** CSV with the list's filters; fetched with the token, saved as a file by the page. */
+  sessionsCsv: (query: SessionQuery) => {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) {
+      if (v == null || k === 'cursor' || k === 'limit') continue;
+      if (Array.isArray(v)) v.forEach((x: unknown) => { q.append(k, String(x)); });
+      else q.set(k, String(v));
+    }
+    return apiFetch(`/api/v1/sessions/export.csv?${q.toString()}`);
+  },
 
-  events: (f: EventFilters) => apiJson<Page<EventItem>>(`${V1}/events${query({ ...f })}`),
+  events: (query: EventQuery) => unwrap(client.GET('/api/v1/events', { params: { query } })),
 
-  switches: () => apiJson<SwitchInfo[]>(`${V1}/switches`),
-  queueSeries: (switchId: string, since: string, resolution_s: number) =>
-    apiJson<QueueSample[]>(
-      `${V1}/switches/${encodeURIComponent(switchId)}/queues${query({ since, resolution_s })}`,
-    ),
+  switches: () => unwrap(client.GET('/api/v1/switches')),
+  queueSeries: (switchId: number, from: string, resolution_s: number) =>
+    unwrap(client.GET('/api/v1/switches/{switch_id}/queues', {
+      params: { path: { switch_id: switchId }, query: { from, resolution_s } },
+    })),
 
-  users: () => apiJson<User[]>(`${V1}/users`),
+  users: () => unwrap(client.GET('/api/v1/users')),
   createUser: (username: string, password: string, role: Role) =>
-    apiJson<User>(`${V1}/users`, { method: 'POST', body: JSON.stringify({ username, password, role }) }),
-  deleteUser: (id: string) => apiJson<undefined>(`${V1}/users/${encodeURIComponent(id)}`, { method: 'DELETE' }),
+    unwrap(client.POST('/api/v1/users', { body: { username, password, role } })),
+  updateUser: (id: number, body: { role?: Role; disabled?: boolean; password?: string }) =>
+    unwrap(client.PATCH('/api/v1/users/{user_id}', { params: { path: { user_id: id } }, body })),
 
-  tokens: () => apiJson<ApiToken[]>(`${V1}/tokens`),
-  createToken: (name: string, scope: string) =>
-    apiJson<CreatedToken>(`${V1}/tokens`, { method: 'POST', body: JSON.stringify({ name, scope }) }),
-  revokeToken: (id: string) => apiJson<undefined>(`${V1}/tokens/${encodeURIComponent(id)}`, { method: 'DELETE' }),
+  tokens: () => unwrap(client.GET('/api/v1/tokens')),
+  createToken: (name: string, scope: Scope) => unwrap(client.POST('/api/v1/tokens', { body: { name, scope } })),
+  revokeToken: (id: number) =>
+    unwrap(client.DELETE('/api/v1/tokens/{token_id}', { params: { path: { token_id: id } } })),
 
-  /** WebSocket URL of the live feed (same origin; token as a query parameter since browsers cannot set headers). */
+  /** The live WebSocket (same origin; token as a query parameter since browsers cannot set headers). */
   liveUrl: (token: string) => {
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    return `${proto}//${location.host}${V1}/live${query({ token })}`;
+    return `${proto}//${location.host}/api/v1/live?token=${encodeURIComponent(token)}`;
   },
 };

@@ -1,5 +1,6 @@
-// The one place that talks HTTP: adds the bearer token, turns error bodies into
-// ApiError with the server's message, and signals 401s so the app can log out.
+// Credentials and errors: the bearer token, ApiError with the server's message,
+// and the 401 signal that logs the console out. apiFetch is for non-JSON
+// answers (CSV); JSON goes through the typed client (client.ts).
 
 const TOKEN_KEY = 'p4relay.token';
 
@@ -29,6 +30,12 @@ export const tokenStore = {
     return () => unauthorizedListeners.delete(fn);
   },
 };
+
+/** Our credentials were refused: forget them so the app shows the login page. */
+export function notifyUnauthorized(): void {
+  tokenStore.set(null);
+  unauthorizedListeners.forEach((fn) => { fn(); });
+}
 
 /** FastAPI errors: {"detail": "text"} or {"detail": [{"loc": [...], "msg": "..."}]}. */
 export function errorMessage(body: unknown, fallback: string): string {
@@ -61,10 +68,7 @@ export async function apiFetch(path: string, init: RequestInit = {}): Promise<Re
   } catch (e) {
     throw new ApiError(0, `server unreachable (${e instanceof Error ? e.message : String(e)})`);
   }
-  if (res.status === 401 && token) {
-    tokenStore.set(null);
-    unauthorizedListeners.forEach((fn) => { fn(); });
-  }
+  if (res.status === 401 && token) notifyUnauthorized();
   if (!res.ok) {
     let body: unknown = null;
     try {
@@ -75,25 +79,4 @@ export async function apiFetch(path: string, init: RequestInit = {}): Promise<Re
     throw new ApiError(res.status, errorMessage(body, `${res.status} ${res.statusText}`));
   }
   return res;
-}
-
-export async function apiJson<T>(path: string, init: RequestInit = {}): Promise<T> {
-  const headers = new Headers(init.headers);
-  if (init.body && typeof init.body === 'string' && !headers.has('Content-Type')) {
-    headers.set('Content-Type', 'application/json');
-  }
-  const res = await apiFetch(path, { ...init, headers });
-  if (res.status === 204) return undefined as T;
-  return (await res.json()) as T;
-}
-
-/** Builds `?a=1&b=2`, skipping empty values. */
-export function query(params: Record<string, string | number | boolean | null | undefined>): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) {
-    if (v === undefined || v === null || v === '') continue;
-    q.set(k, String(v));
-  }
-  const s = q.toString();
-  return s ? `?${s}` : '';
 }

@@ -1,6 +1,6 @@
 // One WebSocket per console: the live session table, the header summary and
-// the event/queue views all read from it. Reconnects with backoff and
-// re-fetches the snapshot after every (re)connect so no delta is lost.
+// the switch/event views all read from it. Reconnects with backoff and
+// re-fetches the snapshot after every (re)connect, so no change is lost.
 import {
   createContext, useContext, useEffect, useMemo, useRef, useState, useSyncExternalStore, type ReactNode,
 } from 'react';
@@ -9,7 +9,8 @@ import { useAuth } from './auth';
 import { api } from './endpoints';
 import { LiveSessionStore } from './liveStore';
 import { parseLiveMessage, type LiveMessage } from './liveMessages';
-import type { EventItem, SessionSummary } from './types';
+import type { LiveEventItem, LiveSession, SessionSummary } from './types';
+import { applyCongestion } from '../lib/congestion';
 
 export type LiveStatus = 'connecting' | 'live' | 'reconnecting' | 'offline';
 
@@ -19,31 +20,30 @@ export interface LiveCtx {
   store: LiveSessionStore;
   status: LiveStatus;
   /** Open congestion episodes keyed by switch/port (onset seen, clear not yet). */
-  congestion: Map<string, EventItem>;
+  congestion: ReadonlyMap<string, LiveEventItem>;
   onMessage: (fn: RawListener) => () => void;
 }
 
 /** Exported so component tests can supply a store without a socket. */
 export const LiveContext = createContext<LiveCtx | null>(null);
-const Ctx = LiveContext;
 
-const SNAPSHOT_PAGE = 1000;
+const SNAPSHOT_PAGE = 500;
 
 async function loadActiveSessions(): Promise<SessionSummary[]> {
   const all: SessionSummary[] = [];
   let cursor: string | undefined;
-  // Keyset pages until the server says there are no more.
   for (;;) {
-    const page = await api.sessions({ state: 'active', limit: SNAPSHOT_PAGE, cursor });
+    const page = await api.sessions({ state: ['active', 'setup'], limit: SNAPSHOT_PAGE, cursor });
     all.push(...page.items);
     if (!page.next_cursor) return all;
     cursor = page.next_cursor;
   }
 }
 
-export function congestionKey(e: EventItem): string {
-  const port = e.payload.port;
-  return `${e.switch ?? '?'}/${typeof port === 'number' || typeof port === 'string' ? String(port) : '?'}`;
+async function loadCongestion(): Promise<LiveEventItem[]> {
+  const since = new Date(Date.now() - 24 * 3600 * 1000).toISOString();
+  const page = await api.events({ type: ['congestion_onset', 'congestion_clear'], since, limit: 1000 });
+  return page.items;
 }
 
 export function LiveProvider({ children }: { children: ReactNode }) {
@@ -51,7 +51,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
   const qc = useQueryClient();
   const [store] = useState(() => new LiveSessionStore());
   const [status, setStatus] = useState<LiveStatus>('connecting');
-  const [congestion, setCongestion] = useState<Map<string, EventItem>>(() => new Map());
+  const [congestion, setCongestion] = useState<ReadonlyMap<string, LiveEventItem>>(() => new Map());
   const listeners = useRef(new Set<RawListener>());
 
   useEffect(() => {
@@ -62,24 +62,15 @@ export function LiveProvider({ children }: { children: ReactNode }) {
     let retry: ReturnType<typeof setTimeout> | undefined;
 
     const handle = (m: LiveMessage) => {
-      switch (m.kind) {
-        case 'session':
-          store.upsert(m.session);
+      switch (m.topic) {
+        case 'sessions':
+          m.items.forEach((s) => { store.upsert(s); });
           break;
-        case 'session_removed':
-          store.remove(m.id);
+        case 'samples':
+          m.items.forEach((q) => { store.applySample(q); });
           break;
-        case 'event':
-          if (m.event.kind === 'congestion_onset' || m.event.kind === 'congestion_clear') {
-            const key = congestionKey(m.event);
-            const ev = m.event;
-            setCongestion((prev) => {
-              const next = new Map(prev);
-              if (ev.kind === 'congestion_onset') next.set(key, ev);
-              else next.delete(key);
-              return next;
-            });
-          }
+        case 'events':
+          setCongestion((prev) => applyCongestion(prev, m.items));
           void qc.invalidateQueries({ queryKey: ['events'] });
           break;
         default:
@@ -88,30 +79,40 @@ export function LiveProvider({ children }: { children: ReactNode }) {
       listeners.current.forEach((fn) => { fn(m); });
     };
 
+    const resync = () => {
+      loadActiveSessions().then(
+        (rows) => { store.replaceAll(rows); },
+        (e: unknown) => { console.error('live: session snapshot failed', e); },
+      );
+      loadCongestion().then(
+        (events) => { setCongestion(applyCongestion(new Map(), events)); },
+        (e: unknown) => { console.error('live: congestion snapshot failed', e); },
+      );
+    };
+
     const connect = () => {
       setStatus(attempt === 0 ? 'connecting' : 'reconnecting');
       ws = new WebSocket(api.liveUrl(token));
-      ws.onopen = () => {
-        attempt = 0;
-        setStatus('live');
-        loadActiveSessions().then(
-          (rows) => { store.replaceAll(rows); },
-          (e: unknown) => { console.error('live: snapshot failed', e); },
-        );
-      };
       ws.onmessage = (ev: MessageEvent<string>) => {
-        const parsed = parseLiveMessage(ev.data);
-        if (parsed instanceof Error) {
-          console.warn(parsed.message);
+        const m = parseLiveMessage(ev.data);
+        if (m instanceof Error) {
+          console.warn(m.message);
           return;
         }
-        parsed.forEach(handle);
+        if (m.topic === 'hello') {
+          // Subscribed: changes from now on reach us, so the snapshot misses nothing.
+          attempt = 0;
+          setStatus('live');
+          resync();
+          return;
+        }
+        handle(m);
       };
       ws.onclose = () => {
         if (stopped) return;
         setStatus('reconnecting');
         attempt += 1;
-        retry = setTimeout(connect, Math.min(10_000, 500 * 2 ** Math.min(attempt, 5)));
+        retry = setTimeout(connect, Math.min(10_000, 250 * 2 ** Math.min(attempt, 6)));
       };
     };
     connect();
@@ -119,7 +120,6 @@ export function LiveProvider({ children }: { children: ReactNode }) {
       stopped = true;
       clearTimeout(retry);
       ws?.close();
-      setStatus('offline');
     };
   }, [token, store, qc]);
 
@@ -135,17 +135,17 @@ export function LiveProvider({ children }: { children: ReactNode }) {
     }),
     [store, status, congestion],
   );
-  return <Ctx.Provider value={value}>{children}</Ctx.Provider>;
+  return <LiveContext.Provider value={value}>{children}</LiveContext.Provider>;
 }
 
 export function useLive(): LiveCtx {
-  const v = useContext(Ctx);
+  const v = useContext(LiveContext);
   if (!v) throw new Error('useLive outside LiveProvider');
   return v;
 }
 
 /** The live session rows; re-renders at most once per store flush. */
-export function useLiveSessions(): SessionSummary[] {
+export function useLiveSessions(): LiveSession[] {
   const { store } = useLive();
   return useSyncExternalStore(store.subscribe, store.getRows);
 }

@@ -1,50 +1,47 @@
-// Messages of the server's live stream, narrowed from untrusted JSON. Anything
-// unexpected is reported (console + counter), never thrown into React.
-import type { EventItem, QueueSample, SessionSummary } from './types';
+// Messages of the server's live stream (WS /api/v1/live), narrowed from
+// untrusted JSON: `{"topic": "sessions"|"samples"|"queues"|"events", "items": [...]}`,
+// plus `hello` on connect and `overflow` before the server drops a slow client.
+import type { LiveEventItem, LiveQueueItem, LiveSampleItem, LiveSessionItem } from './types';
 
 export type LiveMessage =
-  | { kind: 'session'; session: SessionSummary }
-  | { kind: 'session_removed'; id: string }
-  | { kind: 'event'; event: EventItem }
-  | { kind: 'queue'; switchId: string; sample: QueueSample }
-  | { kind: 'ignored'; type: string };
+  | { topic: 'hello'; topics: string[] }
+  | { topic: 'overflow' }
+  | { topic: 'sessions'; items: LiveSessionItem[] }
+  | { topic: 'samples'; items: LiveSampleItem[] }
+  | { topic: 'queues'; items: LiveQueueItem[] }
+  | { topic: 'events'; items: LiveEventItem[] };
 
 function isObj(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
 }
 
-export function parseLiveMessage(raw: string): LiveMessage[] | Error {
+/** Fields each item must have; anything else would break the views, so it is refused whole. */
+const REQUIRED: Record<string, [string, string][]> = {
+  sessions: [['id', 'number'], ['session_key', 'string'], ['call_id', 'string'], ['state', 'string'], ['offloaded', 'boolean'], ['started_at', 'string']],
+  samples: [['session_key', 'string'], ['direction', 'string'], ['ts', 'string'], ['packets', 'number'], ['lost', 'number']],
+  queues: [['switch_id', 'number'], ['dev_port', 'number'], ['ts', 'string']],
+  events: [['id', 'number'], ['type', 'string'], ['ts', 'string'], ['severity', 'string']],
+};
+
+export function parseLiveMessage(raw: string): LiveMessage | Error {
   let msg: unknown;
   try {
     msg = JSON.parse(raw);
   } catch {
     return new Error('live: message is not JSON');
   }
-  const list = Array.isArray(msg) ? msg : [msg];
-  const out: LiveMessage[] = [];
-  for (const m of list) {
-    if (!isObj(m) || typeof m.type !== 'string') return new Error('live: message without a type');
-    const data = m.data;
-    switch (m.type) {
-      case 'session':
-        if (!isObj(data) || typeof data.id !== 'string') return new Error('live: session message without id');
-        out.push({ kind: 'session', session: data as unknown as SessionSummary });
-        break;
-      case 'session_removed':
-        if (!isObj(data) || typeof data.id !== 'string') return new Error('live: session_removed without id');
-        out.push({ kind: 'session_removed', id: data.id });
-        break;
-      case 'event':
-        if (!isObj(data) || typeof data.kind !== 'string') return new Error('live: event without kind');
-        out.push({ kind: 'event', event: data as unknown as EventItem });
-        break;
-      case 'queue':
-        if (!isObj(data) || typeof data.switch_id !== 'string') return new Error('live: queue sample without switch');
-        out.push({ kind: 'queue', switchId: data.switch_id, sample: data as unknown as QueueSample });
-        break;
-      default:
-        out.push({ kind: 'ignored', type: m.type });
+  if (!isObj(msg) || typeof msg.topic !== 'string') return new Error('live: message without a topic');
+  const topic = msg.topic;
+  if (topic === 'hello') return { topic, topics: Array.isArray(msg.topics) ? msg.topics.map(String) : [] };
+  if (topic === 'overflow') return { topic };
+  const fields = REQUIRED[topic];
+  if (!fields) return new Error(`live: unknown topic ${topic}`);
+  if (!Array.isArray(msg.items)) return new Error(`live: ${topic} message without items`);
+  for (const item of msg.items) {
+    if (!isObj(item)) return new Error(`live: ${topic} item is not an object`);
+    for (const [k, t] of fields) {
+      if (typeof item[k] !== t) return new Error(`live: ${topic} item: ${k} must be a ${t}`);
     }
   }
-  return out;
+  return { topic, items: msg.items } as LiveMessage;
 }

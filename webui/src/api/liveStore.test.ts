@@ -1,9 +1,15 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LiveSessionStore } from './liveStore';
 import { makeSession } from '../test/fixtures';
+import { currentMos, lossFraction } from '../lib/liveMetrics';
 
 afterEach(() => {
   vi.useRealTimers();
+});
+
+const sample = (id: number, direction: 'caller_to_callee' | 'callee_to_caller', ts: string, mos: number, lost = 0) => ({
+  session_id: id, session_key: `call-${id}@198.18.1.10;ft${id}`, direction, ts,
+  packets: 50, lost, loss_pct: 0, jitter_ms: 2, delay_ms: null, mos,
 });
 
 describe('LiveSessionStore', () => {
@@ -12,29 +18,42 @@ describe('LiveSessionStore', () => {
     const store = new LiveSessionStore(100);
     const listener = vi.fn();
     store.subscribe(listener);
-    for (let i = 0; i < 5000; i++) store.upsert(makeSession(i));
+    for (let i = 1; i <= 5000; i++) store.upsert(makeSession(i));
     expect(listener).not.toHaveBeenCalled();
     vi.advanceTimersByTime(100);
     expect(listener).toHaveBeenCalledTimes(1);
     expect(store.getRows()).toHaveLength(5000);
   });
 
-  it('merges updates and drops ended sessions', () => {
+  it('merges partial live updates and drops ended sessions', () => {
     const store = new LiveSessionStore();
     store.replaceAll([makeSession(1), makeSession(2)]);
-    store.upsert({ ...makeSession(1), mos: 2.5 });
+    const { id, session_key, call_id, offloaded, offload_reason, switch: sw, started_at, answered_at } = makeSession(1);
+    store.upsert({ id, session_key, call_id, state: 'active', offloaded: !offloaded, offload_reason, switch: sw, started_at, answered_at, ended_at: null });
     store.upsert({ ...makeSession(2), state: 'ended', ended_at: '2026-01-01T00:05:00Z' });
     store.flush();
-    expect(store.getRows().map((s) => [s.id, s.mos])).toEqual([['s1', 2.5]]);
-    store.dispose();
+    const rows = store.getRows();
+    expect(rows.map((s) => s.id)).toEqual([1]);
+    expect(rows[0]?.offloaded).toBe(!offloaded);
+    expect(rows[0]?.from_tag).toBe('ft1'); // kept from the snapshot
   });
 
-  it('keeps the same rows array when nothing changed', () => {
+  it('tracks the latest sample per direction and the worse direction’s MOS', () => {
     const store = new LiveSessionStore();
     store.replaceAll([makeSession(1)]);
+    store.applySample(sample(1, 'caller_to_callee', '2026-01-01T00:00:02Z', 4.2));
+    store.applySample(sample(1, 'callee_to_caller', '2026-01-01T00:00:02Z', 3.1, 50));
+    store.applySample(sample(1, 'callee_to_caller', '2026-01-01T00:00:01Z', 4.4)); // late, ignored
     store.flush();
-    const before = store.getRows();
+    const row = store.getRows()[0];
+    expect(row && currentMos(row)).toBe(3.1);
+    expect(row && lossFraction(row)).toBeCloseTo(50 / 150);
+  });
+
+  it('ignores samples of sessions it does not hold', () => {
+    const store = new LiveSessionStore();
+    store.applySample(sample(9, 'caller_to_callee', '2026-01-01T00:00:02Z', 4.2));
     store.flush();
-    expect(store.getRows()).toBe(before);
+    expect(store.getRows()).toEqual([]);
   });
 });

@@ -1,25 +1,24 @@
 // Live session state: a REST snapshot plus WebSocket deltas. Updates arrive per
-// session (thousands a second at 5,000 calls); React sees at most one new
-// snapshot per flush interval so the table re-sorts a few times a second, not
-// once per message.
-import type { SessionSummary } from './types';
+// session and per quality sample (thousands a second at 5,000 calls); React
+// sees at most one new snapshot per flush interval, so the table re-sorts a few
+// times a second, not once per message.
+import type { LiveSampleItem, LiveSession, LiveSessionItem, SessionSummary } from './types';
 
 export type Listener = () => void;
 
-export function isActive(s: SessionSummary): boolean {
-  return s.ended_at == null && s.state !== 'ended' && s.state !== 'deleted';
+export function isActive(s: Pick<SessionSummary, 'state' | 'ended_at'>): boolean {
+  return s.ended_at == null && (s.state === 'active' || s.state === 'setup');
 }
 
 export class LiveSessionStore {
-  private readonly byId = new Map<string, SessionSummary>();
+  private readonly byId = new Map<number, LiveSession>();
+  private readonly idByKey = new Map<string, number>();
   private readonly listeners = new Set<Listener>();
-  private rows: SessionSummary[] = [];
+  private rows: LiveSession[] = [];
   private dirty = false;
   private timer: ReturnType<typeof setTimeout> | null = null;
   /** Set once a snapshot or delta arrived: distinguishes "no calls" from "not loaded yet". */
   loaded = false;
-  /** Wall time of the last applied change, for the "updated Ns ago" hint. */
-  lastUpdate = 0;
 
   constructor(private readonly flushMs = 150) {}
 
@@ -28,24 +27,70 @@ export class LiveSessionStore {
     return () => this.listeners.delete(fn);
   };
 
-  getRows = (): SessionSummary[] => this.rows;
+  getRows = (): LiveSession[] => this.rows;
 
   replaceAll(sessions: readonly SessionSummary[]): void {
+    const old = this.byId;
+    const next = new Map<number, LiveSession>();
+    for (const s of sessions) {
+      // Keep quality gathered from samples across a re-fetch.
+      if (isActive(s)) next.set(s.id, { ...s, live: old.get(s.id)?.live });
+    }
     this.byId.clear();
-    for (const s of sessions) if (isActive(s)) this.byId.set(s.id, s);
+    this.idByKey.clear();
+    for (const [id, s] of next) {
+      this.byId.set(id, s);
+      this.idByKey.set(s.session_key, id);
+    }
     this.loaded = true;
     this.markDirty();
   }
 
-  upsert(s: SessionSummary): void {
-    if (isActive(s)) this.byId.set(s.id, { ...this.byId.get(s.id), ...s });
-    else this.byId.delete(s.id);
+  /** A full summary (REST) or the partial one the live stream sends. */
+  upsert(s: SessionSummary | LiveSessionItem): void {
+    const prev = this.byId.get(s.id);
+    if (isActive(s)) {
+      const merged: LiveSession = prev
+        ? { ...prev, ...s }
+        : {
+            from_tag: '', to_tag: null, codec: null, agent: null, packets: null, bytes: null, lost: null,
+            mos_avg: null, mos_min: null, jitter_ms_max: null, ...s,
+          };
+      this.byId.set(s.id, merged);
+      this.idByKey.set(s.session_key, s.id);
+    } else {
+      this.byId.delete(s.id);
+      this.idByKey.delete(s.session_key);
+    }
     this.loaded = true;
     this.markDirty();
   }
 
-  remove(id: string): void {
-    if (this.byId.delete(id)) this.markDirty();
+  /** A quality sample of one direction; unknown (ended, not yet seen) sessions are skipped. */
+  applySample(q: LiveSampleItem): void {
+    const id = q.session_id ?? this.idByKey.get(q.session_key);
+    const row = id == null ? undefined : this.byId.get(id);
+    if (!row || id == null) return;
+    const live = row.live ?? { dirs: {}, packets: 0, lost: 0 };
+    const prev = live.dirs[q.direction];
+    if (prev && prev.ts > q.ts) return; // late sample: the newer one stays current
+    this.byId.set(id, {
+      ...row,
+      live: {
+        dirs: { ...live.dirs, [q.direction]: { mos: q.mos, jitter_ms: q.jitter_ms, loss_pct: q.loss_pct, ts: q.ts } },
+        packets: live.packets + q.packets,
+        lost: live.lost + q.lost,
+      },
+    });
+    this.markDirty();
+  }
+
+  remove(id: number): void {
+    const s = this.byId.get(id);
+    if (!s) return;
+    this.byId.delete(id);
+    this.idByKey.delete(s.session_key);
+    this.markDirty();
   }
 
   get size(): number {
@@ -59,7 +104,6 @@ export class LiveSessionStore {
     if (!this.dirty) return;
     this.dirty = false;
     this.rows = Array.from(this.byId.values());
-    this.lastUpdate = Date.now();
     this.listeners.forEach((fn) => { fn(); });
   }
 

@@ -1,113 +1,62 @@
-// Domain types the console uses. PROVISIONAL until server/openapi.json lands:
-// then every type here becomes an alias of the generated schema (schema.d.ts).
+// Domain types: aliases of the schema generated from the server's OpenAPI
+// (`npm run gen:api` → schema.d.ts). The live WebSocket is not in OpenAPI, so
+// its items are derived from the same generated types.
+import type { components, operations } from './schema';
 
-export type Role = 'viewer' | 'admin';
+type S = components['schemas'];
 
-export interface Me {
-  username: string;
-  role: Role;
-}
+export type Me = S['Me'];
+export type Role = S['UserOut']['role'];
+export type Scope = S['TokenOut']['scope'];
+export type SessionState = S['SessionSummary']['state'];
+export type Direction = S['LegOut']['direction'];
+export type EventType = NonNullable<NonNullable<operations['list_events_api_v1_events_get']['parameters']['query']>['type']>[number];
+export type Severity = NonNullable<EventQuery['severity']>;
 
-export interface SessionSummary {
-  id: string;
-  call_id: string;
-  from_tag: string | null;
-  to_tag: string | null;
-  state: string;
-  offloaded: boolean;
-  offload_reason: string | null;
-  caller: string | null;
-  callee: string | null;
-  switch: string | null;
-  started_at: string;
-  answered_at: string | null;
-  ended_at: string | null;
-  packets: number | null;
-  loss: number | null;
-  jitter_ms: number | null;
-  mos: number | null;
-}
+export type SessionSummary = S['SessionSummary'];
+export type SessionPage = S['SessionPage'];
+export type SessionDetail = S['SessionDetail'];
+export type Leg = S['LegOut'];
+export type QualitySeries = S['QualitySeries'];
+export type QualityPoint = S['QualityPoint'];
+export type EventItem = S['EventOut'];
+export type EventPage = S['EventPage'];
+export type SwitchInfo = S['SwitchOut'];
+export type QueueSeries = S['QueueSeries'];
+export type QueuePoint = S['QueuePoint'];
+export type User = S['UserOut'];
+export type ApiToken = S['TokenOut'];
+export type CreatedToken = S['TokenCreated'];
 
-export interface Leg {
-  direction: string;
-  src_addr: string; src_port: number;
-  dst_addr: string; dst_port: number;
-  relay_addr: string | null; relay_port: number | null;
-}
+export type SessionQuery = NonNullable<operations['list_sessions_api_v1_sessions_get']['parameters']['query']>;
+export type EventQuery = NonNullable<operations['list_events_api_v1_events_get']['parameters']['query']>;
 
-export interface RewriteEntry {
-  match: string;
-  action: string;
-  installed_at: string | null;
-  removed_at: string | null;
-}
+// ---- live stream items (server/src/p4relay_server/services/ingest.py) ----
+export type LiveSessionItem = Pick<
+  SessionSummary,
+  'id' | 'session_key' | 'call_id' | 'state' | 'offloaded' | 'offload_reason' | 'switch' | 'started_at' | 'answered_at' | 'ended_at'
+>;
+export type LiveSampleItem = Pick<QualityPoint, 'ts' | 'packets' | 'lost' | 'loss_pct' | 'jitter_ms' | 'delay_ms' | 'mos'> & {
+  session_id: number | null;
+  session_key: string;
+  direction: Direction;
+};
+export type LiveQueueItem = Pick<QueuePoint, 'ts' | 'utilisation' | 'drops' | 'depth_bytes'> & {
+  switch: string;
+  switch_id: number;
+  dev_port: number;
+  queue: number;
+  depth_pkts: number | null;
+  queue_delay_us: number | null;
+};
+export type LiveEventItem = Omit<EventItem, 'agent'> & Partial<Pick<EventItem, 'agent'>>;
 
-export interface QualitySample {
-  ts: string;
-  direction: string;
-  packets: number;
-  loss: number | null;
-  jitter_ms: number | null;
-  delay_ms: number | null;
-  mos: number | null;
-}
-
-export interface EventItem {
-  id: string;
-  ts: string;
-  kind: string;
-  severity: string;
-  session_id: string | null;
-  switch: string | null;
-  payload: Record<string, unknown>;
-}
-
-export interface SessionDetail extends SessionSummary {
-  legs: Leg[];
-  entries: RewriteEntry[];
-  quality: QualitySample[];
-  events: EventItem[];
-}
-
-export interface Page<T> {
-  items: T[];
-  next_cursor: string | null;
-}
-
-export interface SwitchInfo {
-  id: string;
-  name: string;
-  relay_table_capacity: number | null;
-  relay_table_used: number | null;
-  ports: { port: number; name: string | null }[];
-}
-
-export interface QueueSample {
-  ts: string;
-  port: number;
-  depth: number | null;
-  delay_us: number | null;
-  utilisation: number | null;
-  drops_tail: number | null;
-  drops_ired: number | null;
-}
-
-export interface User {
-  id: string;
-  username: string;
-  role: Role;
-  created_at: string;
-}
-
-export interface ApiToken {
-  id: string;
-  name: string;
-  scope: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked: boolean;
-}
-
-export interface CreatedToken extends ApiToken {
-  token: string;
+/** A live-table row: the stored summary plus quality from samples since it was loaded. */
+export interface LiveSession extends SessionSummary {
+  live?: {
+    /** Latest sample per direction. */
+    dirs: Partial<Record<Direction, { mos: number | null; jitter_ms: number; loss_pct: number; ts: string }>>;
+    packets: number;
+    lost: number;
+  };
 }

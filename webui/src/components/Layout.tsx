@@ -21,7 +21,7 @@ export function Layout() {
         <SummaryBar />
         <span className="spacer" />
         <ThemeToggle />
-        <span className="muted">{me?.username}</span>
+        <span className="muted">{me?.name}{me?.role ? ` (${me.role})` : ''}</span>
         <button type="button" onClick={logout}>Log out</button>
       </header>
       <main className="main" id="main">

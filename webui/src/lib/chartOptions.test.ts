@@ -1,46 +1,69 @@
 import { describe, expect, it } from 'vitest';
-import { eventSummary, qualityCharts, seriesBy, timelineOption } from './chartOptions';
-import type { EventItem, QualitySample } from '../api/types';
+import { eventSummary, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
+import type { QualityPoint, QualitySeries, QueueSeries } from '../api/types';
+import { makeEvent } from '../test/fixtures';
 
-const q = (ts: string, direction: string, mos: number | null, loss = 0): QualitySample => ({
-  ts, direction, packets: 50, loss, jitter_ms: 1, delay_ms: null, mos,
+const qp = (ts: string, mos: number | null, loss_pct = 0): QualityPoint => ({
+  ts, packets: 50, lost: 0, loss_pct, jitter_ms: 1, delay_ms: null, mos, r_factor: null,
 });
 
 describe('seriesBy', () => {
   it('groups per key, sorts by time, keeps gaps as null', () => {
-    const s = seriesBy(
-      [q('2026-01-01T00:00:02Z', 'a→b', 4.1), q('2026-01-01T00:00:01Z', 'a→b', null), q('2026-01-01T00:00:01Z', 'b→a', 4.3)],
-      (x) => x.direction,
-      (x) => x.mos,
-    );
-    expect(s.map((x) => x.name)).toEqual(['a→b', 'b→a']);
+    const rows = [
+      { ts: '2026-01-01T00:00:02Z', k: 'a', v: 4.1 },
+      { ts: '2026-01-01T00:00:01Z', k: 'a', v: null },
+      { ts: '2026-01-01T00:00:01Z', k: 'b', v: 4.3 },
+    ];
+    const s = seriesBy(rows, (x) => x.k, (x) => x.v);
+    expect(s.map((x) => x.name)).toEqual(['a', 'b']);
     expect(s[0]?.points).toEqual([[Date.parse('2026-01-01T00:00:01Z'), null], [Date.parse('2026-01-01T00:00:02Z'), 4.1]]);
   });
   it('skips samples with a bad timestamp', () => {
-    expect(seriesBy([q('nope', 'x', 1)], (x) => x.direction, (x) => x.mos)).toEqual([]);
+    expect(seriesBy([{ ts: 'nope' }], () => 'x', () => 1)).toEqual([]);
   });
 });
 
 describe('qualityCharts', () => {
-  it('plots loss in percent and marks MOS 3.6', () => {
-    const o = qualityCharts([q('2026-01-01T00:00:01Z', 'a→b', 4, 0.02)]);
-    const loss = (o.loss.series as { data: [number, number][] }[])[0];
-    expect(loss?.data[0]?.[1]).toBeCloseTo(2);
+  it('draws one line per direction and marks MOS 3.6', () => {
+    const series: QualitySeries[] = [
+      { direction: 'caller_to_callee', resolution_s: 1, points: [qp('2026-01-01T00:00:01Z', 4, 2)] },
+      { direction: 'callee_to_caller', resolution_s: 1, points: [qp('2026-01-01T00:00:01Z', 4.2)] },
+    ];
+    const o = qualityCharts(series);
+    const loss = o.loss.series as { name: string; data: [number, number][] }[];
+    expect(loss.map((l) => l.name)).toEqual(['caller → callee', 'callee → caller']);
+    expect(loss[0]?.data[0]?.[1]).toBe(2);
     const mos = (o.mos.series as { markLine?: { data: { yAxis: number }[] } }[])[0];
     expect(mos?.markLine?.data[0]?.yAxis).toBe(3.6);
   });
 });
 
+describe('queueCharts', () => {
+  it('converts delay to ms, utilisation to % and adds iRED drops from events', () => {
+    const series: QueueSeries[] = [{
+      switch: 'sw1', dev_port: 3, queue: 0, resolution_s: 1,
+      points: [{
+        ts: '2026-01-01T00:00:01Z', depth_pkts: 10, depth_max_pkts: 12, depth_bytes: null,
+        queue_delay_us: 2500, queue_delay_max_us: 3000, utilisation: 0.5, drops: 7,
+      }],
+    }];
+    const o = queueCharts(series, [makeEvent(1, 'ired_drop', { dev_port: 3, drops: 4 }, '2026-01-01T00:00:01Z')]);
+    const first = (opt: Record<string, unknown>) => (opt.series as { name: string; data: [number, number][] }[]);
+    expect(first(o.delay)[0]?.data[0]?.[1]).toBe(2.5);
+    expect(first(o.utilisation)[0]?.data[0]?.[1]).toBe(50);
+    expect(first(o.drops).map((s) => s.name)).toEqual(['port 3 tail', 'port 3 iRED']);
+  });
+});
+
 describe('timeline', () => {
-  const reroute: EventItem = {
-    id: 'e1', ts: '2026-01-01T00:00:05Z', kind: 'reroute', severity: 'warning', session_id: null, switch: 'sw1',
-    payload: { flow: '198.18.1.10:20000→198.18.2.10:30000', from_path: 'p1', to_path: 'p2', trigger: 'queue delay' },
-  };
+  const reroute = makeEvent(1, 'reroute', {
+    flow: '198.18.1.10:20000→198.18.2.10:30000', from_path: 'p1', to_path: 'p2', trigger: 'queue delay',
+  });
   it('describes a reroute with flow, paths and trigger', () => {
     expect(eventSummary(reroute)).toBe('flow 198.18.1.10:20000→198.18.2.10:30000: p1 → p2 (queue delay)');
   });
-  it('puts each event kind on its own row', () => {
-    const o = timelineOption([reroute, { ...reroute, id: 'e2', kind: 'congestion_onset', payload: { port: 3 } }]);
+  it('puts each event type on its own row', () => {
+    const o = timelineOption([reroute, makeEvent(2, 'congestion_onset', { dev_port: 3 })]);
     expect((o.yAxis as { data: string[] }).data).toEqual(['congestion_onset', 'reroute']);
     expect((o.series as { data: unknown[] }[])[0]?.data).toHaveLength(2);
   });

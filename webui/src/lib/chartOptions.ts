@@ -1,5 +1,5 @@
 // Pure builders of ECharts options (unit-tested without a browser).
-import type { EventItem, QualitySample, QueueSample } from '../api/types';
+import type { EventItem, EventType, QualitySeries, QueueSeries } from '../api/types';
 
 type Point = [number, number | null];
 
@@ -68,44 +68,63 @@ export function timeSeriesOption(opts: {
   };
 }
 
-export function qualityCharts(samples: readonly QualitySample[]) {
-  const dir = (s: QualitySample) => s.direction;
+const DIRECTION_LABEL: Record<string, string> = {
+  caller_to_callee: 'caller → callee',
+  callee_to_caller: 'callee → caller',
+};
+
+/** One chart series per series-with-points, extracting one numeric field. */
+export function pointsOf<P extends { ts: string }>(
+  points: readonly P[],
+  value: (p: P) => number | null | undefined,
+): Point[] {
+  return seriesBy(points, () => '', value)[0]?.points ?? [];
+}
+
+export function qualityCharts(series: readonly QualitySeries[]) {
+  const spec = (value: (p: QualitySeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
+    series.map((s) => ({ name: DIRECTION_LABEL[s.direction] ?? s.direction, points: pointsOf(s.points, value) }));
   return {
     mos: timeSeriesOption({
-      series: seriesBy(samples, dir, (s) => s.mos), unit: '', yName: 'MOS', yMin: 1, yMax: 5,
+      series: spec((p) => p.mos), unit: '', yName: 'MOS', yMin: 1, yMax: 5,
       markLineY: { value: 3.6, label: 'MOS 3.6' },
     }),
-    loss: timeSeriesOption({ series: seriesBy(samples, dir, (s) => (s.loss == null ? null : s.loss * 100)), unit: '%', yName: 'loss %' }),
-    jitter: timeSeriesOption({ series: seriesBy(samples, dir, (s) => s.jitter_ms), unit: 'ms', yName: 'jitter ms' }),
-    packets: timeSeriesOption({ series: seriesBy(samples, dir, (s) => s.packets), unit: 'pkts', yName: 'packets' }),
+    loss: timeSeriesOption({ series: spec((p) => p.loss_pct), unit: '%', yName: 'loss %' }),
+    jitter: timeSeriesOption({ series: spec((p) => p.jitter_ms), unit: 'ms', yName: 'jitter ms' }),
+    packets: timeSeriesOption({ series: spec((p) => p.packets), unit: 'pkts', yName: 'packets / interval' }),
   };
 }
 
-export function queueCharts(samples: readonly QueueSample[]) {
-  const port = (s: QueueSample) => `port ${s.port}`;
+export function queueCharts(series: readonly QueueSeries[], iredDrops: readonly EventItem[] = []) {
+  const name = (s: QueueSeries) => `port ${s.dev_port}${s.queue ? ` q${s.queue}` : ''}`;
+  const spec = (value: (p: QueueSeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
+    series.map((s) => ({ name: name(s), points: pointsOf(s.points, value) }));
+  // iRED drops arrive as events (per port, count); tail drops are in the queue samples.
+  const ired = seriesBy(
+    iredDrops.filter((e) => e.type === 'ired_drop'),
+    (e) => `port ${String(e.payload.dev_port)} iRED`,
+    (e) => (typeof e.payload.drops === 'number' ? e.payload.drops : null),
+  );
   return {
-    depth: timeSeriesOption({ series: seriesBy(samples, port, (s) => s.depth), unit: 'cells', yName: 'queue depth' }),
+    depth: timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)' }),
     delay: timeSeriesOption({
-      series: seriesBy(samples, port, (s) => (s.delay_us == null ? null : s.delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms',
+      series: spec((p) => (p.queue_delay_us == null ? null : p.queue_delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms',
     }),
     utilisation: timeSeriesOption({
-      series: seriesBy(samples, port, (s) => (s.utilisation == null ? null : s.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100,
+      series: spec((p) => (p.utilisation == null ? null : p.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100,
     }),
     drops: timeSeriesOption({
-      series: [
-        ...seriesBy(samples, (s) => `${port(s)} tail`, (s) => s.drops_tail),
-        ...seriesBy(samples, (s) => `${port(s)} iRED`, (s) => s.drops_ired),
-      ],
+      series: [...series.map((s) => ({ name: `${name(s)} tail`, points: pointsOf(s.points, (p) => p.drops) })), ...ired],
       unit: 'pkts', yName: 'drops', stepped: true,
     }),
   };
 }
 
 /** Event kinds the timeline gives a row of their own, top to bottom. */
-export const TIMELINE_ROWS = [
+export const TIMELINE_ROWS: readonly EventType[] = [
   'reroute', 'congestion_onset', 'congestion_clear', 'ired_drop', 'offload_failed', 'fallback',
   'offload_installed', 'offload_removed', 'agent_up', 'agent_down', 'switch_up', 'switch_down',
-] as const;
+];
 
 const SEVERITY_COLOUR: Record<string, string> = {
   critical: '#d1242f', error: '#d1242f', warning: '#bf8700', info: '#0969da',
@@ -118,16 +137,19 @@ export function eventSummary(e: EventItem): string {
     if (v == null) return undefined;
     return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' ? String(v) : JSON.stringify(v);
   };
-  switch (e.kind) {
+  switch (e.type) {
     case 'reroute':
       return `flow ${str('flow') ?? '?'}: ${str('from_path') ?? '?'} → ${str('to_path') ?? '?'} (${str('trigger') ?? 'no trigger'})`;
     case 'congestion_onset':
     case 'congestion_clear':
-      return `port ${str('port') ?? '?'}${str('queue_delay_us') ? `, delay ${str('queue_delay_us') ?? ''} µs` : ''}`;
+      return `port ${str('dev_port') ?? '?'}${str('queue_delay_us') ? `, delay ${str('queue_delay_us') ?? ''} µs` : ''}${e.message ? ` — ${e.message}` : ''}`;
+    case 'ired_drop':
+      return `port ${str('dev_port') ?? '?'}: ${str('drops') ?? '?'} packets dropped early`;
     case 'offload_failed':
     case 'fallback':
-      return str('reason') ?? str('error') ?? '';
+      return str('reason') ?? e.message ?? '';
     default: {
+      if (e.message) return e.message;
       const keys = Object.keys(p).slice(0, 3);
       return keys.map((k) => `${k}=${str(k) ?? ''}`).join(', ');
     }
@@ -135,8 +157,8 @@ export function eventSummary(e: EventItem): string {
 }
 
 export function timelineOption(events: readonly EventItem[]): Record<string, unknown> {
-  const kinds = Array.from(new Set([...TIMELINE_ROWS.filter((k) => events.some((e) => e.kind === k)),
-    ...events.map((e) => e.kind)]));
+  const kinds = Array.from(new Set([...TIMELINE_ROWS.filter((k) => events.some((e) => e.type === k as string)),
+    ...events.map((e) => e.type)]));
   return {
     animation: false,
     grid: { left: 130, right: 24, top: 12, bottom: 56 },
@@ -154,12 +176,12 @@ export function timelineOption(events: readonly EventItem[]): Record<string, unk
         name: 'events',
         symbolSize: 12,
         data: events.map((e) => ({
-          value: [Date.parse(e.ts), e.kind],
+          value: [Date.parse(e.ts), e.type],
           id: e.id,
           severity: e.severity,
           summary: eventSummary(e),
           itemStyle: { color: SEVERITY_COLOUR[e.severity] ?? '#6e7781' },
-          symbol: e.kind === 'reroute' ? 'diamond' : 'circle',
+          symbol: e.type === 'reroute' ? 'diamond' : 'circle',
         })),
       },
     ],

@@ -5,10 +5,10 @@ import { makeSession } from '../test/fixtures';
 describe('summarise', () => {
   it('counts active, offloaded share, mean MOS and degraded calls', () => {
     const rows = [
-      makeSession(1, { offloaded: true, mos: 4.4 }),
-      makeSession(2, { offloaded: true, mos: 3.0 }),
-      makeSession(3, { offloaded: false, mos: 3.59 }),
-      makeSession(4, { offloaded: false, mos: null }),
+      makeSession(1, { offloaded: true, mos_avg: 4.4 }),
+      makeSession(2, { offloaded: true, mos_avg: 3.0 }),
+      makeSession(3, { offloaded: false, mos_avg: 3.59 }),
+      makeSession(4, { offloaded: false, mos_avg: null }),
     ];
     const s = summarise(rows);
     expect(s.active).toBe(4);

@@ -1,6 +1,7 @@
 // The header's numbers, computed from the live session rows.
-import type { SessionSummary } from '../api/types';
+import type { LiveSession } from '../api/types';
 import { MOS_DEGRADED } from './format';
+import { currentMos } from './liveMetrics';
 
 export interface Summary {
   active: number;
@@ -9,17 +10,18 @@ export interface Summary {
   degraded: number;
 }
 
-export function summarise(rows: readonly SessionSummary[]): Summary {
+export function summarise(rows: readonly LiveSession[]): Summary {
   let offloaded = 0;
   let mosSum = 0;
   let mosN = 0;
   let degraded = 0;
   for (const s of rows) {
     if (s.offloaded) offloaded += 1;
-    if (s.mos != null && Number.isFinite(s.mos)) {
-      mosSum += s.mos;
+    const mos = currentMos(s);
+    if (mos != null && Number.isFinite(mos)) {
+      mosSum += mos;
       mosN += 1;
-      if (s.mos < MOS_DEGRADED) degraded += 1;
+      if (mos < MOS_DEGRADED) degraded += 1;
     }
   }
   return {

@@ -2,7 +2,7 @@ import { useState, type SyntheticEvent } from 'react';
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useAuth } from '../api/auth';
 import { api } from '../api/endpoints';
-import type { CreatedToken, Role } from '../api/types';
+import type { CreatedToken, Role, Scope } from '../api/types';
 import { formatTime } from '../lib/format';
 
 function Users() {
@@ -20,8 +20,8 @@ function Users() {
       void qc.invalidateQueries({ queryKey: ['users'] });
     },
   });
-  const remove = useMutation({
-    mutationFn: api.deleteUser,
+  const update = useMutation({
+    mutationFn: (v: { id: number; role?: Role; disabled?: boolean }) => api.updateUser(v.id, { role: v.role, disabled: v.disabled }),
     onSuccess: () => { void qc.invalidateQueries({ queryKey: ['users'] }); },
   });
   const submit = (e: SyntheticEvent) => {
@@ -34,28 +34,39 @@ function Users() {
       {users.isError && <p className="error" role="alert">{users.error.message}</p>}
       <div className="table-wrap">
         <table className="data" aria-label="Users">
-          <thead><tr><th scope="col">User</th><th scope="col">Role</th><th scope="col">Created</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">User</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>
-            {users.data?.map((u) => (
-              <tr key={u.id}>
-                <td>{u.username}</td>
-                <td>{u.role}</td>
-                <td>{formatTime(u.created_at)}</td>
-                <td>
-                  {u.username !== me?.username && (
-                    <button type="button" className="danger" onClick={() => {
-                      if (window.confirm(`Delete user ${u.username}?`)) remove.mutate(u.id);
-                    }}>Delete</button>
-                  )}
-                </td>
-              </tr>
-            ))}
+            {users.data?.map((u) => {
+              const self = u.username === me?.name;
+              return (
+                <tr key={u.id}>
+                  <td>{u.username}{self ? ' (you)' : ''}</td>
+                  <td>
+                    <select aria-label={`Role of ${u.username}`} value={u.role} disabled={self}
+                      onChange={(e) => { update.mutate({ id: u.id, role: e.target.value as Role }); }}>
+                      <option value="viewer">viewer</option>
+                      <option value="admin">admin</option>
+                    </select>
+                  </td>
+                  <td>{u.disabled ? 'disabled' : 'active'}</td>
+                  <td>{formatTime(u.created_at)}</td>
+                  <td>
+                    {!self && (
+                      <button type="button" className={u.disabled ? undefined : 'danger'}
+                        onClick={() => { update.mutate({ id: u.id, disabled: !u.disabled }); }}>
+                        {u.disabled ? 'Enable' : 'Disable'}
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              );
+            })}
           </tbody>
         </table>
       </div>
       <form className="toolbar" onSubmit={submit} style={{ marginTop: '0.8rem' }} aria-label="Add user">
         <label className="field">Username<input value={username} onChange={(e) => { setUsername(e.target.value); }} required /></label>
-        <label className="field">Password<input type="password" autoComplete="new-password" value={password} onChange={(e) => { setPassword(e.target.value); }} required minLength={8} /></label>
+        <label className="field">Password<input type="password" autoComplete="new-password" value={password} onChange={(e) => { setPassword(e.target.value); }} required minLength={10} /></label>
         <label className="field">
           Role
           <select value={role} onChange={(e) => { setRole(e.target.value as Role); }}>
@@ -66,7 +77,7 @@ function Users() {
         <button className="primary" type="submit" disabled={create.isPending}>Add user</button>
       </form>
       {create.isError && <p className="error" role="alert">{create.error.message}</p>}
-      {remove.isError && <p className="error" role="alert">{remove.error.message}</p>}
+      {update.isError && <p className="error" role="alert">{update.error.message}</p>}
     </section>
   );
 }
@@ -75,7 +86,7 @@ function Tokens() {
   const qc = useQueryClient();
   const tokens = useQuery({ queryKey: ['tokens'], queryFn: api.tokens });
   const [name, setName] = useState('');
-  const [scope, setScope] = useState('read');
+  const [scope, setScope] = useState<Scope>('read');
   const [created, setCreated] = useState<CreatedToken | null>(null);
   const create = useMutation({
     mutationFn: () => api.createToken(name, scope),
@@ -95,16 +106,17 @@ function Tokens() {
       {tokens.isError && <p className="error" role="alert">{tokens.error.message}</p>}
       <div className="table-wrap">
         <table className="data" aria-label="API tokens">
-          <thead><tr><th scope="col">Name</th><th scope="col">Scope</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Status</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Prefix</th><th scope="col">Scope</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Status</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>
             {tokens.data?.map((t) => (
               <tr key={t.id}>
                 <td>{t.name}</td>
+                <td><code>{t.prefix}</code></td>
                 <td><code>{t.scope}</code></td>
                 <td>{formatTime(t.created_at)}</td>
                 <td>{formatTime(t.last_used_at)}</td>
-                <td>{t.revoked ? 'revoked' : 'active'}</td>
-                <td>{!t.revoked && <button type="button" className="danger" onClick={() => { revoke.mutate(t.id); }}>Revoke</button>}</td>
+                <td>{t.revoked_at ? `revoked ${formatTime(t.revoked_at)}` : t.expires_at ? `expires ${formatTime(t.expires_at)}` : 'active'}</td>
+                <td>{!t.revoked_at && <button type="button" className="danger" onClick={() => { revoke.mutate(t.id); }}>Revoke</button>}</td>
               </tr>
             ))}
           </tbody>
@@ -115,7 +127,7 @@ function Tokens() {
         <label className="field">Name<input value={name} onChange={(e) => { setName(e.target.value); }} required /></label>
         <label className="field">
           Scope
-          <select value={scope} onChange={(e) => { setScope(e.target.value); }}>
+          <select value={scope} onChange={(e) => { setScope(e.target.value as Scope); }}>
             <option value="read">read-only</option>
             <option value="ingest">agent ingest</option>
           </select>

@@ -1,14 +1,15 @@
 import { useMemo, useState, type SyntheticEvent } from 'react';
 import { useInfiniteQuery } from '@tanstack/react-query';
 import { useNavigate } from 'react-router';
-import { api, type SessionFilters } from '../api/endpoints';
+import { api } from '../api/endpoints';
+import type { SessionQuery, SessionState } from '../api/types';
 import { DataTable } from '../components/DataTable';
 import { sessionColumns } from './sessionColumns';
 
 interface FormState {
   since: string;
   until: string;
-  state: string;
+  state: SessionState | '';
   offloaded: '' | 'true' | 'false';
   mos_min: string;
   mos_max: string;
@@ -34,11 +35,11 @@ function num(s: string): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-export function toFilters(f: FormState): SessionFilters {
+export function toFilters(f: FormState): SessionQuery {
   return {
-    since: toIso(f.since),
-    until: toIso(f.until),
-    state: f.state || undefined,
+    started_from: toIso(f.since),
+    started_to: toIso(f.until),
+    state: f.state ? [f.state] : undefined,
     offloaded: f.offloaded === '' ? undefined : f.offloaded === 'true',
     mos_min: num(f.mos_min),
     mos_max: num(f.mos_max),
@@ -48,11 +49,11 @@ export function toFilters(f: FormState): SessionFilters {
   };
 }
 
-const PAGE = 200;
+const PAGE = 200; // server maximum is 500
 
 export default function AuditPage() {
   const [form, setForm] = useState<FormState>(EMPTY);
-  const [filters, setFilters] = useState<SessionFilters>({});
+  const [filters, setFilters] = useState<SessionQuery>({});
   const [exportError, setExportError] = useState<string | null>(null);
   const [exporting, setExporting] = useState(false);
   const navigate = useNavigate();
@@ -102,6 +103,7 @@ export default function AuditPage() {
           State
           <select value={form.state} onChange={set('state')}>
             <option value="">any</option>
+            <option value="setup">setup</option>
             <option value="active">active</option>
             <option value="ended">ended</option>
             <option value="failed">failed</option>
@@ -141,10 +143,10 @@ export default function AuditPage() {
       <DataTable
         data={rows}
         columns={columns}
-        getRowId={(s) => s.id}
+        getRowId={(s) => String(s.id)}
         label="Audit results"
         manualSorting
-        onRowClick={(s) => { void navigate(`/sessions/${encodeURIComponent(s.id)}`); }}
+        onRowClick={(s) => { void navigate(`/sessions/${String(s.id)}`); }}
         emptyText="No sessions match these filters."
       />
     </section>

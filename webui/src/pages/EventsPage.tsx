@@ -3,6 +3,7 @@ import { useQuery } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
 import EventTimeline from '../components/EventTimeline';
 import { TIMELINE_ROWS } from '../lib/chartOptions';
+import type { EventType, Severity } from '../api/types';
 
 const RANGES = [
   { label: 'last 15 min', seconds: 900 },
@@ -12,14 +13,16 @@ const RANGES = [
 ] as const;
 
 export default function EventsPage() {
-  const [kind, setKind] = useState('');
+  const [type, setType] = useState<EventType | ''>('');
+  const [severity, setSeverity] = useState<Severity | ''>('');
   const [range, setRange] = useState<(typeof RANGES)[number]>(RANGES[1]);
   const [sw, setSw] = useState('');
   const q = useQuery({
-    queryKey: ['events', kind, range.seconds, sw],
+    queryKey: ['events', type, severity, range.seconds, sw],
     queryFn: () =>
       api.events({
-        kind: kind || undefined,
+        type: type ? [type] : undefined,
+        severity: severity || undefined,
         switch: sw || undefined,
         since: new Date(Date.now() - range.seconds * 1000).toISOString(),
         limit: 1000,
@@ -31,15 +34,24 @@ export default function EventsPage() {
       <div className="toolbar">
         <h1 id="ev-title" style={{ marginRight: 'auto' }}>Events</h1>
         <label className="field">
-          Kind
-          <select value={kind} onChange={(e) => { setKind(e.target.value); }}>
+          Type
+          <select value={type} onChange={(e) => { setType(e.target.value as EventType | ''); }}>
             <option value="">all</option>
             {TIMELINE_ROWS.map((k) => <option key={k} value={k}>{k}</option>)}
           </select>
         </label>
         <label className="field">
+          Severity
+          <select value={severity} onChange={(e) => { setSeverity(e.target.value as Severity | ''); }}>
+            <option value="">any</option>
+            <option value="info">info</option>
+            <option value="warning">warning</option>
+            <option value="error">error</option>
+          </select>
+        </label>
+        <label className="field">
           Switch
-          <input value={sw} onChange={(e) => { setSw(e.target.value); }} placeholder="any" />
+          <input value={sw} onChange={(e) => { setSw(e.target.value.trim()); }} placeholder="any" />
         </label>
         <label className="field">
           Range

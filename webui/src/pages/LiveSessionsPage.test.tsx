@@ -9,7 +9,7 @@ describe('LiveSessionsPage', () => {
   it('renders 5,000 live sessions with only the visible rows in the DOM', () => {
     const { store } = renderWithLive(<LiveSessionsPage />);
     act(() => {
-      store.replaceAll(Array.from({ length: 5000 }, (_, i) => makeSession(i)));
+      store.replaceAll(Array.from({ length: 5000 }, (_, i) => makeSession(i + 1)));
       store.flush();
     });
     expect(screen.getByTestId('live-count')).toHaveTextContent('5000 of 5000 sessions');
@@ -38,9 +38,9 @@ describe('LiveSessionsPage', () => {
     const { store } = renderWithLive(<LiveSessionsPage />);
     act(() => {
       store.replaceAll([
-        makeSession(1, { call_id: 'alpha@x', offloaded: true, mos: 4.3 }),
-        makeSession(2, { call_id: 'beta@x', offloaded: false, offload_reason: 'table full', mos: 3.2 }),
-        makeSession(3, { call_id: 'gamma@x', offloaded: true, mos: 2.9 }),
+        makeSession(1, { call_id: 'alpha@x', offloaded: true, mos_avg: 4.3 }),
+        makeSession(2, { call_id: 'beta@x', offloaded: false, offload_reason: 'table full', mos_avg: 3.2 }),
+        makeSession(3, { call_id: 'gamma@x', offloaded: true, mos_avg: 2.9 }),
       ]);
       store.flush();
     });
@@ -59,7 +59,7 @@ describe('LiveSessionsPage', () => {
     const user = userEvent.setup();
     const { store } = renderWithLive(<LiveSessionsPage />);
     act(() => {
-      store.replaceAll([makeSession(1, { mos: 4.1 }), makeSession(2, { mos: 2.5 }), makeSession(3, { mos: 3.7 })]);
+      store.replaceAll([makeSession(1, { mos_avg: 4.1 }), makeSession(2, { mos_avg: 2.5 }), makeSession(3, { mos_avg: 3.7 })]);
       store.flush();
     });
     const button = screen.getByRole('button', { name: /MOS/ });

@@ -1,20 +1,24 @@
 import { useDeferredValue, useMemo, useState } from 'react';
 import { useNavigate } from 'react-router';
 import { useLive, useLiveSessions } from '../api/live';
-import type { SessionSummary } from '../api/types';
+import type { LiveSession } from '../api/types';
 import { DataTable } from '../components/DataTable';
 import { MOS_DEGRADED } from '../lib/format';
+import { currentMos } from '../lib/liveMetrics';
 import { sessionColumns } from './sessionColumns';
 
 type RelayFilter = 'all' | 'switch' | 'rtpproxy';
 
-export function matchesFilter(s: SessionSummary, text: string, relay: RelayFilter, degradedOnly: boolean): boolean {
+export function matchesFilter(s: LiveSession, text: string, relay: RelayFilter, degradedOnly: boolean): boolean {
   if (relay === 'switch' && !s.offloaded) return false;
   if (relay === 'rtpproxy' && s.offloaded) return false;
-  if (degradedOnly && (s.mos == null || s.mos >= MOS_DEGRADED)) return false;
+  if (degradedOnly) {
+    const mos = currentMos(s);
+    if (mos == null || mos >= MOS_DEGRADED) return false;
+  }
   if (!text) return true;
   const t = text.toLowerCase();
-  return [s.call_id, s.caller, s.callee, s.switch, s.offload_reason].some((v) => v?.toLowerCase().includes(t));
+  return [s.call_id, s.from_tag, s.to_tag, s.switch, s.agent, s.offload_reason].some((v) => v?.toLowerCase().includes(t));
 }
 
 export default function LiveSessionsPage() {
@@ -37,7 +41,7 @@ export default function LiveSessionsPage() {
         <h1 id="live-title" style={{ marginRight: 'auto' }}>Live sessions</h1>
         <label className="field">
           Filter
-          <input type="search" placeholder="call-id, address, switch…" value={text}
+          <input type="search" placeholder="call-id, tag, switch, reason…" value={text}
             onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" />
         </label>
         <label className="field">
@@ -59,10 +63,10 @@ export default function LiveSessionsPage() {
       <DataTable
         data={filtered}
         columns={columns}
-        getRowId={(s) => s.id}
+        getRowId={(s) => String(s.id)}
         label="Live sessions"
         initialSorting={[{ id: 'duration', desc: false }]}
-        onRowClick={(s) => { void navigate(`/sessions/${encodeURIComponent(s.id)}`); }}
+        onRowClick={(s) => { void navigate(`/sessions/${String(s.id)}`); }}
         emptyText={store.loaded ? 'No active sessions match.' : 'Waiting for the live feed…'}
       />
     </section>

@@ -6,23 +6,37 @@ import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
 import { qualityCharts } from '../lib/chartOptions';
-import { elapsedSeconds, formatCount, formatDuration, formatEndpoint, formatMs, formatPercent, formatTime } from '../lib/format';
+import type { Leg } from '../api/types';
+import { elapsedSeconds, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
+
+const DIRECTION = { caller_to_callee: 'caller → callee', callee_to_caller: 'callee → caller' } as const;
+
+/** The call's parties as media endpoints: the caller→callee leg's source and destination. */
+function parties(legs: readonly Leg[]): string {
+  const leg = legs.find((l) => l.direction === 'caller_to_callee') ?? legs[0];
+  if (!leg) return '–';
+  const [a, b] = leg.direction === 'caller_to_callee' ? [leg.src, leg.dst] : [leg.dst, leg.src];
+  return `${formatEndpoint(a.addr, a.port)} → ${formatEndpoint(b.addr, b.port)}`;
+}
 import { offloadLabel } from './sessionColumns';
 
 export default function SessionDetailPage() {
   const { id = '' } = useParams();
+  const sessionId = Number(id);
   const q = useQuery({
-    queryKey: ['session', id],
-    queryFn: () => api.session(id),
+    queryKey: ['session', sessionId],
+    queryFn: () => api.session(sessionId),
+    enabled: Number.isInteger(sessionId) && sessionId > 0,
     // Live calls keep moving; ended ones are history.
     refetchInterval: (query) => (query.state.data?.ended_at ? false : 2000),
   });
   const charts = useMemo(() => qualityCharts(q.data?.quality ?? []), [q.data?.quality]);
 
+  if (!Number.isInteger(sessionId) || sessionId <= 0) return <p className="error" role="alert">No such session: {id}</p>;
   if (q.isPending) return <p className="muted">Loading session…</p>;
   if (q.isError) return <p className="error" role="alert">Could not load session: {q.error.message}</p>;
   const s = q.data;
-  const empty = s.quality.length === 0;
+  const empty = s.quality.every((d) => d.points.length === 0);
 
   return (
     <article className="page" aria-labelledby="sd-title">
@@ -33,50 +47,49 @@ export default function SessionDetailPage() {
           <dl className="facts">
             <dt>State</dt><dd>{s.state}</dd>
             <dt>Relayed by</dt><dd>{offloadLabel(s)}</dd>
-            <dt>Switch</dt><dd>{s.switch ?? '–'}</dd>
-            <dt>Caller / callee</dt><dd className="mono">{s.caller ?? '–'} → {s.callee ?? '–'}</dd>
-            <dt>Tags</dt><dd className="mono">{s.from_tag ?? '–'} / {s.to_tag ?? '–'}</dd>
+            <dt>Switch / agent</dt><dd>{s.switch ?? '–'} / {s.agent ?? '–'}</dd>
+            <dt>Caller → callee</dt><dd className="mono">{parties(s.legs)}</dd>
+            <dt>Tags (from / to)</dt><dd className="mono">{s.from_tag || '–'} / {s.to_tag ?? '–'}</dd>
+            <dt>Codec</dt><dd>{s.codec ?? '–'}{s.plc ? ' (PLC)' : ''}</dd>
             <dt>Started</dt><dd>{formatTime(s.started_at)}</dd>
             <dt>Answered</dt><dd>{formatTime(s.answered_at)}</dd>
             <dt>Ended</dt><dd>{formatTime(s.ended_at)}</dd>
             <dt>Duration</dt><dd>{formatDuration(elapsedSeconds(s.answered_at ?? s.started_at, s.ended_at))}</dd>
             <dt>Packets</dt><dd>{formatCount(s.packets)}</dd>
-            <dt>Loss / jitter</dt><dd>{formatPercent(s.loss, 2)} / {formatMs(s.jitter_ms)}</dd>
-            <dt>MOS</dt><dd><MosBadge mos={s.mos} /></dd>
+            <dt>Lost</dt><dd>{formatCount(s.lost)}</dd>
+            <dt>Max jitter</dt><dd>{formatMs(s.jitter_ms_max)}</dd>
+            <dt>MOS mean / min</dt><dd><MosBadge mos={s.mos_avg} /> / <MosBadge mos={s.mos_min} /></dd>
           </dl>
         </section>
         <section className="card" aria-label="Legs and rewrite entries">
-          <h2>Legs</h2>
+          <h2>Legs and rewrite entries</h2>
+          <p className="muted" style={{ marginTop: 0 }}>
+            A packet from <em>source</em> to <em>relay in</em> leaves the switch rewritten as <em>relay out</em> → <em>destination</em>.
+          </p>
           <div className="table-wrap">
-            <table className="data" aria-label="Legs">
-              <thead><tr><th scope="col">Direction</th><th scope="col">Source</th><th scope="col">Relay</th><th scope="col">Destination</th></tr></thead>
+            <table className="data" aria-label="Legs and rewrite entries">
+              <thead>
+                <tr>
+                  <th scope="col">Direction</th><th scope="col">Source</th><th scope="col">Relay in</th>
+                  <th scope="col">Relay out</th><th scope="col">Destination</th><th scope="col">Switch entry</th>
+                  <th scope="col">Installed</th><th scope="col">Removed</th><th scope="col" className="num">Packets</th>
+                </tr>
+              </thead>
               <tbody>
-                {s.legs.map((l, i) => (
-                  <tr key={`${l.direction}-${String(i)}`}>
-                    <td>{l.direction}</td>
-                    <td className="mono">{formatEndpoint(l.src_addr, l.src_port)}</td>
-                    <td className="mono">{formatEndpoint(l.relay_addr, l.relay_port)}</td>
-                    <td className="mono">{formatEndpoint(l.dst_addr, l.dst_port)}</td>
+                {s.legs.map((l) => (
+                  <tr key={`${l.direction}-${String(l.media_index)}`}>
+                    <td>{DIRECTION[l.direction]}{l.media_index ? ` #${String(l.media_index)}` : ''}</td>
+                    <td className="mono">{formatEndpoint(l.src.addr, l.src.port)}</td>
+                    <td className="mono">{formatEndpoint(l.relay_in.addr, l.relay_in.port)}</td>
+                    <td className="mono">{formatEndpoint(l.relay_out.addr, l.relay_out.port)}</td>
+                    <td className="mono">{formatEndpoint(l.dst.addr, l.dst.port)}</td>
+                    <td>{l.installed ? `leg ${l.switch_leg == null ? '?' : String(l.switch_leg)}` : 'not installed'}</td>
+                    <td>{formatTime(l.installed_at)}</td>
+                    <td>{formatTime(l.removed_at)}</td>
+                    <td className="num">{formatCount(l.packets)}</td>
                   </tr>
                 ))}
-                {s.legs.length === 0 && <tr><td colSpan={4} className="muted">No legs recorded.</td></tr>}
-              </tbody>
-            </table>
-          </div>
-          <h2 style={{ marginTop: '0.8rem' }}>Rewrite entries</h2>
-          <div className="table-wrap">
-            <table className="data" aria-label="Rewrite entries">
-              <thead><tr><th scope="col">Match</th><th scope="col">Action</th><th scope="col">Installed</th><th scope="col">Removed</th></tr></thead>
-              <tbody>
-                {s.entries.map((e, i) => (
-                  <tr key={String(i)}>
-                    <td className="mono">{e.match}</td>
-                    <td className="mono">{e.action}</td>
-                    <td>{formatTime(e.installed_at)}</td>
-                    <td>{formatTime(e.removed_at)}</td>
-                  </tr>
-                ))}
-                {s.entries.length === 0 && <tr><td colSpan={4} className="muted">{s.offloaded ? 'No entries recorded.' : 'Not offloaded: RTPProxy relays this call.'}</td></tr>}
+                {s.legs.length === 0 && <tr><td colSpan={9} className="muted">No legs recorded.</td></tr>}
               </tbody>
             </table>
           </div>

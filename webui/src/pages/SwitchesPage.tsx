@@ -1,10 +1,11 @@
-import { useMemo, useState } from 'react';
-import { useQuery } from '@tanstack/react-query';
+import { useEffect, useMemo, useState } from 'react';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
+import { useLive, useLiveSessions } from '../api/live';
 import type { SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
 import { queueCharts } from '../lib/chartOptions';
-import { formatCount, formatPercent } from '../lib/format';
+import { formatCount, formatTime } from '../lib/format';
 
 const WINDOWS = [
   { label: '5 min', seconds: 300, resolution: 1 },
@@ -12,18 +13,20 @@ const WINDOWS = [
   { label: '24 h', seconds: 86400, resolution: 300 },
 ] as const;
 
-function Occupancy({ sw }: { sw: SwitchInfo }) {
-  const used = sw.relay_table_used ?? 0;
-  const cap = sw.relay_table_capacity ?? 0;
-  const frac = cap > 0 ? used / cap : null;
+/** Relay table use: each offloaded call holds one rewrite entry per direction. */
+function Occupancy({ sw, offloadedCalls }: { sw: SwitchInfo; offloadedCalls: number }) {
+  const entries = offloadedCalls * 2;
   return (
     <div>
-      <div className="meter" role="meter" aria-label={`Relay table occupancy of ${sw.name}`}
-        aria-valuemin={0} aria-valuemax={cap} aria-valuenow={used}>
-        <span style={{ width: `${Math.min(100, (frac ?? 0) * 100).toFixed(1)}%` }} />
+      <p style={{ margin: '0.2rem 0' }}>
+        <strong>{formatCount(entries)}</strong> rewrite entries in use ({formatCount(offloadedCalls)} offloaded calls)
+      </p>
+      <div className="meter" role="meter" aria-label={`Relay table entries in use on ${sw.name}`}
+        aria-valuemin={0} aria-valuenow={entries}>
+        <span style={{ width: entries > 0 ? '100%' : '0%' }} />
       </div>
       <p className="muted" style={{ margin: '0.3rem 0 0' }}>
-        {formatCount(used)} of {cap ? formatCount(cap) : '?'} entries ({formatPercent(frac)})
+        Table capacity: not reported by the server yet.
       </p>
     </div>
   );
@@ -31,23 +34,58 @@ function Occupancy({ sw }: { sw: SwitchInfo }) {
 
 export default function SwitchesPage() {
   const switches = useQuery({ queryKey: ['switches'], queryFn: api.switches, refetchInterval: 5000 });
-  const [selected, setSelected] = useState<string | null>(null);
+  const sessions = useLiveSessions();
+  const { onMessage } = useLive();
+  const qc = useQueryClient();
+  const [selected, setSelected] = useState<number | null>(null);
   const [win, setWin] = useState<(typeof WINDOWS)[number]>(WINDOWS[0]);
   const current = switches.data?.find((s) => s.id === selected) ?? switches.data?.[0];
 
   const series = useQuery({
     queryKey: ['queues', current?.id, win.seconds],
     queryFn: () =>
-      api.queueSeries(current?.id ?? '', new Date(Date.now() - win.seconds * 1000).toISOString(), win.resolution),
+      api.queueSeries(current?.id ?? 0, new Date(Date.now() - win.seconds * 1000).toISOString(), win.resolution),
     enabled: current != null,
-    refetchInterval: 2000,
+    // New samples are announced on the live stream; this is the fallback.
+    refetchInterval: 5000,
   });
-  const charts = useMemo(() => queueCharts(series.data ?? []), [series.data]);
+  const ired = useQuery({
+    queryKey: ['events', 'ired', current?.name, win.seconds],
+    queryFn: () => api.events({
+      type: ['ired_drop'], switch: current?.name, since: new Date(Date.now() - win.seconds * 1000).toISOString(), limit: 1000,
+    }),
+    enabled: current != null,
+    refetchInterval: 5000,
+  });
+
+  // Re-fetch (downsampled) series when the stream says this switch has new samples.
+  useEffect(() => {
+    if (!current) return;
+    let pending: ReturnType<typeof setTimeout> | undefined;
+    const off = onMessage((m) => {
+      if (m.topic !== 'queues' || !m.items.some((q) => q.switch_id === current.id) || pending) return;
+      pending = setTimeout(() => {
+        pending = undefined;
+        void qc.invalidateQueries({ queryKey: ['queues', current.id] });
+      }, 500);
+    });
+    return () => {
+      off();
+      clearTimeout(pending);
+    };
+  }, [current, onMessage, qc]);
+
+  const charts = useMemo(() => queueCharts(series.data ?? [], ired.data?.items ?? []), [series.data, ired.data]);
+  const offloadedBySwitch = useMemo(() => {
+    const m = new Map<string, number>();
+    for (const s of sessions) if (s.offloaded && s.switch) m.set(s.switch, (m.get(s.switch) ?? 0) + 1);
+    return m;
+  }, [sessions]);
 
   if (switches.isPending) return <p className="muted">Loading switches…</p>;
   if (switches.isError) return <p className="error" role="alert">Could not load switches: {switches.error.message}</p>;
   if (!current) return <p className="muted">No switches registered yet.</p>;
-  const empty = (series.data?.length ?? 0) === 0;
+  const empty = (series.data ?? []).every((s) => s.points.length === 0);
 
   return (
     <section className="page" aria-labelledby="sw-title">
@@ -55,7 +93,7 @@ export default function SwitchesPage() {
         <h1 id="sw-title" style={{ marginRight: 'auto' }}>Switches</h1>
         <label className="field">
           Switch
-          <select value={current.id} onChange={(e) => { setSelected(e.target.value); }}>
+          <select value={current.id} onChange={(e) => { setSelected(Number(e.target.value)); }}>
             {switches.data.map((s) => <option key={s.id} value={s.id}>{s.name}</option>)}
           </select>
         </label>
@@ -67,16 +105,32 @@ export default function SwitchesPage() {
         </label>
       </div>
       <div className="grid-2">
-        <section className="card" aria-label="Relay table">
-          <h2>Relay table occupancy</h2>
-          {switches.data.map((s) => (
-            <div key={s.id} style={{ marginBottom: '0.6rem' }}>
-              <strong>{s.name}</strong>
-              <Occupancy sw={s} />
-            </div>
-          ))}
+        <section className="card" aria-label="Switch status">
+          <h2>{current.name} <span className={`badge ${current.up ? 'good' : 'bad'}`}>{current.up ? 'up' : 'down'}</span></h2>
+          <dl className="facts">
+            <dt>BfRt gRPC</dt><dd className="mono">{current.grpc_address ?? '–'} (device {current.device_id})</dd>
+            <dt>Last seen</dt><dd>{formatTime(current.last_seen)}</dd>
+          </dl>
+          <h2 style={{ marginTop: '0.8rem' }}>Relay table</h2>
+          <Occupancy sw={current} offloadedCalls={offloadedBySwitch.get(current.name) ?? 0} />
+          <h2 style={{ marginTop: '0.8rem' }}>Ports</h2>
+          <div className="table-wrap">
+            <table className="data" aria-label="Ports">
+              <thead><tr><th scope="col">Port</th><th scope="col">Name</th><th scope="col">Speed</th><th scope="col">Link</th></tr></thead>
+              <tbody>
+                {current.ports.map((p) => (
+                  <tr key={p.dev_port}>
+                    <td>{p.dev_port}</td><td>{p.name ?? '–'}</td>
+                    <td>{p.speed_mbps == null ? '–' : `${formatCount(p.speed_mbps)} Mb/s`}</td>
+                    <td>{p.up == null ? '–' : p.up ? 'up' : 'down'}</td>
+                  </tr>
+                ))}
+                {current.ports.length === 0 && <tr><td colSpan={4} className="muted">No ports reported.</td></tr>}
+              </tbody>
+            </table>
+          </div>
         </section>
-        <ChartCard title="Drops (tail and iRED)" option={charts.drops} empty={empty} />
+        <ChartCard title="Drops (tail and iRED)" option={charts.drops} empty={empty && (ired.data?.items.length ?? 0) === 0} />
       </div>
       {series.isError && <p className="error" role="alert">Could not load queue telemetry: {series.error.message}</p>}
       <div className="grid-2">

@@ -1,28 +1,31 @@
-// Column definitions shared by the live table and the audit search results.
+// Column definitions of the live table and the audit search results.
 import { createColumnHelper } from '@tanstack/react-table';
 import { Link } from 'react-router';
-import type { SessionSummary } from '../api/types';
+import type { LiveSession, SessionSummary } from '../api/types';
 import { MosBadge } from '../components/MosBadge';
 import { elapsedSeconds, formatCount, formatDuration, formatMs, formatPercent, formatTime } from '../lib/format';
+import { currentJitterMs, currentMos, lossFraction, packetCount } from '../lib/liveMetrics';
 
-const col = createColumnHelper<SessionSummary>();
+const col = createColumnHelper<LiveSession>();
 
-export function offloadLabel(s: SessionSummary): string {
+export function offloadLabel(s: Pick<SessionSummary, 'offloaded' | 'offload_reason'>): string {
   return s.offloaded ? 'switch' : `RTPProxy${s.offload_reason ? ` (${s.offload_reason})` : ''}`;
 }
 
 const callId = col.accessor('call_id', {
   header: 'Call-ID',
-  size: 260,
+  size: 250,
   cell: (c) => (
-    <Link to={`/sessions/${encodeURIComponent(c.row.original.id)}`} onClick={(e) => { e.stopPropagation(); }}>
+    <Link to={`/sessions/${String(c.row.original.id)}`} onClick={(e) => { e.stopPropagation(); }}>
       {c.getValue()}
     </Link>
   ),
 });
-const caller = col.accessor('caller', { header: 'Caller', size: 170, cell: (c) => <span className="mono">{c.getValue() ?? '–'}</span> });
-const callee = col.accessor('callee', { header: 'Callee', size: 170, cell: (c) => <span className="mono">{c.getValue() ?? '–'}</span> });
+const tags = col.accessor((s) => `${s.from_tag || '–'} → ${s.to_tag ?? '–'}`, {
+  id: 'tags', header: 'Tags (from → to)', size: 200, cell: (c) => <span className="mono">{c.getValue()}</span>,
+});
 const relayedBy = col.accessor((s) => offloadLabel(s), { id: 'offload', header: 'Relayed by', size: 170 });
+const sw = col.accessor((s) => s.switch ?? '–', { id: 'switch', header: 'Switch', size: 100 });
 const liveDuration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_at) ?? 0, {
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
   cell: (c) => formatDuration(c.getValue()),
@@ -32,18 +35,27 @@ const duration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_a
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
   cell: (c) => formatDuration(c.getValue()),
 });
-const state = col.accessor('state', { header: 'State', size: 90 });
-const packets = col.accessor('packets', { header: 'Packets', size: 90, meta: { numeric: true }, cell: (c) => formatCount(c.getValue()) });
-const loss = col.accessor('loss', { header: 'Loss', size: 80, meta: { numeric: true }, cell: (c) => formatPercent(c.getValue(), 2) });
-const jitter = col.accessor('jitter_ms', { header: 'Jitter', size: 90, meta: { numeric: true }, cell: (c) => formatMs(c.getValue()) });
-const mos = col.accessor('mos', {
-  header: 'MOS', size: 80, meta: { numeric: true }, sortUndefined: 'last',
+const state = col.accessor('state', { header: 'State', size: 80 });
+const packets = col.accessor((s) => packetCount(s), {
+  id: 'packets', header: 'Packets', size: 90, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => formatCount(c.getValue()),
+});
+const loss = col.accessor((s) => lossFraction(s), {
+  id: 'loss', header: 'Loss', size: 80, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => formatPercent(c.getValue(), 2),
+});
+const jitter = col.accessor((s) => currentJitterMs(s), {
+  id: 'jitter', header: 'Jitter', size: 90, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => formatMs(c.getValue()),
+});
+const mos = col.accessor((s) => currentMos(s) ?? undefined, {
+  id: 'mos', header: 'MOS', size: 80, meta: { numeric: true }, sortUndefined: 'last',
   cell: (c) => <MosBadge mos={c.getValue()} />,
 });
 
-/** Live table: running duration; audit: start time, final duration and state. */
+/** Live table: running duration and current quality; audit: start time, final values, state. */
 export function sessionColumns(opts: { live: boolean }) {
   return opts.live
-    ? [callId, caller, callee, relayedBy, liveDuration, packets, loss, jitter, mos]
-    : [callId, started, caller, callee, relayedBy, duration, state, packets, loss, jitter, mos];
+    ? [callId, tags, relayedBy, sw, liveDuration, packets, loss, jitter, mos]
+    : [callId, started, tags, relayedBy, sw, duration, state, packets, loss, jitter, mos];
 }

@@ -1,0 +1,30 @@
+// What the live table shows per call: current quality from the latest samples
+// when the stream delivered some, else the stored aggregates.
+import type { LiveSession } from '../api/types';
+
+/** The worse direction's latest MOS (a call is as good as its worse half). */
+export function currentMos(s: LiveSession): number | null {
+  const dirs = Object.values(s.live?.dirs ?? {});
+  const vals = dirs.map((d) => d.mos).filter((m): m is number => m != null);
+  if (vals.length) return Math.min(...vals);
+  return s.mos_avg;
+}
+
+export function currentJitterMs(s: LiveSession): number | null {
+  const dirs = Object.values(s.live?.dirs ?? {});
+  if (dirs.length) return Math.max(...dirs.map((d) => d.jitter_ms));
+  return s.jitter_ms_max;
+}
+
+/** Loss over what the console has seen (samples), else the stored final counters. */
+export function lossFraction(s: LiveSession): number | null {
+  if (s.live && s.live.packets + s.live.lost > 0) return s.live.lost / (s.live.packets + s.live.lost);
+  if (s.packets != null && s.lost != null && s.packets + s.lost > 0) return s.lost / (s.packets + s.lost);
+  return null;
+}
+
+export function packetCount(s: LiveSession): number | null {
+  const fromSamples = s.live?.packets;
+  if (fromSamples == null) return s.packets;
+  return Math.max(fromSamples, s.packets ?? 0);
+}
