@@ -31,10 +31,11 @@ const bit<3> RESUBMIT_TYPE_JITTER = 1;
 #define LEARN_FILTER_AGE_MS 2000
 #endif
 
-/* PCIe CPU port: 64 on 2-pipe Tofino 1 (Wedge100BF-32X), 320 on 4-pipe parts.
- * ARP is punted there; the switch's Linux side answers (README "ARP"). */
+/* PCIe CPU port: 192 on 2-pipe Tofino 1 (Wedge100BF-32X), 320 on 4-pipe
+ * parts and tofino-model (build with -DCPU_PORT=320 there). ARP is punted
+ * there; the switch's Linux side answers (README "ARP"). */
 #ifndef CPU_PORT
-#define CPU_PORT 64
+#define CPU_PORT 192
 #endif
 
 /* contract [config] rtp_clock_hz: RtpClock's shift constants are for 8 kHz. */
