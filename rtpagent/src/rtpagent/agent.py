@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import re
 import time
+import uuid
 
 import structlog
 
@@ -57,7 +58,7 @@ class Agent:
         self.rtpp_ttl = rtpp_ttl
         self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
         self._tok = itertools.count(1)
-        self._tok_prefix = f"p4r{int(time.time()) % 1000000:x}"
+        self._tok_prefix = "p4r" + uuid.uuid4().hex[:10]
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
         self.on_change: list[object] = []

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import socket
 import time
+import uuid
 
 import structlog
 
@@ -46,7 +47,9 @@ class Upstream:
         self._transport: asyncio.DatagramTransport | None = None
         self._pending: dict[str, asyncio.Future[str]] = {}
         self._ids = itertools.count(1)
-        self._prefix = f"a{int(time.time()) % 100000:x}"
+        # Unique per agent run: RTPProxy answers a known cookie from its reply
+        # cache, so a restarted agent must never reuse its predecessor's cookies.
+        self._prefix = uuid.uuid4().hex[:10]
 
     async def start(self) -> None:
         if self.spec.datagram:

@@ -1,0 +1,144 @@
+"""Reports reach the real server through the durable spool: nothing lost while
+the server is down, replayed in order when it returns, idempotent."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fakeswitch import FakeSwitch
+from harness import Client, free_port, settings, wait_for
+from rtpagent.app import App
+from rtpagent.store import Store
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+BASE = os.environ.get("P4RELAY_TEST_DATABASE_URL")
+pytestmark = pytest.mark.skipif(not BASE, reason="needs $P4RELAY_TEST_DATABASE_URL (make test)")
+
+
+@pytest.fixture(scope="module")
+def server_db() -> Iterator[tuple[str, str]]:
+    from p4relay_server.config import Settings
+    from p4relay_server.db import make_engine, make_sessionmaker
+    from p4relay_server.migrate import run_alembic
+    from p4relay_server.services import accounts
+
+    assert BASE is not None
+    name = f"rtpagent_test_{secrets.token_hex(4)}"
+    admin = create_engine(make_url(BASE), isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(BASE).set(database=name).render_as_string(hide_password=False)
+    settings = Settings(database_url=url)
+    run_alembic(settings, ["upgrade", "head"])
+    engine = make_engine(settings)
+    with make_sessionmaker(engine)() as db:
+        _, token = accounts.create_token(db, "rtpagent-test", "ingest")
+    engine.dispose()
+    yield url, token
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+class Server:
+    def __init__(self, db_url: str, port: int) -> None:
+        self.port = port
+        self.env = {**os.environ, "P4RELAY_DATABASE_URL": db_url}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "p4relay_server.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/docs", timeout=0.5).status_code < 500:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise TimeoutError("server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+async def test_spool_replays_when_server_returns(
+    tmp_path: Path, server_db: tuple[str, str]
+) -> None:
+    db_url, token = server_db
+    port = free_port()
+    cfg = settings(
+        tmp_path,
+        switch="fake:1",
+        server_url=f"http://127.0.0.1:{port}",
+        server_token=token,
+        agent_name="agent-spool",
+    )
+    fake = FakeSwitch()
+    app = App(cfg, switch=fake)
+    await app.start()
+    cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+    server = Server(db_url, port)
+    try:
+        for n in range(3):
+            await cl.cmd(f"U sp{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L sp{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 12)
+        for n in range(3):
+            await cl.cmd(f"D sp{n} f t")
+        await wait_for(lambda: not fake.relays)
+        await wait_for(lambda: app.store.spool_depth() > 0 and app.store.pending_writes == 0)
+        depth = app.store.spool_depth()
+        assert depth >= 9  # sessions + events, kept while the server is down
+        server.start()
+        await wait_for(lambda: app.store.spool_depth() == 0, within=30.0)
+        eng = create_engine(db_url)
+        with eng.connect() as c:
+            rows = c.execute(
+                text("SELECT call_id, state, offloaded FROM sessions ORDER BY call_id")
+            ).all()
+            kinds = {r[0] for r in c.execute(text("SELECT type FROM events")).all()}
+        eng.dispose()
+        assert [(r[0], r[1], r[2]) for r in rows] == [(f"sp{n}", "ended", True) for n in range(3)]
+        assert {"offload_installed", "offload_removed", "agent_up"} <= kinds
+    finally:
+        await app.stop()
+        server.stop()
+        cl.close()
+
+
+def test_spool_survives_restart(tmp_path: Path) -> None:
+    s = Store(tmp_path / "s.sqlite")
+    s.enqueue("event", {"a": 1})
+    s.enqueue("sample", {"b": 2})
+    s.close()
+    s2 = Store(tmp_path / "s.sqlite")
+    rows = s2.spool_head(10)
+    assert [(k, d) for _, k, d in rows] == [("event", {"a": 1}), ("sample", {"b": 2})]
+    s2.spool_ack([rows[0][0]])
+    assert [k for _, k, _ in s2.spool_head(10)] == ["sample"]
+    s2.close()
