@@ -876,3 +876,93 @@ def test_unknown_action_in_table_is_an_error(contract: dict[str, Any]) -> None:
                 "controls/forwarding.p4", "            set_nexthop;", "            hop;"
             ),
         )
+
+
+# ---------------------------------------------------------------- BfRt bootstrap
+
+
+def _bootstrap() -> Any:
+    import importlib.util
+    import sys
+
+    if "p4relay_bfrt_bootstrap" in sys.modules:
+        return sys.modules["p4relay_bfrt_bootstrap"]
+    path = P4_ROOT.parent / "bfrt" / "bootstrap.py"
+    spec = importlib.util.spec_from_file_location("p4relay_bfrt_bootstrap", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bfrt_python_kwargs(contract: dict[str, Any], table: str, action: str) -> set[str]:
+    """Keyword names bfrt_python accepts for add_with_<action> on a contract table."""
+    ct = next(t for t in contract["table"] if t["name"] == table)
+    names: set[str] = set()
+    for k in ct["keys"]:
+        if k["name"] == "$MATCH_PRIORITY":
+            names.add("MATCH_PRIORITY")
+            continue
+        base = k["name"].split(".")[-1]
+        suffixes = {"LPM": ["", "_p_length"], "Range": ["_start", "_end"], "Ternary": ["", "_mask"]}
+        names |= {base + s for s in suffixes.get(k["match"], [""])}
+    ca = next(a for a in contract["action"] if a["name"] == action)
+    return names | {p["name"] for p in ca["params"]}
+
+
+def test_bootstrap_writes_contract_names(contract: dict[str, Any]) -> None:
+    boot = _bootstrap()
+    tables = {t["name"]: t for t in contract["table"]}
+    for name in (
+        boot.TABLE_IPV4_LPM,
+        boot.TABLE_NEXTHOP,
+        boot.TABLE_RELAY_ADDR,
+        *boot.PER_PIPE_TABLES,
+    ):
+        assert name in tables, name
+    for t in boot.PER_PIPE_TABLES:
+        assert tables[t].get("entry_scope") == "per_pipe", t
+    ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
+    table_ops = [
+        op for op in ops if op.path[:2] == ("p4relay", "pipe") and "add_with_" in op.path[-1]
+    ]
+    assert {op.path[3] for op in table_ops} == {"ipv4_lpm", "nexthop", "relay_addr"}
+    for op in table_ops:
+        table = "pipe." + ".".join(op.path[2:-1])
+        action = "Ingress." + op.path[-1].removeprefix("add_with_")
+        assert action in tables[table]["actions"], (table, action)
+        assert set(op.kwargs) == bfrt_python_kwargs(contract, table, action), op.describe()
+    default = [op for op in table_ops if op.kwargs.get("dst_addr_p_length") == 0]
+    assert len(default) == 1, "the example config installs exactly one default route"
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        (
+            {
+                "nexthops": [
+                    {"id": 1, "port": "1/0", "src_mac": "zz", "dst_mac": "02:00:00:00:00:01"}
+                ]
+            },
+            "src_mac",
+        ),
+        ({"default_route": {"nexthop_id": 99}}, "nexthop_id 99 is not in nexthops"),
+        ({"routes": [{"prefix": "198.18.1.1/24", "nexthop_id": 1}]}, "host bits"),
+        (
+            {"relay_addrs": [{"addr": "198.18.0.10", "port_min": 30000, "port_max": 20000}]},
+            "port_max",
+        ),
+        ({"ports": [{"port": 600}]}, "outside 0..511"),
+        ({"ports": [{"port": "1/0", "speed": "400G"}]}, "speed"),
+        ({"mirror_sessions": [{"sid": 1, "port": 5, "direction": "UP"}]}, "direction"),
+        ({"colour": "blue"}, "unknown keys"),
+    ],
+)
+def test_bootstrap_rejects_bad_config(patch: dict[str, Any], needle: str) -> None:
+    boot = _bootstrap()
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    config.update(patch)
+    with pytest.raises(boot.ConfigError, match=needle):
+        boot.plan(config)

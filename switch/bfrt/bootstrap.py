@@ -1,0 +1,396 @@
+"""p4relay BfRt bootstrap: what a Tofino needs before rtpagent connects.
+
+Ports and speeds, next hops and routes (including the default route), the
+relay addresses and port ranges (relay_addr), per-pipe entry scope of the
+session tables, and mirror sessions. Sessions themselves (relay, leg_rewrite)
+are written by rtpagent over BfRt gRPC, never here.
+
+On the switch, inside bfshell (bfrt_python provides the global ``bfrt``)::
+
+    P4RELAY_BFRT_CONFIG=/etc/p4relay/bfrt.json \\
+        $SDE_INSTALL/bin/bfshell -b /opt/p4relay/switch/bfrt/bootstrap.py
+
+Anywhere, with plain Python 3.8+, to validate a config and print the calls
+it would make (nothing is sent)::
+
+    python3 switch/bfrt/bootstrap.py --check switch/bfrt/site.example.json
+
+The script is idempotent: an entry that exists is modified instead of added.
+It runs on the SDE's Python (3.8 and later), so it uses only the standard
+library and no syntax newer than 3.8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+PROGRAM = "p4relay"
+CONFIG_ENV = "P4RELAY_BFRT_CONFIG"
+DEFAULT_CONFIG = "/etc/p4relay/bfrt.json"
+
+# Contract names (switch/contract.toml) this script writes; the contract test
+# (switch/client/tests/test_contract_p4.py) checks them.
+TABLE_IPV4_LPM = "pipe.Ingress.ipv4_lpm"
+TABLE_NEXTHOP = "pipe.Ingress.nexthop"
+TABLE_RELAY_ADDR = "pipe.Ingress.relay_addr"
+TABLE_RELAY = "pipe.Ingress.relay"
+TABLE_LEG_REWRITE = "pipe.Ingress.leg_rewrite"
+ACTION_SET_NEXTHOP = "Ingress.set_nexthop"
+ACTION_FORWARD = "Ingress.forward"
+ACTION_MARK_RELAY = "Ingress.mark_relay"
+PER_PIPE_TABLES = (TABLE_RELAY, TABLE_LEG_REWRITE)
+
+SPEEDS = {
+    "10G": "BF_SPEED_10G",
+    "25G": "BF_SPEED_25G",
+    "40G": "BF_SPEED_40G",
+    "50G": "BF_SPEED_50G",
+    "100G": "BF_SPEED_100G",
+}
+# FEC each speed needs by default (IEEE: RS for 100G/25G, none for 10G/40G).
+DEFAULT_FEC = {
+    "10G": "BF_FEC_TYP_NONE",
+    "25G": "BF_FEC_TYP_REED_SOLOMON",
+    "40G": "BF_FEC_TYP_NONE",
+    "50G": "BF_FEC_TYP_REED_SOLOMON",
+    "100G": "BF_FEC_TYP_REED_SOLOMON",
+}
+FECS = {"BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON"}
+MIRROR_DIRECTIONS = {"INGRESS", "EGRESS", "BOTH"}
+MAX_DEV_PORT = 511  # PortId_t is 9 bits
+
+
+class ConfigError(ValueError):
+    """The bootstrap config is wrong; the message says where."""
+
+
+@dataclass(frozen=True)
+class FrontPanel:
+    """A front-panel port "conn/chnl", resolved to a dev port on the switch."""
+
+    conn: int
+    chnl: int
+
+    def __str__(self) -> str:
+        return f"{self.conn}/{self.chnl}"
+
+
+@dataclass
+class Op:
+    """One bfrt_python call: ``bfrt.<path...>(*args, **kwargs)``."""
+
+    path: tuple[str, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    args: tuple[Any, ...] = ()
+    fallback: str | None = None  # method to call instead when the entry exists
+    what: str = ""
+
+    def describe(self) -> str:
+        parts = [repr(a) for a in self.args]
+        parts += [f"{k}={_show(v)}" for k, v in self.kwargs.items()]
+        return f"bfrt.{'.'.join(self.path)}({', '.join(parts)})  # {self.what}"
+
+
+def _show(v: Any) -> str:
+    return f"<dev port of {v}>" if isinstance(v, FrontPanel) else repr(v)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _port(value: Any, where: str) -> int | FrontPanel:
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: port must be a dev port number or 'conn/chnl', got {value!r}")
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_DEV_PORT:
+            raise ConfigError(f"{where}: dev port {value} outside 0..{MAX_DEV_PORT}")
+        return value
+    if isinstance(value, str) and value.count("/") == 1:
+        conn, chnl = value.split("/")
+        if conn.isdigit() and chnl.isdigit() and int(chnl) < 8:
+            return FrontPanel(int(conn), int(chnl))
+    raise ConfigError(f"{where}: port must be a dev port number or 'conn/chnl', got {value!r}")
+
+
+def _mac(value: Any, where: str) -> int:
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) == 6 and all(len(p) == 2 for p in parts):
+            try:
+                return int("".join(parts), 16)
+            except ValueError:
+                pass
+    raise ConfigError(f"{where}: MAC address must look like 02:00:00:00:00:01, got {value!r}")
+
+
+def _ipv4(value: Any, where: str) -> int:
+    try:
+        return int(ipaddress.IPv4Address(value))
+    except (ipaddress.AddressValueError, ValueError) as e:
+        raise ConfigError(f"{where}: not an IPv4 address: {value!r}") from e
+
+
+def _prefix(value: Any, where: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(value, strict=True)
+    except (ipaddress.AddressValueError, ipaddress.NetmaskValueError, ValueError) as e:
+        raise ConfigError(f"{where}: not an IPv4 prefix with host bits clear: {value!r}") from e
+
+
+def _int(value: Any, where: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{where}: expected an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def _list(config: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    value = config.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"{key}: expected a list of objects")
+    return value
+
+
+KNOWN_KEYS = {
+    "program",
+    "ports",
+    "nexthops",
+    "routes",
+    "default_route",
+    "relay_addrs",
+    "mirror_sessions",
+    "session_entry_scope",
+}
+
+
+def plan(config: dict[str, Any]) -> list[Op]:
+    """Validate ``config`` and return the calls that set the switch up."""
+    unknown = sorted(set(config) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
+    program = config.get("program", PROGRAM)
+    if not isinstance(program, str) or not program.isidentifier():
+        raise ConfigError(f"program: expected the P4 program name, got {program!r}")
+    ops: list[Op] = []
+
+    for i, p in enumerate(_list(config, "ports")):
+        where = f"ports[{i}]"
+        speed = p.get("speed", "100G")
+        if speed not in SPEEDS:
+            raise ConfigError(f"{where}: speed {speed!r} not one of {sorted(SPEEDS)}")
+        fec = p.get("fec", DEFAULT_FEC[speed])
+        if fec not in FECS:
+            raise ConfigError(f"{where}: fec {fec!r} not one of {sorted(FECS)}")
+        port = _port(p.get("port"), where)
+        kwargs: dict[str, Any] = {"DEV_PORT": port, "SPEED": SPEEDS[speed], "FEC": fec}
+        if not p.get("autoneg", False):
+            kwargs["AUTO_NEGOTIATION"] = "PM_AN_FORCE_DISABLE"
+        kwargs["PORT_ENABLE"] = True
+        ops.append(Op(("port", "port", "add"), kwargs, fallback="mod", what=f"port {port} {speed}"))
+
+    scope = config.get("session_entry_scope", "per_pipe")
+    if scope not in ("per_pipe", "all_pipes"):
+        raise ConfigError(f"session_entry_scope: 'per_pipe' or 'all_pipes', got {scope!r}")
+    for table in PER_PIPE_TABLES:
+        path = (program, *table.split("."))
+        ops.append(
+            Op(
+                (*path, "symmetric_mode_set"),
+                args=(scope == "all_pipes",),
+                what=f"{table} entry scope {scope} (tables must be empty)",
+            )
+        )
+
+    nexthop_ids: set[int] = set()
+    for i, n in enumerate(_list(config, "nexthops")):
+        where = f"nexthops[{i}]"
+        nid = _int(n.get("id"), f"{where}.id", 0, 0xFFFF)
+        if nid in nexthop_ids:
+            raise ConfigError(f"{where}: next hop id {nid} given twice")
+        nexthop_ids.add(nid)
+        ops.append(
+            Op(
+                (program, "pipe", "Ingress", "nexthop", "add_with_forward"),
+                {
+                    "nexthop_id": nid,
+                    "port": _port(n.get("port"), f"{where}.port"),
+                    "src_mac": _mac(n.get("src_mac"), f"{where}.src_mac"),
+                    "dst_mac": _mac(n.get("dst_mac"), f"{where}.dst_mac"),
+                },
+                fallback="mod_with_forward",
+                what=f"next hop {nid}",
+            )
+        )
+
+    routes = list(_list(config, "routes"))
+    default = config.get("default_route")
+    if default is not None:
+        if not isinstance(default, dict):
+            raise ConfigError("default_route: expected an object with nexthop_id")
+        routes.append({"prefix": "0.0.0.0/0", **default})
+    seen: set[str] = set()
+    for i, r in enumerate(routes):
+        where = f"routes[{i}]" if i < len(routes) - (default is not None) else "default_route"
+        net = _prefix(r.get("prefix"), f"{where}.prefix")
+        if str(net) in seen:
+            raise ConfigError(f"{where}: prefix {net} given twice")
+        seen.add(str(net))
+        nid = _int(r.get("nexthop_id"), f"{where}.nexthop_id", 0, 0xFFFF)
+        if nid not in nexthop_ids:
+            raise ConfigError(f"{where}: nexthop_id {nid} is not in nexthops")
+        ops.append(
+            Op(
+                (program, "pipe", "Ingress", "ipv4_lpm", "add_with_set_nexthop"),
+                {
+                    "dst_addr": int(net.network_address),
+                    "dst_addr_p_length": net.prefixlen,
+                    "nexthop_id": nid,
+                },
+                fallback="mod_with_set_nexthop",
+                what=f"route {net} -> next hop {nid}",
+            )
+        )
+
+    for i, a in enumerate(_list(config, "relay_addrs")):
+        where = f"relay_addrs[{i}]"
+        lo = _int(a.get("port_min"), f"{where}.port_min", 1, 0xFFFF)
+        hi = _int(a.get("port_max"), f"{where}.port_max", lo, 0xFFFF)
+        ops.append(
+            Op(
+                (program, "pipe", "Ingress", "relay_addr", "add_with_mark_relay"),
+                {
+                    "dst_addr": _ipv4(a.get("addr"), f"{where}.addr"),
+                    "dst_port_start": lo,
+                    "dst_port_end": hi,
+                    "MATCH_PRIORITY": _int(a.get("priority", 1), f"{where}.priority", 0, 2**31),
+                },
+                fallback="mod_with_mark_relay",
+                what=f"relay address {a.get('addr')} ports {lo}-{hi}",
+            )
+        )
+
+    sids: set[int] = set()
+    for i, m in enumerate(_list(config, "mirror_sessions")):
+        where = f"mirror_sessions[{i}]"
+        sid = _int(m.get("sid"), f"{where}.sid", 1, 1015)
+        if sid in sids:
+            raise ConfigError(f"{where}: sid {sid} given twice")
+        sids.add(sid)
+        direction = m.get("direction", "BOTH")
+        if direction not in MIRROR_DIRECTIONS:
+            raise ConfigError(
+                f"{where}: direction {direction!r} not one of {sorted(MIRROR_DIRECTIONS)}"
+            )
+        ops.append(
+            Op(
+                ("mirror", "cfg", "add_with_normal"),
+                {
+                    "sid": sid,
+                    "direction": direction,
+                    "session_enable": True,
+                    "ucast_egress_port": _port(m.get("port"), f"{where}.port"),
+                    "ucast_egress_port_valid": True,
+                    "max_pkt_len": _int(
+                        m.get("max_pkt_len", 16384), f"{where}.max_pkt_len", 64, 16384
+                    ),
+                },
+                fallback="mod_with_normal",
+                what=f"mirror session {sid}",
+            )
+        )
+    return ops
+
+
+# ---------------------------------------------------------------- applying
+
+
+def _node(bfrt: Any, path: tuple[str, ...]) -> Any:
+    node = bfrt
+    for part in path:
+        node = getattr(node, part)
+    return node
+
+
+def _resolve(bfrt: Any, value: Any) -> Any:
+    if isinstance(value, FrontPanel):
+        info = bfrt.port.port_hdl_info.get(CONN_ID=value.conn, CHNL_ID=value.chnl, print_ents=False)
+        return info.data[b"$DEV_PORT"]
+    return value
+
+
+def apply(bfrt: Any, ops: list[Op], out: Any = sys.stdout) -> int:
+    """Run ``ops`` against bfrt_python; returns the number of failed calls."""
+    failed = 0
+    for op in ops:
+        kwargs = {k: _resolve(bfrt, v) for k, v in op.kwargs.items()}
+        try:
+            _node(bfrt, op.path)(*op.args, **kwargs)
+            print(f"ok    {op.what}", file=out)
+        except Exception as e:  # bfrt_python raises plain exceptions
+            if op.fallback is None:
+                print(f"FAIL  {op.what}: {e}", file=out)
+                failed += 1
+                continue
+            try:
+                _node(bfrt, (*op.path[:-1], op.fallback))(*op.args, **kwargs)
+                print(f"mod   {op.what} (existed)", file=out)
+            except Exception as e2:
+                print(f"FAIL  {op.what}: {e}; {op.fallback}: {e2}", file=out)
+                failed += 1
+    return failed
+
+
+def load_config(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from e
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from e
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=(
+            "Validate a p4relay switch bootstrap config and print the BfRt calls "
+            "it makes. On the switch, run this file with 'bfshell -b' instead "
+            f"(config from ${CONFIG_ENV}, default {DEFAULT_CONFIG})."
+        )
+    )
+    parser.add_argument("--check", metavar="CONFIG", required=True, help="JSON config to check")
+    args = parser.parse_args(argv)
+    try:
+        ops = plan(load_config(args.check))
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    for op in ops:
+        print(op.describe())
+    print(f"{len(ops)} calls; config OK", file=sys.stderr)
+    return 0
+
+
+def _run_in_bfshell(bfrt: Any) -> None:
+    path = os.environ.get(CONFIG_ENV, DEFAULT_CONFIG)
+    try:
+        ops = plan(load_config(path))
+    except ConfigError as e:
+        print(f"p4relay bootstrap: config error: {e}")
+        return
+    failed = apply(bfrt, ops)
+    print(f"p4relay bootstrap: {len(ops) - failed}/{len(ops)} calls done from {path}")
+
+
+if "bfrt" in globals():  # inside bfshell's bfrt_python
+    _run_in_bfshell(globals()["bfrt"])
+elif __name__ == "__main__":
+    sys.exit(main())
