@@ -25,6 +25,14 @@ SOFTSWITCH = Path(
 )
 
 
+def record_pid(pid: int) -> None:
+    """Remember a child for scripts/cleanup.d/rtpagent.sh, should a test die mid-way."""
+    path = os.environ.get("P4RELAY_RTPAGENT_PIDS")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{pid}\n")
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     with socket.socket(socket.AF_INET, kind) as s:
         s.bind(("127.0.0.1", 0))
@@ -66,6 +74,7 @@ class Softswitch:
             *self.args,
         ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        record_pid(self.proc.pid)
         deadline = time.monotonic() + 15
         while True:
             if self.proc.poll() is not None:
@@ -122,6 +131,7 @@ class RtpproxyProcess:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        record_pid(self.proc.pid)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if b"ready" not in line:

@@ -222,7 +222,7 @@ class App:
                 await t
         # Journal every session as it is: a restarted agent picks them up.
         for s in self.table:
-            self.store.put_session(s.uid, s.to_json())
+            self.store.put_session(s.uid, s.to_json)
         self.store.flush()
         if self.cfg.server_url:
             with contextlib.suppress(Exception):

@@ -112,6 +112,7 @@ class Offloader:
         self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
         self.plans: dict[str, Plan] = {}  # uid -> what is installed
         self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
+        self._port_keys: dict[str, set[tuple[str, int]]] = {}
         self._dirty: dict[str, Session] = {}
         self._ending: dict[str, Session] = {}
         self._wake = asyncio.Event()
@@ -173,14 +174,16 @@ class Offloader:
         self._wake.set()
 
     def _index_ports(self, s: Session) -> None:
+        keys = self._port_keys.setdefault(s.uid, set())
         for i, st in enumerate(s.streams):
             if st.port and st.laddr:
-                self.ports[(st.laddr, st.port)] = (s.uid, i, False)
-                self.ports[(st.laddr, st.port + 1)] = (s.uid, i, True)
+                for k, rtcp in (((st.laddr, st.port), False), ((st.laddr, st.port + 1), True)):
+                    self.ports[k] = (s.uid, i, rtcp)
+                    keys.add(k)
 
     def _unindex(self, s: Session) -> None:
-        for key, val in list(self.ports.items()):
-            if val[0] == s.uid:
+        for key in self._port_keys.pop(s.uid, ()):
+            if self.ports.get(key, ("",))[0] == s.uid:
                 del self.ports[key]
 
     # ---------------------------------------------------------------- planning

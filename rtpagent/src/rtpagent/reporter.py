@@ -66,7 +66,7 @@ class Reporter:
             self.ended_at[s.uid] = time.time()
             self.store.drop_session(s.uid)
         else:
-            self.store.put_session(s.uid, s.to_json())
+            self.store.put_session(s.uid, s.to_json)
         if kind in ("offload_installed", "offload_removed", "fallback"):
             ev: dict[str, Any] = {
                 "event_id": str(uuid.uuid4()),

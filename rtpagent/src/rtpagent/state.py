@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -118,9 +118,54 @@ class Session:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["state"] = self.state.value
-        return d
+        # Hand-written: dataclasses.asdict deep-copies and dominated the profile.
+        def ep(e: Endpoint | None) -> dict[str, Any] | None:
+            return None if e is None else {"addr": e.addr, "port": e.port}
+
+        return {
+            "call_id": self.call_id,
+            "tag": self.tag,
+            "uid": self.uid,
+            "to_tag": self.to_tag,
+            "streams": [
+                {
+                    "port": st.port,
+                    "laddr": st.laddr,
+                    "sdp": ep(st.sdp),
+                    "learned": ep(st.learned),
+                    "learned_rtcp": ep(st.learned_rtcp),
+                    "asymmetric": st.asymmetric,
+                    "on_hold": st.on_hold,
+                    "codecs": list(st.codecs),
+                    "ptime": st.ptime,
+                    "weak": st.weak,
+                    "modifiers": st.modifiers,
+                }
+                for st in self.streams
+            ],
+            "strong": self.strong,
+            "notify_socket": self.notify_socket,
+            "notify_tag": self.notify_tag,
+            "recording": self.recording,
+            "copying": self.copying,
+            "playing": list(self.playing),
+            "state": self.state.value,
+            "reason": self.reason,
+            "legs": list(self.legs) if self.legs else None,
+            "installed": None,
+            "switch_totals": {
+                "packets": list(self.switch_totals.packets),
+                "bytes": list(self.switch_totals.bytes),
+                "rtcp_packets": list(self.switch_totals.rtcp_packets),
+                "lost": list(self.switch_totals.lost),
+            },
+            "idle_since": [None, None],
+            "created": self.created,
+            "last_refresh": 0.0,
+            "offloaded_at": self.offloaded_at,
+            "refresh_cmd": self.refresh_cmd,
+            "notify_token": self.notify_token,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Session:

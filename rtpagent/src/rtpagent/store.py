@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,9 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
-        self._sessions: dict[str, str | None] = {}  # uid -> doc (None: delete)
+        # uid -> document source (None: delete); serialised at flush, so a
+        # session changed by several commands in one interval costs one dump.
+        self._sessions: dict[str, Callable[[], dict[str, Any]] | None] = {}
         self._spool: list[tuple[str, str]] = []
 
     def close(self) -> None:
@@ -42,8 +44,8 @@ class Store:
         self.db.close()
 
     # ------------------------------------------------------------ buffered writes
-    def put_session(self, uid: str, doc: dict[str, Any]) -> None:
-        self._sessions[uid] = json.dumps(doc, separators=(",", ":"))
+    def put_session(self, uid: str, doc: Callable[[], dict[str, Any]]) -> None:
+        self._sessions[uid] = doc
 
     def drop_session(self, uid: str) -> None:
         self._sessions[uid] = None
@@ -62,7 +64,11 @@ class Store:
         spool, self._spool = self._spool, []
         with self.db:  # one transaction
             self.db.execute("BEGIN")
-            up = [(u, d) for u, d in sessions.items() if d is not None]
+            up = [
+                (u, json.dumps(d(), separators=(",", ":")))
+                for u, d in sessions.items()
+                if d is not None
+            ]
             dl = [(u,) for u, d in sessions.items() if d is None]
             if up:
                 self.db.executemany("INSERT OR REPLACE INTO sessions(uid, doc) VALUES (?, ?)", up)

@@ -1,0 +1,297 @@
+"""rtpagent benchmark: prints one table.
+
+* calls/s through the agent (U + L + D per call; embedded RTPProxy; software switch)
+* control-path latency added by the agent vs talking to RTPProxy directly
+  (same commands, interleaved, one in flight)
+* offload latency: answer reply received -> the call's relay entries readable
+  in the switch (polled over BfRt by a second client)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTSWITCH = ROOT / "switch" / "target" / "release" / "p4relay-softswitch"
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+class Ctl(asyncio.DatagramProtocol):
+    def __init__(self) -> None:
+        self.waiting: dict[str, asyncio.Future[str]] = {}
+        self.n = 0
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        cookie, _, body = data.decode().partition(" ")
+        f = self.waiting.pop(cookie, None)
+        if f is not None and not f.done():
+            f.set_result(body)
+
+
+async def endpoint(port: int) -> tuple[asyncio.DatagramTransport, Ctl]:
+    loop = asyncio.get_running_loop()
+    t, p = await loop.create_datagram_endpoint(Ctl, remote_addr=("127.0.0.1", port))
+    return t, p
+
+
+async def cmd(t: asyncio.DatagramTransport, p: Ctl, body: str) -> str:
+    p.n += 1
+    c = f"b{p.n}"
+    f: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    p.waiting[c] = f
+    t.sendto(f"{c} {body}".encode())
+    return await asyncio.wait_for(f, 5)
+
+
+async def throughput(port: int, calls: int, inflight: int) -> float:
+    t, p = await endpoint(port)
+    sem = asyncio.Semaphore(inflight)
+
+    async def one(i: int) -> None:
+        async with sem:
+            a = 10 + (i % 200)
+            await cmd(t, p, f"U tp{i} 198.18.1.{a} {6000 + 2 * (i % 1000)} f{i};1")
+            await cmd(t, p, f"L tp{i} 198.18.2.{a} {7000 + 2 * (i % 1000)} f{i};1 t{i};1")
+            await cmd(t, p, f"D tp{i} f{i} t{i}")
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(calls)))
+    dt = time.perf_counter() - t0
+    t.close()
+    return calls / dt
+
+
+async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[list[float], list[float]]:
+    ta, pa = await endpoint(agent_port)
+    td, pd = await endpoint(rtpp_port)
+    via, direct = [], []
+    for i in range(calls):
+        for t, p, out, tag in ((ta, pa, via, "a"), (td, pd, direct, "d")):
+            for body in (
+                f"U lt{tag}{i} 198.18.1.10 6000 f;1",
+                f"L lt{tag}{i} 198.18.2.10 7000 f;1 t;1",
+                f"D lt{tag}{i} f t",
+            ):
+                t0 = time.perf_counter()
+                await cmd(t, p, body)
+                out.append((time.perf_counter() - t0) * 1000)
+    ta.close()
+    td.close()
+    return via, direct
+
+
+async def offload_latency(agent_port: int, switch: str, calls: int) -> list[float]:
+    import ipaddress
+
+    from p4relay_switch import Subscription, SwitchClient
+
+    probe = SwitchClient(
+        switch, client_id=7, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    await probe.connect()
+    t, p = await endpoint(agent_port)
+    out = []
+    for i in range(calls):
+        await cmd(t, p, f"U ol{i} 198.18.1.10 6000 f;1")
+        r = await cmd(t, p, f"L ol{i} 198.18.2.10 7000 f;1 t;1")
+        t0 = time.perf_counter()
+        port = int(r.split()[0])
+        key = {
+            "hdr.ipv4.src_addr": int(ipaddress.IPv4Address("198.18.1.10")),
+            "hdr.ipv4.dst_addr": int(ipaddress.IPv4Address("127.0.0.1")),
+            "hdr.udp.src_port": 6000,
+            "hdr.udp.dst_port": port,
+        }
+        while True:
+            with contextlib.suppress(Exception):
+                if await probe.read("pipe.Ingress.relay", [key]):
+                    break
+            if time.perf_counter() - t0 > 2:
+                break
+        out.append((time.perf_counter() - t0) * 1000)
+        await cmd(t, p, f"D ol{i} f t")
+    t.close()
+    await probe.close()
+    return out
+
+
+def start_switch() -> tuple[subprocess.Popen[bytes] | None, str | None]:
+    port = free_port()
+    if not SOFTSWITCH.is_file():
+        return None, None
+    proc = subprocess.Popen(
+        [
+            str(SOFTSWITCH),
+            "--grpc-listen",
+            f"127.0.0.1:{port}",
+            "--metrics-listen",
+            f"127.0.0.1:{free_port()}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    for _ in range(100):
+        if proc.poll() is not None:
+            return None, None
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return proc, f"127.0.0.1:{port}"
+        time.sleep(0.05)
+    proc.kill()
+    return None, None
+
+
+def start_agent(port: int, switch: str | None, state: str) -> subprocess.Popen[bytes]:
+    args = [
+        sys.executable,
+        "-m",
+        "rtpagent.cli",
+        "--rtpproxy",
+        "embedded",
+        "--listen",
+        f"udp:127.0.0.1:{port}",
+        "--embedded-ports",
+        "40000-59999",
+        "--relay-ports",
+        "40000-59999",
+        "--relay-addr",
+        "127.0.0.1",
+        "--notify-listen",
+        f"tcp:127.0.0.1:{free_port()}",
+        "--state-file",
+        state,
+        "--metrics-listen",
+        "",
+        "--log-level",
+        "error",
+        "--switch",
+        switch or "",
+    ]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}
+    )
+    return proc
+
+
+async def wait_ready(port: int) -> None:
+    t, p = await endpoint(port)
+    for _ in range(200):
+        with contextlib.suppress(TimeoutError):
+            p.n += 1
+            c = f"r{p.n}"
+            f: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            p.waiting[c] = f
+            t.sendto(f"{c} V".encode())
+            await asyncio.wait_for(f, 0.2)
+            t.close()
+            return
+    raise TimeoutError("agent not ready")
+
+
+async def main_async(a: argparse.Namespace) -> int:
+    sw_proc, sw = start_switch()
+    port = free_port(socket.SOCK_DGRAM)
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                break
+            except OSError:
+                port = free_port(socket.SOCK_DGRAM)
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = start_agent(port, sw, f"{tmp}/state.sqlite")
+        try:
+            await wait_ready(port)
+            await throughput(port, 200, a.inflight)  # warm-up
+            cps = await throughput(port, a.calls, a.inflight)
+            via, direct = await latency(port, port + 1, a.latency_calls)
+            off = await offload_latency(port, sw, a.offload_calls) if sw else []
+        finally:
+            agent.terminate()
+            agent.wait(10)
+            if sw_proc is not None:
+                sw_proc.terminate()
+                sw_proc.wait(10)
+    added50 = statistics.median(via) - statistics.median(direct)
+    added99 = pct(via, 99) - pct(direct, 99)
+    rows = [
+        ("calls/s through agent (U+L+D)", f"{cps:,.0f}", ">= 1,000", cps >= 1000),
+        (
+            "RTPProxy direct p50 / p99 (ms)",
+            f"{statistics.median(direct):.3f} / {pct(direct, 99):.3f}",
+            "",
+            None,
+        ),
+        (
+            "via agent p50 / p99 (ms)",
+            f"{statistics.median(via):.3f} / {pct(via, 99):.3f}",
+            "",
+            None,
+        ),
+        (
+            "added latency p50 / p99 (ms)",
+            f"{added50:.3f} / {added99:.3f}",
+            "p99 <= 2",
+            added99 <= 2.0,
+        ),
+        (
+            "ratio via/direct (median)",
+            f"{statistics.median(via) / statistics.median(direct):.2f}x",
+            "",
+            None,
+        ),
+    ]
+    if off:
+        rows.append(
+            (
+                "offload latency p50 / p99 (ms)",
+                f"{statistics.median(off):.2f} / {pct(off, 99):.2f}",
+                "p99 <= 10",
+                pct(off, 99) <= 10.0,
+            )
+        )
+    else:
+        rows.append(("offload latency", "n/a (software switch not running)", "p99 <= 10", False))
+    w = max(len(r[0]) for r in rows)
+    print(
+        f"\nrtpagent benchmark  (switch: {sw or 'none'}, {a.calls} calls, {a.inflight} in flight)"
+    )
+    print(f"{'metric':<{w}}  {'value':>34}  {'target':>10}  ok")
+    for name, val, target, ok in rows:
+        mark = "" if ok is None else ("yes" if ok else "NO")
+        print(f"{name:<{w}}  {val:>34}  {target:>10}  {mark}")
+    return 0 if all(r[3] is not False for r in rows) else 1
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--calls", type=int, default=3000)
+    ap.add_argument("--inflight", type=int, default=64)
+    ap.add_argument("--latency-calls", type=int, default=300)
+    ap.add_argument("--offload-calls", type=int, default=300)
+    return asyncio.run(main_async(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
