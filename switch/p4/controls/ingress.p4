@@ -27,11 +27,10 @@ control Ingress(
 
     apply {
         ig_md.ingress_port = ig_intr_md.ingress_port;
-        /* Nothing runs in egress yet (iRED / INT will). */
-        ig_tm_md.bypass_egress = 1;
 
         if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             ig_tm_md.ucast_egress_port = CPU_PORT;
+            ig_tm_md.bypass_egress = 1;
         } else if (!hdr.ipv4.isValid()) {
             /* no L2 switching: non-IP frames end here */
             ig_dprsr_md.drop_ctl = 1;

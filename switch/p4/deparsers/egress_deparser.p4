@@ -1,4 +1,4 @@
-/* p4relay — egress deparser (nothing parsed in egress yet). */
+/* p4relay — egress deparser: headers go out as ingress left them. */
 control EgressDeparser(
         packet_out pkt,
         inout egress_headers_t hdr,

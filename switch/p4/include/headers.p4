@@ -15,8 +15,7 @@ header vlan_tag_h {
     ether_type_t ether_type;
 }
 
-/* Fixed 20-byte IPv4 header. Options (ihl > 5) stay unparsed payload: such
- * packets are routed (TTL, checksum updated incrementally) but never relayed. */
+/* Fixed 20-byte IPv4 header; options follow as up to ten 32-bit words. */
 header ipv4_h {
     bit<4>        version;
     bit<4>        ihl;
@@ -32,6 +31,26 @@ header ipv4_h {
     bit<16>       hdr_checksum;
     ipv4_addr_t   src_addr;
     ipv4_addr_t   dst_addr;
+}
+
+/* One 32-bit word of IPv4 options. Ten fixed headers instead of a varbit:
+ * the parser extracts exactly ihl - 5 of them (one state per word) and adds
+ * each to the header-checksum verification; they are emitted unchanged. */
+header ipv4_option_word_h {
+    bit<32> data;
+}
+
+struct ipv4_options_t {
+    ipv4_option_word_h w0;
+    ipv4_option_word_h w1;
+    ipv4_option_word_h w2;
+    ipv4_option_word_h w3;
+    ipv4_option_word_h w4;
+    ipv4_option_word_h w5;
+    ipv4_option_word_h w6;
+    ipv4_option_word_h w7;
+    ipv4_option_word_h w8;
+    ipv4_option_word_h w9;
 }
 
 header udp_h {
@@ -63,17 +82,22 @@ header jitter_resubmit_h {
 }
 
 struct ingress_headers_t {
-    ethernet_h ethernet;
-    vlan_tag_h vlan_tag;
-    ipv4_h     ipv4;
-    udp_h      udp;
-    rtp_h      rtp;
+    ethernet_h     ethernet;
+    vlan_tag_h     vlan_tag;
+    ipv4_h         ipv4;
+    ipv4_options_t ipv4_options;
+    udp_h          udp;
+    rtp_h          rtp;
     /* INT shim/report headers go here (WITH_INT). */
 }
 
-/* Egress is bypassed for now (ig_tm_md.bypass_egress); iRED and INT will
- * parse what they need here. */
+/* Egress re-parses up to the fixed IPv4 header: the length check needs
+ * total_len; iRED and INT will add what they need. Everything after the
+ * fixed IPv4 header (options included) is payload here. */
 struct egress_headers_t {
+    ethernet_h ethernet;
+    vlan_tag_h vlan_tag;
+    ipv4_h     ipv4;
 }
 
 #endif /* _P4RELAY_HEADERS_P4_ */

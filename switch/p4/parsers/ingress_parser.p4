@@ -1,11 +1,12 @@
 /* p4relay — ingress parser.
  *
- * Ethernet, optional 802.1Q, IPv4, UDP, RTP v2 fixed header.
+ * Ethernet, optional 802.1Q, IPv4 (options as up to ten 32-bit words), UDP,
+ * RTP v2 fixed header.
  * Checksums (Tofino computes them only in parser and deparser):
- *  - IPv4: verified here for ihl == 5; for every IPv4 packet the residual
- *    (header sum without TTL/protocol and the two addresses) is deposited so
- *    the deparser writes a correct checksum after TTL and address rewrites,
- *    options included, without parsing the options.
+ *  - IPv4: verified here, options included; the residual (header sum
+ *    without TTL/protocol and the two addresses, options included) is
+ *    deposited so the deparser writes a correct checksum after the TTL and
+ *    address rewrites.
  *  - UDP: residual without the pseudo-header addresses and both ports; the
  *    deparser adds the rewritten values back (incremental, RFC 1624).
  */
@@ -80,12 +81,84 @@ parser IngressParser(
 
         udp_residual.subtract({hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
 
-        transition select(hdr.ipv4.ihl) {
-            4w5 : parse_ipv4_no_options;
-            4w0 &&& 4w0xc : parse_ipv4_malformed;   /* 0..3 */
-            4w4 : parse_ipv4_malformed;
-            default : accept;                   /* options: routed, not relayed */
+        /* version 4 and ihl >= 5; anything else is malformed and dropped */
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl) {
+            (4w4, 4w5) : parse_ipv4_l4;
+            (4w4, 4w6) : parse_ipv4_options_1;
+            (4w4, 4w7) : parse_ipv4_options_2;
+            (4w4, 4w8) : parse_ipv4_options_3;
+            (4w4, 4w9) : parse_ipv4_options_4;
+            (4w4, 4w10) : parse_ipv4_options_5;
+            (4w4, 4w11) : parse_ipv4_options_6;
+            (4w4, 4w12) : parse_ipv4_options_7;
+            (4w4, 4w13) : parse_ipv4_options_8;
+            (4w4, 4w14) : parse_ipv4_options_9;
+            (4w4, 4w15) : parse_ipv4_options_10;
+            default : parse_ipv4_malformed;
         }
+    }
+
+    /* ihl - 5 option words: state _n extracts word 10 - n, so ihl = 6 fills
+     * w9 only and ihl = 15 fills w0..w9; emitted in w0..w9 order, i.e. in
+     * packet order. */
+    state parse_ipv4_options_10 {
+        pkt.extract(hdr.ipv4_options.w0);
+        ipv4_verify.add(hdr.ipv4_options.w0);
+        transition parse_ipv4_options_9;
+    }
+
+    state parse_ipv4_options_9 {
+        pkt.extract(hdr.ipv4_options.w1);
+        ipv4_verify.add(hdr.ipv4_options.w1);
+        transition parse_ipv4_options_8;
+    }
+
+    state parse_ipv4_options_8 {
+        pkt.extract(hdr.ipv4_options.w2);
+        ipv4_verify.add(hdr.ipv4_options.w2);
+        transition parse_ipv4_options_7;
+    }
+
+    state parse_ipv4_options_7 {
+        pkt.extract(hdr.ipv4_options.w3);
+        ipv4_verify.add(hdr.ipv4_options.w3);
+        transition parse_ipv4_options_6;
+    }
+
+    state parse_ipv4_options_6 {
+        pkt.extract(hdr.ipv4_options.w4);
+        ipv4_verify.add(hdr.ipv4_options.w4);
+        transition parse_ipv4_options_5;
+    }
+
+    state parse_ipv4_options_5 {
+        pkt.extract(hdr.ipv4_options.w5);
+        ipv4_verify.add(hdr.ipv4_options.w5);
+        transition parse_ipv4_options_4;
+    }
+
+    state parse_ipv4_options_4 {
+        pkt.extract(hdr.ipv4_options.w6);
+        ipv4_verify.add(hdr.ipv4_options.w6);
+        transition parse_ipv4_options_3;
+    }
+
+    state parse_ipv4_options_3 {
+        pkt.extract(hdr.ipv4_options.w7);
+        ipv4_verify.add(hdr.ipv4_options.w7);
+        transition parse_ipv4_options_2;
+    }
+
+    state parse_ipv4_options_2 {
+        pkt.extract(hdr.ipv4_options.w8);
+        ipv4_verify.add(hdr.ipv4_options.w8);
+        transition parse_ipv4_options_1;
+    }
+
+    state parse_ipv4_options_1 {
+        pkt.extract(hdr.ipv4_options.w9);
+        ipv4_verify.add(hdr.ipv4_options.w9);
+        transition parse_ipv4_l4;
     }
 
     state parse_ipv4_malformed {
@@ -93,7 +166,7 @@ parser IngressParser(
         transition accept;
     }
 
-    state parse_ipv4_no_options {
+    state parse_ipv4_l4 {
         /* verify() is true when the checksum does NOT verify (as used by
          * fabric-tna and Intel's tna_checksum). */
         ig_md.ipv4_checksum_err = ipv4_verify.verify();
