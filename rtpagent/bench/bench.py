@@ -33,7 +33,7 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 class Ctl(asyncio.DatagramProtocol):
