@@ -248,6 +248,16 @@ class Control:
     actions: dict[str, Action] = field(default_factory=dict)
     tables: dict[str, Table] = field(default_factory=dict)
     instances: dict[str, Instance] = field(default_factory=dict)
+    locals: set[str] = field(default_factory=set)
+    bodies: list[list[str]] = field(default_factory=list)  # action and apply bodies
+
+
+@dataclass
+class ParserBlock:
+    name: str
+    params: list[Param]
+    instances: set[str]
+    states: dict[str, list[str]]  # state -> its body tokens
 
 
 @dataclass
@@ -255,7 +265,7 @@ class Program:
     typedefs: dict[str, TypeRef] = field(default_factory=dict)
     structs: dict[str, list[tuple[str, TypeRef]]] = field(default_factory=dict)
     controls: dict[str, Control] = field(default_factory=dict)
-    parsers: set[str] = field(default_factory=set)
+    parsers: dict[str, ParserBlock] = field(default_factory=dict)
     pipelines: dict[str, list[str]] = field(default_factory=dict)
     macros: dict[str, str] = field(default_factory=dict)
 
@@ -409,10 +419,7 @@ class Parser:
                 self.expect("}")
                 self.prog.structs[name] = fields
             elif tok == "parser":
-                self.next()
-                self.prog.parsers.add(self.next())
-                self.params()
-                self.skip_balanced("{", "}")
+                self.parser_block()
             elif tok == "control":
                 self.control()
             else:
@@ -430,6 +437,28 @@ class Parser:
                     ]
         return self.prog
 
+    def parser_block(self) -> None:
+        self.expect("parser")
+        blk = ParserBlock(self.next(), [], set(), {})
+        blk.params = self.params()
+        self.expect("{")
+        while self.peek() != "}":
+            self.annotations()
+            if self.peek() == "state":
+                self.next()
+                name = self.next()
+                if name in blk.states:
+                    raise P4ModelError(f"{blk.name}: state {name} declared twice")
+                blk.states[name] = self.skip_balanced("{", "}")
+            else:
+                self.type_ref()
+                if self.peek() == "(":
+                    self.skip_balanced("(", ")")
+                blk.instances.add(self.next())
+                self.expect(";")
+        self.expect("}")
+        self.prog.parsers[blk.name] = blk
+
     def control(self) -> None:
         self.expect("control")
         ctl = Control(self.next(), [])
@@ -443,7 +472,7 @@ class Parser:
                 self.next()
                 name = self.next()
                 ctl.actions[name] = Action(name, ann, self.params())
-                self.skip_balanced("{", "}")
+                ctl.bodies.append(self.skip_balanced("{", "}"))
             elif self.peek() == "table":
                 self.next()
                 tbl = self.table(self.next(), ann)
@@ -459,14 +488,14 @@ class Parser:
                     ctl.instances[name] = Instance(t, args, name, ann)
                     if self.peek() == "=":
                         self.next()
-                        self.skip_balanced("{", "}")
+                        ctl.bodies.append(self.skip_balanced("{", "}"))
                 else:
-                    self.next()  # a local variable
+                    ctl.locals.add(self.next())
                     if self.peek() == "=":
                         self.until(";")
                 self.expect(";")
         self.expect("apply")
-        self.skip_balanced("{", "}")
+        ctl.bodies.append(self.skip_balanced("{", "}"))
         self.expect("}")
         self.prog.controls[ctl.name] = ctl
 
@@ -516,6 +545,83 @@ class Parser:
             self.expect(";")
         self.expect("}")
         return tbl
+
+
+HEADER_METHODS = {"isValid", "setValid", "setInvalid"}
+CALLS = {"apply", "execute", "get", "count", "pack", "emit", "hit"}
+
+
+def _member_paths(tokens: list[str]) -> list[list[str]]:
+    """Dotted paths (a.b.c) in a token stream, without method-call tails."""
+    paths: list[list[str]] = []
+    i = 0
+    while i < len(tokens):
+        if re.fullmatch(r"[A-Za-z_]\w*", tokens[i]) and (i == 0 or tokens[i - 1] != "."):
+            path = [tokens[i]]
+            while (
+                i + 2 < len(tokens) and tokens[i + 1] == "." and re.fullmatch(r"\w+", tokens[i + 2])
+            ):
+                path.append(tokens[i + 2])
+                i += 2
+            if len(path) > 1:
+                paths.append(path)
+        i += 1
+    return paths
+
+
+def check_references(prog: Program) -> list[str]:
+    """Member accesses on parameters resolve to declared fields; method calls
+    go to declared tables/externs; parser transitions go to declared states."""
+    errs: list[str] = []
+
+    def resolve(where: str, params: list[Param], path: list[str]) -> None:
+        param = next((p for p in params if p.name == path[0]), None)
+        if param is None:
+            return  # a local, an extern instance, an enum: checked elsewhere
+        t = param.type
+        for member in path[1:]:
+            fields = prog.structs.get(prog.resolve(t).name)
+            if fields is None:
+                return  # an intrinsic (tna.p4) type or a scalar: not modelled
+            found = next((ft for fn, ft in fields if fn == member), None)
+            if found is None:
+                if member in HEADER_METHODS:
+                    return
+                errs.append(f"{where}: {'.'.join(path)}: {prog.resolve(t).name} has no {member}")
+                return
+            t = found
+
+    for ctl in prog.controls.values():
+        known = set(ctl.tables) | set(ctl.instances) | set(ctl.actions) | ctl.locals
+        for body in ctl.bodies:
+            for path in _member_paths(body):
+                resolve(ctl.name, ctl.params, path)
+                declared = path[0] in known or path[0] in {p.name for p in ctl.params}
+                if not declared and path[-1] in CALLS:
+                    errs.append(f"{ctl.name}: {'.'.join(path)} refers to nothing declared")
+    for blk in prog.parsers.values():
+        if "start" not in blk.states:
+            errs.append(f"parser {blk.name}: no start state")
+        reached = {"start"}
+        todo = ["start"]
+        while todo:
+            body = blk.states.get(todo.pop(), [])
+            for path in _member_paths(body):
+                resolve(f"parser {blk.name}", blk.params, path)
+            targets = [body[i + 1] for i, t in enumerate(body) if t == "transition"]
+            targets += [body[i + 1] for i, t in enumerate(body) if t == ":" and i + 1 < len(body)]
+            for target in targets:
+                if not re.fullmatch(r"[A-Za-z_]\w*", target) or target in ("accept", "reject"):
+                    continue
+                if target in blk.states:
+                    if target not in reached:
+                        reached.add(target)
+                        todo.append(target)
+                elif target != "select":
+                    errs.append(f"parser {blk.name}: transition to undeclared state {target}")
+        for unreached in sorted(set(blk.states) - reached):
+            errs.append(f"parser {blk.name}: state {unreached} is unreachable")
+    return errs
 
 
 def load_program(
@@ -710,7 +816,11 @@ def all_errors(
 ) -> list[str]:
     prog = load_program(defines, overrides)
     bfrt = synthesize_bfrt(prog)
-    return check_program(contract, bfrt) + check_p4_extras(contract, prog, bfrt)
+    return (
+        check_program(contract, bfrt)
+        + check_p4_extras(contract, prog, bfrt)
+        + check_references(prog)
+    )
 
 
 # ---------------------------------------------------------------- tests
@@ -844,6 +954,48 @@ MUTATIONS = [
         "Register<bit<16>, bit<LEARN_FILTER_INDEX_BITS>>",
         "register pipe.Ingress.learn_filter: data",
         id="register-width",
+    ),
+    pytest.param(
+        "controls/forwarding.p4",
+        "hdr.ethernet.dst_addr = dst_mac;",
+        "hdr.ethernet.dmac = dst_mac;",
+        "ethernet_h has no dmac",
+        id="field-typo-in-action",
+    ),
+    pytest.param(
+        "controls/rtp_quality.p4",
+        "ig_md.rtp_transit = ig_md.arrival_clk - hdr.rtp.timestamp;",
+        "ig_md.rtp_transit = ig_md.arrival_clk - hdr.rtp.ts;",
+        "rtp_h has no ts",
+        id="field-typo-in-apply",
+    ),
+    pytest.param(
+        "controls/forwarding.p4",
+        "            nexthop.apply();",
+        "            next_hop.apply();",
+        "next_hop.apply refers to nothing declared",
+        id="apply-unknown-table",
+    ),
+    pytest.param(
+        "parsers/ingress_parser.p4",
+        "(0, 0, IP_PROTOCOLS_UDP) : parse_udp;",
+        "(0, 0, IP_PROTOCOLS_UDP) : parse_udpp;",
+        "undeclared state parse_udpp",
+        id="parser-undeclared-state",
+    ),
+    pytest.param(
+        "parsers/ingress_parser.p4",
+        "            ETHERTYPE_VLAN : parse_vlan;\n            ETHERTYPE_IPV4 : parse_ipv4;\n            default : accept;\n        }\n    }\n\n    state parse_vlan",
+        "            ETHERTYPE_IPV4 : parse_ipv4;\n            default : accept;\n        }\n    }\n\n    state parse_vlan",
+        "state parse_vlan is unreachable",
+        id="parser-unreachable-state",
+    ),
+    pytest.param(
+        "parsers/ingress_parser.p4",
+        "pkt.extract(hdr.ipv4_options.w3);",
+        "pkt.extract(hdr.ipv4_options.w10);",
+        "ipv4_options_t has no w10",
+        id="parser-extract-unknown-header",
     ),
 ]
 
