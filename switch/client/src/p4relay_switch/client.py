@@ -230,7 +230,24 @@ class SwitchClient:
         """Subscribe, bind and load the schema; raises SwitchUnavailableError after
         ``connect_timeout_s`` if the switch does not answer."""
         self._closed = False
-        await self._open()
+        deadline = asyncio.get_running_loop().time() + self.connect_timeout_s
+        while True:
+            try:
+                await self._open()
+                break
+            except SwitchError as e:
+                # Our previous stream with this client id may not be torn down on
+                # the switch yet (quick reconnect): wait for it, up to the timeout.
+                if e.code != grpc.StatusCode.ALREADY_EXISTS:
+                    await self._close_channel()
+                    raise
+                if asyncio.get_running_loop().time() > deadline:
+                    await self._close_channel()
+                    raise SwitchUnavailableError(
+                        f"client id {self.client_id} stays in use on {self.address}: {e}",
+                        code=e.code,
+                    ) from e
+                await asyncio.sleep(0.1)
         self._stream_task = asyncio.create_task(self._stream_loop(), name="bfrt-stream")
 
     async def _open(self) -> None:
