@@ -3,21 +3,128 @@
 //! Layout: `contract`/`schema` (names and ids), `packet` (parser, checksums),
 //! `tables` + `registers` (pipeline state), `pipeline` (one packet through
 //! the tables), `dataplane` (AF_PACKET rings, workers, egress FIFOs),
-//! `grpc` (BfRt server), `metrics` (Prometheus).
+//! `grpc` (BfRt server and notifications), `metrics` (Prometheus).
 
 pub mod config;
 pub mod contract;
+pub mod dataplane;
+pub mod grpc;
+pub mod metrics;
 pub mod packet;
 pub mod pipeline;
 pub mod registers;
 pub mod schema;
 pub mod tables;
 
-use anyhow::Result;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use tracing_subscriber::EnvFilter;
+
+use contract::CONTRACT;
+
+/// Digests buffered between the data plane and the gRPC stream.
+const DIGEST_QUEUE: usize = 65536;
+
+fn init_logging(config: &config::Config) -> Result<()> {
+    let filter =
+        EnvFilter::try_new(&config.log).with_context(|| format!("--log {:?}", config.log))?;
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if config.log_json {
+        b.json().init();
+    } else {
+        b.init();
+    }
+    Ok(())
+}
 
 /// Runs the switch until SIGINT/SIGTERM.
-pub fn run(_config: config::Config) -> Result<()> {
-    anyhow::bail!(
-        "the data plane is being built; only --help and --dump-bfrt-json work in this commit"
-    )
+pub fn run(config: config::Config) -> Result<()> {
+    init_logging(&config)?;
+    let (digest_tx, digest_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
+    let port_ids: Vec<u32> = config.ports.keys().copied().collect();
+    let pipeline = Arc::new(pipeline::Pipeline::new(
+        &CONTRACT,
+        config.relay_entries as usize,
+        config.legs as usize,
+        &port_ids,
+        digest_tx,
+    ));
+    let dp = dataplane::Dataplane::start(&config, pipeline.clone())?;
+    let schema = schema::Schema::build(&CONTRACT, config.relay_entries, config.legs);
+    let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let sw = sw.clone();
+        std::thread::Builder::new()
+            .name("digests".into())
+            .spawn(move || grpc::notify::run_digests(sw, digest_rx))?;
+    }
+    let idle = {
+        let (sw, stop) = (sw.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("idle".into())
+            .spawn(move || grpc::notify::run_idle(sw, stop))?
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("ctl")
+        .build()?;
+    let result = rt.block_on(serve(config.clone(), sw));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    dp.stop();
+    let _ = idle.join();
+    tracing::info!("stopped");
+    result
+}
+
+async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {
+    let metrics_sw = sw.clone();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let sw = metrics_sw.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4",
+                    )],
+                    metrics::render(&sw),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(config.metrics_listen)
+        .await
+        .with_context(|| format!("metrics listen {}", config.metrics_listen))?;
+    tracing::info!(addr = %config.metrics_listen, "metrics on /metrics");
+    let metrics = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let grpc_listener = tokio::net::TcpListener::bind(config.grpc_listen)
+        .await
+        .with_context(|| format!("gRPC listen {}", config.grpc_listen))?;
+    tracing::info!(addr = %config.grpc_listen, program = grpc::P4_NAME, "BfRt gRPC serving");
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+    tonic::transport::Server::builder()
+        .add_service(grpc::server(sw))
+        .serve_with_incoming_shutdown(incoming, shutdown())
+        .await
+        .context("gRPC server")?;
+    metrics.abort();
+    Ok(())
+}
+
+async fn shutdown() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down");
 }

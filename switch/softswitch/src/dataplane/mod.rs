@@ -1,0 +1,322 @@
+//! The forwarding data plane: ports (AF_PACKET rings), egress FIFOs, and one
+//! worker thread per core. Each worker has its own RX ring on every port (a
+//! PACKET_FANOUT_HASH group per port keeps a flow on one worker), runs the
+//! pipeline in place on the ring frame, and enqueues into the egress port's
+//! FIFO; whichever worker holds a port's queue lock drains it at line rate
+//! into that port's TX ring.
+
+pub mod egress;
+pub mod ring;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result};
+use parking_lot::Mutex;
+
+use crate::config::Config;
+use crate::pipeline::{DropReason, Meta, Pipeline, Verdict};
+use egress::{EgressStats, Fifo, TxSink};
+use ring::Ring;
+
+const RX_FRAMES: usize = 1024;
+const TX_FRAMES: usize = 512;
+const RX_BATCH: usize = 64;
+const MAX_QUEUE_DEPTH: u32 = 65536;
+
+#[derive(Debug, Default)]
+pub struct PortStats {
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub drops: [AtomicU64; DropReason::ALL.len()],
+    /// Frames received or routed while the port was disabled ($PORT_ENABLE false).
+    pub disabled_drops: AtomicU64,
+    pub egress: EgressStats,
+}
+
+struct PortTx {
+    fifo: Fifo,
+    ring: Ring,
+}
+
+impl TxSink for Ring {
+    fn put(&mut self, frame: &[u8]) -> bool {
+        self.tx_put(frame)
+    }
+    fn flush(&mut self) {
+        if let Err(e) = self.tx_flush() {
+            tracing::warn!(error = %e, "TX ring flush failed");
+        }
+    }
+}
+
+pub struct Port {
+    pub id: u32,
+    pub ifname: String,
+    pub enabled: AtomicBool,
+    pub stats: PortStats,
+    tx: Mutex<PortTx>,
+}
+
+impl Port {
+    pub fn link_up(&self) -> bool {
+        std::fs::read_to_string(format!("/sys/class/net/{}/operstate", self.ifname))
+            .map(|s| s.trim() != "down")
+            .unwrap_or(false)
+    }
+
+    /// Queue occupancy in Tofino cells (80 bytes).
+    pub fn queue_cells(&self) -> usize {
+        self.tx.lock().fifo.cells()
+    }
+}
+
+pub struct Dataplane {
+    pub ports: Arc<Vec<Port>>,
+    stop: Arc<AtomicBool>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+pub fn now_mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+pub fn now_real_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid timespec pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Wall-clock ms mod 2^32: the time base of idle timers and `rtp_last_seen`.
+pub fn now_ms() -> u32 {
+    (now_real_ns() / 1_000_000) as u32
+}
+
+impl Dataplane {
+    /// Opens every port's rings and starts the workers.
+    pub fn start(config: &Config, pipeline: Arc<Pipeline>) -> Result<Dataplane> {
+        let depth = config.queue_depth.min(MAX_QUEUE_DEPTH) as usize;
+        let mut ports = Vec::new();
+        for (&id, pc) in &config.ports {
+            let ring = Ring::tx(&pc.ifname, TX_FRAMES)
+                .with_context(|| format!("port {id} ({})", pc.ifname))?;
+            let stats = PortStats::default();
+            stats.egress.rate_bps.store(pc.rate_bps, Relaxed);
+            ports.push(Port {
+                id,
+                ifname: pc.ifname.clone(),
+                enabled: AtomicBool::new(true),
+                stats,
+                tx: Mutex::new(PortTx {
+                    fifo: Fifo::new(depth),
+                    ring,
+                }),
+            });
+        }
+        let ports = Arc::new(ports);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::new();
+        let group_base = (std::process::id() as u16).wrapping_mul(64);
+        let mut rx_sets: Vec<Vec<(usize, Ring)>> =
+            (0..config.workers).map(|_| Vec::new()).collect();
+        for (pi, p) in ports.iter().enumerate() {
+            for set in rx_sets.iter_mut() {
+                let fanout = (config.workers > 1).then(|| group_base.wrapping_add(p.id as u16));
+                let ring = Ring::rx(&p.ifname, RX_FRAMES, fanout)
+                    .with_context(|| format!("port {} ({})", p.id, p.ifname))?;
+                set.push((pi, ring));
+            }
+        }
+        for (w, rings) in rx_sets.into_iter().enumerate() {
+            let worker = Worker {
+                rings,
+                ports: ports.clone(),
+                pipeline: pipeline.clone(),
+                stop: stop.clone(),
+                port_index: port_index(&ports),
+            };
+            workers.push(
+                std::thread::Builder::new()
+                    .name(format!("fwd-{w}"))
+                    .spawn(move || worker.run())?,
+            );
+        }
+        tracing::info!(
+            ports = ports.len(),
+            workers = workers.len(),
+            queue_depth = depth,
+            "data plane running"
+        );
+        Ok(Dataplane {
+            ports,
+            stop,
+            workers,
+        })
+    }
+
+    pub fn port(&self, id: u32) -> Option<&Port> {
+        self.ports.iter().find(|p| p.id == id)
+    }
+
+    pub fn stop(self) {
+        self.stop.store(true, Relaxed);
+        for w in self.workers {
+            let _ = w.join();
+        }
+    }
+}
+
+fn port_index(ports: &[Port]) -> [u8; 64] {
+    let mut idx = [u8::MAX; 64];
+    for (i, p) in ports.iter().enumerate() {
+        if p.id < 64 {
+            idx[p.id as usize] = i as u8;
+        }
+    }
+    idx
+}
+
+struct Worker {
+    rings: Vec<(usize, Ring)>,
+    ports: Arc<Vec<Port>>,
+    pipeline: Arc<Pipeline>,
+    stop: Arc<AtomicBool>,
+    port_index: [u8; 64],
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut pollfds: Vec<libc::pollfd> = self
+            .rings
+            .iter()
+            .map(|(_, r)| libc::pollfd {
+                fd: r.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let mut scratch = vec![0u8; ring::FRAME_SIZE + 4];
+        let mut pending = vec![false; self.ports.len()];
+        while !self.stop.load(Relaxed) {
+            let mut work = 0;
+            for ri in 0..self.rings.len() {
+                work += self.rx_batch(ri, &mut scratch, &mut pending);
+            }
+            let now = now_mono_ns();
+            let mut wake: Option<u64> = None;
+            for (pi, port) in self.ports.iter().enumerate() {
+                if let Some(mut tx) = port.tx.try_lock() {
+                    if tx.fifo.is_empty() {
+                        continue;
+                    }
+                    let PortTx { fifo, ring } = &mut *tx;
+                    if let Some(t) = fifo.drain(now, ring, &port.stats.egress) {
+                        wake = Some(wake.map_or(t, |w: u64| w.min(t)));
+                    }
+                } else if pending[pi] {
+                    // Another worker is draining it; look again soon.
+                    wake = Some(now + 50_000);
+                }
+                pending[pi] = false;
+            }
+            if work > 0 {
+                continue;
+            }
+            // Idle: sleep until a frame arrives or a queued packet may leave.
+            let timeout_ns = wake.map_or(100_000_000, |t| {
+                t.saturating_sub(now_mono_ns()).min(100_000_000)
+            });
+            if timeout_ns == 0 {
+                continue;
+            }
+            let ts = libc::timespec {
+                tv_sec: (timeout_ns / 1_000_000_000) as i64,
+                tv_nsec: (timeout_ns % 1_000_000_000) as i64,
+            };
+            // SAFETY: pollfds is a valid array of the given length.
+            unsafe {
+                libc::ppoll(
+                    pollfds.as_mut_ptr(),
+                    pollfds.len() as libc::nfds_t,
+                    &ts,
+                    std::ptr::null(),
+                )
+            };
+        }
+    }
+
+    fn rx_batch(&mut self, ri: usize, scratch: &mut [u8], pending: &mut [bool]) -> usize {
+        let (pi, ring) = &mut self.rings[ri];
+        let in_port = &self.ports[*pi];
+        let mut n = 0;
+        while n < RX_BATCH {
+            let Some(f) = ring.rx_next() else { break };
+            n += 1;
+            let st = &in_port.stats;
+            st.rx_packets.fetch_add(1, Relaxed);
+            st.rx_bytes.fetch_add(f.data.len() as u64, Relaxed);
+            if !in_port.enabled.load(Relaxed) {
+                st.disabled_drops.fetch_add(1, Relaxed);
+                ring.rx_release();
+                continue;
+            }
+            if f.truncated {
+                st.drops[DropReason::Truncated.index()].fetch_add(1, Relaxed);
+                ring.rx_release();
+                continue;
+            }
+            let ts = if f.ts_ns == 0 { now_real_ns() } else { f.ts_ns };
+            let meta = Meta {
+                ingress_port: in_port.id as u16,
+                now_ns: ts,
+                now_ms: (ts / 1_000_000) as u32,
+            };
+            // The kernel strips a VLAN tag into the ring header; put it back.
+            let frame: &mut [u8] = match f.vlan {
+                Some((tpid, tci)) if f.data.len() >= 12 => {
+                    let len = f.data.len() + 4;
+                    scratch[..12].copy_from_slice(&f.data[..12]);
+                    scratch[12..14].copy_from_slice(&tpid.to_be_bytes());
+                    scratch[14..16].copy_from_slice(&tci.to_be_bytes());
+                    scratch[16..len].copy_from_slice(&f.data[12..]);
+                    &mut scratch[..len]
+                }
+                _ => f.data,
+            };
+            match self.pipeline.process(frame, &meta) {
+                Verdict::Forward(port) => {
+                    let oi = self.port_index[usize::from(port) & 63];
+                    if let Some(out) = self.ports.get(usize::from(oi)) {
+                        if out.enabled.load(Relaxed) {
+                            out.tx
+                                .lock()
+                                .fifo
+                                .push(frame, now_mono_ns(), &out.stats.egress);
+                            pending[usize::from(oi)] = true;
+                        } else {
+                            out.stats.disabled_drops.fetch_add(1, Relaxed);
+                        }
+                    } else {
+                        st.drops[DropReason::NoSuchPort.index()].fetch_add(1, Relaxed);
+                    }
+                }
+                Verdict::Drop(r) => {
+                    st.drops[r.index()].fetch_add(1, Relaxed);
+                }
+            }
+            ring.rx_release();
+        }
+        n
+    }
+}

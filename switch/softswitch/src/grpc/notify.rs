@@ -1,0 +1,151 @@
+//! Notifications pushed on StreamChannel: learn digests (batched into
+//! DigestList) and idle timeouts of `pipe.Ingress.relay`.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::codec::{df_int, key_of};
+use super::{pb, Switch, DEVICE_ID};
+use crate::dataplane::now_ms;
+use crate::pipeline::LearnDigest;
+use crate::schema::TableKind;
+
+const DIGEST_BATCH: usize = 256;
+const DIGEST_LINGER: Duration = Duration::from_millis(2);
+
+fn target() -> pb::TargetDevice {
+    pb::TargetDevice {
+        device_id: DEVICE_ID,
+        pipe_id: 0xffff,
+        direction: 0xff,
+        prsr_id: 0xff,
+    }
+}
+
+impl Switch {
+    /// Sends to every subscriber that asked for this kind; a full or closed
+    /// channel loses the message for that client (counted).
+    fn broadcast(
+        &self,
+        msg: pb::StreamMessageResponse,
+        want: impl Fn(&super::Subscriber) -> bool,
+    ) -> usize {
+        let subs = self.subscribers.lock();
+        let mut sent = 0;
+        for s in subs.values().filter(|s| want(s)) {
+            if s.tx.try_send(Ok(msg.clone())).is_ok() {
+                sent += 1;
+            } else {
+                self.notifications_dropped.fetch_add(1, Relaxed);
+            }
+        }
+        sent
+    }
+}
+
+/// Collects digests from the data plane and sends them as DigestLists.
+pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
+    let d = &sw.schema.digests[0];
+    let field = |name: &str| {
+        d.fields
+            .iter()
+            .find(|f| f.name == name)
+            .expect("contract digest field")
+    };
+    let (fs, fd, fsp, fdp, fip) = (
+        field("src_addr"),
+        field("dst_addr"),
+        field("src_port"),
+        field("dst_port"),
+        field("ingress_port"),
+    );
+    let mut list_id = 0u32;
+    loop {
+        let first = match rx.recv() {
+            Ok(x) => x,
+            Err(_) => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < DIGEST_BATCH {
+            match rx.recv_timeout(DIGEST_LINGER) {
+                Ok(x) => batch.push(x),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        list_id = list_id.wrapping_add(1);
+        let data = batch
+            .iter()
+            .map(|g| pb::TableData {
+                action_id: 0,
+                fields: vec![
+                    df_int(fs.id, u64::from(g.src), fs.bits),
+                    df_int(fd.id, u64::from(g.dst), fd.bits),
+                    df_int(fsp.id, u64::from(g.sport), fsp.bits),
+                    df_int(fdp.id, u64::from(g.dport), fdp.bits),
+                    df_int(fip.id, u64::from(g.ingress_port), fip.bits),
+                ],
+            })
+            .collect();
+        let msg = pb::StreamMessageResponse {
+            update: Some(pb::stream_message_response::Update::Digest(
+                pb::DigestList {
+                    digest_id: d.id,
+                    list_id,
+                    data,
+                    target: Some(target()),
+                },
+            )),
+        };
+        let n = sw.broadcast(msg, |s| s.learn);
+        tracing::debug!(digests = batch.len(), subscribers = n, "learn digests sent");
+    }
+}
+
+/// Sweeps the relay table for idle entries and notifies.
+pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
+    let t = sw.schema.table_by_kind(TableKind::Relay);
+    while !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(u64::from(
+            sw.idle.interval_ms.load(Relaxed),
+        )));
+        if !sw.idle.enabled.load(Relaxed) {
+            continue;
+        }
+        let mut expired = Vec::new();
+        sw.pipeline.relay.sweep_idle(now_ms(), |k| expired.push(k));
+        for k in expired {
+            let key = key_of(
+                t,
+                &[
+                    ("hdr.ipv4.src_addr", u64::from(k.src)),
+                    ("hdr.ipv4.dst_addr", u64::from(k.dst)),
+                    ("hdr.udp.src_port", u64::from(k.sport)),
+                    ("hdr.udp.dst_port", u64::from(k.dport)),
+                ],
+            );
+            let msg = pb::StreamMessageResponse {
+                update: Some(
+                    pb::stream_message_response::Update::IdleTimeoutNotification(
+                        pb::IdleTimeoutNotification {
+                            target: Some(target()),
+                            table_entry: Some(pb::TableEntry {
+                                table_id: t.id,
+                                value: Some(pb::table_entry::Value::Key(key)),
+                                data: None,
+                                is_default_entry: false,
+                                entry_tgt: None,
+                                table_flags: None,
+                            }),
+                            r#type: pb::idle_timeout_notification::NotificationType::EntryIdle
+                                as i32,
+                        },
+                    ),
+                ),
+            };
+            sw.broadcast(msg, |s| s.idle);
+        }
+    }
+}

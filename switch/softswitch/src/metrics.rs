@@ -1,0 +1,167 @@
+//! Prometheus text exposition of the switch's counters (`GET /metrics`).
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::grpc::Switch;
+use crate::pipeline::DropReason;
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+pub fn render(sw: &Switch) -> String {
+    let mut o = String::with_capacity(8192);
+    let ports = &sw.ports;
+    let per_port = |o: &mut String,
+                    name: &str,
+                    kind: &str,
+                    help: &str,
+                    f: &dyn Fn(&crate::dataplane::Port) -> f64| {
+        family(o, name, kind, help);
+        for p in ports.iter() {
+            let _ = writeln!(
+                o,
+                "{name}{{port=\"{}\",ifname=\"{}\"}} {}",
+                p.id,
+                p.ifname,
+                f(p)
+            );
+        }
+    };
+    per_port(
+        &mut o,
+        "p4relay_port_rx_packets_total",
+        "counter",
+        "Frames received",
+        &|p| p.stats.rx_packets.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_rx_bytes_total",
+        "counter",
+        "Bytes received (frames without FCS)",
+        &|p| p.stats.rx_bytes.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_tx_packets_total",
+        "counter",
+        "Frames transmitted",
+        &|p| p.stats.egress.tx_packets.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_tx_bytes_total",
+        "counter",
+        "Bytes transmitted",
+        &|p| p.stats.egress.tx_bytes.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_queue_drops_total",
+        "counter",
+        "Egress tail drops (queue full)",
+        &|p| p.stats.egress.tail_drops.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_disabled_drops_total",
+        "counter",
+        "Frames dropped because the port is disabled",
+        &|p| p.stats.disabled_drops.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_queue_depth_packets",
+        "gauge",
+        "Egress queue depth, packets",
+        &|p| u64::from(p.stats.egress.depth_pkts.load(Relaxed)) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_queue_depth_bytes",
+        "gauge",
+        "Egress queue depth, bytes",
+        &|p| p.stats.egress.depth_bytes.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_queue_watermark_cells",
+        "gauge",
+        "Egress queue high watermark, 80-byte cells",
+        &|p| u64::from(p.stats.egress.watermark_cells.load(Relaxed)) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_queue_delay_seconds",
+        "gauge",
+        "Queueing delay of the last packet sent",
+        &|p| p.stats.egress.last_delay_ns.load(Relaxed) as f64 / 1e9,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_line_rate_bps",
+        "gauge",
+        "Egress line rate, bits/s (0 = unshaped)",
+        &|p| p.stats.egress.rate_bps.load(Relaxed) as f64,
+    );
+    family(
+        &mut o,
+        "p4relay_port_ingress_drops_total",
+        "counter",
+        "Frames dropped by the pipeline, by reason",
+    );
+    for p in ports.iter() {
+        for r in DropReason::ALL {
+            let _ = writeln!(
+                o,
+                "p4relay_port_ingress_drops_total{{port=\"{}\",reason=\"{}\"}} {}",
+                p.id,
+                r.name(),
+                p.stats.drops[r.index()].load(Relaxed)
+            );
+        }
+    }
+    let pl = &sw.pipeline;
+    family(
+        &mut o,
+        "p4relay_table_entries",
+        "gauge",
+        "Entries installed per table",
+    );
+    family(&mut o, "p4relay_table_size", "gauge", "Capacity per table");
+    let small = pl.small.load();
+    for (name, used, size) in [
+        ("pipe.Ingress.relay", pl.relay.len(), pl.relay.capacity()),
+        (
+            "pipe.Ingress.leg_rewrite",
+            pl.legs.len(),
+            pl.legs.capacity(),
+        ),
+        ("pipe.Ingress.ipv4_lpm", small.lpm.len(), 16384),
+        ("pipe.Ingress.nexthop", small.nexthop.len(), 4096),
+        ("pipe.Ingress.relay_addr", small.relay_addr.len(), 64),
+    ] {
+        let _ = writeln!(o, "p4relay_table_entries{{table=\"{name}\"}} {used}\np4relay_table_size{{table=\"{name}\"}} {size}");
+    }
+    let st = &pl.stats;
+    for (name, help, v) in [
+        ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay", &st.relay_hits),
+        ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite", &st.relay_rewrites),
+        ("p4relay_relay_leg_misses_total", "relay hits whose leg has no leg_rewrite entry (forwarded unchanged)", &st.leg_misses),
+        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers", &st.rtp_packets),
+        ("p4relay_learn_digests_total", "Learn digests raised", &st.learn_digests),
+        ("p4relay_learn_suppressed_total", "Learn digests suppressed by learn_filter", &st.learn_suppressed),
+        ("p4relay_learn_dropped_total", "Learn digests lost to a full digest queue (flow reports again after learn_filter_age_ms)", &st.learn_dropped),
+        ("p4relay_fragments_total", "IPv4 fragments (routed, never relayed)", &st.fragments),
+        ("p4relay_udp_bad_length_total", "UDP datagrams whose length disagrees with IPv4 (routed, never relayed)", &st.udp_bad_length),
+        ("p4relay_grpc_updates_total", "BfRt updates applied", &sw.writes_ok),
+        ("p4relay_grpc_write_failures_total", "BfRt Write calls that failed", &sw.writes_failed),
+        ("p4relay_notifications_dropped_total", "Stream notifications lost to a slow or gone client", &sw.notifications_dropped),
+    ] {
+        family(&mut o, name, "counter", help);
+        let _ = writeln!(o, "{name} {}", v.load(Relaxed));
+    }
+    o
+}
