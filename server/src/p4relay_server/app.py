@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
 from p4relay_server import __version__
@@ -36,7 +37,7 @@ class ConsoleFiles(StaticFiles):
     async def get_response(self, path: str, scope: Scope) -> Response:
         try:
             return await super().get_response(path, scope)
-        except HTTPException as e:
+        except StarletteHTTPException as e:
             if e.status_code != 404 or path.startswith(("api/", "api")):
                 raise
             return await super().get_response("index.html", scope)

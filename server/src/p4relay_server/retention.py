@@ -77,9 +77,9 @@ ON CONFLICT (switch_id, dev_port, queue, resolution_s, ts) DO UPDATE SET
 
 @dataclass
 class RetentionReport:
-    quality_folded: int
+    quality_buckets: int
     quality_expired: int
-    queue_folded: int
+    queue_buckets: int
     queue_expired: int
     batches_expired: int
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -80,8 +81,25 @@ class BodyLimit:
 
 
 class RequestMetrics:
+    """Counts and times requests, labelled by the OpenAPI path template (so
+    ids do not explode label cardinality); logs 5xx answers."""
+
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self._templates: list[tuple[re.Pattern[str], str]] | None = None
+
+    def _route(self, scope: Scope) -> str:
+        if self._templates is None:
+            paths = scope["app"].openapi().get("paths", {})
+            self._templates = [
+                (re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(p)) + "$"), p)
+                for p in sorted(paths, key=len, reverse=True)
+            ]
+        path = scope["path"]
+        for rx, template in self._templates:
+            if rx.match(path):
+                return template
+        return "other"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -99,8 +117,7 @@ class RequestMetrics:
             await self.app(scope, receive, capture)
         finally:
             dt = time.perf_counter() - t0
-            route = scope.get("route")
-            path = getattr(route, "path", None) or "unmatched"
+            path = self._route(scope)
             HTTP_REQUESTS.labels(scope["method"], path, str(status["code"])).inc()
             HTTP_LATENCY.labels(scope["method"], path).observe(dt)
             if status["code"] >= 500:

@@ -1,0 +1,342 @@
+"""Query API: session filters + keyset pagination, detail, CSV, queue series, events."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from typing import Any
+
+import pytest
+from conftest import T0, Auth, batch, iso, sample_item, session_item
+from fastapi.testclient import TestClient
+
+
+def ingest(client: TestClient, auth: Auth, **parts: Any) -> dict[str, Any]:
+    r = client.post("/api/v1/ingest", json=batch(**parts), headers=auth.ingest)
+    assert r.status_code == 200, r.text
+    out: dict[str, Any] = r.json()
+    return out
+
+
+@pytest.fixture
+def calls(client: TestClient, auth: Auth) -> list[dict[str, Any]]:
+    """12 calls a minute apart: alternating offloaded, every third ended, two switches,
+    calls 0-3 lossy (low MOS)."""
+    items = []
+    for i in range(12):
+        s = session_item(
+            f"call-{i:02d};t",
+            started_at=iso(T0 + dt.timedelta(minutes=i)),
+            offloaded=i % 2 == 0,
+            offload_reason=None if i % 2 == 0 else "switch table full",
+            state="ended" if i % 3 == 0 else "active",
+            switch="sw1" if i < 6 else "sw2",
+        )
+        s["legs"][0]["src"]["addr"] = f"198.18.1.{10 + i}"
+        items.append(s)
+    samples = [
+        sample_item(
+            f"call-{i:02d};t",
+            T0 + dt.timedelta(minutes=i),
+            lost=20 if i < 4 else 0,
+            packets=30 if i < 4 else 50,
+        )
+        for i in range(12)
+    ]
+    ingest(
+        client, auth, agent={"name": "relay-1", "switch": "sw1"}, sessions=items, samples=samples
+    )
+    return items
+
+
+def keys(page: dict[str, Any]) -> list[str]:
+    return [s["session_key"] for s in page["items"]]
+
+
+def get(client: TestClient, auth: Auth, path: str, **params: Any) -> Any:
+    r = client.get(path, params=params, headers=auth.viewer)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_keyset_pagination_walks_everything_newest_first(
+    client: TestClient, auth: Auth, calls: Any
+) -> None:
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 5}
+        if cursor:
+            params["cursor"] = cursor
+        page = get(client, auth, "/api/v1/sessions", **params)
+        seen += keys(page)
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [f"call-{i:02d};t" for i in reversed(range(12))]
+
+
+def test_pagination_is_stable_under_inserts(client: TestClient, auth: Auth, calls: Any) -> None:
+    first = get(client, auth, "/api/v1/sessions", limit=4)
+    # A newer call arrives between pages: keyset pages do not shift.
+    ingest(
+        client,
+        auth,
+        sessions=[session_item("newest;t", started_at=iso(T0 + dt.timedelta(hours=1)))],
+    )
+    second = get(client, auth, "/api/v1/sessions", limit=4, cursor=first["next_cursor"])
+    assert keys(second) == [f"call-{i:02d};t" for i in (7, 6, 5, 4)]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"offloaded": "true"}, [10, 8, 6, 4, 2, 0]),
+        ({"offloaded": "false", "state": "ended"}, [9, 3]),
+        ({"state": ["ended", "setup"]}, [9, 6, 3, 0]),
+        ({"switch": "sw2"}, [11, 10, 9, 8, 7, 6]),
+        (
+            {
+                "started_from": iso(T0 + dt.timedelta(minutes=3)),
+                "started_to": iso(T0 + dt.timedelta(minutes=5)),
+            },
+            [4, 3],
+        ),
+        ({"mos_max": 3.0}, [3, 2, 1, 0]),
+        ({"mos_min": 4.0}, [11, 10, 9, 8, 7, 6, 5, 4]),
+        ({"call_id": "call-05"}, [5]),
+        ({"address": "198.18.1.17"}, [7]),
+        ({"address": "198.18.2.10"}, list(reversed(range(12)))),
+        ({"address": "203.0.113.1"}, []),
+    ],
+)
+def test_filters(
+    client: TestClient, auth: Auth, calls: Any, params: dict[str, Any], expected: list[int]
+) -> None:
+    page = get(client, auth, "/api/v1/sessions", limit=100, **params)
+    assert keys(page) == [f"call-{i:02d};t" for i in expected]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"cursor": "not-a-cursor"},
+        {"limit": 0},
+        {"limit": 501},
+        {"state": "exploded"},
+        {"address": "not-an-ip"},
+        {"mos_min": 7},
+        {"started_from": "2026-11-21T10:00:00"},
+    ],
+)
+def test_bad_query_params_are_422(client: TestClient, auth: Auth, params: dict[str, Any]) -> None:
+    r = client.get("/api/v1/sessions", params=params, headers=auth.viewer)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["msg"]
+
+
+def test_session_detail(client: TestClient, auth: Auth, calls: Any) -> None:
+    key = "call-00;t"
+    events = [
+        {
+            "event_id": "ev-detail-01",
+            "type": "offload_installed",
+            "ts": iso(T0),
+            "session_key": key,
+            "switch": "sw1",
+        },
+        {
+            "event_id": "ev-detail-02",
+            "type": "reroute",
+            "ts": iso(T0 + dt.timedelta(seconds=5)),
+            "session_key": key,
+            "payload": {
+                "flow": key,
+                "from_path": [1, 2],
+                "to_path": [1, 3],
+                "trigger": "congestion",
+            },
+        },
+    ]
+    more = [
+        sample_item(key, T0 + dt.timedelta(seconds=s), direction="callee_to_caller")
+        for s in range(10)
+    ]
+    ingest(client, auth, samples=more, events=events)
+    sid = get(client, auth, "/api/v1/sessions", call_id="call-00")["items"][0]["id"]
+    d = get(client, auth, f"/api/v1/sessions/{sid}")
+    assert d["session_key"] == key and d["switch"] == "sw1" and d["agent"] == "relay-1"
+    assert {leg["direction"] for leg in d["legs"]} == {"caller_to_callee", "callee_to_caller"}
+    leg = next(x for x in d["legs"] if x["direction"] == "caller_to_callee")
+    assert leg["src"] == {"addr": "198.18.1.10", "port": 6000}
+    assert leg["relay_in"] == {"addr": "198.18.0.10", "port": 20000}
+    assert [e["type"] for e in d["events"]] == ["reroute", "offload_installed"]
+    assert d["events"][0]["payload"]["trigger"] == "congestion"
+    series = {s["direction"]: s for s in d["quality"]}
+    assert len(series["callee_to_caller"]["points"]) == 10
+    assert series["caller_to_callee"]["points"][0]["loss_pct"] == pytest.approx(40.0)
+    assert client.get("/api/v1/sessions/999999", headers=auth.viewer).status_code == 404
+
+
+def test_quality_series_downsampled(client: TestClient, auth: Auth, calls: Any) -> None:
+    key = "call-11;t"
+    t = T0 + dt.timedelta(minutes=11)
+    ingest(
+        client,
+        auth,
+        samples=[sample_item(key, t + dt.timedelta(seconds=s), lost=s % 2) for s in range(1, 60)],
+    )
+    sid = get(client, auth, "/api/v1/sessions", call_id="call-11")["items"][0]["id"]
+    series = get(client, auth, f"/api/v1/sessions/{sid}/quality", resolution_s=10)
+    pts = series[0]["points"]
+    assert series[0]["resolution_s"] == 10
+    assert len(pts) == 6
+    assert sum(p["packets"] for p in pts) == 50 * 60
+    assert sum(p["lost"] for p in pts) == 30
+
+
+def test_csv_export(client: TestClient, auth: Auth, calls: Any) -> None:
+    r = client.get("/api/v1/sessions/export.csv", params={"offloaded": "false"}, headers=auth.read)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/csv")
+    assert "attachment" in r.headers["content-disposition"]
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert [row["session_key"] for row in rows] == [f"call-{i:02d};t" for i in (11, 9, 7, 5, 3, 1)]
+    assert rows[0]["offload_reason"] == "switch table full"
+    assert rows[0]["started_at"] == iso(T0 + dt.timedelta(minutes=11))
+
+
+def test_csv_export_neutralises_formulas(client: TestClient, auth: Auth) -> None:
+    ingest(client, auth, sessions=[session_item("=HYPERLINK(1);x", call_id="=cmd|' /C calc'!A0")])
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get("/api/v1/sessions/export.csv", headers=auth.read).text)
+        )
+    )
+    assert rows[0]["call_id"].startswith("'=")
+
+
+def test_queue_series_downsampled(client: TestClient, auth: Auth) -> None:
+    qs = [
+        {
+            "switch": "sw1",
+            "dev_port": p,
+            "ts": iso(T0 + dt.timedelta(seconds=s)),
+            "depth_pkts": s,
+            "queue_delay_us": 10.0 * s,
+            "utilisation": 0.5,
+            "drops": 1,
+        }
+        for s in range(120)
+        for p in (1, 2)
+    ]
+    ingest(client, auth, queue_samples=qs)
+    sw = get(client, auth, "/api/v1/switches")[0]
+    series = get(
+        client,
+        auth,
+        f"/api/v1/switches/{sw['id']}/queues",
+        **{"from": iso(T0), "to": iso(T0 + dt.timedelta(minutes=2)), "resolution_s": 60},
+    )
+    assert [(s["dev_port"], len(s["points"])) for s in series] == [(1, 2), (2, 2)]
+    p0 = series[0]["points"][0]
+    assert p0["depth_pkts"] == pytest.approx(29.5)
+    assert p0["depth_max_pkts"] == 59
+    assert p0["drops"] == 60
+    one = get(
+        client,
+        auth,
+        f"/api/v1/switches/{sw['id']}/queues",
+        **{"from": iso(T0), "to": iso(T0 + dt.timedelta(minutes=2)), "dev_port": 2},
+    )
+    assert [s["dev_port"] for s in one] == [2]
+    assert len(one[0]["points"]) == 120  # 1 s buckets
+    # A long window is coarsened to at most 1000 points.
+    wide = get(
+        client,
+        auth,
+        f"/api/v1/switches/{sw['id']}/queues",
+        **{"from": iso(T0 - dt.timedelta(days=7)), "to": iso(T0 + dt.timedelta(days=7))},
+    )
+    assert wide[0]["resolution_s"] >= 14 * 86400 / 1000
+    bad = client.get(
+        f"/api/v1/switches/{sw['id']}/queues",
+        params={"from": iso(T0), "to": iso(T0)},
+        headers=auth.viewer,
+    )
+    assert bad.status_code == 422
+    assert client.get("/api/v1/switches/4242/queues", headers=auth.viewer).status_code == 404
+
+
+def test_events_feed(client: TestClient, auth: Auth) -> None:
+    evs = [
+        {
+            "event_id": f"ev-feed-{i:03d}",
+            "type": "congestion_onset" if i % 2 else "ired_drop",
+            "ts": iso(T0 + dt.timedelta(seconds=i)),
+            "switch": "sw1",
+            "severity": "warning",
+            "payload": {"dev_port": 1, "drops": i},
+        }
+        for i in range(7)
+    ]
+    ingest(client, auth, events=evs)
+    page1 = get(client, auth, "/api/v1/events", limit=3)
+    page2 = get(client, auth, "/api/v1/events", limit=3, cursor=page1["next_cursor"])
+    page3 = get(client, auth, "/api/v1/events", limit=3, cursor=page2["next_cursor"])
+    ids = [e["event_id"] for p in (page1, page2, page3) for e in p["items"]]
+    assert ids == [f"ev-feed-{i:03d}" for i in reversed(range(7))]
+    assert page3["next_cursor"] is None
+    only = get(client, auth, "/api/v1/events", type="ired_drop")
+    assert {e["type"] for e in only["items"]} == {"ired_drop"}
+    assert (
+        len(get(client, auth, "/api/v1/events", since=iso(T0 + dt.timedelta(seconds=5)))["items"])
+        == 2
+    )
+    assert get(client, auth, "/api/v1/events", switch="nope")["items"] == []
+
+
+def test_switches_ports_agents(client: TestClient, auth: Auth) -> None:
+    ingest(
+        client,
+        auth,
+        agent={
+            "name": "relay-7",
+            "rtpproxy": "udp:127.0.0.1:22223",
+            "switch": "sw5",
+            "version": "1.2",
+        },
+        switch={
+            "name": "sw5",
+            "grpc_address": "198.19.0.1:50052",
+            "ports": [{"dev_port": 3, "name": "p4r-sw-3", "up": True}],
+        },
+    )
+    sw = get(client, auth, "/api/v1/switches")
+    assert sw[0]["name"] == "sw5" and sw[0]["ports"][0]["name"] == "p4r-sw-3" and sw[0]["last_seen"]
+    assert (
+        get(client, auth, f"/api/v1/switches/{sw[0]['id']}")["grpc_address"] == "198.19.0.1:50052"
+    )
+    agents = get(client, auth, "/api/v1/agents")
+    assert agents[0]["switch"] == "sw5" and agents[0]["rtpproxy"] == "udp:127.0.0.1:22223"
+
+
+def test_admin_registers_switch_for_collector(client: TestClient, auth: Auth) -> None:
+    r = client.post(
+        "/api/v1/switches",
+        json={"name": "tofino-1", "grpc_address": "10.0.0.5:50052"},
+        headers=auth.admin,
+    )
+    assert r.status_code == 201
+    assert (
+        client.post(
+            "/api/v1/switches", json={"name": "x", "grpc_address": "y"}, headers=auth.viewer
+        ).status_code
+        == 403
+    )
+    listed = client.get("/api/v1/ingest/switches", headers=auth.ingest).json()
+    assert [s["name"] for s in listed] == ["tofino-1"]
