@@ -256,22 +256,48 @@ class BfrtSwitch:
             if exc.errors and not failed:
                 return  # only deletions of entries already gone
             log.warning("switch_write_failed", error=str(exc), failed=len(failed) or len(ups))
-            await self._undo(batch)
+            bad = {e.index for e in exc.errors}
+            await self._undo(batch, kinds, bad)
             if failed:
                 raise _refused(_first_error(failed[0].code, failed[0].message)) from exc
             raise _refused(exc) from exc
         except SwitchError as exc:
             raise _refused(exc) from exc
 
-    async def _undo(self, b: Batch) -> None:
-        undo = Batch(
-            del_relays=tuple(r.key for r in b.add_relays),
-            del_legs=tuple(lg.leg for lg in b.add_legs),
-        )
+    async def _undo(self, b: Batch, kinds: list[int], failed: set[int]) -> None:
+        """Delete what this batch inserted, but never an entry whose own insert
+        failed (ALREADY_EXISTS: it belongs to someone else). Without per-update
+        detail every insert of the batch is undone."""
+        refs = self._insert_refs(b)
+        del_relays: list[FlowKey] = []
+        del_legs: list[int] = []
+        for i, ref in refs.items():
+            if i in failed:
+                continue
+            if isinstance(ref, FlowKey):
+                del_relays.append(ref)
+            else:
+                del_legs.append(ref)
+        undo = Batch(del_relays=tuple(del_relays), del_legs=tuple(del_legs))
+        if not undo:
+            return
         ups, _ = self._updates(undo, 0)
-        # NOT_FOUND for the inserts that had failed is expected.
         with contextlib.suppress(SwitchError):
             await self.client.write(ups)
+
+    @staticmethod
+    def _insert_refs(b: Batch) -> dict[int, FlowKey | int]:
+        """Update index -> what it inserted (same order as `_updates`)."""
+        refs: dict[int, FlowKey | int] = {}
+        pos = len(b.del_relays) + len(b.mod_legs)
+        for lg in b.add_legs:
+            pos += len(QUALITY_REGISTERS)
+            refs[pos] = lg.leg
+            pos += 1
+        for r in b.add_relays:
+            refs[pos] = r.key
+            pos += 1
+        return refs
 
     # ------------------------------------------------------------------ reads
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:

@@ -116,6 +116,9 @@ class Offloader:
         self._dirty: dict[str, Session] = {}
         self._ending: dict[str, Session] = {}
         self._wake = asyncio.Event()
+        # One writer at a time: the worker and reconcile must not interleave
+        # (a reconcile's read-back would be stale against a concurrent write).
+        self._switch_lock = asyncio.Lock()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
@@ -260,7 +263,8 @@ class Offloader:
             await self._wake.wait()
             self._wake.clear()
             try:
-                await self._flush()
+                async with self._switch_lock:
+                    await self._flush()
             except Exception:
                 log.exception("offload_worker_error")
             if not self._dirty and not self._ending:
@@ -584,6 +588,10 @@ class Offloader:
 
     async def reconcile(self, restarted: bool) -> None:
         """After (re)connecting: make the switch hold exactly the planned entries."""
+        async with self._switch_lock:
+            await self._reconcile(restarted)
+
+    async def _reconcile(self, restarted: bool) -> None:
         metrics.SWITCH_UP.set(1)
         relays, legs = await self.switch.dump()
         want_keys = {r.key: r for p in self.plans.values() for r in p.relays}
