@@ -1,0 +1,307 @@
+"""Bring the whole p4relay system up on the testbed, in dependency order.
+
+    testbed -> softswitch (+ routes) -> server (migrate, admin, tokens) + collector
+            -> RTPProxy (rtp.io) -> rtpagent -> timeout listener -> Kamailio -> SIPp UAS
+
+Each piece can be left out (no switch: the kernel forwarder; no server; no
+agent: Kamailio talks to RTPProxy directly), which the experiment and the
+fallback tests use. Addresses and ports follow README's plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from p4relay_scenarios import switchcfg, topology
+from p4relay_scenarios.media import write_alaw_raw
+from p4relay_scenarios.procs import (
+    StartError,
+    Supervisor,
+    tcp_open,
+    tcp_probe_in,
+    udp_control_probe,
+)
+
+ROOT = Path(os.environ.get("P4RELAY_ROOT", Path(__file__).resolve().parents[3]))
+SCENARIOS = ROOT / "scenarios"
+SOFTSWITCH_BIN = ROOT / "switch" / "target" / "release" / "p4relay-softswitch"
+VENV_BIN = Path(sys.executable).parent
+
+MGMT = topology.MGMT_ROOT_ADDR
+GRPC_ADDR = f"{MGMT}:50052"
+SWITCH_METRICS = f"{MGMT}:9101"
+SERVER_PORT = 8000
+SERVER_URL = f"http://{MGMT}:{SERVER_PORT}"
+AGENT_CONTROL = "udp:127.0.0.1:22222"
+RTPPROXY_CONTROL_PORT = 22223
+RTPPROXY_CONTROL = f"udp:127.0.0.1:{RTPPROXY_CONTROL_PORT}"
+AGENT_NOTIFY = "tcp:127.0.0.1:22224"
+SIP_TIMEOUT_SOCK = "tcp:127.0.0.1:22225"
+RELAY_ADDR = topology.RELAY.addr
+RELAY_PORTS = (20000, 29999)
+
+
+@dataclass
+class StackConfig:
+    run_dir: Path
+    switch: bool = True  # False: Linux kernel forwarder in place of the softswitch
+    offload: bool = True  # rtpagent writes entries (False: server-based relay)
+    agent: bool = True  # False: Kamailio talks to RTPProxy directly
+    database_url: str | None = None  # None: no server, no reporting
+    collector: bool = True
+    rtpproxy_ttl_s: int = 60
+    switch_args: list[str] = field(default_factory=list)
+    kamailio_children: int = 4
+
+
+@dataclass
+class Credentials:
+    admin_user: str
+    admin_password: str
+    ingest_token: str
+    read_token: str
+
+
+class Stack:
+    def __init__(self, cfg: StackConfig) -> None:
+        cfg.run_dir = cfg.run_dir.resolve()  # daemons chdir; paths handed to them are absolute
+        self.cfg = cfg
+        self.sup = Supervisor(cfg.run_dir)
+        self.creds: Credentials | None = None
+        self.media_dir = cfg.run_dir / "sipp"
+
+    # ------------------------------------------------------------ pieces
+
+    def testbed(self) -> list[topology.PortInfo]:
+        return topology.up("switch" if self.cfg.switch else "kernel")
+
+    def softswitch(self, ports: list[topology.PortInfo]) -> None:
+        if not SOFTSWITCH_BIN.exists():
+            raise StartError(
+                f"{SOFTSWITCH_BIN} missing: build it (cd switch && cargo build --release)"
+            )
+        cmd = [str(SOFTSWITCH_BIN)]
+        for p in ports:
+            cmd += ["--port", f"{p.port}={p.ifname}"]
+        cmd += ["--grpc-listen", GRPC_ADDR, "--metrics-listen", SWITCH_METRICS, "--log-json"]
+        cmd += self.cfg.switch_args
+        self.sup.start("softswitch", cmd)
+        self.sup.wait_ready("softswitch", lambda: tcp_open(MGMT, 50052), 30, "BfRt gRPC port")
+        asyncio.run(
+            switchcfg.program(
+                GRPC_ADDR, ports, relay_port_min=RELAY_PORTS[0], relay_port_max=RELAY_PORTS[1]
+            )
+        )
+
+    def _server_cli(self, *args: str, stdin: str | None = None) -> str:
+        assert self.cfg.database_url is not None
+        env = {**os.environ, "P4RELAY_DATABASE_URL": self.cfg.database_url}
+        r = subprocess.run(
+            [str(VENV_BIN / "p4relay-server"), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if r.returncode != 0:
+            raise StartError(f"p4relay-server {' '.join(args)}: {r.stderr.strip()[-2000:]}")
+        return r.stdout.strip()
+
+    def server(self) -> Credentials:
+        assert self.cfg.database_url is not None
+        self._server_cli("migrate")
+        user = f"admin-{secrets.token_hex(3)}"
+        password = secrets.token_urlsafe(12)
+        self._server_cli("create-admin", "--username", user, "--password-stdin", stdin=password)
+        ingest = self._server_cli("create-token", "--name", "rtpagent-relay", "--scope", "ingest")
+        read = self._server_cli("create-token", "--name", "scenarios", "--scope", "read")
+        self.creds = Credentials(user, password, ingest.split()[-1], read.split()[-1])
+        env = {"P4RELAY_DATABASE_URL": self.cfg.database_url}
+        self.sup.start(
+            "server",
+            [str(VENV_BIN / "p4relay-server"), "serve", "--host", MGMT, "--port", str(SERVER_PORT)],
+            env=env,
+            cwd=ROOT,
+        )
+        self.sup.wait_ready("server", lambda: _http_ok(f"{SERVER_URL}/healthz"), 60, "HTTP")
+        if self.cfg.collector and self.cfg.switch:
+            token_file = self.cfg.run_dir / "collector.token"
+            token_file.write_text(self.creds.ingest_token)
+            token_file.chmod(0o600)
+            self.sup.start(
+                "collector",
+                [
+                    str(VENV_BIN / "p4relay-server"),
+                    "collector",
+                    "--server-url",
+                    SERVER_URL,
+                    "--token-file",
+                    str(token_file),
+                    "--metrics-port",
+                    "9103",
+                ],
+                env=env,
+            )
+        return self.creds
+
+    def rtpproxy(self) -> None:
+        lo, hi = RELAY_PORTS
+        extra = ["-T", str(self.cfg.rtpproxy_ttl_s), "-n", AGENT_NOTIFY, "-n", SIP_TIMEOUT_SOCK]
+        self.sup.start(
+            "rtpproxy",
+            [
+                str(VENV_BIN / "python"),
+                "-m",
+                "rtpagent.embedded",
+                "--control",
+                RTPPROXY_CONTROL,
+                "--listen",
+                RELAY_ADDR,
+                "--ports",
+                f"{lo}-{hi}",
+                "--",
+                *extra,
+            ],
+            netns=topology.RELAY.netns,
+        )
+        self.sup.wait_ready(
+            "rtpproxy",
+            lambda: udp_control_probe(topology.RELAY.netns, "127.0.0.1", RTPPROXY_CONTROL_PORT),
+            20,
+            "control socket",
+        )
+
+    def rtpagent(self) -> None:
+        lo, hi = RELAY_PORTS
+        cmd = [
+            str(VENV_BIN / "rtpagent"),
+            "--listen",
+            AGENT_CONTROL,
+            "--rtpproxy",
+            RTPPROXY_CONTROL,
+        ]
+        cmd += ["--relay-addr", RELAY_ADDR, "--relay-ports", f"{lo}-{hi}"]
+        cmd += ["--notify-listen", AGENT_NOTIFY, "--rtpproxy-ttl", str(self.cfg.rtpproxy_ttl_s)]
+        cmd += ["--switch", GRPC_ADDR if (self.cfg.offload and self.cfg.switch) else ""]
+        cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
+        cmd += ["--metrics-listen", f"{topology.MGMT_RELAY_ADDR}:9102", "--log-json"]
+        if self.creds is not None:
+            cmd += ["--server-url", SERVER_URL, "--server-token", self.creds.ingest_token]
+        self.sup.start("rtpagent", cmd, netns=topology.RELAY.netns)
+        self.sup.wait_ready(
+            "rtpagent",
+            lambda: udp_control_probe(topology.RELAY.netns, "127.0.0.1", 22222),
+            30,
+            "control socket",
+        )
+
+    def kamailio(self) -> None:
+        kdir = self.cfg.run_dir / "kamailio"
+        kdir.mkdir(parents=True, exist_ok=True)
+        rtpp = AGENT_CONTROL if self.cfg.agent else RTPPROXY_CONTROL
+        self.sup.start(
+            "timeout-listener",
+            [
+                str(VENV_BIN / "python"),
+                "-m",
+                "p4relay_scenarios.timeout_listener",
+                "--listen",
+                SIP_TIMEOUT_SOCK,
+                "--rpc",
+                str(kdir / "jsonrpc.sock"),
+            ],
+            netns=topology.RELAY.netns,
+        )
+        cmd = ["kamailio", "-f", str(SCENARIOS / "sip" / "kamailio.cfg"), "-DD", "-E"]
+        cmd += ["-P", str(kdir / "kamailio.pid"), "-n", str(self.cfg.kamailio_children)]
+        for k, v in {
+            "RUNDIR": f'"{kdir}"',
+            "JSONRPC_SOCK": f'"{kdir}/jsonrpc.sock"',
+            "CTL_SOCK": f'"unix:{kdir}/ctl.sock"',
+            "RTPPROXY_SOCK": f'"{rtpp}"',
+            "TIMEOUT_SOCK": f'"{SIP_TIMEOUT_SOCK}"',
+        }.items():
+            cmd += ["-A", f"{k}={v}"]
+        self.sup.start("kamailio", cmd, netns=topology.RELAY.netns)
+        self.sup.wait_ready(
+            "kamailio",
+            lambda: tcp_probe_in(topology.RELAY.netns, RELAY_ADDR, 5060),
+            20,
+            "SIP on 5060",
+        )
+
+    def sipp_uas(self) -> None:
+        self.prepare_media()
+        cmd = ["sipp", "-sf", str(SCENARIOS / "sipp" / "uas.xml")]
+        cmd += ["-i", topology.UAS.addr, "-mi", topology.UAS.addr, "-p", "5060"]
+        cmd += ["-nostdin", "-max_socket", "65000", "-trace_err"]
+        cmd += ["-error_file", str(self.cfg.run_dir / "logs" / "uas-errors.log")]
+        self.sup.start("sipp-uas", cmd, netns=topology.UAS.netns, cwd=self.media_dir)
+        time.sleep(0.5)
+        if not self.sup.procs["sipp-uas"].alive():
+            raise StartError(f"SIPp UAS exited: {self.sup.procs['sipp-uas'].log_tail()}")
+
+    def prepare_media(self) -> Path:
+        f = self.media_dir / "media" / "tone.alaw"
+        if not f.exists():
+            write_alaw_raw(f, seconds=10.0)
+        return self.media_dir
+
+    # ------------------------------------------------------------ whole
+
+    def up(self) -> None:
+        ports = self.testbed()
+        if self.cfg.switch:
+            self.softswitch(ports)
+        if self.cfg.database_url:
+            self.server()
+        self.rtpproxy()
+        if self.cfg.agent:
+            self.rtpagent()
+        self.kamailio()
+        self.sipp_uas()
+        (self.cfg.run_dir / "stack.json").write_text(
+            json.dumps(
+                {
+                    "switch": self.cfg.switch,
+                    "offload": self.cfg.offload,
+                    "server": SERVER_URL if self.cfg.database_url else None,
+                    "admin_user": self.creds.admin_user if self.creds else None,
+                },
+                indent=2,
+            )
+        )
+
+    def down(self, *, keep_testbed: bool = False) -> None:
+        self.sup.stop_all()
+        if not keep_testbed:
+            topology.down()
+
+    def dead(self) -> list[str]:
+        return self.sup.check_alive()
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+def which(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        raise StartError(f"{tool} not installed (make setup)")
+    return path
