@@ -44,7 +44,6 @@ struct ingress_metadata_t {
     bit<32> rtp_lost_inc;
     bit<32> rtp_transit;          /* arrival - RTP timestamp, clock units        */
     bit<32> rtp_transit_delta;    /* D of RFC 3550 A.8                           */
-    bit<32> rtp_abs_d_minus_8;    /* |D| - 8 (the +8 rounding of A.8 folded in)  */
     bit<32> jitter_plus_8;        /* stored jitter + 8, from the first pass      */
     bit<32> jitter_decay;         /* (jitter + 8) >> 4                           */
     bit<32> jitter_grown;         /* jitter + |D|                                */
