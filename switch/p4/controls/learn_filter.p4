@@ -29,7 +29,7 @@ control LearnFilter(
         }
     };
 
-    bit<1> report;
+    bit<1> do_report;
 
     apply {
         ig_md.learn_slot = flow_hash.get({
@@ -38,8 +38,8 @@ control LearnFilter(
             hdr.udp.src_port,
             hdr.udp.dst_port
         });
-        report = report_if_aged.execute(ig_md.learn_slot);
-        if (report == 1) {
+        do_report = report_if_aged.execute(ig_md.learn_slot);
+        if (do_report == 1) {
             ig_dprsr_md.digest_type = DIGEST_TYPE_LEARN;
         }
     }

@@ -99,7 +99,7 @@ control RtpQuality(
         }
     };
 
-    bit<32> jitter;
+    bit<32> jitter_now;
     bit<32> abs_d;
 
     apply {
@@ -135,9 +135,9 @@ control RtpQuality(
                 } else {
                     abs_d = ig_md.rtp_transit_delta;
                 }
-                jitter = read_jitter.execute(ig_md.leg);
-                ig_md.jitter_plus_8 = jitter + JITTER_ROUND;
-                ig_md.jitter_grown = jitter + abs_d;
+                jitter_now = read_jitter.execute(ig_md.leg);
+                ig_md.jitter_plus_8 = jitter_now + JITTER_ROUND;
+                ig_md.jitter_grown = jitter_now + abs_d;
                 ig_md.jitter_decay = ig_md.jitter_plus_8 >> JITTER_SHIFT;
                 ig_md.resubmit.setValid();
                 ig_md.resubmit.leg = ig_md.leg;
