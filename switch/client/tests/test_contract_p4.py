@@ -1118,3 +1118,170 @@ def test_bootstrap_rejects_bad_config(patch: dict[str, Any], needle: str) -> Non
     config.update(patch)
     with pytest.raises(boot.ConfigError, match=needle):
         boot.plan(config)
+
+
+# ---------------------------------------------------------------- checksum lists
+#
+# Checksums are where a first compile goes silently wrong: a field missing from
+# a list still compiles. This evaluates the parser's subtract lists and the
+# deparser's update lists as written in the source, with the ones' complement
+# arithmetic of Tofino's checksum engines, on random relayed packets, and
+# compares with checksums computed from scratch.
+
+
+def _call_lists(tokens: list[str], method: str) -> list[tuple[str, str | None, list[str]]]:
+    """(instance, assigned-to, [fields]) for every ``inst.method({...})`` in tokens."""
+    out: list[tuple[str, str | None, list[str]]] = []
+    for i in range(len(tokens) - 3):
+        if tokens[i + 1] == "." and tokens[i + 2] == method and tokens[i + 3] == "(":
+            j = i + 4
+            if tokens[j] == "data":
+                j += 2  # named argument "data ="
+            if tokens[j] != "{":
+                continue
+            k = tokens.index("}", j)
+            fields = "".join(tokens[j + 1 : k]).split(",")
+            target = None
+            if i >= 2 and tokens[i - 1] == "=":
+                m = i - 2
+                while m > 0 and tokens[m - 1] == ".":
+                    m -= 2
+                target = "".join(tokens[m : i - 1])
+            out.append((tokens[i], target, fields))
+    return out
+
+
+def _ones_add(acc: int, data: bytes) -> int:
+    for k in range(0, len(data), 2):
+        acc += int.from_bytes(data[k : k + 2], "big")
+        acc = (acc & 0xFFFF) + (acc >> 16)
+    return acc
+
+
+def _ones_sub(acc: int, data: bytes) -> int:
+    inverted = bytes(b ^ 0xFF for b in data)
+    return _ones_add(acc, inverted)
+
+
+def _field_bytes(values: dict[str, tuple[int, int]], names: list[str]) -> bytes:
+    bits = 0
+    acc = 0
+    for n in names:
+        value, width = values[n]
+        acc = (acc << width) | value
+        bits += width
+    assert bits % 8 == 0, f"checksum list {names} is not byte aligned ({bits} bits)"
+    return acc.to_bytes(bits // 8, "big")
+
+
+def checksum_mismatch(overrides: dict[str, str] | None = None) -> str | None:
+    """First packet whose P4-computed checksums differ from scapy's, or None."""
+    import random
+
+    from scapy.layers.inet import IP, UDP, IPOption_RR
+    from scapy.packet import Raw
+
+    prog = load_program(overrides=overrides)
+    parser = prog.parsers["IngressParser"]
+    parser_tokens = [t for body in parser.states.values() for t in body]
+    subtracts = _call_lists(parser_tokens, "subtract")
+    gets: dict[str, str] = {}
+    for i in range(len(parser_tokens) - 4):
+        if parser_tokens[i + 1 : i + 4] == [".", "get", "("] and parser_tokens[i - 1] == "=":
+            m = i - 2
+            while m > 0 and parser_tokens[m - 1] == ".":
+                m -= 2
+            gets["".join(parser_tokens[m : i - 1])] = parser_tokens[i]
+    updates = _call_lists(prog.controls["IngressDeparser"].bodies[-1], "update")
+    if {t for _, t, _ in updates} != {"hdr.ipv4.hdr_checksum", "hdr.udp.checksum"}:
+        return f"deparser updates {[t for _, t, _ in updates]}"
+
+    ctl = prog.controls["IngressDeparser"]
+    rng = random.Random(7)
+    for n in range(400):
+        opts = [IPOption_RR(routers=["0.0.0.0"] * rng.randint(1, 4))] if n % 3 == 0 else []
+        pkt = (
+            IP(
+                src=f"198.18.1.{rng.randint(1, 254)}",
+                dst="198.18.0.10",
+                ttl=rng.randint(2, 255),
+                options=opts,
+            )
+            / UDP(sport=rng.randint(1, 65535), dport=rng.randint(20000, 29999))
+            / Raw(bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 40))))
+        )
+        pkt = IP(bytes(pkt))
+
+        def values(p: Any) -> dict[str, tuple[int, int]]:
+            fields = {
+                "hdr.ipv4.ttl": p.ttl,
+                "hdr.ipv4.protocol": p.proto,
+                "hdr.ipv4.hdr_checksum": p.chksum,
+                "hdr.ipv4.src_addr": int.from_bytes(bytes(map(int, p.src.split("."))), "big"),
+                "hdr.ipv4.dst_addr": int.from_bytes(bytes(map(int, p.dst.split("."))), "big"),
+                "hdr.udp.src_port": p[UDP].sport,
+                "hdr.udp.dst_port": p[UDP].dport,
+                "hdr.udp.checksum": p[UDP].chksum,
+            }
+            return {k: (v, prog.member_width(ctl, k)) for k, v in fields.items()}
+
+        before = values(pkt)
+        residual: dict[str, int] = {}
+        for inst, _, fields in subtracts:
+            residual[inst] = _ones_sub(residual.get(inst, 0), _field_bytes(before, fields))
+
+        out = pkt.copy()
+        out.src = f"203.0.113.{rng.randint(1, 254)}"
+        out.dst = f"198.18.2.{rng.randint(1, 254)}"
+        rtcp = n % 2
+        out[UDP].sport = (rng.randint(20000, 29998) + rtcp) & 0xFFFF
+        out[UDP].dport = (rng.randint(1024, 65534) + rtcp) & 0xFFFF
+        out.ttl = pkt.ttl - 1
+        after = values(out)
+        for md, inst in gets.items():
+            after[md] = (residual.get(inst, 0), 16)
+        got = {}
+        for _, target, fields in updates:
+            s = (~_ones_add(0, _field_bytes(after, fields))) & 0xFFFF
+            got[target] = 0xFFFF if (s == 0 and target == "hdr.udp.checksum") else s
+
+        del out.chksum
+        del out[UDP].chksum
+        want = IP(bytes(out))
+        if (got["hdr.ipv4.hdr_checksum"], got["hdr.udp.checksum"]) != (
+            want.chksum,
+            want[UDP].chksum,
+        ):
+            return f"packet {n} ({pkt.summary()}, ihl {pkt.ihl}): got {got}"
+    return None
+
+
+def test_checksum_lists_produce_correct_checksums() -> None:
+    assert checksum_mismatch() is None
+
+
+@pytest.mark.parametrize(
+    ("rel", "old", "new"),
+    [
+        pytest.param(
+            "deparsers/ingress_deparser.p4",
+            "                hdr.ipv4.dst_addr,\n                ig_md.ipv4_csum_residual",
+            "                ig_md.ipv4_csum_residual",
+            id="ipv4-update-misses-dst",
+        ),
+        pytest.param(
+            "parsers/ingress_parser.p4",
+            "        udp_residual.subtract({hdr.udp.src_port, hdr.udp.dst_port});\n",
+            "        udp_residual.subtract({hdr.udp.src_port});\n",
+            id="udp-residual-keeps-dst-port",
+        ),
+        pytest.param(
+            "parsers/ingress_parser.p4",
+            "        ipv4_residual.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});\n",
+            "",
+            id="ipv4-residual-keeps-ttl",
+        ),
+    ],
+)
+def test_wrong_checksum_list_is_caught(rel: str, old: str, new: str) -> None:
+    assert checksum_mismatch(_mutate(rel, old, new)) is not None
