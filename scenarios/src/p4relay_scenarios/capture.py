@@ -1,0 +1,242 @@
+"""Packet captures at the switch's ports and the relay-path metrics drawn from them.
+
+The seed measures from the switch: a packet's delay is the time from the
+UAC-facing port (ingress) to the UAS-facing port (egress). We capture both
+ports with tcpdump (kernel timestamps, nanoseconds, one clock) and match each
+caller->callee RTP packet by (SSRC, sequence number), which RTPProxy and the
+switch both leave untouched:
+
+  delay        t_egress - t_ingress, per packet
+  variation    |D_i - D_{i-1}| of consecutive packets of a stream (RFC 4689 style)
+  loss         packets that entered the relay path and never left it (by RTP seq)
+  MOS          G.107 E-model per stream (p4relay_server.mos), from loss, delay
+               and variation
+"""
+
+from __future__ import annotations
+
+import statistics
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from p4relay_server.mos import mos
+
+from p4relay_scenarios import topology
+from p4relay_scenarios.netns import link_exists
+from p4relay_scenarios.procs import Supervisor
+
+SNAPLEN = 54  # Ethernet 14 + IPv4 20 + UDP 8 + RTP 12
+PCAP_NS_MAGIC = 0xA1B23C4D
+PCAP_US_MAGIC = 0xA1B2C3D4
+
+
+@dataclass
+class PortCapture:
+    """tcpdump on one switch port; the pcap file is ready after stop()."""
+
+    name: str
+    ifname: str
+    bpf: str
+    path: Path
+
+
+def start_captures(
+    sup: Supervisor, out_dir: Path, relay_ports: tuple[int, int]
+) -> list[PortCapture]:
+    """Capture caller->callee RTP on the UAC port (in) and the UAS port (out)."""
+    lo, hi = relay_ports
+    relay = topology.RELAY.addr
+    caps = [
+        PortCapture(
+            "cap-in",
+            topology.UAC.sw_if,
+            f"udp and src host {topology.UAC.addr} and dst host {relay} and dst portrange {lo}-{hi}",
+            out_dir / "ingress-uac.pcap",
+        ),
+        PortCapture(
+            "cap-out",
+            topology.UAS.sw_if,
+            f"udp and src host {relay} and src portrange {lo}-{hi} and dst host {topology.UAS.addr}",
+            out_dir / "egress-uas.pcap",
+        ),
+    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for c in caps:
+        netns = None if link_exists(c.ifname) else topology.FWD_NS
+        c.path.unlink(missing_ok=True)
+        sup.start(
+            c.name,
+            [
+                "tcpdump",
+                "-i",
+                c.ifname,
+                "-n",
+                "-s",
+                str(SNAPLEN),
+                "-B",
+                "32768",
+                "--time-stamp-precision",
+                "nano",
+                "-w",
+                str(c.path),
+                c.bpf,
+            ],
+            netns=netns,
+        )
+    time.sleep(1.0)  # tcpdump attaches its filter before traffic starts
+    return caps
+
+
+def stop_captures(sup: Supervisor, caps: list[PortCapture]) -> None:
+    for c in caps:
+        sup.stop(c.name)
+
+
+def read_rtp(path: Path) -> np.ndarray:
+    """(time_ns, ssrc, seq) per RTP packet of a pcap written by tcpdump."""
+    data = path.read_bytes()
+    if len(data) < 24:
+        return np.zeros((0, 3), dtype=np.int64)
+    magic = struct.unpack_from("<I", data, 0)[0]
+    if magic not in (PCAP_NS_MAGIC, PCAP_US_MAGIC):
+        raise ValueError(f"{path}: not a little-endian pcap (magic {magic:#x})")
+    scale = 1 if magic == PCAP_NS_MAGIC else 1000
+    rows: list[tuple[int, int, int]] = []
+    off = 24
+    n = len(data)
+    while off + 16 <= n:
+        sec, frac, caplen, _ = struct.unpack_from("<IIII", data, off)
+        off += 16
+        pkt = data[off : off + caplen]
+        off += caplen
+        if caplen < 54 or pkt[12:14] != b"\x08\x00" or pkt[14] != 0x45 or pkt[23] != 17:
+            continue  # not IPv4/UDP without options: not one of our RTP packets
+        if pkt[42] >> 6 != 2:
+            continue  # not RTP version 2
+        seq, _ts, ssrc = struct.unpack_from("!HII", pkt, 44)
+        rows.append((sec * 1_000_000_000 + frac * scale, ssrc, seq))
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
+@dataclass
+class StreamResult:
+    ssrc: int
+    sent: int
+    received: int
+    delay_ms_mean: float
+    variation_ms_mean: float
+    mos: float | None
+
+
+@dataclass
+class PathMetrics:
+    """Relay-path metrics over a measurement window, all streams together."""
+
+    streams: int
+    packets_in: int
+    packets_out: int
+    loss_pct: float
+    delay_ms_median: float
+    delay_ms_p99: float
+    delay_ms_mean: float
+    variation_ms_median: float
+    variation_ms_p99: float
+    variation_ms_mean: float
+    mos_median: float | None
+    mos_min: float | None
+    delays_ms: np.ndarray = field(repr=False)
+    variations_ms: np.ndarray = field(repr=False)
+    per_stream: list[StreamResult] = field(repr=False, default_factory=list)
+
+
+def _streams(rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    if len(rows) == 0:
+        return
+    order = np.lexsort((rows[:, 0], rows[:, 1]))
+    rows = rows[order]
+    bounds = np.flatnonzero(np.diff(rows[:, 1])) + 1
+    for chunk in np.split(rows, bounds):
+        yield int(chunk[0, 1]), chunk
+
+
+def relay_path_metrics(
+    ingress: np.ndarray,
+    egress: np.ndarray,
+    *,
+    window_ns: tuple[int, int] | None = None,
+    settle_ms: float = 1000.0,
+) -> PathMetrics:
+    """Match ingress and egress packets by (SSRC, seq) and compute the metrics.
+
+    Only packets that entered within the window count. A packet counts as lost
+    when it entered at least `settle_ms` before the capture's end and never
+    left the relay path.
+    """
+    if window_ns is not None:
+        lo, hi = window_ns
+        ingress = ingress[(ingress[:, 0] >= lo) & (ingress[:, 0] < hi)]
+    end_ns = int(egress[:, 0].max()) if len(egress) else 0
+    ingress = ingress[ingress[:, 0] <= end_ns - int(settle_ms * 1e6)]
+    out_index: dict[int, dict[int, int]] = {}
+    for ssrc, chunk in _streams(egress):
+        # First copy of each seq (duplicates would be a relay fault, counted once).
+        out_index[ssrc] = dict(zip(chunk[::-1, 2].tolist(), chunk[::-1, 0].tolist(), strict=True))
+    all_delays: list[np.ndarray] = []
+    all_vars: list[np.ndarray] = []
+    per_stream: list[StreamResult] = []
+    sent_total = recv_total = 0
+    for ssrc, chunk in _streams(ingress):
+        seen = out_index.get(ssrc, {})
+        t_in = chunk[:, 0]
+        t_out = np.array([seen.get(int(s), -1) for s in chunk[:, 2]], dtype=np.int64)
+        ok = t_out >= 0
+        d = (t_out[ok] - t_in[ok]) / 1e6
+        v = np.abs(np.diff(d)) if len(d) > 1 else np.zeros(0)
+        sent, recv = len(chunk), int(ok.sum())
+        sent_total += sent
+        recv_total += recv
+        all_delays.append(d)
+        all_vars.append(v)
+        d_mean = float(d.mean()) if len(d) else float("nan")
+        v_mean = float(v.mean()) if len(v) else 0.0
+        q = mos(
+            "PCMA",
+            packets=recv,
+            lost=sent - recv,
+            jitter_ms=v_mean,
+            delay_ms=d_mean if recv else None,
+        )
+        per_stream.append(StreamResult(ssrc, sent, recv, d_mean, v_mean, q[1] if q else None))
+    delays = np.concatenate(all_delays) if all_delays else np.zeros(0)
+    variations = np.concatenate(all_vars) if all_vars else np.zeros(0)
+    moses = [s.mos for s in per_stream if s.mos is not None]
+
+    def pct(a: np.ndarray, p: float) -> float:
+        return float(np.percentile(a, p)) if len(a) else float("nan")
+
+    return PathMetrics(
+        streams=len(per_stream),
+        packets_in=sent_total,
+        packets_out=recv_total,
+        loss_pct=100.0 * (sent_total - recv_total) / sent_total if sent_total else float("nan"),
+        delay_ms_median=pct(delays, 50),
+        delay_ms_p99=pct(delays, 99),
+        delay_ms_mean=float(delays.mean()) if len(delays) else float("nan"),
+        variation_ms_median=pct(variations, 50),
+        variation_ms_p99=pct(variations, 99),
+        variation_ms_mean=float(variations.mean()) if len(variations) else float("nan"),
+        mos_median=statistics.median(moses) if moses else None,
+        mos_min=min(moses) if moses else None,
+        delays_ms=delays,
+        variations_ms=variations,
+        per_stream=per_stream,
+    )
+
+
+def count_packets(path: Path) -> int:
+    """RTP packets in a capture (for cross-checks against switch counters)."""
+    return len(read_rtp(path))

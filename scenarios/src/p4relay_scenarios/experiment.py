@@ -1,0 +1,413 @@
+"""The seed's relay experiment: server-based relay against switch-based relay.
+
+For each mode (server: rtpagent installs no entries and RTPProxy relays every
+packet; switch: rtpagent offloads each call to the switch) and each
+concurrency level, the stack runs N calls of G.711 both ways; captures at the
+switch's UAC- and UAS-facing ports give per-packet delay across the relay
+path, its variation, loss and MOS (p4relay_scenarios.capture), and the relay
+server's CPU comes from RTPProxy's process counters over the same window.
+Results: a table (markdown, CSV, JSON) and PNG plots, with the machine and the
+exact command recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil  # type: ignore[import-untyped]
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from p4relay_scenarios import capture
+from p4relay_scenarios.load import Profile, SippStats, run_uac
+from p4relay_scenarios.stack import RELAY_PORTS, ROOT, Stack, StackConfig
+
+console = Console()
+
+
+@dataclass
+class Row:
+    mode: str  # "server" | "switch"
+    calls: int  # concurrency level
+    calls_ok: int
+    calls_failed: int
+    streams: int
+    packets_in: int
+    packets_out: int
+    loss_pct: float
+    delay_ms_median: float
+    delay_ms_p99: float
+    variation_ms_median: float
+    variation_ms_p99: float
+    mos_median: float | None
+    mos_min: float | None
+    relay_cpu_pct: float  # RTPProxy process, % of one core, over the window
+    window_s: float
+
+
+def machine() -> dict[str, str | int]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "cpu": model,
+        "cores": os.cpu_count() or 0,
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "commit": commit,
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        p = psutil.Process(pid)
+        t = p.cpu_times()
+        total = t.user + t.system
+        for c in p.children(recursive=True):
+            ct = c.cpu_times()
+            total += ct.user + ct.system
+        return float(total)
+    except psutil.Error:
+        return float("nan")
+
+
+def run_level(
+    stack: Stack, mode: str, calls: int, hold_s: float, rate: float, out_dir: Path
+) -> Row:
+    profile = Profile(f"{mode}-{calls}", rate, calls, hold_s, calls)
+    ramp_s = calls / rate
+    level_dir = out_dir / f"{mode}-{calls}"
+    caps = capture.start_captures(stack.sup, level_dir, RELAY_PORTS)
+    rtpp_pid = stack.sup.procs["rtpproxy"].popen.pid
+    t0 = time.time_ns()
+    # Measurement window: all calls up (ramp + 2 s for answers) to 2 s before the first BYE.
+    win = (t0 + int((ramp_s + 2.0) * 1e9), t0 + int((hold_s - 2.0) * 1e9))
+    if win[1] - win[0] < 5e9:
+        raise ValueError(f"hold {hold_s}s too short for {calls} calls at {rate}/s: no window")
+    cpu: dict[str, float] = {}
+
+    def tick(st: SippStats) -> None:
+        now = time.time_ns()
+        if "a" not in cpu and now >= win[0]:
+            cpu["a"], cpu["ta"] = _cpu_seconds(rtpp_pid), time.monotonic()
+        if "b" not in cpu and now >= win[1]:
+            cpu["b"], cpu["tb"] = _cpu_seconds(rtpp_pid), time.monotonic()
+
+    result = run_uac(profile, stack.media_dir, level_dir, on_tick=tick, grace_s=60)
+    capture.stop_captures(stack.sup, caps)
+    ingress = capture.read_rtp(caps[0].path)
+    egress = capture.read_rtp(caps[1].path)
+    m = capture.relay_path_metrics(ingress, egress, window_ns=win)
+    cpu_pct = (
+        100.0 * (cpu["b"] - cpu["a"]) / (cpu["tb"] - cpu["ta"])
+        if "a" in cpu and "b" in cpu and cpu["tb"] > cpu["ta"]
+        else float("nan")
+    )
+    # Keep the per-packet arrays for plots; drop the bulky captures.
+    import numpy as np
+
+    np.savez_compressed(level_dir / "samples.npz", delays=m.delays_ms, variations=m.variations_ms)
+    for c in caps:
+        c.path.unlink(missing_ok=True)
+    return Row(
+        mode=mode,
+        calls=calls,
+        calls_ok=result.stats.successful,
+        calls_failed=result.stats.failed,
+        streams=m.streams,
+        packets_in=m.packets_in,
+        packets_out=m.packets_out,
+        loss_pct=m.loss_pct,
+        delay_ms_median=m.delay_ms_median,
+        delay_ms_p99=m.delay_ms_p99,
+        variation_ms_median=m.variation_ms_median,
+        variation_ms_p99=m.variation_ms_p99,
+        mos_median=m.mos_median,
+        mos_min=m.mos_min,
+        relay_cpu_pct=cpu_pct,
+        window_s=(win[1] - win[0]) / 1e9,
+    )
+
+
+def knee(rows: list[Row], mode: str = "server") -> int | None:
+    """Lowest level where the mode degrades: loss > 1 %, p99 variation > 10 ms or MOS < 4.0."""
+    for r in sorted((r for r in rows if r.mode == mode), key=lambda r: r.calls):
+        if (
+            r.loss_pct > 1.0
+            or r.variation_ms_p99 > 10.0
+            or (r.mos_median is not None and r.mos_median < 4.0)
+        ):
+            return r.calls
+    return None
+
+
+def table(rows: list[Row]) -> Table:
+    t = Table(title="relay experiment: server-based vs switch-based relay")
+    for col in (
+        "mode",
+        "calls",
+        "ok/failed",
+        "delay ms p50",
+        "p99",
+        "variation ms p50",
+        "p99",
+        "loss %",
+        "MOS p50",
+        "relay CPU %",
+    ):
+        t.add_column(col, justify="right")
+    for r in rows:
+        t.add_row(
+            r.mode,
+            str(r.calls),
+            f"{r.calls_ok}/{r.calls_failed}",
+            f"{r.delay_ms_median:.3f}",
+            f"{r.delay_ms_p99:.2f}",
+            f"{r.variation_ms_median:.3f}",
+            f"{r.variation_ms_p99:.2f}",
+            f"{r.loss_pct:.2f}",
+            f"{r.mos_median:.2f}" if r.mos_median is not None else "-",
+            f"{r.relay_cpu_pct:.1f}",
+        )
+    return t
+
+
+def markdown(rows: list[Row], meta: dict[str, object]) -> str:
+    lines = [
+        "# Relay experiment: server-based vs switch-based relay",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "Machine: " + ", ".join(f"{k} {v}" for k, v in dict(meta["machine"]).items()),  # type: ignore[call-overload]
+        "",
+        f"Calls ramp at {meta['rate']} calls/s and hold {meta['hold_s']} s; each call is one G.711 "
+        "A-law stream per direction at 50 packets/s. Metrics are over the window when every call "
+        "of a level is up, from captures at the switch's UAC port (in) and UAS port (out), "
+        "caller->callee packets matched by RTP SSRC and sequence number.",
+        "",
+        "| mode | calls | ok/failed | delay ms p50 | delay ms p99 | variation ms p50 | "
+        "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.mode} | {r.calls} | {r.calls_ok}/{r.calls_failed} | {r.delay_ms_median:.3f} | "
+            f"{r.delay_ms_p99:.2f} | {r.variation_ms_median:.3f} | {r.variation_ms_p99:.2f} | "
+            f"{r.loss_pct:.2f} | {_f(r.mos_median)} | {_f(r.mos_min)} | {r.relay_cpu_pct:.1f} |"
+        )
+    k = meta.get("knee_server")
+    lines += [
+        "",
+        f"Knee of server-based relay on this machine: {k if k else 'not reached'} concurrent calls "
+        "(first level with loss > 1 %, p99 delay variation > 10 ms or median MOS < 4.0).",
+        "",
+        "Plots: `delay.png`, `variation.png`, `loss.png`, `mos.png`, `cpu.png`, `delay_cdf.png`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _f(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
+
+
+def plots(rows: list[Row], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    made: list[Path] = []
+    series = {
+        "delay.png": (
+            "delay_ms_median",
+            "delay_ms_p99",
+            "per-packet delay across the relay path (ms)",
+        ),
+        "variation.png": (
+            "variation_ms_median",
+            "variation_ms_p99",
+            "delay variation |D_i - D_i-1| (ms)",
+        ),
+        "loss.png": ("loss_pct", None, "packet loss (%)"),
+        "mos.png": ("mos_median", "mos_min", "MOS (G.107 E-model)"),
+        "cpu.png": ("relay_cpu_pct", None, "relay server (RTPProxy) CPU, % of a core"),
+    }
+    for fname, (main, extra, label) in series.items():
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for mode, color in (("server", "tab:red"), ("switch", "tab:blue")):
+            rs = sorted((r for r in rows if r.mode == mode), key=lambda r: r.calls)
+            if not rs:
+                continue
+            xs = [r.calls for r in rs]
+            ax.plot(xs, [getattr(r, main) for r in rs], "o-", color=color, label=f"{mode}-based")
+            if extra:
+                ax.plot(
+                    xs,
+                    [getattr(r, extra) for r in rs],
+                    "x--",
+                    color=color,
+                    alpha=0.6,
+                    label=f"{mode}-based ({extra.rsplit('_', 1)[-1]})",
+                )
+        ax.set_xlabel("concurrent calls")
+        ax.set_ylabel(label)
+        if fname in ("delay.png", "variation.png"):
+            ax.set_yscale("log")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=110)
+        plt.close(fig)
+        made.append(out / fname)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for r in rows:
+        f = out / "raw" / f"{r.mode}-{r.calls}" / "samples.npz"
+        if not f.exists():
+            continue
+        d = np.sort(np.load(f)["delays"])
+        if len(d) == 0:
+            continue
+        y = np.arange(1, len(d) + 1) / len(d)
+        ax.plot(d, y, "-" if r.mode == "switch" else "--", label=f"{r.mode} {r.calls}")
+    ax.set_xscale("log")
+    ax.set_xlabel("per-packet delay across the relay path (ms)")
+    ax.set_ylabel("CDF")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "delay_cdf.png", dpi=110)
+    plt.close(fig)
+    made.append(out / "delay_cdf.png")
+    return made
+
+
+def run(
+    levels: list[int],
+    modes: list[str],
+    *,
+    hold_s: float,
+    rate: float,
+    out: Path,
+    run_dir: Path,
+    command: str,
+) -> list[Row]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[Row] = []
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} levels"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as prog:
+        task = prog.add_task("relay experiment", total=len(levels) * len(modes))
+        for mode in modes:
+            stack = Stack(
+                StackConfig(run_dir=run_dir / mode, offload=(mode == "switch"), collector=False)
+            )
+            try:
+                prog.update(task, description=f"{mode}: starting the stack")
+                stack.up()
+                for n in levels:
+                    prog.update(task, description=f"{mode}-based relay, {n} calls")
+                    row = run_level(stack, mode, n, hold_s, rate, out / "raw")
+                    rows.append(row)
+                    prog.console.print(
+                        f"{mode:6} {n:5} calls: delay p50 {row.delay_ms_median:.3f} ms, "
+                        f"p99 {row.delay_ms_p99:.2f} ms, loss {row.loss_pct:.2f} %, "
+                        f"MOS {_f(row.mos_median)}, RTPProxy CPU {row.relay_cpu_pct:.0f} %"
+                    )
+                    prog.advance(task)
+                    time.sleep(3)  # let the BYEs and deletes drain
+            finally:
+                stack.down()
+    meta: dict[str, object] = {
+        "command": command,
+        "machine": machine(),
+        "rate": rate,
+        "hold_s": hold_s,
+        "levels": levels,
+        "modes": modes,
+        "knee_server": knee(rows, "server"),
+        "knee_switch": knee(rows, "switch"),
+    }
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=2)
+    )
+    with (out / "results.csv").open("w") as f:
+        f.write(",".join(asdict(rows[0]).keys()) + "\n" if rows else "")
+        for r in rows:
+            f.write(",".join(str(v) for v in asdict(r).values()) + "\n")
+    (out / "README.md").write_text(markdown(rows, meta))
+    plots(rows, out)
+    console.print(table(rows))
+    console.print(f"knee of server-based relay: {meta['knee_server'] or 'not reached'}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m p4relay_scenarios.experiment",
+        description="Server-based vs switch-based relay at increasing concurrency (the seed's "
+        "experiment): delay, delay variation, loss, MOS, relay CPU; table + PNG plots.",
+    )
+    p.add_argument(
+        "--levels",
+        default="50,150,300,500,750",
+        help="concurrent-call levels, comma separated (seed: 750,1500,1800)",
+    )
+    p.add_argument("--modes", default="server,switch", help="server, switch or both")
+    p.add_argument("--hold", type=float, default=25.0, help="seconds each call lasts")
+    p.add_argument("--rate", type=float, default=30.0, help="calls per second (seed: 30)")
+    p.add_argument("--out", type=Path, default=ROOT / "scenarios" / "results" / "relay-experiment")
+    p.add_argument("--run-dir", type=Path, default=ROOT / "build" / "experiment")
+    args = p.parse_args(argv)
+    levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if any(m not in ("server", "switch") for m in modes):
+        p.error("--modes takes server and/or switch")
+    command = "python -m p4relay_scenarios.experiment " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
+    run(
+        levels,
+        modes,
+        hold_s=args.hold,
+        rate=args.rate,
+        out=args.out,
+        run_dir=args.run_dir,
+        command=command,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,191 @@
+"""SIPp call load: profiles, a UAC run with a live progress bar, and its summary.
+
+The UAC places calls through the SIP server (Kamailio at 198.18.0.10:5060),
+each streaming G.711 A-law both ways at 50 packets/s per direction for the
+call's hold time. Numbers come from SIPp's own statistics file (`-trace_stat`,
+one line a second); media quality is measured elsewhere (captures, switch).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from p4relay_scenarios import topology
+from p4relay_scenarios.stack import SCENARIOS
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    rate: float  # calls per second
+    calls: int  # calls to place
+    hold_s: float  # each call's length (media time)
+    limit: int = 0  # max concurrent calls (0: calls)
+    about: str = ""
+
+    @property
+    def concurrent(self) -> int:
+        """Steady-state concurrency: calls alive at once once the ramp is done."""
+        return min(self.limit or self.calls, self.calls, int(self.rate * self.hold_s))
+
+    @property
+    def duration_s(self) -> float:
+        return self.calls / self.rate + self.hold_s
+
+
+def level(n: int, hold_s: float = 300.0, rate: float = 30.0) -> Profile:
+    """n concurrent calls, as in the seed's 750/1500/1800 runs (30 calls/s ramp)."""
+    return Profile(f"c{n}", rate, n, max(hold_s, n / rate), n, f"{n} concurrent calls")
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile("smoke", 5.0, 5, 8.0, about="5 calls, 8 s each"),
+    "seed": Profile(
+        "seed", 30.0, 900, 270.0, about="the seed's run: 30 calls/s, 900 calls, 300 s in all"
+    ),
+    "c750": level(750),
+    "c1500": level(1500),
+    "c1800": level(1800),
+    "soak": Profile("soak", 2.0, 7200, 120.0, 240, "an hour at 240 concurrent calls"),
+    "demo": Profile("demo", 1.0, 240, 45.0, 45, "about 45 concurrent calls for 4 minutes"),
+}
+
+
+@dataclass
+class SippStats:
+    created: int = 0
+    current: int = 0
+    successful: int = 0
+    failed: int = 0
+    retransmissions: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class UacResult:
+    profile: Profile
+    stats: SippStats
+    returncode: int
+    log: Path
+    stat_file: Path
+
+
+def read_stats(stat_file: Path) -> SippStats | None:
+    """The last line of SIPp's -trace_stat CSV (semicolon separated)."""
+    try:
+        with stat_file.open(newline="") as f:
+            rows = list(csv.reader(f, delimiter=";"))
+    except OSError:
+        return None
+    if len(rows) < 2:
+        return None
+    head, last = rows[0], rows[-1]
+    if len(last) < len(head) - 1:
+        last = rows[-2] if len(rows) > 2 else last  # a line being written
+    row = dict(zip(head, last, strict=False))
+
+    def num(key: str) -> int:
+        try:
+            return int(float(row.get(key, "0") or 0))
+        except ValueError:
+            return 0
+
+    elapsed = row.get("ElapsedTime(C)", "00:00:00:000000").split(":")
+    try:
+        secs = int(elapsed[0]) * 3600 + int(elapsed[1]) * 60 + float(elapsed[2])
+    except (ValueError, IndexError):
+        secs = 0.0
+    return SippStats(
+        created=num("TotalCallCreated"),
+        current=num("CurrentCall"),
+        successful=num("SuccessfulCall(C)"),
+        failed=num("FailedCall(C)"),
+        retransmissions=num("Retransmissions(C)"),
+        elapsed_s=secs,
+    )
+
+
+def uac_command(profile: Profile, host: str, stat_file: Path, err_file: Path) -> list[str]:
+    cmd = ["sipp", f"{topology.RELAY.addr}:5060", "-sf", str(SCENARIOS / "sipp" / "uac.xml")]
+    cmd += ["-i", host, "-mi", host, "-p", "5060", "-s", "p4relay"]
+    cmd += [
+        "-r",
+        f"{profile.rate:g}",
+        "-m",
+        str(profile.calls),
+        "-d",
+        str(int(profile.hold_s * 1000)),
+    ]
+    if profile.limit:
+        cmd += ["-l", str(profile.limit)]
+    cmd += ["-nostdin", "-max_socket", "65000", "-rtp_threadtasks", "64"]
+    cmd += [
+        "-trace_stat",
+        "-fd",
+        "1",
+        "-stf",
+        str(stat_file),
+        "-trace_err",
+        "-error_file",
+        str(err_file),
+    ]
+    return cmd
+
+
+def run_uac(
+    profile: Profile,
+    media_dir: Path,
+    out_dir: Path,
+    *,
+    behind_nat: bool = False,
+    on_tick: Callable[[SippStats], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    grace_s: float = 30.0,
+    tag: str = "uac",
+) -> UacResult:
+    """Place the profile's calls from the UAC host (or from behind the NAT)."""
+    netns, host = (
+        (topology.NATUAC_NS, topology.NATUAC_ADDR)
+        if behind_nat
+        else (topology.UAC.netns, topology.UAC.addr)
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stat_file = out_dir / f"{tag}-stats.csv"
+    stat_file.unlink(missing_ok=True)
+    log = out_dir / f"{tag}.log"
+    cmd = [
+        "ip",
+        "netns",
+        "exec",
+        netns,
+        *uac_command(profile, host, stat_file, out_dir / f"{tag}-errors.log"),
+    ]
+    deadline = time.monotonic() + profile.duration_s + grace_s
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=media_dir
+        )
+        try:
+            while proc.poll() is None:
+                time.sleep(1.0)
+                st = read_stats(stat_file)
+                if st is not None and on_tick is not None:
+                    on_tick(st)
+                if (stop is not None and stop()) or time.monotonic() > deadline:
+                    proc.terminate()
+                    try:
+                        proc.wait(10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                    break
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    final = read_stats(stat_file) or SippStats()
+    return UacResult(profile, final, proc.returncode, log, stat_file)
