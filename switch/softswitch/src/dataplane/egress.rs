@@ -114,7 +114,8 @@ impl Fifo {
                 break;
             }
             sent = true;
-            if let Some(tx_ns) = ((n as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).checked_div(rate) {
+            if let Some(tx_ns) = ((n as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).checked_div(rate)
+            {
                 let start = self.next_free_ns.max(now_ns.saturating_sub(MAX_CATCHUP_NS));
                 self.next_free_ns = start + tx_ns;
             }

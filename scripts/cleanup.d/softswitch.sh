@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Removes what the softswitch benchmark leaves behind: its processes (by the
+# pid files it writes) and its p4rb* network namespaces.
+RUN=${P4RELAY_BENCH_RUN:-/tmp/p4rb-run}
+if [ -d "$RUN" ]; then
+  for f in "$RUN"/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  done
+  sleep 0.3
+  for f in "$RUN"/*.pid; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    rm -f "$f"
+  done
+fi
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^p4rb'); do
+  ip netns delete "$ns" 2>/dev/null
+done
+exit 0

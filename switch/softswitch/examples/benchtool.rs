@@ -1,0 +1,567 @@
+//! Helpers for scripts/bench-stages/10-softswitch.sh (not part of the switch):
+//!
+//! - `frames`:  writes a trafgen config of G.711 RTP frames (214 bytes) for N flows
+//! - `send`:    sends timestamped RTP frames at a fixed rate (latency probe)
+//! - `recv`:    counts RTP frames arriving on an interface; latency percentiles
+//! - `program`: installs routes and N relay calls in a softswitch over BfRt gRPC
+//! - `insert`:  inserts N sessions (4 relay + 2 leg_rewrite entries each) in
+//!   batches over BfRt gRPC and reports the rate
+
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use p4relay_softswitch::contract::CONTRACT;
+use p4relay_softswitch::dataplane::now_real_ns;
+use p4relay_softswitch::dataplane::ring::Ring;
+use p4relay_softswitch::grpc::codec::{df_int, key_of};
+use p4relay_softswitch::grpc::pb::{self, bf_runtime_client::BfRuntimeClient};
+use p4relay_softswitch::packet::{fold, ipv4_checksum, ones_sum, wr16, wr32};
+use p4relay_softswitch::schema::{Schema, TableSchema};
+
+/// RTP payload bytes: 214-byte frames = 14 Ethernet + 20 IPv4 + 8 UDP + 12 RTP + 160.
+const G711_PAYLOAD: usize = 160;
+const MAGIC: u32 = 0x7034_7262; // "p4rb": marks probe frames carrying a send timestamp
+
+#[derive(Parser)]
+#[command(about = "p4relay softswitch benchmark helpers")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Flow {
+    #[arg(long)]
+    src_mac: String,
+    #[arg(long)]
+    dst_mac: String,
+    #[arg(long)]
+    src: Ipv4Addr,
+    #[arg(long)]
+    dst: Ipv4Addr,
+    /// First source port; flow i uses sport + 2i
+    #[arg(long)]
+    sport: u16,
+    /// First destination port; flow i uses dport + 2i (or the i-th of --dports)
+    #[arg(long)]
+    dport: u16,
+    /// Explicit destination ports, comma separated (e.g. RTPProxy's allocations)
+    #[arg(long, value_delimiter = ',')]
+    dports: Vec<u16>,
+    #[arg(long, default_value_t = 1)]
+    flows: u16,
+}
+
+impl Flow {
+    fn ports(&self, i: u16) -> (u16, u16) {
+        let d = self
+            .dports
+            .get(usize::from(i))
+            .copied()
+            .unwrap_or(self.dport + 2 * i);
+        (self.sport + 2 * i, d)
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    Frames {
+        #[command(flatten)]
+        flow: Flow,
+    },
+    Send {
+        #[arg(long)]
+        ifname: String,
+        #[command(flatten)]
+        flow: Flow,
+        #[arg(long, default_value_t = 1000)]
+        pps: u32,
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+    },
+    Recv {
+        #[arg(long)]
+        ifname: String,
+        #[arg(long)]
+        secs: f64,
+        /// Count UDP frames with destination port in [dport_min, dport_max]
+        #[arg(long)]
+        dport_min: u16,
+        #[arg(long)]
+        dport_max: u16,
+    },
+    Program {
+        #[arg(long, default_value = "http://127.0.0.1:50052")]
+        grpc: String,
+        /// Calls: A (a_ip:a_port+2i) <-> relay (relay_ip:20000+4i / 20002+4i) <-> B (b_ip:b_port+2i)
+        #[arg(long)]
+        calls: u16,
+        #[arg(long)]
+        a_ip: Ipv4Addr,
+        #[arg(long)]
+        a_port: u16,
+        #[arg(long)]
+        b_ip: Ipv4Addr,
+        #[arg(long)]
+        b_port: u16,
+        #[arg(long)]
+        relay_ip: Ipv4Addr,
+        /// Next hops: PORT,SRC_MAC,DST_MAC,PREFIX/LEN (repeatable)
+        #[arg(long)]
+        route: Vec<String>,
+    },
+    Insert {
+        #[arg(long, default_value = "http://127.0.0.1:50052")]
+        grpc: String,
+        #[arg(long)]
+        sessions: u32,
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+    },
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("MAC {s}"))?;
+    v.try_into()
+        .map_err(|_| anyhow::anyhow!("MAC {s}: need 6 bytes"))
+}
+
+/// One 214-byte G.711 RTP frame with valid IPv4 and UDP checksums.
+fn rtp_frame(f: &Flow, i: u16, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8>> {
+    let (sport, dport) = f.ports(i);
+    let mut b = Vec::with_capacity(214);
+    b.extend_from_slice(&parse_mac(&f.dst_mac)?);
+    b.extend_from_slice(&parse_mac(&f.src_mac)?);
+    b.extend_from_slice(&[0x08, 0x00]);
+    let total = 20 + 8 + 12 + G711_PAYLOAD;
+    let mut ip = [
+        0x45, 0xb8, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    wr16(&mut ip, 2, total as u16);
+    ip[12..16].copy_from_slice(&f.src.octets());
+    ip[16..20].copy_from_slice(&f.dst.octets());
+    let c = ipv4_checksum(&ip);
+    wr16(&mut ip, 10, c);
+    b.extend_from_slice(&ip);
+    let mut udp = vec![0u8; 8 + 12 + G711_PAYLOAD];
+    wr16(&mut udp, 0, sport);
+    wr16(&mut udp, 2, dport);
+    wr16(&mut udp, 4, (8 + 12 + G711_PAYLOAD) as u16);
+    udp[8] = 0x80;
+    udp[9] = 8; // PCMA
+    wr16(&mut udp, 10, seq);
+    wr32(&mut udp, 12, u32::from(seq).wrapping_mul(160));
+    wr32(&mut udp, 16, 0x1234_0000 | u32::from(i));
+    udp[20..].fill(0xd5);
+    if let Some(ns) = stamp_ns {
+        wr32(&mut udp, 20, MAGIC);
+        udp[24..32].copy_from_slice(&ns.to_be_bytes());
+    }
+    let pseudo = ones_sum(&f.src.octets()) + ones_sum(&f.dst.octets()) + 17 + udp.len() as u32;
+    let c = !fold(pseudo + ones_sum(&udp));
+    wr16(&mut udp, 6, if c == 0 { 0xffff } else { c });
+    b.extend_from_slice(&udp);
+    Ok(b)
+}
+
+fn frames(f: &Flow) -> Result<()> {
+    println!(
+        "/* p4relay bench: {} G.711 RTP flows, 214-byte frames */",
+        f.flows
+    );
+    for i in 0..f.flows {
+        let fr = rtp_frame(f, i, 1, None)?;
+        let hex: Vec<String> = fr.iter().map(|b| format!("0x{b:02x}")).collect();
+        println!("{{ {} }}", hex.join(", "));
+    }
+    Ok(())
+}
+
+fn send(ifname: &str, f: &Flow, pps: u32, secs: f64) -> Result<()> {
+    let mut ring = Ring::tx(ifname, 256)?;
+    let n = (f64::from(pps) * secs) as u64;
+    let gap = Duration::from_secs_f64(1.0 / f64::from(pps));
+    let t0 = Instant::now();
+    for k in 0..n {
+        let due = t0 + gap * k as u32;
+        while Instant::now() < due {
+            std::thread::sleep(
+                due.saturating_duration_since(Instant::now())
+                    .min(Duration::from_micros(200)),
+            );
+        }
+        let fr = rtp_frame(
+            f,
+            (k % u64::from(f.flows)) as u16,
+            k as u16,
+            Some(now_real_ns()),
+        )?;
+        if !ring.tx_put(&fr) {
+            bail!("TX ring full");
+        }
+        ring.tx_flush()?;
+    }
+    println!("{{\"sent\": {n}}}");
+    Ok(())
+}
+
+fn recv(ifname: &str, secs: f64, lo: u16, hi: u16) -> Result<()> {
+    let mut ring = Ring::rx(ifname, 16384, None)?;
+    let mut pfd = libc::pollfd {
+        fd: ring.fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let (mut count, mut other) = (0u64, 0u64);
+    let mut lat_ns: Vec<u64> = Vec::new();
+    while Instant::now() < end {
+        let mut got = false;
+        while let Some(fr) = ring.rx_next() {
+            got = true;
+            let d = &*fr.data;
+            let ok = d.len() >= 42 && d[12..14] == [8, 0] && d[23] == 17;
+            let ihl = usize::from(d.get(14).copied().unwrap_or(0) & 0xf) * 4;
+            let dport = if ok && d.len() >= 14 + ihl + 4 {
+                u16::from_be_bytes([d[14 + ihl + 2], d[14 + ihl + 3]])
+            } else {
+                0
+            };
+            if ok && (lo..=hi).contains(&dport) {
+                count += 1;
+                let p = 14 + ihl + 8 + 12;
+                if d.len() >= p + 12 && d[p..p + 4] == MAGIC.to_be_bytes() {
+                    let sent = u64::from_be_bytes(d[p + 4..p + 12].try_into().expect("8 bytes"));
+                    lat_ns.push(fr.ts_ns.saturating_sub(sent));
+                }
+            } else {
+                other += 1;
+            }
+            ring.rx_release();
+        }
+        if !got {
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, 50) };
+        }
+    }
+    lat_ns.sort_unstable();
+    let pct = |q: f64| {
+        if lat_ns.is_empty() {
+            -1.0
+        } else {
+            lat_ns[((lat_ns.len() - 1) as f64 * q) as usize] as f64 / 1000.0
+        }
+    };
+    println!(
+        "{{\"packets\": {count}, \"other\": {other}, \"latency_samples\": {}, \"p50_us\": {:.1}, \"p99_us\": {:.1}}}",
+        lat_ns.len(),
+        pct(0.5),
+        pct(0.99)
+    );
+    Ok(())
+}
+
+struct Session {
+    client: BfRuntimeClient<tonic::transport::Channel>,
+    _stream_tx: tokio::sync::mpsc::Sender<pb::StreamMessageRequest>,
+    client_id: u32,
+}
+
+async fn connect(url: &str, client_id: u32) -> Result<Session> {
+    let mut client = BfRuntimeClient::connect(url.to_string())
+        .await
+        .with_context(|| format!("connect {url}"))?;
+    client = client
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20);
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tx.send(pb::StreamMessageRequest {
+        client_id,
+        update: Some(pb::stream_message_request::Update::Subscribe(
+            pb::Subscribe {
+                device_id: 0,
+                notifications: Some(pb::subscribe::Notifications::default()),
+                ..Default::default()
+            },
+        )),
+    })
+    .await?;
+    let mut inbound = client
+        .stream_channel(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    inbound
+        .message()
+        .await?
+        .context("stream closed before the Subscribe answer")?;
+    tokio::spawn(async move { while let Ok(Some(_)) = inbound.message().await {} });
+    client
+        .set_forwarding_pipeline_config(pb::SetForwardingPipelineConfigRequest {
+            device_id: 0,
+            client_id,
+            action: pb::set_forwarding_pipeline_config_request::Action::Bind as i32,
+            config: vec![pb::ForwardingPipelineConfig {
+                p4_name: "p4relay".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .await?;
+    Ok(Session {
+        client,
+        _stream_tx: tx,
+        client_id,
+    })
+}
+
+fn entry(t: &TableSchema, key: &[(&str, u64)], action: &str, params: &[(&str, u64)]) -> pb::Update {
+    let a = t.action_by_name(action).expect("contract action");
+    let fields = params
+        .iter()
+        .map(|(n, v)| {
+            let p = a
+                .params
+                .iter()
+                .find(|p| p.name == *n)
+                .expect("contract param");
+            df_int(p.id, *v, p.bits)
+        })
+        .collect();
+    pb::Update {
+        r#type: pb::update::Type::Insert as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(key_of(t, key))),
+                data: Some(pb::TableData {
+                    action_id: a.id,
+                    fields,
+                }),
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+/// The 6 entries of one call: legs 2c (A→B) and 2c+1 (B→A), RTP and RTCP.
+fn call_updates(
+    s: &Schema,
+    c: u32,
+    a: (u32, u16),
+    b: (u32, u16),
+    relay: u32,
+    ra: u16,
+    rb: u16,
+) -> Vec<pb::Update> {
+    let relay_t = s.table_by_name("pipe.Ingress.relay").expect("contract");
+    let leg_t = s
+        .table_by_name("pipe.Ingress.leg_rewrite")
+        .expect("contract");
+    let (la, lb) = (u64::from(2 * c), u64::from(2 * c + 1));
+    let mut v = Vec::with_capacity(6);
+    for (from, to_port, leg) in [(a, ra, la), (b, rb, lb)] {
+        for rtcp in [0u16, 1] {
+            v.push(entry(
+                relay_t,
+                &[
+                    ("hdr.ipv4.src_addr", u64::from(from.0)),
+                    ("hdr.ipv4.dst_addr", u64::from(relay)),
+                    ("hdr.udp.src_port", u64::from(from.1 + rtcp)),
+                    ("hdr.udp.dst_port", u64::from(to_port + rtcp)),
+                ],
+                "Ingress.relay_leg",
+                &[("leg", leg), ("rtcp", u64::from(rtcp))],
+            ));
+        }
+    }
+    let rw = |src_port: u16, dst: (u32, u16)| {
+        [
+            ("src_addr", u64::from(relay)),
+            ("dst_addr", u64::from(dst.0)),
+            ("src_port", u64::from(src_port)),
+            ("dst_port", u64::from(dst.1)),
+        ]
+    };
+    v.push(entry(
+        leg_t,
+        &[("ig_md.leg", la)],
+        "Ingress.rewrite",
+        &rw(rb, b),
+    ));
+    v.push(entry(
+        leg_t,
+        &[("ig_md.leg", lb)],
+        "Ingress.rewrite",
+        &rw(ra, a),
+    ));
+    v
+}
+
+async fn write(sess: &mut Session, updates: Vec<pb::Update>) -> Result<()> {
+    sess.client
+        .write(pb::WriteRequest {
+            target: Some(pb::TargetDevice {
+                device_id: 0,
+                pipe_id: 0xffff,
+                direction: 0xff,
+                prsr_id: 0xff,
+            }),
+            client_id: sess.client_id,
+            updates,
+            atomicity: 0,
+            p4_name: "p4relay".into(),
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("Write: {} {}", e.code(), e.message()))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn program(
+    grpc: &str,
+    calls: u16,
+    a_ip: Ipv4Addr,
+    a_port: u16,
+    b_ip: Ipv4Addr,
+    b_port: u16,
+    relay_ip: Ipv4Addr,
+    routes: &[String],
+) -> Result<()> {
+    let s = Schema::build(&CONTRACT, 1, 1);
+    let mut sess = connect(grpc, 7).await?;
+    let lpm = s.table_by_name("pipe.Ingress.ipv4_lpm").expect("contract");
+    let nh = s.table_by_name("pipe.Ingress.nexthop").expect("contract");
+    let mut ups = Vec::new();
+    for (i, r) in routes.iter().enumerate() {
+        let parts: Vec<&str> = r.split(',').collect();
+        let [port, smac, dmac, prefix] = parts[..] else {
+            bail!("--route {r}: PORT,SRC_MAC,DST_MAC,PREFIX/LEN")
+        };
+        let (net, len) = prefix.split_once('/').context("prefix needs /LEN")?;
+        let net: Ipv4Addr = net.parse()?;
+        let mac = |m: &str| -> Result<u64> {
+            Ok(parse_mac(m)?
+                .iter()
+                .fold(0u64, |a, &x| (a << 8) | u64::from(x)))
+        };
+        let id = i as u64 + 1;
+        ups.push(entry(
+            nh,
+            &[("ig_md.nexthop_id", id)],
+            "Ingress.forward",
+            &[
+                ("port", port.parse()?),
+                ("src_mac", mac(smac)?),
+                ("dst_mac", mac(dmac)?),
+            ],
+        ));
+        let mut u = entry(lpm, &[], "Ingress.set_nexthop", &[("nexthop_id", id)]);
+        if let Some(pb::entity::Entity::TableEntry(te)) =
+            u.entity.as_mut().and_then(|e| e.entity.as_mut())
+        {
+            let k = lpm.key_by_name("hdr.ipv4.dst_addr").expect("contract");
+            te.value = Some(pb::table_entry::Value::Key(pb::TableKey {
+                fields: vec![p4relay_softswitch::grpc::codec::key_lpm(
+                    k,
+                    u64::from(u32::from(net)),
+                    len.parse()?,
+                )],
+            }));
+        }
+        ups.push(u);
+    }
+    for c in 0..u32::from(calls) {
+        let i = c as u16;
+        ups.extend(call_updates(
+            &s,
+            c,
+            (u32::from(a_ip), a_port + 2 * i),
+            (u32::from(b_ip), b_port + 2 * i),
+            u32::from(relay_ip),
+            20000 + 4 * i,
+            20002 + 4 * i,
+        ));
+    }
+    write(&mut sess, ups).await?;
+    println!("{{\"calls\": {calls}, \"routes\": {}}}", routes.len());
+    Ok(())
+}
+
+async fn insert(grpc: &str, sessions: u32, batch: usize) -> Result<()> {
+    let s = Schema::build(&CONTRACT, 1, 1);
+    let mut sess = connect(grpc, 8).await?;
+    let t0 = Instant::now();
+    let mut pending = Vec::with_capacity(batch + 6);
+    let mut entries = 0u64;
+    for c in 0..sessions {
+        // Distinct endpoints per session: A in 100.64/16-style space of 198.18.x, ports cycling.
+        let a = (
+            0xc612_0000 | (c >> 8 & 0xff) << 8 | 10,
+            10_000 + (c & 0xff) as u16 * 2,
+        );
+        let b = (
+            0xc613_0000 | (c >> 8 & 0xff) << 8 | 10,
+            10_000 + (c & 0xff) as u16 * 2,
+        );
+        let relay = 0xc612_0000 | ((c >> 16) & 0xff) << 8 | 0xfe;
+        pending.extend(call_updates(&s, c, a, b, relay, 20_000, 20_002));
+        if pending.len() >= batch {
+            entries += pending.len() as u64;
+            write(&mut sess, std::mem::take(&mut pending)).await?;
+        }
+    }
+    entries += pending.len() as u64;
+    if !pending.is_empty() {
+        write(&mut sess, pending).await?;
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    println!("{{\"sessions\": {sessions}, \"entries\": {entries}, \"seconds\": {dt:.2}, \"inserts_per_s\": {:.0}}}", entries as f64 / dt);
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let rt = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    match cli.cmd {
+        Cmd::Frames { flow } => frames(&flow),
+        Cmd::Send {
+            ifname,
+            flow,
+            pps,
+            secs,
+        } => send(&ifname, &flow, pps, secs),
+        Cmd::Recv {
+            ifname,
+            secs,
+            dport_min,
+            dport_max,
+        } => recv(&ifname, secs, dport_min, dport_max),
+        Cmd::Program {
+            grpc,
+            calls,
+            a_ip,
+            a_port,
+            b_ip,
+            b_port,
+            relay_ip,
+            route,
+        } => rt()?.block_on(program(
+            &grpc, calls, a_ip, a_port, b_ip, b_port, relay_ip, &route,
+        )),
+        Cmd::Insert {
+            grpc,
+            sessions,
+            batch,
+        } => rt()?.block_on(insert(&grpc, sessions, batch)),
+    }
+}
