@@ -5,9 +5,11 @@
  * feature controls declare their objects with absolute @name(".Ingress.x")
  * annotations, so file structure and API names stay independent.
  *
- * Dependency chain (MAU stages, estimated; README "Stage budget"):
- *   relay_addr + relay  ->  leg_rewrite  ->  ipv4_lpm  ->  nexthop
- *   rtp clock (3) -> transit -> |D| -> jitter read -> (J+8, J+|D|) -> >>4 -> J'
+ * Dependency chains (MAU stages, estimated; README "Resources"):
+ *   relay_addr + relay -> leg_rewrite -> ipv4_lpm -> nexthop             (4)
+ *   clock slices -> 2 adds -> transit -> rtp_transit -> |D| -> J + |D|
+ *     -> J' = (J + |D|) - ((J + 8) >> 4)                                 (8-9)
+ *   (rtp_jitter read, J + 8 and >> 4 run alongside, off the critical path)
  */
 control Ingress(
         inout ingress_headers_t hdr,
