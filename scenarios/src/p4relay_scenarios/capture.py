@@ -42,6 +42,7 @@ class PortCapture:
     ifname: str
     bpf: str
     path: Path
+    netns: str | None = None  # None: the switch port (root ns, or the kernel forwarder's)
 
 
 def start_captures(
@@ -59,14 +60,15 @@ def start_captures(
         ),
         PortCapture(
             "cap-out",
-            topology.UAS.sw_if,
+            topology.HOST_IF,
             f"udp and src host {relay} and src portrange {lo}-{hi} and dst host {topology.UAS.addr}",
             out_dir / "egress-uas.pcap",
+            netns=topology.UAS.netns,
         ),
     ]
     out_dir.mkdir(parents=True, exist_ok=True)
     for c in caps:
-        netns = None if link_exists(c.ifname) else topology.FWD_NS
+        netns = c.netns or (None if link_exists(c.ifname) else topology.FWD_NS)
         c.path.unlink(missing_ok=True)
         sup.start(
             c.name,
