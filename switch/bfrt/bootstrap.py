@@ -89,6 +89,7 @@ class Op:
     kwargs: dict[str, Any] = field(default_factory=dict)
     args: tuple[Any, ...] = ()
     fallback: str | None = None  # method to call instead when the entry exists
+    skip_if: tuple[str, Any] | None = None  # (getter, value): already in that state
     what: str = ""
 
     def describe(self) -> str:
@@ -202,7 +203,8 @@ def plan(config: dict[str, Any]) -> list[Op]:
             Op(
                 (*path, "symmetric_mode_set"),
                 args=(scope == "all_pipes",),
-                what=f"{table} entry scope {scope} (tables must be empty)",
+                skip_if=("symmetric_mode_get", scope == "all_pipes"),
+                what=f"{table} entry scope {scope} (the table must be empty to change it)",
             )
         )
 
@@ -328,6 +330,15 @@ def apply(bfrt: Any, ops: list[Op], out: Any = sys.stdout) -> int:
     failed = 0
     for op in ops:
         kwargs = {k: _resolve(bfrt, v) for k, v in op.kwargs.items()}
+        if op.skip_if is not None:
+            getter, value = op.skip_if
+            try:
+                current = _node(bfrt, (*op.path[:-1], getter))()
+            except Exception:  # no getter on this SDE: just set it
+                current = None
+            if current == value:
+                print(f"same  {op.what}", file=out)
+                continue
         try:
             _node(bfrt, op.path)(*op.args, **kwargs)
             print(f"ok    {op.what}", file=out)

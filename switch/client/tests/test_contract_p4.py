@@ -1321,3 +1321,46 @@ def test_checksum_lists_produce_correct_checksums() -> None:
 )
 def test_wrong_checksum_list_is_caught(rel: str, old: str, new: str) -> None:
     assert checksum_mismatch(_mutate(rel, old, new)) is not None
+
+
+class _RecordingBfrt:
+    """Stands in for bfshell's ``bfrt`` object (not runnable here): records calls,
+    raises on the first add of an entry that "exists", answers the scope getter."""
+
+    def __init__(self, existing: set[str], symmetric: bool) -> None:
+        self.calls: list[str] = []
+        self.existing = existing
+        self.symmetric = symmetric
+        self.path: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        child = _RecordingBfrt(self.existing, self.symmetric)
+        child.calls = self.calls
+        child.path = (*self.path, name)
+        return child
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = ".".join(self.path)
+        if self.path[-1] == "symmetric_mode_get":
+            return self.symmetric
+        if self.path[-1] == "get":  # port_hdl_info.get -> .data[b"$DEV_PORT"]
+            return type("Info", (), {"data": {b"$DEV_PORT": 100 + kwargs["CONN_ID"]}})()
+        self.calls.append(f"{name}{sorted(kwargs.items())}")
+        if self.path[-1].startswith("add") and self.path[-2] in self.existing:
+            raise RuntimeError("entry exists")
+        return None
+
+
+def test_bootstrap_apply_modifies_existing_and_keeps_scope() -> None:
+    import io
+
+    boot = _bootstrap()
+    ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
+    fake = _RecordingBfrt(existing={"nexthop"}, symmetric=False)
+    out = io.StringIO()
+    assert boot.apply(fake, ops, out) == 0
+    log = out.getvalue()
+    assert log.count("mod   next hop") == 4 and "same  pipe.Ingress.relay entry scope" in log
+    assert not any("symmetric_mode_set" in c for c in fake.calls)
+    assert any(c.startswith("port.port.add") and "('DEV_PORT', 101)" in c for c in fake.calls)
+    assert sum("mod_with_forward" in c for c in fake.calls) == 4
