@@ -199,13 +199,14 @@ class BfrtSwitch:
 
         for k in b.del_relays:
             add(0, pb.Update.DELETE, RELAY, Entry(_key(k)))
+        for leg in b.reset_legs:
+            for reg in QUALITY_REGISTERS:
+                # Leg indexes are reused: a leg's quality starts from zero.
+                t, f = c._register(reg)
+                add(1, pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": leg}, None, {f: 0}))
         for lg in b.mod_legs:
             add(1, pb.Update.MODIFY, LEG_REWRITE, self._leg_entry(lg))
         for lg in b.add_legs:
-            for reg in QUALITY_REGISTERS:
-                # Leg indexes are reused: start the quality registers from zero.
-                t, f = c._register(reg)
-                add(1, pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": lg.leg}, None, {f: 0}))
             add(2, pb.Update.INSERT, LEG_REWRITE, self._leg_entry(lg))
         for r in b.add_relays:
             add(
@@ -289,9 +290,8 @@ class BfrtSwitch:
     def _insert_refs(b: Batch) -> dict[int, FlowKey | int]:
         """Update index -> what it inserted (same order as `_updates`)."""
         refs: dict[int, FlowKey | int] = {}
-        pos = len(b.del_relays) + len(b.mod_legs)
+        pos = len(b.del_relays) + len(b.mod_legs) + len(b.reset_legs) * len(QUALITY_REGISTERS)
         for lg in b.add_legs:
-            pos += len(QUALITY_REGISTERS)
             refs[pos] = lg.leg
             pos += 1
         for r in b.add_relays:

@@ -60,6 +60,10 @@ class LegAllocator:
     def __init__(self, size: int) -> None:
         self._free = list(range(size - 1, 0, -1))  # leg 0 unused: a zeroed register is "nothing"
         self._used: set[int] = set()
+        # Legs whose quality registers were zeroed since last use: installs of
+        # clean legs skip the resets (they are done at removal, off the
+        # latency-critical path). Unknown at start, so nothing is clean yet.
+        self.clean: set[int] = set()
 
     def take(self) -> int | None:
         if not self._free:
@@ -83,6 +87,11 @@ class LegAllocator:
         if leg in self._used:
             self._used.discard(leg)
             self._free.append(leg)
+
+    def dirty(self, legs: Iterable[int]) -> tuple[int, ...]:
+        out = tuple(leg for leg in legs if leg not in self.clean)
+        self.clean.difference_update(legs)
+        return out
 
 
 Listener = Callable[[str, Session, dict[str, object]], None]
@@ -118,10 +127,15 @@ class Offloader:
         self._wake = asyncio.Event()
         # One writer at a time: the worker and reconcile must not interleave
         # (a reconcile's read-back would be stale against a concurrent write).
-        self._switch_lock = asyncio.Lock()
+        self._install_lock = asyncio.Lock()
+        self._remove_lock = asyncio.Lock()
+        self._reap_wake = asyncio.Event()
+        self._busy: set[str] = set()  # sessions the install worker is writing
+        self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._reaper_task: asyncio.Task[None] | None = None
         self._events_task: asyncio.Task[None] | None = None
         self.on_timeout: Callable[[Session], None] | None = None
         # Removals the switch did not take (unreachable): swept on reconnect.
@@ -131,20 +145,22 @@ class Offloader:
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
         self._task = asyncio.create_task(self._worker(), name="offload-worker")
+        self._reaper_task = asyncio.create_task(self._reaper(), name="offload-reaper")
         self._events_task = asyncio.create_task(self._switch_events(), name="switch-events")
 
     async def stop(self) -> None:
-        for t in (self._task, self._events_task):
+        tasks = (self._task, self._events_task, self._reaper_task)
+        for t in tasks:
             if t is not None:
                 t.cancel()
-        for t in (self._task, self._events_task):
+        for t in tasks:
             if t is not None:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
 
     async def drained(self) -> None:
         """Wait until every change so far has reached the switch."""
-        while self._dirty or self._ending or not self._idle.is_set():
+        while self._dirty or self._ending or self._active or not self._idle.is_set():
             await asyncio.sleep(0.001)
             await self._idle.wait()
 
@@ -174,7 +190,7 @@ class Offloader:
         self._dirty.pop(s.uid, None)
         self._ending[s.uid] = s
         self._idle.clear()
-        self._wake.set()
+        self._reap_wake.set()
 
     def _index_ports(self, s: Session) -> None:
         keys = self._port_keys.setdefault(s.uid, set())
@@ -259,22 +275,50 @@ class Offloader:
 
     # ---------------------------------------------------------------- worker
     async def _worker(self) -> None:
+        """Installs, modifications, take-backs: the latency-critical writes."""
         while True:
             await self._wake.wait()
             self._wake.clear()
+            dirty, self._dirty = self._dirty, {}
+            self._busy.update(dirty)
+            self._active += 1
             try:
-                async with self._switch_lock:
-                    await self._flush()
+                async with self._install_lock:
+                    await self._flush(dirty)
             except Exception:
                 log.exception("offload_worker_error")
-            if not self._dirty and not self._ending:
-                self._idle.set()
+            finally:
+                self._busy.difference_update(dirty)
+                self._active -= 1
+            if self._ending:
+                self._reap_wake.set()
+            self._maybe_idle()
 
-    async def _flush(self) -> None:
-        ending, self._ending = self._ending, {}
-        dirty, self._dirty = self._dirty, {}
-        if ending:
-            await self._remove_sessions(list(ending.values()))
+    async def _reaper(self) -> None:
+        """Removals (final counters, then deletes), beside the installs: a slow
+        counter read never delays the next call's offload."""
+        while True:
+            await self._reap_wake.wait()
+            self._reap_wake.clear()
+            ready = [s for uid, s in self._ending.items() if uid not in self._busy]
+            for s in ready:
+                del self._ending[s.uid]
+            if ready:
+                self._active += 1
+                try:
+                    async with self._remove_lock:
+                        await self._remove_sessions(ready)
+                except Exception:
+                    log.exception("offload_reaper_error")
+                finally:
+                    self._active -= 1
+            self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        if not self._dirty and not self._ending and not self._active:
+            self._idle.set()
+
+    async def _flush(self, dirty: dict[str, Session]) -> None:
         if not dirty:
             return
         to_install: list[tuple[Session, Plan, bool]] = []  # (session, plan, is_new)
@@ -400,12 +444,14 @@ class Offloader:
         mod_legs: list[LegRewrite] = []
         add_relays: list[RelayEntry] = []
         del_relays: list[FlowKey] = []
+        reset: list[int] = []
         olds: dict[str, Plan] = {}
         for s, p, _new in items:
             old = self.plans.get(s.uid)
             if old is None:
                 add_legs.extend(p.legs)
                 add_relays.extend(p.relays)
+                reset.extend(self.legs.dirty(lg.leg for lg in p.legs))
                 continue
             olds[s.uid] = old
             mod_legs.extend(lg for lg, ol in zip(p.legs, old.legs, strict=True) if lg != ol)
@@ -414,17 +460,20 @@ class Offloader:
             del_relays.extend(k for k in old_relays if k not in new_keys)
             add_relays.extend(r for r in p.relays if r.key not in old_relays)
         # Removed keys first: a re-keyed flow may reuse a key of the same batch.
-        return Batch(tuple(add_legs), tuple(mod_legs), tuple(add_relays), tuple(del_relays)), olds
+        batch = Batch(
+            tuple(add_legs),
+            tuple(mod_legs),
+            tuple(add_relays),
+            tuple(del_relays),
+            reset_legs=tuple(reset),
+        )
+        return batch, olds
 
     async def _take_back(self, sessions: list[Session]) -> None:
         """Move sessions' media back to RTPProxy, keeping the switch's counts."""
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
-        batch = Batch(
-            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
-            del_legs=tuple(lg.leg for _, p in plans for lg in p.legs),
-        )
-        await self._write_removal(batch)
+        await self._write_removal(self._removal(plans))
         for s, p in plans:
             self._forget(s, p)
             want, reason = self.desired(s)
@@ -436,11 +485,7 @@ class Offloader:
     async def _remove_sessions(self, sessions: list[Session]) -> None:
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
-        batch = Batch(
-            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
-            del_legs=tuple(lg.leg for _, p in plans for lg in p.legs),
-        )
-        await self._write_removal(batch)
+        await self._write_removal(self._removal(plans))
         for s, p in plans:
             self._forget(s, p)
             self.emit("offload_removed", s, reason="ended")
@@ -476,11 +521,21 @@ class Offloader:
         for s, p in plans:
             add_counts(s, p, counts)
 
+    @staticmethod
+    def _removal(plans: list[tuple[Session, Plan]]) -> Batch:
+        legs = tuple(lg.leg for _, p in plans for lg in p.legs)
+        return Batch(
+            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
+            del_legs=legs,
+            reset_legs=legs,
+        )
+
     async def _write_removal(self, batch: Batch) -> None:
         if not batch:
             return
         try:
             await self.switch.write(batch, self.idle_ttl_ms)
+            self.legs.clean.update(batch.reset_legs)
         except OffloadRefused as exc:
             # Unreachable: the entries go with the switch's state; they are
             # swept on reconnect (reconcile) so nothing is left behind.
@@ -588,7 +643,7 @@ class Offloader:
 
     async def reconcile(self, restarted: bool) -> None:
         """After (re)connecting: make the switch hold exactly the planned entries."""
-        async with self._switch_lock:
+        async with self._install_lock, self._remove_lock:
             await self._reconcile(restarted)
 
     async def _reconcile(self, restarted: bool) -> None:

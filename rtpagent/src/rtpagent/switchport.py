@@ -48,10 +48,16 @@ class Batch:
     add_relays: tuple[RelayEntry, ...] = ()
     del_relays: tuple[FlowKey, ...] = ()
     del_legs: tuple[int, ...] = ()
+    reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers
 
     def __bool__(self) -> bool:
         return bool(
-            self.add_legs or self.mod_legs or self.add_relays or self.del_relays or self.del_legs
+            self.add_legs
+            or self.mod_legs
+            or self.add_relays
+            or self.del_relays
+            or self.del_legs
+            or self.reset_legs
         )
 
 
