@@ -242,3 +242,14 @@ def relay_path_metrics(
 def count_packets(path: Path) -> int:
     """RTP packets in a capture (for cross-checks against switch counters)."""
     return len(read_rtp(path))
+
+
+def count_frames(path: Path) -> int:
+    """Every frame in a pcap (any protocol)."""
+    data = path.read_bytes()
+    off, n = 24, 0
+    while off + 16 <= len(data):
+        caplen = struct.unpack_from("<I", data, off + 8)[0]
+        off += 16 + caplen
+        n += 1
+    return n

@@ -52,6 +52,7 @@ class Row:
     mos_min: float | None
     relay_cpu_pct: float  # RTPProxy process, % of one core, over the window
     window_s: float
+    loadavg_1m: float  # the machine's load at the level's end (shared machine: context)
 
 
 def machine() -> dict[str, str | int]:
@@ -151,6 +152,7 @@ def run_level(
         mos_min=m.mos_min,
         relay_cpu_pct=cpu_pct,
         window_s=(win[1] - win[0]) / 1e9,
+        loadavg_1m=os.getloadavg()[0],
     )
 
 
@@ -211,14 +213,15 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "caller->callee packets matched by RTP SSRC and sequence number.",
         "",
         "| mode | calls | ok/failed | delay ms p50 | delay ms p99 | variation ms p50 | "
-        "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % | load 1m |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.mode} | {r.calls} | {r.calls_ok}/{r.calls_failed} | {r.delay_ms_median:.3f} | "
             f"{r.delay_ms_p99:.2f} | {r.variation_ms_median:.3f} | {r.variation_ms_p99:.2f} | "
-            f"{r.loss_pct:.2f} | {_f(r.mos_median)} | {_f(r.mos_min)} | {r.relay_cpu_pct:.1f} |"
+            f"{r.loss_pct:.2f} | {_f(r.mos_median)} | {_f(r.mos_min)} | {r.relay_cpu_pct:.1f} | "
+            f"{r.loadavg_1m:.1f} |"
         )
     k = meta.get("knee_server")
     lines += [

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from p4relay_scenarios import switchcfg, topology
+from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.media import write_alaw_raw
 from p4relay_scenarios.procs import (
     StartError,
@@ -40,6 +41,7 @@ VENV_BIN = Path(sys.executable).parent
 
 MGMT = topology.MGMT_ROOT_ADDR
 GRPC_ADDR = f"{MGMT}:50052"
+SWITCH_NAME = "sw1"  # rtpagent's --switch-name default
 SWITCH_METRICS = f"{MGMT}:9101"
 SERVER_PORT = 8000
 SERVER_URL = f"http://{MGMT}:{SERVER_PORT}"
@@ -136,6 +138,12 @@ class Stack:
             cwd=ROOT,
         )
         self.sup.wait_ready("server", lambda: _http_ok(f"{SERVER_URL}/healthz"), 60, "HTTP")
+        if self.cfg.switch:
+            admin = ServerApi.login(SERVER_URL, user, password)
+            try:
+                admin.register_switch(SWITCH_NAME, GRPC_ADDR)
+            finally:
+                admin.close()
         if self.cfg.collector and self.cfg.switch:
             token_file = self.cfg.run_dir / "collector.token"
             token_file.write_text(self.creds.ingest_token)
@@ -195,6 +203,7 @@ class Stack:
         cmd += ["--relay-addr", RELAY_ADDR, "--relay-ports", f"{lo}-{hi}"]
         cmd += ["--notify-listen", AGENT_NOTIFY, "--rtpproxy-ttl", str(self.cfg.rtpproxy_ttl_s)]
         cmd += ["--switch", GRPC_ADDR if (self.cfg.offload and self.cfg.switch) else ""]
+        cmd += ["--switch-name", SWITCH_NAME]
         cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
         cmd += ["--metrics-listen", f"{topology.MGMT_RELAY_ADDR}:9102", "--log-json"]
         if self.creds is not None:
@@ -283,6 +292,12 @@ class Stack:
                 indent=2,
             )
         )
+
+    def api(self) -> ServerApi:
+        """A read-scoped client of the server API (the stack must run a server)."""
+        if self.creds is None:
+            raise StartError("this stack runs no server")
+        return ServerApi(SERVER_URL, self.creds.read_token)
 
     def down(self, *, keep_testbed: bool = False) -> None:
         self.sup.stop_all()

@@ -184,6 +184,11 @@ def _setup_mgmt() -> None:
     run(["ip", "link", "set", "mgmt0", "up"], netns=RELAY.netns)
 
 
+def hand_ports_to_kernel() -> None:
+    """The switch is gone: a Linux router namespace takes its ports (fallback tests)."""
+    _setup_kernel_forwarder()
+
+
 def _setup_kernel_forwarder() -> None:
     """Development stand-in for the switch: a Linux router namespace owning the ports."""
     _ensure_ns(FWD_NS)

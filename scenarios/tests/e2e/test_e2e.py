@@ -1,0 +1,246 @@
+"""End to end: SIPp calls through Kamailio -> rtpagent -> RTPProxy, media in the switch.
+
+The cases run in file order on one stack; the switch-down case is last
+because it takes the softswitch away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from p4relay_scenarios import capture, rtpp, switchcfg, topology
+from p4relay_scenarios.load import Profile, UacResult, run_uac
+from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, Stack
+
+T = TypeVar("T")
+UAS_PORT = topology.UAS.port
+RTPP_COUNTERS = ("npkts_rcvd", "npkts_relayed")
+
+
+def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+
+
+def calls(stack: Stack, name: str, n: int, hold_s: float, *, nat: bool = False) -> UacResult:
+    prof = Profile(name, rate=5.0, calls=n, hold_s=hold_s, limit=n)
+    out = stack.cfg.run_dir / "load"
+    return run_uac(prof, stack.media_dir, out, behind_nat=nat, tag=name)
+
+
+def sessions_of(stack: Stack, since: float) -> list[dict[str, Any]]:
+    api = stack.api()
+    try:
+        out = []
+        for s in api.sessions():
+            started = s["started_at"]
+            if _ts(started) >= since:
+                out.append(s)
+        return out
+    finally:
+        api.close()
+
+
+def _ts(iso: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def switch_tx(port: int) -> int:
+    stats = asyncio.run(switchcfg.port_counters(GRPC_ADDR, [port]))[port]
+    for key in ("$FramesTransmittedAll", "$FramesTransmittedOK"):
+        if key in stats:
+            return stats[key]
+    raise AssertionError(f"no transmit counter in {sorted(stats)}")
+
+
+def entries() -> tuple[int, int]:
+    return asyncio.run(switchcfg.relay_entry_count(GRPC_ADDR))
+
+
+def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
+    t0 = time.time() - 1
+    before = rtpp.stats(*RTPP_COUNTERS)
+    # Every frame the UAS host receives, to compare with the switch's transmit counter.
+    cap_all = capture.PortCapture(
+        "cap-uas-all", topology.HOST_IF, "", tmp_path / "uas-all.pcap", netns=topology.UAS.netns
+    )
+    caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
+    stack.sup.start(
+        cap_all.name,
+        ["tcpdump", "-i", cap_all.ifname, "-n", "-s", "64", "-w", str(cap_all.path)],
+        netns=cap_all.netns,
+    )
+    time.sleep(1.0)
+    tx0 = switch_tx(UAS_PORT)
+
+    result = calls(stack, "e2e-smoke", 5, 8.0)
+
+    time.sleep(2.0)
+    tx1 = switch_tx(UAS_PORT)
+    capture.stop_captures(stack.sup, [*caps, cap_all])
+    after = rtpp.stats(*RTPP_COUNTERS)
+
+    assert result.stats.successful == 5, f"SIPp: {result.stats} (log {result.log})"
+    assert result.stats.failed == 0
+
+    ingress = capture.read_rtp(caps[0].path)
+    egress = capture.read_rtp(caps[1].path)
+    m = capture.relay_path_metrics(ingress, egress)
+    # The UAS receives the media: 5 calls x ~7 s x 50 packets/s, all through.
+    assert m.streams == 5
+    assert m.packets_in > 5 * 6 * 50
+    assert m.loss_pct < 1.0, m
+
+    # RTPProxy itself relayed at most 1 % of the calls' RTP (both directions).
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    rtp_total = 2 * len(ingress)
+    assert relayed <= 0.01 * rtp_total, f"RTPProxy relayed {relayed} of {rtp_total}"
+
+    # The switch's transmit counter on the UAS port equals what the UAS captured.
+    frames = capture.count_frames(cap_all.path)
+    assert abs((tx1 - tx0) - frames) <= 2, f"switch sent {tx1 - tx0}, UAS captured {frames}"
+
+    # Every switch entry is gone after the BYEs.
+    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+    # The sessions are in the server with MOS.
+    def ended_with_mos() -> list[dict[str, Any]] | None:
+        got = [s for s in sessions_of(stack, t0) if s["call_id"].endswith("@198.18.1.10")]
+        done = [s for s in got if s["state"] == "ended" and s["mos_avg"] is not None]
+        return done if len(done) >= 5 else None
+
+    done = wait_for(ended_with_mos, 20, "5 ended sessions with MOS in the API")
+    assert all(s["offloaded"] for s in done), [s["offload_reason"] for s in done]
+    assert all(s["mos_avg"] > 4.0 for s in done), [s["mos_avg"] for s in done]
+
+
+def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
+    t0 = time.time() - 1
+    before = rtpp.stats(*RTPP_COUNTERS)
+    seen: dict[str, int] = {}
+
+    def watch() -> None:
+        # During the call the switch holds the call's entries, keyed by the NAT's address.
+        n, _ = entries()
+        seen["max"] = max(seen.get("max", 0), n)
+
+    import threading
+
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            watch()
+            time.sleep(1.0)
+
+    th = threading.Thread(target=poll, daemon=True)
+    th.start()
+    try:
+        result = calls(stack, "e2e-nat", 2, 10.0, nat=True)
+    finally:
+        stop.set()
+        th.join()
+    after = rtpp.stats(*RTPP_COUNTERS)
+    assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
+    assert seen.get("max", 0) >= 4, "the NAT calls were never offloaded to the switch"
+    # Learning takes the first packets through RTPProxy; the rest goes through the switch.
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed < 0.2 * (2 * 2 * 10 * 50), f"RTPProxy relayed {relayed} packets"
+
+    def offloaded() -> list[dict[str, Any]] | None:
+        got = [s for s in sessions_of(stack, t0) if s["call_id"].endswith("@100.64.77.10")]
+        return got if len(got) >= 2 and all(s["offloaded"] for s in got) else None
+
+    wait_for(offloaded, 20, "the NAT sessions offloaded in the API")
+    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+
+def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
+    api = stack.api()
+    try:
+        sw = wait_for(lambda: [s for s in api.switches() if s["name"] == "sw1"], 20, "switch sw1")
+        switch_id = sw[0]["id"]
+        t0 = time.time() - 1
+        # 8 calls send ~690 kbit/s towards the UAS; the port gets 300 kbit/s.
+        asyncio.run(switchcfg.shape_port(GRPC_ADDR, UAS_PORT, 300))
+        try:
+            result = calls(stack, "e2e-shaped", 8, 12.0)
+        finally:
+            asyncio.run(switchcfg.shape_port(GRPC_ADDR, UAS_PORT, None))
+        assert result.stats.successful + result.stats.failed == 8
+
+        def congested_queue() -> list[dict[str, Any]] | None:
+            pts = [
+                p
+                for q in api.queues(switch_id)
+                if q["dev_port"] == UAS_PORT
+                for p in q["points"]
+                if _ts(p["ts"]) >= t0 and ((p["depth_max_pkts"] or 0) > 10 or p["drops"] > 0)
+            ]
+            return pts or None
+
+        wait_for(congested_queue, 20, "queue depth/drops on the shaped port in the API")
+
+        def lossy_sessions() -> list[dict[str, Any]] | None:
+            got = [
+                s
+                for s in sessions_of(stack, t0)
+                if s["call_id"].endswith("@198.18.1.10") and s["mos_min"] is not None
+            ]
+            lossy = [s for s in got if (s["lost"] or 0) > 0]
+            return lossy if len(lossy) >= 4 else None
+
+        lossy = wait_for(lossy_sessions, 30, "sessions with loss on the shaped port")
+        assert min(s["mos_min"] for s in lossy) < 4.0, [s["mos_min"] for s in lossy]
+    finally:
+        api.close()
+
+
+def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -> None:
+    t0 = time.time() - 1
+    # The switch goes away; a Linux router takes its ports so packets still flow.
+    stack.sup.stop("softswitch")
+    topology.hand_ports_to_kernel()
+    time.sleep(2.0)
+    before = rtpp.stats(*RTPP_COUNTERS)
+    caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
+    result = calls(stack, "e2e-fallback", 2, 8.0)
+    capture.stop_captures(stack.sup, caps)
+    after = rtpp.stats(*RTPP_COUNTERS)
+
+    assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
+    m = capture.relay_path_metrics(capture.read_rtp(caps[0].path), capture.read_rtp(caps[1].path))
+    assert m.streams == 2 and m.loss_pct < 1.0, m
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed >= 0.9 * 2 * m.packets_in, "RTPProxy did not relay the calls"
+
+    api = stack.api()
+    try:
+
+        def fallbacks() -> list[dict[str, Any]] | None:
+            evs = [e for e in api.events("fallback") if _ts(e["ts"]) >= t0]
+            return evs if len(evs) >= 2 else None
+
+        evs = wait_for(fallbacks, 30, "fallback events in the API")
+        assert all(e["payload"].get("reason") for e in evs)
+    finally:
+        api.close()
+
+
+@pytest.fixture(autouse=True)
+def _alive(stack: Stack) -> None:
+    dead = [n for n in stack.dead() if not n.startswith("cap")]
+    assert not dead, f"components died: {dead}"
