@@ -11,7 +11,7 @@ describe('Chart', () => {
       unit: 'ms',
     });
     render(<ThemeProvider><Chart option={option} label="Queueing delay" /></ThemeProvider>);
-    const el = screen.getByRole('img', { name: 'Queueing delay' });
+    const el = screen.getByRole('figure', { name: 'Queueing delay' });
     // lazyUpdate renders on the next frame.
     await new Promise((r) => setTimeout(r, 50));
     expect(el.querySelector('svg')).not.toBeNull();

@@ -82,5 +82,11 @@ export default function Chart({ option, label, className = 'chart', onPointClick
     inst.current?.setOption(withTheme(option), { notMerge: true, lazyUpdate: true });
   }, [option, theme]);
 
-  return <div ref={el} className={className} role="img" aria-label={label} data-testid="chart" />;
+  // ECharts' aria module writes its generated description onto its own
+  // container, so the accessible name lives on the wrapper.
+  return (
+    <div role="figure" aria-label={label} data-testid="chart">
+      <div ref={el} className={className} />
+    </div>
+  );
 }

@@ -45,7 +45,7 @@ export function timeSeriesOption(opts: {
       trigger: 'axis',
       valueFormatter: (v: unknown) => (typeof v === 'number' ? `${+v.toFixed(3)} ${opts.unit}`.trim() : '–'),
     },
-    xAxis: { type: 'time' },
+    xAxis: { type: 'time', axisLabel: { hideOverlap: true } },
     yAxis: { type: 'value', name: opts.yName ?? opts.unit, min: opts.yMin, max: opts.yMax, scale: opts.yMin == null },
     series: opts.series.map((s, i) => ({
       name: s.name,
@@ -60,7 +60,7 @@ export function timeSeriesOption(opts: {
           ? {
               silent: true, symbol: 'none',
               lineStyle: { type: 'dashed' },
-              label: { formatter: opts.markLineY.label },
+              label: { formatter: opts.markLineY.label, position: 'insideEndTop' },
               data: [{ yAxis: opts.markLineY.value }],
             }
           : undefined,
@@ -167,7 +167,7 @@ export function timelineOption(events: readonly EventItem[]): Record<string, unk
       formatter: (p: { data: { value: [number, string]; summary: string; severity: string } }) =>
         `<b>${p.data.value[1]}</b> (${p.data.severity})<br/>${new Date(p.data.value[0]).toISOString()}<br/>${escapeHtml(p.data.summary)}`,
     },
-    xAxis: { type: 'time' },
+    xAxis: { type: 'time', axisLabel: { hideOverlap: true } },
     yAxis: { type: 'category', data: kinds.slice().reverse(), axisTick: { show: false } },
     dataZoom: [{ type: 'inside' }, { type: 'slider', height: 18, bottom: 8 }],
     series: [

@@ -94,7 +94,7 @@ export default function AuditPage() {
   };
 
   return (
-    <section className="page" aria-labelledby="audit-title">
+    <section className="page fill" aria-labelledby="audit-title">
       <h1 id="audit-title">Audit</h1>
       <form className="card toolbar" onSubmit={submit} aria-label="Search sessions">
         <label className="field">From<input type="datetime-local" value={form.since} onChange={set('since')} /></label>

@@ -35,7 +35,7 @@ export default function EventsPage() {
         <h1 id="ev-title" style={{ marginRight: 'auto' }}>Events</h1>
         <label className="field">
           Type
-          <select value={type} onChange={(e) => { setType(e.target.value as EventType | ''); }}>
+          <select aria-label="Event type" value={type} onChange={(e) => { setType(e.target.value as EventType | ''); }}>
             <option value="">all</option>
             {TIMELINE_ROWS.map((k) => <option key={k} value={k}>{k}</option>)}
           </select>

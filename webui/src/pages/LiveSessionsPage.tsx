@@ -36,7 +36,7 @@ export default function LiveSessionsPage() {
   );
 
   return (
-    <section className="page" aria-labelledby="live-title">
+    <section className="page fill" aria-labelledby="live-title">
       <div className="toolbar">
         <h1 id="live-title" style={{ marginRight: 'auto' }}>Live sessions</h1>
         <label className="field">

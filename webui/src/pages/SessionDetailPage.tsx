@@ -31,6 +31,13 @@ export default function SessionDetailPage() {
     refetchInterval: (query) => (query.state.data?.ended_at ? false : 2000),
   });
   const charts = useMemo(() => qualityCharts(q.data?.quality ?? []), [q.data?.quality]);
+  // Active calls have no final counters yet: sum what the samples say.
+  const sampled = useMemo(() => {
+    let packets = 0;
+    let lost = 0;
+    for (const d of q.data?.quality ?? []) for (const p of d.points) { packets += p.packets; lost += p.lost; }
+    return { packets, lost };
+  }, [q.data?.quality]);
 
   if (!Number.isInteger(sessionId) || sessionId <= 0) return <p className="error" role="alert">No such session: {id}</p>;
   if (q.isPending) return <p className="muted">Loading session…</p>;
@@ -55,8 +62,11 @@ export default function SessionDetailPage() {
             <dt>Answered</dt><dd>{formatTime(s.answered_at)}</dd>
             <dt>Ended</dt><dd>{formatTime(s.ended_at)}</dd>
             <dt>Duration</dt><dd>{formatDuration(elapsedSeconds(s.answered_at ?? s.started_at, s.ended_at))}</dd>
-            <dt>Packets</dt><dd>{formatCount(s.packets)}</dd>
-            <dt>Lost</dt><dd>{formatCount(s.lost)}</dd>
+            {s.packets != null ? (
+              <><dt>Packets / lost</dt><dd>{formatCount(s.packets)} / {formatCount(s.lost)}</dd></>
+            ) : (
+              <><dt>Packets / lost (sampled)</dt><dd>{formatCount(sampled.packets)} / {formatCount(sampled.lost)}</dd></>
+            )}
             <dt>Max jitter</dt><dd>{formatMs(s.jitter_ms_max)}</dd>
             <dt>MOS mean / min</dt><dd><MosBadge mos={s.mos_avg} /> / <MosBadge mos={s.mos_min} /></dd>
           </dl>
