@@ -95,10 +95,12 @@ def read_stats(stat_file: Path) -> SippStats | None:
         except ValueError:
             return 0
 
-    elapsed = row.get("ElapsedTime(C)", "00:00:00:000000").split(":")
+    # HH:MM:SS:micro
+    elapsed = (row.get("ElapsedTime(C)", "") + ":0:0:0:0").split(":")[:4]
     try:
-        secs = int(elapsed[0]) * 3600 + int(elapsed[1]) * 60 + float(elapsed[2])
-    except (ValueError, IndexError):
+        h, m, sec, us = (int(x) for x in elapsed)
+        secs = h * 3600 + m * 60 + sec + us / 1e6
+    except ValueError:
         secs = 0.0
     return SippStats(
         created=num("TotalCallCreated"),

@@ -1,0 +1,144 @@
+"""The scenarios' pieces that need no testbed: media, parsing, metrics, configs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from p4relay_scenarios import capture, media
+from p4relay_scenarios.load import PROFILES, Profile, level, read_stats
+from p4relay_scenarios.stack import SCENARIOS
+from p4relay_scenarios.timeout_listener import Notification, parse_notification
+
+
+def test_alaw_matches_g711_reference_points() -> None:
+    # G.711 A-law: silence encodes as 0xD5 (positive) / 0x55 (negative), full scale 0xAA/0x2A.
+    assert media._alaw(0) == 0xD5
+    assert media._alaw(-1) == 0x55
+    assert media._alaw(32767) == 0xAA
+    assert media._alaw(-32768) == 0x2A
+
+
+def test_alaw_raw_is_whole_packets(tmp_path: Path) -> None:
+    f = media.write_alaw_raw(tmp_path / "t.alaw", seconds=1.01)
+    assert f.stat().st_size % media.SAMPLES_PER_PACKET == 0
+    assert f.stat().st_size == 8000
+
+
+def test_rtp_pcap_has_50_packets_per_second_and_reads_back(tmp_path: Path) -> None:
+    f = media.write_rtp_pcap(tmp_path / "g711.pcap", 3.0)
+    rows = capture.read_rtp(f)
+    assert len(rows) == 150
+    assert rows[:, 2].tolist() == list(range(150))  # sequence numbers
+    gaps = np.diff(rows[:, 0])
+    assert np.all(gaps == 20_000_000)  # 20 ms, in ns
+    assert capture.count_frames(f) == 150
+
+
+def test_read_rtp_rejects_non_pcap(tmp_path: Path) -> None:
+    f = tmp_path / "x.pcap"
+    f.write_bytes(b"\x00" * 64)
+    with pytest.raises(ValueError, match="not a little-endian pcap"):
+        capture.read_rtp(f)
+
+
+def _stream(ssrc: int, t0_ns: int, n: int) -> np.ndarray:
+    t = t0_ns + np.arange(n, dtype=np.int64) * 20_000_000
+    return np.stack([t, np.full(n, ssrc), np.arange(n)], axis=1).astype(np.int64)
+
+
+def test_relay_path_metrics_delay_variation_loss() -> None:
+    ing = np.concatenate([_stream(1, 0, 500), _stream(2, 5_000_000, 500)])
+    eg = ing.copy()
+    eg[:, 0] += 1_000_000  # 1 ms through the relay path
+    eg[1::2, 0] += 2_000_000  # every other packet 2 ms later: variation 2 ms
+    keep = np.ones(len(eg), dtype=bool)
+    keep[10:20] = False  # 10 packets of stream 1 lost
+    m = capture.relay_path_metrics(ing, eg[keep], settle_ms=0)
+    assert m.streams == 2
+    assert m.packets_in == 1000
+    assert m.packets_out == 990
+    assert m.loss_pct == pytest.approx(1.0)
+    assert m.delay_ms_median == pytest.approx(2.0, abs=1.0)
+    assert m.variation_ms_median == pytest.approx(2.0)
+    assert m.mos_median is not None and 4.0 < m.mos_median <= 4.5
+
+
+def test_relay_path_metrics_window_and_tail() -> None:
+    ing = _stream(7, 0, 100)
+    eg = ing.copy()
+    eg[:, 0] += 500_000
+    # Packets that entered in the last settle_ms are not counted as lost.
+    m = capture.relay_path_metrics(ing, eg[:95], settle_ms=150)
+    assert m.loss_pct == 0.0
+    m = capture.relay_path_metrics(
+        ing, eg, window_ns=(20 * 20_000_000, 40 * 20_000_000), settle_ms=0
+    )
+    assert m.packets_in == 20
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("abc@host ftag ttag\n", Notification("abc@host", "ftag")),
+        ("abc@host\n", Notification("abc@host", None)),
+        (b"call.1@x".hex() + "." + b"tag9".hex(), Notification("call.1@x", "tag9")),
+        ("1.2@example.org", Notification("1.2@example.org", None)),  # a dot, not hex
+        ("", None),
+        ("x" * 5000, None),
+    ],
+)
+def test_timeout_notification_forms(line: str, expected: Notification | None) -> None:
+    assert parse_notification(line) == expected
+
+
+def test_profiles() -> None:
+    seed = PROFILES["seed"]
+    assert (seed.rate, seed.calls) == (30.0, 900)
+    assert seed.duration_s == pytest.approx(300.0)
+    assert PROFILES["smoke"].calls == 5
+    for n in (750, 1500, 1800):
+        assert level(n).concurrent == n
+    assert Profile("x", 2, 10, 100.0, 4).concurrent == 4
+
+
+def test_read_stats_parses_sipp_trace_stat(tmp_path: Path) -> None:
+    f = tmp_path / "s.csv"
+    head = "StartTime;ElapsedTime(C);TotalCallCreated;CurrentCall;SuccessfulCall(C);FailedCall(C);Retransmissions(C);"
+    row = "x;00:01:02:500000;10;3;6;1;2;"
+    f.write_text(head + "\n" + row + "\n")
+    st = read_stats(f)
+    assert st is not None
+    assert (st.created, st.current, st.successful, st.failed, st.retransmissions) == (
+        10,
+        3,
+        6,
+        1,
+        2,
+    )
+    assert st.elapsed_s == pytest.approx(62.5)
+    assert read_stats(tmp_path / "missing.csv") is None
+
+
+@pytest.mark.parametrize("name", ["uac.xml", "uas.xml"])
+def test_sipp_scenarios_are_well_formed(name: str) -> None:
+    root = ET.parse(SCENARIOS / "sipp" / name).getroot()
+    assert root.tag == "scenario"
+    execs = [e.get("rtp_stream") for e in root.iter("exec")]
+    assert "media/tone.alaw,-1,8" in execs  # G.711 A-law, looped
+
+
+@pytest.mark.skipif(shutil.which("kamailio") is None, reason="kamailio not installed")
+def test_kamailio_config_parses(tmp_path: Path) -> None:
+    r = subprocess.run(
+        ["kamailio", "-c", "-f", str(SCENARIOS / "sip" / "kamailio.cfg"),
+         "-A", f'RUNDIR="{tmp_path}"', "-A", f'JSONRPC_SOCK="{tmp_path}/j.sock"',
+         "-A", f'CTL_SOCK="unix:{tmp_path}/ctl.sock"',
+         "-A", "SIP_UDP=udp:127.0.0.1:5090", "-A", "SIP_TCP=tcp:127.0.0.1:5090"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
