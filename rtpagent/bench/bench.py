@@ -160,7 +160,38 @@ def start_switch() -> tuple[subprocess.Popen[bytes] | None, str | None]:
     return None, None
 
 
-def start_agent(port: int, switch: str | None, state: str) -> subprocess.Popen[bytes]:
+def scrape_offload(metrics_port: int) -> tuple[float, float, int] | None:
+    """p50/p99 upper bucket bounds (ms) of rtpagent_offload_seconds, and the count."""
+    import urllib.request
+
+    try:
+        text = (
+            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5)
+            .read()
+            .decode()
+        )
+    except OSError:
+        return None
+    buckets = []
+    for line in text.splitlines():
+        if line.startswith("rtpagent_offload_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets.append(
+                (float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1]))
+            )
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    total = buckets[-1][1]
+
+    def q(p: float) -> float:
+        return next(le for le, c in buckets if c >= p * total) * 1000
+
+    return q(0.5), q(0.99), int(total)
+
+
+def start_agent(
+    port: int, switch: str | None, state: str, metrics_port: int
+) -> subprocess.Popen[bytes]:
     args = [
         sys.executable,
         "-m",
@@ -218,13 +249,15 @@ async def main_async(a: argparse.Namespace) -> int:
             except OSError:
                 port = free_port(socket.SOCK_DGRAM)
     with tempfile.TemporaryDirectory() as tmp:
-        agent = start_agent(port, sw, f"{tmp}/state.sqlite")
+        metrics_port = free_port()
+        agent = start_agent(port, sw, f"{tmp}/state.sqlite", metrics_port)
         try:
             await wait_ready(port)
             await throughput(port, 200, a.inflight)  # warm-up
             cps = await throughput(port, a.calls, a.inflight)
             via, direct = await latency(port, port + 1, a.latency_calls)
             off = await offload_latency(port, sw, a.offload_calls) if sw else []
+            internal = scrape_offload(metrics_port)
         finally:
             agent.terminate()
             agent.wait(10)
@@ -260,16 +293,26 @@ async def main_async(a: argparse.Namespace) -> int:
             None,
         ),
     ]
-    if off:
+    if internal:
         rows.append(
             (
-                "offload latency p50 / p99 (ms)",
-                f"{statistics.median(off):.2f} / {pct(off, 99):.2f}",
+                f"offload: answer -> switch ack ({internal[2]} calls) p50/p99 ms",
+                f"<= {internal[0]:.1f} / <= {internal[1]:.1f}",
                 "p99 <= 10",
-                pct(off, 99) <= 10.0,
+                internal[1] <= 10.0,
             )
         )
-    else:
+    if off:
+        # Includes the probe's own Read RPC: an upper bound.
+        rows.append(
+            (
+                "offload: answer -> entry read back p50/p99 ms",
+                f"{statistics.median(off):.2f} / {pct(off, 99):.2f}",
+                "",
+                None,
+            )
+        )
+    if not sw:
         rows.append(("offload latency", "n/a (software switch not running)", "p99 <= 10", False))
     w = max(len(r[0]) for r in rows)
     print(

@@ -132,7 +132,10 @@ class Agent:
         elif cmd.op is Op.UPDATE and cmd.notify_socket is None and out.changed and reply.ok:
             # RTPProxy drops the timeout handler of a U without one.
             out.changed[0].notify_socket = None
+        now = time.perf_counter()
         for s in out.changed:
+            if s.uid not in self.offloader.plans:
+                s.pending_since = now
             s.last_refresh = time.monotonic()
             self.offloader.touch(s)
             self.offloader.emit("changed", s)

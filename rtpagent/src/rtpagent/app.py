@@ -151,7 +151,9 @@ class App:
         if ports:  # next to the agent's own port, as the port plan has it
             control = f"udp:127.0.0.1:{ports[0] + 1}"
         lo, hi = Settings.port_range(self.cfg.embedded_ports)
-        extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), *self.cfg.embedded_args]
+        # RTPProxy's log goes through Python logging in rtp.io: per-command INFO
+        # lines cost the agent's interpreter time, so errors only by default.
+        extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), "-d", "ERR", *self.cfg.embedded_args]
         if self.cfg.notify_listen:
             extra += ["-n", self.cfg.notify_listen]
         self.embedded = start(control, self.cfg.relay_addr[0], lo, hi, extra)

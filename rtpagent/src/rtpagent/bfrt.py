@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
+import socket
 from collections.abc import AsyncIterator
 
 import grpc
@@ -80,10 +82,15 @@ def _int(v: object) -> int:
     return v if isinstance(v, int) else int(str(v))
 
 
+@functools.lru_cache(maxsize=65536)
+def _ip4(addr: str) -> int:
+    return int.from_bytes(socket.inet_aton(addr), "big")
+
+
 def _key(k: FlowKey) -> dict[str, int]:
     return {
-        K_SRC_ADDR: int(ipaddress.IPv4Address(k.src_addr)),
-        K_DST_ADDR: int(ipaddress.IPv4Address(k.dst_addr)),
+        K_SRC_ADDR: _ip4(k.src_addr),
+        K_DST_ADDR: _ip4(k.dst_addr),
         K_SRC_PORT: k.src_port,
         K_DST_PORT: k.dst_port,
     }
@@ -123,6 +130,7 @@ class BfrtSwitch:
         self.port_min, self.port_max = port_min, port_max
         self.idle_query_ms = idle_query_ms
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
+        self._reset_cache: dict[int, list[pb.Update]] = {}
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
 
@@ -200,10 +208,19 @@ class BfrtSwitch:
         for k in b.del_relays:
             add(0, pb.Update.DELETE, RELAY, Entry(_key(k)))
         for leg in b.reset_legs:
-            for reg in QUALITY_REGISTERS:
-                # Leg indexes are reused: a leg's quality starts from zero.
-                t, f = c._register(reg)
-                add(1, pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": leg}, None, {f: 0}))
+            # Leg indexes are reused: a leg's quality starts from zero. The
+            # updates are constant per leg, so they are encoded once.
+            resets = self._reset_cache.get(leg)
+            if resets is None:
+                resets = [
+                    c.update(
+                        pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": leg}, None, {f: 0})
+                    )
+                    for t, f in (c._register(reg) for reg in QUALITY_REGISTERS)
+                ]
+                self._reset_cache[leg] = resets
+            ups.extend(resets)
+            kinds.extend([1] * len(resets))
         for lg in b.mod_legs:
             add(1, pb.Update.MODIFY, LEG_REWRITE, self._leg_entry(lg))
         for lg in b.add_legs:
@@ -225,8 +242,8 @@ class BfrtSwitch:
             {K_LEG: lg.leg},
             A_REWRITE,
             {
-                "src_addr": int(ipaddress.IPv4Address(lg.src_addr)),
-                "dst_addr": int(ipaddress.IPv4Address(lg.dst_addr)),
+                "src_addr": _ip4(lg.src_addr),
+                "dst_addr": _ip4(lg.dst_addr),
                 "src_port": lg.src_port,
                 "dst_port": lg.dst_port,
             },

@@ -89,12 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.check_config:
         print(cfg.model_dump_json(indent=2))
         return 0
-    try:
-        import uvloop  # a faster event loop: the control path is datagram-bound
-
-        return uvloop.run(_run(cfg))
-    except ImportError:
-        return asyncio.run(_run(cfg))
+    return asyncio.run(_run(cfg))
 
 
 if __name__ == "__main__":

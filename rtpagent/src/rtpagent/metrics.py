@@ -30,3 +30,8 @@ SWITCH_UP = Gauge("rtpagent_switch_connected", "1 when the switch is reachable")
 SPOOL_DEPTH = Gauge("rtpagent_spool_depth", "Reports waiting in the durable spool")
 SPOOL_SENT = Counter("rtpagent_spool_sent_total", "Reports delivered to the server")
 SPOOL_ERRORS = Counter("rtpagent_spool_errors_total", "Failed deliveries (retried)", ["kind"])
+OFFLOAD_LATENCY = Histogram(
+    "rtpagent_offload_seconds",
+    "Answer reply sent -> the switch acknowledged the call's entries",
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.05, 0.1, 0.5, 1.0),
+)

@@ -426,6 +426,9 @@ class Offloader:
             s.idle_since = [None, None]
             if new:
                 s.offloaded_at = now
+                if s.pending_since is not None:
+                    metrics.OFFLOAD_LATENCY.observe(time.perf_counter() - s.pending_since)
+                    s.pending_since = None
                 metrics.OFFLOADS.inc()
                 log.info("offloaded", call_id=s.call_id, tag=s.tag, legs=s.legs)
                 self.emit("offload_installed", s, entries=len(p.relays))

@@ -95,6 +95,7 @@ class Session:
     offloaded_at: float | None = None
     refresh_cmd: str | None = None  # an `L` that re-states the session (timer refresh)
     notify_token: str | None = None  # the tag RTPProxy notifies the agent with
+    pending_since: float | None = None  # perf_counter() of the reply that made it offloadable
 
     @property
     def key(self) -> tuple[str, str]:
