@@ -10,7 +10,6 @@ import os
 import subprocess
 
 import pytest
-
 from p4relay_scenarios import topology
 from p4relay_scenarios.netns import link_exists, namespaces
 
