@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The seed's relay experiment: server-based relay (RTPProxy relays) against
+# switch-based relay (rtpagent offloads to the software switch) at increasing
+# concurrency; per-packet delay, delay variation, loss, MOS, relay CPU from
+# captures at the switch's ports. Prints the table; writes it with PNG plots to
+# $RESULTS/relay-experiment (the committed run is in scenarios/results/).
+# Needs root. Levels/hold are cut to fit CI; the full run:
+#   python -m p4relay_scenarios experiment --levels 50,150,300,500,750,1500,1800 --hold 90
+set -euo pipefail
+if [ ! -x switch/target/release/p4relay-softswitch ]; then
+  (cd switch && cargo build --release --quiet)
+fi
+uv run --frozen --no-sync python -m p4relay_scenarios experiment \
+  --levels "${P4RELAY_BENCH_LEVELS:-50,150,300,500}" --hold "${P4RELAY_BENCH_HOLD:-30}" \
+  --out "$RESULTS/relay-experiment" --run-dir "$RESULTS/relay-experiment-run"
