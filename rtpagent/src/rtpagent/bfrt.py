@@ -31,7 +31,6 @@ from p4relay_switch import IdleTimeout as SwIdle
 from p4relay_switch.client import Digest
 from p4relay_switch.pipeline import (
     A_MARK_RELAY,
-    A_RELAY_LEG,
     A_REWRITE,
     COUNTER_BYTES,
     COUNTER_PKTS,
@@ -51,10 +50,10 @@ from p4relay_switch.pipeline import (
     REG_REORDERED,
     RELAY,
     RELAY_ADDR,
-    TTL,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
+from .encode import Encoder
 from .switchport import (
     Batch,
     FlowCounters,
@@ -131,6 +130,7 @@ class BfrtSwitch:
         self.idle_query_ms = idle_query_ms
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._reset_cache: dict[int, list[pb.Update]] = {}
+        self._enc: Encoder | None = None
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
 
@@ -196,17 +196,21 @@ class BfrtSwitch:
         await self.client.insert_or_modify(RELAY_ADDR, entries)
 
     # ------------------------------------------------------------------ writes
+    def _encoder(self) -> Encoder:
+        schema = self.client.schema
+        if self._enc is None or self._enc.schema is not schema:
+            self._enc = Encoder(schema)  # ids may change when the switch reloads
+            self._reset_cache.clear()
+        return self._enc
+
     def _updates(self, b: Batch, ttl_ms: int) -> tuple[list[pb.Update], list[int]]:
         c = self.client
+        enc = self._encoder()
         ups: list[pb.Update] = []
         kinds: list[int] = []  # per update: 0 delete, 1 modify, 2 insert
-
-        def add(kind: int, t: pb.Update.Type, table: str, e: Entry) -> None:
-            ups.append(c.update(t, table, e))
-            kinds.append(kind)
-
         for k in b.del_relays:
-            add(0, pb.Update.DELETE, RELAY, Entry(_key(k)))
+            ups.append(enc.relay_delete(k))
+            kinds.append(0)
         for leg in b.reset_legs:
             # Leg indexes are reused: a leg's quality starts from zero. The
             # updates are constant per leg, so they are encoded once.
@@ -222,18 +226,17 @@ class BfrtSwitch:
             ups.extend(resets)
             kinds.extend([1] * len(resets))
         for lg in b.mod_legs:
-            add(1, pb.Update.MODIFY, LEG_REWRITE, self._leg_entry(lg))
+            ups.append(enc.leg_write(lg, pb.Update.MODIFY))
+            kinds.append(1)
         for lg in b.add_legs:
-            add(2, pb.Update.INSERT, LEG_REWRITE, self._leg_entry(lg))
+            ups.append(enc.leg_write(lg, pb.Update.INSERT))
+            kinds.append(2)
         for r in b.add_relays:
-            add(
-                2,
-                pb.Update.INSERT,
-                RELAY,
-                Entry(_key(r.key), A_RELAY_LEG, {"leg": r.leg, "rtcp": int(r.rtcp), TTL: ttl_ms}),
-            )
+            ups.append(enc.relay_insert(r, ttl_ms))
+            kinds.append(2)
         for leg in b.del_legs:
-            add(0, pb.Update.DELETE, LEG_REWRITE, Entry({K_LEG: leg}))
+            ups.append(enc.leg_delete(leg))
+            kinds.append(0)
         return ups, kinds
 
     @staticmethod
