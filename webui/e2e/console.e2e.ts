@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { openBrowser, screenshot, type Browser } from './browser';
 import { startStack, type Stack } from './harness';
-import { ACTIVE_CALLS, callId, ENDED_CALLS, ingest, REROUTED, seed, session } from './seed';
+import { ACTIVE_CALLS, callId, ENDED_CALLS, ingest, REROUTED, samples, seed, session } from './seed';
 
 let stack: Stack | undefined;
 let browser: Browser | undefined;
@@ -92,6 +92,20 @@ describe('operator console (real server)', () => {
     await page.getByRole('link', { name: callId(i) }).waitFor({ state: 'detached', timeout: 2000 });
   });
 
+  it('updates quality live from streamed samples', async () => {
+    // One more second of samples for every call; call 12 starts losing 20 % of its packets.
+    const now = Date.now();
+    const batch = [];
+    for (let i = 1; i <= ACTIVE_CALLS; i++) batch.push(...samples(i, now + 1000, 1, i === 12 ? 10 : undefined));
+    await ingest(live().baseUrl, live().ingestToken, { samples: batch });
+    await page.getByLabel('Filter sessions').fill(callId(12));
+    const row = page.getByTestId('row').filter({ hasText: callId(12) });
+    await expect.poll(() => row.locator('.badge').textContent(), { timeout: 2000 }).toMatch(/^[12]\.\d\d/);
+    expect(await row.textContent()).toContain('20.00 %'); // loss over the streamed interval
+    await page.getByLabel('Filter sessions').fill('');
+    await screenshot(page, '02b-live-after-samples');
+  });
+
   it('filters by text, relay and degraded MOS', async () => {
     await page.getByLabel('Filter sessions').fill(callId(42).slice(0, 13));
     await expect.poll(() => count().textContent()).toBe(`1 of ${String(ACTIVE_CALLS)} sessions`);
@@ -103,8 +117,8 @@ describe('operator console (real server)', () => {
     await screenshot(page, '03-live-filtered-rtpproxy');
     await page.getByLabel('Relayed by').selectOption('all');
     await page.getByLabel('MOS < 3.6 only').check();
-    // Every 9th call is seeded with 6 of 50 packets lost per interval.
-    await expect.poll(() => count().textContent()).toBe(`${String(Math.floor(ACTIVE_CALLS / 9))} of ${String(ACTIVE_CALLS)} sessions`);
+    // Every 9th call is seeded with 6 of 50 packets lost per interval, and call 12 degraded live.
+    await expect.poll(() => count().textContent()).toBe(`${String(Math.floor(ACTIVE_CALLS / 9) + 1)} of ${String(ACTIVE_CALLS)} sessions`);
     await page.getByLabel('MOS < 3.6 only').uncheck();
   });
 

@@ -31,6 +31,10 @@ export function callId(i: number): string {
   return `e2e-call-${String(i).padStart(4, '0')}@198.18.1.10`;
 }
 
+export function sessionKey(i: number): string {
+  return `${callId(i)};ft${String(i)}`;
+}
+
 export function session(i: number, now: number, over: Partial<SessionUpsert> = {}): SessionUpsert {
   const offloaded = i % 5 !== 0;
   const started = now - (120 + (i % 50) * 7) * 1000;
@@ -69,13 +73,13 @@ export function session(i: number, now: number, over: Partial<SessionUpsert> = {
   };
 }
 
-function samples(i: number, now: number, seconds: number): QualitySampleIn[] {
+export function samples(i: number, now: number, seconds: number, lossPerInterval?: number): QualitySampleIn[] {
   const out: QualitySampleIn[] = [];
   // Every 9th call is impaired (MOS well below 3.6); the rerouted call degrades then recovers.
   for (let t = seconds; t >= 1; t--) {
     const ts = now - t * 1000;
     for (const direction of ['caller_to_callee', 'callee_to_caller'] as const) {
-      let lost = i % 9 === 0 ? 6 : 0;
+      let lost = lossPerInterval ?? (i % 9 === 0 ? 6 : 0);
       let jitter = 0.3 + (i % 7) * 0.2;
       if (i === REROUTED && t > seconds / 3 && t < (2 * seconds) / 3) {
         lost = direction === 'caller_to_callee' ? 4 : 1;
@@ -138,6 +142,8 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
 
   const all: QualitySampleIn[] = [...samples(REROUTED, now, 90)];
   for (let i = 1; i <= ACTIVE_CALLS; i++) if (i !== REROUTED) all.push(...samples(i, now, i <= 20 ? 30 : 2));
+  // Ended calls: a minute of history an hour ago (their MOS shows in the audit).
+  for (let i = ACTIVE_CALLS + 1; i <= ACTIVE_CALLS + ENDED_CALLS; i++) all.push(...samples(i, now - 3_060_000, 60));
   for (let k = 0; k < all.length; k += 10_000) await ingest(baseUrl, token, { samples: all.slice(k, k + 10_000) });
 
   const rk = `${callId(REROUTED)};ft${String(REROUTED)}`;

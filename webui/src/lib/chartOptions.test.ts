@@ -36,6 +36,13 @@ describe('qualityCharts', () => {
     const mos = (o.mos.series as { markLine?: { data: { yAxis: number }[] } }[])[0];
     expect(mos?.markLine?.data[0]?.yAxis).toBe(3.6);
   });
+  it('marks reroutes across the quality charts', () => {
+    const series: QualitySeries[] = [{ direction: 'caller_to_callee', resolution_s: 1, points: [qp('2026-01-01T00:00:01Z', 4)] }];
+    const reroute = makeEvent(1, 'reroute', { flow: 'f', from_path: 'a', to_path: 'b', trigger: 't' }, '2026-01-01T00:00:03Z');
+    const o = qualityCharts(series, [reroute, makeEvent(2, 'offload_installed', {})]);
+    const jitter = (o.jitter.series as { markLine?: { data: { xAxis?: number }[] } }[])[0];
+    expect(jitter?.markLine?.data.map((d) => d.xAxis)).toEqual([Date.parse('2026-01-01T00:00:03Z')]);
+  });
 });
 
 describe('queueCharts', () => {

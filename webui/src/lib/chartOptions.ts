@@ -7,6 +7,8 @@ export interface SeriesSpec {
   name: string;
   points: Point[];
   area?: boolean;
+  /** line (default), bar (per-interval counts) or scatter (discrete events). */
+  kind?: 'line' | 'bar' | 'scatter';
 }
 
 /** Groups samples by a key and extracts one numeric field as time-ordered points. */
@@ -35,11 +37,17 @@ export function timeSeriesOption(opts: {
   yMax?: number;
   yMin?: number;
   markLineY?: { value: number; label: string };
+  /** Vertical markers (e.g. reroutes) across the chart. */
+  markLinesX?: { ts: number; label: string }[];
   stepped?: boolean;
 }): Record<string, unknown> {
+  const marks = [
+    ...(opts.markLineY ? [{ yAxis: opts.markLineY.value, label: { formatter: opts.markLineY.label, position: 'insideEndTop' } }] : []),
+    ...(opts.markLinesX ?? []).map((m) => ({ xAxis: m.ts, label: { formatter: m.label, position: 'insideEndTop' } })),
+  ];
   return {
     animation: false,
-    grid: { left: 56, right: 16, top: 36, bottom: 36 },
+    grid: { left: 56, right: 16, top: 48, bottom: 36 },
     legend: { type: 'scroll', top: 0 },
     tooltip: {
       trigger: 'axis',
@@ -49,20 +57,17 @@ export function timeSeriesOption(opts: {
     yAxis: { type: 'value', name: opts.yName ?? opts.unit, min: opts.yMin, max: opts.yMax, scale: opts.yMin == null },
     series: opts.series.map((s, i) => ({
       name: s.name,
-      type: 'line',
-      showSymbol: s.points.length < 40,
-      step: opts.stepped ? 'end' : undefined,
+      type: s.kind ?? 'line',
+      showSymbol: s.kind === 'scatter' || s.points.length < 40,
+      symbolSize: s.kind === 'scatter' ? 10 : undefined,
+      barMaxWidth: 6,
+      step: opts.stepped && (s.kind ?? 'line') === 'line' ? 'end' : undefined,
       connectNulls: false,
       areaStyle: s.area ? { opacity: 0.15 } : undefined,
       data: s.points,
       markLine:
-        i === 0 && opts.markLineY
-          ? {
-              silent: true, symbol: 'none',
-              lineStyle: { type: 'dashed' },
-              label: { formatter: opts.markLineY.label, position: 'insideEndTop' },
-              data: [{ yAxis: opts.markLineY.value }],
-            }
+        i === 0 && marks.length
+          ? { silent: true, symbol: 'none', lineStyle: { type: 'dashed' }, data: marks }
           : undefined,
     })),
   };
@@ -81,17 +86,22 @@ export function pointsOf<P extends { ts: string }>(
   return seriesBy(points, () => '', value)[0]?.points ?? [];
 }
 
-export function qualityCharts(series: readonly QualitySeries[]) {
+export function qualityCharts(series: readonly QualitySeries[], events: readonly EventItem[] = []) {
+  // Reroutes drawn across every quality chart: cause next to effect.
+  const markLinesX = events
+    .filter((e) => e.type === 'reroute')
+    .map((e) => ({ ts: Date.parse(e.ts), label: 'reroute' }))
+    .filter((m) => !Number.isNaN(m.ts));
   const spec = (value: (p: QualitySeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
     series.map((s) => ({ name: DIRECTION_LABEL[s.direction] ?? s.direction, points: pointsOf(s.points, value) }));
   return {
     mos: timeSeriesOption({
       series: spec((p) => p.mos), unit: '', yName: 'MOS', yMin: 1, yMax: 5,
-      markLineY: { value: 3.6, label: 'MOS 3.6' },
+      markLineY: { value: 3.6, label: 'MOS 3.6' }, markLinesX,
     }),
-    loss: timeSeriesOption({ series: spec((p) => p.loss_pct), unit: '%', yName: 'loss %' }),
-    jitter: timeSeriesOption({ series: spec((p) => p.jitter_ms), unit: 'ms', yName: 'jitter ms' }),
-    packets: timeSeriesOption({ series: spec((p) => p.packets), unit: 'pkts', yName: 'packets / interval' }),
+    loss: timeSeriesOption({ series: spec((p) => p.loss_pct), unit: '%', yName: 'loss %', markLinesX }),
+    jitter: timeSeriesOption({ series: spec((p) => p.jitter_ms), unit: 'ms', yName: 'jitter ms', markLinesX }),
+    packets: timeSeriesOption({ series: spec((p) => p.packets), unit: 'pkts', yName: 'packets / interval', markLinesX }),
   };
 }
 
@@ -104,7 +114,7 @@ export function queueCharts(series: readonly QueueSeries[], iredDrops: readonly 
     iredDrops.filter((e) => e.type === 'ired_drop'),
     (e) => `port ${String(e.payload.dev_port)} iRED`,
     (e) => (typeof e.payload.drops === 'number' ? e.payload.drops : null),
-  );
+  ).map((x) => ({ ...x, kind: 'scatter' as const }));
   return {
     depth: timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)' }),
     delay: timeSeriesOption({
@@ -114,8 +124,11 @@ export function queueCharts(series: readonly QueueSeries[], iredDrops: readonly 
       series: spec((p) => (p.utilisation == null ? null : p.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100,
     }),
     drops: timeSeriesOption({
-      series: [...series.map((s) => ({ name: `${name(s)} tail`, points: pointsOf(s.points, (p) => p.drops) })), ...ired],
-      unit: 'pkts', yName: 'drops', stepped: true,
+      series: [
+        ...series.map((s) => ({ name: `${name(s)} tail`, kind: 'bar' as const, points: pointsOf(s.points, (p) => p.drops) })),
+        ...ired,
+      ],
+      unit: 'pkts', yName: 'drops / interval',
     }),
   };
 }
@@ -159,15 +172,20 @@ export function eventSummary(e: EventItem): string {
 export function timelineOption(events: readonly EventItem[]): Record<string, unknown> {
   const kinds = Array.from(new Set([...TIMELINE_ROWS.filter((k) => events.some((e) => e.type === k as string)),
     ...events.map((e) => e.type)]));
+  const times = events.map((e) => Date.parse(e.ts)).filter((t) => !Number.isNaN(t));
+  const lo = times.length ? Math.min(...times) : 0;
+  const hi = times.length ? Math.max(...times) : 0;
+  const pad = Math.max(5000, (hi - lo) * 0.04); // keep edge markers off the axes
   return {
     animation: false,
+    legend: { show: false },
     grid: { left: 130, right: 24, top: 12, bottom: 56 },
     tooltip: {
       trigger: 'item',
       formatter: (p: { data: { value: [number, string]; summary: string; severity: string } }) =>
         `<b>${p.data.value[1]}</b> (${p.data.severity})<br/>${new Date(p.data.value[0]).toISOString()}<br/>${escapeHtml(p.data.summary)}`,
     },
-    xAxis: { type: 'time', axisLabel: { hideOverlap: true } },
+    xAxis: { type: 'time', axisLabel: { hideOverlap: true }, min: times.length ? lo - pad : undefined, max: times.length ? hi + pad : undefined },
     yAxis: { type: 'category', data: kinds.slice().reverse(), axisTick: { show: false } },
     dataZoom: [{ type: 'inside' }, { type: 'slider', height: 18, bottom: 8 }],
     series: [

@@ -97,8 +97,8 @@ export default function AuditPage() {
     <section className="page fill" aria-labelledby="audit-title">
       <h1 id="audit-title">Audit</h1>
       <form className="card toolbar" onSubmit={submit} aria-label="Search sessions">
-        <label className="field">From<input type="datetime-local" value={form.since} onChange={set('since')} /></label>
-        <label className="field">To<input type="datetime-local" value={form.until} onChange={set('until')} /></label>
+        <label className="field">From (local time)<input type="datetime-local" value={form.since} onChange={set('since')} /></label>
+        <label className="field">To (local time)<input type="datetime-local" value={form.until} onChange={set('until')} /></label>
         <label className="field">
           State
           <select value={form.state} onChange={set('state')}>

@@ -30,7 +30,7 @@ export default function SessionDetailPage() {
     // Live calls keep moving; ended ones are history.
     refetchInterval: (query) => (query.state.data?.ended_at ? false : 2000),
   });
-  const charts = useMemo(() => qualityCharts(q.data?.quality ?? []), [q.data?.quality]);
+  const charts = useMemo(() => qualityCharts(q.data?.quality ?? [], q.data?.events), [q.data?.quality, q.data?.events]);
   // Active calls have no final counters yet: sum what the samples say.
   const sampled = useMemo(() => {
     let packets = 0;
@@ -49,7 +49,7 @@ export default function SessionDetailPage() {
     <article className="page" aria-labelledby="sd-title">
       <p><Link to="/">← Live sessions</Link></p>
       <h1 id="sd-title">Session <code>{s.call_id}</code></h1>
-      <div className="grid-2">
+      <div className="grid-detail">
         <section className="card" aria-label="Summary">
           <dl className="facts">
             <dt>State</dt><dd>{s.state}</dd>

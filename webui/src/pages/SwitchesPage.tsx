@@ -21,12 +21,8 @@ function Occupancy({ sw, offloadedCalls }: { sw: SwitchInfo; offloadedCalls: num
       <p style={{ margin: '0.2rem 0' }}>
         <strong>{formatCount(entries)}</strong> rewrite entries in use ({formatCount(offloadedCalls)} offloaded calls)
       </p>
-      <div className="meter" role="meter" aria-label={`Relay table entries in use on ${sw.name}`}
-        aria-valuemin={0} aria-valuenow={entries}>
-        <span style={{ width: entries > 0 ? '100%' : '0%' }} />
-      </div>
       <p className="muted" style={{ margin: '0.3rem 0 0' }}>
-        Table capacity: not reported by the server yet.
+        Capacity of {sw.name}&apos;s relay table: not reported by the server yet, so no occupancy gauge.
       </p>
     </div>
   );
