@@ -91,6 +91,9 @@ enum Cmd {
         dport_min: u16,
         #[arg(long)]
         dport_max: u16,
+        /// Stop once no counted frame arrived for this long (after the first one)
+        #[arg(long, default_value_t = 1.0)]
+        idle_stop: f64,
     },
     Program {
         #[arg(long, default_value = "http://127.0.0.1:50052")]
@@ -211,7 +214,7 @@ fn send(ifname: &str, f: &Flow, pps: u32, secs: f64) -> Result<()> {
     Ok(())
 }
 
-fn recv(ifname: &str, secs: f64, lo: u16, hi: u16) -> Result<()> {
+fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()> {
     let mut ring = Ring::rx(ifname, 16384, None)?;
     let mut pfd = libc::pollfd {
         fd: ring.fd(),
@@ -221,7 +224,8 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16) -> Result<()> {
     let end = Instant::now() + Duration::from_secs_f64(secs);
     let (mut count, mut other) = (0u64, 0u64);
     let mut lat_ns: Vec<u64> = Vec::new();
-    while Instant::now() < end {
+    let mut last = None::<Instant>;
+    while Instant::now() < end && last.is_none_or(|t| t.elapsed().as_secs_f64() < idle_stop) {
         let mut got = false;
         while let Some(fr) = ring.rx_next() {
             got = true;
@@ -235,6 +239,7 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16) -> Result<()> {
             };
             if ok && (lo..=hi).contains(&dport) {
                 count += 1;
+                last = Some(Instant::now());
                 let p = 14 + ihl + 8 + 12;
                 if d.len() >= p + 12 && d[p..p + 4] == MAGIC.to_be_bytes() {
                     let sent = u64::from_be_bytes(d[p + 4..p + 12].try_into().expect("8 bytes"));
@@ -545,7 +550,8 @@ fn main() -> Result<()> {
             secs,
             dport_min,
             dport_max,
-        } => recv(&ifname, secs, dport_min, dport_max),
+            idle_stop,
+        } => recv(&ifname, secs, dport_min, dport_max, idle_stop),
         Cmd::Program {
             grpc,
             calls,
