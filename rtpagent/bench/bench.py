@@ -211,7 +211,7 @@ def start_agent(
         "--state-file",
         state,
         "--metrics-listen",
-        "",
+        f"127.0.0.1:{metrics_port}",
         "--log-level",
         "error",
         "--switch",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class Store:
         # session changed by several commands in one interval costs one dump.
         self._sessions: dict[str, Callable[[], dict[str, Any]] | None] = {}
         self._spool: list[tuple[str, str]] = []
+        self._lock = threading.Lock()  # the connection is shared with a writer thread
 
     def close(self) -> None:
         self.flush()
@@ -57,19 +59,28 @@ class Store:
     def pending_writes(self) -> int:
         return len(self._sessions) + len(self._spool)
 
-    def flush(self) -> None:
-        if not self._sessions and not self._spool:
-            return
+    def take(self) -> tuple[list[tuple[str, str]], list[tuple[str]], list[tuple[str, str]]]:
+        """Serialise and hand over what is buffered (on the event loop's thread)."""
         sessions, self._sessions = self._sessions, {}
         spool, self._spool = self._spool, []
-        with self.db:  # one transaction
+        up = [
+            (u, json.dumps(d(), separators=(",", ":")))
+            for u, d in sessions.items()
+            if d is not None
+        ]
+        dl = [(u,) for u, d in sessions.items() if d is None]
+        return up, dl, spool
+
+    def write(
+        self, batch: tuple[list[tuple[str, str]], list[tuple[str]], list[tuple[str, str]]]
+    ) -> None:
+        """Commit one taken batch in one transaction (any thread; SQLite I/O
+        releases the GIL, so the event loop keeps serving commands)."""
+        up, dl, spool = batch
+        if not (up or dl or spool):
+            return
+        with self._lock, self.db:
             self.db.execute("BEGIN")
-            up = [
-                (u, json.dumps(d(), separators=(",", ":")))
-                for u, d in sessions.items()
-                if d is not None
-            ]
-            dl = [(u,) for u, d in sessions.items() if d is None]
             if up:
                 self.db.executemany("INSERT OR REPLACE INTO sessions(uid, doc) VALUES (?, ?)", up)
             if dl:
@@ -77,29 +88,39 @@ class Store:
             if spool:
                 self.db.executemany("INSERT INTO spool(kind, doc) VALUES (?, ?)", spool)
 
+    def flush(self) -> None:
+        self.write(self.take())
+
     # ------------------------------------------------------------ reads
     def sessions(self) -> list[dict[str, Any]]:
-        return [json.loads(d) for (d,) in self.db.execute("SELECT doc FROM sessions")]
+        with self._lock:
+            rows = self.db.execute("SELECT doc FROM sessions").fetchall()
+        return [json.loads(d) for (d,) in rows]
 
     def spool_head(self, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
-        rows = self.db.execute("SELECT id, kind, doc FROM spool ORDER BY id LIMIT ?", (limit,))
+        with self._lock:
+            rows = self.db.execute(
+                "SELECT id, kind, doc FROM spool ORDER BY id LIMIT ?", (limit,)
+            ).fetchall()
         return [(i, k, json.loads(d)) for i, k, d in rows]
 
     def spool_ack(self, ids: Iterable[int]) -> None:
         ids = list(ids)
         if ids:
-            with self.db:
+            with self._lock, self.db:
                 self.db.execute("BEGIN")
                 self.db.execute("DELETE FROM spool WHERE id BETWEEN ? AND ?", (min(ids), max(ids)))
 
     def spool_depth(self) -> int:
-        (n,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
+        with self._lock:
+            (n,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
         return int(n) + len(self._spool)
 
     def meta(self, key: str, default: str | None = None) -> str | None:
-        row = self.db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
+        with self._lock:
+            row = self.db.execute("SELECT v FROM meta WHERE k = ?", (key,)).fetchone()
         return str(row[0]) if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.db:
+        with self._lock, self.db:
             self.db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))
