@@ -73,7 +73,7 @@ def running(
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(3)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -1,0 +1,240 @@
+"""The client against the real softswitch on loopback (no data ports)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import grpc
+import pytest
+from p4relay_switch import (
+    Backoff,
+    BlockingSwitch,
+    EncodeError,
+    Endpoint,
+    Entry,
+    EntryExistsError,
+    Lpm,
+    Nexthop,
+    NotFoundError,
+    Pipeline,
+    Reconnected,
+    RelayCall,
+    SchemaError,
+    SwitchClient,
+    SwitchError,
+    SwitchUnavailableError,
+    TableFullError,
+)
+from p4relay_switch import pipeline as pl
+from softswitch import binary, free_port, running
+
+RELAY_ENTRIES = 16
+LEGS = 16
+ARGS = ("--relay-entries", str(RELAY_ENTRIES), "--legs", str(LEGS), "--workers", "1")
+
+
+@pytest.fixture(scope="module")
+def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
+    with running(ARGS, log_path=log) as addr:
+        yield addr
+
+
+@pytest.fixture
+async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
+    c = SwitchClient(switch_addr, client_id=11, timeout_s=5)
+    await c.connect()
+    for t in (pl.RELAY, pl.LEG_REWRITE, pl.RELAY_ADDR, pl.IPV4_LPM, pl.NEXTHOP):
+        rows = await c.read(t, from_hw=False)
+        await c.delete(t, [Entry(r.key) for r in rows])
+    yield c
+    await c.close()
+
+
+def call(i: int = 0, legs: tuple[int, int] = (0, 1)) -> RelayCall:
+    return RelayCall.between(
+        a=Endpoint.of("198.18.1.10", 6000 + 2 * i),
+        relay_a=Endpoint.of("198.18.0.10", 20000 + 4 * i),
+        b=Endpoint.of("198.18.2.10", 7000 + 2 * i),
+        relay_b=Endpoint.of("198.18.0.10", 20002 + 4 * i),
+        legs=legs,
+    )
+
+
+async def test_connect_binds_and_loads_schema(sw: SwitchClient) -> None:
+    assert sw.connected
+    assert sw.schema.table(pl.RELAY).size == RELAY_ENTRIES
+    assert sw.schema.table(pl.LEG_REWRITE).size == LEGS
+    assert "$PORT_STAT" in sw.schema.tables
+    cfg = await sw.get_pipeline_config()
+    assert [c.p4_name for c in cfg.config] == ["p4relay"]
+
+
+async def test_insert_read_modify_delete(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    await p.add_nexthops([Nexthop(1, 1, "02:00:00:00:00:01", "02:00:00:00:00:02")])
+    await p.add_routes([("198.18.2.0/24", 1), ("0.0.0.0/0", 1)])
+    [row] = await sw.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 1}])
+    assert row.action == pl.A_FORWARD
+    assert row.data == {"port": 1, "src_mac": 0x020000000001, "dst_mac": 0x020000000002}
+    routes = await sw.read(pl.IPV4_LPM)
+    assert sorted((r.key[pl.K_DST_ADDR] for r in routes), key=repr) == sorted(
+        [Lpm(0xC6120200, 24), Lpm(0, 0)], key=repr
+    )
+    await p.add_nexthops([Nexthop(1, 2, "02:00:00:00:00:01", "02:00:00:00:00:03")], replace=True)
+    [row] = await sw.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 1}])
+    assert row.data["port"] == 2
+    with pytest.raises(EntryExistsError):
+        await p.add_nexthops([Nexthop(1, 1, "02:00:00:00:00:01", "02:00:00:00:00:02")])
+    await p.delete_routes(["0.0.0.0/0"])
+    with pytest.raises(NotFoundError):
+        await p.delete_routes(["0.0.0.0/0"])
+    assert await sw.usage(pl.IPV4_LPM) == 1
+
+
+async def test_batched_insert_and_usage(sw: SwitchClient) -> None:
+    entries = [
+        Entry({pl.K_NEXTHOP_ID: 100 + i}, pl.A_FORWARD, {"port": i % 4, "src_mac": i, "dst_mac": i})
+        for i in range(250)
+    ]
+    await sw.insert(pl.NEXTHOP, entries, batch=64)
+    assert await sw.usage(pl.NEXTHOP) == 250
+    assert len(await sw.read(pl.NEXTHOP)) == 250
+    await sw.delete(pl.NEXTHOP, entries, batch=100)
+    assert await sw.usage(pl.NEXTHOP) == 0
+
+
+async def test_encode_errors_caught_before_sending(sw: SwitchClient) -> None:
+    with pytest.raises(EncodeError):
+        await sw.insert(
+            pl.NEXTHOP,
+            [Entry({pl.K_NEXTHOP_ID: 1}, pl.A_FORWARD, {"port": 512, "src_mac": 0, "dst_mac": 0})],
+        )
+    with pytest.raises(SchemaError, match="parameters missing"):
+        await sw.insert(pl.NEXTHOP, [Entry({pl.K_NEXTHOP_ID: 1}, pl.A_FORWARD, {"port": 1})])
+    with pytest.raises(SchemaError, match="no table"):
+        await sw.read("pipe.Ingress.nothing")
+
+
+async def test_call_install_counters_remove(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    c = call()
+    await p.install_call(c, ttl_ms=5000)
+    assert await sw.usage(pl.RELAY) == 4
+    assert await sw.usage(pl.LEG_REWRITE) == 2
+    rows = await sw.read(pl.RELAY)
+    assert {(r.data["leg"], r.data["rtcp"]) for r in rows} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert all(0 < int(r.data[pl.TTL]) <= 5000 for r in rows)  # type: ignore[call-overload]
+    [rw] = await sw.read(pl.LEG_REWRITE, [{pl.K_LEG: 0}])
+    assert rw.data == {
+        "src_addr": int(c.a_to_b.out_src.addr),
+        "dst_addr": int(c.a_to_b.out_dst.addr),
+        "src_port": 20002,
+        "dst_port": 7000,
+    }
+    counters = await p.call_counters(c)
+    assert counters[0].rtp.packets == 0 and counters[1].rtcp.bytes == 0
+    q = await p.read_quality([0, 1])
+    assert q[0].packets == 0 and q[1].lost == 0
+    with pytest.raises(EntryExistsError):
+        await p.install_call(c)
+    # the failed duplicate removed nothing of the first? It rolls back its own
+    # writes, which are the same keys: the call is gone and can be re-installed.
+    await p.install_call(c)
+    await p.remove_call(c)
+    assert await sw.usage(pl.RELAY) == 0
+    assert await sw.usage(pl.LEG_REWRITE) == 0
+
+
+async def test_table_full_is_typed_and_rolled_back(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    n_calls = RELAY_ENTRIES // 4
+    for i in range(n_calls):
+        await p.install_call(call(i, legs=(i * 2 % LEGS, (i * 2 + 1) % LEGS)))
+    assert await sw.usage(pl.RELAY) == RELAY_ENTRIES
+    legs_before = await sw.usage(pl.LEG_REWRITE)
+    with pytest.raises(TableFullError) as ei:
+        await p.install_call(call(n_calls, legs=(LEGS - 2, LEGS - 1)))
+    assert ei.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert await sw.usage(pl.RELAY) == RELAY_ENTRIES
+    assert await sw.usage(pl.LEG_REWRITE) == legs_before
+
+
+async def test_registers_roundtrip(sw: SwitchClient) -> None:
+    await sw.write_register(pl.REG_LOST, {0: 7, LEGS - 1: 2**32 - 1})
+    got = await sw.read_register(pl.REG_LOST, [0, 1, LEGS - 1])
+    assert {i: v[0] for i, v in got.items()} == {0: 7, 1: 0, LEGS - 1: 2**32 - 1}
+    with pytest.raises(EncodeError):
+        await sw.write_register(pl.REG_PAYLOAD_TYPE, {0: 256})  # 8-bit register
+    with pytest.raises(SwitchError):  # index beyond the register's size
+        await sw.read_register(pl.REG_LOST, [LEGS + 10])
+    await Pipeline(sw).reset_quality([0])
+    assert (await sw.read_register(pl.REG_LOST, [0]))[0] == [0]
+
+
+async def test_idle_table_attribute(sw: SwitchClient) -> None:
+    await Pipeline(sw).setup(ttl_query_interval_ms=100, min_ttl_ms=1000)
+
+
+async def test_connect_timeout_when_nothing_listens() -> None:
+    c = SwitchClient(f"127.0.0.1:{free_port()}", connect_timeout_s=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(SwitchUnavailableError, match="not reachable"):
+        await c.connect()
+    assert time.monotonic() - t0 < 3
+    await c.close()
+
+
+async def test_reconnect_after_switch_restart() -> None:
+    addr = f"127.0.0.1:{free_port()}"  # fixed across the restart
+    cmd = [
+        str(binary()),
+        *ARGS,
+        "--grpc-listen",
+        addr,
+        "--metrics-listen",
+        f"127.0.0.1:{free_port()}",
+    ]
+
+    async def start() -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            *cmd, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+        )
+        return proc
+
+    proc = await start()
+    c = SwitchClient(
+        addr, client_id=12, backoff=Backoff(initial_s=0.1, max_s=0.5), connect_timeout_s=10
+    )
+    try:
+        await c.connect()
+        await Pipeline(c).add_nexthops([Nexthop(9, 1, "02:00:00:00:00:01", "02:00:00:00:00:02")])
+        proc.kill()  # a crash; SIGTERM waits for open streams (see switch/README.md)
+        await proc.wait()
+        with pytest.raises(SwitchUnavailableError):
+            for _ in range(50):
+                await c.usage(pl.NEXTHOP)
+                await asyncio.sleep(0.05)
+        proc = await start()
+        n = await c.next_notification(15)
+        assert isinstance(n, Reconnected)
+        assert c.connected
+        # the restarted switch is empty; the owner re-installs
+        assert await c.usage(pl.NEXTHOP) == 0
+        await Pipeline(c).add_nexthops([Nexthop(9, 1, "02:00:00:00:00:01", "02:00:00:00:00:02")])
+    finally:
+        await c.close()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def test_blocking_facade(switch_addr: str) -> None:
+    sw = BlockingSwitch(switch_addr, client_id=13)
+    try:
+        assert sw.run(sw.client.usage(pl.RELAY)) >= 0
+        assert sw.next_notification(0.1) is None
+    finally:
+        sw.close()
