@@ -37,3 +37,64 @@ def test_help_lists_every_setting() -> None:
         "--metrics-listen",
     ):
         assert flag in text
+
+
+def test_cli_runs_and_serves_metrics(tmp_path: Path) -> None:
+    """`rtpagent` as operators run it: embedded RTPProxy, /metrics, SIGTERM."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from harness import free_port, free_udp_pair, record_pid
+
+    port, mport = free_udp_pair(), free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rtpagent.cli",
+            "--rtpproxy",
+            "embedded",
+            "--listen",
+            f"udp:127.0.0.1:{port}",
+            "--embedded-ports",
+            "38000-38999",
+            "--relay-ports",
+            "38000-38999",
+            "--switch",
+            "",
+            "--notify-listen",
+            f"tcp:127.0.0.1:{free_port()}",
+            "--state-file",
+            str(tmp_path / "s.sqlite"),
+            "--metrics-listen",
+            f"127.0.0.1:{mport}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    record_pid(proc.pid)
+    try:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(0.3)
+        reply = b""
+        for _ in range(100):
+            s.sendto(b"k1 V", ("127.0.0.1", port))
+            try:
+                reply = s.recv(100)
+                break
+            except TimeoutError:
+                time.sleep(0.1)
+        assert reply == b"k1 20040107\n"
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        text = opener.open(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
+        assert 'rtpagent_commands_total{op="VERSION"}' in text
+        assert "rtpagent_offload_seconds_bucket" in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert b'"event": "started"' in out  # structured (JSON) logs

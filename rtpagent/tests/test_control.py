@@ -7,6 +7,7 @@ import asyncio
 import socket
 from pathlib import Path
 
+import pytest
 from fakeswitch import FakeSwitch
 from harness import Client, free_port, free_udp_pair, settings, wait_for
 from rtpagent.app import App
@@ -174,3 +175,27 @@ async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -
         await app.stop()
         cl.close()
         srv.close()
+
+
+async def test_udp6_listener(tmp_path: Path) -> None:
+    import socket as so
+
+    probe = so.socket(so.AF_INET6, so.SOCK_DGRAM)
+    try:
+        probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = probe.getsockname()[1]
+    probe.close()
+    udp = free_udp_pair()
+    app, cl = await start(tmp_path, listen=[f"udp:127.0.0.1:{udp}", f"udp6:[::1]:{port}"])
+    try:
+        loop = asyncio.get_running_loop()
+        s6 = so.socket(so.AF_INET6, so.SOCK_DGRAM)
+        s6.setblocking(False)
+        await loop.sock_sendto(s6, b"c6 V", ("::1", port))
+        assert await asyncio.wait_for(loop.sock_recv(s6, 100), 3) == b"c6 20040107\n"
+        s6.close()
+    finally:
+        await app.stop()
+        cl.close()

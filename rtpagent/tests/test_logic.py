@@ -91,3 +91,50 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
         await app.stop()
         cl.close()
         srv.close()
+
+
+async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None:
+    from rtpagent.switchport import FlowCounters, LegQuality
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    try:
+        await cl.cmd("Uc8 c4 198.18.1.10 6000 ft;1")
+        r_l = await cl.cmd("L c4 198.18.2.10 7000 ft;1 tt;1")
+        assert r_l
+        pa = int(r_l.split()[0])
+        await wait_for(lambda: fake.relays)
+        caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa)
+        fake.counters[caller_key] = FlowCounters(50, 8600)
+        # Q from the caller's side: npkts_ina counts the caller's packets.
+        q = await cl.cmd("Q c4 ft;1 tt;1")
+        assert q is not None
+        _ttl, ina, ino, relayed, _dropped = (int(x) for x in q.split())
+        assert (ina, ino, relayed) == (50, 0, 50)
+        qv = await cl.cmd("Qv c4 ft;1 tt;1 npkts_ina nrelayed")
+        assert qv == "npkts_ina=50 nrelayed=50\n"
+        # A quality sample per direction with traffic, codec from `c8`.
+        leg = fake.relays[caller_key].leg
+        fake_quality = {leg: LegQuality(50, 2, 0, 16 * 8, 8)}
+
+        async def rq(legs: list[int]) -> dict[int, LegQuality]:
+            return {lg: fake_quality.get(lg, LegQuality(0, 0, 0, 0, 0)) for lg in legs}
+
+        fake.read_quality = rq  # type: ignore[method-assign]
+        assert await app.sampler.sample() == 1
+        app.store.flush()
+        samples = [d for _, k, d in app.store.spool_head(1000) if k == "sample"]
+        assert samples[-1]["direction"] == "caller_to_callee"
+        assert samples[-1]["packets"] == 50 and samples[-1]["lost"] == 2
+        assert samples[-1]["codec"] == "PCMA" and abs(samples[-1]["jitter_ms"] - 1.0) < 1e-6
+        # D reads the final counters into the ended session's report.
+        assert await cl.cmd("D c4 ft tt") == "0\n"
+        await wait_for(lambda: not fake.relays)
+        app.store.flush()
+        ended = [
+            d for _, k, d in app.store.spool_head(1000) if k == "session" and d["state"] == "ended"
+        ]
+        assert ended and ended[-1]["packets"] == 50
+    finally:
+        await app.stop()
+        cl.close()

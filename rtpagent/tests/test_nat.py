@@ -70,6 +70,16 @@ async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[s
             # The callee's packets go to the latched address, not the SDP one.
             to_caller = app.offloader.plans[s.uid].legs[0]
             assert (to_caller.dst_addr, to_caller.dst_port) == ("198.18.3.10", 41000)
+            # Now the switch carries the caller's packets: they hit the entry and
+            # Q (from the caller's side) counts them from the switch's counters.
+            for _ in range(3):
+                send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a)
+
+            async def counted() -> bool:
+                q = await cl.cmd("Q nat1 f;1 t;1")
+                return q is not None and int(q.split()[1]) >= 3
+
+            await wait_for(counted, within=10.0, interval=0.2)
             cl.close()
     finally:
         sw.stop()

@@ -163,3 +163,34 @@ async def test_fail_open_table_full(tmp_path: Path, probe: SwitchClient) -> None
             assert len(await relays(sc)) == 4 and len(await legs(sc)) == 2
             await sc.close()
             cl.close()
+
+
+async def test_switch_idle_ends_call(tmp_path: Path, sw: Softswitch) -> None:
+    """No packet for the entry TTL: the softswitch reports the entries idle; the
+    agent deletes the session in RTPProxy and notifies the SIP server's socket."""
+    import asyncio
+
+    from harness import free_port
+
+    got: list[bytes] = []
+
+    async def sip_server(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        while line := await r.readline():
+            got.append(line)
+
+    port = free_port()
+    srv = await asyncio.start_server(sip_server, "127.0.0.1", port)
+    cfg = settings(
+        tmp_path, switch=sw.address, idle_ttl_ms=1500, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+    )
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        await cl.cmd(f"U idle1 198.18.1.10 6000 f;1 tcp:127.0.0.1:{port} kam%3A9")
+        await cl.cmd("L idle1 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: app.offloader.plans)
+        await wait_for(lambda: got, within=15.0, interval=0.1)
+        assert got == [b"kam:9\n"]
+        await wait_for(lambda: not app.offloader.plans)
+        assert await cl.cmd("Q idle1 f;1 t;1") == "E50\n"
+        cl.close()
+    srv.close()
