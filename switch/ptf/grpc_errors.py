@@ -100,8 +100,15 @@ class DuplicateAndAbsent(P4RelayTest):
             self.sw.run(self.client.modify(pl.NEXTHOP, [absent]))
         with self.assertRaises(NotFoundError):
             self.sw.run(self.p.remove_call(self.call()))
-        rows = self.sw.run(self.client.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 999}]))
-        self.assertEqual(rows, [])
+        with self.assertRaises(NotFoundError):
+            self.sw.run(self.client.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 999}]))
+        # a duplicate call is refused without touching the installed one
+        c = self.call()
+        self.sw.run(self.p.install_call(c))
+        with self.assertRaises(EntryExistsError):
+            self.sw.run(self.p.install_call(c))
+        self.assertEqual(self.sw.run(self.client.usage(pl.RELAY)), 4)
+        self.assertEqual(self.sw.run(self.client.usage(pl.LEG_REWRITE)), 2)
         _alive(self)
 
 
@@ -253,7 +260,8 @@ class MalformedWrites(P4RelayTest):
         for name, fn in cases.items():
             self.expect_reject(name, fn)
         # nothing of the above was written
-        self.assertEqual(self.sw.run(self.client.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 500}])), [])
+        with self.assertRaises(NotFoundError):
+            self.sw.run(self.client.read(pl.NEXTHOP, [{pl.K_NEXTHOP_ID: 500}]))
         _alive(self)
 
 

@@ -102,7 +102,7 @@ class QualityLossReorder(QualityBase):
         self.assertEqual((other.packets, other.lost, other.reordered), (0, 0, 0))
 
         # wrap: 65534 65535 0 1 is no loss; a new leg index starts from zero
-        call2 = self.call(legs=(20, 21), a_port=6100)
+        call2 = self.call(legs=(20, 21), a_port=6100, b_port=7100)
         self.sw.run(self.p.install_call(call2))
         for s in (65534, 65535, 0, 1, 3):
             pkt = udp_packet(
@@ -114,7 +114,7 @@ class QualityLossReorder(QualityBase):
                 payload=rtp_payload(s, s * 160, pt=0),
             )
             self.send(1, pkt)
-            self.expect(forwarded(pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+            self.expect(forwarded(pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7100), 2)
         q2 = self.sw.run(self.p.read_quality([20]))[20]
         self.assertEqual((q2.packets, q2.lost, q2.reordered, q2.max_seq), (5, 1, 0, 3))
         self.assertEqual(q2.payload_type, 0)
@@ -136,7 +136,7 @@ class QualityJitter(QualityBase):
         q = self.sw.run(self.p.read_quality([leg]))[leg]
         self.assertLess(q.jitter_units, JITTER_TOLERANCE_UNITS, q)
 
-        call2 = self.call(legs=(30, 31), a_port=6200)
+        call2 = self.call(legs=(30, 31), a_port=6200, b_port=7200)
         self.sw.run(self.p.install_call(call2))
         n = 60
         t0 = time.monotonic()

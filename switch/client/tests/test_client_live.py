@@ -140,9 +140,11 @@ async def test_call_install_counters_remove(sw: SwitchClient) -> None:
     assert q[0].packets == 0 and q[1].lost == 0
     with pytest.raises(EntryExistsError):
         await p.install_call(c)
-    # the failed duplicate removed nothing of the first? It rolls back its own
-    # writes, which are the same keys: the call is gone and can be re-installed.
-    await p.install_call(c)
+    # the refused duplicate removed only what it wrote: the call is intact
+    assert await sw.usage(pl.RELAY) == 4
+    assert await sw.usage(pl.LEG_REWRITE) == 2
+    with pytest.raises(NotFoundError):
+        await sw.read(pl.LEG_REWRITE, [{pl.K_LEG: LEGS - 1}])
     await p.remove_call(c)
     assert await sw.usage(pl.RELAY) == 0
     assert await sw.usage(pl.LEG_REWRITE) == 0

@@ -12,6 +12,7 @@ Names below are the contract's; tests/test_contract.py checks they match it.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -351,8 +352,9 @@ class Pipeline:
 
     async def install_call(self, call: RelayCall, *, ttl_ms: int | None = None) -> None:
         """Reset the legs' quality registers, write both rewrites, then the four relay
-        entries. On failure everything this call wrote is removed again and the
-        typed error (TableFullError: leave the call on RTPProxy) is raised."""
+        entries. On failure what this call wrote is removed again (never an entry
+        that was there before, e.g. on ALREADY_EXISTS) and the typed error
+        (TableFullError: leave the call on RTPProxy) is raised."""
         await self.reset_quality([d.leg for d in call.directions])
         c = self.client
         rewrites = [
@@ -365,10 +367,30 @@ class Pipeline:
         ]
         try:
             await c.write(rewrites)
-            await c.write(relays)
-        except WriteError:
-            await self.remove_call(call, missing_ok=True)
+        except WriteError as e:
+            await self._undo(rewrites, e)
             raise
+        try:
+            await c.write(relays)
+        except WriteError as e:
+            await self._undo(relays, e)
+            await self._undo(rewrites, None)
+            raise
+
+    async def _undo(self, inserts: Sequence[pb.Update], err: WriteError | None) -> None:
+        """Delete the inserts of a batch that succeeded. ``err`` None: all did. When
+        the switch did not say which updates failed, every insert is deleted."""
+        failed = {u.index for u in err.errors} if err is not None else set()
+        known = err is None or (bool(err.errors) and -1 not in failed)
+        c = self.client
+        for i, u in enumerate(inserts):
+            if known and i in failed:
+                continue
+            te = pb.TableEntry()
+            te.CopyFrom(u.entity.table_entry)
+            te.ClearField("data")
+            with contextlib.suppress(NotFoundError):
+                await c.write([pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))])
 
     async def update_call(self, call: RelayCall) -> None:
         """Re-point both legs' rewrites (the far end moved, e.g. re-INVITE). The
