@@ -16,10 +16,13 @@ from fastapi.testclient import TestClient
 from p4relay_server.app import create_app
 from p4relay_server.config import Settings
 from p4relay_server.db import make_sessionmaker
+from p4relay_server.logs import configure_logging
 from p4relay_server.migrate import run_alembic
 from p4relay_server.services import accounts
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
+
+configure_logging("warning")  # JSON lines; errors still show in captured output
 
 ADMIN_PASSWORD = "correct-horse-battery"
 VIEWER_PASSWORD = "viewer-password-1"

@@ -83,9 +83,11 @@ def test_console_absent_is_fine(client: TestClient) -> None:
 
 
 def test_unknown_ids_and_wrong_methods(client: TestClient, auth: Auth) -> None:
-    assert client.get("/api/v1/sessions/0", headers=auth.viewer).status_code == 404
-    assert client.get(f"/api/v1/sessions/{2**70}", headers=auth.viewer).status_code in (404, 422)
-    assert client.get("/api/v1/switches/-1", headers=auth.viewer).status_code == 404
+    assert client.get("/api/v1/sessions/0", headers=auth.viewer).status_code == 422
+    assert client.get(f"/api/v1/sessions/{2**70}", headers=auth.viewer).status_code == 422
+    assert client.get("/api/v1/switches/-1", headers=auth.viewer).status_code == 422
+    assert client.patch(f"/api/v1/users/{2**40}", json={}, headers=auth.admin).status_code == 422
+    assert client.get("/api/v1/sessions/123456", headers=auth.viewer).status_code == 404
     assert client.put("/api/v1/ingest", json={}, headers=auth.ingest).status_code == 405
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, status
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Scope
 
@@ -85,6 +86,26 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         # Same shape as FastAPI's default, without echoing (possibly huge) input.
         errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI answers an undecodable body with 400; it is invalid input like
+        # any other, so it gets the documented 422 and a message.
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):
+            detail = [
+                {"loc": ["body"], "msg": "body is not valid UTF-8 JSON", "type": "json_invalid"}
+            ]
+            return JSONResponse({"detail": detail}, status_code=422)
+        return await http_exception_handler(request, exc)
+
+    @app.exception_handler(DataError)
+    async def bad_value(request: Request, exc: DataError) -> JSONResponse:
+        # A value the schema let through but PostgreSQL cannot store or compare.
+        log.warning(
+            "value refused by the database", path=request.url.path, error=str(exc.orig)[:300]
+        )
+        msg = f"value not accepted: {str(exc.orig).splitlines()[0][:200]}"
+        return JSONResponse({"detail": [{"loc": ["body"], "msg": msg, "type": "value_error"}]}, 422)
 
     @app.exception_handler(OperationalError)
     async def db_down(request: Request, exc: OperationalError) -> JSONResponse:

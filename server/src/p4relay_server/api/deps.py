@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -133,3 +133,7 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {"description": "credentials lack the needed role or scope"},
     422: {"description": "invalid parameters or body"},
 }
+
+# Path ids: out-of-range numbers are invalid input (422), not a database error.
+IntId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+BigId = Annotated[int, Path(ge=1, le=2**63 - 1)]

@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from p4relay_server import security
-from p4relay_server.api.deps import AUTH_RESPONSES, DB, Admin
+from p4relay_server.api.deps import AUTH_RESPONSES, DB, Admin, IntId
 from p4relay_server.models import ApiToken, Switch, User
 from p4relay_server.schemas import api
 from p4relay_server.services import accounts
@@ -34,7 +34,7 @@ def create_user(body: api.UserCreate, db: DB, _: Admin) -> User:
 
 
 @router.patch("/users/{user_id}", response_model=api.UserOut, responses=_404)
-def update_user(user_id: int, body: api.UserUpdate, db: DB, who: Admin) -> User:
+def update_user(user_id: IntId, body: api.UserUpdate, db: DB, who: Admin) -> User:
     user = db.get(User, user_id)
     if user is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such user")
@@ -62,7 +62,7 @@ def create_token(body: api.TokenCreate, db: DB, _: Admin) -> api.TokenCreated:
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=_404)
-def revoke_token(token_id: int, db: DB, _: Admin) -> Response:
+def revoke_token(token_id: IntId, db: DB, _: Admin) -> Response:
     row = db.get(ApiToken, token_id)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such token")

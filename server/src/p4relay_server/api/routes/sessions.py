@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AwareDatetime
 from sqlalchemy.orm import Session, sessionmaker
 
-from p4relay_server.api.deps import AUTH_RESPONSES, DB, Reader
+from p4relay_server.api.deps import AUTH_RESPONSES, DB, BigId, Reader
 from p4relay_server.models import CallSession
 from p4relay_server.schemas import api
 from p4relay_server.schemas.ingest import SessionState
@@ -135,7 +135,7 @@ def _csv_value(v: object) -> object:
 
 
 @router.get("/{session_id}", response_model=api.SessionDetail, responses=_404)
-def get_session(session_id: int, db: DB, _: Reader) -> api.SessionDetail:
+def get_session(session_id: BigId, db: DB, _: Reader) -> api.SessionDetail:
     """Legs and rewrite entries, quality series per direction, events."""
     if not 0 < session_id < 2**63:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such session")
@@ -147,7 +147,7 @@ def get_session(session_id: int, db: DB, _: Reader) -> api.SessionDetail:
 
 @router.get("/{session_id}/quality", response_model=list[api.QualitySeries], responses=_404)
 def get_quality(
-    session_id: int,
+    session_id: BigId,
     db: DB,
     _: Reader,
     start: Annotated[AwareDatetime | None, Query(alias="from")] = None,

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import AwareDatetime
 from sqlalchemy import select
 
-from p4relay_server.api.deps import AUTH_RESPONSES, DB, Reader
+from p4relay_server.api.deps import AUTH_RESPONSES, DB, IntId, Reader
 from p4relay_server.models import Switch
 from p4relay_server.schemas import api
 from p4relay_server.schemas.ingest import EventType, Severity
@@ -32,13 +32,13 @@ def _switch(db: DB, switch_id: int) -> Switch:
 
 
 @router.get("/switches/{switch_id}", response_model=api.SwitchOut, responses=_404)
-def get_switch(switch_id: int, db: DB, _: Reader) -> Switch:
+def get_switch(switch_id: IntId, db: DB, _: Reader) -> Switch:
     return _switch(db, switch_id)
 
 
 @router.get("/switches/{switch_id}/queues", response_model=list[api.QueueSeries], responses=_404)
 def queue_series(
-    switch_id: int,
+    switch_id: IntId,
     db: DB,
     _: Reader,
     start: Annotated[
