@@ -1,8 +1,9 @@
-# PTF suite: stop its softswitch (only the one inside p4rptf) and delete the namespace.
-if ip netns list 2>/dev/null | grep -qw p4rptf; then
-  for pid in $(ip netns pids p4rptf 2>/dev/null); do kill "$pid" 2>/dev/null; done
-  sleep 0.3
-  for pid in $(ip netns pids p4rptf 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-  ip netns del p4rptf
-fi
+# PTF suite (switch/ptf/run.sh): delete namespaces p4rptf-<pid> whose runner is
+# gone, with the softswitch inside. A run still in progress is left alone.
+for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^p4rptf-[0-9]+$'); do
+  owner=${ns#p4rptf-}
+  kill -0 "$owner" 2>/dev/null && continue
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+  ip netns del "$ns" 2>/dev/null
+done
 exit 0

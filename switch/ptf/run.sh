@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the PTF conformance suite against the software switch over veth.
 #
-# Builds network namespace p4rptf with one veth pair per switch port
+# Builds network namespace p4rptf-<pid> with one veth pair per switch port
 # (p4rptf-sN: the switch's side, p4rptf-pN: PTF's side), starts
 # p4relay-softswitch inside it (gRPC on the namespace's 127.0.0.1:50052) and
 # runs ptf there too, so no packet or connection leaves the namespace. Cleans up
@@ -13,7 +13,7 @@
 #      P4RELAY_SOFTSWITCH_BIN, PTF_PORTS (default 4).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-NS=p4rptf
+NS=p4rptf-$$   # per run, so concurrent runs (and their cleanup hooks) do not collide
 NPORTS=${PTF_PORTS:-4}
 STAGE=${STAGE:-20-ptf}
 RESULTS=${RESULTS:-$ROOT/build/test-results}
@@ -28,7 +28,10 @@ cleanup() {
     kill "$SW_PID"; for _ in $(seq 50); do kill -0 "$SW_PID" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$SW_PID" 2>/dev/null
   fi
-  bash "$ROOT/scripts/cleanup.d/ptf.sh"
+  if ip netns list 2>/dev/null | grep -qw "$NS"; then
+    for pid in $(ip netns pids "$NS" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$NS"
+  fi
   [ -f "$WORK/softswitch.log" ] && cp "$WORK/softswitch.log" "$RESULTS/$STAGE.softswitch.log"
   rm -rf "$WORK"
 }
@@ -37,7 +40,7 @@ trap 'exit 130' INT TERM
 
 [ -x "$BIN" ] || (cd "$ROOT/switch" && cargo build --release --quiet)
 mkdir -p "$RESULTS"
-bash "$ROOT/scripts/cleanup.d/ptf.sh"   # leftovers of an interrupted run
+bash "$ROOT/scripts/cleanup.d/ptf.sh"   # leftovers of interrupted runs
 
 ip netns add "$NS"
 nsx() { ip netns exec "$NS" "$@"; }
@@ -66,7 +69,7 @@ done
 rc=0
 nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" "${ifargs[@]}" \
   --test-params "grpc_addr='$GRPC';relay_entries=256;queue_depth=64" \
-  --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
+  --qlen 100000 --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
 # One XML per test module; the stage runner counts $RESULTS/$STAGE*.xml.
 for x in "$WORK"/xunit/*.xml; do
   [ -f "$x" ] && cp "$x" "$RESULTS/$STAGE.$(basename "$x")"
