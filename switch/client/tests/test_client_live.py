@@ -240,3 +240,22 @@ def test_blocking_facade(switch_addr: str) -> None:
         assert sw.next_notification(0.1) is None
     finally:
         sw.close()
+
+
+async def test_default_clear_scope_and_port_errors(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    await p.add_nexthops(
+        [Nexthop(i, 1, "02:00:00:00:00:01", "02:00:00:00:00:02") for i in range(5)]
+    )
+    await sw.set_default(pl.IPV4_LPM, pl.A_SET_NEXTHOP, {"nexthop_id": 3})
+    await sw.set_default(pl.IPV4_LPM, pl.A_DROP)
+    await sw.clear(pl.NEXTHOP)
+    assert await sw.usage(pl.NEXTHOP) == 0
+    await sw.set_entry_scope(pl.RELAY, per_pipe=False)
+    # this switch has no data ports: port tables answer NOT_FOUND, typed
+    with pytest.raises(NotFoundError):
+        await sw.port_stats([1])
+    with pytest.raises(NotFoundError):
+        await sw.queue_stats(1)
+    with pytest.raises(NotFoundError):
+        await sw.set_port_shaping(1, 1000)
