@@ -2,15 +2,20 @@
 # Removes what the softswitch benchmark leaves behind: its processes (by the
 # pid files it writes) and its p4rb* network namespaces.
 RUN=${P4RELAY_BENCH_RUN:-/tmp/p4rb-run}
+# A benchmark still running owns its namespaces: leave them (other engineers'
+# test runs call every cleanup hook). The benchmark itself forces cleanup.
+if [ -z "${P4RB_FORCE_CLEANUP:-}" ] && [ -f "$RUN/bench.pid" ] && kill -0 "$(cat "$RUN/bench.pid")" 2>/dev/null; then
+  exit 0
+fi
 if [ -d "$RUN" ]; then
   for f in "$RUN"/*.pid; do
-    [ -f "$f" ] || continue
+    [ -f "$f" ] && [ "$(basename "$f")" != bench.pid ] || continue
     pid=$(cat "$f")
     [ -n "$pid" ] && kill "$pid" 2>/dev/null
   done
   sleep 0.3
   for f in "$RUN"/*.pid; do
-    [ -f "$f" ] || continue
+    [ -f "$f" ] && [ "$(basename "$f")" != bench.pid ] || continue
     pid=$(cat "$f")
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
     rm -f "$f"

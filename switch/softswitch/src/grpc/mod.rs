@@ -643,3 +643,6 @@ pub fn server(sw: Arc<Switch>) -> BfRuntimeServer<Service> {
         .max_decoding_message_size(64 << 20)
         .max_encoding_message_size(64 << 20)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,474 @@
+//! BfRt server behaviour through a real tonic server and client on loopback:
+//! sessions, write errors and their details, rollback, reads, notifications.
+
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+
+use prost::Message;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::codec::{df_int, key_of};
+use super::pb::{self, bf_runtime_client::BfRuntimeClient};
+use super::{google, Switch};
+use crate::contract::CONTRACT;
+use crate::pipeline::{LearnDigest, Pipeline};
+use crate::schema::{Schema, TableSchema};
+
+type Client = BfRuntimeClient<tonic::transport::Channel>;
+
+struct Harness {
+    sw: Arc<Switch>,
+    client: Client,
+    stream_tx: tokio::sync::mpsc::Sender<pb::StreamMessageRequest>,
+    inbound: tonic::Streaming<pb::StreamMessageResponse>,
+    digests: std::sync::mpsc::SyncSender<LearnDigest>,
+}
+
+async fn harness(relay_entries: usize) -> Harness {
+    let (dtx, drx) = sync_channel(64);
+    let pipeline = Arc::new(Pipeline::new(
+        &CONTRACT,
+        relay_entries,
+        64,
+        &[1, 2],
+        dtx.clone(),
+    ));
+    let schema = Schema::build(&CONTRACT, relay_entries as u32, 64);
+    let sw = Arc::new(Switch::new(schema, pipeline, Arc::new(Vec::new())));
+    {
+        let sw = sw.clone();
+        std::thread::spawn(move || super::notify::run_digests(sw, drx));
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = super::server(sw.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(server)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let mut client = BfRuntimeClient::connect(format!("http://{addr}"))
+        .await
+        .unwrap();
+    let (stream_tx, rx) = tokio::sync::mpsc::channel(8);
+    let inbound = client
+        .stream_channel(ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    Harness {
+        sw,
+        client,
+        stream_tx,
+        inbound,
+        digests: dtx,
+    }
+}
+
+impl Harness {
+    async fn subscribe(&mut self, client_id: u32) -> pb::StreamMessageResponse {
+        let n = pb::subscribe::Notifications {
+            enable_learn_notifications: true,
+            enable_idletimeout_notifications: true,
+            ..Default::default()
+        };
+        self.stream_tx
+            .send(pb::StreamMessageRequest {
+                client_id,
+                update: Some(pb::stream_message_request::Update::Subscribe(
+                    pb::Subscribe {
+                        device_id: 0,
+                        notifications: Some(n),
+                        ..Default::default()
+                    },
+                )),
+            })
+            .await
+            .unwrap();
+        self.inbound.message().await.unwrap().unwrap()
+    }
+
+    async fn bind(&mut self, client_id: u32) -> Result<(), tonic::Status> {
+        self.client
+            .set_forwarding_pipeline_config(pb::SetForwardingPipelineConfigRequest {
+                device_id: 0,
+                client_id,
+                action: pb::set_forwarding_pipeline_config_request::Action::Bind as i32,
+                config: vec![pb::ForwardingPipelineConfig {
+                    p4_name: "p4relay".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn write(
+        &mut self,
+        updates: Vec<pb::Update>,
+        atomicity: i32,
+    ) -> Result<(), tonic::Status> {
+        self.client
+            .write(pb::WriteRequest {
+                target: None,
+                client_id: 1,
+                updates,
+                atomicity,
+                p4_name: "p4relay".into(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn read(&mut self, entities: Vec<pb::Entity>) -> Result<Vec<pb::Entity>, tonic::Status> {
+        let mut s = self
+            .client
+            .read(pb::ReadRequest {
+                target: None,
+                client_id: 1,
+                entities,
+                p4_name: String::new(),
+            })
+            .await?
+            .into_inner();
+        let mut out = vec![];
+        while let Some(r) = s.message().await? {
+            out.extend(r.entities);
+        }
+        Ok(out)
+    }
+
+    fn table(&self, name: &str) -> &TableSchema {
+        self.sw.schema.table_by_name(name).unwrap()
+    }
+}
+
+fn update(
+    ty: pb::update::Type,
+    t: &TableSchema,
+    key: &[(&str, u64)],
+    action: Option<&str>,
+    params: &[(&str, u64)],
+) -> pb::Update {
+    let data = action.map(|a| {
+        let a = t.action_by_name(a).unwrap();
+        pb::TableData {
+            action_id: a.id,
+            fields: params
+                .iter()
+                .map(|(n, v)| {
+                    let p = a
+                        .params
+                        .iter()
+                        .find(|p| p.name == *n)
+                        .map(|p| (p.id, p.bits));
+                    let (id, bits) = p.unwrap_or_else(|| {
+                        let d = t.data_by_name(n).unwrap();
+                        (d.id, d.bits)
+                    });
+                    df_int(id, *v, bits)
+                })
+                .collect(),
+        }
+    });
+    pb::Update {
+        r#type: ty as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(key_of(t, key))),
+                data,
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+fn relay_key(i: u64) -> [(&'static str, u64); 4] {
+    [
+        ("hdr.ipv4.src_addr", 0xc612_010a),
+        ("hdr.ipv4.dst_addr", 0xc612_000a),
+        ("hdr.udp.src_port", 4000 + i),
+        ("hdr.udp.dst_port", 20000),
+    ]
+}
+
+fn relay_insert(h: &Harness, i: u64) -> pb::Update {
+    update(
+        pb::update::Type::Insert,
+        h.table("pipe.Ingress.relay"),
+        &relay_key(i),
+        Some("Ingress.relay_leg"),
+        &[("leg", i), ("rtcp", 0)],
+    )
+}
+
+fn details(s: &tonic::Status) -> Vec<pb::Error> {
+    let st = google::rpc::Status::decode(s.details()).unwrap();
+    st.details
+        .iter()
+        .map(|a| pb::Error::decode(a.value.as_slice()).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_gate_writes_and_subscribe_answers() {
+    let mut h = harness(8).await;
+    let up = relay_insert(&h, 1);
+    assert_eq!(
+        h.write(vec![up.clone()], 0).await.unwrap_err().code(),
+        tonic::Code::FailedPrecondition
+    );
+    assert_eq!(
+        h.bind(1).await.unwrap_err().code(),
+        tonic::Code::FailedPrecondition
+    );
+    let ans = h.subscribe(1).await;
+    match ans.update {
+        Some(pb::stream_message_response::Update::Subscribe(s)) => {
+            assert_eq!(s.status.unwrap().code, 0)
+        }
+        other => panic!("expected Subscribe answer, got {other:?}"),
+    }
+    assert_eq!(
+        h.write(vec![up.clone()], 0).await.unwrap_err().code(),
+        tonic::Code::FailedPrecondition
+    );
+    h.bind(1).await.unwrap();
+    h.write(vec![up], 0).await.unwrap();
+    let cfg = h
+        .client
+        .get_forwarding_pipeline_config(pb::GetForwardingPipelineConfigRequest {
+            device_id: 0,
+            client_id: 1,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let j: serde_json::Value = serde_json::from_slice(&cfg.config[0].bfruntime_info).unwrap();
+    assert_eq!(
+        j["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["name"] == "pipe.Ingress.relay")
+            .count(),
+        1
+    );
+    assert!(!cfg.non_p4_config.unwrap().bfruntime_info.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_errors_carry_per_update_details_and_rollback_undoes() {
+    let mut h = harness(4).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    // CONTINUE_ON_ERROR: the good ones stay, the call's code is the first failure's.
+    let batch = vec![
+        relay_insert(&h, 1),
+        relay_insert(&h, 1),
+        relay_insert(&h, 2),
+    ];
+    let e = h.write(batch, 0).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::AlreadyExists);
+    let d = details(&e);
+    assert_eq!(
+        d.iter().map(|x| x.canonical_code).collect::<Vec<_>>(),
+        vec![0, tonic::Code::AlreadyExists as i32, 0]
+    );
+    assert_eq!(h.sw.pipeline.relay.len(), 2);
+    // ROLLBACK_ON_ERROR: a failing batch leaves nothing behind.
+    let batch = vec![relay_insert(&h, 3), relay_insert(&h, 1)];
+    assert_eq!(
+        h.write(batch, 1).await.unwrap_err().code(),
+        tonic::Code::AlreadyExists
+    );
+    assert_eq!(h.sw.pipeline.relay.len(), 2);
+    // Table full: RESOURCE_EXHAUSTED.
+    h.write(vec![relay_insert(&h, 3), relay_insert(&h, 4)], 0)
+        .await
+        .unwrap();
+    let e = h.write(vec![relay_insert(&h, 5)], 0).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    // Malformed: wrong width, unknown table, leg beyond the table.
+    let mut bad = relay_insert(&h, 6);
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        bad.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        if let Some(pb::table_entry::Value::Key(k)) = te.value.as_mut() {
+            if let Some(pb::key_field::MatchType::Exact(x)) = k.fields[0].match_type.as_mut() {
+                x.value.push(0);
+            }
+        }
+    }
+    assert_eq!(
+        h.write(vec![bad], 0).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+    let relay = h.table("pipe.Ingress.relay").clone();
+    let too_big_leg = update(
+        pb::update::Type::Modify,
+        &relay,
+        &relay_key(1),
+        Some("Ingress.relay_leg"),
+        &[("leg", 64), ("rtcp", 0)],
+    );
+    assert_eq!(
+        h.write(vec![too_big_leg], 0).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+    let unknown = pb::Update {
+        r#type: pb::update::Type::Insert as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: 42,
+                ..Default::default()
+            })),
+        }),
+    };
+    assert_eq!(
+        h.write(vec![unknown], 0).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+    let absent = update(pb::update::Type::Delete, &relay, &relay_key(99), None, &[]);
+    assert_eq!(
+        h.write(vec![absent], 0).await.unwrap_err().code(),
+        tonic::Code::NotFound
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_return_entries_counters_registers_and_usage() {
+    let mut h = harness(16).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    let relay = h.table("pipe.Ingress.relay").clone();
+    let mut up = relay_insert(&h, 1);
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        up.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        te.data
+            .as_mut()
+            .unwrap()
+            .fields
+            .push(df_int(crate::schema::ID_ENTRY_TTL, 5000, 32));
+    }
+    h.write(vec![up, relay_insert(&h, 2)], 0).await.unwrap();
+    let all = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: relay.id,
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    let one = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: relay.id,
+                value: Some(pb::table_entry::Value::Key(key_of(&relay, &relay_key(1)))),
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &one[0].entity else {
+        panic!()
+    };
+    let ttl = te
+        .data
+        .as_ref()
+        .unwrap()
+        .fields
+        .iter()
+        .find(|f| f.field_id == crate::schema::ID_ENTRY_TTL)
+        .unwrap();
+    let Some(pb::data_field::Value::Stream(b)) = &ttl.value else {
+        panic!()
+    };
+    let left = u32::from_be_bytes(b.as_slice().try_into().unwrap());
+    assert!(left > 0 && left <= 5000, "{left}");
+    // register write + read back; out of range index
+    let reg = h.table("pipe.Ingress.rtp_lost").clone();
+    let f = &reg.data[0];
+    let w = pb::Update {
+        r#type: pb::update::Type::Modify as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: reg.id,
+                value: Some(pb::table_entry::Value::Key(key_of(
+                    &reg,
+                    &[("$REGISTER_INDEX", 3)],
+                ))),
+                data: Some(pb::TableData {
+                    action_id: 0,
+                    fields: vec![df_int(f.id, 77, f.bits)],
+                }),
+                ..Default::default()
+            })),
+        }),
+    };
+    h.write(vec![w], 0).await.unwrap();
+    assert_eq!(
+        h.sw.pipeline.quality.read(crate::schema::Reg::Lost, 3),
+        Some(77)
+    );
+    let oob = pb::Entity {
+        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+            table_id: reg.id,
+            value: Some(pb::table_entry::Value::Key(key_of(
+                &reg,
+                &[("$REGISTER_INDEX", 64)],
+            ))),
+            ..Default::default()
+        })),
+    };
+    assert_eq!(
+        h.read(vec![oob]).await.unwrap_err().code(),
+        tonic::Code::OutOfRange
+    );
+    let usage = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableUsage(pb::TableUsage {
+                table_id: relay.id,
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableUsage(u)) = &usage[0].entity else {
+        panic!()
+    };
+    assert_eq!(u.usage, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digests_reach_subscribers() {
+    let mut h = harness(8).await;
+    h.subscribe(1).await;
+    h.digests
+        .send(LearnDigest {
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 4,
+            ingress_port: 5,
+        })
+        .unwrap();
+    let msg = tokio::time::timeout(std::time::Duration::from_secs(5), h.inbound.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Some(pb::stream_message_response::Update::Digest(d)) = msg.update else {
+        panic!("{msg:?}")
+    };
+    assert_eq!(d.digest_id, h.sw.schema.digests[0].id);
+    assert_eq!(d.data.len(), 1);
+    assert_eq!(d.data[0].fields.len(), 5);
+}
