@@ -123,3 +123,14 @@ class PortStats(P4RelayTest):
         # octets: the frame, with or without the 4-byte FCS depending on the target
         self.assertIn(delta(d1, "$OctetsReceived"), (n * len(pkt), n * (len(pkt) + 4)))
         self.assertIn(delta(d2, "$OctetsTransmittedTotal"), (n * len(pkt), n * (len(pkt) + 4)))
+
+
+class PortTable(P4RelayTest):
+    """$PORT lists the switch's ports, enabled and up."""
+
+    def runTest(self) -> None:
+        ports = self.sw.run(self.client.ports())
+        for p in self.dev.values():
+            self.assertIn(p, ports)
+            self.assertIs(ports[p].get("$PORT_UP"), True, ports[p])
+            self.assertIs(ports[p].get("$PORT_ENABLE"), True, ports[p])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from p4relay_switch import EncodeError, Lpm, Range, Schema, SchemaError, Ternary, codec
 from p4relay_switch import pipeline as pl
+from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo
 from softswitch import dump
 
@@ -104,3 +108,39 @@ def test_data_fields() -> None:
         codec.data_field(u, 1.5)
     with pytest.raises(EncodeError):
         codec.data_field(b, "yes")
+
+
+@given(bits=st.integers(1, 128), data=st.data())
+def test_int_roundtrip_any_width(bits: int, data: st.DataObject) -> None:
+    v = data.draw(st.integers(0, (1 << bits) - 1))
+    raw = codec.encode_int(v, f(bits))
+    assert len(raw) == (bits + 7) // 8
+    assert codec.decode_int(raw) == v
+    with pytest.raises(EncodeError):
+        codec.encode_int(v + (1 << bits), f(bits))
+
+
+@given(
+    value=st.integers(0, 2**32 - 1),
+    plen=st.integers(0, 32),
+    lo=st.integers(0, 65535),
+    hi=st.integers(0, 65535),
+)
+def test_key_roundtrip(value: int, plen: int, lo: int, hi: int) -> None:
+    k = codec.key_field(f(32, "LPM"), Lpm(value, plen))
+    assert codec.decode_key_field(None, pb.KeyField.FromString(k.SerializeToString())) == Lpm(
+        value, plen
+    )
+    if lo <= hi:
+        r = codec.key_field(f(16, "Range"), Range(lo, hi))
+        assert codec.decode_key_field(None, r) == Range(lo, hi)
+    else:
+        with pytest.raises(EncodeError):
+            codec.key_field(f(16, "Range"), Range(lo, hi))
+
+
+@given(st.text(max_size=40) | st.binary(max_size=20).map(lambda b: b.hex(":")))
+def test_to_int_never_crashes_on_text(s: str) -> None:
+    """Arbitrary strings either parse or raise EncodeError, nothing else."""
+    with contextlib.suppress(EncodeError):
+        assert codec.to_int(s) >= 0 or s.strip().startswith("-")

@@ -764,6 +764,15 @@ class SwitchClient:
 
     # -------------------------------------------------------------- ports, TM
 
+    async def ports(self) -> dict[int, dict[str, ReadValue]]:
+        """Every port the switch has ($PORT): dev_port -> $PORT_NAME, $SPEED, $PORT_UP..."""
+        out: dict[int, dict[str, ReadValue]] = {}
+        for e in await self.read("$PORT"):
+            p = e.key.get("$DEV_PORT")
+            if isinstance(p, int):
+                out[p] = e.data
+        return out
+
     async def port_stats(self, ports: Iterable[int]) -> dict[int, dict[str, int]]:
         """$PORT_STAT counters per dev port ($FramesReceivedOK, $OctetsReceived...)."""
         got = await self.read("$PORT_STAT", [{"$DEV_PORT": p} for p in ports])
