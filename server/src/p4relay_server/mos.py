@@ -14,6 +14,7 @@ make Idte ~ 0 for the delays we see, so Id reduces to Idd.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ _CODECS: dict[str, CodecImpairment] = {
 _G711_NAMES = {"PCMU", "PCMA", "G711", "G711U", "G711A"}
 
 
+@functools.lru_cache(maxsize=256)
 def codec_impairment(codec: str | None, plc: bool = True) -> CodecImpairment | None:
     """Ie/Bpl for a codec name (RTP encoding name, case-insensitive); None if unknown.
     A missing codec means G.711, the codec of the relayed calls by default."""
