@@ -28,7 +28,7 @@ from p4relay_switch import (
     TableFullError,
 )
 from p4relay_switch import pipeline as pl
-from softswitch import binary, free_port, running
+from softswitch_proc import binary, free_port, running
 
 RELAY_ENTRIES = 16
 LEGS = 16
