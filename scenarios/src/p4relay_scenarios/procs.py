@@ -170,9 +170,10 @@ def in_netns_ok(netns: str, code: str, timeout_s: float = 5.0) -> bool:
 def udp_control_probe(netns: str, host: str, port: int) -> bool:
     """RTPProxy's `V` (version) command answered on a control socket."""
     code = (
-        "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(1);"
-        f"s.sendto(b'p4rprobe V',('{host}',{port}));"
-        "sys.exit(0 if s.recv(256).startswith(b'p4rprobe') else 1)"
+        "import os,socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(1);"
+        "c=os.urandom(6).hex().encode();"  # fresh cookie: RTPProxy caches replies by cookie
+        f"s.sendto(c+b' V',('{host}',{port}));"
+        "sys.exit(0 if s.recv(256).startswith(c) else 1)"
     )
     return in_netns_ok(netns, code)
 

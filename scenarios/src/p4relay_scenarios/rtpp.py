@@ -9,10 +9,13 @@ from p4relay_scenarios import topology
 
 def command(cmd: str, port: int = 22223, netns: str = topology.RELAY.netns) -> str:
     """Send one control command from inside the relay host; returns the reply body."""
+    # A fresh cookie each time: RTPProxy answers a repeated cookie from its reply cache.
     code = (
-        "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2);"
-        f"s.sendto(b'p4rq ' + sys.argv[1].encode(),('127.0.0.1',{port}));"
-        "print(s.recv(65536).decode().split(' ',1)[1].strip())"
+        "import os,socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2);"
+        "c=os.urandom(6).hex().encode();"
+        f"s.sendto(c + b' ' + sys.argv[1].encode(),('127.0.0.1',{port}));"
+        "r=s.recv(65536).decode();assert r.startswith(c.decode()+' '),r;"
+        "print(r.split(' ',1)[1].strip())"
     )
     r = subprocess.run(
         ["ip", "netns", "exec", netns, "python3", "-c", code, cmd],

@@ -62,6 +62,7 @@ class StackConfig:
     agent: bool = True  # False: Kamailio talks to RTPProxy directly
     database_url: str | None = None  # None: no server, no reporting
     collector: bool = True
+    collector_metrics_port: int = 9103  # 0: off (tests, where other suites may hold 9103)
     rtpproxy_ttl_s: int = 60
     switch_args: list[str] = field(default_factory=list)
     kamailio_children: int = 4

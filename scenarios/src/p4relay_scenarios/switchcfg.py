@@ -18,6 +18,8 @@ T_NEXTHOP = "pipe.Ingress.nexthop"
 T_RELAY_ADDR = "pipe.Ingress.relay_addr"
 T_RELAY = "pipe.Ingress.relay"
 T_LEG = "pipe.Ingress.leg_rewrite"
+# Generous: on a loaded 2-core machine a busy switch can take seconds to accept a channel.
+CONNECT_TIMEOUT_S = 30.0
 
 
 def route_entries(ports: list[PortInfo]) -> tuple[list[Entry], list[Entry]]:
@@ -60,7 +62,7 @@ async def program(
     *,
     relay_port_min: int = 20000,
     relay_port_max: int = 29999,
-    connect_timeout_s: float = 20.0,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> None:
     """Install routes and the relay range (insert or modify: safe to repeat)."""
     sw = SwitchClient(grpc_addr, client_id=7, connect_timeout_s=connect_timeout_s, reconnect=False)
@@ -78,7 +80,7 @@ async def program(
 
 async def relay_entry_count(grpc_addr: str) -> tuple[int, int]:
     """(relay entries, leg_rewrite entries) installed right now."""
-    sw = SwitchClient(grpc_addr, client_id=8, reconnect=False)
+    sw = SwitchClient(grpc_addr, client_id=8, reconnect=False, connect_timeout_s=CONNECT_TIMEOUT_S)
     await sw.connect()
     try:
         return len(await sw.read(T_RELAY)), len(await sw.read(T_LEG))
@@ -87,7 +89,7 @@ async def relay_entry_count(grpc_addr: str) -> tuple[int, int]:
 
 
 async def port_counters(grpc_addr: str, dev_ports: list[int]) -> dict[int, dict[str, int]]:
-    sw = SwitchClient(grpc_addr, client_id=9, reconnect=False)
+    sw = SwitchClient(grpc_addr, client_id=9, reconnect=False, connect_timeout_s=CONNECT_TIMEOUT_S)
     await sw.connect()
     try:
         return await sw.port_stats(dev_ports)
@@ -97,7 +99,7 @@ async def port_counters(grpc_addr: str, dev_ports: list[int]) -> dict[int, dict[
 
 async def shape_port(grpc_addr: str, dev_port: int, rate_kbps: int | None) -> None:
     """Egress rate of a switch port in the switch's own traffic manager (None: unshaped)."""
-    sw = SwitchClient(grpc_addr, client_id=10, reconnect=False)
+    sw = SwitchClient(grpc_addr, client_id=10, reconnect=False, connect_timeout_s=CONNECT_TIMEOUT_S)
     await sw.connect()
     try:
         if rate_kbps is None:

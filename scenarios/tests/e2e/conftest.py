@@ -49,6 +49,7 @@ def stack(database_url: str) -> Iterator[Stack]:
             run_dir=run_dir,
             database_url=database_url,
             rtpproxy_ttl_s=30,
+            collector_metrics_port=0,
             # Small egress queues so the shaping case loses packets within seconds.
             switch_args=["--queue-depth", "64"],
         )
