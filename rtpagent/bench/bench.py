@@ -160,31 +160,43 @@ def start_switch() -> tuple[subprocess.Popen[bytes] | None, str | None]:
     return None, None
 
 
-def scrape_offload(metrics_port: int) -> tuple[float, float, int] | None:
-    """p50/p99 upper bucket bounds (ms) of rtpagent_offload_seconds, and the count."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process (and its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raw_buckets(metrics_port: int) -> list[tuple[float, float]]:
+    """Cumulative buckets of rtpagent_offload_seconds: [(le, count)]."""
     import urllib.request
 
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
     try:
-        text = (
-            urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5)
-            .read()
-            .decode()
-        )
+        text = opener.open(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     except OSError:
-        return None
-    buckets = []
+        return []
+    out = []
     for line in text.splitlines():
         if line.startswith("rtpagent_offload_seconds_bucket"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
-            buckets.append(
-                (float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1]))
-            )
-    if not buckets or buckets[-1][1] == 0:
+            out.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    return out
+
+
+def quantiles(
+    before: list[tuple[float, float]], after: list[tuple[float, float]]
+) -> tuple[float, float, int] | None:
+    """p50/p99 (upper bucket bounds, ms) of the observations between two scrapes."""
+    if not after:
         return None
-    total = buckets[-1][1]
+    prev = dict(before)
+    diff = [(le, c - prev.get(le, 0.0)) for le, c in after]
+    total = diff[-1][1]
+    if total <= 0:
+        return None
 
     def q(p: float) -> float:
-        return next(le for le, c in buckets if c >= p * total) * 1000
+        return next(le for le, c in diff if c >= p * total) * 1000
 
     return q(0.5), q(0.99), int(total)
 
@@ -254,10 +266,16 @@ async def main_async(a: argparse.Namespace) -> int:
         try:
             await wait_ready(port)
             await throughput(port, 200, a.inflight)  # warm-up
+            b0 = raw_buckets(metrics_port)
+            c0 = cpu_seconds(agent.pid)
             cps = await throughput(port, a.calls, a.inflight)
+            cpu_per_call = (cpu_seconds(agent.pid) - c0) / a.calls * 1e6
+            b1 = raw_buckets(metrics_port)
             via, direct = await latency(port, port + 1, a.latency_calls)
+            b2 = raw_buckets(metrics_port)
             off = await offload_latency(port, sw, a.offload_calls) if sw else []
-            internal = scrape_offload(metrics_port)
+            internal = quantiles(b2, raw_buckets(metrics_port))
+            loaded = quantiles(b0, b1)
         finally:
             agent.terminate()
             agent.wait(10)
@@ -268,6 +286,8 @@ async def main_async(a: argparse.Namespace) -> int:
     added99 = pct(via, 99) - pct(direct, 99)
     rows = [
         ("calls/s through agent (U+L+D)", f"{cps:,.0f}", ">= 1,000", cps >= 1000),
+        ("agent+RTPProxy CPU per call (us)", f"{cpu_per_call:,.0f}", "", None),
+        ("calls/s per core at that CPU cost", f"{1e6 / max(cpu_per_call, 1):,.0f}", "", None),
         (
             "RTPProxy direct p50 / p99 (ms)",
             f"{statistics.median(direct):.3f} / {pct(direct, 99):.3f}",
@@ -293,6 +313,15 @@ async def main_async(a: argparse.Namespace) -> int:
             None,
         ),
     ]
+    if loaded:
+        rows.append(
+            (
+                f"offload under load ({a.inflight} calls in flight) p50/p99 ms",
+                f"<= {loaded[0]:.1f} / <= {loaded[1]:.1f}",
+                "",
+                None,
+            )
+        )
     if internal:
         rows.append(
             (

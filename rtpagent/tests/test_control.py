@@ -199,3 +199,27 @@ async def test_udp6_listener(tmp_path: Path) -> None:
     finally:
         await app.stop()
         cl.close()
+
+
+async def test_rtpproxy_on_unix_stream_socket(tmp_path: Path) -> None:
+    """RTPProxy behind a unix: control socket (stream mode, no cookies)."""
+    from harness import RtpproxyProcess
+
+    sock = tmp_path / "rtpp.sock"
+    rtpp = RtpproxyProcess(0, "127.0.0.1", "39000-39999", [])
+    rtpp.cmd[rtpp.cmd.index("--control") + 1] = f"unix:{sock}"
+    rtpp.start()
+    try:
+        app, cl = await start(tmp_path, rtpproxy=f"unix:{sock}", notify_listen="")
+        try:
+            assert await cl.cmd("V") == "20040107\n"
+            r = await cl.cmd("U ux 198.18.1.10 6000 f;1")
+            assert r is not None and r.split()[0].isdigit()
+            r = await cl.cmd("L ux 198.18.2.10 7000 f;1 t;1")
+            assert r is not None and r.split()[0].isdigit()
+            assert await cl.cmd("D ux f t") == "0\n"
+        finally:
+            await app.stop()
+            cl.close()
+    finally:
+        rtpp.stop()

@@ -276,10 +276,16 @@ class Offloader:
     # ---------------------------------------------------------------- worker
     async def _worker(self) -> None:
         """Installs, modifications, take-backs: the latency-critical writes."""
+        busy = False
         while True:
             await self._wake.wait()
+            if busy:
+                # Under load, a millisecond gathers more calls into one Write
+                # (each RPC costs the agent far more CPU than an update in it).
+                await asyncio.sleep(0.001)
             self._wake.clear()
             dirty, self._dirty = self._dirty, {}
+            busy = len(dirty) > 1
             self._busy.update(dirty)
             self._active += 1
             try:
@@ -299,6 +305,8 @@ class Offloader:
         counter read never delays the next call's offload."""
         while True:
             await self._reap_wake.wait()
+            # Removals have no latency target: batch them harder.
+            await asyncio.sleep(0.005)
             self._reap_wake.clear()
             ready = [s for uid, s in self._ending.items() if uid not in self._busy]
             for s in ready:

@@ -10,6 +10,7 @@ lost answer is a replay on the server side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
 from datetime import UTC, datetime
@@ -88,12 +89,18 @@ class Reporter:
             "ended",
             "timeout",
         ):
-            self.store.enqueue("session", self.session_doc(s))
-        if kind == "ended":
+            # Coalesced: the server keeps only the highest `seq`, so one full
+            # state per session per spool flush is enough (fewer encodes).
+            self.store.enqueue_session(s.uid, functools.partial(self._final_doc, s))
+
+    def _final_doc(self, s: Session) -> dict[str, Any]:
+        doc = self.session_doc(s)
+        if s.state is OffloadState.ENDED:
             self.seq.pop(s.uid, None)
             self.answered.pop(s.uid, None)
             self.ended_at.pop(s.uid, None)
             self.pt.pop(s.uid, None)
+        return doc
 
     def session_doc(self, s: Session) -> dict[str, Any]:
         self.seq[s.uid] = self.seq.get(s.uid, 0) + 1
@@ -244,7 +251,7 @@ class Sender:
         self.url = url
         self.token = token
         self.agent = agent
-        self.batch = batch
+        self.batch = self.max_batch = batch
         self.client = httpx.AsyncClient(timeout=timeout)
         self.instance = uuid.uuid4().hex[:12]
         self.backoff = 0.5
@@ -292,6 +299,7 @@ class Sender:
         if r.status_code // 100 == 2:
             self.store.spool_ack(i for i, _, _ in rows)
             metrics.SPOOL_SENT.inc(len(rows))
+            self.batch = min(self.max_batch, self.batch * 2)  # back up after isolating a bad row
             return True
         if r.status_code == 413 and len(rows) > 1:
             self.batch = max(1, self.batch // 2)

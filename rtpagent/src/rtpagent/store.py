@@ -39,6 +39,7 @@ class Store:
         # session changed by several commands in one interval costs one dump.
         self._sessions: dict[str, Callable[[], dict[str, Any]] | None] = {}
         self._spool: list[tuple[str, str]] = []
+        self._session_docs: dict[str, Callable[[], dict[str, Any]]] = {}
         self._lock = threading.Lock()  # the connection is shared with a writer thread
 
     def close(self) -> None:
@@ -52,17 +53,25 @@ class Store:
     def drop_session(self, uid: str) -> None:
         self._sessions[uid] = None
 
+    def enqueue_session(self, uid: str, doc: Callable[[], dict[str, Any]]) -> None:
+        """A session's current state, serialised once at the next flush."""
+        self._session_docs[uid] = doc
+
     def enqueue(self, kind: str, doc: dict[str, Any]) -> None:
         self._spool.append((kind, json.dumps(doc, separators=(",", ":"), default=str)))
 
     @property
     def pending_writes(self) -> int:
-        return len(self._sessions) + len(self._spool)
+        return len(self._sessions) + len(self._spool) + len(self._session_docs)
 
     def take(self) -> tuple[list[tuple[str, str]], list[tuple[str]], list[tuple[str, str]]]:
         """Serialise and hand over what is buffered (on the event loop's thread)."""
         sessions, self._sessions = self._sessions, {}
         spool, self._spool = self._spool, []
+        docs, self._session_docs = self._session_docs, {}
+        spool.extend(
+            ("session", json.dumps(d(), separators=(",", ":"), default=str)) for d in docs.values()
+        )
         up = [
             (u, json.dumps(d(), separators=(",", ":")))
             for u, d in sessions.items()
@@ -114,7 +123,7 @@ class Store:
     def spool_depth(self) -> int:
         with self._lock:
             (n,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
-        return int(n) + len(self._spool)
+        return int(n) + len(self._spool) + len(self._session_docs)
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:
