@@ -32,8 +32,6 @@ from p4relay_switch.client import Digest
 from p4relay_switch.pipeline import (
     A_MARK_RELAY,
     A_REWRITE,
-    COUNTER_BYTES,
-    COUNTER_PKTS,
     K_DST_ADDR,
     K_DST_PORT,
     K_LEG,
@@ -323,8 +321,10 @@ class BfrtSwitch:
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
         if not keys:
             return {}
+        enc = self._encoder()
         try:
-            rows = await self.client.read(RELAY, [_key(k) for k in keys])
+            ents = await self.client._read([enc.relay_read(k) for k in keys], None)
+            return enc.decode_counters(ents)
         except SwitchError as exc:
             if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
                 out: dict[FlowKey, FlowCounters] = {}
@@ -334,18 +334,6 @@ class BfrtSwitch:
             if exc.code is grpc.StatusCode.NOT_FOUND:
                 return {}
             raise _refused(exc) from exc
-        out = {}
-        for r in rows:
-            k = FlowKey(
-                _ip(r.key[K_SRC_ADDR]),
-                _ip(r.key[K_DST_ADDR]),
-                _int(r.key[K_SRC_PORT]),
-                _int(r.key[K_DST_PORT]),
-            )
-            out[k] = FlowCounters(
-                _int(r.data.get(COUNTER_PKTS, 0)), _int(r.data.get(COUNTER_BYTES, 0))
-            )
-        return out
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
         if not legs:

@@ -15,6 +15,8 @@ import socket
 from p4relay_switch.pipeline import (
     A_RELAY_LEG,
     A_REWRITE,
+    COUNTER_BYTES,
+    COUNTER_PKTS,
     K_DST_ADDR,
     K_DST_PORT,
     K_LEG,
@@ -27,7 +29,7 @@ from p4relay_switch.pipeline import (
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import Schema
 
-from .switchport import FlowKey, LegRewrite, RelayEntry
+from .switchport import FlowCounters, FlowKey, LegRewrite, RelayEntry
 
 
 def _ip(addr: str) -> bytes:
@@ -52,6 +54,8 @@ class Encoder:
         self.rewrite_action = w.id
         self.p = {n: w.param(n) for n in ("src_addr", "dst_addr", "src_port", "dst_port")}
         self._keys: dict[FlowKey, pb.TableKey] = {}
+        self.c_pkts = r.data_field(COUNTER_PKTS).id
+        self.c_bytes = r.data_field(COUNTER_BYTES).id
 
     def relay_key(self, k: FlowKey) -> pb.TableKey:
         tk = self._keys.get(k)
@@ -106,6 +110,32 @@ class Encoder:
             table_id=self.relay_id, key=self.relay_key(k), table_flags=pb.TableFlags(from_hw=True)
         )
         return pb.Entity(table_entry=te)
+
+    def decode_counters(self, ents: list[pb.Entity]) -> dict[FlowKey, FlowCounters]:
+        """Relay entries as read back -> their direct counters (no generic decode)."""
+        out: dict[FlowKey, FlowCounters] = {}
+        for e in ents:
+            te = e.table_entry
+            if te.table_id != self.relay_id:
+                continue
+            kv = {f.field_id: f.exact.value for f in te.key.fields}
+            try:
+                key = FlowKey(
+                    socket.inet_ntoa(kv[self.k_src]),
+                    socket.inet_ntoa(kv[self.k_dst]),
+                    int.from_bytes(kv[self.k_sport], "big"),
+                    int.from_bytes(kv[self.k_dport], "big"),
+                )
+            except (KeyError, OSError):
+                continue
+            pk = by = 0
+            for f in te.data.fields:
+                if f.field_id == self.c_pkts:
+                    pk = int.from_bytes(f.stream, "big")
+                elif f.field_id == self.c_bytes:
+                    by = int.from_bytes(f.stream, "big")
+            out[key] = FlowCounters(pk, by)
+        return out
 
     def _leg_key(self, leg: int) -> pb.TableKey:
         f = self.k_leg

@@ -306,7 +306,7 @@ class Offloader:
         while True:
             await self._reap_wake.wait()
             # Removals have no latency target: batch them harder.
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.02)
             self._reap_wake.clear()
             ready = [s for uid, s in self._ending.items() if uid not in self._busy]
             for s in ready:
