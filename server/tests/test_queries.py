@@ -112,6 +112,7 @@ def test_pagination_is_stable_under_inserts(client: TestClient, auth: Auth, call
         ({"address": "198.18.1.17"}, [7]),
         ({"address": "198.18.2.10"}, list(reversed(range(12)))),
         ({"address": "203.0.113.1"}, []),
+        ({"address": "198.18.0.10"}, []),  # the relay address is not a party
     ],
 )
 def test_filters(

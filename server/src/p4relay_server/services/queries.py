@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Select, exists, func, literal, or_, select, tuple_
+from sqlalchemy import Select, func, literal, select, tuple_
 from sqlalchemy.orm import Session, aliased
 
 from p4relay_server.models import (
@@ -82,17 +82,13 @@ class SessionFilter:
                 c.switch_id == select(Switch.id).where(Switch.name == self.switch).scalar_subquery()
             )
         if self.address is not None:
+            # Endpoint (party) addresses only: every call shares the relay address.
             a = literal(str(self.address)).cast(SessionLeg.src_addr.type)
-            leg = SessionLeg
             q = q.where(
-                exists().where(
-                    leg.session_id == c.id,
-                    or_(
-                        leg.src_addr == a,
-                        leg.dst_addr == a,
-                        leg.relay_in_addr == a,
-                        leg.relay_out_addr == a,
-                    ),
+                c.id.in_(
+                    select(SessionLeg.session_id)
+                    .where(SessionLeg.src_addr == a)
+                    .union(select(SessionLeg.session_id).where(SessionLeg.dst_addr == a))
                 )
             )
         return q

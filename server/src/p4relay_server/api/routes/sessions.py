@@ -37,7 +37,7 @@ def session_filter(
     ] = None,
     address: Annotated[
         ipaddress.IPv4Address | ipaddress.IPv6Address | None,
-        Query(description="an endpoint or relay address of any leg"),
+        Query(description="a party (endpoint) address of any leg"),
     ] = None,
     switch: Annotated[
         str | None, Query(min_length=1, max_length=128, pattern=r"^[^\x00]*$")
