@@ -9,8 +9,13 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+import structlog
+
+from . import metrics
 from .protocol import ECODE_SESUNKN, Command, Op, Reply
 from .state import Endpoint, Session, SessionTable
+
+log = structlog.get_logger("rtpagent.tracker")
 
 # Modifiers that re-state a side without side effects (`n` would allocate a
 # new port, `w` add a weak flag, `z` never applies: such sessions stay on RTPProxy).
@@ -132,6 +137,11 @@ class Tracker:
             peer.on_hold = False
         elif hold:
             peer.on_hold = True
+        else:
+            # RTPProxy may still accept it (it wraps ports); the session then
+            # simply stays on RTPProxy: nothing to offload to.
+            metrics.BAD_INPUT.labels("sdp_endpoint").inc()
+            log.info("sdp_endpoint_invalid", call_id=cmd.call_id, addr=cmd.addr, port=cmd.port)
         asym = cmd.ul.asymmetric
         peer.asymmetric = self.default_asymmetric if asym is None else asym
         peer.codecs = cmd.ul.codecs
