@@ -15,8 +15,11 @@ import sys
 def cleanup() -> int:
     from p4relay_scenarios import topology
     from p4relay_scenarios.procs import kill_recorded
-    from p4relay_scenarios.stack import ROOT
+    from p4relay_scenarios.stack import ROOT, testbed_in_use
 
+    if testbed_in_use():
+        print("cleanup: a live run holds the testbed; left alone")
+        return 0
     build = ROOT / "build"
     n = 0
     if build.exists():

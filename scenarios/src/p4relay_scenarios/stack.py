@@ -11,6 +11,7 @@ fallback tests use. Addresses and ports follow README's plan.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -52,6 +54,23 @@ AGENT_NOTIFY = "tcp:127.0.0.1:22224"
 SIP_TIMEOUT_SOCK = "tcp:127.0.0.1:22225"
 RELAY_ADDR = topology.RELAY.addr
 RELAY_PORTS = (20000, 29999)
+# Held (flock) by the process running a stack: cleanup hooks of other runs leave
+# a live testbed alone; a crashed run releases it with its death.
+LOCK_FILE = Path("/run/p4relay-testbed.lock")
+
+
+def testbed_in_use() -> bool:
+    """True while some live process holds the testbed lock."""
+    try:
+        with LOCK_FILE.open("a") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 @dataclass
@@ -83,6 +102,19 @@ class Stack:
         self.sup = Supervisor(cfg.run_dir)
         self.creds: Credentials | None = None
         self.media_dir = cfg.run_dir / "sipp"
+        self._lock: IO[str] | None = None
+
+    def _take_lock(self) -> None:
+        f = LOCK_FILE.open("a")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise StartError(
+                "another p4relay testbed run is live on this machine (demo, e2e or experiment); "
+                "stop it first (or wait)"
+            ) from None
+        self._lock = f
 
     # ------------------------------------------------------------ pieces
 
@@ -272,6 +304,8 @@ class Stack:
     # ------------------------------------------------------------ whole
 
     def up(self) -> None:
+        if self._lock is None:
+            self._take_lock()
         ports = self.testbed()
         if self.cfg.switch:
             self.softswitch(ports)
@@ -304,6 +338,9 @@ class Stack:
         self.sup.stop_all()
         if not keep_testbed:
             topology.down()
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
 
     def dead(self) -> list[str]:
         return self.sup.check_alive()
