@@ -198,3 +198,12 @@ def test_cli_retention(db_url: str) -> None:
     r = _cli(db_url, "retention")
     assert r.returncode == 0, r.stderr
     assert set(json.loads(r.stdout)) >= {"quality_buckets", "quality_expired", "queue_buckets"}
+
+
+def test_cli_register_switch(db_url: str, clean: Engine, client: TestClient, auth: Auth) -> None:
+    r = _cli(db_url, "register-switch", "--name", "sw1", "--grpc-address", "127.0.0.1:50052")
+    assert r.returncode == 0, r.stderr
+    again = _cli(db_url, "register-switch", "--name", "sw1", "--grpc-address", "198.19.0.1:50052")
+    assert again.returncode == 0
+    listed = client.get("/api/v1/ingest/switches", headers=auth.ingest).json()
+    assert [(s["name"], s["grpc_address"]) for s in listed] == [("sw1", "198.19.0.1:50052")]

@@ -1,5 +1,5 @@
 """`p4relay-server` command line: serve, migrate, create-admin, create-token,
-collector, retention, openapi."""
+register-switch, collector, retention, openapi."""
 
 from __future__ import annotations
 
@@ -98,6 +98,20 @@ def cmd_create_token(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_register_switch(args: argparse.Namespace) -> int:
+    from p4relay_server.db import make_engine, make_sessionmaker
+    from p4relay_server.services import accounts
+
+    engine = make_engine(_settings(args))
+    try:
+        with make_sessionmaker(engine)() as db:
+            sw = accounts.register_switch(db, args.name, args.grpc_address, args.device_id)
+    finally:
+        engine.dispose()
+    print(f"switch {sw.name!r} (id {sw.id}) at {sw.grpc_address}, device {sw.device_id}")
+    return 0
+
+
 def cmd_collector(args: argparse.Namespace) -> int:
     from p4relay_server.collector import run_collector
 
@@ -192,6 +206,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--expires-days", type=float, help="lifetime (default: no expiry)")
     s.set_defaults(func=cmd_create_token)
+
+    s = sub.add_parser(
+        "register-switch", help="register (or update) a switch for the collector to poll"
+    )
+    s.add_argument("--name", required=True, help="switch name, as agents report it")
+    s.add_argument(
+        "--grpc-address", required=True, help="BfRt gRPC host:port, e.g. 127.0.0.1:50052"
+    )
+    s.add_argument("--device-id", type=int, default=0)
+    s.set_defaults(func=cmd_register_switch)
 
     s = sub.add_parser("collector", help="poll registered switches over BfRt, send queue samples")
     s.add_argument("--server-url", help="server base URL (default http://127.0.0.1:8000)")

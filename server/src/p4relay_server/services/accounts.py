@@ -1,14 +1,15 @@
-"""Users and API tokens (shared by the admin API and the CLI)."""
+"""Users, API tokens and switch registration (shared by the admin API and the CLI)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from p4relay_server import security
-from p4relay_server.models import ApiToken, User
+from p4relay_server.models import ApiToken, Switch, User
 
 
 class Conflict(ValueError):
@@ -41,3 +42,19 @@ def create_token(
     db.commit()
     db.refresh(row)
     return row, new.token
+
+
+def register_switch(db: Session, name: str, grpc_address: str, device_id: int = 0) -> Switch:
+    """Create or update a switch the collector polls (by name)."""
+    ins = pg_insert(Switch).values(name=name, grpc_address=grpc_address, device_id=device_id)
+    db.execute(
+        ins.on_conflict_do_update(
+            index_elements=[Switch.name],
+            set_={"grpc_address": ins.excluded.grpc_address, "device_id": ins.excluded.device_id},
+        )
+    )
+    db.commit()
+    sw = db.scalar(select(Switch).where(Switch.name == name))
+    assert sw is not None
+    db.refresh(sw)
+    return sw

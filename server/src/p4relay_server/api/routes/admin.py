@@ -7,7 +7,6 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from p4relay_server import security
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, Admin, IntId
@@ -75,17 +74,4 @@ def revoke_token(token_id: IntId, db: DB, _: Admin) -> Response:
 @router.post("/switches", response_model=api.SwitchOut, status_code=201)
 def register_switch(body: api.SwitchCreate, db: DB, _: Admin) -> Switch:
     """Register (or update) a switch for the collector to poll."""
-    ins = pg_insert(Switch).values(
-        name=body.name, grpc_address=body.grpc_address, device_id=body.device_id
-    )
-    db.execute(
-        ins.on_conflict_do_update(
-            index_elements=[Switch.name],
-            set_={"grpc_address": ins.excluded.grpc_address, "device_id": ins.excluded.device_id},
-        )
-    )
-    db.commit()
-    sw = db.scalar(select(Switch).where(Switch.name == body.name))
-    assert sw is not None
-    db.refresh(sw)
-    return sw
+    return accounts.register_switch(db, body.name, body.grpc_address, body.device_id)
