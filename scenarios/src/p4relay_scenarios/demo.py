@@ -31,10 +31,12 @@ from p4relay_scenarios.stack import GRPC_ADDR, ROOT, SERVER_URL, SWITCH_METRICS,
 console = Console()
 PG_DIR = ROOT / "build" / "demo-pg"
 PG_PORT = 55433
+# ~45 calls send ~3.9 Mbit/s towards the UAS: 2.5 Mbit/s builds a queue and drops some.
+CONGESTED_KBPS = 2500
 
 
 @dataclass
-class Live_:
+class LiveState:
     uac: SippStats = field(default_factory=SippStats)
     nat: SippStats = field(default_factory=SippStats)
     sessions: int = 0
@@ -68,7 +70,7 @@ def _metric(text: str, name: str) -> int:
     return int(float(m.group(1))) if m else 0
 
 
-def poll_system(stack: Stack, live: Live_, stop: threading.Event) -> None:
+def poll_system(stack: Stack, live: LiveState, stop: threading.Event) -> None:
     api = stack.api() if stack.creds else None
     while not stop.wait(2.0):
         try:
@@ -96,7 +98,7 @@ def poll_system(stack: Stack, live: Live_, stop: threading.Event) -> None:
             pass
 
 
-def render(live: Live_, stack: Stack, t0: float) -> Group:
+def render(live: LiveState, stack: Stack, t0: float) -> Group:
     t = Table(show_header=True, header_style="bold")
     for c in ("", "created", "active", "ok", "failed"):
         t.add_column(c, justify="right")
@@ -129,13 +131,13 @@ def render(live: Live_, stack: Stack, t0: float) -> Group:
 
 
 def congestion_episode(
-    stack: Stack, live: Live_, stop: threading.Event, start_s: float, length_s: float
+    stack: Stack, live: LiveState, stop: threading.Event, start_s: float, length_s: float
 ) -> None:
     if stop.wait(start_s):
         return
-    live.note = f"[yellow]congestion: UAS port shaped to 600 kbit/s for {length_s:.0f} s[/yellow]"
+    live.note = f"[yellow]congestion: UAS port shaped to {CONGESTED_KBPS} kbit/s for {length_s:.0f} s[/yellow]"
     try:
-        asyncio.run(switchcfg.shape_port(GRPC_ADDR, topology.UAS.port, 600))
+        asyncio.run(switchcfg.shape_port(GRPC_ADDR, topology.UAS.port, CONGESTED_KBPS))
         stop.wait(length_s)
     finally:
         asyncio.run(switchcfg.shape_port(GRPC_ADDR, topology.UAS.port, None))
@@ -170,7 +172,7 @@ def main(argv: list[str]) -> int:
 
     db = None if args.no_server else start_pg()
     stack = Stack(StackConfig(run_dir=ROOT / "build" / "demo", database_url=db))
-    live = Live_()
+    live = LiveState()
     try:
         with console.status("building the testbed and starting every component..."):
             stack.up()
