@@ -3,8 +3,9 @@
 // reroute on its timeline, switches, events, audit + CSV, admin. Screenshots
 // of each page go to webui/test-artifacts/.
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
+import { axeViolations, type Violation } from './a11y';
 import { openBrowser, screenshot, type Browser } from './browser';
 import { startStack, type Stack } from './harness';
 import { ACTIVE_CALLS, callId, ENDED_CALLS, ingest, REROUTED, samples, seed, session } from './seed';
@@ -13,6 +14,13 @@ let stack: Stack | undefined;
 let browser: Browser | undefined;
 let page: Page;
 let detailUrl = '';
+const a11y = new Map<string, Violation[]>();
+
+/** Screenshot plus a WCAG 2.1 AA audit of what is on screen. */
+async function capture(name: string): Promise<void> {
+  await screenshot(page, name);
+  a11y.set(name, await axeViolations(page));
+}
 
 /** Every chart drew its lines (ECharts SVG: one <path> per series and axis line). */
 async function chartsDrawn(n: number): Promise<void> {
@@ -33,7 +41,13 @@ beforeAll(async () => {
   page.on('pageerror', (e) => { consoleErrors.push(String(e)); });
 });
 
+let failed = false;
+afterEach((ctx) => {
+  if (ctx.task.result?.state === 'fail') failed = true;
+});
+
 afterAll(async () => {
+  if (failed) console.error(`server log (tail):\n${stack?.serverLog().slice(-4000) ?? ''}`);
   await browser?.close();
   await stack?.stop();
 });
@@ -53,7 +67,7 @@ describe('operator console (real server)', () => {
     await page.getByLabel('Password').fill('wrong-password-123');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await expect.poll(() => page.getByRole('alert').textContent()).toContain('wrong username or password');
-    await screenshot(page, '01-login');
+    await capture('01-login');
     await page.getByLabel('Password').fill(live().password);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('heading', { name: 'Live sessions' }).waitFor();
@@ -70,7 +84,7 @@ describe('operator console (real server)', () => {
     const rendered = await page.getByTestId('row').count();
     expect(rendered).toBeGreaterThan(10);
     expect(rendered).toBeLessThan(ACTIVE_CALLS);
-    await screenshot(page, '02-live-sessions');
+    await capture('02-live-sessions');
   });
 
   it('shows a newly ingested session within 1 s', async () => {
@@ -103,7 +117,7 @@ describe('operator console (real server)', () => {
     await expect.poll(() => row.locator('.badge').textContent(), { timeout: 2000 }).toMatch(/^[12]\.\d\d/);
     expect(await row.textContent()).toContain('20.00 %'); // loss over the streamed interval
     await page.getByLabel('Filter sessions').fill('');
-    await screenshot(page, '02b-live-after-samples');
+    await capture('02b-live-after-samples');
   });
 
   it('filters by text, relay and degraded MOS', async () => {
@@ -114,7 +128,7 @@ describe('operator console (real server)', () => {
     const onRtpproxy = Math.floor(ACTIVE_CALLS / 5);
     await expect.poll(() => count().textContent()).toBe(`${String(onRtpproxy)} of ${String(ACTIVE_CALLS)} sessions`);
     expect(await page.getByText('RTPProxy (relay table full)').count()).toBeGreaterThan(0);
-    await screenshot(page, '03-live-filtered-rtpproxy');
+    await capture('03-live-filtered-rtpproxy');
     await page.getByLabel('Relayed by').selectOption('all');
     await page.getByLabel('MOS < 3.6 only').check();
     // Every 9th call is seeded with 6 of 50 packets lost per interval, and call 12 degraded live.
@@ -134,7 +148,7 @@ describe('operator console (real server)', () => {
     expect(await reroute.textContent()).toContain('sw1:p2 → sw1:p4 (queue delay 4.2 ms > 2 ms)');
     // The timeline chart has a row for reroute.
     expect(await page.getByRole('figure', { name: 'Session events timeline' }).textContent()).toContain('reroute');
-    await screenshot(page, '04-session-detail');
+    await capture('04-session-detail');
   });
 
   it('shows switch queues, drops and relay table use', async () => {
@@ -143,7 +157,7 @@ describe('operator console (real server)', () => {
     await chartsDrawn(4);
     expect(await page.getByRole('table', { name: 'Ports' }).textContent()).toContain('p4r-sw-2');
     expect(await page.getByText(/rewrite entries in use/).textContent()).toMatch(/\d+ rewrite entries in use \(\d+ offloaded calls\)/);
-    await screenshot(page, '05-switches');
+    await capture('05-switches');
   });
 
   it('shows reroute, congestion and offload failures on the events page', async () => {
@@ -154,7 +168,7 @@ describe('operator console (real server)', () => {
     for (const t of ['congestion_onset', 'congestion_clear', 'offload_failed', 'fallback', 'ired_drop']) {
       expect(await list.locator(`tr[data-type="${t}"]`).count(), t).toBeGreaterThan(0);
     }
-    await screenshot(page, '06-events');
+    await capture('06-events');
     await page.getByLabel('Event type').selectOption('reroute');
     await expect.poll(() => list.locator('tbody tr').count()).toBe(1);
     await page.getByLabel('Event type').selectOption('');
@@ -167,7 +181,7 @@ describe('operator console (real server)', () => {
     await page.getByRole('button', { name: 'Search' }).click();
     // The ended call 9001 from the live test is in the trail too.
     await expect.poll(() => page.getByTestId('audit-count').textContent()).toBe(`${String(ENDED_CALLS + 1)} sessions`);
-    await screenshot(page, '07-audit');
+    await capture('07-audit');
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Export CSV' }).click()]);
     const path = await download.path();
     const csv = readFileSync(path, 'utf8').trim().split('\n');
@@ -190,7 +204,7 @@ describe('operator console (real server)', () => {
     const shown = page.getByRole('status').filter({ hasText: 'copy it now' });
     await shown.waitFor();
     expect(await shown.locator('pre').textContent()).toMatch(/^p4r_/);
-    await screenshot(page, '08-admin');
+    await capture('08-admin');
   });
 
   it('renders the dark theme', async () => {
@@ -198,11 +212,17 @@ describe('operator console (real server)', () => {
     await page.getByRole('button', { name: 'Switch to dark theme' }).click();
     expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe('dark');
     await expect.poll(() => count().textContent()).toContain('sessions');
-    await screenshot(page, '09-live-dark');
+    await capture('09-live-dark');
     // A deep link (reload): the server answers client routes with the console.
     await page.goto(detailUrl);
     await chartsDrawn(5);
-    await screenshot(page, '10-session-detail-dark');
+    await capture('10-session-detail-dark');
+  });
+
+  it('passes WCAG 2.1 AA checks (axe-core) on every page, light and dark', () => {
+    const found = [...a11y].flatMap(([shot, vs]) => vs.map((v) => `${shot}: ${v.id} (${v.impact ?? '?'}) ${v.help} ${v.nodes.join(' ')}`));
+    expect(a11y.size).toBeGreaterThanOrEqual(10);
+    expect(found).toEqual([]);
   });
 
   it('logged no errors in the browser console', () => {

@@ -150,7 +150,7 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   await ingest(baseUrl, token, {
     events: [
       event('offload_installed', now - 95_000, { entries: 2 }, { session_key: rk }),
-      event('reroute', now - 60_000, {
+      event('reroute', now - 30_000, {
         flow: '198.18.1.10:6014 → 198.18.2.10:6014', from_path: 'sw1:p2', to_path: 'sw1:p4', trigger: 'queue delay 4.2 ms > 2 ms',
       }, { session_key: rk, severity: 'warning', message: 'flow moved off congested port 2' }),
       event('offload_failed', now - 80_000, { reason: 'relay table full' }, { session_key: `${callId(10)};ft10`, severity: 'error' }),

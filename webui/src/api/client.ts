@@ -16,7 +16,8 @@ const auth: Middleware = {
   },
 };
 
-export const client = createClient<paths>({ baseUrl: globalThis.location.origin });
+// fetch is looked up per call (not captured at start), so wrappers and test stubs apply.
+export const client = createClient<paths>({ baseUrl: globalThis.location.origin, fetch: (req) => globalThis.fetch(req) });
 client.use(auth);
 
 /** openapi-fetch result → data, or an ApiError carrying the server's message. */

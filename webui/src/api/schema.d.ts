@@ -1564,7 +1564,7 @@ export interface operations {
                 mos_min?: number | null;
                 mos_max?: number | null;
                 call_id?: string | null;
-                /** @description an endpoint or relay address of any leg */
+                /** @description a party (endpoint) address of any leg */
                 address?: string | null;
                 switch?: string | null;
             };
@@ -1620,7 +1620,7 @@ export interface operations {
                 mos_min?: number | null;
                 mos_max?: number | null;
                 call_id?: string | null;
-                /** @description an endpoint or relay address of any leg */
+                /** @description a party (endpoint) address of any leg */
                 address?: string | null;
                 switch?: string | null;
             };

@@ -6,6 +6,7 @@ import type { EventItem } from '../api/types';
 import { eventSummary, timelineOption } from '../lib/chartOptions';
 import { formatTime } from '../lib/format';
 import Chart from './Chart';
+import { ScrollRegion } from './ScrollRegion';
 
 export default function EventTimeline({ events, label, maxRows = 200 }: { events: readonly EventItem[]; label: string; maxRows?: number }) {
   const option = useMemo(() => timelineOption(events), [events]);
@@ -14,7 +15,7 @@ export default function EventTimeline({ events, label, maxRows = 200 }: { events
   return (
     <div data-testid="event-timeline">
       <Chart option={option} label={label} className="chart" />
-      <div className="table-wrap" style={{ maxHeight: 320 }}>
+      <ScrollRegion label={`${label} (list)`} style={{ maxHeight: 320 }}>
         <table className="data" aria-label={`${label} (list)`}>
           <thead>
             <tr><th scope="col">Time</th><th scope="col">Type</th><th scope="col">Severity</th><th scope="col">Switch</th><th scope="col">Details</th><th scope="col">Session</th></tr>
@@ -32,7 +33,7 @@ export default function EventTimeline({ events, label, maxRows = 200 }: { events
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollRegion>
     </div>
   );
 }

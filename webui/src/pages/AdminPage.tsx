@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useAuth } from '../api/auth';
 import { api } from '../api/endpoints';
 import type { CreatedToken, Role, Scope } from '../api/types';
+import { ScrollRegion } from '../components/ScrollRegion';
 import { formatTime } from '../lib/format';
 
 function Users() {
@@ -32,7 +33,7 @@ function Users() {
     <section className="card" aria-labelledby="users-title">
       <h2 id="users-title">Users</h2>
       {users.isError && <p className="error" role="alert">{users.error.message}</p>}
-      <div className="table-wrap">
+      <ScrollRegion label="Users (table)">
         <table className="data" aria-label="Users">
           <thead><tr><th scope="col">User</th><th scope="col">Role</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>
@@ -63,7 +64,7 @@ function Users() {
             })}
           </tbody>
         </table>
-      </div>
+      </ScrollRegion>
       <form className="toolbar" onSubmit={submit} style={{ marginTop: '0.8rem' }} aria-label="Add user">
         <label className="field">Username<input value={username} onChange={(e) => { setUsername(e.target.value); }} required /></label>
         <label className="field">Password<input type="password" autoComplete="new-password" value={password} onChange={(e) => { setPassword(e.target.value); }} required minLength={10} /></label>
@@ -104,7 +105,7 @@ function Tokens() {
     <section className="card" aria-labelledby="tokens-title">
       <h2 id="tokens-title">API tokens</h2>
       {tokens.isError && <p className="error" role="alert">{tokens.error.message}</p>}
-      <div className="table-wrap">
+      <ScrollRegion label="API tokens (table)">
         <table className="data" aria-label="API tokens">
           <thead><tr><th scope="col">Name</th><th scope="col">Prefix</th><th scope="col">Scope</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Status</th><th scope="col"><span className="sr-only">Actions</span></th></tr></thead>
           <tbody>
@@ -121,7 +122,7 @@ function Tokens() {
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollRegion>
       <form className="toolbar" style={{ marginTop: '0.8rem' }} aria-label="Create token"
         onSubmit={(e) => { e.preventDefault(); create.mutate(); }}>
         <label className="field">Name<input value={name} onChange={(e) => { setName(e.target.value); }} required /></label>

@@ -5,6 +5,7 @@ import { api } from '../api/endpoints';
 import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
+import { ScrollRegion } from '../components/ScrollRegion';
 import { qualityCharts } from '../lib/chartOptions';
 import type { Leg } from '../api/types';
 import { elapsedSeconds, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
@@ -76,7 +77,7 @@ export default function SessionDetailPage() {
           <p className="muted" style={{ marginTop: 0 }}>
             A packet from <em>source</em> to <em>relay in</em> leaves the switch rewritten as <em>relay out</em> → <em>destination</em>.
           </p>
-          <div className="table-wrap">
+          <ScrollRegion label="Legs and rewrite entries (table)">
             <table className="data" aria-label="Legs and rewrite entries">
               <thead>
                 <tr>
@@ -102,7 +103,7 @@ export default function SessionDetailPage() {
                 {s.legs.length === 0 && <tr><td colSpan={9} className="muted">No legs recorded.</td></tr>}
               </tbody>
             </table>
-          </div>
+          </ScrollRegion>
         </section>
       </div>
       <div className="grid-2">

@@ -4,6 +4,7 @@ import { api } from '../api/endpoints';
 import { useLive, useLiveSessions } from '../api/live';
 import type { SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
+import { ScrollRegion } from '../components/ScrollRegion';
 import { queueCharts } from '../lib/chartOptions';
 import { formatCount, formatTime } from '../lib/format';
 
@@ -110,7 +111,7 @@ export default function SwitchesPage() {
           <h2 style={{ marginTop: '0.8rem' }}>Relay table</h2>
           <Occupancy sw={current} offloadedCalls={offloadedBySwitch.get(current.name) ?? 0} />
           <h2 style={{ marginTop: '0.8rem' }}>Ports</h2>
-          <div className="table-wrap">
+          <ScrollRegion label="Ports">
             <table className="data" aria-label="Ports">
               <thead><tr><th scope="col">Port</th><th scope="col">Name</th><th scope="col">Speed</th><th scope="col">Link</th></tr></thead>
               <tbody>
@@ -124,7 +125,7 @@ export default function SwitchesPage() {
                 {current.ports.length === 0 && <tr><td colSpan={4} className="muted">No ports reported.</td></tr>}
               </tbody>
             </table>
-          </div>
+          </ScrollRegion>
         </section>
         <ChartCard title="Drops (tail and iRED)" option={charts.drops} empty={empty && (ired.data?.items.length ?? 0) === 0} />
       </div>
