@@ -208,6 +208,8 @@ def softswitch(macs: dict[str, str]) -> Dut:
             "127.0.0.1:9101",
             "--workers",
             os.environ.get("P4RB_WORKERS", "2"),
+            "--rx-ring-frames",
+            "16384",
             "--relay-entries",
             "65536",
             "--legs",

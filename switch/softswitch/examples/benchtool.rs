@@ -215,7 +215,7 @@ fn send(ifname: &str, f: &Flow, pps: u32, secs: f64) -> Result<()> {
 }
 
 fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()> {
-    let mut ring = Ring::rx(ifname, 16384, None)?;
+    let mut ring = Ring::rx(ifname, 65536, None)?;
     let mut pfd = libc::pollfd {
         fd: ring.fd(),
         events: libc::POLLIN,

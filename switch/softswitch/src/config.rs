@@ -59,6 +59,10 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub port_rate: Vec<String>,
+    /// RX ring size per worker and port, frames of 2 KiB [default: 4096]; a
+    /// deeper ring rides out longer CPU stalls on a busy host
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_RING_FRAMES")]
+    pub rx_ring_frames: Option<u32>,
     /// Forwarding worker threads [default: number of CPUs]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_WORKERS")]
     pub workers: Option<usize>,
@@ -90,6 +94,7 @@ struct FileConfig {
     #[serde(default)]
     port_rate: Vec<String>,
     workers: Option<usize>,
+    rx_ring_frames: Option<u32>,
     log: Option<String>,
     log_json: Option<bool>,
 }
@@ -104,6 +109,7 @@ pub struct Config {
     pub legs: u32,
     pub queue_depth: u32,
     pub workers: usize,
+    pub rx_ring_frames: u32,
     pub log: String,
     pub log_json: bool,
 }
@@ -211,8 +217,13 @@ impl Config {
         if !(1..=64).contains(&workers) {
             bail!("--workers {workers}: must be 1..=64");
         }
+        let rx_ring_frames = args.rx_ring_frames.or(file.rx_ring_frames).unwrap_or(4096);
+        if !(64..=262_144).contains(&rx_ring_frames) {
+            bail!("--rx-ring-frames {rx_ring_frames}: must be 64..=262144");
+        }
         Ok(Config {
             ports,
+            rx_ring_frames,
             grpc_listen: args
                 .grpc_listen
                 .or(file.grpc_listen)

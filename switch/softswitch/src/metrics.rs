@@ -45,6 +45,20 @@ pub fn render(sw: &Switch) -> String {
     );
     per_port(
         &mut o,
+        "p4relay_port_rx_ring_drops_total",
+        "counter",
+        "Frames the kernel dropped because a worker's RX ring was full (worker starved of CPU)",
+        &|p| p.stats.rx_ring_drops.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
+        "p4relay_port_rx_wait_max_seconds",
+        "gauge",
+        "Longest time a frame waited in an RX ring for a worker",
+        &|p| p.stats.max_rx_wait_ns.load(Relaxed) as f64 / 1e9,
+    );
+    per_port(
+        &mut o,
         "p4relay_port_tx_packets_total",
         "counter",
         "Frames transmitted",

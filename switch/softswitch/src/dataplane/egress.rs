@@ -95,9 +95,16 @@ impl Fifo {
         true
     }
 
-    /// Sends what the line rate allows by `now_ns`. Returns the time the next
-    /// queued packet may leave (for the worker's wake-up), if any remain.
-    pub fn drain(&mut self, now_ns: u64, tx: &mut impl TxSink, st: &EgressStats) -> Option<u64> {
+    /// Moves what the line rate allows by `now_ns` into `tx` (the caller
+    /// flushes it, outside the queue lock). Returns the time the next queued
+    /// packet may leave (for the worker's wake-up), if any remain, and whether
+    /// anything was moved.
+    pub fn drain(
+        &mut self,
+        now_ns: u64,
+        tx: &mut impl TxSink,
+        st: &EgressStats,
+    ) -> (Option<u64>, bool) {
         let rate = st.rate_bps.load(Relaxed);
         let mut sent = false;
         let mut wake = None;
@@ -129,10 +136,7 @@ impl Fifo {
             self.cells -= cells(n);
         }
         st.depth_pkts.store(self.len as u32, Relaxed);
-        if sent {
-            tx.flush();
-        }
-        wake
+        (wake, sent)
     }
 
     pub fn cells(&self) -> usize {
@@ -174,10 +178,10 @@ mod tests {
             room: 2,
             ..Sink::default()
         };
-        assert!(q.drain(10, &mut s, &st).is_some());
+        assert!(q.drain(10, &mut s, &st).0.is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
-        assert_eq!(q.drain(20, &mut s, &st), None);
+        assert_eq!(q.drain(20, &mut s, &st).0, None);
         assert_eq!(
             s.frames.iter().map(|f| f[0]).collect::<Vec<_>>(),
             vec![0, 1, 2]
@@ -200,9 +204,9 @@ mod tests {
             room: 100,
             ..Sink::default()
         };
-        assert_eq!(q.drain(t0, &mut s, &st), Some(t0 + 1_000_000));
+        assert_eq!(q.drain(t0, &mut s, &st).0, Some(t0 + 1_000_000));
         assert_eq!(s.frames.len(), 1);
-        assert_eq!(q.drain(t0 + 500_000, &mut s, &st), Some(t0 + 1_000_000));
+        assert_eq!(q.drain(t0 + 500_000, &mut s, &st).0, Some(t0 + 1_000_000));
         assert_eq!(s.frames.len(), 1);
         // a late wake-up catches up (bounded), keeping the average rate
         q.drain(t0 + 3_000_000, &mut s, &st);

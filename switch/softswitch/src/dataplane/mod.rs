@@ -20,8 +20,6 @@ use crate::pipeline::{DropReason, Meta, Pipeline, Verdict};
 use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
 
-// Deep enough to ride out scheduling delays on a busy host (~80 ms at 50 kpps).
-const RX_FRAMES: usize = 4096;
 const TX_FRAMES: usize = 512;
 const RX_BATCH: usize = 64;
 const MAX_QUEUE_DEPTH: u32 = 65536;
@@ -30,15 +28,15 @@ const MAX_QUEUE_DEPTH: u32 = 65536;
 pub struct PortStats {
     pub rx_packets: AtomicU64,
     pub rx_bytes: AtomicU64,
+    /// Frames the kernel dropped because a worker's RX ring was full (the
+    /// worker did not get the CPU in time).
+    pub rx_ring_drops: AtomicU64,
+    /// Longest a frame waited in an RX ring before a worker took it, ns.
+    pub max_rx_wait_ns: AtomicU64,
     pub drops: [AtomicU64; DropReason::ALL.len()],
     /// Frames received or routed while the port was disabled ($PORT_ENABLE false).
     pub disabled_drops: AtomicU64,
     pub egress: EgressStats,
-}
-
-struct PortTx {
-    fifo: Fifo,
-    ring: Ring,
 }
 
 impl TxSink for Ring {
@@ -57,7 +55,11 @@ pub struct Port {
     pub ifname: String,
     pub enabled: AtomicBool,
     pub stats: PortStats,
-    tx: Mutex<PortTx>,
+    /// The egress queue: enqueuers hold this only to copy one frame in.
+    fifo: Mutex<Fifo>,
+    /// The TX ring; whoever holds it drains the queue (one drainer keeps the
+    /// order) and calls send() without blocking enqueuers.
+    tx: Mutex<Ring>,
 }
 
 impl Port {
@@ -69,7 +71,7 @@ impl Port {
 
     /// Queue occupancy in Tofino cells (80 bytes).
     pub fn queue_cells(&self) -> usize {
-        self.tx.lock().fifo.cells()
+        self.fifo.lock().cells()
     }
 }
 
@@ -119,10 +121,8 @@ impl Dataplane {
                 ifname: pc.ifname.clone(),
                 enabled: AtomicBool::new(true),
                 stats,
-                tx: Mutex::new(PortTx {
-                    fifo: Fifo::new(depth),
-                    ring,
-                }),
+                fifo: Mutex::new(Fifo::new(depth)),
+                tx: Mutex::new(ring),
             });
         }
         let ports = Arc::new(ports);
@@ -134,7 +134,7 @@ impl Dataplane {
         for (pi, p) in ports.iter().enumerate() {
             for set in rx_sets.iter_mut() {
                 let fanout = (config.workers > 1).then(|| group_base.wrapping_add(p.id as u16));
-                let ring = Ring::rx(&p.ifname, RX_FRAMES, fanout)
+                let ring = Ring::rx(&p.ifname, config.rx_ring_frames as usize, fanout)
                     .with_context(|| format!("port {} ({})", p.id, p.ifname))?;
                 set.push((pi, ring));
             }
@@ -209,7 +209,18 @@ impl Worker {
             .collect();
         let mut scratch = vec![0u8; ring::FRAME_SIZE + 4];
         let mut pending = vec![false; self.ports.len()];
+        let mut last_stats = now_mono_ns();
         while !self.stop.load(Relaxed) {
+            let t = now_mono_ns();
+            if t - last_stats > 100_000_000 {
+                last_stats = t;
+                for (pi, ring) in &self.rings {
+                    let d = ring.rx_drops();
+                    if d > 0 {
+                        self.ports[*pi].stats.rx_ring_drops.fetch_add(d, Relaxed);
+                    }
+                }
+            }
             let mut work = 0;
             for ri in 0..self.rings.len() {
                 work += self.rx_batch(ri, &mut scratch, &mut pending);
@@ -217,12 +228,19 @@ impl Worker {
             let now = now_mono_ns();
             let mut wake: Option<u64> = None;
             for (pi, port) in self.ports.iter().enumerate() {
-                if let Some(mut tx) = port.tx.try_lock() {
-                    if tx.fifo.is_empty() {
-                        continue;
+                if let Some(mut ring) = port.tx.try_lock() {
+                    let (next, sent) = {
+                        let mut fifo = port.fifo.lock();
+                        if fifo.is_empty() {
+                            pending[pi] = false;
+                            continue;
+                        }
+                        fifo.drain(now, &mut *ring, &port.stats.egress)
+                    };
+                    if sent {
+                        ring.flush();
                     }
-                    let PortTx { fifo, ring } = &mut *tx;
-                    if let Some(t) = fifo.drain(now, ring, &port.stats.egress) {
+                    if let Some(t) = next {
                         wake = Some(wake.map_or(t, |w: u64| w.min(t)));
                     }
                 } else if pending[pi] {
@@ -278,6 +296,10 @@ impl Worker {
                 continue;
             }
             let ts = if f.ts_ns == 0 { now_real_ns() } else { f.ts_ns };
+            if n == 1 {
+                st.max_rx_wait_ns
+                    .fetch_max(now_real_ns().saturating_sub(ts), Relaxed);
+            }
             let meta = Meta {
                 ingress_port: in_port.id as u16,
                 now_ns: ts,
@@ -300,9 +322,8 @@ impl Worker {
                     let oi = self.port_index[usize::from(port) & 63];
                     if let Some(out) = self.ports.get(usize::from(oi)) {
                         if out.enabled.load(Relaxed) {
-                            out.tx
+                            out.fifo
                                 .lock()
-                                .fifo
                                 .push(frame, now_mono_ns(), &out.stats.egress);
                             pending[usize::from(oi)] = true;
                         } else {

@@ -16,6 +16,7 @@ const PACKET_VERSION: libc::c_int = 10;
 const PACKET_TX_RING: libc::c_int = 13;
 const PACKET_FANOUT: libc::c_int = 18;
 const PACKET_QDISC_BYPASS: libc::c_int = 20;
+const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const PACKET_MR_PROMISC: libc::c_ushort = 1;
 const TPACKET_V2: libc::c_int = 1;
@@ -269,6 +270,27 @@ impl Ring {
             frames,
             cur: 0,
         })
+    }
+
+    /// Frames the kernel dropped because this RX ring was full, since the last call.
+    pub fn rx_drops(&self) -> u64 {
+        let mut st = [0u32; 2]; // struct tpacket_stats { tp_packets, tp_drops }
+        let mut len = std::mem::size_of_val(&st) as libc::socklen_t;
+        // SAFETY: st is a writable buffer of len bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd(),
+                SOL_PACKET,
+                PACKET_STATISTICS,
+                st.as_mut_ptr() as *mut libc::c_void,
+                &mut len,
+            )
+        };
+        if r == 0 {
+            u64::from(st[1])
+        } else {
+            0
+        }
     }
 
     pub fn fd(&self) -> RawFd {
