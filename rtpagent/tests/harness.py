@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -124,6 +125,8 @@ class RtpproxyProcess:
             listen,
             "--ports",
             ports,
+            "--workdir",  # where rtp.io's RTPProxy writes rtpproxy_acct.csv
+            tempfile.mkdtemp(prefix="p4ra-rtpp-"),
             "--",
             *extra,
         ]

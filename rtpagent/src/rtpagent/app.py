@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from typing import Any
 
 import structlog
@@ -97,6 +98,7 @@ class App:
             },
         )
         self._tasks: list[asyncio.Task[None]] = []
+        self._old_cwd = os.getcwd()
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -156,6 +158,10 @@ class App:
         extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), "-d", "ERR", *self.cfg.embedded_args]
         if self.cfg.notify_listen:
             extra += ["-n", self.cfg.notify_listen]
+        # rtp.io's RTPProxy appends its accounting (rtpproxy_acct.csv) relative
+        # to the working directory on every session end: keep it with the state.
+        self._old_cwd = os.getcwd()
+        os.chdir(os.path.dirname(os.path.abspath(self.cfg.state_file)))
         self.embedded = start(control, self.cfg.relay_addr[0], lo, hi, extra)
         return control
 
@@ -236,7 +242,9 @@ class App:
             await self.upstream.close()
         await self.switch.close()
         self.store.close()
-        self.embedded = None
+        if self.embedded is not None:
+            self.embedded = None
+            os.chdir(self._old_cwd)
 
 
 def _now() -> str:

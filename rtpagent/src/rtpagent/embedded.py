@@ -9,6 +9,7 @@ safety needs exactly that.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -27,9 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--control", required=True, help="RTPProxy -s socket, e.g. udp:127.0.0.1:22223")
     ap.add_argument("--listen", required=True, help="RTPProxy -l address")
     ap.add_argument("--ports", default="35000-65000", help="media port range lo-hi")
+    ap.add_argument(
+        "--workdir",
+        default=".",
+        help="working directory: RTPProxy's accounting module writes rtpproxy_acct.csv there",
+    )
     ap.add_argument("extra", nargs="*", help="extra RTPProxy flags (after --)")
     a = ap.parse_args(argv)
     lo, _, hi = a.ports.partition("-")
+    os.makedirs(a.workdir, exist_ok=True)
+    os.chdir(a.workdir)
     rtpp = start(a.control, a.listen, int(lo), int(hi), a.extra)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
