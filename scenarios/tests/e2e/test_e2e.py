@@ -7,6 +7,7 @@ because it takes the softswitch away.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -166,6 +167,32 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
 
     wait_for(offloaded, 20, "the NAT sessions offloaded in the API")
     wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+
+def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
+    """RTP sprayed at the relay's port range from another host never reaches the callee."""
+    caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
+    spray = (
+        "import socket,struct,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+        "time.sleep(3)\n"
+        "for rnd in range(2):\n"
+        f" for p in range({RELAY_PORTS[0]},{RELAY_PORTS[1]},2):\n"
+        "  s.sendto(struct.pack('!BBHII',0x80,8,rnd,0,0xBADBAD)+bytes(160),"
+        f"('{topology.RELAY.addr}',p))\n"
+    )
+    attacker = subprocess.Popen(
+        ["ip", "netns", "exec", topology.ATTACKER.netns, "python3", "-c", spray]
+    )
+    try:
+        result = calls(stack, "e2e-attack", 2, 8.0)
+    finally:
+        attacker.wait(30)
+    capture.stop_captures(stack.sup, caps)
+    assert attacker.returncode == 0
+    assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
+    egress = capture.read_rtp(caps[1].path)
+    assert len(egress) > 2 * 6 * 50
+    assert not (egress[:, 1] == 0xBADBAD).any(), "injected RTP reached the callee"
 
 
 def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
