@@ -84,7 +84,7 @@ class Agent:
     async def handle(self, body: str) -> str | None:
         """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
         cmd = parse_command(body)
-        metrics.COMMANDS.labels(cmd.op.name).inc()
+        metrics.command_counter(cmd.op.name).inc()
         if cmd.parse_error is not None:
             metrics.BAD_INPUT.labels("command").inc()
             log.info("command_not_understood", reason=cmd.parse_error.reason, command=body[:200])
@@ -104,10 +104,7 @@ class Agent:
             log.warning("rtpproxy_no_reply", error=str(exc), op=cmd.op.name)
             return None
         reply = parse_reply(raw)
-        if reply.error is not None:
-            metrics.REPLIES.labels("error").inc()
-        else:
-            metrics.REPLIES.labels("ok").inc()
+        metrics.REPLY_OK.inc() if reply.error is None else metrics.REPLY_ERROR.inc()
         out = self.tracker.apply(cmd, reply)
         self._after(cmd, reply, out, token)
         if cmd.op is Op.QUERY and reply.ok and cmd.parse_error is None:

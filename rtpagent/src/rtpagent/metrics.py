@@ -6,6 +6,19 @@ from prometheus_client import Counter, Gauge, Histogram
 
 COMMANDS = Counter("rtpagent_commands_total", "Commands received from SIP servers", ["op"])
 REPLIES = Counter("rtpagent_replies_total", "Replies sent back", ["result"])
+REPLY_OK = REPLIES.labels("ok")
+REPLY_ERROR = REPLIES.labels("error")
+_COMMAND_CHILDREN: dict[str, Counter] = {}
+
+
+def command_counter(op: str) -> Counter:
+    """COMMANDS.labels(op), cached: label lookup costs more than the increment."""
+    c = _COMMAND_CHILDREN.get(op)
+    if c is None:
+        c = _COMMAND_CHILDREN[op] = COMMANDS.labels(op)
+    return c
+
+
 BAD_INPUT = Counter("rtpagent_bad_input_total", "Malformed commands or replies", ["kind"])
 UPSTREAM_TIMEOUTS = Counter("rtpagent_upstream_timeouts_total", "Commands RTPProxy never answered")
 CONTROL_LATENCY = Histogram(

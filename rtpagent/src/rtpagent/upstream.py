@@ -96,21 +96,33 @@ class Upstream:
             metrics.CONTROL_LATENCY.observe(time.perf_counter() - t0)
 
     async def _call_dgram(self, body: str, cookie: str) -> str:
-        assert self._transport is not None
+        # A future plus one timer per attempt: cheaper than wait_for/shield,
+        # and this runs for every command.
+        transport = self._transport
+        assert transport is not None
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[str] = loop.create_future()
         self._pending[cookie] = fut
         data = f"{cookie} {body}".encode()
+        left = [self.retries]
+
+        def expire() -> None:
+            if fut.done():
+                return
+            if left[0] <= 0:
+                metrics.UPSTREAM_TIMEOUTS.inc()
+                fut.set_exception(UpstreamTimeout(f"no reply from {self.spec} to {body[:60]!r}"))
+                return
+            left[0] -= 1
+            transport.sendto(data)  # same cookie: RTPProxy answers from its cache
+            timer[0] = loop.call_later(self.timeout, expire)
+
+        transport.sendto(data)
+        timer = [loop.call_later(self.timeout, expire)]
         try:
-            for _attempt in range(self.retries + 1):
-                self._transport.sendto(data)
-                try:
-                    return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-                except TimeoutError:
-                    continue
-            metrics.UPSTREAM_TIMEOUTS.inc()
-            raise UpstreamTimeout(f"no reply from {self.spec} to {body[:60]!r}")
+            return await fut
         finally:
+            timer[0].cancel()
             self._pending.pop(cookie, None)
 
     async def _call_stream(self, body: str) -> str:
