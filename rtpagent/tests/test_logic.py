@@ -105,6 +105,13 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         pa = int(r_l.split()[0])
         await wait_for(lambda: fake.relays)
         caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa)
+        leg = fake.relays[caller_key].leg
+        fake_quality = {leg: LegQuality(50, 2, 0, 16 * 8, 8)}
+
+        async def rq(legs: list[int]) -> dict[int, LegQuality]:
+            return {lg: fake_quality.get(lg, LegQuality(0, 0, 0, 0, 0)) for lg in legs}
+
+        fake.read_quality = rq  # type: ignore[method-assign]
         fake.counters[caller_key] = FlowCounters(50, 8600)
         # Q from the caller's side: npkts_ina counts the caller's packets.
         q = await cl.cmd("Q c4 ft;1 tt;1")
@@ -113,20 +120,27 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         assert (ina, ino, relayed) == (50, 0, 50)
         qv = await cl.cmd("Qv c4 ft;1 tt;1 npkts_ina nrelayed")
         assert qv == "npkts_ina=50 nrelayed=50\n"
-        # A quality sample per direction with traffic, codec from `c8`.
-        leg = fake.relays[caller_key].leg
-        fake_quality = {leg: LegQuality(50, 2, 0, 16 * 8, 8)}
 
-        async def rq(legs: list[int]) -> dict[int, LegQuality]:
-            return {lg: fake_quality.get(lg, LegQuality(0, 0, 0, 0, 0)) for lg in legs}
+        # `I` and `G` add what the switch carried (sampled every second).
+        async def info_counts() -> bool:
+            i = await cl.cmd("I")
+            g = await cl.cmd("G npkts_rcvd")
+            return i is not None and "packets received: 50" in i and g == "50\n"
 
-        fake.read_quality = rq  # type: ignore[method-assign]
+        await wait_for(info_counts, within=5.0, interval=0.2)
+        # One quality sample for the direction with traffic, codec from `c8`.
+        app.store.flush()
+        samples = [d for _, k, d in app.store.spool_head(1000) if k == "sample" and d["packets"]]
+        assert len(samples) == 1, samples
+        sm = samples[0]
+        assert sm["direction"] == "caller_to_callee" and sm["packets"] == 50 and sm["lost"] == 2
+        assert sm["codec"] == "PCMA" and abs(sm["jitter_ms"] - 1.0) < 1e-6
+        # An interval without packets after media flowed is reported (a gap),
+        # a direction that never carried any is not.
         assert await app.sampler.sample() == 1
         app.store.flush()
-        samples = [d for _, k, d in app.store.spool_head(1000) if k == "sample"]
-        assert samples[-1]["direction"] == "caller_to_callee"
-        assert samples[-1]["packets"] == 50 and samples[-1]["lost"] == 2
-        assert samples[-1]["codec"] == "PCMA" and abs(samples[-1]["jitter_ms"] - 1.0) < 1e-6
+        last = [d for _, k, d in app.store.spool_head(1000) if k == "sample"][-1]
+        assert (last["direction"], last["packets"]) == ("caller_to_callee", 0)
         # D reads the final counters into the ended session's report.
         assert await cl.cmd("D c4 ft tt") == "0\n"
         await wait_for(lambda: not fake.relays)

@@ -17,6 +17,7 @@ import uuid
 import structlog
 
 from . import metrics
+from .notify import Notifier
 from .offload import Offloader
 from .protocol import (
     ECODE_SESUNKN,
@@ -43,25 +44,25 @@ class Agent:
         table: SessionTable,
         *,
         notify_socket: str | None,
-        notifier: object | None = None,
+        notifier: Notifier | None = None,
         rtpp_ttl: float = 60.0,
         default_asymmetric: bool = False,
     ) -> None:
-        from .notify import Notifier
-
         self.upstream = upstream
         self.offloader = offloader
         self.table = table
         self.tracker = Tracker(table, default_asymmetric)
         self.notify_socket = notify_socket  # ours; None: do not rewrite
-        self.notifier = notifier if isinstance(notifier, Notifier) else Notifier()
+        self.notifier = notifier or Notifier()
         self.rtpp_ttl = rtpp_ttl
         self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
         self._tok = itertools.count(1)
         self._tok_prefix = "p4r" + uuid.uuid4().hex[:10]
         self._tasks: set[asyncio.Task[None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
-        self.on_change: list[object] = []
+        # Switch-carried packets (all sessions), refreshed by the sampler: added
+        # to RTPProxy's own totals in `I`/`G` answers.
+        self.offloader_packets_cache = 0
         offloader.on_timeout = self._switch_idle
 
     # ------------------------------------------------------------------ lifecycle
@@ -173,11 +174,6 @@ class Agent:
                 num = str(int(num) + extra[key])
             outv.append(f"{key}={num}" if eq else num)
         return " ".join(outv) + sep + subc + nl + tail
-
-    def switch_packet_totals(self) -> int:
-        return self.offloader_packets_cache
-
-    offloader_packets_cache = 0
 
     def _rewrite_stats(self, cmd: Command, raw: str) -> str:
         extra = self.offloader_packets_cache
