@@ -207,6 +207,23 @@ describe('operator console (real server)', () => {
     await capture('08-admin');
   });
 
+  it('works from the keyboard alone: tab to a call, open it, come back', async () => {
+    await page.getByRole('link', { name: 'Live', exact: true }).click();
+    await page.getByLabel('Filter sessions').fill(callId(REROUTED));
+    await page.getByLabel('Filter sessions').focus();
+    const target = page.getByRole('link', { name: callId(REROUTED) });
+    for (let i = 0; i < 30 && !(await target.evaluate((el) => el === document.activeElement)); i++) {
+      await page.keyboard.press('Tab');
+    }
+    expect(await target.evaluate((el) => el === document.activeElement)).toBe(true);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: /Session/ }).waitFor();
+    await page.getByRole('link', { name: '← Live sessions' }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { name: 'Live sessions' }).waitFor();
+    await page.getByLabel('Filter sessions').fill('');
+  });
+
   it('renders the dark theme', async () => {
     await page.getByRole('link', { name: 'Live', exact: true }).click();
     await page.getByRole('button', { name: 'Switch to dark theme' }).click();
@@ -217,6 +234,21 @@ describe('operator console (real server)', () => {
     await page.goto(detailUrl);
     await chartsDrawn(5);
     await capture('10-session-detail-dark');
+  });
+
+  it('gives a viewer everything but user and token management', async () => {
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByLabel('Username').fill('noc-viewer');
+    await page.getByLabel('Password').fill('viewer-password-42');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    // Back where the session ended (the detail page); then to the live table.
+    await page.getByRole('heading', { name: /Session/ }).waitFor();
+    await page.getByRole('link', { name: 'Live', exact: true }).click();
+    await expect.poll(() => count().textContent(), { timeout: 10_000 }).toBe(`${String(ACTIVE_CALLS)} of ${String(ACTIVE_CALLS)} sessions`);
+    expect(await page.getByText('noc-viewer (viewer)').count()).toBe(1);
+    expect(await page.getByRole('link', { name: 'Users & tokens' }).count()).toBe(0);
+    await page.goto('/admin');
+    await page.getByRole('alert').filter({ hasText: 'Only administrators' }).waitFor();
   });
 
   it('passes WCAG 2.1 AA checks (axe-core) on every page, light and dark', () => {

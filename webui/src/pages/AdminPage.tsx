@@ -152,7 +152,7 @@ export default function AdminPage() {
   return (
     <section className="page" aria-labelledby="admin-title">
       <h1 id="admin-title">Users &amp; API tokens</h1>
-      <div className="grid-2">
+      <div className="grid-admin">
         <Users />
         <Tokens />
       </div>

@@ -42,7 +42,7 @@ export default function LiveSessionsPage() {
         <label className="field">
           Filter
           <input type="search" placeholder="call-id, tag, switch, reason…" value={text}
-            onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" />
+            onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" style={{ width: '17rem' }} />
         </label>
         <label className="field">
           Relayed by
