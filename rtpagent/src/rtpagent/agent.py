@@ -13,6 +13,7 @@ import itertools
 import re
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 
@@ -59,6 +60,7 @@ class Agent:
         self._tok = itertools.count(1)
         self._tok_prefix = "p4r" + uuid.uuid4().hex[:10]
         self._tasks: set[asyncio.Task[None]] = set()
+        self._queries: set[asyncio.Future[str | None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
         # Switch-carried packets (all sessions), refreshed by the sampler: added
         # to RTPProxy's own totals in `I`/`G` answers.
@@ -82,15 +84,13 @@ class Agent:
         t.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------------ commands
-    async def handle(self, body: str) -> str | None:
-        """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
+    def _prepare(self, body: str) -> tuple[Command, str, str | None]:
+        """Parse; rewrite U's notify socket. -> (command, text to send, our notify token)."""
         cmd = parse_command(body)
         metrics.command_counter(cmd.op.name).inc()
         if cmd.parse_error is not None:
             metrics.BAD_INPUT.labels("command").inc()
             log.info("command_not_understood", reason=cmd.parse_error.reason, command=body[:200])
-        send = body
-        token: str | None = None
         if (
             cmd.op is Op.UPDATE
             and cmd.parse_error is None
@@ -98,21 +98,63 @@ class Agent:
             and self.notify_socket is not None
         ):
             token = f"{self._tok_prefix}_{next(self._tok):x}"
-            send = with_notify(cmd, self.notify_socket, token)
+            return cmd, with_notify(cmd, self.notify_socket, token), token
+        return cmd, body, None
+
+    def _complete(self, cmd: Command, raw: str, token: str | None) -> str:
+        """RTPProxy answered: update sessions; the reply (I/G with switch counts)."""
+        reply = parse_reply(raw)
+        if reply.error is None:
+            metrics.REPLY_OK.inc()
+        else:
+            metrics.REPLY_ERROR.inc()
+        out = self.tracker.apply(cmd, reply)
+        self._after(cmd, reply, out, token)
+        if cmd.op in (Op.INFO, Op.GET_STATS) and reply.ok:
+            return self._rewrite_stats(cmd, raw)
+        return raw
+
+    async def handle(self, body: str) -> str | None:
+        """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
+        cmd, send, token = self._prepare(body)
         try:
             raw = await self.upstream.call(send)
         except UpstreamTimeout as exc:
             log.warning("rtpproxy_no_reply", error=str(exc), op=cmd.op.name)
             return None
-        reply = parse_reply(raw)
-        metrics.REPLY_OK.inc() if reply.error is None else metrics.REPLY_ERROR.inc()
-        out = self.tracker.apply(cmd, reply)
-        self._after(cmd, reply, out, token)
-        if cmd.op is Op.QUERY and reply.ok and cmd.parse_error is None:
+        raw = self._complete(cmd, raw, token)
+        if cmd.op is Op.QUERY and cmd.parse_error is None and parse_reply(raw).ok:
             raw = await self._rewrite_query(cmd, raw)
-        elif cmd.op in (Op.INFO, Op.GET_STATS) and reply.ok:
-            raw = self._rewrite_stats(cmd, raw)
         return raw
+
+    def handle_cb(self, body: str, done: Callable[[str | None], None]) -> None:
+        """`handle` without a task per command (datagram RTPProxy): the reply
+        continues in a callback. Q, which may read the switch, takes the task path."""
+        if not self.upstream.spec.datagram or body.lstrip()[:1] in ("Q", "q"):
+            t = asyncio.ensure_future(self.handle(body))
+            self._queries.add(t)
+
+            def finished(f: asyncio.Future[str | None]) -> None:
+                self._queries.discard(f)
+                done(_result(f))
+
+            t.add_done_callback(finished)
+            return
+        cmd, send, token = self._prepare(body)
+
+        def on_raw(raw: str | None) -> None:
+            if raw is None:
+                log.warning("rtpproxy_no_reply", op=cmd.op.name, command=body[:60])
+                done(None)
+                return
+            try:
+                out = self._complete(cmd, raw, token)
+            except Exception:  # the reply still goes back unchanged
+                log.exception("reply_processing_failed", command=body[:200])
+                out = raw
+            done(out)
+
+        self.upstream.call_cb(send, on_raw)
 
     def _after(self, cmd: Command, reply: Reply, out: Outcome, token: str | None) -> None:
         for s in out.created:
@@ -275,3 +317,13 @@ class Agent:
     def _notify_sip(self, s: Session) -> None:
         if s.notify_socket and s.notify_tag is not None:
             self._spawn(self.notifier.send(s.notify_socket, unquote_tag(s.notify_tag)))
+
+
+def _result(f: asyncio.Future[str | None]) -> str | None:
+    if f.cancelled():
+        return None
+    exc = f.exception()
+    if exc is not None:
+        log.error("handler_failed", error=repr(exc))
+        return None
+    return f.result()

@@ -130,7 +130,9 @@ class App:
             asyncio.create_task(self.sender.run(), name="sender"),
             asyncio.create_task(self._stats_cache(), name="stats-cache"),
         ]
-        self.frontend = Frontend([parse_spec(s) for s in cfg.listen], self.agent.handle)
+        self.frontend = Frontend(
+            [parse_spec(s) for s in cfg.listen], self.agent.handle, self.agent.handle_cb
+        )
         await self.frontend.start()
         self.store.enqueue(
             "event",

@@ -30,9 +30,13 @@ REPLY_CACHE_SECONDS = 30.0
 REPLY_CACHE_MAX = 65536
 
 
+CallbackHandler = Callable[[str, Callable[[str | None], None]], None]
+
+
 class _DgramServer(asyncio.DatagramProtocol):
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, handler_cb: CallbackHandler | None = None) -> None:
         self.handler = handler
+        self.handler_cb = handler_cb
         self.transport: asyncio.DatagramTransport | None = None
         self.cache: OrderedDict[tuple[object, str], tuple[float, bytes | None]] = OrderedDict()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -59,6 +63,18 @@ class _DgramServer(asyncio.DatagramProtocol):
         self.cache[key] = (now, None)
         while len(self.cache) > REPLY_CACHE_MAX:
             self.cache.popitem(last=False)
+        if self.handler_cb is not None:
+            cookie = dg.cookie
+
+            def done(reply: str | None) -> None:
+                self._deliver(cookie, reply, addr, key)
+
+            try:
+                self.handler_cb(dg.body, done)
+            except Exception:
+                log.exception("handler_failed", command=dg.body[:200])
+                self.cache.pop(key, None)
+            return
         t = asyncio.ensure_future(self._run(dg.cookie, dg.body, addr, key))
         self.tasks.add(t)
         t.add_done_callback(self.tasks.discard)
@@ -69,6 +85,11 @@ class _DgramServer(asyncio.DatagramProtocol):
         except Exception:
             log.exception("handler_failed", command=body[:200])
             reply = None
+        self._deliver(cookie, reply, addr, key)
+
+    def _deliver(
+        self, cookie: str, reply: str | None, addr: object, key: tuple[object, str]
+    ) -> None:
         if reply is None:
             self.cache.pop(key, None)  # let a retransmission try again
             return
@@ -79,9 +100,12 @@ class _DgramServer(asyncio.DatagramProtocol):
 
 
 class Frontend:
-    def __init__(self, specs: list[SocketSpec], handler: Handler) -> None:
+    def __init__(
+        self, specs: list[SocketSpec], handler: Handler, handler_cb: CallbackHandler | None = None
+    ) -> None:
         self.specs = specs
         self.handler = handler
+        self.handler_cb = handler_cb
         self._closers: list[Callable[[], None]] = []
         self._servers: list[asyncio.AbstractServer] = []
 
@@ -93,7 +117,7 @@ class Frontend:
                     socket.AF_INET6 if spec.kind == "udp6" or ":" in spec.host else socket.AF_INET
                 )
                 transport, _ = await loop.create_datagram_endpoint(
-                    lambda: _DgramServer(self.handler),
+                    lambda: _DgramServer(self.handler, self.handler_cb),
                     local_addr=(spec.host, spec.port),
                     family=family,
                 )

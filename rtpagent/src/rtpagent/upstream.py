@@ -14,6 +14,7 @@ import itertools
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 
@@ -46,6 +47,7 @@ class Upstream:
         self.retries = retries
         self._transport: asyncio.DatagramTransport | None = None
         self._pending: dict[str, asyncio.Future[str]] = {}
+        self._pending_cb: dict[str, Callable[[str], None]] = {}
         self._ids = itertools.count(1)
         # Unique per agent run: RTPProxy answers a known cookie from its reply
         # cache, so a restarted agent must never reuse its predecessor's cookies.
@@ -79,6 +81,10 @@ class Upstream:
         cookie, _, body = text.partition(" ")
         fut = self._pending.pop(cookie, None)
         if fut is None:
+            cb = self._pending_cb.pop(cookie, None)
+            if cb is not None:
+                cb(body)
+                return
             metrics.BAD_INPUT.labels("reply_unmatched").inc()
             log.debug("reply_unmatched", cookie=cookie[:64])
             return
@@ -124,6 +130,38 @@ class Upstream:
         finally:
             timer[0].cancel()
             self._pending.pop(cookie, None)
+
+    def call_cb(self, body: str, cb: Callable[[str | None], None]) -> None:
+        """Datagram RTPProxy only: send, then `cb(reply)` or `cb(None)` when
+        every attempt went unanswered. No task, no future: the hot path."""
+        transport = self._transport
+        assert transport is not None
+        loop = asyncio.get_running_loop()
+        cookie = self.new_cookie()
+        data = f"{cookie} {body}".encode()
+        left = [self.retries]
+        t0 = time.perf_counter()
+
+        def on_reply(text: str) -> None:
+            timer[0].cancel()
+            metrics.CONTROL_LATENCY.observe(time.perf_counter() - t0)
+            cb(text)
+
+        def expire() -> None:
+            if cookie not in self._pending_cb:
+                return
+            if left[0] <= 0:
+                del self._pending_cb[cookie]
+                metrics.UPSTREAM_TIMEOUTS.inc()
+                cb(None)
+                return
+            left[0] -= 1
+            transport.sendto(data)  # same cookie: RTPProxy answers from its cache
+            timer[0] = loop.call_later(self.timeout, expire)
+
+        self._pending_cb[cookie] = on_reply
+        transport.sendto(data)
+        timer = [loop.call_later(self.timeout, expire)]
 
     async def _call_stream(self, body: str) -> str:
         try:
