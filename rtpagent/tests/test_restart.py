@@ -124,3 +124,87 @@ async def test_switch_restart_reinstalls(tmp_path: Path, sw: Softswitch) -> None
 
 
 pytestmark = pytest.mark.timeout(120)
+
+
+async def test_agent_killed_and_restarted(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    """SIGKILL (no clean shutdown): the journal and the switch read-back still
+    rebuild the state; the call keeps its entries and ends cleanly later."""
+    import signal
+    import subprocess
+    import sys
+
+    from harness import record_pid
+
+    port = free_udp_pair()
+    notify = free_port()
+    rtpp = RtpproxyProcess(
+        port + 1, "127.0.0.1", "37000-37999", ["-T", "60", "-n", f"tcp:127.0.0.1:{notify}"]
+    )
+    rtpp.start()
+    cmd = [
+        sys.executable,
+        "-m",
+        "rtpagent.cli",
+        "--listen",
+        f"udp:127.0.0.1:{port}",
+        "--rtpproxy",
+        f"udp:127.0.0.1:{port + 1}",
+        "--relay-addr",
+        "127.0.0.1",
+        "--relay-ports",
+        "37000-37999",
+        "--notify-listen",
+        f"tcp:127.0.0.1:{notify}",
+        "--switch",
+        sw.address,
+        "--metrics-listen",
+        "",
+        "--state-file",
+        str(tmp_path / "state.sqlite"),
+        "--log-level",
+        "warning",
+    ]
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        record_pid(p.pid)
+        procs.append(p)
+
+    async def relays() -> int:
+        return len(await probe.read("pipe.Ingress.relay"))
+
+    cl = Client(port)
+    try:
+        start()
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        assert await cl.cmd("U kill 198.18.1.10 6000 f;1")
+        assert await cl.cmd("L kill 198.18.2.10 7000 f;1 t;1")
+
+        async def installed() -> bool:
+            return await relays() == 4
+
+        await wait_for(installed, within=10.0, interval=0.1)
+        await asyncio.sleep(0.3)  # the journal commits every ~50 ms
+        procs[-1].send_signal(signal.SIGKILL)
+        procs[-1].wait()
+        assert await relays() == 4  # the switch keeps forwarding meanwhile
+        start()
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        await asyncio.sleep(0.5)
+        assert await relays() == 4  # recovered, not swept, not duplicated
+        assert await cl.cmd("D kill f t") == "0\n"
+
+        async def removed() -> bool:
+            return await relays() == 0
+
+        await wait_for(removed, within=10.0, interval=0.1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(10)
+        cl.close()
+        rtpp.stop()
