@@ -148,7 +148,9 @@ function Tokens() {
 
 export default function AdminPage() {
   const { me } = useAuth();
-  if (me && me.role !== 'admin') return <p className="error" role="alert">Only administrators manage users and tokens.</p>;
+  // Wait for who-am-I: a viewer must not even ask for users/tokens (the server would answer 403).
+  if (!me) return <p className="muted">Loading…</p>;
+  if (me.role !== 'admin') return <p className="error" role="alert">Only administrators manage users and tokens.</p>;
   return (
     <section className="page" aria-labelledby="admin-title">
       <h1 id="admin-title">Users &amp; API tokens</h1>
