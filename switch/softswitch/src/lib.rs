@@ -110,11 +110,24 @@ async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {
         .with_context(|| format!("gRPC listen {}", config.grpc_listen))?;
     tracing::info!(addr = %config.grpc_listen, program = grpc::P4_NAME, "BfRt gRPC serving");
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
-    tonic::transport::Server::builder()
-        .add_service(grpc::server(sw))
-        .serve_with_incoming_shutdown(incoming, shutdown())
-        .await
-        .context("gRPC server")?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let server = {
+        let stop = stop.clone();
+        tonic::transport::Server::builder()
+            .add_service(grpc::server(sw))
+            .serve_with_incoming_shutdown(incoming, async move { stop.notified().await })
+    };
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => r.context("gRPC server")?,
+        () = shutdown() => {
+            stop.notify_one();
+            // Clients keep StreamChannel open; give them a moment, then go.
+            if tokio::time::timeout(std::time::Duration::from_secs(2), &mut server).await.is_err() {
+                tracing::info!("closing client streams still open");
+            }
+        }
+    }
     metrics.abort();
     Ok(())
 }
