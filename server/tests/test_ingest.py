@@ -223,6 +223,8 @@ def test_oversized_body_is_413(client: TestClient, auth: Auth, app: Any) -> None
         (lambda b: b["samples"][0].update(direction="sideways"), "direction", "caller_to_callee"),
         (lambda b: b["samples"][0].update(ts="2026-11-21T10:00:00"), "ts", "timezone"),
         (lambda b: b["samples"][0].update(packets=-1), "packets", "greater than or equal"),
+        (lambda b: b["samples"][0].update(ts="0811-08-27T08:26:34-21:25"), "ts", "between 1970"),
+        (lambda b: b["samples"][0].update(ts="0001-01-01T00:00:00+05:00"), "ts", "out of range"),
         (lambda b: b["samples"][0].update(surprise=1), "surprise", "Extra inputs"),
         (lambda b: b.update(idempotency_key="x"), "idempotency_key", "at least 8"),
         (lambda b: b["samples"][0].update(session_key="a\x00b"), "body", "NUL"),

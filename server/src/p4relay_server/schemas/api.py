@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from p4relay_server.schemas.ingest import Direction, SessionState, StorableBody
+from p4relay_server.schemas.ingest import Direction, SessionState, StorableBody, Timestamp
 
 Role = Literal["viewer", "admin"]
 Scope = Literal["ingest", "read"]
@@ -63,7 +63,7 @@ class UserOut(_Out):
 class TokenCreate(StorableBody):
     name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     scope: Scope
-    expires_at: dt.datetime | None = None
+    expires_at: Timestamp | None = None
 
 
 class TokenOut(_Out):

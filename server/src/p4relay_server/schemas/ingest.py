@@ -18,11 +18,13 @@ body over `max_body_bytes` is refused with 413 and nothing of it is stored.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -31,6 +33,20 @@ from pydantic import (
     model_validator,
 )
 
+
+def _to_utc(t: dt.datetime) -> dt.datetime:
+    # Stored as timestamptz: normalise to UTC (PostgreSQL refuses offsets over
+    # 15:59) and keep to years a telemetry timestamp can have.
+    try:
+        utc = t.astimezone(dt.UTC)
+    except OverflowError as e:
+        raise ValueError("timestamp out of range") from e
+    if not 1970 <= utc.year <= 9999:
+        raise ValueError("timestamp must be between 1970 and 9999 (UTC)")
+    return utc
+
+
+Timestamp = Annotated[AwareDatetime, AfterValidator(_to_utc)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True)]
 Text = Annotated[str, StringConstraints(max_length=1024)]
 SessionKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
@@ -159,8 +175,8 @@ class LegIn(_Strict):
     relay_out: Endpoint
     dst: Endpoint
     installed: bool = False
-    installed_at: AwareDatetime | None = None
-    removed_at: AwareDatetime | None = None
+    installed_at: Timestamp | None = None
+    removed_at: Timestamp | None = None
     packets: Count | None = None
     bytes: Count | None = None
 
@@ -186,9 +202,9 @@ class SessionUpsert(_Strict):
     )
     plc: bool = Field(default=True, description="whether receivers use packet loss concealment")
     switch: Name | None = None
-    started_at: AwareDatetime
-    answered_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
+    started_at: Timestamp
+    answered_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
     legs: list[LegIn] = Field(default_factory=list)
     packets: Count | None = Field(default=None, description="final packets, both directions")
     bytes: Count | None = None
@@ -204,7 +220,7 @@ class QualitySampleIn(_Strict):
 
     session_key: SessionKey
     direction: Direction
-    ts: AwareDatetime
+    ts: Timestamp
     interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
     packets: Count
     bytes: Count = 0
@@ -228,7 +244,7 @@ class QueueSampleIn(_Strict):
     switch: Name
     dev_port: Annotated[int, Field(ge=0, le=511)]
     queue: Annotated[int, Field(ge=0, le=127)] = 0
-    ts: AwareDatetime
+    ts: Timestamp
     depth_pkts: Count | None = None
     depth_bytes: Count | None = None
     queue_delay_us: Annotated[float, Field(ge=0, le=1e9)] | None = None
@@ -252,7 +268,7 @@ class EventIn(_Strict):
         description="producer-chosen unique id (a UUID); replays are ignored"
     )
     type: EventType
-    ts: AwareDatetime
+    ts: Timestamp
     severity: Severity = "info"
     session_key: SessionKey | None = None
     switch: Name | None = None

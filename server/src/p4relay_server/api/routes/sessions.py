@@ -11,13 +11,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
-from pydantic import AwareDatetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, BigId, Reader
 from p4relay_server.models import CallSession
 from p4relay_server.schemas import api
-from p4relay_server.schemas.ingest import SessionState
+from p4relay_server.schemas.ingest import SessionState, Timestamp
 from p4relay_server.services import queries
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=AUTH_RESPONSES)
@@ -26,8 +25,8 @@ CSV_MAX_ROWS = 1_000_000
 
 
 def session_filter(
-    started_from: Annotated[AwareDatetime | None, Query(description="started at or after")] = None,
-    started_to: Annotated[AwareDatetime | None, Query(description="started before")] = None,
+    started_from: Annotated[Timestamp | None, Query(description="started at or after")] = None,
+    started_to: Annotated[Timestamp | None, Query(description="started before")] = None,
     state: Annotated[list[SessionState] | None, Query(description="any of these states")] = None,
     offloaded: bool | None = None,
     mos_min: Annotated[float | None, Query(ge=1, le=5)] = None,
@@ -150,8 +149,8 @@ def get_quality(
     session_id: BigId,
     db: DB,
     _: Reader,
-    start: Annotated[AwareDatetime | None, Query(alias="from")] = None,
-    end: Annotated[AwareDatetime | None, Query(alias="to")] = None,
+    start: Annotated[Timestamp | None, Query(alias="from")] = None,
+    end: Annotated[Timestamp | None, Query(alias="to")] = None,
     resolution_s: Annotated[int | None, Query(ge=1, le=86400)] = None,
 ) -> list[api.QualitySeries]:
     """Quality per direction, downsampled to `resolution_s` (at most 1000 points)."""

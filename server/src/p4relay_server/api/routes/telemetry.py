@@ -6,13 +6,12 @@ import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
-from pydantic import AwareDatetime
 from sqlalchemy import select
 
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, IntId, Reader
 from p4relay_server.models import Switch
 from p4relay_server.schemas import api
-from p4relay_server.schemas.ingest import EventType, Severity
+from p4relay_server.schemas.ingest import EventType, Severity, Timestamp
 from p4relay_server.services import queries
 
 router = APIRouter(tags=["telemetry"], responses=AUTH_RESPONSES)
@@ -42,9 +41,9 @@ def queue_series(
     db: DB,
     _: Reader,
     start: Annotated[
-        AwareDatetime | None, Query(alias="from", description="default: 15 min ago")
+        Timestamp | None, Query(alias="from", description="default: 15 min ago")
     ] = None,
-    end: Annotated[AwareDatetime | None, Query(alias="to", description="default: now")] = None,
+    end: Annotated[Timestamp | None, Query(alias="to", description="default: now")] = None,
     resolution_s: Annotated[int | None, Query(ge=1, le=86400)] = None,
     dev_port: Annotated[int | None, Query(ge=0, le=511)] = None,
     queue: Annotated[int | None, Query(ge=0, le=127)] = None,
@@ -78,8 +77,8 @@ def list_events(
         str | None, Query(min_length=1, max_length=128, pattern=r"^[^\x00]*$")
     ] = None,
     session_id: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
-    since: AwareDatetime | None = None,
-    until: AwareDatetime | None = None,
+    since: Timestamp | None = None,
+    until: Timestamp | None = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> api.EventPage:
