@@ -3,6 +3,6 @@
 # Alembic round trip, schemathesis against our OpenAPI, the collector against
 # the real softswitch binary.
 set -euo pipefail
-: "${P4RELAY_TEST_DATABASE_URL:?needs the runner's PostgreSQL (make test STAGE=server)}"
+: "${P4RELAY_TEST_DATABASE_URL:?needs the PostgreSQL started by the runner (make test STAGE=server)}"
 exec uv run --frozen --no-sync pytest server/tests -q -p no:cacheprovider \
   --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE"
