@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
+from typing import Any
 
 import pytest
 from conftest import Auth, batch, iso, sample_item, session_item
 from fastapi.testclient import TestClient
+from p4relay_server.app import create_app
 from p4relay_server.config import Retention
 from p4relay_server.models import CallSession, Event, QualitySample, QueueSample
 from p4relay_server.retention import run_retention
@@ -110,3 +113,27 @@ def test_series_reads_downsampled_rows(client: TestClient, auth: Auth, clean: En
     series = client.get(f"/api/v1/sessions/{sid}/quality", headers=auth.viewer).json()
     assert sum(p["packets"] for p in series[0]["points"]) == 60 * 50
     assert series[0]["points"][0]["mos"] == pytest.approx(4.409, abs=1e-3)
+
+
+def test_serve_runs_retention_periodically(
+    settings: Any, clean: Engine, auth: Auth, client: TestClient
+) -> None:
+    key = "ret;3"
+    old = dt.datetime.now(dt.UTC) - dt.timedelta(hours=60)
+    client.post(
+        "/api/v1/ingest",
+        json=batch(samples=[sample_item(key, old + dt.timedelta(seconds=s)) for s in range(30)]),
+        headers=auth.ingest,
+    )
+    fast = settings.model_copy(update={"retention": Retention(interval_minutes=0.005)})  # 0.3 s
+    with TestClient(create_app(fast, clean)):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with clean.connect() as c:
+                raw = c.execute(
+                    select(func.count()).where(QualitySample.resolution_s == 0)
+                ).scalar()
+            if raw == 0:
+                break
+            time.sleep(0.2)
+    assert raw == 0

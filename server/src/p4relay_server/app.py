@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import structlog
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -27,6 +29,7 @@ from p4relay_server.api.routes import admin, auth, ingest, live, sessions, telem
 from p4relay_server.config import Settings
 from p4relay_server.db import make_engine, make_sessionmaker
 from p4relay_server.live import LiveHub
+from p4relay_server.retention import run_retention
 from p4relay_server.schemas import api
 
 log = structlog.get_logger("p4relay.server")
@@ -63,9 +66,23 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         settings.jwt_secret.get_secret_value() if settings.jwt_secret else secrets.token_urlsafe(32)
     )
 
+    async def retention_loop(every_s: float) -> None:
+        # First run after one interval, not at start: a restart loop must not
+        # turn into a retention loop.
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await run_in_threadpool(run_retention, engine, settings.retention)
+            except Exception:  # logged and retried next interval; serving goes on
+                log.exception("retention run failed")
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        every = settings.retention.interval_minutes * 60
+        task = asyncio.create_task(retention_loop(every)) if every > 0 else None
         yield
+        if task is not None:
+            task.cancel()
         engine.dispose()
 
     app = FastAPI(

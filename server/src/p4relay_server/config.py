@@ -46,6 +46,7 @@ class Retention(BaseModel):
     raw_hours: float = 48.0
     bucket_seconds: int = 60
     downsampled_days: float = 30.0
+    interval_minutes: float = 60.0  # `serve` runs retention this often; 0: only the command
 
 
 class Collector(BaseModel):
