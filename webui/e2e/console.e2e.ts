@@ -151,6 +151,14 @@ describe('operator console (real server)', () => {
     await capture('04-session-detail');
   });
 
+  it('updates the open session live when its samples arrive', async () => {
+    const sampled = page.getByTestId('sampled-packets');
+    const before = await sampled.textContent();
+    await ingest(live().baseUrl, live().ingestToken, { samples: samples(REROUTED, Date.now() + 2000, 1) });
+    // Stream → refetch of the detail, well before the 10 s fallback poll.
+    await expect.poll(() => sampled.textContent(), { timeout: 3000 }).not.toBe(before);
+  });
+
   it('shows switch queues, drops and relay table use', async () => {
     await page.getByRole('link', { name: 'Switches' }).click();
     await page.getByRole('heading', { name: 'Switches' }).waitFor();

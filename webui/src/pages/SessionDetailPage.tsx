@@ -1,7 +1,9 @@
-import { useMemo } from 'react';
+import { useEffect, useMemo } from 'react';
 import { Link, useParams } from 'react-router';
-import { useQuery } from '@tanstack/react-query';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
+import { useLive } from '../api/live';
+import type { LiveMessage } from '../api/liveMessages';
 import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
@@ -28,9 +30,30 @@ export default function SessionDetailPage() {
     queryKey: ['session', sessionId],
     queryFn: () => api.session(sessionId),
     enabled: Number.isInteger(sessionId) && sessionId > 0,
-    // Live calls keep moving; ended ones are history.
-    refetchInterval: (query) => (query.state.data?.ended_at ? false : 2000),
+    // The live stream triggers refreshes (below); this is the fallback. Ended calls are history.
+    refetchInterval: (query) => (query.state.data?.ended_at ? false : 10_000),
   });
+  const { onMessage } = useLive();
+  const qc = useQueryClient();
+  // New samples, state changes or events of this call: re-fetch (at most twice a second).
+  useEffect(() => {
+    let pending: ReturnType<typeof setTimeout> | undefined;
+    const mine = (m: LiveMessage) =>
+      (m.topic === 'samples' && m.items.some((x) => x.session_id === sessionId)) ||
+      (m.topic === 'sessions' && m.items.some((x) => x.id === sessionId)) ||
+      (m.topic === 'events' && m.items.some((x) => x.session_id === sessionId));
+    const off = onMessage((m) => {
+      if (pending || !mine(m)) return;
+      pending = setTimeout(() => {
+        pending = undefined;
+        void qc.invalidateQueries({ queryKey: ['session', sessionId] });
+      }, 500);
+    });
+    return () => {
+      off();
+      clearTimeout(pending);
+    };
+  }, [sessionId, onMessage, qc]);
   const charts = useMemo(() => qualityCharts(q.data?.quality ?? [], q.data?.events), [q.data?.quality, q.data?.events]);
   // Active calls have no final counters yet: sum what the samples say.
   const sampled = useMemo(() => {
@@ -66,7 +89,7 @@ export default function SessionDetailPage() {
             {s.packets != null ? (
               <><dt>Packets / lost</dt><dd>{formatCount(s.packets)} / {formatCount(s.lost)}</dd></>
             ) : (
-              <><dt>Packets / lost (sampled)</dt><dd>{formatCount(sampled.packets)} / {formatCount(sampled.lost)}</dd></>
+              <><dt>Packets / lost (sampled)</dt><dd data-testid="sampled-packets">{formatCount(sampled.packets)} / {formatCount(sampled.lost)}</dd></>
             )}
             <dt>Max jitter</dt><dd>{formatMs(s.jitter_ms_max)}</dd>
             <dt>MOS mean / min</dt><dd><MosBadge mos={s.mos_avg} /> / <MosBadge mos={s.mos_min} /></dd>
