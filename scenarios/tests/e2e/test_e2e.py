@@ -169,6 +169,12 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
     wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known hole, reported to rtpagent: an offloaded call's media never reaches RTPProxy, "
+    "so its streams stay unlatched and the first sprayed packet latches them; RTPProxy then "
+    "relays the attacker's RTP to both parties (rtpagent only logs stray_source)",
+)
 def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     """RTP sprayed at the relay's port range from another host never reaches the callee."""
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
