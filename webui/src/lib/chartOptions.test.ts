@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eventSummary, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
+import { congestionEpisodes, eventSummary, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
 import type { QualityPoint, QualitySeries, QueueSeries } from '../api/types';
 import { makeEvent } from '../test/fixtures';
 
@@ -59,6 +59,22 @@ describe('queueCharts', () => {
     expect(first(o.delay)[0]?.data[0]?.[1]).toBe(2.5);
     expect(first(o.utilisation)[0]?.data[0]?.[1]).toBe(50);
     expect(first(o.drops).map((s) => s.name)).toEqual(['port 3 tail', 'port 3 iRED']);
+  });
+});
+
+describe('congestionEpisodes', () => {
+  it('pairs onset and clear per port; an open episode runs to now', () => {
+    const t = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}Z`;
+    const ev = [
+      makeEvent(1, 'congestion_onset', { dev_port: 2 }, t(10)),
+      makeEvent(2, 'congestion_onset', { dev_port: 3 }, t(5)),
+      makeEvent(3, 'congestion_clear', { dev_port: 3 }, t(8)),
+      makeEvent(4, 'congestion_clear', { dev_port: 4 }, t(9)), // clear without onset: ignored
+    ];
+    expect(congestionEpisodes(ev, Date.parse(t(30)))).toEqual([
+      { from: Date.parse(t(5)), to: Date.parse(t(8)), label: 'port 3 congested' },
+      { from: Date.parse(t(10)), to: Date.parse(t(30)), label: 'port 2 congested' },
+    ]);
   });
 });
 

@@ -39,8 +39,11 @@ export function timeSeriesOption(opts: {
   markLineY?: { value: number; label: string };
   /** Vertical markers (e.g. reroutes) across the chart. */
   markLinesX?: { ts: number; label: string }[];
+  /** Shaded time spans (e.g. congestion episodes). */
+  markAreasX?: { from: number; to: number; label: string }[];
   stepped?: boolean;
 }): Record<string, unknown> {
+  const areas = (opts.markAreasX ?? []).map((a) => [{ xAxis: a.from, name: a.label }, { xAxis: a.to }]);
   const marks = [
     ...(opts.markLineY ? [{ yAxis: opts.markLineY.value, label: { formatter: opts.markLineY.label, position: 'insideEndTop' } }] : []),
     ...(opts.markLinesX ?? []).map((m) => ({ xAxis: m.ts, label: { formatter: m.label, position: 'insideEndTop' } })),
@@ -68,6 +71,10 @@ export function timeSeriesOption(opts: {
       markLine:
         i === 0 && marks.length
           ? { silent: true, symbol: 'none', lineStyle: { type: 'dashed' }, data: marks }
+          : undefined,
+      markArea:
+        i === 0 && areas.length
+          ? { silent: true, itemStyle: { color: 'rgba(209, 36, 47, 0.12)' }, label: { position: 'insideTop', fontSize: 11, color: '#d1242f' }, data: areas }
           : undefined,
     })),
   };
@@ -105,20 +112,44 @@ export function qualityCharts(series: readonly QualitySeries[], events: readonly
   };
 }
 
-export function queueCharts(series: readonly QueueSeries[], iredDrops: readonly EventItem[] = []) {
+/** Congestion episodes per port from onset/clear events; one still open runs to `now`. */
+export function congestionEpisodes(events: readonly EventItem[], now: number): { from: number; to: number; label: string }[] {
+  const open = new Map<string, number>();
+  const out: { from: number; to: number; label: string }[] = [];
+  const sorted = events
+    .filter((e) => e.type === 'congestion_onset' || e.type === 'congestion_clear')
+    .sort((a, b) => a.ts.localeCompare(b.ts));
+  for (const e of sorted) {
+    const port = `port ${String(e.payload.dev_port)}`;
+    const t = Date.parse(e.ts);
+    if (Number.isNaN(t)) continue;
+    if (e.type === 'congestion_onset') {
+      if (!open.has(port)) open.set(port, t);
+    } else {
+      const from = open.get(port);
+      if (from != null) out.push({ from, to: t, label: `${port} congested` });
+      open.delete(port);
+    }
+  }
+  for (const [port, from] of open) out.push({ from, to: Math.max(from, now), label: `${port} congested` });
+  return out;
+}
+
+export function queueCharts(series: readonly QueueSeries[], events: readonly EventItem[] = [], now = Date.now()) {
+  const markAreasX = congestionEpisodes(events, now);
   const name = (s: QueueSeries) => `port ${s.dev_port}${s.queue ? ` q${s.queue}` : ''}`;
   const spec = (value: (p: QueueSeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
     series.map((s) => ({ name: name(s), points: pointsOf(s.points, value) }));
   // iRED drops arrive as events (per port, count); tail drops are in the queue samples.
   const ired = seriesBy(
-    iredDrops.filter((e) => e.type === 'ired_drop'),
+    events.filter((e) => e.type === 'ired_drop'),
     (e) => `port ${String(e.payload.dev_port)} iRED`,
     (e) => (typeof e.payload.drops === 'number' ? e.payload.drops : null),
   ).map((x) => ({ ...x, kind: 'scatter' as const }));
   return {
-    depth: timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)' }),
+    depth: timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)', markAreasX }),
     delay: timeSeriesOption({
-      series: spec((p) => (p.queue_delay_us == null ? null : p.queue_delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms',
+      series: spec((p) => (p.queue_delay_us == null ? null : p.queue_delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms', markAreasX,
     }),
     utilisation: timeSeriesOption({
       series: spec((p) => (p.utilisation == null ? null : p.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100,

@@ -46,10 +46,12 @@ export default function SwitchesPage() {
     // New samples are announced on the live stream; this is the fallback.
     refetchInterval: 5000,
   });
+  // iRED drops (points on the drops chart) and congestion episodes (shaded on depth/delay).
   const ired = useQuery({
-    queryKey: ['events', 'ired', current?.name, win.seconds],
+    queryKey: ['events', 'switch', current?.name, win.seconds],
     queryFn: () => api.events({
-      type: ['ired_drop'], switch: current?.name, since: new Date(Date.now() - win.seconds * 1000).toISOString(), limit: 1000,
+      type: ['ired_drop', 'congestion_onset', 'congestion_clear'], switch: current?.name,
+      since: new Date(Date.now() - win.seconds * 1000).toISOString(), limit: 1000,
     }),
     enabled: current != null,
     refetchInterval: 5000,
@@ -127,7 +129,7 @@ export default function SwitchesPage() {
             </table>
           </ScrollRegion>
         </section>
-        <ChartCard title="Drops (tail and iRED)" option={charts.drops} empty={empty && (ired.data?.items.length ?? 0) === 0} />
+        <ChartCard title="Drops (tail and iRED)" option={charts.drops} empty={empty && !(ired.data?.items.some((e) => e.type === 'ired_drop') ?? false)} />
       </div>
       {series.isError && <p className="error" role="alert">Could not load queue telemetry: {series.error.message}</p>}
       <div className="grid-2">
