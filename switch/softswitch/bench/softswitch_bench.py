@@ -200,9 +200,9 @@ def softswitch(tb: Testbed) -> Dut:
     # loaded host stalls the workers for tens of ms at times.
     args += [
         "--rx-ring-frames",
-        "16384",
+        os.environ.get("P4RB_RX_RING", "16384"),
         "--queue-depth",
-        "16384",
+        os.environ.get("P4RB_QUEUE", "16384"),
         "--relay-entries",
         "65536",
         "--legs",
@@ -277,7 +277,21 @@ def rtpproxy(tb: Testbed) -> Dut:
         RELAY_IP,
     ]
     p = start_bg(
-        "rtpproxy", ["ip", "netns", "exec", tb.sw, *NICE, str(PY), *args, "--ports", "30000-30999"]
+        "rtpproxy",
+        [
+            "ip",
+            "netns",
+            "exec",
+            tb.sw,
+            *NICE,
+            str(PY),
+            *args,
+            "--ports",
+            "30000-30999",
+            "--",
+            "-T",
+            "3600",
+        ],
     )
     for _ in range(100):
         if "rtpproxy ready" in (RUN / "rtpproxy.log").read_text(errors="replace"):
