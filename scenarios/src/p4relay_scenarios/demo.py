@@ -92,8 +92,14 @@ def poll_system(stack: Stack, live: LiveState, stop: threading.Event) -> None:
             live.mos_avg = sum(moses) / len(moses) if moses else None
             for sw in api.switches():
                 for q in api.queues(sw["id"]):
-                    if q["dev_port"] == topology.UAS.port and q["points"]:
-                        live.queue_depth = q["points"][-1]["depth_pkts"]
+                    if q["dev_port"] != topology.UAS.port:
+                        continue
+                    # The newest bucket with a reading (the current one may be empty).
+                    for p in reversed(q["points"]):
+                        depth = p.get("depth_max_pkts") or p.get("depth_pkts")
+                        if depth is not None:
+                            live.queue_depth = float(depth)
+                            break
         except (httpx.HTTPError, KeyError):
             pass
 
