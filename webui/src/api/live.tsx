@@ -108,8 +108,11 @@ export function LiveProvider({ children }: { children: ReactNode }) {
         }
         handle(m);
       };
-      ws.onclose = () => {
+      ws.onclose = (ev: CloseEvent) => {
         if (stopped) return;
+        // 1008: the server refused our token (expired, user disabled). Asking
+        // who-am-I gets the 401 that logs the console out.
+        if (ev.code === 1008) void api.me().catch(() => undefined);
         setStatus('reconnecting');
         attempt += 1;
         retry = setTimeout(connect, Math.min(10_000, 250 * 2 ** Math.min(attempt, 6)));
