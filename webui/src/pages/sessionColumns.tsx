@@ -24,7 +24,10 @@ const callId = col.accessor('call_id', {
 const tags = col.accessor((s) => `${s.from_tag || '–'} → ${s.to_tag ?? '–'}`, {
   id: 'tags', header: 'Tags (from → to)', size: 200, cell: (c) => <span className="mono">{c.getValue()}</span>,
 });
-const relayedBy = col.accessor((s) => offloadLabel(s), { id: 'offload', header: 'Relayed by', size: 170 });
+const relayedBy = col.accessor((s) => offloadLabel(s), {
+  id: 'offload', header: 'Relayed by', size: 170,
+  cell: (c) => <span title={c.getValue()}>{c.getValue()}</span>, // the reason may be cut off
+});
 const sw = col.accessor((s) => s.switch ?? '–', { id: 'switch', header: 'Switch', size: 100 });
 const liveDuration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_at) ?? 0, {
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
