@@ -42,7 +42,7 @@ class ConsoleFiles(StaticFiles):
         try:
             return await super().get_response(path, scope)
         except StarletteHTTPException as e:
-            if e.status_code != 404 or path.startswith(("api/", "api")):
+            if e.status_code != 404 or path == "api" or path.startswith("api/"):
                 raise
             return await super().get_response("index.html", scope)
 
