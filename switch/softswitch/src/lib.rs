@@ -30,8 +30,10 @@ const DIGEST_QUEUE: usize = 65536;
 fn init_logging(config: &config::Config) -> Result<()> {
     let filter =
         EnvFilter::try_new(&config.log).with_context(|| format!("--log {:?}", config.log))?;
+    use std::io::IsTerminal;
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     if config.log_json {
         b.json().init();
