@@ -93,6 +93,18 @@ impl Switch {
             None => None,
         };
         let data = Data::new(t, te.data.as_ref())?;
+        if te.is_default_entry
+            && !matches!(
+                t.kind,
+                TableKind::Relay
+                    | TableKind::LegRewrite
+                    | TableKind::Ipv4Lpm
+                    | TableKind::Nexthop
+                    | TableKind::RelayAddr
+            )
+        {
+            return Err(invalid(format!("{} has no default entry", t.name)));
+        }
         // No key and not the default entry: DELETE clears the table (bfrt entry_del without keys).
         let wildcard = !te.is_default_entry && key.is_none_or(|k| k.fields.is_empty());
         match t.kind {

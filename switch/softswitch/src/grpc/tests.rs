@@ -333,6 +333,21 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         h.write(vec![unknown], 0).await.unwrap_err().code(),
         tonic::Code::InvalidArgument
     );
+    let reg = h.table("pipe.Ingress.rtp_packets").clone();
+    let default_reg = pb::Update {
+        r#type: pb::update::Type::Modify as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: reg.id,
+                is_default_entry: true,
+                ..Default::default()
+            })),
+        }),
+    };
+    assert_eq!(
+        h.write(vec![default_reg], 0).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
     let absent = update(pb::update::Type::Delete, &relay, &relay_key(99), None, &[]);
     assert_eq!(
         h.write(vec![absent], 0).await.unwrap_err().code(),
@@ -471,4 +486,103 @@ async fn digests_reach_subscribers() {
     assert_eq!(d.digest_id, h.sw.schema.digests[0].id);
     assert_eq!(d.data.len(), 1);
     assert_eq!(d.data[0].fields.len(), 5);
+}
+
+mod fuzz {
+    //! Random (mostly malformed) Write batches: every one gets an answer, none panics.
+    use super::*;
+    use proptest::prelude::*;
+
+    fn switch() -> Arc<Switch> {
+        let (dtx, _drx) = sync_channel(64);
+        let pipeline = Arc::new(Pipeline::new(&CONTRACT, 64, 64, &[1, 2], dtx));
+        let sw = Arc::new(Switch::new(
+            Schema::build(&CONTRACT, 64, 64),
+            pipeline,
+            Arc::new(Vec::new()),
+        ));
+        let (tx, _rx) = tokio::sync::mpsc::channel(1);
+        sw.subscribe(1, 1, &pb::Subscribe::default(), tx).unwrap();
+        sw.sessions.lock().get_mut(&1).unwrap().bound = true;
+        sw
+    }
+
+    fn key_field() -> impl Strategy<Value = pb::KeyField> {
+        let bytes = proptest::collection::vec(any::<u8>(), 0..7);
+        (
+            prop_oneof![1u32..6, Just(65537u32), Just(65556u32), any::<u32>()],
+            0u8..4,
+            bytes.clone(),
+            bytes,
+            -2i32..40,
+        )
+            .prop_map(|(id, m, a, b, len)| {
+                use pb::key_field::*;
+                let mt = match m {
+                    0 => MatchType::Exact(Exact { value: a }),
+                    1 => MatchType::Lpm(Lpm {
+                        value: a,
+                        prefix_len: len,
+                    }),
+                    2 => MatchType::Range(Range { low: a, high: b }),
+                    _ => MatchType::Ternary(Ternary { value: a, mask: b }),
+                };
+                pb::KeyField {
+                    field_id: id,
+                    match_type: Some(mt),
+                }
+            })
+    }
+
+    fn data_field() -> impl Strategy<Value = pb::DataField> {
+        (
+            prop_oneof![
+                1u32..6,
+                Just(65553u32),
+                Just(65554u32),
+                Just(65555u32),
+                any::<u32>()
+            ],
+            proptest::collection::vec(any::<u8>(), 0..10),
+            any::<bool>(),
+        )
+            .prop_map(|(id, b, as_bool)| pb::DataField {
+                field_id: id,
+                value: Some(if as_bool {
+                    pb::data_field::Value::BoolVal(b.len() % 2 == 0)
+                } else {
+                    pb::data_field::Value::Stream(b)
+                }),
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1500, .. ProptestConfig::default() })]
+        #[test]
+        fn random_writes_never_panic(
+            table in 0usize..32, ty in 0i32..8, default in any::<bool>(), action in 0usize..4, raw_action in any::<u32>(),
+            keys in proptest::collection::vec(key_field(), 0..6), fields in proptest::collection::vec(data_field(), 0..6),
+        ) {
+            let sw = switch();
+            let ids: Vec<u32> = sw.schema.tables.iter().map(|t| t.id).collect();
+            let t = sw.schema.tables.get(table % (ids.len() + 1));
+            let table_id = t.map_or(0x0bad_0bad, |t| t.id);
+            let action_id = t.and_then(|t| t.actions.get(action)).map_or(raw_action, |a| a.id);
+            let te = pb::TableEntry {
+                table_id,
+                value: Some(pb::table_entry::Value::Key(pb::TableKey { fields: keys })),
+                data: Some(pb::TableData { action_id, fields }),
+                is_default_entry: default,
+                ..Default::default()
+            };
+            let req = pb::WriteRequest {
+                client_id: 1,
+                updates: vec![pb::Update { r#type: ty, entity: Some(pb::Entity { entity: Some(pb::entity::Entity::TableEntry(te.clone())) }) }],
+                ..Default::default()
+            };
+            let _ = sw.write_batch(&req);
+            let mut sink = |_e: pb::TableEntry| {};
+            let _ = sw.read_entries(&te, &mut sink);
+        }
+    }
 }
