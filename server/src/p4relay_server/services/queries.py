@@ -10,7 +10,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Select, func, literal, select, tuple_
+from sqlalchemy import BigInteger, Select, func, literal, or_, select, tuple_
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
 
 from p4relay_server.models import (
@@ -82,15 +84,18 @@ class SessionFilter:
                 c.switch_id == select(Switch.id).where(Switch.name == self.switch).scalar_subquery()
             )
         if self.address is not None:
-            # Endpoint (party) addresses only: every call shares the relay address.
+            # Endpoint (party) addresses only: every call shares the relay
+            # address. `id = ANY(array of matching ids)` makes the planner find
+            # the legs first (an InitPlan), instead of walking sessions in time
+            # order hoping to meet 50 matches (slow when there are fewer).
             a = literal(str(self.address)).cast(SessionLeg.src_addr.type)
-            q = q.where(
-                c.id.in_(
-                    select(SessionLeg.session_id)
-                    .where(SessionLeg.src_addr == a)
-                    .union(select(SessionLeg.session_id).where(SessionLeg.dst_addr == a))
-                )
+            ids = (
+                select(func.array_agg(SessionLeg.session_id))
+                .where(or_(SessionLeg.src_addr == a, SessionLeg.dst_addr == a))
+                .scalar_subquery()
             )
+            # The cast makes it ANY(array expression), not ANY(subquery).
+            q = q.where(c.id == func.any(sql_cast(ids, ARRAY(BigInteger))))
         return q
 
 
