@@ -31,7 +31,7 @@ from p4relay_scenarios import capture
 from p4relay_scenarios.load import Profile, SippStats, run_uac
 from p4relay_scenarios.stack import RELAY_PORTS, ROOT, Stack, StackConfig
 
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 160)  # logs keep whole tables
 
 
 @dataclass
