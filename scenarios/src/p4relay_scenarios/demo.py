@@ -154,20 +154,23 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="make demo", description=__doc__)
     p.add_argument("what", choices=["demo", "run"], nargs="?", default="demo")
     p.add_argument("--profile", default="demo", choices=sorted(PROFILES))
-    p.add_argument("--minutes", type=float, default=4.0, help="how long calls are placed")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="how long calls are placed (demo: 4; run: the profile's own call count)",
+    )
     p.add_argument("--no-server", action="store_true", help="run without PostgreSQL/server")
     args = p.parse_args(argv)
 
     base = PROFILES[args.profile]
-    profile = Profile(
-        base.name,
-        base.rate,
-        max(1, int(base.rate * args.minutes * 60)),
-        base.hold_s,
-        base.limit,
-        base.about,
-    )
-    nat_profile = Profile("nat", 0.2, max(1, int(0.2 * args.minutes * 60)), base.hold_s, 8)
+    demo = args.what == "demo"
+    minutes = args.minutes if args.minutes is not None else (4.0 if demo else base.duration_s / 60)
+    profile = base
+    if demo or args.minutes is not None:
+        calls = max(1, int(base.rate * minutes * 60))
+        profile = Profile(base.name, base.rate, calls, base.hold_s, base.limit, base.about)
+    nat_profile = Profile("nat", 0.2, max(1, int(0.2 * minutes * 60)), base.hold_s, 8)
     stopping = threading.Event()
 
     def on_signal(_sig: int, _frame: FrameType | None) -> None:
@@ -188,14 +191,12 @@ def main(argv: list[str]) -> int:
                 f"admin login for this run: {stack.creds.admin_user} / {stack.creds.admin_password}"
             )
         console.print(
-            f"placing calls for {args.minutes:g} minutes ({profile.about or profile.name}); Ctrl-C stops"
+            f"{profile.name}: {profile.calls} calls at {profile.rate:g}/s, {profile.hold_s:g} s "
+            f"each, ~{minutes:.1f} min ({profile.about or 'custom'}); Ctrl-C stops"
         )
         t0 = time.monotonic()
         threads = [
             threading.Thread(target=poll_system, args=(stack, live, stopping), daemon=True),
-            threading.Thread(
-                target=congestion_episode, args=(stack, live, stopping, 90.0, 30.0), daemon=True
-            ),
             threading.Thread(
                 target=lambda: run_uac(
                     nat_profile,
@@ -209,6 +210,12 @@ def main(argv: list[str]) -> int:
                 daemon=True,
             ),
         ]
+        if demo:  # one congestion episode so the console's queue and MOS charts move
+            threads.append(
+                threading.Thread(
+                    target=congestion_episode, args=(stack, live, stopping, 90.0, 30.0), daemon=True
+                )
+            )
         for th in threads:
             th.start()
         with Live(render(live, stack, t0), console=console, refresh_per_second=1) as view:

@@ -201,6 +201,47 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     assert not (egress[:, 1] == 0xBADBAD).any(), "injected RTP reached the callee"
 
 
+def test_media_timeout_notification_ends_the_dialog(stack: Stack) -> None:
+    """RTPProxy's timeout notification, sent to Kamailio's timeout_socket, ends the call."""
+    import threading
+
+    from p4relay_scenarios.timeout_listener import KamailioRpc
+
+    rpc = KamailioRpc(str(stack.cfg.run_dir / "kamailio" / "jsonrpc.sock"))
+    box: dict[str, UacResult] = {}
+    th = threading.Thread(target=lambda: box.update(r=calls(stack, "e2e-timeout", 1, 60.0)))
+    t0 = time.monotonic()
+    th.start()
+    dialogs = wait_for(lambda: rpc.call("dlg.list") or None, 15, "the call's dialog in Kamailio")
+    call_id = dialogs[0]["call-id"]
+    from_tag = dialogs[0]["caller"]["tag"]
+    # What RTPProxy (through rtpagent) writes to the SIP server's timeout socket.
+    notify = (
+        "import socket,sys;c=socket.create_connection(('127.0.0.1',22225),timeout=5);"
+        "c.sendall(sys.argv[1].encode()+b'\\n');c.close()"
+    )
+    subprocess.run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            topology.RELAY.netns,
+            "python3",
+            "-c",
+            notify,
+            f"{call_id} {from_tag}",
+        ],
+        check=True,
+        timeout=10,
+    )
+    wait_for(lambda: not rpc.call("dlg.list") or None, 10, "the dialog ended by the listener")
+    th.join(90)
+    assert time.monotonic() - t0 < 45, "the call ran its full length: the timeout did not end it"
+    # The UAC got a BYE it did not expect: SIPp counts the call as failed.
+    assert box["r"].stats.failed == 1, box["r"].stats
+    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+
 def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
     api = stack.api()
     try:
