@@ -107,15 +107,18 @@ pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
 /// Sweeps the relay table for idle entries and notifies.
 pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
     let t = sw.schema.table_by_kind(TableKind::Relay);
+    let mut last_sweep = Duration::ZERO;
     while !stop.load(Relaxed) {
-        std::thread::sleep(Duration::from_millis(u64::from(
-            sw.idle.interval_ms.load(Relaxed),
-        )));
+        // A sweep of millions of entries takes tens of ms: keep it under ~10 % of a core.
+        let interval = Duration::from_millis(u64::from(sw.idle.interval_ms.load(Relaxed)));
+        std::thread::sleep(interval.max(last_sweep * 9));
         if !sw.idle.enabled.load(Relaxed) {
             continue;
         }
+        let t0 = std::time::Instant::now();
         let mut expired = Vec::new();
         sw.pipeline.relay.sweep_idle(now_ms(), |k| expired.push(k));
+        last_sweep = t0.elapsed();
         for k in expired {
             let key = key_of(
                 t,
