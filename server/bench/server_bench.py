@@ -43,7 +43,7 @@ N_SESSIONS = int(os.environ.get("P4RELAY_BENCH_SESSIONS", "1000000"))
 N_SAMPLES = int(os.environ.get("P4RELAY_BENCH_SAMPLES", "100000"))
 BATCH = 5000
 LIVE_N = 300
-QUERY_N = 200
+QUERY_N = 400
 T0 = dt.datetime(2026, 10, 1, tzinfo=dt.UTC)
 console = Console(stderr=True)
 
@@ -294,7 +294,7 @@ def query_latencies(base: str, token: str) -> list[tuple[str, list[float], int]]
                 p["cursor"] = cur
             cur = c.get("/api/v1/sessions", params=p).json()["next_cursor"]
             cursors.append(cur)
-        measure("keyset pages 2..201", [{"limit": 50, "cursor": k} for k in cursors])
+        measure(f"keyset pages 2..{QUERY_N + 1}", [{"limit": 50, "cursor": k} for k in cursors])
         mid = T0 + dt.timedelta(days=15)
         measure("state=failed", [{"state": "failed"}] * QUERY_N)
         measure("offloaded=false", [{"offloaded": "false"}] * QUERY_N)
