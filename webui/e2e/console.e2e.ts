@@ -25,9 +25,9 @@ async function capture(name: string): Promise<void> {
 /** Every chart drew its lines (ECharts SVG: one <path> per series and axis line). */
 async function chartsDrawn(n: number): Promise<void> {
   const charts = page.getByTestId('chart');
-  await expect.poll(() => charts.count(), { timeout: 10_000 }).toBe(n);
+  await expect.poll(() => charts.count(), { timeout: 20_000 }).toBe(n);
   for (let i = 0; i < n; i++) {
-    await expect.poll(() => charts.nth(i).locator('svg path').count(), { timeout: 10_000 }).toBeGreaterThan(3);
+    await expect.poll(() => charts.nth(i).locator('svg path').count(), { timeout: 20_000 }).toBeGreaterThan(3);
   }
 }
 const consoleErrors: string[] = [];
@@ -42,8 +42,11 @@ beforeAll(async () => {
 });
 
 let failed = false;
-afterEach((ctx) => {
-  if (ctx.task.result?.state === 'fail') failed = true;
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state !== 'fail') return;
+  failed = true;
+  // What the browser showed when the test failed.
+  await screenshot(page, `FAILED-${ctx.task.name.replace(/[^a-z0-9]+/gi, '-').slice(0, 60)}`).catch(() => undefined);
 });
 
 afterAll(async () => {
@@ -196,6 +199,13 @@ describe('operator console (real server)', () => {
     expect(csv[0]?.startsWith('id,session_key,call_id')).toBe(true);
     expect(csv).toHaveLength(ENDED_CALLS + 2);
     expect(csv.slice(1).every((l) => l.includes(',ended,'))).toBe(true);
+    // A bad filter gets the server's reason, not a blank table.
+    await page.getByLabel('Address').fill('not-an-address');
+    await page.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent())
+      .toBe('Search failed: query.address: Input is not a valid IPv4 address or Input is not a valid IPv6 address');
+    consoleErrors.length = 0; // Chromium logs the (expected) 422
+    await page.getByRole('button', { name: 'Clear' }).click();
   });
 
   it('lets the admin add a user and issue a read token', async () => {

@@ -5,6 +5,7 @@ import { AuthProvider, useAuth } from './api/auth';
 import { ApiError } from './api/http';
 import { LiveProvider } from './api/live';
 import { Layout } from './components/Layout';
+import { RouteError } from './components/RouteError';
 import { ThemeProvider } from './components/theme';
 import LoginPage from './pages/LoginPage';
 import LiveSessionsPage from './pages/LiveSessionsPage';
@@ -28,18 +29,24 @@ function NotFound() {
 }
 
 export const routes = [
-  { path: '/login', element: <LoginPage /> },
+  { path: '/login', element: <LoginPage />, errorElement: <RouteError /> },
   {
     path: '/',
     element: <RequireAuth><Layout /></RequireAuth>,
+    errorElement: <RouteError />,
     children: [
-      { index: true, element: <LiveSessionsPage /> },
-      { path: 'sessions/:id', element: <SessionDetailPage /> },
-      { path: 'switches', element: <SwitchesPage /> },
-      { path: 'events', element: <EventsPage /> },
-      { path: 'audit', element: <AuditPage /> },
-      { path: 'admin', element: <AdminPage /> },
-      { path: '*', element: <NotFound /> },
+      {
+        errorElement: <RouteError />,
+        children: [
+          { index: true, element: <LiveSessionsPage /> },
+          { path: 'sessions/:id', element: <SessionDetailPage /> },
+          { path: 'switches', element: <SwitchesPage /> },
+          { path: 'events', element: <EventsPage /> },
+          { path: 'audit', element: <AuditPage /> },
+          { path: 'admin', element: <AdminPage /> },
+          { path: '*', element: <NotFound /> },
+        ],
+      },
     ],
   },
 ];

@@ -37,22 +37,33 @@ export function notifyUnauthorized(): void {
   unauthorizedListeners.forEach((fn) => { fn(); });
 }
 
-/** FastAPI errors: {"detail": "text"} or {"detail": [{"loc": [...], "msg": "..."}]}. */
+/** Location segments a person can read: field names and indexes, not
+ * pydantic's internal union/validator tags like `lax-or-strict[...]`. */
+function readableLoc(loc: unknown): string {
+  if (!Array.isArray(loc)) return '';
+  return loc
+    .filter((x): x is string | number => (typeof x === 'string' && /^[A-Za-z_][\w-]*$/.test(x) && x !== 'body') || typeof x === 'number')
+    .filter((x) => typeof x === 'number' || !/^(lax-or-strict|json-or-python|function-\w+|union|tagged-union)$/.test(x))
+    .join('.');
+}
+
+/** FastAPI errors: {"detail": "text"} or {"detail": [{"loc": [...], "msg": "..."}]};
+ * messages for the same field are joined ("a or b" for union types). */
 export function errorMessage(body: unknown, fallback: string): string {
   if (body && typeof body === 'object' && 'detail' in body) {
     const detail = (body).detail;
     if (typeof detail === 'string') return detail;
     if (Array.isArray(detail)) {
-      return detail
-        .map((d: unknown) => {
-          if (d && typeof d === 'object') {
-            const { loc, msg } = d as { loc?: unknown; msg?: unknown };
-            const where = Array.isArray(loc) ? loc.filter((x) => x !== 'body').join('.') : '';
-            return where ? `${where}: ${String(msg)}` : String(msg);
-          }
-          return String(d);
-        })
-        .join('; ');
+      const byLoc = new Map<string, string[]>();
+      for (const d of detail as unknown[]) {
+        const { loc, msg } = (d && typeof d === 'object' ? d : { msg: d }) as { loc?: unknown; msg?: unknown };
+        const where = readableLoc(loc);
+        const text = typeof msg === 'string' ? msg : JSON.stringify(msg);
+        const list = byLoc.get(where) ?? [];
+        if (!list.includes(text)) list.push(text);
+        byLoc.set(where, list);
+      }
+      return [...byLoc].map(([where, msgs]) => (where ? `${where}: ${msgs.join(' or ')}` : msgs.join(' or '))).join('; ');
     }
   }
   return fallback;
