@@ -111,7 +111,10 @@ async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {
         .await
         .with_context(|| format!("gRPC listen {}", config.grpc_listen))?;
     tracing::info!(addr = %config.grpc_listen, program = grpc::P4_NAME, "BfRt gRPC serving");
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(grpc_listener);
+    // TCP_NODELAY: small unary replies must not wait for the peer's delayed ACK
+    // (Nagle), which cost rtpagent ~40 ms per write.
+    let incoming = tonic::transport::server::TcpIncoming::from_listener(grpc_listener, true, None)
+        .map_err(|e| anyhow::anyhow!("gRPC listener: {e}"))?;
     let stop = Arc::new(tokio::sync::Notify::new());
     let server = {
         let stop = stop.clone();

@@ -169,19 +169,13 @@ impl Switch {
                 self.undo(u);
             }
         }
+        let failed = errors.iter().filter(|e| e.canonical_code != 0).count();
         // bf_switchd's shape: google.rpc.Status with one Any(bfrt_proto.Error) per update.
         let details = google::rpc::Status {
             code: first.code() as i32,
             message: first.message().to_string(),
-            details: errors
-                .iter()
-                .map(|e| prost_types::Any {
-                    type_url: "type.googleapis.com/bfrt_proto.Error".into(),
-                    value: e.encode_to_vec(),
-                })
-                .collect(),
+            details: error_details(errors),
         };
-        let failed = errors.iter().filter(|e| e.canonical_code != 0).count();
         let msg = if req.updates.len() > 1 {
             format!(
                 "{} of {} updates failed{}; first: {}",
@@ -646,3 +640,35 @@ pub fn server(sw: Arc<Switch>) -> BfRuntimeServer<Service> {
 
 #[cfg(test)]
 mod tests;
+
+/// gRPC clients refuse trailers over 8 KiB (grpc's default max metadata size),
+/// which would turn a large failed batch into an opaque RESOURCE_EXHAUSTED. Keep
+/// the details under that: the first failure keeps its text, later ones only
+/// their codes, and past the budget the list is cut (the call's code and message
+/// still name the first failure).
+fn error_details(mut errors: Vec<pb::Error>) -> Vec<prost_types::Any> {
+    const BUDGET: usize = 6 * 1024; // base64 in the trailer grows it by a third
+    let mut seen_failure = false;
+    for e in errors.iter_mut() {
+        if e.canonical_code != 0 {
+            if seen_failure {
+                e.message.clear();
+            }
+            seen_failure = true;
+        }
+    }
+    let mut used = 0;
+    let mut out = Vec::with_capacity(errors.len());
+    for e in &errors {
+        let value = e.encode_to_vec();
+        used += value.len() + 48; // type_url and framing
+        if used > BUDGET {
+            break;
+        }
+        out.push(prost_types::Any {
+            type_url: "type.googleapis.com/bfrt_proto.Error".into(),
+            value,
+        });
+    }
+    out
+}

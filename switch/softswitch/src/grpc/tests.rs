@@ -586,3 +586,26 @@ mod fuzz {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_failed_batch_details_fit_grpc_metadata_limit() {
+    let mut h = harness(4096).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    h.write(vec![relay_insert(&h, 1)], 0).await.unwrap();
+    // 2,000 duplicates: uncapped, the per-update details overflow the 8 KiB
+    // trailer limit of grpc clients and the caller would see a bogus error.
+    let batch: Vec<_> = (0..2000).map(|_| relay_insert(&h, 1)).collect();
+    let e = h.write(batch, 0).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::AlreadyExists);
+    assert!(
+        e.details().len() < 6 * 1024 + 512,
+        "{} bytes",
+        e.details().len()
+    );
+    let d = details(&e);
+    assert!(!d.is_empty());
+    assert_eq!(d[0].canonical_code, tonic::Code::AlreadyExists as i32);
+    assert!(!d[0].message.is_empty());
+    assert!(d[1..].iter().all(|x| x.message.is_empty()));
+}
