@@ -24,7 +24,7 @@ _404: dict[int | str, dict[str, Any]] = {404: {"description": "no such session"}
 CSV_MAX_ROWS = 1_000_000
 
 
-def session_filter(
+async def session_filter(  # async: pure, no threadpool hop
     started_from: Annotated[Timestamp | None, Query(description="started at or after")] = None,
     started_to: Annotated[Timestamp | None, Query(description="started before")] = None,
     state: Annotated[list[SessionState] | None, Query(description="any of these states")] = None,
