@@ -11,8 +11,10 @@ import { fileURLToPath } from 'node:url';
 
 export const WEBUI = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const ROOT = join(WEBUI, '..');
-/** Read by scripts/cleanup.d/webui.sh to stop a server an interrupted run left behind. */
-const PIDFILE = join(ROOT, 'build', 'webui-e2e-server.pid');
+/** One file per running server, "<server pid> <owner pid>": scripts/cleanup.d/webui.sh
+ * stops a server only when the run that owns it is gone (an interrupted run),
+ * never one a concurrent run in the same checkout is still using. */
+const PIDDIR = join(ROOT, 'build', 'webui-e2e-pids');
 
 export interface Stack {
   baseUrl: string;
@@ -102,8 +104,9 @@ export async function startStack(): Promise<Stack> {
       detached: true,
     });
     proc = serve;
-    mkdirSync(dirname(PIDFILE), { recursive: true });
-    writeFileSync(PIDFILE, `${String(serve.pid)}\n`);
+    mkdirSync(PIDDIR, { recursive: true });
+    const pidfile = join(PIDDIR, `${String(serve.pid)}.pid`);
+    writeFileSync(pidfile, `${String(serve.pid)} ${String(process.pid)}\n`);
     const append = (b: Buffer) => { log = (log + b.toString()).slice(-20_000); };
     serve.stdout.on('data', append);
     serve.stderr.on('data', append);
@@ -120,7 +123,7 @@ export async function startStack(): Promise<Stack> {
           await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
           if (alive()) process.kill(-serve.pid, 'SIGKILL');
         }
-        rmSync(PIDFILE, { force: true });
+        rmSync(pidfile, { force: true });
         dropDb();
       },
     };

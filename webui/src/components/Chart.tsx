@@ -16,7 +16,8 @@ function cssVar(name: string): string {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
 
-function themeBase(): EChartsCoreOption {
+/** Colours from the active theme's CSS tokens, applied to every axis, legend and tooltip. */
+function withTheme(option: EChartsCoreOption): EChartsCoreOption {
   const text = cssVar('--text') || '#1f2328';
   const muted = cssVar('--text-muted') || '#57606a';
   const border = cssVar('--border') || '#d0d7de';
@@ -27,29 +28,20 @@ function themeBase(): EChartsCoreOption {
     splitLine: { lineStyle: { color: border, opacity: 0.6 } },
     nameTextStyle: { color: muted },
   };
+  const style = (a: unknown) =>
+    Array.isArray(a)
+      ? a.map((x: Record<string, unknown>) => ({ ...axis, ...x }))
+      : { ...axis, ...(a as Record<string, unknown>) };
   return {
     backgroundColor: 'transparent',
     textStyle: { color: text },
-    legend: { textStyle: { color: text } },
-    tooltip: { backgroundColor: surface, borderColor: border, textStyle: { color: text } },
     aria: { enabled: true },
-    __axis: axis,
+    ...option,
+    ...(option.xAxis ? { xAxis: style(option.xAxis) } : {}),
+    ...(option.yAxis ? { yAxis: style(option.yAxis) } : {}),
+    legend: { textStyle: { color: text }, ...(option.legend as object | undefined) },
+    tooltip: { backgroundColor: surface, borderColor: border, textStyle: { color: text }, ...(option.tooltip as object | undefined) },
   };
-}
-
-/** Applies the axis style to every x/y axis the option declares. */
-function withTheme(option: EChartsCoreOption): EChartsCoreOption {
-  const base = themeBase();
-  const axis = base.__axis as Record<string, unknown>;
-  delete base.__axis;
-  const style = (a: unknown) =>
-    Array.isArray(a) ? a.map((x: Record<string, unknown>) => ({ ...axis, ...x })) : { ...axis, ...(a as Record<string, unknown>) };
-  const out: EChartsCoreOption = { ...base, ...option };
-  if (option.xAxis) out.xAxis = style(option.xAxis);
-  if (option.yAxis) out.yAxis = style(option.yAxis);
-  out.legend = { ...(base.legend as object), ...(option.legend as object | undefined) };
-  out.tooltip = { ...(base.tooltip as object), ...(option.tooltip as object | undefined) };
-  return out;
 }
 
 export default function Chart({ option, label, className = 'chart', onPointClick }: ChartProps) {
