@@ -104,6 +104,11 @@ class Stack:
         self.media_dir = cfg.run_dir / "sipp"
         self._lock: IO[str] | None = None
 
+    def lock(self) -> None:
+        """Take the testbed for this run (before touching it); up() does it too."""
+        if self._lock is None:
+            self._take_lock()
+
     def _take_lock(self) -> None:
         f = LOCK_FILE.open("a")
         try:
@@ -263,6 +268,8 @@ class Stack:
                 SIP_TIMEOUT_SOCK,
                 "--rpc",
                 str(kdir / "jsonrpc.sock"),
+                "--rtpproxy",
+                rtpp,
             ],
             netns=topology.RELAY.netns,
         )

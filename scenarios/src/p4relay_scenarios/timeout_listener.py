@@ -5,7 +5,10 @@ only hands RTPProxy a `timeout_socket`. This process listens there (TCP,
 README's `127.0.0.1:22225`), reads one notification per line and ends the
 matching dialog over Kamailio's JSON-RPC control socket (jsonrpcs, unix
 datagram): `dlg.list` to find it by Call-ID, then `dlg.end_dlg`, which sends
-BYE both ways (and so the `delete` to RTPProxy).
+BYE both ways. Those BYEs come from the dialog module and never pass the
+script's request route, so the listener also deletes the media session itself
+(`D` to the rtpproxy socket Kamailio uses, i.e. rtpagent, which then removes
+the switch entries).
 
 A notification line is the session's notify tag. Accepted forms:
   `<hex call-id>.<hex from-tag>` (Kamailio timeout_tag_pv with s.encode.hexa),
@@ -78,7 +81,7 @@ class KamailioRpc:
             raise RuntimeError(f"{method}: {resp['error']}")
         return resp.get("result")
 
-    def find_dialog(self, n: Notification) -> tuple[int, int] | None:
+    def find_dialog(self, n: Notification) -> dict[str, Any] | None:
         dialogs = self.call("dlg.list") or []
         for d in dialogs:
             if d.get("call-id") != n.call_id:
@@ -86,20 +89,34 @@ class KamailioRpc:
             caller_tag = (d.get("caller") or {}).get("tag")
             if n.from_tag and caller_tag not in (None, n.from_tag):
                 continue
-            return int(d["h_entry"]), int(d["h_id"])
+            return dict(d)
         return None
 
-    def end(self, n: Notification) -> bool:
-        found = self.find_dialog(n)
-        if found is None:
-            return False
-        self.call("dlg.end_dlg", found[0], found[1])
-        return True
+    def end(self, n: Notification) -> dict[str, Any] | None:
+        """End the dialog; returns it (None: no such dialog)."""
+        d = self.find_dialog(n)
+        if d is None:
+            return None
+        self.call("dlg.end_dlg", int(d["h_entry"]), int(d["h_id"]))
+        return d
+
+
+def rtpproxy_delete(sock: str, call_id: str, from_tag: str, to_tag: str | None) -> str:
+    """`D` one session on an rtpproxy control socket (udp:HOST:PORT); returns the reply."""
+    host, _, port = sock.removeprefix("udp:").rpartition(":")
+    cookie = os.urandom(6).hex()
+    cmd = f"{cookie} D {call_id} {from_tag}" + (f" {to_tag}" if to_tag else "")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(3.0)
+        s.sendto(cmd.encode(), (host, int(port)))
+        reply = s.recv(4096).decode(errors="replace").strip()
+    return reply.removeprefix(cookie).strip()
 
 
 class Listener:
-    def __init__(self, rpc: KamailioRpc) -> None:
+    def __init__(self, rpc: KamailioRpc, rtpproxy: str | None = None) -> None:
         self.rpc = rpc
+        self.rtpproxy = rtpproxy
         self.ended = 0
         self.unknown = 0
         self.malformed = 0
@@ -115,23 +132,39 @@ class Listener:
                     log.warning("malformed timeout notification from %s: %r", peer, text[:200])
                     continue
                 try:
-                    ok = await asyncio.to_thread(self.rpc.end, n)
+                    d = await asyncio.to_thread(self.rpc.end, n)
                 except (OSError, RuntimeError) as exc:
                     log.error("cannot end dialog %s over RPC: %s", n.call_id, exc)
                     continue
-                if ok:
+                if d is not None:
                     self.ended += 1
                     log.info("media timeout: ended dialog call-id=%s", n.call_id)
+                    await self.delete_media(n, d)
                 else:
                     self.unknown += 1
                     log.warning("media timeout for unknown dialog call-id=%s", n.call_id)
         finally:
             writer.close()
 
+    async def delete_media(self, n: Notification, d: dict[str, Any]) -> None:
+        if not self.rtpproxy:
+            return
+        from_tag = (d.get("caller") or {}).get("tag") or n.from_tag
+        to_tag = (d.get("callee") or {}).get("tag") or None
+        if not from_tag:
+            return
+        try:
+            reply = await asyncio.to_thread(
+                rtpproxy_delete, self.rtpproxy, n.call_id, from_tag, to_tag
+            )
+            log.info("media session deleted call-id=%s reply=%s", n.call_id, reply)
+        except OSError as exc:
+            log.error("cannot delete media session %s: %s", n.call_id, exc)
 
-async def serve(listen: str, rpc_path: str) -> None:
+
+async def serve(listen: str, rpc_path: str, rtpproxy: str | None) -> None:
     host, _, port = listen.removeprefix("tcp:").rpartition(":")
-    listener = Listener(KamailioRpc(rpc_path))
+    listener = Listener(KamailioRpc(rpc_path), rtpproxy)
     server = await asyncio.start_server(listener.handle, host, int(port))
     log.info("listening on tcp:%s:%s, Kamailio RPC at %s", host, port, rpc_path)
     async with server:
@@ -145,10 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--listen", default="tcp:127.0.0.1:22225", help="Kamailio's timeout_socket")
     p.add_argument("--rpc", required=True, help="Kamailio jsonrpcs dgram_socket path")
+    p.add_argument(
+        "--rtpproxy",
+        default="udp:127.0.0.1:22222",
+        help="the rtpproxy socket Kamailio uses (rtpagent), for the media delete; '' for none",
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args.listen, args.rpc))
+        asyncio.run(serve(args.listen, args.rpc, args.rtpproxy or None))
     return 0
 
 

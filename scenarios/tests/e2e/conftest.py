@@ -43,7 +43,6 @@ def stack(database_url: str) -> Iterator[Stack]:
     if not SOFTSWITCH_BIN.exists():
         pytest.fail(f"{SOFTSWITCH_BIN} missing: cargo build --release in switch/")
     run_dir = Path(os.environ.get("RESULTS", ROOT / "build")) / "e2e-run"
-    topology.down()
     s = Stack(
         StackConfig(
             run_dir=run_dir,
@@ -54,8 +53,21 @@ def stack(database_url: str) -> Iterator[Stack]:
             switch_args=["--queue-depth", "64"],
         )
     )
+    s.lock()  # fails while another run (demo, experiment, e2e) holds the testbed
     try:
+        topology.down()  # leftovers of a crashed run
         s.up()
         yield s
+    finally:
+        s.down()
+
+
+@pytest.fixture
+def testbed_lock(tmp_path: Path) -> Iterator[None]:
+    """Hold the testbed (no live stack) for tests that build and remove it themselves."""
+    s = Stack(StackConfig(run_dir=tmp_path / "lock-only"))
+    s.lock()
+    try:
+        yield
     finally:
         s.down()

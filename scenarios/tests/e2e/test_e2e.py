@@ -34,10 +34,18 @@ def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
-def calls(stack: Stack, name: str, n: int, hold_s: float, *, nat: bool = False) -> UacResult:
+def calls(
+    stack: Stack,
+    name: str,
+    n: int,
+    hold_s: float,
+    *,
+    nat: bool = False,
+    stop: Callable[[], bool] | None = None,
+) -> UacResult:
     prof = Profile(name, rate=5.0, calls=n, hold_s=hold_s, limit=n)
     out = stack.cfg.run_dir / "load"
-    return run_uac(prof, stack.media_dir, out, behind_nat=nat, tag=name)
+    return run_uac(prof, stack.media_dir, out, behind_nat=nat, tag=name, stop=stop)
 
 
 def sessions_of(stack: Stack, since: float) -> list[dict[str, Any]]:
@@ -170,7 +178,7 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
 
 
 @pytest.mark.xfail(
-    strict=True,
+    # Not strict: whether a sprayed packet wins the latch race varies run to run.
     reason="known hole, reported to rtpagent: an offloaded call's media never reaches RTPProxy, "
     "so its streams stay unlatched and the first sprayed packet latches them; RTPProxy then "
     "relays the attacker's RTP to both parties (rtpagent only logs stray_source)",
@@ -209,10 +217,32 @@ def test_media_timeout_notification_ends_the_dialog(stack: Stack) -> None:
 
     rpc = KamailioRpc(str(stack.cfg.run_dir / "kamailio" / "jsonrpc.sock"))
     box: dict[str, UacResult] = {}
-    th = threading.Thread(target=lambda: box.update(r=calls(stack, "e2e-timeout", 1, 60.0)))
+    abort = threading.Event()
+    th = threading.Thread(
+        target=lambda: box.update(r=calls(stack, "e2e-timeout", 1, 60.0, stop=abort.is_set))
+    )
     t0 = time.monotonic()
     th.start()
-    dialogs = wait_for(lambda: rpc.call("dlg.list") or None, 15, "the call's dialog in Kamailio")
+    try:
+        _timeout_ends_dialog(stack, rpc)
+        th.join(30)  # the UAC's call ends with the BYE Kamailio sent it
+    finally:
+        abort.set()  # a failed case must not leave its UAC holding the SIP port
+        th.join(30)
+    assert time.monotonic() - t0 < 50, "the call ran its full length: the timeout did not end it"
+    # The UAC got a BYE it did not expect: SIPp counts the call as failed, none still up.
+    assert box["r"].stats.current == 0, box["r"].stats
+    assert box["r"].stats.failed == 1, box["r"].stats
+    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+
+def _timeout_ends_dialog(stack: Stack, rpc: Any) -> None:
+    # A confirmed dialog (state 4: 200 and ACK seen); media timeouts come long after that.
+    dialogs = wait_for(
+        lambda: [d for d in rpc.call("dlg.list") or [] if d["state"] == 4] or None,
+        15,
+        "the call's confirmed dialog in Kamailio",
+    )
     call_id = dialogs[0]["call-id"]
     from_tag = dialogs[0]["caller"]["tag"]
     # What RTPProxy (through rtpagent) writes to the SIP server's timeout socket.
@@ -234,12 +264,12 @@ def test_media_timeout_notification_ends_the_dialog(stack: Stack) -> None:
         check=True,
         timeout=10,
     )
-    wait_for(lambda: not rpc.call("dlg.list") or None, 10, "the dialog ended by the listener")
-    th.join(90)
-    assert time.monotonic() - t0 < 45, "the call ran its full length: the timeout did not end it"
-    # The UAC got a BYE it did not expect: SIPp counts the call as failed.
-    assert box["r"].stats.failed == 1, box["r"].stats
-    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+    def ended() -> bool | None:
+        # dlg.end_dlg sends BYE both ways; the dialog is deleted (state 5) or gone.
+        return all(d["state"] == 5 for d in rpc.call("dlg.list") or []) or None
+
+    wait_for(ended, 15, "the dialog ended by the listener")
 
 
 def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:

@@ -33,6 +33,7 @@ def udp_reaches(src_ns: str, dst_ns: str, dst: str) -> bool:
     return rx.returncode == 0 and bool(out.strip())
 
 
+@pytest.mark.usefixtures("testbed_lock")
 def test_up_is_idempotent_repairs_and_down_cleans() -> None:
     topology.down()
     try:
