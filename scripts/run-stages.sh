@@ -14,15 +14,20 @@ export RESULTS="$ROOT/build/${kind}-results"
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 export P4RELAY_ROOT="$ROOT"
 
+# PostgreSQL for the server's suites and the e2e test (a throwaway cluster). Its
+# directory is named by port, so runs given different P4RELAY_TEST_PG_PORTs
+# do not stop each other's cluster.
+PGPORT=${P4RELAY_TEST_PG_PORT:-55432}
+PGDIR="$ROOT/build/pg-$PGPORT"
+
 cleanup() {
   for f in "$ROOT"/scripts/cleanup.d/*.sh; do [ -f "$f" ] && bash "$f" >/dev/null 2>&1; done
-  scripts/pg.sh stop "$ROOT/build/pg" >/dev/null 2>&1 || true
+  scripts/pg.sh stop "$PGDIR" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# PostgreSQL for the server's suites and the e2e test (a throwaway cluster).
-if url=$(scripts/pg.sh start "$ROOT/build/pg" "${P4RELAY_TEST_PG_PORT:-55432}"); then
+if url=$(scripts/pg.sh start "$PGDIR" "$PGPORT"); then
   export P4RELAY_TEST_DATABASE_URL="$url"
 else
   echo "run-stages: could not start PostgreSQL; suites that need it will fail" >&2
