@@ -217,6 +217,9 @@ class Stack:
                 RELAY_ADDR,
                 "--ports",
                 f"{lo}-{hi}",
+                # RTPProxy's accounting CSV lands in its working directory: keep it in the run.
+                "--workdir",
+                str(self.cfg.run_dir),
                 "--",
                 *extra,
             ],
