@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,26 @@ async def program_forwarding(address: str) -> None:
         await p.add_routes([("198.18.99.0/24", 1)])
 
 
+async def install_call(address: str, n: int) -> None:
+    """One offloaded call: 4 relay entries (RTP and RTCP, both ways)."""
+    from p4relay_switch import Endpoint, Pipeline, RelayCall, SwitchClient
+
+    async with SwitchClient(address, client_id=9) as sw:
+        call = RelayCall.between(
+            a=Endpoint.of("198.18.1.10", 6000 + 2 * n),
+            relay_a=Endpoint.of("198.18.0.10", 20000 + 4 * n),
+            b=Endpoint.of("198.18.2.10", 7000 + 2 * n),
+            relay_b=Endpoint.of("198.18.0.10", 20002 + 4 * n),
+            legs=(2 * n, 2 * n + 1),
+        )
+        await Pipeline(sw).install_call(call, ttl_ms=600_000)
+
+
+def softswitch_relay_size() -> int:
+    with open(ROOT / "switch/contract.toml", "rb") as f:
+        return int(tomllib.load(f)["config"]["relay_entries_softswitch"])
+
+
 def send_udp(n: int, size: int = 172) -> None:
     code = (
         "import socket\n"
@@ -178,6 +199,7 @@ def test_collector_polls_softswitch_and_stores_samples(
         )
         assert r.status_code == 201
         asyncio.run(program_forwarding(address))
+        asyncio.run(install_call(address, 0))
 
         from p4relay_server.collector import Collector
 
@@ -194,6 +216,7 @@ def test_collector_polls_softswitch_and_stores_samples(
             await col.refresh_switches()
             assert list(col.pollers) == ["soft-1"]
             first = await col.poll_once()
+            await install_call(address, 1)
             await asyncio.to_thread(send_udp, 300)
             await asyncio.sleep(0.3)
             second = await col.poll_once()
@@ -213,6 +236,11 @@ def test_collector_polls_softswitch_and_stores_samples(
     assert [p.dev_port for p in first.switch.ports] == [1, 2]
     assert [p.name for p in first.switch.ports] == list(LINKS)
     assert [e.type for e in first.events] == ["switch_up"]
+    # Relay table occupancy: one call (4 entries), then two; size from bfrt.json.
+    capacity = softswitch_relay_size()
+    assert (first.switch.relay_table_used, first.switch.relay_table_capacity) == (4, capacity)
+    assert (second.switch.relay_table_used, second.switch.relay_table_capacity) == (8, capacity)
+    assert third.switch.relay_table_used is None  # down: nothing read, the last value stays
     port2 = next(s for s in second.queue_samples if s.dev_port == 2)
     assert port2.tx_packets is not None and port2.tx_packets >= 300
     assert port2.tx_bytes is not None and port2.tx_bytes >= 300 * 200
@@ -231,6 +259,8 @@ def test_collector_polls_softswitch_and_stores_samples(
     assert stored[0] == 2 and stored[1] >= 300
     assert [tuple(p) for p in ports] == [(1, LINKS[0]), (2, LINKS[1])]
     assert events == ["switch_up", "switch_down"]
+    sw = client.get("/api/v1/switches", headers=auth.viewer).json()[0]
+    assert (sw["up"], sw["relay_table_used"], sw["relay_table_capacity"]) == (False, 8, capacity)
 
 
 def test_poller_reports_unreachable_switch() -> None:

@@ -154,12 +154,65 @@ def test_mos_summary_updates_incrementally(client: TestClient, auth: Auth, clean
     assert jmax == 9
 
 
+def counters(client: TestClient, auth: Auth, call_id: str) -> tuple[Any, Any, Any]:
+    r = client.get("/api/v1/sessions", params={"call_id": call_id}, headers=auth.viewer)
+    s = r.json()["items"][0]
+    return s["packets"], s["bytes"], s["lost"]
+
+
+def test_running_counters_on_active_sessions(client: TestClient, auth: Auth, clean: Engine) -> None:
+    key = "run;1"
+    post(client, auth, batch(sessions=[session_item(key)]))
+    assert counters(client, auth, "run") == (None, None, None)
+    t = [T0 + dt.timedelta(seconds=i) for i in range(3)]
+    first = [
+        sample_item(key, t[0], packets=48, lost=2),
+        sample_item(key, t[0], direction="callee_to_caller", packets=50, lost=0, bytes=8160),
+    ]
+    post(client, auth, batch(samples=first))
+    assert counters(client, auth, "run") == (98, 16160, 2)
+    # A sample sent again (new batch, same natural key) is not counted twice.
+    post(client, auth, batch(samples=[*first, sample_item(key, t[1], packets=40, lost=10)]))
+    assert counters(client, auth, "run") == (138, 24160, 12)
+    # A session update without totals (the agent sends them only at the end) keeps them.
+    post(client, auth, batch(sessions=[session_item(key, seq=2, to_tag="tt")]))
+    assert counters(client, auth, "run") == (138, 24160, 12)
+    # The agent's final totals stand; a late sample does not change them.
+    post(
+        client,
+        auth,
+        batch(
+            sessions=[
+                session_item(
+                    key, seq=3, state="ended", ended_at=iso(t[2]), packets=150, bytes=24000, lost=12
+                )
+            ]
+        ),
+    )
+    post(client, auth, batch(samples=[sample_item(key, t[2], packets=12, lost=0)]))
+    assert counters(client, auth, "run") == (150, 24000, 12)
+
+
+def test_running_counters_include_samples_before_session(
+    client: TestClient, auth: Auth, clean: Engine
+) -> None:
+    key = "early;1"
+    early = [sample_item(key, T0 + dt.timedelta(seconds=i), packets=45, lost=5) for i in range(3)]
+    post(client, auth, batch(samples=early))
+    post(client, auth, batch(sessions=[session_item(key)]))
+    assert counters(client, auth, "early") == (135, 24000, 15)
+    post(client, auth, batch(samples=[sample_item(key, T0 + dt.timedelta(seconds=3))]))
+    assert counters(client, auth, "early") == (185, 32000, 15)
+
+
 def test_switch_and_queue_samples(client: TestClient, auth: Auth, clean: Engine) -> None:
     body = batch(
         switch={
             "name": "sw9",
             "grpc_address": "198.19.0.1:50052",
             "ports": [{"dev_port": 1, "name": "p4r-sw-1", "speed_mbps": 10000}],
+            "relay_table_used": 1200,
+            "relay_table_capacity": 65536,
         },
         queue_samples=[
             {
@@ -184,6 +237,17 @@ def test_switch_and_queue_samples(client: TestClient, auth: Auth, clean: Engine)
     )
     sw = client.get("/api/v1/switches", headers=auth.viewer).json()
     assert [p["dev_port"] for p in sw[0]["ports"]] == [1, 2]  # port 2 registered by its sample
+    assert (sw[0]["relay_table_used"], sw[0]["relay_table_capacity"]) == (1200, 65536)
+    # The switch could not be read (down): the last occupancy stays.
+    post(client, auth, batch(switch={"name": "sw9", "up": False}))
+    sw = client.get("/api/v1/switches", headers=auth.viewer).json()
+    assert (sw[0]["up"], sw[0]["relay_table_used"], sw[0]["relay_table_capacity"]) == (
+        False,
+        1200,
+        65536,
+    )
+    bad = post(client, auth, batch(switch={"name": "sw9", "relay_table_used": -1}))
+    assert bad.status_code == 422
 
 
 @pytest.mark.parametrize(

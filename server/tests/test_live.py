@@ -33,6 +33,8 @@ def test_subscriber_receives_changes(client: TestClient, auth: Auth) -> None:
         assert client.post("/api/v1/ingest", json=body, headers=auth.ingest).status_code == 200
         got = {m["topic"]: m["items"] for m in (ws.receive_json() for _ in range(4))}
         assert got["sessions"][0]["session_key"] == "live;1"
+        assert got["sessions"][0]["caller"] == "198.18.1.10:6000"
+        assert got["sessions"][0]["callee"] == "198.18.2.10:7000"
         assert got["samples"][0]["mos"] == pytest.approx(4.409, abs=1e-3)
         assert got["queues"][0]["depth_pkts"] == 7
         assert got["events"][0]["type"] == "congestion_onset"

@@ -52,4 +52,24 @@ def test_models_and_migrations_agree(fresh_url: str) -> None:
     finally:
         eng.dispose()
     assert diff == [], f"models and migrations differ: {diff}"
-    assert version == "0001"
+    assert version == "0002"
+
+
+def test_0002_adds_relay_occupancy_to_existing_switches(fresh_url: str) -> None:
+    settings = Settings(database_url=fresh_url)
+    run_alembic(settings, ["upgrade", "0001"])
+    eng = create_engine(fresh_url)
+    try:
+        with eng.begin() as conn:
+            conn.execute(text("INSERT INTO switches (name) VALUES ('old-sw')"))
+        run_alembic(settings, ["upgrade", "head"])
+        with eng.connect() as conn:
+            row = conn.execute(
+                text("SELECT name, relay_table_used, relay_table_capacity FROM switches")
+            ).one()
+        assert tuple(row) == ("old-sw", None, None)
+        run_alembic(settings, ["downgrade", "0001"])
+        with eng.connect() as conn:
+            assert conn.execute(text("SELECT name FROM switches")).scalar_one() == "old-sw"
+    finally:
+        eng.dispose()

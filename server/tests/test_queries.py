@@ -183,6 +183,34 @@ def test_session_detail(client: TestClient, auth: Auth, calls: Any) -> None:
     assert client.get("/api/v1/sessions/999999", headers=auth.viewer).status_code == 404
 
 
+def test_session_parties(client: TestClient, auth: Auth, calls: Any) -> None:
+    """Caller/callee: source and destination of the caller->callee leg."""
+    v6 = session_item("v6;1", started_at=iso(T0 + dt.timedelta(hours=1)))
+    v6["legs"][0]["src"] = {"addr": "2001:db8::10", "port": 6002}
+    v6["legs"][0]["dst"] = {"addr": "2001:db8::20", "port": 7002}
+    ingest(client, auth, sessions=[v6, session_item("nolegs;1", legs=[])])
+    items = {s["call_id"]: s for s in get(client, auth, "/api/v1/sessions", limit=50)["items"]}
+    assert items["call-03"]["caller"] == "198.18.1.13:6000"
+    assert items["call-03"]["callee"] == "198.18.2.10:7000"
+    assert (items["v6"]["caller"], items["v6"]["callee"]) == (
+        "[2001:db8::10]:6002",
+        "[2001:db8::20]:7002",
+    )
+    assert (items["nolegs"]["caller"], items["nolegs"]["callee"]) == (None, None)
+    d = get(client, auth, f"/api/v1/sessions/{items['call-05']['id']}")
+    assert (d["caller"], d["callee"]) == ("198.18.1.15:6000", "198.18.2.10:7000")
+    rows = list(
+        csv.DictReader(
+            io.StringIO(
+                client.get(
+                    "/api/v1/sessions/export.csv", params={"call_id": "call-07"}, headers=auth.read
+                ).text
+            )
+        )
+    )
+    assert [(r["caller"], r["callee"]) for r in rows] == [("198.18.1.17:6000", "198.18.2.10:7000")]
+
+
 def test_quality_series_downsampled(client: TestClient, auth: Auth, calls: Any) -> None:
     key = "call-11;t"
     t = T0 + dt.timedelta(minutes=11)

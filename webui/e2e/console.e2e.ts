@@ -8,7 +8,7 @@ import type { Page } from 'playwright-core';
 import { axeViolations, type Violation } from './a11y';
 import { openBrowser, screenshot, type Browser } from './browser';
 import { startStack, type Stack } from './harness';
-import { ACTIVE_CALLS, callId, ENDED_CALLS, ingest, REROUTED, samples, seed, session } from './seed';
+import { ACTIVE_CALLS, callId, ENDED_CALLS, ingest, RELAY_TABLE_USED, REROUTED, samples, seed, session } from './seed';
 
 let stack: Stack | undefined;
 let browser: Browser | undefined;
@@ -111,14 +111,22 @@ describe('operator console (real server)', () => {
 
   it('updates quality live from streamed samples', async () => {
     // One more second of samples for every call; call 12 starts losing 20 % of its packets.
+    // Seeded before the console opened: 30 s × 2 directions × 50 packets, no loss,
+    // shown from the server's running counters; caller and callee from its legs.
+    await page.getByLabel('Filter sessions').fill(callId(12));
+    const row = page.getByTestId('row').filter({ hasText: callId(12) });
+    await expect.poll(() => row.textContent(), { timeout: 2000 }).toContain('3000');
+    expect(await row.textContent()).toContain('0.00 %');
+    expect(await row.textContent()).toContain('198.18.1.10:6024');
+    expect(await row.textContent()).toContain('198.18.2.10:6024');
     const now = Date.now();
     const batch = [];
     for (let i = 1; i <= ACTIVE_CALLS; i++) batch.push(...samples(i, now + 1000, 1, i === 12 ? 10 : undefined));
     await ingest(live().baseUrl, live().ingestToken, { samples: batch });
-    await page.getByLabel('Filter sessions').fill(callId(12));
-    const row = page.getByTestId('row').filter({ hasText: callId(12) });
     await expect.poll(() => row.locator('.badge').textContent(), { timeout: 2000 }).toMatch(/^[12]\.\d\d/);
-    expect(await row.textContent()).toContain('20.00 %'); // loss over the streamed interval
+    // Running totals: 3000 + 2 × 40 packets, 2 × 10 lost → 20 / 3100.
+    await expect.poll(() => row.textContent(), { timeout: 2000 }).toContain('3080');
+    expect(await row.textContent()).toContain('0.65 %');
     await page.getByLabel('Filter sessions').fill('');
     await capture('02b-live-after-samples');
   });
@@ -167,7 +175,8 @@ describe('operator console (real server)', () => {
     await page.getByRole('heading', { name: 'Switches' }).waitFor();
     await chartsDrawn(4);
     expect(await page.getByRole('table', { name: 'Ports' }).textContent()).toContain('p4r-sw-2');
-    expect(await page.getByText(/rewrite entries in use/).textContent()).toMatch(/\d+ rewrite entries in use \(\d+ offloaded calls\)/);
+    expect(await page.getByTestId('relay-occupancy').textContent()).toBe('1,000 of 65,536 relay entries in use (1.5 %)');
+    expect(await page.locator('meter.occupancy').getAttribute('value')).toBe(String(RELAY_TABLE_USED));
     await capture('05-switches');
   });
 

@@ -98,6 +98,10 @@ function event(type: EventIn['type'], ts: number, payload: Record<string, unknow
   return { event_id: randomUUID(), type, ts: iso(ts), severity: 'info', switch: SWITCH, payload, ...over };
 }
 
+/** What the collector would read: 4 relay entries per offloaded call, Tofino's default size. */
+export const RELAY_TABLE_CAPACITY = 65_536;
+export const RELAY_TABLE_USED = 1_000;
+
 export async function seed(baseUrl: string, token: string): Promise<void> {
   const now = Date.now();
   // The collector: the switch, its ports and 5 minutes of queue samples (port 2 congests).
@@ -119,6 +123,7 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   await ingest(baseUrl, token, {
     switch: {
       name: SWITCH, grpc_address: '198.19.0.1:50052', device_id: 0, up: true,
+      relay_table_used: RELAY_TABLE_USED, relay_table_capacity: RELAY_TABLE_CAPACITY,
       ports: [1, 2, 3, 4].map((p) => ({ dev_port: p, name: `p4r-sw-${String(p)}`, speed_mbps: 10_000, up: true })),
     },
     queue_samples: queue,

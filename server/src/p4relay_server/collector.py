@@ -9,6 +9,8 @@ and derives, per port's egress queue:
 - utilisation: transmitted octets over the interval / line rate;
 - drops: growth of the queue's drop counter (a counter that went down was reset).
 The line rate is the port's shaping rate when set, else its $SPEED.
+It also reads the relay table's occupancy (BfRt TableUsage) and its size
+(bfrt.json), sent as the switch's `relay_table_used` / `relay_table_capacity`.
 Switch up/down transitions become events. INT reports will land here later.
 
 A batch the server does not take (down, 5xx) is kept and re-sent with the same
@@ -43,6 +45,7 @@ log = structlog.get_logger("p4relay.collector")
 
 CELL_BYTES = 80
 COLLECTOR_CLIENT_ID = 2
+RELAY_TABLE = "pipe.Ingress.relay"  # the 5-tuple table a call's entries fill
 SPEED_BPS = {
     "BF_SPEED_1G": 1e9,
     "BF_SPEED_10G": 10e9,
@@ -125,6 +128,7 @@ class SwitchPoller:
         self.up: bool | None = None  # None until the first poll
         self.prev: dict[int, PortReading] = {}
         self.prev_t: float | None = None
+        self.relay: tuple[int, int] | None = None  # (used, capacity) of the last poll
 
     async def _connect(self) -> Any:
         from p4relay_switch import Subscription, SwitchClient
@@ -149,10 +153,24 @@ class SwitchPoller:
             except Exception as e:  # closing a broken channel may fail too
                 log.debug("close failed", switch=self.name, error=repr(e))
 
+    async def read_relay_table(self) -> tuple[int, int] | None:
+        """(entries in use, table size); None when the program has no relay table."""
+        from p4relay_switch import SchemaError
+
+        if self.client is None:
+            self.client = await self._connect()
+        try:
+            size = int(self.client.schema.table(RELAY_TABLE).size)
+        except SchemaError as e:
+            log.warning("no relay table in this switch's program", switch=self.name, error=str(e))
+            return None
+        return int(await self.client.usage(RELAY_TABLE)), size
+
     async def read(self) -> list[PortReading]:
         if self.client is None:
             self.client = await self._connect()
         sw = self.client
+        self.relay = await self.read_relay_table()
         ports = await sw.read("$PORT")
         dev_ports = sorted(int(e.key["$DEV_PORT"]) for e in ports)
         if not dev_ports:
@@ -218,6 +236,8 @@ class SwitchPoller:
             grpc_address=self.address,
             device_id=self.device_id,
             up=True,
+            relay_table_used=self.relay[0] if self.relay else None,
+            relay_table_capacity=self.relay[1] if self.relay else None,
             ports=[
                 PortInfo(
                     dev_port=r.dev_port,

@@ -65,6 +65,9 @@ class Switch(Base):
     up: Mapped[bool] = mapped_column(Boolean, server_default=text("true"))
     created_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
     last_seen: Mapped[dt.datetime | None] = mapped_column(TS)
+    # Relay (5-tuple) table occupancy as the collector last read it.
+    relay_table_used: Mapped[int | None] = mapped_column(BigInteger)
+    relay_table_capacity: Mapped[int | None] = mapped_column(BigInteger)
     ports: Mapped[list[SwitchPort]] = relationship(
         back_populates="switch", order_by="SwitchPort.dev_port", cascade="all, delete-orphan"
     )

@@ -53,7 +53,8 @@ export class LiveSessionStore {
       const merged: LiveSession = prev
         ? { ...prev, ...s }
         : {
-            from_tag: '', to_tag: null, codec: null, agent: null, packets: null, bytes: null, lost: null,
+            from_tag: '', to_tag: null, codec: null, agent: null, caller: null, callee: null,
+            packets: null, bytes: null, lost: null,
             mos_avg: null, mos_min: null, jitter_ms_max: null, ...s,
           };
       this.byId.set(s.id, merged);
@@ -66,20 +67,21 @@ export class LiveSessionStore {
     this.markDirty();
   }
 
-  /** A quality sample of one direction; unknown (ended, not yet seen) sessions are skipped. */
+  /** A quality sample of one direction (one interval): advances the running
+   * counters the snapshot brought; unknown (ended, not yet seen) sessions are skipped. */
   applySample(q: LiveSampleItem): void {
     const id = q.session_id ?? this.idByKey.get(q.session_key);
     const row = id == null ? undefined : this.byId.get(id);
     if (!row || id == null) return;
-    const live = row.live ?? { dirs: {}, packets: 0, lost: 0 };
+    const live = row.live ?? { dirs: {} };
     const prev = live.dirs[q.direction];
     if (prev && prev.ts > q.ts) return; // late sample: the newer one stays current
     this.byId.set(id, {
       ...row,
+      packets: (row.packets ?? 0) + q.packets,
+      lost: (row.lost ?? 0) + q.lost,
       live: {
         dirs: { ...live.dirs, [q.direction]: { mos: q.mos, jitter_ms: q.jitter_ms, loss_pct: q.loss_pct, ts: q.ts } },
-        packets: live.packets + q.packets,
-        lost: live.lost + q.lost,
       },
     });
     this.markDirty();

@@ -931,6 +931,16 @@ export interface components {
             bytes: number | null;
             /** Call Id */
             call_id: string;
+            /**
+             * Callee
+             * @description callee's media endpoint: destination of that leg
+             */
+            callee: string | null;
+            /**
+             * Caller
+             * @description caller's media endpoint (`addr:port`, `[v6]:port`): source of the first caller_to_callee leg
+             */
+            caller: string | null;
             /** Codec */
             codec: string | null;
             /** Ended At */
@@ -945,7 +955,10 @@ export interface components {
             jitter_ms_max: number | null;
             /** Legs */
             legs: components["schemas"]["LegOut"][];
-            /** Lost */
+            /**
+             * Lost
+             * @description packets lost, counted like `packets`
+             */
             lost: number | null;
             /** Mos Avg */
             mos_avg: number | null;
@@ -955,7 +968,10 @@ export interface components {
             offload_reason: string | null;
             /** Offloaded */
             offloaded: boolean;
-            /** Packets */
+            /**
+             * Packets
+             * @description packets relayed: running sum of quality samples (both directions) while active, the agent's totals once ended
+             */
             packets: number | null;
             /** Plc */
             plc: boolean;
@@ -1000,6 +1016,16 @@ export interface components {
             bytes: number | null;
             /** Call Id */
             call_id: string;
+            /**
+             * Callee
+             * @description callee's media endpoint: destination of that leg
+             */
+            callee: string | null;
+            /**
+             * Caller
+             * @description caller's media endpoint (`addr:port`, `[v6]:port`): source of the first caller_to_callee leg
+             */
+            caller: string | null;
             /** Codec */
             codec: string | null;
             /** Ended At */
@@ -1010,7 +1036,10 @@ export interface components {
             id: number;
             /** Jitter Ms Max */
             jitter_ms_max: number | null;
-            /** Lost */
+            /**
+             * Lost
+             * @description packets lost, counted like `packets`
+             */
             lost: number | null;
             /** Mos Avg */
             mos_avg: number | null;
@@ -1020,7 +1049,10 @@ export interface components {
             offload_reason: string | null;
             /** Offloaded */
             offloaded: boolean;
-            /** Packets */
+            /**
+             * Packets
+             * @description packets relayed: running sum of quality samples (both directions) while active, the agent's totals once ended
+             */
             packets: number | null;
             /** Session Key */
             session_key: string;
@@ -1141,6 +1173,16 @@ export interface components {
             /** Ports */
             ports?: components["schemas"]["PortInfo"][];
             /**
+             * Relay Table Capacity
+             * @description the relay table's size
+             */
+            relay_table_capacity?: number | null;
+            /**
+             * Relay Table Used
+             * @description entries in the relay table (absent: keep the last reading)
+             */
+            relay_table_used?: number | null;
+            /**
              * Up
              * @default true
              */
@@ -1165,6 +1207,16 @@ export interface components {
             name: string;
             /** Ports */
             ports: components["schemas"]["PortOut"][];
+            /**
+             * Relay Table Capacity
+             * @description relay table size (entries)
+             */
+            relay_table_capacity: number | null;
+            /**
+             * Relay Table Used
+             * @description relay table entries in use at the collector's last reading
+             */
+            relay_table_used: number | null;
             /** Up */
             up: boolean;
         };

@@ -35,7 +35,7 @@ export type EventQuery = NonNullable<operations['list_events_api_v1_events_get']
 export type LiveSessionItem = Pick<
   SessionSummary,
   'id' | 'session_key' | 'call_id' | 'state' | 'offloaded' | 'offload_reason' | 'switch' | 'started_at' | 'answered_at' | 'ended_at'
->;
+> & Partial<Pick<SessionSummary, 'caller' | 'callee'>>;
 export type LiveSampleItem = Pick<QualityPoint, 'ts' | 'packets' | 'lost' | 'loss_pct' | 'jitter_ms' | 'delay_ms' | 'mos'> & {
   session_id: number | null;
   session_key: string;
@@ -51,12 +51,12 @@ export type LiveQueueItem = Pick<QueuePoint, 'ts' | 'utilisation' | 'drops' | 'd
 };
 export type LiveEventItem = Omit<EventItem, 'agent'> & Partial<Pick<EventItem, 'agent'>>;
 
-/** A live-table row: the stored summary plus quality from samples since it was loaded. */
+/** A live-table row: the stored summary (its packets/lost are the server's
+ * running counters, advanced here by each streamed sample) plus the latest
+ * quality per direction. */
 export interface LiveSession extends SessionSummary {
   live?: {
     /** Latest sample per direction. */
     dirs: Partial<Record<Direction, { mos: number | null; jitter_ms: number; loss_pct: number; ts: string }>>;
-    packets: number;
-    lost: number;
   };
 }

@@ -16,15 +16,13 @@ export function currentJitterMs(s: LiveSession): number | null {
   return s.jitter_ms_max;
 }
 
-/** Loss over what the console has seen (samples), else the stored final counters. */
+/** Loss over the call so far: the server's running counters (summed across
+ * directions) plus the samples streamed since they were loaded. */
 export function lossFraction(s: LiveSession): number | null {
-  if (s.live && s.live.packets + s.live.lost > 0) return s.live.lost / (s.live.packets + s.live.lost);
   if (s.packets != null && s.lost != null && s.packets + s.lost > 0) return s.lost / (s.packets + s.lost);
   return null;
 }
 
 export function packetCount(s: LiveSession): number | null {
-  const fromSamples = s.live?.packets;
-  if (fromSamples == null) return s.packets;
-  return Math.max(fromSamples, s.packets ?? 0);
+  return s.packets;
 }

@@ -33,6 +33,29 @@ describe('LiveSessionsPage', () => {
     expect(screen.getByTestId('live-count')).toHaveTextContent('2 of 2');
   });
 
+  it('shows caller and callee endpoints and running counters, and finds a call by party', async () => {
+    const user = userEvent.setup();
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll([
+        makeSession(1, { caller: '198.18.1.21:6000', callee: '198.18.2.22:7000', packets: 4950, lost: 50 }),
+        makeSession(2, { caller: '[2001:db8::5]:6002', callee: null }),
+      ]);
+      store.flush();
+    });
+    const headers = screen.getAllByRole('columnheader').map((h) => h.textContent);
+    expect(headers.slice(0, 3).map((h) => h.replace(/[↑↓↕]/g, '').trim())).toEqual(['Call-ID', 'Caller', 'Callee']);
+    const row1 = screen.getAllByTestId('row').find((r) => within(r).queryByText('198.18.1.21:6000'));
+    expect(row1).toBeDefined();
+    if (!row1) return;
+    expect(within(row1).getByText('198.18.2.22:7000')).toBeInTheDocument();
+    expect(within(row1).getByText('1.00 %')).toBeInTheDocument();
+    expect(within(row1).getByText('4950')).toBeInTheDocument();
+    expect(screen.getByText('[2001:db8::5]:6002')).toBeInTheDocument();
+    await user.type(screen.getByLabelText('Filter sessions'), '198.18.2.22');
+    expect(await screen.findByTestId('live-count')).toHaveTextContent('1 of 2');
+  });
+
   it('filters by text, relay and degraded MOS', async () => {
     const user = userEvent.setup();
     const { store } = renderWithLive(<LiveSessionsPage />);

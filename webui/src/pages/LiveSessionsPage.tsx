@@ -18,7 +18,9 @@ export function matchesFilter(s: LiveSession, text: string, relay: RelayFilter, 
   }
   if (!text) return true;
   const t = text.toLowerCase();
-  return [s.call_id, s.from_tag, s.to_tag, s.switch, s.agent, s.offload_reason].some((v) => v?.toLowerCase().includes(t));
+  return [s.call_id, s.from_tag, s.to_tag, s.caller, s.callee, s.switch, s.agent, s.offload_reason].some((v) =>
+    v?.toLowerCase().includes(t),
+  );
 }
 
 export default function LiveSessionsPage() {
@@ -41,7 +43,7 @@ export default function LiveSessionsPage() {
         <h1 id="live-title" style={{ marginRight: 'auto' }}>Live sessions</h1>
         <label className="field">
           Filter
-          <input type="search" placeholder="call-id, tag, switch, reason…" value={text}
+          <input type="search" placeholder="call-id, tag, party, switch, reason…" value={text}
             onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" style={{ width: '17rem' }} />
         </label>
         <label className="field">

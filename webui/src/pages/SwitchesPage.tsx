@@ -6,7 +6,7 @@ import type { SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
 import { ScrollRegion } from '../components/ScrollRegion';
 import { queueCharts } from '../lib/chartOptions';
-import { formatCount, formatTime } from '../lib/format';
+import { formatCount, formatPercent, formatTime } from '../lib/format';
 
 const WINDOWS = [
   { label: '5 min', seconds: 300, resolution: 1 },
@@ -14,20 +14,38 @@ const WINDOWS = [
   { label: '24 h', seconds: 86400, resolution: 300 },
 ] as const;
 
-/** Relay table use: each offloaded call holds one rewrite entry per direction. */
+/** Relay table occupancy as the collector last read it from the switch (BfRt
+ * table usage of the table's size); each offloaded call holds 4 relay entries
+ * (RTP and RTCP, both ways). */
 function Occupancy({ sw, offloadedCalls }: { sw: SwitchInfo; offloadedCalls: number }) {
-  const entries = offloadedCalls * 2;
+  const used = sw.relay_table_used;
+  const cap = sw.relay_table_capacity;
+  const frac = used != null && cap ? used / cap : null;
   return (
     <div>
-      <p style={{ margin: '0.2rem 0' }}>
-        <strong>{formatCount(entries)}</strong> rewrite entries in use ({formatCount(offloadedCalls)} offloaded calls)
-      </p>
+      {used != null && cap && frac != null ? (
+        <>
+          <p style={{ margin: '0.2rem 0' }} data-testid="relay-occupancy">
+            <strong>{exact.format(used)}</strong> of {exact.format(cap)} relay entries in use ({formatPercent(frac, 1)})
+          </p>
+          <meter className="occupancy" min={0} max={cap} value={used} low={cap * 0.7} high={cap * 0.9} optimum={0}
+            aria-label={`Relay table occupancy of ${sw.name}`}>
+            {formatPercent(frac, 1)}
+          </meter>
+        </>
+      ) : (
+        <p className="muted" style={{ margin: '0.2rem 0' }} data-testid="relay-occupancy">
+          Occupancy of {sw.name}&apos;s relay table: not reported yet (the collector reads it from the switch).
+        </p>
+      )}
       <p className="muted" style={{ margin: '0.3rem 0 0' }}>
-        Capacity of {sw.name}&apos;s relay table: not reported by the server yet, so no occupancy gauge.
+        {formatCount(offloadedCalls)} offloaded calls in the live feed
       </p>
     </div>
   );
 }
+
+const exact = new Intl.NumberFormat('en-US');
 
 export default function SwitchesPage() {
   const switches = useQuery({ queryKey: ['switches'], queryFn: api.switches, refetchInterval: 5000 });

@@ -28,6 +28,13 @@ const relayedBy = col.accessor((s) => offloadLabel(s), {
   id: 'offload', header: 'Relayed by', size: 170,
   cell: (c) => <span title={c.getValue()}>{c.getValue()}</span>, // the reason may be cut off
 });
+const party = (which: 'caller' | 'callee', header: string) =>
+  col.accessor((s) => s[which] ?? '–', {
+    id: which, header, size: 170,
+    cell: (c) => <span className="mono" title={c.getValue()}>{c.getValue()}</span>,
+  });
+const caller = party('caller', 'Caller');
+const callee = party('callee', 'Callee');
 const sw = col.accessor((s) => s.switch ?? '–', { id: 'switch', header: 'Switch', size: 100 });
 const liveDuration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_at) ?? 0, {
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
@@ -59,6 +66,6 @@ const mos = col.accessor((s) => currentMos(s) ?? undefined, {
 /** Live table: running duration and current quality; audit: start time, final values, state. */
 export function sessionColumns(opts: { live: boolean }) {
   return opts.live
-    ? [callId, tags, relayedBy, sw, liveDuration, packets, loss, jitter, mos]
-    : [callId, started, tags, relayedBy, sw, duration, state, packets, loss, jitter, mos];
+    ? [callId, caller, callee, tags, relayedBy, sw, liveDuration, packets, loss, jitter, mos]
+    : [callId, started, caller, callee, tags, relayedBy, sw, duration, state, packets, loss, jitter, mos];
 }

@@ -14,6 +14,8 @@ export function makeSession(i: number, over: Partial<SessionSummary> = {}): Sess
     codec: 'PCMU',
     switch: 'sw1',
     agent: 'agent-1',
+    caller: `198.18.1.10:${String(6000 + 2 * i)}`,
+    callee: `198.18.2.10:${String(7000 + 2 * i)}`,
     started_at: '2026-01-01T00:00:00Z',
     answered_at: '2026-01-01T00:00:01Z',
     ended_at: null,

@@ -97,6 +97,10 @@ class SwitchOut(_Out):
     up: bool
     created_at: dt.datetime
     last_seen: dt.datetime | None
+    relay_table_used: int | None = Field(
+        description="relay table entries in use at the collector's last reading"
+    )
+    relay_table_capacity: int | None = Field(description="relay table size (entries)")
     ports: list[PortOut]
 
 
@@ -131,12 +135,20 @@ class SessionSummary(_Out):
     codec: str | None
     switch: str | None
     agent: str | None
+    caller: str | None = Field(
+        description="caller's media endpoint (`addr:port`, `[v6]:port`): source of the first "
+        "caller_to_callee leg",
+    )
+    callee: str | None = Field(description="callee's media endpoint: destination of that leg")
     started_at: dt.datetime
     answered_at: dt.datetime | None
     ended_at: dt.datetime | None
-    packets: int | None
+    packets: int | None = Field(
+        description="packets relayed: running sum of quality samples (both directions) while "
+        "active, the agent's totals once ended"
+    )
     bytes: int | None
-    lost: int | None
+    lost: int | None = Field(description="packets lost, counted like `packets`")
     mos_avg: float | None
     mos_min: float | None
     jitter_ms_max: float | None

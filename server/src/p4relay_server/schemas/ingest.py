@@ -156,6 +156,12 @@ class SwitchInfo(_Strict):
     device_id: Annotated[int, Field(ge=0)] = 0
     up: bool = True
     ports: list[PortInfo] = Field(default_factory=list)
+    relay_table_used: Annotated[int, Field(ge=0, le=2**40)] | None = Field(
+        default=None, description="entries in the relay table (absent: keep the last reading)"
+    )
+    relay_table_capacity: Annotated[int, Field(ge=0, le=2**40)] | None = Field(
+        default=None, description="the relay table's size"
+    )
 
 
 class LegIn(_Strict):

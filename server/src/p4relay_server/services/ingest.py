@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import psycopg
-from sqlalchemy import Table, bindparam, func, literal_column, select, text, update
+from sqlalchemy import Table, bindparam, case, func, literal_column, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -29,6 +29,9 @@ from p4relay_server.schemas.ingest import (
     QualitySampleIn,
     SessionUpsert,
 )
+from p4relay_server.services.queries import endpoint_text
+
+_COUNTERS = ("packets", "bytes", "lost")  # running sums of samples while active
 
 _SAMPLE_RETURNING = (
     "session_id",
@@ -36,6 +39,7 @@ _SAMPLE_RETURNING = (
     "direction",
     "ts",
     "packets",
+    "bytes",
     "lost",
     "jitter_ms",
     "delay_ms",
@@ -84,6 +88,8 @@ class _Batch:
             device_id=info.device_id,
             up=info.up,
             last_seen=self.now,
+            relay_table_used=info.relay_table_used,
+            relay_table_capacity=info.relay_table_capacity,
         )
         stmt = ins.on_conflict_do_update(
             index_elements=[Switch.name],
@@ -92,6 +98,13 @@ class _Batch:
                 "device_id": ins.excluded.device_id,
                 "up": ins.excluded.up,
                 "last_seen": ins.excluded.last_seen,
+                # A switch that could not be read keeps its last occupancy.
+                "relay_table_used": func.coalesce(
+                    ins.excluded.relay_table_used, Switch.relay_table_used
+                ),
+                "relay_table_capacity": func.coalesce(
+                    ins.excluded.relay_table_capacity, Switch.relay_table_capacity
+                ),
             },
         ).returning(Switch.id)
         sid = self.db.execute(stmt).scalar_one()
@@ -152,9 +165,14 @@ class _Batch:
         for s in sessions:
             row = self._session_row(s, switch_ids)
             ins = pg_insert(CallSession).values(**row)
+            set_: dict[str, Any] = {k: ins.excluded[k] for k in row if k != "session_key"}
+            # The agent reports totals only at the end; until then the running
+            # counters kept from samples stay.
+            for k in _COUNTERS:
+                set_[k] = func.coalesce(ins.excluded[k], CallSession.__table__.c[k])
             stmt: Any = ins.on_conflict_do_update(
                 index_elements=[CallSession.session_key],
-                set_={k: ins.excluded[k] for k in row if k != "session_key"},
+                set_=set_,
                 where=CallSession.seq < ins.excluded.seq,
             ).returning(CallSession.id, literal_column("(xmax = 0)"))
             got = self.db.execute(stmt).first()
@@ -194,6 +212,11 @@ class _Batch:
         }
 
     def _summary(self, session_id: int, s: SessionUpsert) -> dict[str, Any]:
+        first = min(
+            (leg for leg in s.legs if leg.direction == "caller_to_callee"),
+            key=lambda leg: leg.media_index,
+            default=None,
+        )
         return {
             "id": session_id,
             "session_key": s.session_key,
@@ -202,6 +225,8 @@ class _Batch:
             "offloaded": s.offloaded,
             "offload_reason": s.offload_reason,
             "switch": s.switch,
+            "caller": endpoint_text(first.src.addr, first.src.port) if first else None,
+            "callee": endpoint_text(first.dst.addr, first.dst.port) if first else None,
             "started_at": _iso(s.started_at),
             "answered_at": _iso(s.answered_at),
             "ended_at": _iso(s.ended_at),
@@ -255,13 +280,24 @@ class _Batch:
                 QualitySample.delay_ms,
                 QualitySample.burst_ratio,
                 QualitySample.codec,
+                QualitySample.bytes,
             ).where(QualitySample.session_key == s.session_key, QualitySample.session_id.is_(None))
         ).all()
         if not orphans:
             return
+        t = _table(CallSession)
+        self.db.execute(
+            t.update()
+            .where(t.c.id == session_id, t.c.packets.is_(None))
+            .values(
+                packets=sum(o.packets for o in orphans),
+                bytes=sum(o.bytes for o in orphans),
+                lost=sum(o.lost for o in orphans),
+            )
+        )
         # MOS is recomputed now that the session's codec and PLC are known.
         params = []
-        for oid, packets, lost, jitter, delay, burst, codec in orphans:
+        for oid, packets, lost, jitter, delay, burst, codec, _ in orphans:
             q = emodel.mos(
                 codec or s.codec,
                 packets=packets,
@@ -274,10 +310,10 @@ class _Batch:
             params.append(
                 {"oid": oid, "sid": session_id, "r": q[0] if q else None, "m": q[1] if q else None}
             )
-        t = _table(QualitySample)
+        qt = _table(QualitySample)
         self.db.execute(
-            t.update()
-            .where(t.c.id == bindparam("oid"))
+            qt.update()
+            .where(qt.c.id == bindparam("oid"))
             .values(session_id=bindparam("sid"), r_factor=bindparam("r"), mos=bindparam("m")),
             params,
         )
@@ -398,12 +434,16 @@ class _Batch:
         }
 
     def _update_session_quality(self, stored: Sequence[Any]) -> None:
-        agg: dict[int, list[float]] = {}  # id -> [n, sum, min, jitter_max]
+        # id -> [n, sum, min, jitter_max, packets, bytes, lost]
+        agg: dict[int, list[float]] = {}
         for r in stored:
             if r.session_id is None:
                 continue
-            a = agg.setdefault(r.session_id, [0.0, 0.0, float("inf"), 0.0])
+            a = agg.setdefault(r.session_id, [0.0, 0.0, float("inf"), 0.0, 0, 0, 0])
             a[3] = max(a[3], r.jitter_ms)
+            a[4] += r.packets
+            a[5] += r.bytes
+            a[6] += r.lost
             if r.mos is not None:
                 a[0] += 1
                 a[1] += r.mos
@@ -424,9 +464,32 @@ class _Batch:
                 mos_samples=t.c.mos_samples + n,
                 mos_min=func.least(t.c.mos_min, bindparam("m")),
                 jitter_ms_max=func.greatest(t.c.jitter_ms_max, bindparam("j")),
+                # Each sample covers one interval, so sums are running totals.
+                # Once the session ended the agent's final totals stand.
+                packets=case(
+                    (t.c.state == "ended", t.c.packets),
+                    else_=func.coalesce(t.c.packets, 0) + bindparam("p"),
+                ),
+                bytes=case(
+                    (t.c.state == "ended", t.c.bytes),
+                    else_=func.coalesce(t.c.bytes, 0) + bindparam("b"),
+                ),
+                lost=case(
+                    (t.c.state == "ended", t.c.lost),
+                    else_=func.coalesce(t.c.lost, 0) + bindparam("l"),
+                ),
             ),
             [
-                {"sid": sid, "n": int(a[0]), "s": a[1], "m": a[2] if a[0] else None, "j": a[3]}
+                {
+                    "sid": sid,
+                    "n": int(a[0]),
+                    "s": a[1],
+                    "m": a[2] if a[0] else None,
+                    "j": a[3],
+                    "p": int(a[4]),
+                    "b": int(a[5]),
+                    "l": int(a[6]),
+                }
                 for sid, a in sorted(agg.items())
             ],
         )

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Select, func, literal, or_, select, tuple_
+from sqlalchemy import BigInteger, Select, func, literal, or_, select, true, tuple_
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
@@ -99,20 +99,55 @@ class SessionFilter:
         return q
 
 
-def _summary_select() -> Select[CallSession, str, str]:
+def _party_lateral() -> Any:
+    """The caller->callee leg of the first media stream: its source is the
+    caller's endpoint, its destination the callee's (one index probe per row)."""
+    leg = SessionLeg
     return (
-        select(CallSession, Switch.name.label("switch_name"), Agent.name.label("agent_name"))
-        .outerjoin(Switch, Switch.id == CallSession.switch_id)
-        .outerjoin(Agent, Agent.id == CallSession.agent_id)
+        select(leg.src_addr, leg.src_port, leg.dst_addr, leg.dst_port)
+        .where(leg.session_id == CallSession.id, leg.direction == "caller_to_callee")
+        .order_by(leg.media_index)
+        .limit(1)
+        .correlate(CallSession)
+        .lateral("party")
     )
 
 
-def _summary(s: CallSession, switch: str | None, agent: str | None) -> api.SessionSummary:
+def _summary_select() -> Select[CallSession, str, str, Any, Any, Any, Any]:
+    party = _party_lateral()
+    return (
+        select(
+            CallSession,
+            Switch.name.label("switch_name"),
+            Agent.name.label("agent_name"),
+            party.c.src_addr,
+            party.c.src_port,
+            party.c.dst_addr,
+            party.c.dst_port,
+        )
+        .outerjoin(Switch, Switch.id == CallSession.switch_id)
+        .outerjoin(Agent, Agent.id == CallSession.agent_id)
+        .outerjoin(party, true())
+    )
+
+
+def endpoint_text(addr: object, port: int | None) -> str | None:
+    """`addr:port`, IPv6 in brackets (`[2001:db8::1]:5004`)."""
+    if addr is None or port is None:
+        return None
+    a = str(addr)
+    return f"[{a}]:{port}" if ":" in a else f"{a}:{port}"
+
+
+def _summary(row: Any) -> api.SessionSummary:
+    s, switch, agent, src_addr, src_port, dst_addr, dst_port = row
     return api.SessionSummary.model_validate(
         {
             **{k: getattr(s, k) for k in api.SessionSummary.model_fields if hasattr(s, k)},
             "switch": switch,
             "agent": agent,
+            "caller": endpoint_text(src_addr, src_port),
+            "callee": endpoint_text(dst_addr, dst_port),
         }
     )
 
@@ -126,7 +161,7 @@ def list_sessions(db: Session, f: SessionFilter, cursor: str | None, limit: int)
         )
     q = q.order_by(CallSession.started_at.desc(), CallSession.id.desc()).limit(limit + 1)
     rows = db.execute(q).all()
-    items = [_summary(s, sw, ag) for s, sw, ag in rows[:limit]]
+    items = [_summary(r) for r in rows[:limit]]
     nxt = encode_cursor(items[-1].started_at, items[-1].id) if len(rows) > limit else None
     return api.SessionPage(items=items, next_cursor=nxt)
 
@@ -134,8 +169,8 @@ def list_sessions(db: Session, f: SessionFilter, cursor: str | None, limit: int)
 def iter_sessions(db: Session, f: SessionFilter, max_rows: int) -> Iterator[api.SessionSummary]:
     q = f.apply(_summary_select()).order_by(CallSession.started_at.desc(), CallSession.id.desc())
     q = q.limit(max_rows).execution_options(yield_per=2000)
-    for s, sw, ag in db.execute(q):
-        yield _summary(s, sw, ag)
+    for r in db.execute(q):
+        yield _summary(r)
 
 
 def _auto_resolution(start: dt.datetime, end: dt.datetime, requested: int | None) -> int:
@@ -318,7 +353,7 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
     row = db.execute(_summary_select().where(CallSession.id == session_id)).first()
     if row is None:
         return None
-    s, sw, ag = row
+    s = row[0]
     legs = [
         api.LegOut(
             direction=cast(Direction, leg.direction),
@@ -337,7 +372,7 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
         for leg in s.legs
     ]
     events = list_events(db, session_id=session_id, limit=1000).items
-    summary = _summary(s, sw, ag)
+    summary = _summary(row)
     return api.SessionDetail(
         **summary.model_dump(),
         seq=s.seq,

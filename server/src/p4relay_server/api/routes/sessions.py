@@ -85,7 +85,7 @@ def list_sessions(
 
 CSV_COLUMNS = [
     "id", "session_key", "call_id", "from_tag", "to_tag", "state", "offloaded", "offload_reason",
-    "codec", "switch", "agent", "started_at", "answered_at", "ended_at", "packets", "bytes",
+    "codec", "switch", "agent", "caller", "callee", "started_at", "answered_at", "ended_at", "packets", "bytes",
     "lost", "mos_avg", "mos_min", "jitter_ms_max",
 ]  # fmt: skip
 
