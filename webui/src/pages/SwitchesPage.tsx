@@ -17,7 +17,7 @@ const WINDOWS = [
 /** Relay table occupancy as the collector last read it from the switch (BfRt
  * table usage of the table's size); each offloaded call holds 4 relay entries
  * (RTP and RTCP, both ways). */
-function Occupancy({ sw, offloadedCalls }: { sw: SwitchInfo; offloadedCalls: number }) {
+export function Occupancy({ sw, offloadedCalls }: { sw: SwitchInfo; offloadedCalls: number }) {
   const used = sw.relay_table_used;
   const cap = sw.relay_table_capacity;
   const frac = used != null && cap ? used / cap : null;
