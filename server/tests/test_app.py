@@ -44,6 +44,7 @@ def test_readyz_reports_database_down(settings: Settings) -> None:
 
 def test_readyz_reports_schema_behind(settings: Settings, clean: Engine) -> None:
     with clean.begin() as c:
+        head = c.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
         c.execute(text("UPDATE alembic_version SET version_num = 'old'"))
     try:
         with TestClient(create_app(settings, clean)) as cl:
@@ -52,7 +53,7 @@ def test_readyz_reports_schema_behind(settings: Settings, clean: Engine) -> None
         assert "migrate" in r.json()["detail"]
     finally:
         with clean.begin() as c:
-            c.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+            c.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": head})
 
 
 def test_metrics(client: TestClient, auth: Auth) -> None:
@@ -147,7 +148,7 @@ def test_cli_create_admin_and_token(db_url: str, clean: Engine, client: TestClie
 def test_cli_migrate_and_config_file(db_url: str, tmp_path: Path) -> None:
     r = _cli(db_url, "migrate", "current")
     assert r.returncode == 0, r.stderr
-    assert "0001" in r.stdout
+    assert "0002 (head)" in r.stdout
     cfg = tmp_path / "server.toml"
     cfg.write_text(
         'database_url = "postgresql+psycopg://from-file@127.0.0.1:1/x"\n[retention]\nraw_hours = 1.5\n'

@@ -163,7 +163,7 @@ describe('operator console (real server)', () => {
   });
 
   it('updates the open session live when its samples arrive', async () => {
-    const sampled = page.getByTestId('sampled-packets');
+    const sampled = page.getByTestId('session-packets');
     const before = await sampled.textContent();
     await ingest(live().baseUrl, live().ingestToken, { samples: samples(REROUTED, Date.now() + 2000, 1) });
     // Stream → refetch of the detail, well before the 10 s fallback poll.

@@ -86,11 +86,11 @@ export default function SessionDetailPage() {
             <dt>Answered</dt><dd>{formatTime(s.answered_at)}</dd>
             <dt>Ended</dt><dd>{formatTime(s.ended_at)}</dd>
             <dt>Duration</dt><dd>{formatDuration(elapsedSeconds(s.answered_at ?? s.started_at, s.ended_at))}</dd>
-            {s.packets != null ? (
-              <><dt>Packets / lost</dt><dd>{formatCount(s.packets)} / {formatCount(s.lost)}</dd></>
-            ) : (
-              <><dt>Packets / lost (sampled)</dt><dd data-testid="sampled-packets">{formatCount(sampled.packets)} / {formatCount(sampled.lost)}</dd></>
-            )}
+            {/* The server's counters: running sums of samples while active, the agent's totals at the end. */}
+            <dt>Packets / lost{s.ended_at == null ? ' (so far)' : ''}</dt>
+            <dd data-testid="session-packets">
+              {formatCount(s.packets ?? sampled.packets)} / {formatCount(s.lost ?? sampled.lost)}
+            </dd>
             <dt>Max jitter</dt><dd>{formatMs(s.jitter_ms_max)}</dd>
             <dt>MOS mean / min</dt><dd><MosBadge mos={s.mos_avg} /> / <MosBadge mos={s.mos_min} /></dd>
           </dl>
