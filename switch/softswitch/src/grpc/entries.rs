@@ -190,22 +190,9 @@ impl Switch {
         undo: &mut Vec<Undo>,
     ) -> Result<(), Status> {
         let relay = &self.pipeline.relay;
-        if default {
-            // The default action is NoAction and stays so.
-            return match data.action_name() {
-                None | Some("NoAction") => Ok(()),
-                Some(a) => Err(invalid(format!(
-                    "{}: default action is fixed to NoAction, not {a}",
-                    t.name
-                ))),
-            };
-        }
-        if wildcard {
-            if op != Op::Delete {
-                return Err(invalid(format!("{}: key missing", t.name)));
-            }
-            relay.clear();
-            return Ok(());
+        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || relay.clear())
+        {
+            return done;
         }
         let k = Self::relay_key(&Keys::new(t, key.expect("not wildcard"))?)?;
         let action = match data.action_name() {
@@ -282,21 +269,9 @@ impl Switch {
         undo: &mut Vec<Undo>,
     ) -> Result<(), Status> {
         let legs = &self.pipeline.legs;
-        if default {
-            return match data.action_name() {
-                None | Some("NoAction") => Ok(()),
-                Some(a) => Err(invalid(format!(
-                    "{}: default action is fixed to NoAction, not {a}",
-                    t.name
-                ))),
-            };
-        }
-        if wildcard {
-            if op != Op::Delete {
-                return Err(invalid(format!("{}: key missing", t.name)));
-            }
-            legs.clear();
-            return Ok(());
+        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || legs.clear())
+        {
+            return done;
         }
         let leg = Keys::new(t, key.expect("not wildcard"))?.exact("ig_md.leg")? as u32;
         if leg as usize >= legs.capacity() {
@@ -1036,4 +1011,34 @@ fn fixed_data(t: &TableSchema, port: &crate::dataplane::Port) -> pb::TableData {
         action_id: 0,
         fields,
     }
+}
+
+/// The relay and leg tables share two rules: their default action is fixed to
+/// NoAction, and a keyless write is only a wildcard delete (clear the table).
+/// Returns the write's outcome when one of them applies.
+fn fixed_default_or_clear(
+    t: &TableSchema,
+    op: Op,
+    default: bool,
+    wildcard: bool,
+    data: &Data,
+    clear: impl FnOnce(),
+) -> Option<Result<(), Status>> {
+    if default {
+        return Some(match data.action_name() {
+            None | Some("NoAction") => Ok(()),
+            Some(a) => Err(invalid(format!(
+                "{}: default action is fixed to NoAction, not {a}",
+                t.name
+            ))),
+        });
+    }
+    if wildcard {
+        if op != Op::Delete {
+            return Some(Err(invalid(format!("{}: key missing", t.name))));
+        }
+        clear();
+        return Some(Ok(()));
+    }
+    None
 }
