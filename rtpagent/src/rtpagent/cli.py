@@ -71,6 +71,7 @@ async def _run(cfg: Settings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
+        # Event loops without signal support (not Linux's) raise this; Ctrl-C still works.
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
