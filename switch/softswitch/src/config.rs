@@ -39,7 +39,7 @@ pub struct Args {
     /// TOML config file; keys mirror the flags
     #[arg(long, env = "P4RELAY_SOFTSWITCH_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Capacity of pipe.Ingress.relay [default: contract relay_entries_softswitch]
+    /// Capacity of pipe.Ingress.relay and of pipe.Ingress.relay_guard (a call has 4 of each) [default: contract relay_entries_softswitch]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RELAY_ENTRIES")]
     pub relay_entries: Option<u32>,
     /// Number of legs (leg_rewrite entries and quality-register slots) [default: contract legs_softswitch]

@@ -149,6 +149,11 @@ pub fn render(sw: &Switch) -> String {
     for (name, used, size) in [
         ("pipe.Ingress.relay", pl.relay.len(), pl.relay.capacity()),
         (
+            "pipe.Ingress.relay_guard",
+            pl.guard.len(),
+            pl.guard.capacity(),
+        ),
+        (
             "pipe.Ingress.leg_rewrite",
             pl.legs.len(),
             pl.legs.capacity(),
@@ -165,6 +170,7 @@ pub fn render(sw: &Switch) -> String {
         ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite", &st.relay_rewrites),
         ("p4relay_relay_leg_misses_total", "relay hits whose leg has no leg_rewrite entry (forwarded unchanged)", &st.leg_misses),
         ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers", &st.rtp_packets),
+        ("p4relay_guard_drops_total", "Foreign packets to a guarded relay port dropped by pipe.Ingress.relay_guard", &st.guard_drops),
         ("p4relay_learn_digests_total", "Learn digests raised", &st.learn_digests),
         ("p4relay_learn_suppressed_total", "Learn digests suppressed by learn_filter", &st.learn_suppressed),
         ("p4relay_learn_dropped_total", "Learn digests lost to a full digest queue (flow reports again after learn_filter_age_ms)", &st.learn_dropped),

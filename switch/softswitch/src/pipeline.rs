@@ -1,6 +1,7 @@
 //! One packet through the p4relay pipeline, in the P4 program's order:
 //! parse → relay (+ leg_rewrite, quality registers) or relay_addr → learn
-//! digest → ipv4_lpm → nexthop (MAC rewrite, TTL) → deparse (checksums).
+//! digest, relay_guard → ipv4_lpm → nexthop (MAC rewrite, TTL) → deparse
+//! (checksums).
 //! Works in place on the frame; no allocation.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -9,6 +10,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use crate::contract::Contract;
 use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32, ParseError};
 use crate::registers::{LearnFilter, QualityRegs};
+use crate::tables::guard::{GuardAction, GuardKey, GuardTable};
 use crate::tables::legs::LegTable;
 use crate::tables::relay::{RelayAction, RelayKey, RelayTable};
 use crate::tables::small::{LpmAction, NexthopAction, RelayAddrAction, SmallStore};
@@ -34,10 +36,12 @@ pub enum DropReason {
     TtlExpired,
     /// nexthop names a port the switch does not have.
     NoSuchPort,
+    /// relay_guard hit: a foreign source to an offloaded call's relay port.
+    Guarded,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::Truncated,
         DropReason::NotIpv4,
         DropReason::BadIpv4,
@@ -45,6 +49,7 @@ impl DropReason {
         DropReason::NoRoute,
         DropReason::TtlExpired,
         DropReason::NoSuchPort,
+        DropReason::Guarded,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +60,7 @@ impl DropReason {
             DropReason::NoRoute => "no_route",
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoSuchPort => "no_such_port",
+            DropReason::Guarded => "relay_guard",
         }
     }
     pub fn index(self) -> usize {
@@ -90,6 +96,8 @@ pub struct PipelineStats {
     pub learn_suppressed: AtomicU64,
     /// Digest queue full (control plane not keeping up): the flow reports again after the filter ages.
     pub learn_dropped: AtomicU64,
+    /// relay_guard hits (dropped; also counted per guard entry).
+    pub guard_drops: AtomicU64,
     pub rtp_packets: AtomicU64,
     pub fragments: AtomicU64,
     /// UDP whose length field disagrees with IPv4: routed, not relayed.
@@ -99,6 +107,7 @@ pub struct PipelineStats {
 pub struct Pipeline {
     pub small: SmallStore,
     pub relay: RelayTable,
+    pub guard: GuardTable,
     pub legs: LegTable,
     pub quality: QualityRegs,
     pub learn_filter: LearnFilter,
@@ -129,6 +138,7 @@ impl Pipeline {
         Pipeline {
             small: SmallStore::default(),
             relay: RelayTable::new(relay_entries),
+            guard: GuardTable::new(relay_entries),
             legs: LegTable::new(legs),
             quality: QualityRegs::new(legs, c.config.rtp_clock_hz, c.config.jitter_shift),
             learn_filter: LearnFilter::new(
@@ -155,6 +165,7 @@ impl Pipeline {
             Ok(())
         });
         self.relay.clear();
+        self.guard.clear();
         self.legs.clear();
         self.quality.clear();
         self.learn_filter.clear();
@@ -222,7 +233,18 @@ impl Pipeline {
                     None => {
                         if small.relay_addr_lookup(p.dst, u.dst_port) == RelayAddrAction::MarkRelay
                         {
+                            // The digest goes out on a guard hit too: the agent
+                            // sees the foreign source (NAT rebinding, attacks).
                             self.learn(&key, m);
+                            let g = GuardKey {
+                                dst: p.dst,
+                                dport: u.dst_port,
+                            };
+                            if self.guard.lookup(&g, frame_len, m.now_ms) == Some(GuardAction::Drop)
+                            {
+                                self.stats.guard_drops.fetch_add(1, Relaxed);
+                                return Verdict::Drop(DropReason::Guarded);
+                            }
                         }
                     }
                 }
@@ -579,6 +601,114 @@ mod tests {
         .build();
         p.process(&mut f, &meta(50));
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn guard_drops_foreign_sources_counts_and_still_learns() {
+        let (p, rx) = setup();
+        install_call(&p);
+        for dport in [20000, 20001] {
+            p.guard
+                .insert(GuardKey { dst: RELAY, dport }, GuardAction::Drop, 0, 0)
+                .unwrap();
+        }
+        let attacker = 0xc612_040a; // 198.18.4.10
+        let mk = |src, sport, dport| {
+            Udp4 {
+                src,
+                dst: RELAY,
+                sport,
+                dport,
+                payload: rtp(0, 1, 1, 20),
+                ..Udp4::default()
+            }
+            .build()
+        };
+        for t in [10, 20, 30] {
+            assert_eq!(
+                p.process(&mut mk(attacker, 5555, 20000), &meta(t)),
+                Verdict::Drop(DropReason::Guarded)
+            );
+        }
+        let f = mk(attacker, 5555, 20000);
+        let g = p
+            .guard
+            .get(
+                &GuardKey {
+                    dst: RELAY,
+                    dport: 20000,
+                },
+                40,
+            )
+            .unwrap();
+        assert_eq!((g.pkts, g.bytes), (3, 3 * f.len() as u64));
+        assert_eq!(p.stats.guard_drops.load(Relaxed), 3);
+        // the digest is raised once (learn_filter), like any unmatched flow
+        assert_eq!(rx.try_recv().unwrap().src, attacker);
+        assert!(rx.try_recv().is_err());
+        // the legitimate flow still relays; it hits relay, not the guard
+        assert_eq!(
+            p.process(&mut mk(UAC, 4000, 20000), &meta(50)),
+            Verdict::Forward(2)
+        );
+        assert_eq!(
+            p.guard
+                .get(
+                    &GuardKey {
+                        dst: RELAY,
+                        dport: 20000
+                    },
+                    50
+                )
+                .unwrap()
+                .pkts,
+            3
+        );
+        // RTCP port guarded too; an unguarded relay port still goes to the relay server
+        assert_eq!(
+            p.process(&mut mk(attacker, 5556, 20001), &meta(60)),
+            Verdict::Drop(DropReason::Guarded)
+        );
+        assert_eq!(
+            p.process(&mut mk(attacker, 5557, 20010), &meta(70)),
+            Verdict::Forward(3)
+        );
+        // NoAction entries and addresses outside relay_addr do not drop
+        p.guard
+            .modify(
+                &GuardKey {
+                    dst: RELAY,
+                    dport: 20000,
+                },
+                Some(GuardAction::NoAction),
+                None,
+                None,
+                80,
+            )
+            .unwrap();
+        assert_eq!(
+            p.process(&mut mk(attacker, 5555, 20000), &meta(80)),
+            Verdict::Forward(3)
+        );
+        p.guard
+            .insert(
+                GuardKey {
+                    dst: UAS,
+                    dport: 6000,
+                },
+                GuardAction::Drop,
+                0,
+                0,
+            )
+            .unwrap();
+        let mut to_uas = Udp4 {
+            src: attacker,
+            dst: UAS,
+            dport: 6000,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut to_uas, &meta(90)), Verdict::Forward(2));
     }
 
     #[test]

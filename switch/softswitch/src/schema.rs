@@ -24,6 +24,7 @@ pub enum TableKind {
     Nexthop,
     RelayAddr,
     Relay,
+    RelayGuard,
     LegRewrite,
     Register(Reg),
     Port,
@@ -213,11 +214,13 @@ impl Schema {
                 "pipe.Ingress.nexthop" => TableKind::Nexthop,
                 "pipe.Ingress.relay_addr" => TableKind::RelayAddr,
                 "pipe.Ingress.relay" => TableKind::Relay,
+                "pipe.Ingress.relay_guard" => TableKind::RelayGuard,
                 "pipe.Ingress.leg_rewrite" => TableKind::LegRewrite,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
+            // A call has as many guard entries as relay entries (4).
             let size = match kind {
-                TableKind::Relay => relay_entries,
+                TableKind::Relay | TableKind::RelayGuard => relay_entries,
                 TableKind::LegRewrite => legs,
                 _ => t.size_p4,
             };
@@ -482,6 +485,19 @@ mod tests {
             .map(|t| t["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"pipe.Ingress.relay_addr"));
+        let guard = s.table_by_name("pipe.Ingress.relay_guard").unwrap();
+        assert_eq!(guard.size, 1000);
+        assert_eq!(
+            guard
+                .keys
+                .iter()
+                .map(|k| (k.name.as_str(), k.bits))
+                .collect::<Vec<_>>(),
+            [("hdr.ipv4.dst_addr", 32), ("hdr.udp.dst_port", 16)]
+        );
+        assert!(guard.action_by_name("Ingress.guard_drop").is_some());
+        assert!(guard.data_by_name("$COUNTER_SPEC_PKTS").is_some());
+        assert!(guard.data_by_name("$ENTRY_TTL").is_none());
         assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
         let f: Value = serde_json::from_str(&s.fixed_json).unwrap();
         assert_eq!(f["tables"].as_array().unwrap().len(), 4);

@@ -12,6 +12,7 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::dataplane::now_ms;
 use crate::schema::{Reg, TableKind, TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS, ID_ENTRY_TTL};
+use crate::tables::guard::{GuardAction, GuardKey, GuardSnapshot};
 use crate::tables::legs::Rewrite;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 use crate::tables::small::{LpmAction, NexthopAction, RelayAddrAction, RelayAddrKey, SmallTables};
@@ -29,6 +30,7 @@ pub fn table_status(e: TableError) -> Status {
 /// How to take back one applied write.
 pub enum Undo {
     Relay(RelayKey, Option<EntrySnapshot>),
+    Guard(GuardKey, Option<GuardSnapshot>),
     Leg(u32, Option<Rewrite>),
     Small(Arc<SmallTables>),
     Register(Reg, usize, u64),
@@ -97,6 +99,7 @@ impl Switch {
             && !matches!(
                 t.kind,
                 TableKind::Relay
+                    | TableKind::RelayGuard
                     | TableKind::LegRewrite
                     | TableKind::Ipv4Lpm
                     | TableKind::Nexthop
@@ -110,6 +113,9 @@ impl Switch {
         match t.kind {
             TableKind::Relay => {
                 self.apply_relay(t, op, te.is_default_entry, wildcard, key, &data, undo)
+            }
+            TableKind::RelayGuard => {
+                self.apply_guard(t, op, te.is_default_entry, wildcard, key, &data, undo)
             }
             TableKind::LegRewrite => {
                 self.apply_leg(t, op, te.is_default_entry, wildcard, key, &data, undo)
@@ -143,6 +149,19 @@ impl Switch {
                         Some((s.bytes, s.pkts)),
                         now_ms(),
                     );
+                }
+            },
+            Undo::Guard(k, prev) => match prev {
+                None => {
+                    let _ = p.guard.delete(&k);
+                }
+                Some(s) => {
+                    if p.guard.get(&k, 0).is_none() {
+                        let _ = p.guard.insert(k, s.action, 0, now_ms());
+                    }
+                    let _ =
+                        p.guard
+                            .modify(&k, Some(s.action), None, Some((s.bytes, s.pkts)), now_ms());
                 }
             },
             Undo::Leg(leg, prev) => {
@@ -254,6 +273,69 @@ impl Switch {
             Op::Upsert => unreachable!("resolved above"),
         }
         undo.push(Undo::Relay(k, prev));
+        Ok(())
+    }
+
+    fn guard_key(keys: &Keys) -> Result<GuardKey, Status> {
+        Ok(GuardKey {
+            dst: u32_of(keys.exact("hdr.ipv4.dst_addr")?),
+            dport: keys.exact("hdr.udp.dst_port")? as u16,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_guard(
+        &self,
+        t: &TableSchema,
+        op: Op,
+        default: bool,
+        wildcard: bool,
+        key: Option<&pb::TableKey>,
+        data: &Data,
+        undo: &mut Vec<Undo>,
+    ) -> Result<(), Status> {
+        let guard = &self.pipeline.guard;
+        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || guard.clear())
+        {
+            return done;
+        }
+        let k = Self::guard_key(&Keys::new(t, key.expect("not wildcard"))?)?;
+        let action = match data.action_name() {
+            Some("Ingress.guard_drop") => Some(GuardAction::Drop),
+            Some("NoAction") => Some(GuardAction::NoAction),
+            Some(other) => return Err(invalid(format!("{}: action {other} not allowed", t.name))),
+            None => None,
+        };
+        let counters = match (
+            data.int_opt("$COUNTER_SPEC_BYTES")?,
+            data.int_opt("$COUNTER_SPEC_PKTS")?,
+        ) {
+            (None, None) => None,
+            (b, p) => Some((b.unwrap_or(0), p.unwrap_or(0))),
+        };
+        let now = now_ms();
+        let prev = guard.get(&k, now);
+        let op = match (op, prev.is_some()) {
+            (Op::Upsert, true) => Op::Modify,
+            (Op::Upsert, false) => Op::Insert,
+            (o, _) => o,
+        };
+        match op {
+            Op::Insert => {
+                let a =
+                    action.ok_or_else(|| invalid(format!("{}: INSERT needs an action", t.name)))?;
+                guard.insert(k, a, 0, now).map_err(table_status)?;
+                if counters.is_some() {
+                    let _ = guard.modify(&k, None, None, counters, now);
+                }
+            }
+            Op::Modify => guard
+                .modify(&k, action, None, counters, now)
+                .map_err(table_status)?,
+            Op::Delete => guard.delete(&k).map_err(table_status)?,
+            Op::Upsert => unreachable!("resolved above"),
+        }
+        undo.push(Undo::Guard(k, prev));
         Ok(())
     }
 
@@ -640,7 +722,9 @@ impl Switch {
                 TableKind::Ipv4Lpm => lpm_data(t, small.lpm_default),
                 TableKind::Nexthop => nh_data(t, small.nexthop_default),
                 TableKind::RelayAddr => ra_data(t, small.relay_addr_default),
-                TableKind::Relay | TableKind::LegRewrite => action_only(t, "NoAction"),
+                TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
+                    action_only(t, "NoAction")
+                }
                 _ => return Err(invalid(format!("{} has no default entry", t.name))),
             };
             out(pb::TableEntry {
@@ -665,6 +749,22 @@ impl Switch {
                         emit(s, out);
                     }
                     None => self.pipeline.relay.for_each(now, |s| emit(s, out)),
+                }
+            }
+            TableKind::RelayGuard => {
+                let now = now_ms();
+                let emit = |s: GuardSnapshot, out: &mut dyn FnMut(pb::TableEntry)| {
+                    out(entry(guard_key_pb(t, &s.key), guard_data(t, &s)));
+                };
+                match key {
+                    Some(k) => {
+                        let gk = Self::guard_key(&Keys::new(t, k)?)?;
+                        let s = self.pipeline.guard.get(&gk, now).ok_or_else(|| {
+                            Status::not_found(format!("{}: no such entry", t.name))
+                        })?;
+                        emit(s, out);
+                    }
+                    None => self.pipeline.guard.for_each(now, |s| emit(s, out)),
                 }
             }
             TableKind::LegRewrite => {
@@ -832,6 +932,7 @@ impl Switch {
         let p = &self.pipeline;
         match t.kind {
             TableKind::Relay => p.relay.len() as u32,
+            TableKind::RelayGuard => p.guard.len() as u32,
             TableKind::LegRewrite => p.legs.len() as u32,
             TableKind::Ipv4Lpm => p.small.load().lpm.len() as u32,
             TableKind::Nexthop => p.small.load().nexthop.len() as u32,
@@ -965,6 +1066,26 @@ fn relay_data(t: &TableSchema, s: &EntrySnapshot) -> pb::TableData {
     d
 }
 
+fn guard_key_pb(t: &TableSchema, k: &GuardKey) -> pb::TableKey {
+    let f = |n: &str, v: u64| key_exact(t.key_by_name(n).expect("schema"), v);
+    pb::TableKey {
+        fields: vec![
+            f("hdr.ipv4.dst_addr", u64::from(k.dst)),
+            f("hdr.udp.dst_port", u64::from(k.dport)),
+        ],
+    }
+}
+
+fn guard_data(t: &TableSchema, s: &GuardSnapshot) -> pb::TableData {
+    let mut d = match s.action {
+        GuardAction::Drop => action_only(t, "Ingress.guard_drop"),
+        GuardAction::NoAction => action_only(t, "NoAction"),
+    };
+    d.fields.push(df_int(ID_COUNTER_BYTES, s.bytes, 64));
+    d.fields.push(df_int(ID_COUNTER_PKTS, s.pkts, 64));
+    d
+}
+
 fn leg_data(t: &TableSchema, r: &Rewrite) -> pb::TableData {
     params(
         t,
@@ -1013,7 +1134,7 @@ fn fixed_data(t: &TableSchema, port: &crate::dataplane::Port) -> pb::TableData {
     }
 }
 
-/// The relay and leg tables share two rules: their default action is fixed to
+/// The relay, guard and leg tables share two rules: their default action is fixed to
 /// NoAction, and a keyless write is only a wildcard delete (clear the table).
 /// Returns the write's outcome when one of them applies.
 fn fixed_default_or_clear(

@@ -609,3 +609,124 @@ async fn large_failed_batch_details_fit_grpc_metadata_limit() {
     assert!(!d[0].message.is_empty());
     assert!(d[1..].iter().all(|x| x.message.is_empty()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guard_entries_write_read_counters_and_rollback() {
+    use crate::tables::guard::{GuardAction, GuardKey};
+    let mut h = harness(4).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    let guard = h.table("pipe.Ingress.relay_guard").clone();
+    let key = |port: u64| {
+        [
+            ("hdr.ipv4.dst_addr", 0xc612_000a),
+            ("hdr.udp.dst_port", port),
+        ]
+    };
+    let ins = |port: u64| {
+        update(
+            pb::update::Type::Insert,
+            &guard,
+            &key(port),
+            Some("Ingress.guard_drop"),
+            &[],
+        )
+    };
+    h.write((20000..20004).map(ins).collect(), 0).await.unwrap();
+    assert_eq!(h.sw.pipeline.guard.len(), 4);
+    let gk = GuardKey {
+        dst: 0xc612_000a,
+        dport: 20001,
+    };
+    assert_eq!(
+        h.sw.pipeline.guard.lookup(&gk, 100, 0),
+        Some(GuardAction::Drop)
+    );
+    // read one: action and its direct counters
+    let one = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: guard.id,
+                value: Some(pb::table_entry::Value::Key(key_of(&guard, &key(20001)))),
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &one[0].entity else {
+        panic!()
+    };
+    let d = te.data.as_ref().unwrap();
+    assert_eq!(
+        d.action_id,
+        guard.action_by_name("Ingress.guard_drop").unwrap().id
+    );
+    let pkts = d
+        .fields
+        .iter()
+        .find(|f| f.field_id == crate::schema::ID_COUNTER_PKTS)
+        .unwrap();
+    assert_eq!(
+        pkts.value,
+        Some(pb::data_field::Value::Stream(1u64.to_be_bytes().to_vec()))
+    );
+    // full table: RESOURCE_EXHAUSTED; rollback takes the batch's inserts back
+    assert_eq!(
+        h.write(vec![ins(20004)], 0).await.unwrap_err().code(),
+        tonic::Code::ResourceExhausted
+    );
+    let del = |port: u64| update(pb::update::Type::Delete, &guard, &key(port), None, &[]);
+    assert_eq!(
+        h.write(vec![del(20000), del(20009)], 1)
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::NotFound
+    );
+    assert_eq!(h.sw.pipeline.guard.len(), 4);
+    // an action of another table is refused; MODIFY to NoAction disarms an entry
+    let mut foreign = update(
+        pb::update::Type::Modify,
+        &guard,
+        &key(20000),
+        Some("NoAction"),
+        &[],
+    );
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        foreign.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        te.data.as_mut().unwrap().action_id = h
+            .table("pipe.Ingress.relay")
+            .action_by_name("Ingress.relay_leg")
+            .unwrap()
+            .id;
+    }
+    assert_eq!(
+        h.write(vec![foreign], 0).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+    let disarm = update(
+        pb::update::Type::Modify,
+        &guard,
+        &key(20000),
+        Some("NoAction"),
+        &[],
+    );
+    h.write(vec![disarm], 0).await.unwrap();
+    assert_eq!(
+        h.sw.pipeline
+            .guard
+            .get(
+                &GuardKey {
+                    dst: 0xc612_000a,
+                    dport: 20000
+                },
+                0
+            )
+            .unwrap()
+            .action,
+        GuardAction::NoAction
+    );
+    h.write(vec![del(20000), del(20001)], 0).await.unwrap();
+    assert_eq!(h.sw.pipeline.guard.len(), 2);
+}

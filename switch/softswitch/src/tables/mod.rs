@@ -1,12 +1,15 @@
 //! Pipeline state that the control plane writes and the data plane reads.
 //!
-//! - `relay`: the big exact-match table (4M entries), sharded behind RwLocks;
-//!   the data path holds a shard's read lock for one lookup only.
+//! - `relay`, `guard`: the big exact-match tables (4M entries each), sharded
+//!   behind RwLocks (`exact`); the data path holds a shard's read lock for one
+//!   lookup only.
 //! - `legs`: leg_rewrite, a direct-indexed array with a seqlock per slot, so
 //!   readers never wait.
 //! - `small`: ipv4_lpm, nexthop, relay_addr: rarely written, so the data path
 //!   reads an immutable snapshot (arc-swap) and writers publish a new one.
 
+pub mod exact;
+pub mod guard;
 pub mod legs;
 pub mod relay;
 pub mod small;

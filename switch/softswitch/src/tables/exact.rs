@@ -1,0 +1,320 @@
+//! The big exact-match tables (`relay`, `relay_guard`): one implementation,
+//! generic over the key and the action word.
+//!
+//! Memory is the design constraint (4M entries in well under 512 MiB): each
+//! shard is a linear-probing index of u32 slot numbers (4 bytes/slot, load
+//! ≤ 0.7) into a dense array of entries that hold the key, the action word,
+//! the TTL and the direct counters. Both arrays are allocated up front but only
+//! touched as entries arrive, so resident memory follows the number of entries.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+use parking_lot::RwLock;
+
+use super::TableError;
+
+/// A match key: small, comparable, with a well-mixed 64-bit hash.
+pub trait ExactKey: Copy + Eq + std::fmt::Debug {
+    fn hash64(&self) -> u64;
+}
+
+/// An action encoded in the entry's 32-bit action word. Bit 31 is reserved
+/// (idle-notification state), so encodings use bits 0..=30.
+pub trait ActionWord: Copy + Eq + std::fmt::Debug {
+    fn encode(self) -> u32;
+    fn decode(w: u32) -> Self;
+}
+
+/// Idle-timeout notification sent; cleared when the entry is hit again.
+const IDLE_BIT: u32 = 1 << 31;
+
+#[derive(Debug)]
+struct Entry<K> {
+    key: K,
+    action: AtomicU32,
+    ttl_ms: u32,
+    last_hit_ms: AtomicU32,
+    pkts: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// What a Read returns for one entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot<K, A> {
+    pub key: K,
+    pub action: A,
+    pub ttl_ms: u32,
+    pub pkts: u64,
+    pub bytes: u64,
+    /// ms since the entry was last hit (or installed).
+    pub idle_ms: u32,
+}
+
+#[derive(Debug)]
+struct Shard<K> {
+    index: Vec<u32>,
+    mask: usize,
+    entries: Vec<Entry<K>>,
+    cap: usize,
+    with_ttl: usize,
+}
+
+impl<K: ExactKey> Shard<K> {
+    fn new(cap: usize) -> Shard<K> {
+        let slots = ((cap * 10 / 7) + 1).next_power_of_two().max(8);
+        Shard {
+            index: vec![0; slots],
+            mask: slots - 1,
+            entries: Vec::with_capacity(cap),
+            cap,
+            with_ttl: 0,
+        }
+    }
+
+    /// (slot, entry index) of `key`, or the empty slot where it would go.
+    #[inline]
+    fn find(&self, key: &K, h: u64) -> (usize, Option<usize>) {
+        let mut slot = (h as usize) & self.mask;
+        loop {
+            match self.index[slot] {
+                0 => return (slot, None),
+                i => {
+                    let i = i as usize - 1;
+                    if self.entries[i].key == *key {
+                        return (slot, Some(i));
+                    }
+                }
+            }
+            slot = (slot + 1) & self.mask;
+        }
+    }
+
+    fn remove_slot(&mut self, mut hole: usize) {
+        // Backward-shift deletion keeps probe chains intact without tombstones.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & self.mask;
+            let i = self.index[j];
+            if i == 0 {
+                break;
+            }
+            let home = (self.entries[i as usize - 1].key.hash64() as usize) & self.mask;
+            let dist_hole = hole.wrapping_sub(home) & self.mask;
+            let dist_j = j.wrapping_sub(home) & self.mask;
+            if dist_hole < dist_j {
+                self.index[hole] = i;
+                hole = j;
+            }
+        }
+        self.index[hole] = 0;
+    }
+}
+
+pub struct ExactTable<K, A> {
+    shards: Box<[RwLock<Shard<K>>]>,
+    shard_shift: u32,
+    capacity: usize,
+    len: AtomicUsize,
+    _action: std::marker::PhantomData<A>,
+}
+
+impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
+    pub fn new(capacity: usize) -> ExactTable<K, A> {
+        let nshards = (capacity / 4096).next_power_of_two().clamp(1, 256);
+        // Slack per shard so uneven hashing does not fill one shard early;
+        // the global count enforces the advertised size exactly.
+        let per = capacity.div_ceil(nshards) * 21 / 20 + 64;
+        let shards = (0..nshards).map(|_| RwLock::new(Shard::new(per))).collect();
+        ExactTable {
+            shards,
+            shard_shift: 64 - nshards.trailing_zeros(),
+            capacity,
+            len: AtomicUsize::new(0),
+            _action: std::marker::PhantomData,
+        }
+    }
+
+    #[inline]
+    fn shard(&self, h: u64) -> &RwLock<Shard<K>> {
+        if self.shards.len() == 1 {
+            &self.shards[0]
+        } else {
+            &self.shards[(h >> self.shard_shift) as usize]
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len.load(Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Data path: match, count, refresh the idle timer.
+    #[inline]
+    pub fn lookup(&self, key: &K, frame_len: u32, now_ms: u32) -> Option<A> {
+        let h = key.hash64();
+        let shard = self.shard(h).read();
+        let (_, i) = shard.find(key, h);
+        let e = &shard.entries[i?];
+        e.pkts.fetch_add(1, Relaxed);
+        e.bytes.fetch_add(u64::from(frame_len), Relaxed);
+        e.last_hit_ms.store(now_ms, Relaxed);
+        let mut w = e.action.load(Relaxed);
+        if w & IDLE_BIT != 0 {
+            w = e.action.fetch_and(!IDLE_BIT, Relaxed);
+        }
+        Some(A::decode(w & !IDLE_BIT))
+    }
+
+    pub fn insert(&self, key: K, action: A, ttl_ms: u32, now_ms: u32) -> Result<(), TableError> {
+        let h = key.hash64();
+        let mut shard = self.shard(h).write();
+        let (slot, found) = shard.find(&key, h);
+        if found.is_some() {
+            return Err(TableError::AlreadyExists);
+        }
+        if shard.entries.len() >= shard.cap {
+            return Err(TableError::Full(self.capacity));
+        }
+        if self.len.fetch_add(1, Relaxed) >= self.capacity {
+            self.len.fetch_sub(1, Relaxed);
+            return Err(TableError::Full(self.capacity));
+        }
+        shard.entries.push(Entry {
+            key,
+            action: AtomicU32::new(action.encode()),
+            ttl_ms,
+            last_hit_ms: AtomicU32::new(now_ms),
+            pkts: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+        });
+        shard.index[slot] = shard.entries.len() as u32;
+        if ttl_ms > 0 {
+            shard.with_ttl += 1;
+        }
+        Ok(())
+    }
+
+    /// MODIFY: new action and/or TTL, optional counter values; the idle timer restarts.
+    pub fn modify(
+        &self,
+        key: &K,
+        action: Option<A>,
+        ttl_ms: Option<u32>,
+        counters: Option<(u64, u64)>,
+        now_ms: u32,
+    ) -> Result<(), TableError> {
+        let h = key.hash64();
+        let mut shard = self.shard(h).write();
+        let i = shard.find(key, h).1.ok_or(TableError::NotFound)?;
+        let old_ttl = shard.entries[i].ttl_ms;
+        if let Some(t) = ttl_ms {
+            shard.entries[i].ttl_ms = t;
+            match (old_ttl > 0, t > 0) {
+                (false, true) => shard.with_ttl += 1,
+                (true, false) => shard.with_ttl -= 1,
+                _ => {}
+            }
+        }
+        let e = &shard.entries[i];
+        if let Some(a) = action {
+            e.action.store(a.encode(), Relaxed);
+        } else {
+            e.action.fetch_and(!IDLE_BIT, Relaxed);
+        }
+        if let Some((b, p)) = counters {
+            e.bytes.store(b, Relaxed);
+            e.pkts.store(p, Relaxed);
+        }
+        e.last_hit_ms.store(now_ms, Relaxed);
+        Ok(())
+    }
+
+    pub fn delete(&self, key: &K) -> Result<(), TableError> {
+        let h = key.hash64();
+        let mut shard = self.shard(h).write();
+        let (slot, i) = shard.find(key, h);
+        let i = i.ok_or(TableError::NotFound)?;
+        shard.remove_slot(slot);
+        if shard.entries[i].ttl_ms > 0 {
+            shard.with_ttl -= 1;
+        }
+        shard.entries.swap_remove(i);
+        if i < shard.entries.len() {
+            // The former last entry now lives at i: repoint its slot.
+            let moved = shard.entries[i].key;
+            let mh = moved.hash64();
+            let mut s = (mh as usize) & shard.mask;
+            while shard.index[s] as usize != shard.entries.len() + 1 {
+                s = (s + 1) & shard.mask;
+            }
+            shard.index[s] = i as u32 + 1;
+        }
+        self.len.fetch_sub(1, Relaxed);
+        Ok(())
+    }
+
+    pub fn clear(&self) {
+        for s in self.shards.iter() {
+            let mut s = s.write();
+            let n = s.entries.len();
+            s.entries.clear();
+            s.index.iter_mut().for_each(|x| *x = 0);
+            s.with_ttl = 0;
+            self.len.fetch_sub(n, Relaxed);
+        }
+    }
+
+    fn snapshot(e: &Entry<K>, now_ms: u32) -> Snapshot<K, A> {
+        Snapshot {
+            key: e.key,
+            action: A::decode(e.action.load(Relaxed) & !IDLE_BIT),
+            ttl_ms: e.ttl_ms,
+            pkts: e.pkts.load(Relaxed),
+            bytes: e.bytes.load(Relaxed),
+            idle_ms: now_ms.wrapping_sub(e.last_hit_ms.load(Relaxed)),
+        }
+    }
+
+    pub fn get(&self, key: &K, now_ms: u32) -> Option<Snapshot<K, A>> {
+        let h = key.hash64();
+        let shard = self.shard(h).read();
+        let i = shard.find(key, h).1?;
+        Some(Self::snapshot(&shard.entries[i], now_ms))
+    }
+
+    /// Visits every entry, one shard read lock at a time.
+    pub fn for_each(&self, now_ms: u32, mut f: impl FnMut(Snapshot<K, A>)) {
+        for s in self.shards.iter() {
+            let s = s.read();
+            for e in &s.entries {
+                f(Self::snapshot(e, now_ms));
+            }
+        }
+    }
+
+    /// Idle sweep: entries with a TTL idle for at least TTL are reported once
+    /// (until hit again), as Tofino's notify mode does.
+    pub fn sweep_idle(&self, now_ms: u32, mut expired: impl FnMut(K)) {
+        for s in self.shards.iter() {
+            let s = s.read();
+            if s.with_ttl == 0 {
+                continue;
+            }
+            for e in &s.entries {
+                if e.ttl_ms == 0 || now_ms.wrapping_sub(e.last_hit_ms.load(Relaxed)) < e.ttl_ms {
+                    continue;
+                }
+                if e.action.fetch_or(IDLE_BIT, Relaxed) & IDLE_BIT == 0 {
+                    expired(e.key);
+                }
+            }
+        }
+    }
+}
