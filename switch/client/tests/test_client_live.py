@@ -46,7 +46,7 @@ def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
     c = SwitchClient(switch_addr, client_id=11, timeout_s=5)
     await c.connect()
-    for t in (pl.RELAY, pl.LEG_REWRITE, pl.RELAY_ADDR, pl.IPV4_LPM, pl.NEXTHOP):
+    for t in (pl.RELAY_GUARD, pl.RELAY, pl.LEG_REWRITE, pl.RELAY_ADDR, pl.IPV4_LPM, pl.NEXTHOP):
         rows = await c.read(t, from_hw=False)
         await c.delete(t, [Entry(r.key) for r in rows])
     yield c
@@ -148,6 +148,56 @@ async def test_call_install_counters_remove(sw: SwitchClient) -> None:
     await p.remove_call(c)
     assert await sw.usage(pl.RELAY) == 0
     assert await sw.usage(pl.LEG_REWRITE) == 0
+
+
+async def test_guard_install_read_remove(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    c = call()
+    assert c.guard_keys() == [
+        {pl.K_DST_ADDR: 0xC612000A, pl.K_DST_PORT: port} for port in (20000, 20001, 20002, 20003)
+    ]
+    await p.install_call(c, guard=True)
+    assert await p.guard_entry_count() == 4
+    rows = await sw.read(pl.RELAY_GUARD)
+    assert {r.action for r in rows} == {pl.A_GUARD_DROP}
+    assert {r.key[pl.K_DST_PORT] for r in rows} == {20000, 20001, 20002, 20003}
+    drops = await p.guard_counters(c)
+    assert sorted(drops) == [20000, 20001, 20002, 20003]
+    assert all(d.packets == 0 for d in drops.values())
+    # guarding again: ALREADY_EXISTS, and the refused write removed nothing
+    with pytest.raises(EntryExistsError):
+        await p.guard_call(c)
+    assert await p.guard_entry_count() == 4
+    await p.unguard_call(c)
+    assert await p.guard_entry_count() == 0
+    assert await p.guard_counters(c) == {}
+    with pytest.raises(NotFoundError):
+        await p.unguard_call(c, missing_ok=False)
+    # guard after install (NAT learning done), then remove_call takes guards first
+    await p.guard_call(c)
+    await p.remove_call(c)
+    assert await p.guard_entry_count() == 0
+    assert await sw.usage(pl.RELAY) == 0
+    # a call never guarded removes cleanly too
+    await p.install_call(c)
+    await p.remove_call(c)
+    assert await sw.usage(pl.LEG_REWRITE) == 0
+
+
+async def test_guard_table_full_rolls_back_the_whole_install(sw: SwitchClient) -> None:
+    p = Pipeline(sw)
+    # fill the guard table with foreign entries, then install a guarded call
+    filler = [
+        Entry({pl.K_DST_ADDR: 0xC612000B, pl.K_DST_PORT: 30000 + i}, pl.A_GUARD_DROP)
+        for i in range(RELAY_ENTRIES - 2)
+    ]
+    await sw.insert(pl.RELAY_GUARD, filler)
+    with pytest.raises(TableFullError):
+        await p.install_call(call(), guard=True)
+    assert await sw.usage(pl.RELAY) == 0
+    assert await sw.usage(pl.LEG_REWRITE) == 0
+    assert await p.guard_entry_count() == RELAY_ENTRIES - 2
+    await sw.delete(pl.RELAY_GUARD, filler)
 
 
 async def test_table_full_is_typed_and_rolled_back(sw: SwitchClient) -> None:

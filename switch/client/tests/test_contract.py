@@ -74,7 +74,13 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     tables = {t["name"]: t for t in contract["table"]}
     actions = {a["name"] for a in contract["action"]}
     registers = {r["name"] for r in contract["register"]}
-    for n in (pipeline.IPV4_LPM, pipeline.NEXTHOP, pipeline.RELAY_ADDR, pipeline.RELAY):
+    for n in (
+        pipeline.IPV4_LPM,
+        pipeline.NEXTHOP,
+        pipeline.RELAY_ADDR,
+        pipeline.RELAY,
+        pipeline.RELAY_GUARD,
+    ):
         assert n in tables
     assert pipeline.LEG_REWRITE in tables
     for a in (
@@ -84,8 +90,16 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.A_MARK_RELAY,
         pipeline.A_RELAY_LEG,
         pipeline.A_REWRITE,
+        pipeline.A_GUARD_DROP,
     ):
         assert a in actions
+    assert pipeline.A_GUARD_DROP in tables[pipeline.RELAY_GUARD]["actions"]
+    assert [k["name"] for k in tables[pipeline.RELAY_GUARD]["keys"]] == [
+        pipeline.K_DST_ADDR,
+        pipeline.K_DST_PORT,
+    ]
+    assert tables[pipeline.RELAY_GUARD]["direct_counter"] is True
+    assert contract["program"]["contract_version"] == 2
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     assert pipeline.LEARN_DIGEST in {d["name"] for d in contract["digest"]}
     relay_keys = [k["name"] for k in tables[pipeline.RELAY]["keys"]]

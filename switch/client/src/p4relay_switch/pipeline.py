@@ -7,6 +7,10 @@ and two ``relay`` entries (RTP and RTCP = ports + 1) pointing at the leg:
     A --(a:pa -> R:ra)--> switch --(R:rb -> b:pb)--> B      leg a_to_b
     A <--(R:ra -> a:pa)-- switch <--(b:pb -> R:rb)-- B      leg b_to_a
 
+Once the call's media is latched (NAT learning done), ``relay_guard`` entries
+on the relay side (R:ra, R:ra+1, R:rb, R:rb+1) drop packets from any other
+source to those ports, so they cannot reach RTPProxy and latch its stream.
+
 Names below are the contract's; tests/test_contract.py checks they match it.
 """
 
@@ -28,6 +32,7 @@ IPV4_LPM = "pipe.Ingress.ipv4_lpm"
 NEXTHOP = "pipe.Ingress.nexthop"
 RELAY_ADDR = "pipe.Ingress.relay_addr"
 RELAY = "pipe.Ingress.relay"
+RELAY_GUARD = "pipe.Ingress.relay_guard"
 LEG_REWRITE = "pipe.Ingress.leg_rewrite"
 LEARN_DIGEST = "pipe.IngressDeparser.learn"
 
@@ -37,6 +42,7 @@ A_DROP = "Ingress.drop"
 A_MARK_RELAY = "Ingress.mark_relay"
 A_RELAY_LEG = "Ingress.relay_leg"
 A_REWRITE = "Ingress.rewrite"
+A_GUARD_DROP = "Ingress.guard_drop"
 
 REG_PACKETS = "pipe.Ingress.rtp_packets"
 REG_LOST = "pipe.Ingress.rtp_lost"
@@ -114,6 +120,10 @@ class RelayDirection:
             K_DST_PORT: self.relay.port + d,
         }
 
+    def guard_key(self, rtcp: bool = False) -> dict[str, int]:
+        """The relay port this direction's sender uses, as a relay_guard key."""
+        return {K_DST_ADDR: int(self.relay.addr), K_DST_PORT: self.relay.port + (1 if rtcp else 0)}
+
 
 @dataclass(frozen=True, slots=True)
 class RelayCall:
@@ -139,6 +149,10 @@ class RelayCall:
     @property
     def directions(self) -> tuple[RelayDirection, RelayDirection]:
         return (self.a_to_b, self.b_to_a)
+
+    def guard_keys(self) -> list[dict[str, int]]:
+        """The call's 4 relay_guard keys: each leg's relay port and port + 1."""
+        return [d.guard_key(r) for d in self.directions for r in (False, True)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,11 +364,19 @@ class Pipeline:
             out.append(Entry(d.match_key(rtcp), A_RELAY_LEG, data, pipe=self.pipe))
         return out
 
-    async def install_call(self, call: RelayCall, *, ttl_ms: int | None = None) -> None:
+    def guard_entries(self, call: RelayCall) -> list[Entry]:
+        """The call's relay_guard entries (action guard_drop), for a caller's own batch."""
+        return [Entry(k, A_GUARD_DROP, pipe=self.pipe) for k in call.guard_keys()]
+
+    async def install_call(
+        self, call: RelayCall, *, ttl_ms: int | None = None, guard: bool = False
+    ) -> None:
         """Reset the legs' quality registers, write both rewrites, then the four relay
-        entries. On failure what this call wrote is removed again (never an entry
-        that was there before, e.g. on ALREADY_EXISTS) and the typed error
-        (TableFullError: leave the call on RTPProxy) is raised."""
+        entries and, with ``guard`` (only once NAT learning is done: the first
+        packet must reach RTPProxy to latch it), the four relay_guard entries after
+        them in the same write. On failure what this call wrote is removed again
+        (never an entry that was there before, e.g. on ALREADY_EXISTS) and the
+        typed error (TableFullError: leave the call on RTPProxy) is raised."""
         await self.reset_quality([d.leg for d in call.directions])
         c = self.client
         rewrites = [
@@ -365,6 +387,8 @@ class Pipeline:
             for d in call.directions
             for e in self._relay_entries(d, ttl_ms)
         ]
+        if guard:
+            relays += [c.update(pb.Update.INSERT, RELAY_GUARD, e) for e in self.guard_entries(call)]
         try:
             await c.write(rewrites)
         except WriteError as e:
@@ -404,8 +428,35 @@ class Pipeline:
             ]
         )
 
+    async def guard_call(self, call: RelayCall) -> None:
+        """Insert the call's four relay_guard entries (its relay entries are
+        installed and its media latched). On failure the ones inserted are
+        removed again and the typed error is raised (TableFullError: the call can
+        stay offloaded unguarded or go back to RTPProxy, the caller's choice)."""
+        c = self.client
+        guards = [c.update(pb.Update.INSERT, RELAY_GUARD, e) for e in self.guard_entries(call)]
+        try:
+            await c.write(guards)
+        except WriteError as e:
+            await self._undo(guards, e)
+            raise
+
+    async def unguard_call(self, call: RelayCall, *, missing_ok: bool = True) -> None:
+        """Delete the call's relay_guard entries (before its relay entries, so a
+        legitimate packet is never dropped). Absent entries are fine by default:
+        a call may never have been guarded."""
+        c = self.client
+        for e in self.guard_entries(call):
+            try:
+                await c.write([c.update(pb.Update.DELETE, RELAY_GUARD, Entry(e.key, pipe=e.pipe))])
+            except NotFoundError:
+                if not missing_ok:
+                    raise
+
     async def remove_call(self, call: RelayCall, *, missing_ok: bool = False) -> None:
-        """Relay entries first (no packet can find a leg without rewrite), then rewrites."""
+        """Guard entries first (absent ones are fine: not every call is guarded),
+        then relay entries (no packet can find a leg without rewrite), then rewrites."""
+        await self.unguard_call(call)
         c = self.client
         for table, entries in (
             (
@@ -439,6 +490,20 @@ class Pipeline:
                 pair.append(_counters(e.data) if e else Counters(0, 0))
             out[d.leg] = DirectionCounters(pair[0], pair[1])
         return out
+
+    async def guard_counters(self, call: RelayCall) -> dict[int, Counters]:
+        """Guarded relay port -> foreign packets/bytes dropped there (absent
+        entries: the port is not guarded, so not listed)."""
+        out: dict[int, Counters] = {}
+        for k in call.guard_keys():
+            # One read per key: a read naming an absent entry fails as a whole.
+            with contextlib.suppress(NotFoundError):
+                for e in await self.client.read(RELAY_GUARD, [k], pipe=self.pipe):
+                    out[k[K_DST_PORT]] = _counters(e.data)
+        return out
+
+    async def guard_entry_count(self) -> int:
+        return await self.client.usage(RELAY_GUARD)
 
     # ---------------------------------------------------------- quality
 
