@@ -1,0 +1,100 @@
+"""relay_guard: a foreign source to an offloaded call's relay port is dropped
+(not forwarded to the relay server, where it would latch the call's stream),
+counted per guarded port, and still reported once by the learn digest; the
+call's own flows keep relaying; unguarded relay ports behave as before."""
+
+from __future__ import annotations
+
+from learning import LearnBase
+from p4rbase import HOST_IP, RELAY_IP, forwarded, rtp_payload, udp_packet
+
+ATTACKER = HOST_IP[4]
+
+
+class GuardDropsForeignSource(LearnBase):
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call, guard=True))
+        # foreign RTP to the caller-facing relay port, 5 times: nothing leaves
+        for seq in range(5):
+            bad = udp_packet(
+                in_port=4,
+                src=ATTACKER,
+                dst=RELAY_IP,
+                sport=40000,
+                dport=20000,
+                payload=rtp_payload(seq, seq * 160, ssrc=0xBAD),
+                ip_id=seq,
+            )
+            self.send(4, bad)
+        # and one to the callee-facing RTCP port
+        rtcp = udp_packet(
+            in_port=4, src=ATTACKER, dst=RELAY_IP, sport=40001, dport=20003, payload=b"\x81\xc9"
+        )
+        self.send(4, rtcp)
+        self.expect_nothing()
+        drops = self.sw.run(self.p.guard_counters(call))
+        self.assertEqual(
+            {port: c.packets for port, c in drops.items()},
+            {20000: 5, 20001: 0, 20002: 0, 20003: 1},
+        )
+        self.assertEqual(drops[20000].bytes, 5 * len(bad))
+        # the digest still fires, once per foreign flow
+        events = self.learned(1.0)
+        self.assertEqual(
+            sorted((str(e.src.addr), e.src.port, e.dst.port, e.ingress_port) for e in events),
+            [(ATTACKER, 40000, 20000, self.dev[4]), (ATTACKER, 40001, 20003, self.dev[4])],
+        )
+        # the legitimate flows still relay, both ways, and are not counted as drops
+        a = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(1, 160),
+        )
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        b = udp_packet(
+            in_port=2,
+            src=HOST_IP[2],
+            dst=RELAY_IP,
+            sport=7000,
+            dport=20002,
+            payload=rtp_payload(1, 160, ssrc=7),
+        )
+        self.send(2, b)
+        self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+        self.expect_nothing()
+        self.assertEqual(self.sw.run(self.p.guard_counters(call))[20000].packets, 5)
+        self.assertEqual(self.learned(0.5), [])
+
+
+class GuardMissForwardsToRelayServer(LearnBase):
+    """An unguarded relay port, and a guarded one after unguard_call, behave as
+    without the guard: forwarded to the relay server, learn digest raised."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        self.sw.run(self.p.guard_call(call))
+        other = udp_packet(in_port=4, src=ATTACKER, dst=RELAY_IP, sport=40000, dport=20010)
+        self.send(4, other)
+        self.expect(forwarded(other, 3), 3)
+        self.assertEqual([e.dst.port for e in self.learned(1.0)], [20010])
+        # the guard is per relay address: the same port on another address is not guarded
+        to_host = udp_packet(in_port=4, src=ATTACKER, dst=HOST_IP[2], sport=40000, dport=20000)
+        self.send(4, to_host)
+        self.expect(forwarded(to_host, 2), 2)
+        self.sw.run(self.p.unguard_call(call))
+        self.assertEqual(self.sw.run(self.p.guard_entry_count()), 0)
+        bad = udp_packet(in_port=4, src=ATTACKER, dst=RELAY_IP, sport=40002, dport=20000)
+        self.send(4, bad)
+        self.expect(forwarded(bad, 3), 3)
+        self.assertEqual([e.src.port for e in self.learned(1.0)], [40002])
+        # the call itself is still relayed
+        a = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        self.expect_nothing()
