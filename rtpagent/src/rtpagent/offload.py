@@ -114,6 +114,7 @@ class Offloader:
         self.legs = LegAllocator(legs)
         self.idle_ttl_ms = idle_ttl_ms
         self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
+        self._trust_cache: dict[str, bool] = {}
         self.latch_always = latch_always
         self.enabled = enabled
         self.listeners: list[Listener] = []
@@ -209,8 +210,14 @@ class Offloader:
     def _trusted(self, ep: Endpoint) -> bool:
         if self.latch_always:
             return False
-        ip = ipaddress.ip_address(ep.addr)
-        return not any(ip in n for n in self.nat_nets)
+        trusted = self._trust_cache.get(ep.addr)
+        if trusted is None:
+            ip = ipaddress.ip_address(ep.addr)
+            trusted = not any(ip in n for n in self.nat_nets)
+            if len(self._trust_cache) > 65536:
+                self._trust_cache.clear()
+            self._trust_cache[ep.addr] = trusted
+        return trusted
 
     def desired(self, s: Session) -> tuple[OffloadState, str | None]:
         """What state the session should be in, and why."""

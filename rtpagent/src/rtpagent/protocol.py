@@ -141,16 +141,19 @@ def split_cookie(data: bytes) -> Datagram:
     return Datagram(parts[0], parts[1])
 
 
+# Letter -> op, built once (iterating the Enum per command showed in profiles).
+_OPS: dict[str, Op] = {
+    op.value: op for op in Op if op not in (Op.VER_FEATURE, Op.UNKNOWN) and len(op.value) == 1
+}
+
+
 def _op_of(word: str) -> tuple[Op, str]:
     head = word[:1].upper()
     if head == "V":
         if word[1:2].upper() == "F":
             return Op.VER_FEATURE, word[2:]
         return Op.VERSION, word[1:]
-    for op in Op:
-        if op.value == head and op not in (Op.VER_FEATURE, Op.UNKNOWN):
-            return op, word[1:]
-    return Op.UNKNOWN, word[1:]
+    return _OPS.get(head, Op.UNKNOWN), word[1:]
 
 
 def _parse_ul_modifiers(mods: str) -> ULOptions:

@@ -262,7 +262,7 @@ class Sender:
     async def run(self, flush_interval: float = 0.05) -> None:
         while True:
             await asyncio.to_thread(self.store.write, self.store.take())
-            depth = await asyncio.to_thread(self.store.spool_depth)
+            depth = self.store.spool_depth()
             metrics.SPOOL_DEPTH.set(depth)
             if depth and self.url:
                 ok = await self.send_once()

@@ -41,6 +41,9 @@ class Store:
         self._spool: list[tuple[str, str]] = []
         self._session_docs: dict[str, Callable[[], dict[str, Any]]] = {}
         self._lock = threading.Lock()  # the connection is shared with a writer thread
+        # Rows in the spool table, kept by write/ack: count(*) is a full scan,
+        # and the sender asks after every flush.
+        (self._depth,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
 
     def close(self) -> None:
         self.flush()
@@ -96,6 +99,7 @@ class Store:
                 self.db.executemany("DELETE FROM sessions WHERE uid = ?", dl)
             if spool:
                 self.db.executemany("INSERT INTO spool(kind, doc) VALUES (?, ?)", spool)
+        self._depth += len(spool)
 
     def flush(self) -> None:
         self.write(self.take())
@@ -118,12 +122,13 @@ class Store:
         if ids:
             with self._lock, self.db:
                 self.db.execute("BEGIN")
-                self.db.execute("DELETE FROM spool WHERE id BETWEEN ? AND ?", (min(ids), max(ids)))
+                cur = self.db.execute(
+                    "DELETE FROM spool WHERE id BETWEEN ? AND ?", (min(ids), max(ids))
+                )
+            self._depth -= max(0, cur.rowcount)
 
     def spool_depth(self) -> int:
-        with self._lock:
-            (n,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
-        return int(n) + len(self._spool) + len(self._session_docs)
+        return int(self._depth) + len(self._spool) + len(self._session_docs)
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:

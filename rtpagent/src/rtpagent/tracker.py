@@ -6,6 +6,7 @@ own; the rules follow rtpp_command.c / rpcpv1_ul.c (see state.py).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -36,16 +37,26 @@ def _endpoint(addr: str | None, port: str | None) -> tuple[Endpoint | None, bool
     """SDP address -> (endpoint, on_hold). Invalid -> (None, False)."""
     if addr is None or port is None or not (port.isascii() and port.isdigit()):
         return None, False
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
+    canon = _canonical_ip(addr)
+    if canon is None:
         return None, False
     p = int(port)
-    if ip.is_unspecified:
+    if canon == "":
         return None, True
     if not 0 < p < 65535:
         return None, False
-    return Endpoint(str(ip), p), False
+    return Endpoint(canon, p), False
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_ip(addr: str) -> str | None:
+    """Canonical text of an address ("" if unspecified, None if invalid);
+    cached: the same parties' addresses come back in every U/L."""
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        return None
+    return "" if ip.is_unspecified else str(ip)
 
 
 def _restate_mods(mods: str) -> str:
