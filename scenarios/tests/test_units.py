@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import struct
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -37,6 +40,30 @@ def test_rtp_pcap_has_50_packets_per_second_and_reads_back(tmp_path: Path) -> No
     gaps = np.diff(rows[:, 0])
     assert np.all(gaps == 20_000_000)  # 20 ms, in ns
     assert capture.count_frames(f) == 150
+
+
+def _snap(src: Path, dst: Path, snaplen: int) -> Path:
+    """The pcap as tcpdump -s snaplen would have written it."""
+    data = src.read_bytes()
+    out, off = bytearray(data[:24]), 24
+    while off + 16 <= len(data):
+        sec, frac, caplen, wire = struct.unpack_from("<IIII", data, off)
+        cut = min(caplen, snaplen)
+        out += struct.pack("<IIII", sec, frac, cut, wire) + data[off + 16 : off + 16 + cut]
+        off += 16 + caplen
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+def test_read_rtp_fixed_snaplen_fast_path_matches_general_reader(tmp_path: Path) -> None:
+    full = media.write_rtp_pcap(tmp_path / "full.pcap", 2.0)
+    snapped = _snap(full, tmp_path / "snapped.pcap", capture.SNAPLEN)
+    general = capture.read_rtp(full)  # 214-byte records: the record-by-record reader
+    assert capture._read_fixed(full.read_bytes(), 1000) is None
+    fast = capture._read_fixed(snapped.read_bytes(), 1000)
+    assert fast is not None and len(fast) == 100
+    assert np.array_equal(fast, general)
+    assert np.array_equal(capture.read_rtp(snapped), general)
 
 
 def test_read_rtp_rejects_non_pcap(tmp_path: Path) -> None:
@@ -158,3 +185,19 @@ def test_opensips_and_kamailio_share_one_routing_logic() -> None:
     ops = (SCENARIOS / "sip" / "opensips.cfg").read_text()
     assert 'modparam("rtpproxy", "rtpp_notify_socket"' in ops
     assert "create_dialog(" in ops
+
+
+def test_cpu_accounting_sees_a_busy_component() -> None:
+    from p4relay_scenarios import cpuacct
+
+    pids = {"me": [os.getpid()], "gone": [2**22 + 12345]}
+    a = cpuacct.snapshot(pids)
+    c0 = time.process_time()
+    while time.process_time() - c0 < 0.3:  # 0.3 s of CPU, however busy the machine is
+        pass
+    b = cpuacct.snapshot(pids)
+    use = cpuacct.usage(a, b)
+    cpu_s = use.components["me"] / 100.0 * (b.t - a.t)
+    assert 0.25 < cpu_s < 0.4, use  # tick accounting: 10 ms granularity
+    assert use.components["gone"] != use.components["gone"]  # NaN: no such process
+    assert use.machine_busy > 0.0 and use.other >= 0.0

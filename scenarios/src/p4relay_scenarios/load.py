@@ -146,6 +146,7 @@ def run_uac(
     *,
     behind_nat: bool = False,
     on_tick: Callable[[SippStats], None] | None = None,
+    on_spawn: Callable[[int], None] | None = None,
     stop: Callable[[], bool] | None = None,
     grace_s: float = 30.0,
     tag: str = "uac",
@@ -172,6 +173,8 @@ def run_uac(
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=media_dir
         )
+        if on_spawn is not None:
+            on_spawn(proc.pid)  # `ip netns exec` execs SIPp in place: the same pid
         try:
             while proc.poll() is None:
                 time.sleep(1.0)
