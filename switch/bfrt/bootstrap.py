@@ -2,8 +2,8 @@
 
 Ports and speeds, next hops and routes (including the default route), the
 relay addresses and port ranges (relay_addr), per-pipe entry scope of the
-session tables, and mirror sessions. Sessions themselves (relay, leg_rewrite)
-are written by rtpagent over BfRt gRPC, never here.
+session tables, and mirror sessions. Sessions themselves (relay, leg_rewrite,
+relay_guard) are written by rtpagent over BfRt gRPC, never here.
 
 On the switch, inside bfshell (bfrt_python provides the global ``bfrt``)::
 
@@ -41,10 +41,11 @@ TABLE_NEXTHOP = "pipe.Ingress.nexthop"
 TABLE_RELAY_ADDR = "pipe.Ingress.relay_addr"
 TABLE_RELAY = "pipe.Ingress.relay"
 TABLE_LEG_REWRITE = "pipe.Ingress.leg_rewrite"
+TABLE_RELAY_GUARD = "pipe.Ingress.relay_guard"
 ACTION_SET_NEXTHOP = "Ingress.set_nexthop"
 ACTION_FORWARD = "Ingress.forward"
 ACTION_MARK_RELAY = "Ingress.mark_relay"
-PER_PIPE_TABLES = (TABLE_RELAY, TABLE_LEG_REWRITE)
+PER_PIPE_TABLES = (TABLE_RELAY, TABLE_LEG_REWRITE, TABLE_RELAY_GUARD)
 
 SPEEDS = {
     "10G": "BF_SPEED_10G",

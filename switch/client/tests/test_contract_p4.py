@@ -836,6 +836,99 @@ def check_p4_extras(contract: dict[str, Any], prog: Program, bfrt: dict[str, Any
     return errs
 
 
+# ---------------------------------------------------------------- contract semantics
+#
+# What the names cannot show: where relay_guard applies and what a hit does,
+# and that the quality registers run in Egress on what Ingress bridged.
+
+
+def _conditions(tokens: list[str], idx: int) -> list[str]:
+    """The if-conditions enclosing tokens[idx], outermost first; an else branch
+    reads ``!(cond)``. Conditions are joined without spaces."""
+    stack: list[str] = []
+    pending: str | None = None
+    last_closed = ""
+    i = 0
+    while i < idx:
+        tok = tokens[i]
+        if tok == "if" and tokens[i + 1] == "(":
+            depth, j = 0, i + 1
+            while True:
+                depth += tokens[j] == "("
+                depth -= tokens[j] == ")"
+                if depth == 0:
+                    break
+                j += 1
+            cond = "".join(tokens[i + 2 : j])
+            pending = f"{pending}&&({cond})" if pending else cond
+            i = j + 1
+            continue
+        if tok == "else":
+            pending = f"!({last_closed})"
+        elif tok == "{":
+            stack.append(pending or "")
+            pending = None
+        elif tok == "}":
+            last_closed = stack.pop()
+        elif tok == ";":
+            pending = None
+        i += 1
+    return [c for c in stack if c]
+
+
+def _calls(tokens: list[str], target: str, method: str) -> list[int]:
+    """Indexes of ``target.method(`` in tokens (target may be dotted)."""
+    parts = target.split(".")
+    want = [p for part in parts for p in (part, ".")] + [method, "("]
+    return [i for i in range(len(tokens)) if tokens[i : i + len(want)] == want]
+
+
+def _body(prog: Program, control: str) -> list[str]:
+    ctl = prog.controls.get(control)
+    if ctl is None:
+        raise P4ModelError(f"control {control} not declared")
+    return ctl.bodies[-1]
+
+
+def _owner(prog: Program, cp_name: str) -> tuple[Control, str]:
+    """The control declaring the table/instance published as cp_name, and its local name."""
+    for sc in scopes(prog):
+        for tbl in sc.control.tables.values():
+            if control_plane_name(sc.path, tbl.name, tbl.annotations) == cp_name:
+                return sc.control, tbl.name
+    raise P4ModelError(f"nothing is published as {cp_name}")
+
+
+def check_guard(prog: Program) -> list[str]:
+    errs: list[str] = []
+    ctl, local = _owner(prog, "Ingress.relay_guard")
+    applies = _calls(ctl.bodies[-1], local, "apply")
+    if not applies:
+        errs.append("relay_guard is never applied")
+    for i in applies:
+        conds = "&&".join(_conditions(ctl.bodies[-1], i))
+        if "relay_dst" not in conds or "!ig_md.relay_hit" not in conds:
+            errs.append(
+                f"relay_guard applied under {conds!r}, not only on relay_addr hit + relay miss"
+            )
+    ingress = _body(prog, "Ingress")
+    for i in _calls(ingress, "learning", "apply"):
+        if any("guard_drop" in c for c in _conditions(ingress, i)):
+            errs.append("the learn digest is not raised for guarded (dropped) packets")
+    for i in _calls(ingress, "forwarding", "apply"):
+        if "!(ig_md.guard_drop)" not in _conditions(ingress, i):
+            errs.append("a guard hit is still forwarded (forwarding not in the else of guard_drop)")
+    drops = [
+        i
+        for i in range(len(ingress) - 4)
+        if ingress[i : i + 5] == ["ig_dprsr_md", ".", "drop_ctl", "=", "1"]
+        and _conditions(ingress, i)[-1:] == ["ig_md.guard_drop"]
+    ]
+    if not drops:
+        errs.append("a guard hit does not set drop_ctl")
+    return errs
+
+
 def all_errors(
     contract: dict[str, Any],
     defines: dict[str, str] | None = None,
@@ -847,6 +940,7 @@ def all_errors(
         check_program(contract, bfrt)
         + check_p4_extras(contract, prog, bfrt)
         + check_references(prog)
+        + check_guard(prog)
     )
 
 
@@ -927,6 +1021,20 @@ MUTATIONS = [
         "",
         "register pipe.Ingress.rtp_jitter missing",
         id="register-loses-absolute-name",
+    ),
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "        counters = guard_counter;\n",
+        "",
+        "pipe.Ingress.relay_guard: data fields",
+        id="guard-counter-dropped",
+    ),
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "            hdr.udp.dst_port  : exact;\n        }\n        actions = {\n            guard_drop;",
+        "            hdr.udp.src_port  : exact;\n        }\n        actions = {\n            guard_drop;",
+        "pipe.Ingress.relay_guard: keys",
+        id="guard-keyed-on-source",
     ),
     pytest.param(
         "include/defines.p4",
@@ -1036,7 +1144,41 @@ MUTATIONS = [
 ]
 
 
-@pytest.mark.parametrize(("rel", "old", "new", "needle"), MUTATIONS)
+SEMANTIC_MUTATIONS = [
+    pytest.param(
+        "controls/relay_sessions.p4",
+        "            if (ig_md.relay_dst && !ig_md.relay_hit) {\n"
+        "                relay_guard.apply();\n            }\n",
+        "            relay_guard.apply();\n",
+        "relay_guard applied under",
+        id="guard-unconditional",
+    ),
+    pytest.param(
+        "controls/ingress.p4",
+        "if (ig_md.relay_dst && !ig_md.relay_hit) {\n                /* also for a guarded port",
+        "if (ig_md.relay_dst && !ig_md.relay_hit && !ig_md.guard_drop) {\n"
+        "                /* also for a guarded port",
+        "learn digest is not raised for guarded",
+        id="guard-suppresses-digest",
+    ),
+    pytest.param(
+        "controls/ingress.p4",
+        "            } else {\n                forwarding.apply(",
+        "            }\n            {\n                forwarding.apply(",
+        "a guard hit is still forwarded",
+        id="guard-hit-forwarded",
+    ),
+    pytest.param(
+        "controls/ingress.p4",
+        "                ig_dprsr_md.drop_ctl = 1;\n            } else {\n                forwarding",
+        "                ig_md.guard_drop = true;\n            } else {\n                forwarding",
+        "a guard hit does not set drop_ctl",
+        id="guard-hit-not-dropped",
+    ),
+]
+
+
+@pytest.mark.parametrize(("rel", "old", "new", "needle"), MUTATIONS + SEMANTIC_MUTATIONS)
 def test_mutated_source_fails(
     contract: dict[str, Any], rel: str, old: str, new: str, needle: str
 ) -> None:

@@ -7,6 +7,7 @@
  *
  * Dependency chains (MAU stages, estimated; README "Resources"):
  *   relay_addr + relay -> leg_rewrite -> ipv4_lpm -> nexthop             (4)
+ *   relay_addr + relay -> relay_guard (beside leg_rewrite) -> drop / forwarding
  *   clock slices -> 2 adds -> transit -> rtp_transit -> |D| -> J + |D|
  *     -> J' = (J + |D|) - ((J + 8) >> 4)                                 (8-9)
  *   (rtp_jitter read, J + 8 and >> 4 run alongside, off the critical path)
@@ -50,9 +51,18 @@ control Ingress(
             }
 #endif
             if (ig_md.relay_dst && !ig_md.relay_hit) {
+                /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);
             }
-            forwarding.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+            if (ig_md.guard_drop) {
+                /* a foreign source sending to an offloaded call's relay port:
+                 * never reaches RTPProxy (it would latch to it); the digest
+                 * set above is still sent (the deparser emits digests of
+                 * dropped packets, as switch.p4's STP learning state relies on) */
+                ig_dprsr_md.drop_ctl = 1;
+            } else {
+                forwarding.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+            }
         }
     }
 }

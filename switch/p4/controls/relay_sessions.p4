@@ -10,6 +10,14 @@
  * leg_rewrite: leg -> the rewrite (two addresses, two ports), once per session
  *   direction; RTCP entries add 1 to both ports (RTPProxy allocates RTCP on
  *   RTP + 1 on both sides).
+ * relay_guard: relay address:port of an offloaded call -> drop. Applied only
+ *   when relay_addr marked the packet and relay missed, i.e. to a packet from
+ *   a source that is not the call's party: RTPProxy must not see it, or it
+ *   would latch its (idle, unlatched) stream to that source and relay the
+ *   sender's media to the callee. The learn digest is still raised (Ingress),
+ *   so the agent sees the foreign source. 4 entries per call (each leg's RTP
+ *   and RTCP port), needed in every pipe whose ports can receive foreign
+ *   traffic; a guard miss is the old behaviour (forward to the relay server).
  * Both session tables are meant for per-pipe entry scope: the client installs
  *   a direction's entries in the pipe of the port its packets arrive on.
  */
@@ -18,6 +26,7 @@ control RelaySessions(
         inout ingress_metadata_t ig_md) {
 
     DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) relay_counter;
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) guard_counter;
 
     @name(".Ingress.mark_relay")
     action mark_relay() {
@@ -89,6 +98,27 @@ control RelaySessions(
         size = LEG_TABLE_SIZE;
     }
 
+    @name(".Ingress.guard_drop")
+    action guard_drop() {
+        guard_counter.count();
+        ig_md.guard_drop = true;
+    }
+
+    @name(".Ingress.relay_guard")
+    table relay_guard {
+        key = {
+            hdr.ipv4.dst_addr : exact;
+            hdr.udp.dst_port  : exact;
+        }
+        actions = {
+            guard_drop;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = RELAY_GUARD_TABLE_SIZE;
+        counters = guard_counter;
+    }
+
     apply {
         if (ig_md.resubmit.isValid()) {
             /* Second pass of a relayed RTP packet: the first pass already
@@ -98,6 +128,9 @@ control RelaySessions(
         } else if (hdr.udp.isValid()) {
             relay_addr.apply();
             relay.apply();
+            if (ig_md.relay_dst && !ig_md.relay_hit) {
+                relay_guard.apply();
+            }
         }
         if (ig_md.relay_hit) {
             /* A missing leg_rewrite entry leaves the packet as it is: it goes

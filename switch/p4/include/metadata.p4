@@ -30,6 +30,7 @@ struct ingress_metadata_t {
     /* relay */
     bool    relay_dst;            /* hit relay_addr: destination is a relay address:port */
     bool    relay_hit;            /* hit relay */
+    bool    guard_drop;           /* hit relay_guard: foreign source, drop */
     leg_t   leg;
     bit<1>  rtcp;
     bit<16> rtcp_port_offset;     /* 0 for RTP, 1 for RTCP (ports are RTP + 1) */

@@ -15,11 +15,19 @@
 #ifndef LEG_TABLE_SIZE
 #define LEG_TABLE_SIZE 131072
 #endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 262144
+#endif
 #endif
 
 /* Relay entries per pipe: 4 per call (RTP + RTCP, both directions). */
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 65536
+#endif
+/* Guarded relay-side ports per pipe: 4 per call (each leg's RTPProxy RTP and
+ * RTCP port), in every pipe whose ports can receive foreign traffic. */
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 65536
 #endif
 /* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
 #ifndef LEG_TABLE_SIZE

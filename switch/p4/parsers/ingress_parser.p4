@@ -30,6 +30,7 @@ parser IngressParser(
         ig_md.ipv4_csum_update = false;
         ig_md.relay_dst = false;
         ig_md.relay_hit = false;
+        ig_md.guard_drop = false;
         ig_md.leg = 0;
         ig_md.rtcp = 0;
         ig_md.rtcp_port_offset = 0;
