@@ -10,10 +10,12 @@ from rtpagent.switchport import (
     Batch,
     FlowCounters,
     FlowKey,
+    GuardKey,
     LegQuality,
     LegRewrite,
     OffloadRefused,
     RelayEntry,
+    SwitchDump,
     SwitchEvent,
     SwitchUp,
 )
@@ -25,6 +27,9 @@ class FakeSwitch:
         self.relays: dict[FlowKey, RelayEntry] = {}
         self.legs: dict[int, LegRewrite] = {}
         self.counters: dict[FlowKey, FlowCounters] = {}
+        self.guards: set[GuardKey] = set()
+        self.guard_counters: dict[GuardKey, FlowCounters] = {}
+        self.guard_capacity = 1 << 20
         self.up = True
         self.writes = 0
         self.queue: asyncio.Queue[SwitchEvent] = asyncio.Queue()
@@ -46,27 +51,35 @@ class FakeSwitch:
         if not self.up:
             raise OffloadRefused("switch_unreachable", "down")
         self.writes += 1
+        for g in batch.del_guards:
+            self.guards.discard(g)
         for k in batch.del_relays:
             self.relays.pop(k, None)
         for lg in batch.mod_legs:
             self.legs[lg.leg] = lg
         if len(self.relays) + len(batch.add_relays) > self.capacity:
             raise OffloadRefused("table_full", "full")
+        if len(self.guards) + len(batch.add_guards) > self.guard_capacity:
+            raise OffloadRefused("table_full", "guard table full")
         for lg in batch.add_legs:
             self.legs[lg.leg] = lg
         for r in batch.add_relays:
             self.relays[r.key] = r
+        self.guards.update(batch.add_guards)
         for leg in batch.del_legs:
             self.legs.pop(leg, None)
 
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
         return {k: self.counters.get(k, FlowCounters(0, 0)) for k in keys if k in self.relays}
 
+    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
+        return {k: self.guard_counters.get(k, FlowCounters(0, 0)) for k in keys if k in self.guards}
+
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
         return {leg: LegQuality(0, 0, 0, 0, 0) for leg in legs}
 
-    async def dump(self) -> tuple[list[RelayEntry], list[LegRewrite]]:
-        return list(self.relays.values()), list(self.legs.values())
+    async def dump(self) -> SwitchDump:
+        return SwitchDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))
 
     async def events(self) -> AsyncIterator[SwitchEvent]:
         while True:

@@ -5,7 +5,7 @@ namespace, RTPProxy (rtp.io, its own process) in another; the real softswitch si
 between them on two veth pairs and routes like the production switch (relay
 address on one port, parties on the other). The agent runs in the test.
 
-Why it fails today (measured against this RTPProxy, see rtpagent/README.md,
+Why a guard is needed (measured against this RTPProxy, see rtpagent/README.md,
 "Stray media"): once the switch carries a call, RTPProxy never sees its media
 again, so its streams stay (or become again) latchable by anyone:
 * offloaded before the first packet: RTPProxy never latched;
@@ -13,8 +13,10 @@ again, so its streams stay (or become again) latchable by anyone:
   keep-alive `L` (every ttl/3) re-arms RTPProxy's latch, the next packet from any
   source wins it, and the legitimate party's packets (on the switch) never win it
   back; RTCP ports are never latched at all.
-The fix belongs in the data plane (a guard on offloaded relay ports); until then
-these cases are expected to fail (strict: a pass means the hole closed).
+The agent therefore guards an offloaded call's relay ports (`relay_guard`,
+contract v2): a packet to them from anyone but the installed sources is dropped
+by the switch, counted, and reported. The unguarded control case shows the
+attack is real on this testbed (it succeeds without the guard).
 """
 
 from __future__ import annotations
@@ -169,28 +171,21 @@ async def _program_routes(address: str, parties_mac: str, relay_mac: str) -> Non
 
 
 @pytest.mark.parametrize(
-    "latch_first",
+    ("latch_first", "guard"),
     [
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True, reason="offloaded before RTPProxy latched: the attacker latches it"
-            ),
-            id="offload-at-answer",
-        ),
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the agent's keep-alive L re-arms RTPProxy's latch; needs a switch guard",
-            ),
-            id="latch-first",
-        ),
+        pytest.param(False, True, id="offload-at-answer"),
+        pytest.param(True, True, id="latch-first"),
+        pytest.param(False, False, id="unguarded-control"),
     ],
 )
 async def test_sprayed_rtp_never_reaches_the_parties(
-    tmp_path: Path, testbed: Bed, latch_first: bool
+    tmp_path: Path, testbed: Bed, latch_first: bool, guard: bool
 ) -> None:
+    from prometheus_client import REGISTRY
+
+    def dropped_metric() -> float:
+        return REGISTRY.get_sample_value("rtpagent_guard_dropped_packets_total") or 0.0
+
     cfg = settings(
         tmp_path,
         switch=testbed.sw.address,
@@ -199,7 +194,9 @@ async def test_sprayed_rtp_never_reaches_the_parties(
         relay_ports=PORT_RANGE,
         rtpproxy_ttl=3.0,  # keep-alive L every second: the attack starts after two
         latch_always=latch_first,
+        relay_guard=guard,
     )
+    dropped_before = dropped_metric()
     async with running_agent(cfg) as app:
         cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
         try:
@@ -224,8 +221,30 @@ async def test_sprayed_rtp_never_reaches_the_parties(
             assert got["callee"].get("0x1111", 0) > 150, got
             assert got["caller"].get("0x2222", 0) > 150, got
             assert app.offloader.plans, "the call was not offloaded"
+            (s,) = list(app.table)
+            if not guard:
+                # Without the guard the attacker gets through: the hole is real here.
+                assert "0xbadbad" in got["callee"] or "0xbadbad" in got["caller"], got
+                return
             # ... and nothing the attacker sent reaches either party.
             assert "0xbadbad" not in got["callee"], got
             assert "0xbadbad" not in got["caller"], got
+            # The switch dropped it, and the agent saw who: logged, counted, reported.
+            await wait_for(lambda: s.foreign_sources, within=5.0)
+            assert all(src.startswith(f"{ATTACKER}:") for src in s.foreign_sources), s
+            assert await cl.cmd("D atk1 ft tt") == "0\n"
+            await wait_for(lambda: not app.offloader.plans, within=5.0)
+            assert s.switch_totals.foreign_dropped > 0, s.switch_totals
+            assert dropped_metric() - dropped_before == s.switch_totals.foreign_dropped
+            app.store.flush()
+            removed = [
+                d
+                for _, kind, d in app.store.spool_head(10000)
+                if kind == "event" and d["type"] == "offload_removed"
+            ]
+            assert removed and removed[-1]["payload"]["foreign_packets_dropped"] == (
+                s.switch_totals.foreign_dropped
+            ), removed
+            assert removed[-1]["payload"]["foreign_sources"] == s.foreign_sources
         finally:
             cl.close()

@@ -77,6 +77,7 @@ class App:
             nat_nets=cfg.nat_nets,
             latch_always=cfg.latch_always,
             enabled=bool(cfg.switch),
+            guard=cfg.relay_guard,
         )
         self.upstream: Upstream | None = None
         self.agent: Agent | None = None

@@ -1,8 +1,8 @@
 """`Switch` over p4relay_switch's BfRt client (Tofino and the software switch).
 
-Each `write` is one BfRt Write RPC carrying, in order: relay deletions, leg
-modifications, quality-register resets and leg inserts, relay inserts, leg
-deletions. A failed batch is undone (its inserts deleted) before
+Each `write` is one BfRt Write RPC carrying, in order: guard deletions, relay
+deletions, quality-register resets, leg modifications and inserts, relay
+inserts, guard inserts, leg deletions (guards exist only while relays do). A failed batch is undone (its inserts deleted) before
 OffloadRefused is raised, so nothing half-installed is left behind.
 """
 
@@ -48,6 +48,7 @@ from p4relay_switch.pipeline import (
     REG_REORDERED,
     RELAY,
     RELAY_ADDR,
+    RELAY_GUARD,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
@@ -56,12 +57,14 @@ from .switchport import (
     Batch,
     FlowCounters,
     FlowKey,
+    GuardKey,
     IdleTimeout,
     LearnDigest,
     LegQuality,
     LegRewrite,
     OffloadRefused,
     RelayEntry,
+    SwitchDump,
     SwitchEvent,
     SwitchUp,
 )
@@ -206,6 +209,9 @@ class BfrtSwitch:
         enc = self._encoder()
         ups: list[pb.Update] = []
         kinds: list[int] = []  # per update: 0 delete, 1 modify, 2 insert
+        for g in b.del_guards:
+            ups.append(enc.guard_delete(g))
+            kinds.append(0)
         for k in b.del_relays:
             ups.append(enc.relay_delete(k))
             kinds.append(0)
@@ -231,6 +237,9 @@ class BfrtSwitch:
             kinds.append(2)
         for r in b.add_relays:
             ups.append(enc.relay_insert(r, ttl_ms))
+            kinds.append(2)
+        for g in b.add_guards:
+            ups.append(enc.guard_insert(g))
             kinds.append(2)
         for leg in b.del_legs:
             ups.append(enc.leg_delete(leg))
@@ -290,14 +299,19 @@ class BfrtSwitch:
         refs = self._insert_refs(b)
         del_relays: list[FlowKey] = []
         del_legs: list[int] = []
+        del_guards: list[GuardKey] = []
         for i, ref in refs.items():
             if i in failed:
                 continue
             if isinstance(ref, FlowKey):
                 del_relays.append(ref)
+            elif isinstance(ref, GuardKey):
+                del_guards.append(ref)
             else:
                 del_legs.append(ref)
-        undo = Batch(del_relays=tuple(del_relays), del_legs=tuple(del_legs))
+        undo = Batch(
+            del_relays=tuple(del_relays), del_legs=tuple(del_legs), del_guards=tuple(del_guards)
+        )
         if not undo:
             return
         ups, _ = self._updates(undo, 0)
@@ -305,15 +319,23 @@ class BfrtSwitch:
             await self.client.write(ups)
 
     @staticmethod
-    def _insert_refs(b: Batch) -> dict[int, FlowKey | int]:
+    def _insert_refs(b: Batch) -> dict[int, FlowKey | GuardKey | int]:
         """Update index -> what it inserted (same order as `_updates`)."""
-        refs: dict[int, FlowKey | int] = {}
-        pos = len(b.del_relays) + len(b.mod_legs) + len(b.reset_legs) * len(QUALITY_REGISTERS)
+        refs: dict[int, FlowKey | GuardKey | int] = {}
+        pos = (
+            len(b.del_guards)
+            + len(b.del_relays)
+            + len(b.mod_legs)
+            + len(b.reset_legs) * len(QUALITY_REGISTERS)
+        )
         for lg in b.add_legs:
             refs[pos] = lg.leg
             pos += 1
         for r in b.add_relays:
             refs[pos] = r.key
+            pos += 1
+        for g in b.add_guards:
+            refs[pos] = g
             pos += 1
         return refs
 
@@ -330,6 +352,23 @@ class BfrtSwitch:
                 out: dict[FlowKey, FlowCounters] = {}
                 for k in keys:
                     out.update(await self.read_counters([k]))
+                return out
+            if exc.code is grpc.StatusCode.NOT_FOUND:
+                return {}
+            raise _refused(exc) from exc
+
+    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
+        if not keys:
+            return {}
+        enc = self._encoder()
+        try:
+            ents = await self.client._read([enc.guard_read(k) for k in keys], None)
+            return enc.decode_guard_counters(ents)
+        except SwitchError as exc:
+            if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
+                out: dict[GuardKey, FlowCounters] = {}
+                for k in keys:
+                    out.update(await self.read_guard_counters([k]))
                 return out
             if exc.code is grpc.StatusCode.NOT_FOUND:
                 return {}
@@ -362,10 +401,11 @@ class BfrtSwitch:
             for leg in legs
         }
 
-    async def dump(self) -> tuple[list[RelayEntry], list[LegRewrite]]:
+    async def dump(self) -> SwitchDump:
         try:
             relays = await self.client.read(RELAY)
             legs = await self.client.read(LEG_REWRITE)
+            guards = await self.client.read(RELAY_GUARD)
         except SwitchError as exc:
             raise _refused(exc) from exc
         out_r = [
@@ -393,7 +433,12 @@ class BfrtSwitch:
             for r in legs
             if not r.is_default
         ]
-        return out_r, out_l
+        out_g = [
+            GuardKey(_ip(r.key[K_DST_ADDR]), _int(r.key[K_DST_PORT]))
+            for r in guards
+            if not r.is_default
+        ]
+        return SwitchDump(out_r, out_l, out_g)
 
     # ------------------------------------------------------------------ events
     def _put(self, ev: SwitchEvent) -> None:

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     latch_always: bool = Field(
         default=False, description="always wait for the first packet (RTPProxy-like latching)"
     )
+    relay_guard: bool = Field(
+        default=True,
+        description="guard offloaded calls' relay ports in the switch (contract v2 relay_guard): "
+        "packets from any other source are dropped there instead of reaching RTPProxy, "
+        "which would latch and relay them; off only for a switch without that table",
+    )
     default_asymmetric: bool = Field(default=False, description="RTPProxy runs with -A")
     state_file: str = Field(
         default="/var/lib/rtpagent/state.sqlite", description="journal + report spool"

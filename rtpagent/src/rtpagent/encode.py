@@ -1,4 +1,4 @@
-"""Direct protobuf encoding of the two hot tables (relay, leg_rewrite).
+"""Direct protobuf encoding of the hot tables (relay, leg_rewrite, relay_guard).
 
 The generic client encodes by name for every update (schema lookups, range
 checks, address parsing); at a thousand calls per second that was most of the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import socket
 
 from p4relay_switch.pipeline import (
+    A_GUARD_DROP,
     A_RELAY_LEG,
     A_REWRITE,
     COUNTER_BYTES,
@@ -24,12 +25,13 @@ from p4relay_switch.pipeline import (
     K_SRC_PORT,
     LEG_REWRITE,
     RELAY,
+    RELAY_GUARD,
     TTL,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import Schema
 
-from .switchport import FlowCounters, FlowKey, LegRewrite, RelayEntry
+from .switchport import FlowCounters, FlowKey, GuardKey, LegRewrite, RelayEntry
 
 
 def _ip(addr: str) -> bytes:
@@ -56,6 +58,12 @@ class Encoder:
         self._keys: dict[FlowKey, pb.TableKey] = {}
         self.c_pkts = r.data_field(COUNTER_PKTS).id
         self.c_bytes = r.data_field(COUNTER_BYTES).id
+        g = schema.table(RELAY_GUARD)
+        self.guard_id = g.id
+        self.g_dst, self.g_dport = g.key(K_DST_ADDR).id, g.key(K_DST_PORT).id
+        self.guard_action = g.action(A_GUARD_DROP).id
+        self.gc_pkts = g.data_field(COUNTER_PKTS).id
+        self.gc_bytes = g.data_field(COUNTER_BYTES).id
 
     def relay_key(self, k: FlowKey) -> pb.TableKey:
         tk = self._keys.get(k)
@@ -133,6 +141,57 @@ class Encoder:
                 if f.field_id == self.c_pkts:
                     pk = int.from_bytes(f.stream, "big")
                 elif f.field_id == self.c_bytes:
+                    by = int.from_bytes(f.stream, "big")
+            out[key] = FlowCounters(pk, by)
+        return out
+
+    def guard_key(self, k: GuardKey) -> pb.TableKey:
+        return pb.TableKey(
+            fields=[
+                pb.KeyField(field_id=self.g_dst, exact=pb.KeyField.Exact(value=_ip(k.dst_addr))),
+                pb.KeyField(
+                    field_id=self.g_dport,
+                    exact=pb.KeyField.Exact(value=k.dst_port.to_bytes(2, "big")),
+                ),
+            ]
+        )
+
+    def guard_insert(self, k: GuardKey) -> pb.Update:
+        te = pb.TableEntry(
+            table_id=self.guard_id,
+            key=self.guard_key(k),
+            data=pb.TableData(action_id=self.guard_action),
+        )
+        return pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=te))
+
+    def guard_delete(self, k: GuardKey) -> pb.Update:
+        te = pb.TableEntry(table_id=self.guard_id, key=self.guard_key(k))
+        return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
+
+    def guard_read(self, k: GuardKey) -> pb.Entity:
+        te = pb.TableEntry(
+            table_id=self.guard_id, key=self.guard_key(k), table_flags=pb.TableFlags(from_hw=True)
+        )
+        return pb.Entity(table_entry=te)
+
+    def decode_guard_counters(self, ents: list[pb.Entity]) -> dict[GuardKey, FlowCounters]:
+        out: dict[GuardKey, FlowCounters] = {}
+        for e in ents:
+            te = e.table_entry
+            if te.table_id != self.guard_id:
+                continue
+            kv = {f.field_id: f.exact.value for f in te.key.fields}
+            try:
+                key = GuardKey(
+                    socket.inet_ntoa(kv[self.g_dst]), int.from_bytes(kv[self.g_dport], "big")
+                )
+            except (KeyError, OSError):
+                continue
+            pk = by = 0
+            for f in te.data.fields:
+                if f.field_id == self.gc_pkts:
+                    pk = int.from_bytes(f.stream, "big")
+                elif f.field_id == self.gc_bytes:
                     by = int.from_bytes(f.stream, "big")
             out[key] = FlowCounters(pk, by)
         return out

@@ -32,6 +32,14 @@ OFFLOADS = Counter("rtpagent_offloads_total", "Sessions offloaded to the switch"
 MODIFICATIONS = Counter("rtpagent_offload_modifications_total", "Offloaded sessions re-written")
 FALLBACKS = Counter("rtpagent_fallbacks_total", "Sessions left on RTPProxy", ["reason"])
 DIGESTS = Counter("rtpagent_learn_digests_total", "Learn digests received from the switch")
+GUARD_FOREIGN = Counter(
+    "rtpagent_guard_foreign_sources_total",
+    "Learn digests from a foreign source on an offloaded call's guarded relay port",
+)
+GUARD_DROPPED = Counter(
+    "rtpagent_guard_dropped_packets_total",
+    "Foreign packets the switch's relay guard dropped (its counters, as read)",
+)
 IDLE_TIMEOUTS = Counter(
     "rtpagent_idle_timeouts_total", "Sessions ended because the switch saw them idle"
 )

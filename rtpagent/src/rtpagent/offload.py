@@ -24,6 +24,7 @@ from .switchport import (
     Batch,
     FlowCounters,
     FlowKey,
+    GuardKey,
     IdleTimeout,
     LearnDigest,
     LegRewrite,
@@ -35,6 +36,8 @@ from .switchport import (
 )
 
 log = structlog.get_logger("rtpagent.offload")
+
+FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
 
 DEFAULT_NAT_NETS = (
     "10.0.0.0/8",
@@ -51,6 +54,9 @@ class Plan:
 
     legs: tuple[LegRewrite, LegRewrite]
     relays: tuple[RelayEntry, ...]
+    # Its relay-side ports (each stream's RTP and RTCP): packets from anyone
+    # but the installed sources are dropped there, never reaching RTPProxy.
+    guards: tuple[GuardKey, ...] = ()
 
     def flow_keys(self) -> list[FlowKey]:
         return [r.key for r in self.relays]
@@ -108,6 +114,7 @@ class Offloader:
         nat_nets: Iterable[str] = DEFAULT_NAT_NETS,
         latch_always: bool = False,
         enabled: bool = True,
+        guard: bool = True,
     ) -> None:
         self.table = table
         self.switch = switch
@@ -117,11 +124,14 @@ class Offloader:
         self._trust_cache: dict[str, bool] = {}
         self.latch_always = latch_always
         self.enabled = enabled
+        self.guard = guard
         self.listeners: list[Listener] = []
         # (relay addr, relay port) -> (session uid, stream index); rtcp ports too.
         self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
         self.plans: dict[str, Plan] = {}  # uid -> what is installed
         self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
+        # Guard counters as last read (packets), to turn them into deltas.
+        self._guard_seen: dict[GuardKey, int] = {}
         self._port_keys: dict[str, set[tuple[str, int]]] = {}
         self._dirty: dict[str, Session] = {}
         self._ending: dict[str, Session] = {}
@@ -262,6 +272,7 @@ class Offloader:
     def plan(self, s: Session, legs: list[int]) -> Plan:
         rewrites = []
         relays = []
+        guards = []
         for i in (0, 1):
             o = 1 - i
             me, other = s.streams[i], s.streams[o]
@@ -278,7 +289,9 @@ class Offloader:
                     FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1), legs[i], True
                 )
             )
-        return Plan((rewrites[0], rewrites[1]), tuple(relays))
+            if self.guard:
+                guards += [GuardKey(me.laddr, me.port), GuardKey(me.laddr, me.port + 1)]
+        return Plan((rewrites[0], rewrites[1]), tuple(relays), tuple(guards))
 
     # ---------------------------------------------------------------- worker
     async def _worker(self) -> None:
@@ -462,6 +475,8 @@ class Offloader:
         mod_legs: list[LegRewrite] = []
         add_relays: list[RelayEntry] = []
         del_relays: list[FlowKey] = []
+        add_guards: list[GuardKey] = []
+        del_guards: list[GuardKey] = []
         reset: list[int] = []
         olds: dict[str, Plan] = {}
         for s, p, _new in items:
@@ -469,6 +484,7 @@ class Offloader:
             if old is None:
                 add_legs.extend(p.legs)
                 add_relays.extend(p.relays)
+                add_guards.extend(p.guards)
                 reset.extend(self.legs.dirty(lg.leg for lg in p.legs))
                 continue
             olds[s.uid] = old
@@ -477,6 +493,10 @@ class Offloader:
             new_keys = {r.key for r in p.relays}
             del_relays.extend(k for k in old_relays if k not in new_keys)
             add_relays.extend(r for r in p.relays if r.key not in old_relays)
+            # A relay port moved (re-INVITE): its old guard goes before its
+            # relays, the new one comes after them (Batch's order).
+            del_guards.extend(g for g in old.guards if g not in p.guards)
+            add_guards.extend(g for g in p.guards if g not in old.guards)
         # Removed keys first: a re-keyed flow may reuse a key of the same batch.
         batch = Batch(
             tuple(add_legs),
@@ -484,6 +504,8 @@ class Offloader:
             tuple(add_relays),
             tuple(del_relays),
             reset_legs=tuple(reset),
+            add_guards=tuple(add_guards),
+            del_guards=tuple(del_guards),
         )
         return batch, olds
 
@@ -521,6 +543,8 @@ class Offloader:
         self.plans.pop(s.uid, None)
         for k in p.flow_keys():
             self.by_key.pop(k, None)
+        for g in p.guards:
+            self._guard_seen.pop(g, None)
         if s.legs:
             for leg in s.legs:
                 self.legs.give(leg)
@@ -538,11 +562,39 @@ class Offloader:
             return
         for s, p in plans:
             add_counts(s, p, counts)
+        await self.read_foreign_drops(plans)
+
+    async def read_foreign_drops(self, plans: list[tuple[Session, Plan]]) -> None:
+        """Add what the guards dropped to each session's total and the metric.
+        Only sessions a foreign source was seen on: every guard hit raises a
+        learn digest, so the others have nothing to read."""
+        attacked = [(s, p) for s, p in plans if s.foreign_sources and p.guards]
+        if not attacked or not self.switch.connected:
+            return
+        try:
+            counts = await self.switch.read_guard_counters(
+                [g for _, p in attacked for g in p.guards]
+            )
+        except OffloadRefused as exc:
+            log.info("guard_counters_unread", reason=exc.reason)
+            return
+        for s, p in attacked:
+            for g in p.guards:
+                c = counts.get(g)
+                if c is None:
+                    continue
+                last = self._guard_seen.get(g, 0)
+                delta = c.packets - last if c.packets >= last else c.packets  # re-created
+                self._guard_seen[g] = c.packets
+                if delta > 0:
+                    s.switch_totals.foreign_dropped += delta
+                    metrics.GUARD_DROPPED.inc(delta)
 
     @staticmethod
     def _removal(plans: list[tuple[Session, Plan]]) -> Batch:
         legs = tuple(lg.leg for _, p in plans for lg in p.legs)
         return Batch(
+            del_guards=tuple(g for _, p in plans for g in p.guards),
             del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
             del_legs=legs,
             reset_legs=legs,
@@ -564,7 +616,11 @@ class Offloader:
     async def _remove_best_effort(self, p: Plan | None) -> None:
         if p is not None:
             await self._write_removal(
-                Batch(del_relays=tuple(p.flow_keys()), del_legs=tuple(lg.leg for lg in p.legs))
+                Batch(
+                    del_guards=p.guards,
+                    del_relays=tuple(p.flow_keys()),
+                    del_legs=tuple(lg.leg for lg in p.legs),
+                )
             )
 
     # ---------------------------------------------------------------- counters
@@ -613,30 +669,59 @@ class Offloader:
             return
         st = s.streams[i]
         src = Endpoint(ev.src_addr, ev.src_port)
+        p = self.plans.get(s.uid)
         if rtcp:
-            if st.learned_rtcp is None:
+            if st.learned_rtcp is None and (p is None or self._rtcp_from_party(s, i, src)):
                 st.learned_rtcp = src
-                if s.uid in self.plans or s.state is OffloadState.LEARNING:
+                if p is not None or s.state is OffloadState.LEARNING:
                     self.touch(s)
+            elif p is not None and src != st.learned_rtcp:
+                self._foreign(s, ev, src)
             return
-        if st.learned == src or (st.learned is None and st.sdp == src and s.uid in self.plans):
+        if st.learned == src or (st.learned is None and st.sdp == src and p is not None):
             return
         if st.learned is not None:
-            # RTPProxy latched already: packets from elsewhere are not relayed.
-            log.info("stray_source", call_id=s.call_id, src=src.key(), latched=st.learned.key())
+            # Latched already: packets from elsewhere are not relayed (RTPProxy
+            # ignores them; on an offloaded call the guard drops them).
+            if p is not None:
+                self._foreign(s, ev, src)
+            else:
+                log.info("stray_source", call_id=s.call_id, src=src.key())
             return
-        p = self.plans.get(s.uid)
         if p is not None:
             key = next(r.key for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
             counts = await self.switch.read_counters([key])
             c = counts.get(key)
             if c is not None and c.packets > 0:
                 st.learned = Endpoint(key.src_addr, key.src_port)  # latched by traffic already
-                log.info("stray_source", call_id=s.call_id, src=src.key())
+                self._foreign(s, ev, src)
                 return
+        # Installed from the SDP address and nothing came from there yet: the
+        # first packet's source is the party (NAT), as RTPProxy would latch it.
         st.learned = src
         log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
         self.touch(s)
+
+    def _rtcp_from_party(self, s: Session, i: int, src: Endpoint) -> bool:
+        """An offloaded stream's RTCP comes from its RTP source's address (a NAT
+        may pick another port); another address is foreign, not a latch."""
+        return src.addr == self._source(s, i).addr
+
+    def _foreign(self, s: Session, ev: LearnDigest, src: Endpoint) -> None:
+        """A packet from someone else hit an offloaded call's guarded port: the
+        switch dropped it (never relayed, never latched by RTPProxy)."""
+        metrics.GUARD_FOREIGN.inc()
+        text = f"{src.addr}:{src.port}"
+        if text in s.foreign_sources or len(s.foreign_sources) >= FOREIGN_SOURCES_KEPT:
+            return  # logged once per source; the counters keep counting
+        s.foreign_sources.append(text)
+        log.warning(
+            "foreign_media_dropped",
+            call_id=s.call_id,
+            tag=s.tag,
+            src=text,
+            relay=f"{ev.dst_addr}:{ev.dst_port}",
+        )
 
     def _on_idle(self, ev: IdleTimeout) -> None:
         hit = self.by_key.get(ev.key)
@@ -666,21 +751,32 @@ class Offloader:
 
     async def _reconcile(self, restarted: bool) -> None:
         metrics.SWITCH_UP.set(1)
-        relays, legs = await self.switch.dump()
+        have = await self.switch.dump()
         want_keys = {r.key: r for p in self.plans.values() for r in p.relays}
         want_legs = {lg.leg: lg for p in self.plans.values() for lg in p.legs}
-        have_keys = {r.key: r for r in relays}
-        have_legs = {lg.leg: lg for lg in legs}
+        want_guards = {g for p in self.plans.values() for g in p.guards}
+        have_keys = {r.key: r for r in have.relays}
+        have_legs = {lg.leg: lg for lg in have.legs}
+        have_guards = set(have.guards)
         stale = tuple(k for k in have_keys if k not in want_keys)
         stale_legs = tuple(leg for leg in have_legs if leg not in want_legs)
+        stale_guards = tuple(g for g in have_guards if g not in want_guards)
         missing_legs = tuple(lg for leg, lg in want_legs.items() if have_legs.get(leg) != lg)
         missing = tuple(r for k, r in want_keys.items() if have_keys.get(k) != r)
-        if stale or stale_legs:
-            await self._write_removal(Batch(del_relays=stale, del_legs=stale_legs))
-            log.info("swept_stale_entries", relays=len(stale), legs=len(stale_legs))
+        missing_guards = tuple(g for g in want_guards if g not in have_guards)
+        if stale or stale_legs or stale_guards:
+            await self._write_removal(
+                Batch(del_guards=stale_guards, del_relays=stale, del_legs=stale_legs)
+            )
+            log.info(
+                "swept_stale_entries",
+                relays=len(stale),
+                legs=len(stale_legs),
+                guards=len(stale_guards),
+            )
         self._orphans.clear()
         self._orphan_legs.clear()
-        if missing or missing_legs:
+        if missing or missing_legs or missing_guards:
             fresh_legs = tuple(lg for lg in missing_legs if lg.leg not in have_legs)
             changed_legs = tuple(lg for lg in missing_legs if lg.leg in have_legs)
             try:
@@ -690,11 +786,16 @@ class Offloader:
                         mod_legs=changed_legs,
                         add_relays=missing,
                         del_relays=tuple(r.key for r in missing if r.key in have_keys),
+                        add_guards=missing_guards,
                     ),
                     self.idle_ttl_ms,
                 )
                 log.info(
-                    "reinstalled", relays=len(missing), legs=len(missing_legs), restarted=restarted
+                    "reinstalled",
+                    relays=len(missing),
+                    legs=len(missing_legs),
+                    guards=len(missing_guards),
+                    restarted=restarted,
                 )
             except OffloadRefused as exc:
                 log.error("reinstall_failed", reason=exc.reason)

@@ -69,6 +69,14 @@ class Reporter:
         else:
             self.store.put_session(s.uid, s.to_json)
         if kind in ("offload_installed", "offload_removed", "fallback"):
+            if kind == "offload_removed" and s.foreign_sources:
+                # The server has no event kind of its own for stray media:
+                # what the relay guard kept out travels with the removal.
+                payload = {
+                    **payload,
+                    "foreign_packets_dropped": s.switch_totals.foreign_dropped,
+                    "foreign_sources": list(s.foreign_sources),
+                }
             ev: dict[str, Any] = {
                 "event_id": str(uuid.uuid4()),
                 "type": kind,
@@ -187,6 +195,7 @@ class Sampler:
         legs = [lg.leg for _, p in live for lg in p.legs]
         counts = await off.switch.read_counters(keys)
         quality = await off.switch.read_quality(legs)
+        await off.read_foreign_drops(live)
         now = _ts()
         n = 0
         total = 0

@@ -68,6 +68,7 @@ class Counters:
     bytes: list[int] = field(default_factory=lambda: [0, 0])
     rtcp_packets: list[int] = field(default_factory=lambda: [0, 0])
     lost: list[int] = field(default_factory=lambda: [0, 0])
+    foreign_dropped: int = 0  # packets from other sources the guard dropped
 
 
 @dataclass
@@ -96,6 +97,9 @@ class Session:
     refresh_cmd: str | None = None  # an `L` that re-states the session (timer refresh)
     notify_token: str | None = None  # the tag RTPProxy notifies the agent with
     pending_since: float | None = None  # perf_counter() of the reply that made it offloadable
+    # Sources the relay guard dropped (from learn digests; a few, for the
+    # report): their packets never reached RTPProxy or the other party.
+    foreign_sources: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -159,6 +163,7 @@ class Session:
                 "bytes": list(self.switch_totals.bytes),
                 "rtcp_packets": list(self.switch_totals.rtcp_packets),
                 "lost": list(self.switch_totals.lost),
+                "foreign_dropped": self.switch_totals.foreign_dropped,
             },
             "idle_since": [None, None],
             "created": self.created,

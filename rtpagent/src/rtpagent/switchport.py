@@ -21,6 +21,16 @@ class FlowKey(NamedTuple):
     dst_port: int
 
 
+class GuardKey(NamedTuple):
+    """Exact key of `pipe.Ingress.relay_guard`: one relay-side port of an
+    offloaded call. A packet to it that misses `relay` (any source but the
+    installed one) is dropped instead of reaching RTPProxy, which would latch
+    it and relay it to the other party."""
+
+    dst_addr: str
+    dst_port: int
+
+
 @dataclass(frozen=True, slots=True)
 class RelayEntry:
     key: FlowKey
@@ -41,7 +51,9 @@ class LegRewrite:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """One ordered write: new legs, then relays; removals relays first."""
+    """One ordered write. Removals: guards first, then relays, legs last;
+    additions: legs, relays, guards last. So a legitimate packet is never
+    dropped: a guard exists only while the relay entries carry the call."""
 
     add_legs: tuple[LegRewrite, ...] = ()
     mod_legs: tuple[LegRewrite, ...] = ()
@@ -49,6 +61,8 @@ class Batch:
     del_relays: tuple[FlowKey, ...] = ()
     del_legs: tuple[int, ...] = ()
     reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers
+    add_guards: tuple[GuardKey, ...] = ()
+    del_guards: tuple[GuardKey, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
@@ -58,6 +72,8 @@ class Batch:
             or self.del_relays
             or self.del_legs
             or self.reset_legs
+            or self.add_guards
+            or self.del_guards
         )
 
 
@@ -105,6 +121,15 @@ class SwitchDown:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class SwitchDump:
+    """Every entry the agent's tables hold (read back at (re)connect)."""
+
+    relays: list[RelayEntry]
+    legs: list[LegRewrite]
+    guards: list[GuardKey]
+
+
 SwitchEvent = LearnDigest | IdleTimeout | SwitchUp | SwitchDown
 
 
@@ -138,8 +163,12 @@ class Switch(Protocol):
 
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]: ...
 
+    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
+        """Foreign packets each guard dropped (its direct counter)."""
+        ...
+
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]: ...
 
-    async def dump(self) -> tuple[list[RelayEntry], list[LegRewrite]]: ...
+    async def dump(self) -> SwitchDump: ...
 
     def events(self) -> AsyncIterator[SwitchEvent]: ...
