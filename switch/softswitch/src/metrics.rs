@@ -169,7 +169,7 @@ pub fn render(sw: &Switch) -> String {
         ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay", &st.relay_hits),
         ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite", &st.relay_rewrites),
         ("p4relay_relay_leg_misses_total", "relay hits whose leg has no leg_rewrite entry (forwarded unchanged)", &st.leg_misses),
-        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers", &st.rtp_packets),
+        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers (as they left the egress queue)", &st.rtp_packets),
         ("p4relay_guard_drops_total", "Foreign packets to a guarded relay port dropped by pipe.Ingress.relay_guard", &st.guard_drops),
         ("p4relay_learn_digests_total", "Learn digests raised", &st.learn_digests),
         ("p4relay_learn_suppressed_total", "Learn digests suppressed by learn_filter", &st.learn_suppressed),

@@ -165,7 +165,7 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
 }
 
 /// RTP v2 fixed header fields the quality registers use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Rtp {
     pub payload_type: u8,
     pub seq: u16,

@@ -1,14 +1,16 @@
-//! One packet through the p4relay pipeline, in the P4 program's order:
-//! parse → relay (+ leg_rewrite, quality registers) or relay_addr → learn
+//! One packet through the p4relay pipeline, in the P4 program's order.
+//! Ingress (`process`): parse → relay (+ leg_rewrite) or relay_addr → learn
 //! digest, relay_guard → ipv4_lpm → nexthop (MAC rewrite, TTL) → deparse
-//! (checksums).
-//! Works in place on the frame; no allocation.
+//! (checksums); works in place on the frame, no allocation. Egress
+//! (`egress_depart`): the RTP quality registers, updated when the packet
+//! leaves its egress queue, from what ingress bridged with it (`Bridged`), so
+//! tail drops show as loss and queueing delay variation as jitter.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use crate::contract::Contract;
-use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32, ParseError};
+use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32, ParseError, Rtp};
 use crate::registers::{LearnFilter, QualityRegs};
 use crate::tables::guard::{GuardAction, GuardKey, GuardTable};
 use crate::tables::legs::LegTable;
@@ -117,6 +119,18 @@ pub struct Pipeline {
     ports: u64,
 }
 
+/// Carried with a forwarded packet from ingress through its egress queue to
+/// `egress_depart` (Tofino: bridged metadata).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bridged {
+    /// Relayed by a relay entry whose leg has a rewrite, RTP v2 header parsed.
+    pub relayed_rtp: bool,
+    pub leg: u32,
+    /// The relay entry's rtcp bit: RTCP never touches the quality registers.
+    pub rtcp: bool,
+    pub rtp: Rtp,
+}
+
 /// Per-packet metadata the I/O layer provides.
 #[derive(Debug, Clone, Copy)]
 pub struct Meta {
@@ -171,7 +185,30 @@ impl Pipeline {
         self.learn_filter.clear();
     }
 
+    /// Ingress only (the bridged metadata is dropped): tests and fuzzing.
     pub fn process(&self, frame: &mut [u8], m: &Meta) -> Verdict {
+        self.ingress(frame, m).0
+    }
+
+    /// Ingress: the verdict, and what the packet carries to `egress_depart`.
+    pub fn ingress(&self, frame: &mut [u8], m: &Meta) -> (Verdict, Bridged) {
+        let mut b = Bridged::default();
+        let v = self.ingress_into(frame, m, &mut b);
+        (v, b)
+    }
+
+    /// Egress: the packet of `b` leaves its egress queue at `now_ns` (wall
+    /// clock, ns since the Unix epoch). Relayed RTP updates its leg's quality.
+    #[inline]
+    pub fn egress_depart(&self, b: &Bridged, now_ns: u64) {
+        if b.relayed_rtp && !b.rtcp {
+            self.stats.rtp_packets.fetch_add(1, Relaxed);
+            let now_ms = (now_ns / 1_000_000) as u32;
+            self.quality.update(b.leg as usize, &b.rtp, now_ns, now_ms);
+        }
+    }
+
+    fn ingress_into(&self, frame: &mut [u8], m: &Meta, b: &mut Bridged) -> Verdict {
         let p = match packet::parse(frame) {
             Ok(p) => p,
             Err(e) => return Verdict::Drop(e.into()),
@@ -200,8 +237,12 @@ impl Pipeline {
                             Some(rw) => {
                                 if !rtcp {
                                     if let Some(rtp) = packet::parse_rtp(frame, &u, &p) {
-                                        self.stats.rtp_packets.fetch_add(1, Relaxed);
-                                        self.quality.update(leg as usize, &rtp, m.now_ns, m.now_ms);
+                                        *b = Bridged {
+                                            relayed_rtp: true,
+                                            leg,
+                                            rtcp,
+                                            rtp,
+                                        };
                                     }
                                 }
                                 let inc = u16::from(rtcp);
@@ -454,6 +495,15 @@ mod tests {
         assert_eq!(p.process(&mut d, &meta(1)), Verdict::Forward(1));
     }
 
+    /// Ingress, then departure from the egress queue right away.
+    fn through(p: &Pipeline, f: &mut [u8], m: &Meta) -> Verdict {
+        let (v, b) = p.ingress(f, m);
+        if matches!(v, Verdict::Forward(_)) {
+            p.egress_depart(&b, m.now_ns);
+        }
+        v
+    }
+
     fn install_call(p: &Pipeline) {
         // UAC 198.18.1.10:4000 → relay :20000 becomes relay:20002 → UAS:6000 (leg 7)
         p.legs
@@ -513,7 +563,7 @@ mod tests {
                 ..Udp4::default()
             }
             .build();
-            assert_eq!(p.process(&mut f, &meta(5)), Verdict::Forward(2));
+            assert_eq!(through(&p, &mut f, &meta(5)), Verdict::Forward(2));
             let q = parse(&f).unwrap();
             let u = q.udp.unwrap();
             assert_eq!(
@@ -536,7 +586,7 @@ mod tests {
             ..Udp4::default()
         }
         .build();
-        assert_eq!(p.process(&mut rtcp, &meta(6)), Verdict::Forward(2));
+        assert_eq!(through(&p, &mut rtcp, &meta(6)), Verdict::Forward(2));
         let q = parse(&rtcp).unwrap();
         let u = q.udp.unwrap();
         assert_eq!((u.src_port, u.dst_port), (20003, 6001));
@@ -558,6 +608,81 @@ mod tests {
             .unwrap();
         assert_eq!(e.pkts, 2);
         assert!(rx.try_recv().is_err(), "hits raise no digest");
+    }
+
+    #[test]
+    fn quality_is_measured_at_egress_departure() {
+        let (p, _) = setup();
+        install_call(&p);
+        let rtp_frame = |seq: u16| {
+            Udp4 {
+                src: UAC,
+                dst: RELAY,
+                sport: 4000,
+                dport: 20000,
+                payload: rtp(8, seq, u32::from(seq) * 160, 160),
+                ..Udp4::default()
+            }
+            .build()
+        };
+        // Ingress alone measures nothing: the packet has not left yet.
+        let (v, b) = p.ingress(&mut rtp_frame(1), &meta(0));
+        assert_eq!(v, Verdict::Forward(2));
+        assert!(b.relayed_rtp && !b.rtcp && b.leg == 7 && b.rtp.seq == 1);
+        assert_eq!(p.quality.read(Reg::Packets, 7), Some(0));
+        // 10 packets sent every 20 ms; 3, 4 and 7 are tail-dropped by the
+        // queue, the others leave after a queueing delay that varies 0/5 ms.
+        let t0 = 1_700_000_000_000_000_000u64;
+        for seq in 0..10u16 {
+            let sent = t0 + u64::from(seq) * 20_000_000;
+            let m = Meta {
+                ingress_port: 1,
+                now_ns: sent,
+                now_ms: (sent / 1_000_000) as u32,
+            };
+            let (v, b) = p.ingress(&mut rtp_frame(seq), &m);
+            assert_eq!(v, Verdict::Forward(2));
+            if [3, 4, 7].contains(&seq) {
+                continue;
+            }
+            let queued = if seq % 2 == 1 { 5_000_000 } else { 0 };
+            p.egress_depart(&b, sent + queued);
+        }
+        assert_eq!(p.quality.read(Reg::Packets, 7), Some(7));
+        assert_eq!(p.quality.read(Reg::Lost, 7), Some(3));
+        assert_eq!(p.quality.read(Reg::Reordered, 7), Some(0));
+        assert_eq!(p.quality.read(Reg::MaxSeq, 7), Some(9));
+        assert_eq!(p.quality.read(Reg::PayloadType, 7), Some(8));
+        // queueing delay variation is jitter: |D| = 5 ms = 40 units on every
+        // step but 6 -> 8, so S = 40, 78, 114, 147, 138, 170 (J << 4)
+        assert_eq!(p.quality.read(Reg::Jitter, 7), Some(170));
+        let last = t0 + 9 * 20_000_000 + 5_000_000;
+        assert_eq!(
+            p.quality.read(Reg::LastSeen, 7),
+            Some(u64::from((last / 1_000_000) as u32))
+        );
+        assert_eq!(p.stats.rtp_packets.load(Relaxed), 7);
+        // RTCP and non-relayed packets bridge nothing to measure
+        let mut rtcp = Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport: 4001,
+            dport: 20001,
+            payload: rtp(8, 99, 0, 20),
+            ..Udp4::default()
+        }
+        .build();
+        let (_, b) = p.ingress(&mut rtcp, &meta(1));
+        assert!(!b.relayed_rtp);
+        let mut routed = Udp4 {
+            dst: UAS,
+            payload: rtp(8, 99, 0, 20),
+            ..Udp4::default()
+        }
+        .build();
+        let (_, b) = p.ingress(&mut routed, &meta(1));
+        p.egress_depart(&b, t0);
+        assert_eq!(p.quality.read(Reg::Packets, 7), Some(7));
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Registers: per-leg RTP quality and the learn-digest suppression filter.
-//! Relaxed atomics: a flow stays on one worker (PACKET_FANOUT_HASH), so
-//! updates of one leg do not race in practice, and a rare race costs one
-//! sample, never memory safety.
+//! Registers: per-leg RTP quality (Egress) and the learn-digest suppression
+//! filter (Ingress). Relaxed atomics: a leg's packets leave through one egress
+//! port, whose queue one drainer at a time empties, and a flow stays on one
+//! worker (PACKET_FANOUT_HASH) for the filter, so updates of one slot do not
+//! race in practice; a rare race costs one sample, never memory safety.
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
 
@@ -51,7 +52,7 @@ impl QualityRegs {
         self.packets.is_empty()
     }
 
-    /// One RTP packet of leg `l` arrived at `now_ns` (wall clock) / `now_ms`.
+    /// One RTP packet of leg `l` left the egress queue at `now_ns` (wall clock) / `now_ms`.
     #[inline]
     pub fn update(&self, l: usize, rtp: &Rtp, now_ns: u64, now_ms: u32) {
         if l >= self.packets.len() {

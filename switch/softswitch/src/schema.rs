@@ -474,8 +474,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["leg", "rtcp"]
         );
-        let reg = s.table_by_name("pipe.Ingress.rtp_packets").unwrap();
-        assert_eq!(reg.data[0].name, "Ingress.rtp_packets.f1");
+        let reg = s.table_by_name("pipe.Egress.rtp_packets").unwrap();
+        assert_eq!(reg.data[0].name, "Egress.rtp_packets.f1");
         assert_eq!(reg.size, 500);
         let v: Value = serde_json::from_str(&s.bfrt_json).unwrap();
         let names: Vec<&str> = v["tables"]

@@ -1,8 +1,11 @@
 //! Egress port queue: a real FIFO of `depth` packets drained at the port's
 //! line rate, so queue depth and queueing delay are measured, not modelled.
-//! Tail drop when full.
+//! Tail drop when full. Each slot keeps the packet's bridged metadata, handed
+//! to the caller's `depart` when the packet leaves (egress quality registers).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use crate::pipeline::Bridged;
 
 /// Slot size: the largest frame the switch carries (the RX ring frame size).
 pub const SLOT: usize = 2048;
@@ -42,6 +45,7 @@ pub struct Fifo {
     buf: Vec<u8>,
     lens: Vec<u16>,
     enq_ns: Vec<u64>,
+    bridged: Vec<Bridged>,
     head: usize,
     len: usize,
     cells: usize,
@@ -54,6 +58,7 @@ impl Fifo {
             buf: vec![0; depth * SLOT],
             lens: vec![0; depth],
             enq_ns: vec![0; depth],
+            bridged: vec![Bridged::default(); depth],
             head: 0,
             len: 0,
             cells: 0,
@@ -74,7 +79,7 @@ impl Fifo {
     }
 
     /// Enqueue at tail; false (tail drop, counted) when full.
-    pub fn push(&mut self, frame: &[u8], now_ns: u64, st: &EgressStats) -> bool {
+    pub fn push(&mut self, frame: &[u8], b: Bridged, now_ns: u64, st: &EgressStats) -> bool {
         if self.len == self.depth() || frame.len() > SLOT {
             st.tail_drops.fetch_add(1, Relaxed);
             return false;
@@ -87,6 +92,7 @@ impl Fifo {
         self.buf[i * SLOT..i * SLOT + frame.len()].copy_from_slice(frame);
         self.lens[i] = frame.len() as u16;
         self.enq_ns[i] = now_ns;
+        self.bridged[i] = b;
         self.len += 1;
         self.cells += cells(frame.len());
         st.depth_pkts.store(self.len as u32, Relaxed);
@@ -98,12 +104,13 @@ impl Fifo {
     /// Moves what the line rate allows by `now_ns` into `tx` (the caller
     /// flushes it, outside the queue lock). Returns the time the next queued
     /// packet may leave (for the worker's wake-up), if any remain, and whether
-    /// anything was moved.
+    /// anything was moved. `depart` sees each moved packet's bridged metadata.
     pub fn drain(
         &mut self,
         now_ns: u64,
         tx: &mut impl TxSink,
         st: &EgressStats,
+        mut depart: impl FnMut(&Bridged),
     ) -> (Option<u64>, bool) {
         let rate = st.rate_bps.load(Relaxed);
         let mut sent = false;
@@ -121,6 +128,7 @@ impl Fifo {
                 break;
             }
             sent = true;
+            depart(&self.bridged[i]);
             if let Some(tx_ns) = ((n as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).checked_div(rate)
             {
                 let start = self.next_free_ns.max(now_ns.saturating_sub(MAX_CATCHUP_NS));
@@ -169,7 +177,7 @@ mod tests {
         let st = EgressStats::default();
         let mut q = Fifo::new(3);
         for i in 0..5u8 {
-            q.push(&[i; 100], 0, &st);
+            q.push(&[i; 100], Bridged::default(), 0, &st);
         }
         assert_eq!(st.tail_drops.load(Relaxed), 2);
         assert_eq!(st.depth_pkts.load(Relaxed), 3);
@@ -178,16 +186,54 @@ mod tests {
             room: 2,
             ..Sink::default()
         };
-        assert!(q.drain(10, &mut s, &st).0.is_some());
+        assert!(q.drain(10, &mut s, &st, |_| {}).0.is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
-        assert_eq!(q.drain(20, &mut s, &st).0, None);
+        assert_eq!(q.drain(20, &mut s, &st, |_| {}).0, None);
         assert_eq!(
             s.frames.iter().map(|f| f[0]).collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
         assert_eq!(st.last_delay_ns.load(Relaxed), 20);
         assert_eq!(st.tx_packets.load(Relaxed), 3);
+    }
+
+    #[test]
+    fn departures_carry_bridged_metadata_and_tail_drops_never_depart() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(2);
+        for leg in 0..4u32 {
+            let b = Bridged {
+                relayed_rtp: true,
+                leg,
+                ..Bridged::default()
+            };
+            q.push(&[0; 60], b, 0, &st);
+        }
+        let mut s = Sink {
+            room: 10,
+            ..Sink::default()
+        };
+        let mut departed = vec![];
+        q.drain(1, &mut s, &st, |b| departed.push(b.leg));
+        assert_eq!(departed, vec![0, 1]);
+        assert_eq!(st.tail_drops.load(Relaxed), 2);
+        // a packet the TX ring refuses has not left yet
+        q.push(
+            &[0; 60],
+            Bridged {
+                leg: 9,
+                ..Bridged::default()
+            },
+            2,
+            &st,
+        );
+        s.room = 2;
+        q.drain(3, &mut s, &st, |b| departed.push(b.leg));
+        assert_eq!(departed, vec![0, 1]);
+        s.room = 3;
+        q.drain(4, &mut s, &st, |b| departed.push(b.leg));
+        assert_eq!(departed, vec![0, 1, 9]);
     }
 
     #[test]
@@ -198,21 +244,24 @@ mod tests {
         let mut q = Fifo::new(100);
         let t0 = 5_000_000_000u64;
         for _ in 0..10 {
-            q.push(&[0; 101], t0, &st);
+            q.push(&[0; 101], Bridged::default(), t0, &st);
         }
         let mut s = Sink {
             room: 100,
             ..Sink::default()
         };
-        assert_eq!(q.drain(t0, &mut s, &st).0, Some(t0 + 1_000_000));
+        assert_eq!(q.drain(t0, &mut s, &st, |_| {}).0, Some(t0 + 1_000_000));
         assert_eq!(s.frames.len(), 1);
-        assert_eq!(q.drain(t0 + 500_000, &mut s, &st).0, Some(t0 + 1_000_000));
+        assert_eq!(
+            q.drain(t0 + 500_000, &mut s, &st, |_| {}).0,
+            Some(t0 + 1_000_000)
+        );
         assert_eq!(s.frames.len(), 1);
         // a late wake-up catches up (bounded), keeping the average rate
-        q.drain(t0 + 3_000_000, &mut s, &st);
+        q.drain(t0 + 3_000_000, &mut s, &st, |_| {});
         assert_eq!(s.frames.len(), 3);
         for ms in 4..=10 {
-            q.drain(t0 + ms * 1_000_000, &mut s, &st);
+            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_| {});
             assert_eq!(s.frames.len() as u64, ms);
         }
         assert!(q.is_empty());

@@ -226,6 +226,8 @@ impl Worker {
                 work += self.rx_batch(ri, &mut scratch, &mut pending);
             }
             let now = now_mono_ns();
+            // Departure time of what drains now: the egress quality registers' clock.
+            let now_real = now_real_ns();
             let mut wake: Option<u64> = None;
             for (pi, port) in self.ports.iter().enumerate() {
                 if let Some(mut ring) = port.tx.try_lock() {
@@ -235,7 +237,9 @@ impl Worker {
                             pending[pi] = false;
                             continue;
                         }
-                        fifo.drain(now, &mut *ring, &port.stats.egress)
+                        fifo.drain(now, &mut *ring, &port.stats.egress, |b| {
+                            self.pipeline.egress_depart(b, now_real)
+                        })
                     };
                     if sent {
                         ring.flush();
@@ -317,14 +321,15 @@ impl Worker {
                 }
                 _ => f.data,
             };
-            match self.pipeline.process(frame, &meta) {
+            let (verdict, bridged) = self.pipeline.ingress(frame, &meta);
+            match verdict {
                 Verdict::Forward(port) => {
                     let oi = self.port_index[usize::from(port) & 63];
                     if let Some(out) = self.ports.get(usize::from(oi)) {
                         if out.enabled.load(Relaxed) {
                             out.fifo
                                 .lock()
-                                .push(frame, now_mono_ns(), &out.stats.egress);
+                                .push(frame, bridged, now_mono_ns(), &out.stats.egress);
                             pending[usize::from(oi)] = true;
                         } else {
                             out.stats.disabled_drops.fetch_add(1, Relaxed);

@@ -333,7 +333,7 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         h.write(vec![unknown], 0).await.unwrap_err().code(),
         tonic::Code::InvalidArgument
     );
-    let reg = h.table("pipe.Ingress.rtp_packets").clone();
+    let reg = h.table("pipe.Egress.rtp_packets").clone();
     let default_reg = pb::Update {
         r#type: pb::update::Type::Modify as i32,
         entity: Some(pb::Entity {
@@ -409,7 +409,7 @@ async fn reads_return_entries_counters_registers_and_usage() {
     let left = u32::from_be_bytes(b.as_slice().try_into().unwrap());
     assert!(left > 0 && left <= 5000, "{left}");
     // register write + read back; out of range index
-    let reg = h.table("pipe.Ingress.rtp_lost").clone();
+    let reg = h.table("pipe.Egress.rtp_lost").clone();
     let f = &reg.data[0];
     let w = pb::Update {
         r#type: pb::update::Type::Modify as i32,
