@@ -55,7 +55,7 @@ def test_checker_catches_disagreements(contract: dict[str, Any], bfrt: dict[str,
     relay["key"][0]["type"]["width"] = 31
     relay["action_specs"][0]["data"][0]["name"] = "leg_idx"
     relay["data"] = relay["data"][:1]
-    broken["tables"] = [t for t in broken["tables"] if t["name"] != "pipe.Ingress.rtp_jitter"]
+    broken["tables"] = [t for t in broken["tables"] if t["name"] != "pipe.Egress.rtp_jitter"]
     broken["tables"].append({"name": "pipe.Ingress.extra", "key": []})
     broken["learn_filters"][0]["fields"][0]["name"] = "src"
     errs = "\n".join(check_program(contract, broken))
@@ -63,7 +63,7 @@ def test_checker_catches_disagreements(contract: dict[str, Any], bfrt: dict[str,
         "pipe.Ingress.relay: keys",
         "Ingress.relay_leg: params",
         "pipe.Ingress.relay: data fields",
-        "register pipe.Ingress.rtp_jitter missing",
+        "register pipe.Egress.rtp_jitter missing",
         "pipe.Ingress.extra",
         "digest pipe.IngressDeparser.learn",
     ):
@@ -101,6 +101,10 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     assert tables[pipeline.RELAY_GUARD]["direct_counter"] is True
     assert contract["program"]["contract_version"] == 2
     assert set(pipeline.QUALITY_REGISTERS) <= registers
+    # contract v2: quality is measured at egress; learn_filter stays in Ingress
+    assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
+    assert len(pipeline.QUALITY_REGISTERS) == 8
+    assert "pipe.Ingress.learn_filter" in registers
     assert pipeline.LEARN_DIGEST in {d["name"] for d in contract["digest"]}
     relay_keys = [k["name"] for k in tables[pipeline.RELAY]["keys"]]
     assert relay_keys == [

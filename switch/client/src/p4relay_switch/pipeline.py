@@ -44,14 +44,16 @@ A_RELAY_LEG = "Ingress.relay_leg"
 A_REWRITE = "Ingress.rewrite"
 A_GUARD_DROP = "Ingress.guard_drop"
 
-REG_PACKETS = "pipe.Ingress.rtp_packets"
-REG_LOST = "pipe.Ingress.rtp_lost"
-REG_REORDERED = "pipe.Ingress.rtp_reordered"
-REG_MAX_SEQ = "pipe.Ingress.rtp_max_seq"
-REG_TRANSIT = "pipe.Ingress.rtp_transit"
-REG_JITTER = "pipe.Ingress.rtp_jitter"
-REG_LAST_SEEN = "pipe.Ingress.rtp_last_seen"
-REG_PAYLOAD_TYPE = "pipe.Ingress.rtp_payload_type"
+# RTP quality per leg, measured as packets leave the egress queue (contract v2),
+# so tail drops count as lost and queueing delay variation as jitter.
+REG_PACKETS = "pipe.Egress.rtp_packets"
+REG_LOST = "pipe.Egress.rtp_lost"
+REG_REORDERED = "pipe.Egress.rtp_reordered"
+REG_MAX_SEQ = "pipe.Egress.rtp_max_seq"
+REG_TRANSIT = "pipe.Egress.rtp_transit"
+REG_JITTER = "pipe.Egress.rtp_jitter"
+REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
+REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
 QUALITY_REGISTERS = (
     REG_PACKETS,
     REG_LOST,
@@ -177,7 +179,8 @@ class DirectionCounters:
 
 @dataclass(frozen=True, slots=True)
 class LegQuality:
-    """One direction's RTP quality as the data plane measured it."""
+    """One direction's RTP quality as the data plane measured it at egress
+    (packets that left the switch; tail drops count as lost)."""
 
     leg: int
     packets: int
