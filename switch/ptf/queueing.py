@@ -1,19 +1,21 @@
 """Egress queues: a port shaped below the offered load builds a queue, drains
-at the set rate, and tail-drops beyond its depth; every packet is accounted."""
+at the set rate, and tail-drops beyond its depth; every packet is accounted.
+The RTP quality registers are in Egress (contract v2): a relayed call through
+such a port counts exactly its tail-dropped packets as lost."""
 
 from __future__ import annotations
 
 import time
 
 import ptf.testutils as tu
-from p4rbase import HOST_IP, P4RelayTest, param, udp_packet
+from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, param, rtp_payload, udp_packet
 
 RATE_KBPS = 1000  # 1 Mbit/s: 125 packets/s of 1000 bytes
 FRAME = 1000  # bytes on the wire per packet
 SENT = 300
 
 
-class QueueBuildupTailDrop(P4RelayTest):
+class ShapedPortTest(P4RelayTest):
     def tearDown(self) -> None:
         try:
             # 0: unshaped on the softswitch; on Tofino pass line_rate_kbps.
@@ -21,6 +23,8 @@ class QueueBuildupTailDrop(P4RelayTest):
         finally:
             super().tearDown()
 
+
+class QueueBuildupTailDrop(ShapedPortTest):
     def runTest(self) -> None:
         d2 = self.dev[2]
         depth = int(param("queue_depth", 64))
@@ -74,3 +78,49 @@ class QueueBuildupTailDrop(P4RelayTest):
             rate_kbps = (received - 1) * FRAME * 8 / span / 1000
             self.assertAlmostEqual(rate_kbps, RATE_KBPS, delta=RATE_KBPS * 0.2)
         time.sleep(0.1)
+
+
+class QualityAtEgressCountsTailDrops(ShapedPortTest):
+    """A call's RTP burst into a port shaped below its load: rtp_packets counts
+    only the packets that left, rtp_lost exactly the ones the queue dropped."""
+
+    def runTest(self) -> None:
+        d2 = self.dev[2]
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        leg = call.a_to_b.leg
+        self.sw.run(self.client.set_port_shaping(d2, RATE_KBPS))
+        q0 = self.sw.run(self.client.queue_stats(d2))
+
+        def rtp(seq: int) -> bytes:
+            pkt = udp_packet(
+                in_port=1,
+                src=HOST_IP[1],
+                dst=RELAY_IP,
+                sport=6000,
+                dport=20000,
+                payload=rtp_payload(seq, seq * 160, size=FRAME - 54),
+                ip_id=seq,
+            )
+            return bytes(pkt)
+
+        self.assertEqual(len(rtp(0)), FRAME)
+        for seq in range(SENT):
+            tu.send_packet(self, 1, rtp(seq))
+        received = self.count_received(2, timeout=1.0)
+        # One more after the queue drained: its sequence number exposes every
+        # gap, including drops at the very end of the burst.
+        tu.send_packet(self, 1, rtp(SENT))
+        received += self.count_received(2, timeout=1.0)
+        q1 = self.sw.run(self.client.queue_stats(d2))
+        drops = q1["drop_count_packets"] - q0["drop_count_packets"]
+        self.assertGreater(drops, 0, "no tail drop at 1 Mbit/s")
+        self.assertEqual(received + drops, SENT + 1)
+        q = self.sw.run(self.p.read_quality([leg]))[leg]
+        self.assertEqual(q.packets, received, q)
+        self.assertEqual(q.lost, drops, q)
+        self.assertEqual(q.reordered, 0, q)
+        self.assertEqual(q.max_seq, SENT)
+        self.assertGreater(q.loss_ratio, 0.0)
+        # the queue's delay grew while it filled: jitter far above a paced flow's
+        self.assertGreater(q.jitter_ms, 5.0, q)
