@@ -4,8 +4,9 @@
 # concurrency; per-packet delay, delay variation, loss, MOS, relay CPU from
 # captures at the switch's ports. Prints the table; writes it with PNG plots to
 # $RESULTS/relay-experiment (the committed run is in scenarios/results/).
-# Needs root. Levels/hold are cut to fit CI; the full run:
-#   python -m p4relay_scenarios experiment --levels 50,150,300,500,750,1500,1800 --hold 90
+# Needs root. Levels/hold are cut to fit CI; the committed run (README there):
+#   python -m p4relay_scenarios experiment --levels 150,300,500,750,1000,1500,1800 --hold 80
+# The testbed runs at nice -10 (--nice) and the table says where the CPU went.
 set -euo pipefail
 if [ ! -x switch/target/release/p4relay-softswitch ]; then
   (cd switch && cargo build --release --quiet)

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import httpx
 import psutil  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,7 +30,7 @@ from rich.table import Table
 
 from p4relay_scenarios import capture, cpuacct
 from p4relay_scenarios.load import Profile, SippStats, run_uac
-from p4relay_scenarios.stack import RELAY_PORTS, ROOT, Stack, StackConfig
+from p4relay_scenarios.stack import RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
 
 console = Console(width=None if sys.stdout.isatty() else 160)  # logs keep whole tables
 
@@ -63,6 +64,10 @@ class Row:
     softirq_pct: float  # all softirq time (already inside the figures above)
     other_cpu_pct: float  # busy time of everything else on the shared machine
     machine_busy_pct: float
+    # Packets the softswitch itself dropped over the window (all ports): its RX rings
+    # overflowing while its threads wait for a CPU, and its egress queues tail-dropping.
+    switch_rx_drops: int
+    switch_queue_drops: int
 
 
 def machine() -> dict[str, str | int]:
@@ -106,6 +111,28 @@ COMPONENTS = {  # experiment component -> Supervisor process names
 QUANTILES = 201  # points of each level's delay distribution kept for the CDF plot
 
 
+# Deeper softswitch buffers than its defaults (RX ring 4096 frames per worker and port,
+# egress queue 1024 packets): a hardware switch never stalls, but the software one
+# shares 2 cores with SIPp and RTPProxy and has to ride out the stalls; same in both modes.
+SWITCH_ARGS = ["--rx-ring-frames", "8192", "--queue-depth", "2048"]
+
+DROP_COUNTERS = ("p4relay_port_rx_ring_drops_total", "p4relay_port_queue_drops_total")
+
+
+def switch_drops() -> tuple[int, int]:
+    """The softswitch's RX-ring and queue drops so far, summed over ports (-1: unknown)."""
+    try:
+        text = httpx.get(f"http://{SWITCH_METRICS}/metrics", timeout=2.0).text
+    except httpx.HTTPError:
+        return (-1, -1)
+    sums = dict.fromkeys(DROP_COUNTERS, 0.0)
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in sums:
+            sums[name] += float(line.rsplit(" ", 1)[1])
+    return (int(sums[DROP_COUNTERS[0]]), int(sums[DROP_COUNTERS[1]]))
+
+
 def run_level(
     stack: Stack, mode: str, calls: int, hold_s: float, rate: float, out_dir: Path
 ) -> tuple[Row, list[float]]:
@@ -123,6 +150,7 @@ def run_level(
     if win[1] - win[0] < 5e9:
         raise ValueError(f"hold {hold_s}s too short for {calls} calls at {rate}/s: no window")
     snaps: dict[str, cpuacct.Snapshot] = {}
+    drops: dict[str, tuple[int, int]] = {}
 
     def spawned(pid: int) -> None:
         pids["uac"] = [pid]
@@ -131,8 +159,10 @@ def run_level(
         now = time.time_ns()
         if "a" not in snaps and now >= win[0]:
             snaps["a"] = cpuacct.snapshot(pids)
+            drops["a"] = switch_drops()
         if "b" not in snaps and now >= win[1]:
             snaps["b"] = cpuacct.snapshot(pids)
+            drops["b"] = switch_drops()
 
     result = run_uac(
         profile, stack.media_dir, level_dir, on_tick=tick, on_spawn=spawned, grace_s=60
@@ -145,6 +175,8 @@ def run_level(
         cpuacct.usage(snaps["a"], snaps["b"]) if "a" in snaps and "b" in snaps else cpuacct.Usage()
     )
     nan = float("nan")
+    da, db = drops.get("a", (-1, -1)), drops.get("b", (-1, -1))
+    sw_drops = [y - x if x >= 0 and y >= 0 else -1 for x, y in zip(da, db, strict=True)]
     # Keep the delay distribution (quantiles) for the CDF plot; drop the bulky captures.
     import numpy as np
 
@@ -182,6 +214,8 @@ def run_level(
         softirq_pct=use.softirq,
         other_cpu_pct=use.other,
         machine_busy_pct=use.machine_busy,
+        switch_rx_drops=sw_drops[0],
+        switch_queue_drops=sw_drops[1],
     )
     return row, cdf
 
@@ -265,15 +299,16 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "this shared machine (other engineers' builds and tests).",
         "",
         "| mode | calls | UAC | UAS | RTPProxy | softswitch | capture | SIP+agent | ksoftirqd "
-        "| other | machine busy | of which softirq |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| other | machine busy | of which softirq | softswitch drops: RX ring | queues |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r.mode} | {r.calls} | {r.uac_cpu_pct:.0f} | {r.uas_cpu_pct:.0f} | "
             f"{r.relay_cpu_pct:.0f} | {r.switch_cpu_pct:.0f} | {r.capture_cpu_pct:.0f} | "
             f"{r.signalling_cpu_pct:.0f} | {r.ksoftirqd_pct:.0f} | {r.other_cpu_pct:.0f} | "
-            f"{r.machine_busy_pct:.0f} | {r.softirq_pct:.0f} |"
+            f"{r.machine_busy_pct:.0f} | {r.softirq_pct:.0f} | {r.switch_rx_drops} | "
+            f"{r.switch_queue_drops} |"
         )
     k = meta.get("knee_server")
     lines += [
@@ -292,7 +327,8 @@ def cpu_line(r: Row) -> str:
         f"softswitch {r.switch_cpu_pct:.0f}, capture {r.capture_cpu_pct:.0f}, "
         f"SIP+agent {r.signalling_cpu_pct:.0f}, ksoftirqd {r.ksoftirqd_pct:.0f}, "
         f"other {r.other_cpu_pct:.0f}; machine {r.machine_busy_pct:.0f}/200 "
-        f"(softirq {r.softirq_pct:.0f})"
+        f"(softirq {r.softirq_pct:.0f}); softswitch drops: RX ring {r.switch_rx_drops}, "
+        f"queues {r.switch_queue_drops}"
     )
 
 
@@ -395,7 +431,12 @@ def run(
         task = prog.add_task("relay experiment", total=len(levels) * len(modes))
         for mode in modes:
             stack = Stack(
-                StackConfig(run_dir=run_dir / mode, offload=(mode == "switch"), collector=False)
+                StackConfig(
+                    run_dir=run_dir / mode,
+                    offload=(mode == "switch"),
+                    collector=False,
+                    switch_args=SWITCH_ARGS,
+                )
             )
             try:
                 prog.update(task, description=f"{mode}: starting the stack")
@@ -422,6 +463,7 @@ def run(
         "rate": rate,
         "hold_s": hold_s,
         "nice": nice,
+        "softswitch_args": SWITCH_ARGS,
         "levels": levels,
         "modes": modes,
         "knee_server": knee(rows, "server"),
