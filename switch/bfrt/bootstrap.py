@@ -2,7 +2,8 @@
 
 Ports and speeds, next hops and routes (including the default route), the
 relay addresses and port ranges (relay_addr), per-pipe entry scope of the
-session tables, and mirror sessions. Sessions themselves (relay, leg_rewrite,
+session tables, mirror sessions, and the jitter write-back sessions the
+program's egress RTP quality needs (one per pipe). Sessions themselves (relay, leg_rewrite,
 relay_guard) are written by rtpagent over BfRt gRPC, never here.
 
 On the switch, inside bfshell (bfrt_python provides the global ``bfrt``)::
@@ -65,6 +66,16 @@ DEFAULT_FEC = {
 FECS = {"BF_FEC_TYP_NONE", "BF_FEC_TYP_FIRECODE", "BF_FEC_TYP_REED_SOLOMON"}
 MIRROR_DIRECTIONS = {"INGRESS", "EGRESS", "BOTH"}
 MAX_DEV_PORT = 511  # PortId_t is 9 bits
+MAX_SID = 1015  # Tofino 1 normal mirror sessions 1..1015
+
+# Jitter write-back (switch/p4/controls/rtp_quality.p4): the egress pass of an
+# RTP packet sends an E2E mirror copy through session BASE + pipe, to a port of
+# that pipe, whose egress pass writes the new jitter and drops the copy.
+# BASE is the P4 build's JITTER_WRITEBACK_SESSION_BASE. Default ports: each
+# pipe's first recirculation port (68 + 128 * pipe) of a 2-pipe Tofino 1.
+WRITEBACK_SESSION_BASE = 1000
+WRITEBACK_PORTS = (68, 196)
+WRITEBACK_MAX_PKT_LEN = 64  # the copy needs only its 8-byte mirror header
 
 
 class ConfigError(ValueError):
@@ -167,6 +178,7 @@ KNOWN_KEYS = {
     "relay_addrs",
     "mirror_sessions",
     "session_entry_scope",
+    "jitter_writeback",
 }
 
 
@@ -277,12 +289,13 @@ def plan(config: dict[str, Any]) -> list[Op]:
             )
         )
 
-    sids: set[int] = set()
+    writeback_ops = _writeback_sessions(config)
+    sids = {op.kwargs["sid"] for op in writeback_ops}
     for i, m in enumerate(_list(config, "mirror_sessions")):
         where = f"mirror_sessions[{i}]"
-        sid = _int(m.get("sid"), f"{where}.sid", 1, 1015)
+        sid = _int(m.get("sid"), f"{where}.sid", 1, MAX_SID)
         if sid in sids:
-            raise ConfigError(f"{where}: sid {sid} given twice")
+            raise ConfigError(f"{where}: sid {sid} given twice (or a jitter write-back session)")
         sids.add(sid)
         direction = m.get("direction", "BOTH")
         if direction not in MIRROR_DIRECTIONS:
@@ -304,6 +317,51 @@ def plan(config: dict[str, Any]) -> list[Op]:
                 },
                 fallback="mod_with_normal",
                 what=f"mirror session {sid}",
+            )
+        )
+    return ops + writeback_ops
+
+
+def _writeback_sessions(config: dict[str, Any]) -> list[Op]:
+    """One egress mirror session per pipe for the jitter write-back copies;
+    ``"jitter_writeback": null`` for a build without them (LEAN profile)."""
+    wb = config.get("jitter_writeback", {})
+    if wb is None:
+        return []
+    if not isinstance(wb, dict) or set(wb) - {"session_base", "ports"}:
+        raise ConfigError(
+            "jitter_writeback: expected null or an object with session_base and ports"
+        )
+    ports = wb.get("ports", list(WRITEBACK_PORTS))
+    if not isinstance(ports, list) or not 1 <= len(ports) <= 4:
+        raise ConfigError("jitter_writeback.ports: expected one dev port per pipe (1 to 4)")
+    base = _int(
+        wb.get("session_base", WRITEBACK_SESSION_BASE),
+        "jitter_writeback.session_base",
+        1,
+        MAX_SID + 1 - len(ports),
+    )
+    ops: list[Op] = []
+    for pipe, value in enumerate(ports):
+        where = f"jitter_writeback.ports[{pipe}]"
+        port = _int(value, where, 0, MAX_DEV_PORT)
+        if port >> 7 != pipe:
+            raise ConfigError(
+                f"{where}: dev port {port} is in pipe {port >> 7}; the copy must stay in pipe {pipe}"
+            )
+        ops.append(
+            Op(
+                ("mirror", "cfg", "add_with_normal"),
+                {
+                    "sid": base + pipe,
+                    "direction": "EGRESS",
+                    "session_enable": True,
+                    "ucast_egress_port": port,
+                    "ucast_egress_port_valid": True,
+                    "max_pkt_len": WRITEBACK_MAX_PKT_LEN,
+                },
+                fallback="mod_with_normal",
+                what=f"jitter write-back session {base + pipe} -> port {port} (pipe {pipe})",
             )
         )
     return ops

@@ -3,9 +3,9 @@
 #
 #   switch/p4/build.sh [standard|lean|large] [--model] [-- extra bf-p4c args]
 #
-# standard  default profile, contract sizes (64K relay entries, 32K legs)
-# lean      no RTP quality registers / resubmit (P4RELAY_PROFILE_LEAN)
-# large     standard with P4RELAY_SCALE_LARGE (256K relay entries, 128K legs)
+# standard  default profile, contract sizes (64K relay + guard entries, 32K legs)
+# lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN)
+# large     standard with P4RELAY_SCALE_LARGE (192K relay + guard entries, 96K legs)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txt, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs).

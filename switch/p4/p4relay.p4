@@ -18,13 +18,13 @@
 #include "controls/relay_sessions.p4"
 #include "controls/learn_filter.p4"
 #include "controls/forwarding.p4"
-#ifdef WITH_RTP_QUALITY
-#include "controls/rtp_quality.p4"
-#endif
 #include "controls/ingress.p4"
 #include "deparsers/ingress_deparser.p4"
 
 #include "parsers/egress_parser.p4"
+#ifdef WITH_RTP_QUALITY
+#include "controls/rtp_quality.p4"
+#endif
 #include "controls/egress.p4"
 #include "deparsers/egress_deparser.p4"
 

@@ -929,6 +929,80 @@ def check_guard(prog: Program) -> list[str]:
     return errs
 
 
+def _header_fields(prog: Program, struct: str, member: str) -> list[tuple[str, TypeRef]]:
+    t = next((ft for fn, ft in prog.structs[struct] if fn == member), None)
+    if t is None:
+        raise P4ModelError(f"{struct} has no {member}")
+    return prog.structs[prog.resolve(t).name]
+
+
+def check_bridging(prog: Program) -> list[str]:
+    errs: list[str] = []
+    ig_members = [n for n, _ in prog.structs["ingress_headers_t"]]
+    if ig_members[:1] != ["bridged"]:
+        errs.append(f"ingress_headers_t starts with {ig_members[:1]}, not the bridged header")
+    bridged = _header_fields(prog, "ingress_headers_t", "bridged")
+    if bridged != _header_fields(prog, "egress_headers_t", "bridged"):
+        errs.append("ingress and egress disagree on the bridged header")
+    for name, fields in (
+        ("bridged", bridged),
+        ("writeback", _header_fields(prog, "egress_metadata_t", "writeback")),
+    ):
+        width = sum(prog.width(t) for _, t in fields)
+        if width % 8:
+            errs.append(f"{name} header is {width} bits, not whole bytes")
+        if [(n, prog.width(t)) for n, t in fields[:1]] != [("pkt_type", 8)]:
+            errs.append(f"{name} header does not start with the 8-bit pkt_type")
+    members = {n for n, _ in bridged}
+    if not {"leg", "rtcp", "relay"} <= members:
+        errs.append(f"bridged header lacks {sorted({'leg', 'rtcp', 'relay'} - members)}")
+    ingress = _body(prog, "Ingress")
+    text = "".join(ingress)
+    for m in ("leg", "rtcp", "relay"):
+        if f"hdr.bridged.{m}=" not in text:
+            errs.append(f"Ingress never sets hdr.bridged.{m}")
+    if not _calls(ingress, "hdr.bridged", "setValid"):
+        errs.append("Ingress never makes the bridged header valid")
+    dep = "".join(_body(prog, "IngressDeparser"))
+    if "pkt.emit(hdr)" not in dep:
+        errs.append("IngressDeparser does not emit hdr (bridged header first)")
+    parser = prog.parsers["EgressParser"]
+    if not any("".join(b).startswith("pkt.extract(hdr.bridged)") for b in parser.states.values()):
+        errs.append("EgressParser never extracts hdr.bridged")
+    edep = "".join(_body(prog, "EgressDeparser"))
+    if "pkt.emit(hdr)" in edep or "pkt.emit(hdr.bridged)" in edep:
+        errs.append("EgressDeparser emits the bridged header onto the wire")
+    return errs
+
+
+def check_egress_quality(prog: Program) -> list[str]:
+    """Quality registers only when the profile has them; then under Egress,
+    gated like the contract says, timed by the egress global timestamp."""
+    egress = _body(prog, "Egress")
+    if "WITH_RTP_QUALITY" not in prog.macros:
+        return []
+    errs: list[str] = []
+    gated = False
+    for i in _calls(egress, "rtp_quality", "apply"):
+        conds = "&&".join(_conditions(egress, i))
+        if all(
+            c in conds for c in ("hdr.bridged.relay==1", "hdr.bridged.rtcp==0", "hdr.rtp.isValid()")
+        ):
+            gated = True
+    if not gated:
+        errs.append("Egress applies RtpQuality without relay == 1, rtcp == 0, RTP valid")
+    if not _calls(
+        egress, "rtp_clock", "apply"
+    ) or "rtp_clock.apply(eg_prsr_md.global_tstamp" not in "".join(egress):
+        errs.append("RtpQuality's clock is not the egress global timestamp")
+    for sc in scopes(prog):
+        for inst in sc.control.instances.values():
+            cp = control_plane_name(sc.path, inst.name, inst.annotations)
+            if inst.type.name == "Register" and ".rtp_" in cp and not sc.path.startswith("Egress"):
+                errs.append(f"register {cp} is instantiated under {sc.path}, not Egress")
+    return errs
+
+
 def all_errors(
     contract: dict[str, Any],
     defines: dict[str, str] | None = None,
@@ -941,6 +1015,8 @@ def all_errors(
         + check_p4_extras(contract, prog, bfrt)
         + check_references(prog)
         + check_guard(prog)
+        + check_bridging(prog)
+        + check_egress_quality(prog)
     )
 
 
@@ -1017,10 +1093,17 @@ MUTATIONS = [
     ),
     pytest.param(
         "controls/rtp_quality.p4",
-        '@name(".Ingress.rtp_jitter")\n',
+        '@name(".Egress.rtp_jitter")\n',
         "",
-        "register pipe.Ingress.rtp_jitter missing",
+        "register pipe.Egress.rtp_jitter missing",
         id="register-loses-absolute-name",
+    ),
+    pytest.param(
+        "controls/rtp_quality.p4",
+        '@name(".Egress.rtp_lost")',
+        '@name(".Ingress.rtp_lost")',
+        "register pipe.Egress.rtp_lost missing",
+        id="register-in-wrong-gress",
     ),
     pytest.param(
         "controls/relay_sessions.p4",
@@ -1108,8 +1191,8 @@ MUTATIONS = [
     ),
     pytest.param(
         "controls/rtp_quality.p4",
-        "ig_md.rtp_transit = ig_md.arrival_clk - hdr.rtp.timestamp;",
-        "ig_md.rtp_transit = ig_md.arrival_clk - hdr.rtp.ts;",
+        "eg_md.rtp_transit = eg_md.now_clk - hdr.rtp.timestamp;",
+        "eg_md.rtp_transit = eg_md.now_clk - hdr.rtp.ts;",
         "rtp_h has no ts",
         id="field-typo-in-apply",
     ),
@@ -1175,6 +1258,48 @@ SEMANTIC_MUTATIONS = [
         "a guard hit does not set drop_ctl",
         id="guard-hit-not-dropped",
     ),
+    pytest.param(
+        "deparsers/egress_deparser.p4",
+        "        pkt.emit(hdr.ethernet);",
+        "        pkt.emit(hdr.bridged);\n        pkt.emit(hdr.ethernet);",
+        "emits the bridged header onto the wire",
+        id="bridged-not-stripped",
+    ),
+    pytest.param(
+        "parsers/egress_parser.p4",
+        "        pkt.extract(hdr.bridged);",
+        "        pkt.advance(32);",
+        "never extracts hdr.bridged",
+        id="bridged-not-parsed",
+    ),
+    pytest.param(
+        "controls/ingress.p4",
+        "            hdr.bridged.leg = ig_md.leg;\n",
+        "",
+        "never sets hdr.bridged.leg",
+        id="leg-not-bridged",
+    ),
+    pytest.param(
+        "include/headers.p4",
+        "    bit<1> _pad;\n    leg_t  leg;",
+        "    leg_t  leg;",
+        "bridged header is 31 bits",
+        id="bridged-not-whole-bytes",
+    ),
+    pytest.param(
+        "controls/egress.p4",
+        "hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()",
+        "hdr.bridged.relay == 1 && hdr.rtp.isValid()",
+        "without relay == 1, rtcp == 0",
+        id="quality-counts-rtcp",
+    ),
+    pytest.param(
+        "controls/egress.p4",
+        "rtp_clock.apply(eg_prsr_md.global_tstamp, eg_md.now_clk);",
+        "rtp_clock.apply((bit<48>)eg_intr_md.enq_tstamp, eg_md.now_clk);",
+        "not the egress global timestamp",
+        id="quality-timed-at-enqueue",
+    ),
 ]
 
 
@@ -1192,8 +1317,8 @@ def test_duplicate_absolute_name_is_an_error(contract: dict[str, Any]) -> None:
             contract,
             overrides=_mutate(
                 "controls/rtp_quality.p4",
-                '@name(".Ingress.rtp_lost")',
-                '@name(".Ingress.rtp_jitter")',
+                '@name(".Egress.rtp_lost")',
+                '@name(".Egress.rtp_jitter")',
             ),
         )
 
@@ -1288,6 +1413,10 @@ def test_bootstrap_writes_contract_names(contract: dict[str, Any]) -> None:
         ({"ports": [{"port": "1/0", "speed": "400G"}]}, "speed"),
         ({"mirror_sessions": [{"sid": 1, "port": 5, "direction": "UP"}]}, "direction"),
         ({"colour": "blue"}, "unknown keys"),
+        ({"jitter_writeback": {"ports": [68, 68]}}, "is in pipe 0; the copy must stay in pipe 1"),
+        ({"mirror_sessions": [{"sid": 1001, "port": 5}]}, "jitter write-back session"),
+        ({"jitter_writeback": {"base": 1000}}, "session_base and ports"),
+        ({"jitter_writeback": {"session_base": 1015}}, "session_base"),
     ],
 )
 def test_bootstrap_rejects_bad_config(patch: dict[str, Any], needle: str) -> None:
@@ -1296,6 +1425,22 @@ def test_bootstrap_rejects_bad_config(patch: dict[str, Any], needle: str) -> Non
     config.update(patch)
     with pytest.raises(boot.ConfigError, match=needle):
         boot.plan(config)
+
+
+def test_bootstrap_creates_the_programs_writeback_sessions() -> None:
+    """One egress session per pipe at the P4 build's JITTER_WRITEBACK_SESSION_BASE,
+    each to a port of its own pipe; none when the config says null (LEAN)."""
+    boot = _bootstrap()
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    base = eval_int(tokenize(load_program().macros["JITTER_WRITEBACK_SESSION_BASE"]))
+    wb = [op for op in boot.plan(config) if op.what.startswith("jitter write-back")]
+    assert [op.kwargs["sid"] for op in wb] == [base, base + 1]
+    for pipe, op in enumerate(wb):
+        assert op.path == ("mirror", "cfg", "add_with_normal")
+        assert op.kwargs["direction"] == "EGRESS"
+        assert op.kwargs["ucast_egress_port"] >> 7 == pipe
+    config["jitter_writeback"] = None
+    assert not [op for op in boot.plan(config) if op.what.startswith("jitter write-back")]
 
 
 # ---------------------------------------------------------------- checksum lists

@@ -5,12 +5,13 @@
  * feature controls declare their objects with absolute @name(".Ingress.x")
  * annotations, so file structure and API names stay independent.
  *
+ * RTP quality is measured after the queue (Egress, RtpQuality); Ingress
+ * bridges what Egress needs (relay hit, rtcp bit, leg) in hdr.bridged.
+ *
  * Dependency chains (MAU stages, estimated; README "Resources"):
  *   relay_addr + relay -> leg_rewrite -> ipv4_lpm -> nexthop             (4)
  *   relay_addr + relay -> relay_guard (beside leg_rewrite) -> drop / forwarding
- *   clock slices -> 2 adds -> transit -> rtp_transit -> |D| -> J + |D|
- *     -> J' = (J + |D|) - ((J + 8) >> 4)                                 (8-9)
- *   (rtp_jitter read, J + 8 and >> 4 run alongside, off the critical path)
+ *   clock slices -> 2 adds -> learn_filter -> digest type                (3)
  */
 control Ingress(
         inout ingress_headers_t hdr,
@@ -20,13 +21,10 @@ control Ingress(
         inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
         inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
-    RtpClock() clock;
+    MsClock() clock;
     RelaySessions() relay_sessions;
     LearnFilter() learning;
     Forwarding() forwarding;
-#ifdef WITH_RTP_QUALITY
-    RtpQuality() rtp_quality;
-#endif
 
     apply {
         ig_md.ingress_port = ig_intr_md.ingress_port;
@@ -43,13 +41,21 @@ control Ingress(
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
         } else {
-            clock.apply(ig_md, ig_intr_md);
+            clock.apply(ig_intr_md.ingress_mac_tstamp, ig_md.now_ms);
             relay_sessions.apply(hdr, ig_md);
-#ifdef WITH_RTP_QUALITY
-            if (ig_md.relay_hit && ig_md.rtcp == 0 && hdr.rtp.isValid()) {
-                rtp_quality.apply(hdr, ig_md, ig_dprsr_md);
+
+            /* Egress parses this first (and strips it): RtpQuality runs
+             * there, after the queue, on relay hits that are not RTCP. */
+            hdr.bridged.setValid();
+            hdr.bridged.pkt_type = PKT_TYPE_BRIDGED;
+            hdr.bridged.relay = 0;
+            if (ig_md.relay_hit) {
+                hdr.bridged.relay = 1;
             }
-#endif
+            hdr.bridged.rtcp = ig_md.rtcp;
+            hdr.bridged._pad = 0;
+            hdr.bridged.leg = ig_md.leg;
+
             if (ig_md.relay_dst && !ig_md.relay_hit) {
                 /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);

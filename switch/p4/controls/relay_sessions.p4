@@ -120,12 +120,7 @@ control RelaySessions(
     }
 
     apply {
-        if (ig_md.resubmit.isValid()) {
-            /* Second pass of a relayed RTP packet: the first pass already
-             * counted it; take the leg from the resubmit data. */
-            ig_md.relay_hit = true;
-            ig_md.leg = ig_md.resubmit.leg;
-        } else if (hdr.udp.isValid()) {
+        if (hdr.udp.isValid()) {
             relay_addr.apply();
             relay.apply();
             if (ig_md.relay_dst && !ig_md.relay_hit) {

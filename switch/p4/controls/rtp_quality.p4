@@ -1,26 +1,45 @@
-/* p4relay — per-leg RTP quality (RTP entries only, i.e. rtcp == 0).
+/* p4relay — per-leg RTP quality, measured in Egress: when the packet LEAVES
+ * the queue, so a packet the traffic manager tail-drops never gets here and
+ * shows as a sequence gap (rtp_lost), and queueing delay variation shows in
+ * the transit times (rtp_jitter); rtp_last_seen is the departure time.
+ * Applied to relayed RTP of an offloaded leg (bridged relay = 1, rtcp = 0,
+ * RTP header parsed); the leg comes from Ingress in the bridged header.
  *
- * Tofino allows one access per register per packet, in one stage, with a
- * small stateful ALU (no shifter on Tofino 1). So:
+ * Tofino allows one access per register per pass, in one stage, by a small
+ * stateful ALU (no shifter on Tofino 1). So:
  *  - counters, highest sequence, transit, last-seen and payload type are
  *    single read-modify-write RegisterActions;
  *  - loss / reorder: rtp_max_seq returns seq - max (mod 2^16); the MAU sorts
  *    it into "newer by n" (n - 1 lost) or "older" (reordered);
  *  - jitter, RFC 3550 A.8 exactly: J += |D| - ((J + 8) >> 4), J stored
- *    scaled by 16. The update depends on J itself through a shift, which the
- *    stateful ALU cannot do. The first pass reads J and computes the new
- *    value in the MAU; the packet is resubmitted once with (leg, new J) and
- *    the second pass writes it. Another packet of the
- *    same leg arriving within that sub-microsecond window would have its
- *    sample overwritten; at 50 packets/s per leg this does not happen.
+ *    scaled by 16. The new J depends on the old one through a shift, which
+ *    the stateful ALU cannot do, and no stored value can carry it to the next
+ *    packet in one pass (whatever feeds the ALU must be computed before its
+ *    stage, from registers of earlier stages, which cannot depend on J). The
+ *    MathUnit (the SALU's only non-linear part) keeps 4 significant bits:
+ *    J/16 off by up to 12.5 %, i.e. J biased up by up to 14 %. Egress has no
+ *    resubmit, so the one exact way is a second egress pass: this pass reads
+ *    J and computes J' in the MAU; the deparser sends an egress-to-egress
+ *    mirror copy carrying (leg, J') (jitter_writeback_h, truncated by the
+ *    session) to a port of the same pipe; the copy's pass writes J' and is
+ *    dropped. Session JITTER_WRITEBACK_SESSION_BASE + pipe (bootstrap).
+ *    Error bound: every sample is exact A.8, except a sample is lost (J keeps
+ *    the value it had, the next D is still exact since rtp_transit is written
+ *    in the first pass) when (a) another packet of the same leg leaves
+ *    before the copy's pass (a write-back takes ~1 us plus the copy's wait at
+ *    the write-back port: only after > 20 ms of queueing that then drains) or
+ *    (b) the traffic manager drops the copy (buffer exhausted). A lost sample
+ *    is off by at most |D|/16 and that error decays by 15/16 per packet. A
+ *    missing session loses every sample (J stays 0): bootstrap creates them.
  * The control plane zeroes a leg's registers before reusing the leg index.
  */
 control RtpQuality(
-        in ingress_headers_t hdr,
-        inout ingress_metadata_t ig_md,
-        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+        in egress_headers_t hdr,
+        inout egress_metadata_t eg_md,
+        in egress_intrinsic_metadata_t eg_intr_md,
+        inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
-    @name(".Ingress.rtp_packets")
+    @name(".Egress.rtp_packets")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_packets;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_packets) count_packet = {
         void apply(inout bit<32> n, out bit<32> before) {
@@ -29,7 +48,7 @@ control RtpQuality(
         }
     };
 
-    @name(".Ingress.rtp_max_seq")
+    @name(".Egress.rtp_max_seq")
     Register<bit<16>, leg_t>(LEG_TABLE_SIZE, 0) rtp_max_seq;
     RegisterAction<bit<16>, leg_t, bit<16>>(rtp_max_seq) seq_first = {
         void apply(inout bit<16> max_seq) {
@@ -45,15 +64,15 @@ control RtpQuality(
         }
     };
 
-    @name(".Ingress.rtp_lost")
+    @name(".Egress.rtp_lost")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_lost;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_lost) add_lost = {
         void apply(inout bit<32> lost) {
-            lost = lost + ig_md.rtp_lost_inc;
+            lost = lost + eg_md.rtp_lost_inc;
         }
     };
 
-    @name(".Ingress.rtp_reordered")
+    @name(".Egress.rtp_reordered")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_reordered;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_reordered) add_reordered = {
         void apply(inout bit<32> reordered) {
@@ -61,16 +80,16 @@ control RtpQuality(
         }
     };
 
-    @name(".Ingress.rtp_transit")
+    @name(".Egress.rtp_transit")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_transit;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_transit) swap_transit = {
         void apply(inout bit<32> transit, out bit<32> d) {
-            d = ig_md.rtp_transit - transit;
-            transit = ig_md.rtp_transit;
+            d = eg_md.rtp_transit - transit;
+            transit = eg_md.rtp_transit;
         }
     };
 
-    @name(".Ingress.rtp_jitter")
+    @name(".Egress.rtp_jitter")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_jitter;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) read_jitter = {
         void apply(inout bit<32> jitter, out bit<32> current) {
@@ -79,19 +98,19 @@ control RtpQuality(
     };
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) write_jitter = {
         void apply(inout bit<32> jitter) {
-            jitter = ig_md.resubmit.jitter;
+            jitter = eg_md.writeback.jitter;
         }
     };
 
-    @name(".Ingress.rtp_last_seen")
+    @name(".Egress.rtp_last_seen")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_last_seen;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_last_seen) touch = {
         void apply(inout bit<32> seen_ms) {
-            seen_ms = ig_md.now_ms;
+            seen_ms = eg_md.now_ms;
         }
     };
 
-    @name(".Ingress.rtp_payload_type")
+    @name(".Egress.rtp_payload_type")
     Register<bit<8>, leg_t>(LEG_TABLE_SIZE, 0) rtp_payload_type;
     RegisterAction<bit<8>, leg_t, bit<8>>(rtp_payload_type) store_payload_type = {
         void apply(inout bit<8> pt) {
@@ -103,47 +122,52 @@ control RtpQuality(
     bit<32> abs_d;
 
     apply {
-        if (ig_md.resubmit.isValid()) {
-            /* second pass: only the jitter write-back */
-            write_jitter.execute(ig_md.resubmit.leg);
+        if (eg_md.writeback.isValid()) {
+            /* the write-back copy's pass: only the jitter (Egress drops it) */
+            write_jitter.execute(eg_md.writeback.leg);
         } else {
-            ig_md.rtp_count_before = count_packet.execute(ig_md.leg);
-            touch.execute(ig_md.leg);
-            store_payload_type.execute(ig_md.leg);
-            ig_md.rtp_transit = ig_md.arrival_clk - hdr.rtp.timestamp;
-            ig_md.rtp_transit_delta = swap_transit.execute(ig_md.leg);
+            /* index: hdr.bridged.leg straight from the PHV (a copy would cost a stage) */
+            eg_md.rtp_count_before = count_packet.execute(hdr.bridged.leg);
+            touch.execute(hdr.bridged.leg);
+            store_payload_type.execute(hdr.bridged.leg);
+            eg_md.rtp_transit = eg_md.now_clk - hdr.rtp.timestamp;
+            eg_md.rtp_transit_delta = swap_transit.execute(hdr.bridged.leg);
 
-            if (ig_md.rtp_count_before == 0) {
-                seq_first.execute(ig_md.leg);
+            if (eg_md.rtp_count_before == 0) {
+                seq_first.execute(hdr.bridged.leg);
             } else {
-                ig_md.rtp_seq_delta = seq_next.execute(ig_md.leg);
-                if (ig_md.rtp_seq_delta == 0) {
+                eg_md.rtp_seq_delta = seq_next.execute(hdr.bridged.leg);
+                if (eg_md.rtp_seq_delta == 0) {
                     /* duplicate: neither lost nor reordered */
-                } else if (ig_md.rtp_seq_delta[15:15] == 0) {
-                    if (ig_md.rtp_seq_delta != 1) {
-                        ig_md.rtp_lost_inc = (bit<32>)ig_md.rtp_seq_delta;
-                        ig_md.rtp_lost_inc = ig_md.rtp_lost_inc - 1;
-                        add_lost.execute(ig_md.leg);
+                } else if (eg_md.rtp_seq_delta[15:15] == 0) {
+                    if (eg_md.rtp_seq_delta != 1) {
+                        eg_md.rtp_lost_inc = (bit<32>)eg_md.rtp_seq_delta;
+                        eg_md.rtp_lost_inc = eg_md.rtp_lost_inc - 1;
+                        add_lost.execute(hdr.bridged.leg);
                     }
                 } else {
-                    add_reordered.execute(ig_md.leg);
+                    add_reordered.execute(hdr.bridged.leg);
                 }
 
                 /* RFC 3550 A.8: d = transit - last transit; J += |d| - ((J + 8) >> 4) */
-                if (ig_md.rtp_transit_delta[31:31] == 1) {
-                    abs_d = 0 - ig_md.rtp_transit_delta;
+                if (eg_md.rtp_transit_delta[31:31] == 1) {
+                    abs_d = 0 - eg_md.rtp_transit_delta;
                 } else {
-                    abs_d = ig_md.rtp_transit_delta;
+                    abs_d = eg_md.rtp_transit_delta;
                 }
-                jitter_now = read_jitter.execute(ig_md.leg);
-                ig_md.jitter_plus_8 = jitter_now + JITTER_ROUND;
-                ig_md.jitter_grown = jitter_now + abs_d;
-                ig_md.jitter_decay = ig_md.jitter_plus_8 >> JITTER_SHIFT;
-                ig_md.resubmit.setValid();
-                ig_md.resubmit.leg = ig_md.leg;
-                ig_md.resubmit._pad = 0;
-                ig_md.resubmit.jitter = ig_md.jitter_grown - ig_md.jitter_decay;
-                ig_dprsr_md.resubmit_type = RESUBMIT_TYPE_JITTER;
+                jitter_now = read_jitter.execute(hdr.bridged.leg);
+                eg_md.jitter_plus_8 = jitter_now + JITTER_ROUND;
+                eg_md.jitter_grown = jitter_now + abs_d;
+                eg_md.jitter_decay = eg_md.jitter_plus_8 >> JITTER_SHIFT;
+                eg_md.writeback.setValid();
+                eg_md.writeback.pkt_type = PKT_TYPE_JITTER_WRITEBACK;
+                eg_md.writeback._pad = 0;
+                eg_md.writeback.leg = hdr.bridged.leg;
+                eg_md.writeback.jitter = eg_md.jitter_grown - eg_md.jitter_decay;
+                /* a port of this packet's egress pipe: the registers are per pipe */
+                eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE
+                    + (MirrorId_t)eg_intr_md.egress_port[8:7];
+                eg_dprsr_md.mirror_type = MIRROR_TYPE_JITTER_WRITEBACK;
             }
         }
     }

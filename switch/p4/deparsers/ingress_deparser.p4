@@ -1,4 +1,5 @@
-/* p4relay — ingress deparser: checksums, learning digest, jitter resubmit. */
+/* p4relay — ingress deparser: checksums, learning digest; the bridged header
+ * goes out first (it is the first member of ingress_headers_t). */
 control IngressDeparser(
         packet_out pkt,
         inout ingress_headers_t hdr,
@@ -8,7 +9,6 @@ control IngressDeparser(
     Checksum() ipv4_checksum;
     Checksum() udp_checksum;
     Digest<learn_digest_t>() learn;
-    Resubmit() resubmit;
 
     apply {
         if (ig_md.ipv4_csum_update) {
@@ -41,10 +41,6 @@ control IngressDeparser(
                 hdr.udp.dst_port,
                 ig_md.ingress_port
             });
-        }
-
-        if (ig_dprsr_md.resubmit_type == RESUBMIT_TYPE_JITTER) {
-            resubmit.emit(ig_md.resubmit);
         }
 
         pkt.emit(hdr);

@@ -22,8 +22,18 @@ const ip_protocol_t IP_PROTOCOLS_UDP = 17;
 
 /* Learning digest selector (ig_dprsr_md.digest_type; 0 means none). */
 const bit<3> DIGEST_TYPE_LEARN = 1;
-/* Resubmit selector (ig_dprsr_md.resubmit_type) for the jitter write-back pass. */
-const bit<3> RESUBMIT_TYPE_JITTER = 1;
+/* First byte after the egress intrinsic metadata: what the packet is. */
+const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_h) */
+const bit<8> PKT_TYPE_JITTER_WRITEBACK = 2;   /* E2E mirror copy (jitter_writeback_h) */
+/* eg_dprsr_md.mirror_type of the jitter write-back copy. */
+const bit<3> MIRROR_TYPE_JITTER_WRITEBACK = 1;   /* Tofino 1: 3 bits */
+
+/* Mirror sessions of the jitter write-back copies: session BASE + p sends to a
+ * port of pipe p (the copy must pass the egress pipe whose registers it
+ * writes). switch/bfrt/bootstrap.py creates them ("jitter_writeback"). */
+#ifndef JITTER_WRITEBACK_SESSION_BASE
+#define JITTER_WRITEBACK_SESSION_BASE 1000
+#endif
 
 /* contract [config] learn_filter_age_ms: an uninstalled flow reports again
  * after this many ms. */

@@ -73,15 +73,31 @@ header rtp_h {
     bit<32> ssrc;
 }
 
-/* Resubmit data, exactly 64 bits on Tofino 1: the leg and its new jitter,
- * computed in the first pass and written in the second. */
-header jitter_resubmit_h {
+/* Ingress -> egress bridged metadata, prepended by the ingress deparser to
+ * every packet that goes through egress (everything but ARP to the CPU, which
+ * bypasses egress) and stripped by the egress deparser. pkt_type comes first
+ * so the egress parser tells it from a jitter write-back copy (both start
+ * right after the egress intrinsic metadata). 32 bits. */
+header bridged_h {
+    bit<8> pkt_type;   /* PKT_TYPE_BRIDGED */
+    bit<1> relay;      /* hit pipe.Ingress.relay: an offloaded session's packet */
+    bit<1> rtcp;       /* the relay entry's rtcp bit */
+    bit<1> _pad;
+    leg_t  leg;        /* the relay entry's leg: quality register index */
+}
+
+/* Mirror header of the jitter write-back copy (E2E mirror, RtpQuality):
+ * the leg and its new RFC 3550 jitter, computed when the RTP packet left the
+ * queue and written when the copy passes egress. 64 bits. */
+header jitter_writeback_h {
+    bit<8>  pkt_type;  /* PKT_TYPE_JITTER_WRITEBACK */
+    bit<3>  _pad;
     leg_t   leg;
-    bit<11> _pad;
     bit<32> jitter;
 }
 
 struct ingress_headers_t {
+    bridged_h      bridged;       /* emitted first; only egress reads it */
     ethernet_h     ethernet;
     vlan_tag_h     vlan_tag;
     ipv4_h         ipv4;
@@ -91,13 +107,17 @@ struct ingress_headers_t {
     /* INT shim/report headers go here (WITH_INT). */
 }
 
-/* Egress re-parses up to the fixed IPv4 header: the length check needs
- * total_len; iRED and INT will add what they need. Everything after the
- * fixed IPv4 header (options included) is payload here. */
+/* Egress parses the bridged header, then IPv4 (the length check needs
+ * total_len) and, with RTP quality, the option words, UDP and the RTP fixed
+ * header (RtpQuality). The deparser emits everything but `bridged`. */
 struct egress_headers_t {
-    ethernet_h ethernet;
-    vlan_tag_h vlan_tag;
-    ipv4_h     ipv4;
+    bridged_h      bridged;
+    ethernet_h     ethernet;
+    vlan_tag_h     vlan_tag;
+    ipv4_h         ipv4;
+    ipv4_options_t ipv4_options;
+    udp_h          udp;
+    rtp_h          rtp;
 }
 
 #endif /* _P4RELAY_HEADERS_P4_ */

@@ -20,9 +20,6 @@ struct ingress_metadata_t {
     bool    udp_csum_update;      /* rewrite the UDP checksum in the deparser */
     bool    ipv4_csum_update;
 
-    /* jitter write-back pass (resubmit) */
-    jitter_resubmit_h resubmit;
-
     /* forwarding */
     nexthop_id_t nexthop_id;
     PortId_t     ingress_port;    /* copy for the digest */
@@ -35,25 +32,32 @@ struct ingress_metadata_t {
     bit<1>  rtcp;
     bit<16> rtcp_port_offset;     /* 0 for RTP, 1 for RTCP (ports are RTP + 1) */
 
-    /* time (RtpClock) */
-    bit<32> now_ms;               /* ingress MAC time in ms (wraps at 2^32)      */
-    bit<32> arrival_clk;          /* ingress MAC time in RTP clock units (8 kHz) */
-
-    /* RTP quality */
-    bit<32> rtp_count_before;     /* rtp_packets before this packet: 0 = first   */
-    bit<16> rtp_seq_delta;        /* seq - highest seen (mod 2^16)               */
-    bit<32> rtp_lost_inc;
-    bit<32> rtp_transit;          /* arrival - RTP timestamp, clock units        */
-    bit<32> rtp_transit_delta;    /* D of RFC 3550 A.8                           */
-    bit<32> jitter_plus_8;        /* stored jitter + 8, from the first pass      */
-    bit<32> jitter_decay;         /* (jitter + 8) >> 4                           */
-    bit<32> jitter_grown;         /* jitter + |D|                                */
+    /* time (MsClock) */
+    bit<32> now_ms;               /* ingress MAC time in ms (wraps at 2^32) */
 
     /* learning */
     bit<LEARN_FILTER_INDEX_BITS> learn_slot;
 }
 
 struct egress_metadata_t {
+    /* jitter write-back: the copy's mirror header. Extracted by the parser on
+     * the copy's own egress pass; filled (setValid) on the RTP packet's pass. */
+    jitter_writeback_h writeback;
+    MirrorId_t         writeback_session;
+
+    /* time (MsClock, RtpClock), from the egress global timestamp */
+    bit<32> now_ms;               /* departure time in ms (wraps at 2^32)       */
+    bit<32> now_clk;              /* departure time in RTP clock units (8 kHz)  */
+
+    /* RTP quality */
+    bit<32> rtp_count_before;     /* rtp_packets before this packet: 0 = first   */
+    bit<16> rtp_seq_delta;        /* seq - highest seen (mod 2^16)               */
+    bit<32> rtp_lost_inc;
+    bit<32> rtp_transit;          /* departure - RTP timestamp, clock units      */
+    bit<32> rtp_transit_delta;    /* D of RFC 3550 A.8                           */
+    bit<32> jitter_plus_8;        /* stored jitter + 8                           */
+    bit<32> jitter_decay;         /* (jitter + 8) >> 4                           */
+    bit<32> jitter_grown;         /* jitter + |D|                                */
 }
 
 #endif /* _P4RELAY_METADATA_P4_ */

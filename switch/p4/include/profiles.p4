@@ -1,12 +1,14 @@
 /* p4relay — compile-time profiles.
  *
  * Pick one with -DP4RELAY_PROFILE_<NAME> on the bf-p4c command line (README).
- *   P4RELAY_PROFILE_STANDARD (default): forwarding, relay, learning digest,
- *       per-leg RTP quality incl. exact RFC 3550 jitter (one resubmit per RTP
- *       packet of an offloaded leg).
- *   P4RELAY_PROFILE_LEAN: forwarding, relay, learning digest only. No quality
- *       registers, no resubmit: the most sessions per pipe. The quality
- *       registers of the contract are then absent from bfrt.json.
+ *   P4RELAY_PROFILE_STANDARD (default): forwarding, relay, relay guard,
+ *       learning digest, per-leg RTP quality in Egress incl. exact RFC 3550
+ *       jitter (one egress-to-egress write-back copy per RTP packet of an
+ *       offloaded leg, dropped after its egress pass).
+ *   P4RELAY_PROFILE_LEAN: forwarding, relay, relay guard, learning digest
+ *       only. No quality registers, no write-back copies: the most sessions
+ *       per pipe. The quality registers of the contract are then absent from
+ *       bfrt.json; the bridged header stays (4 bytes inside the switch).
  * Features that later issues add are switched off here until their code
  * lands; the stage budget they get is stated in README.md.
  */

@@ -8,15 +8,17 @@
 #ifndef _P4RELAY_SIZES_P4_
 #define _P4RELAY_SIZES_P4_
 
+/* Large build: 48K calls per pipe (relay + guard + legs ~ 16 SRAM words a
+ * call, ~ 80 % of a pipe's SRAM; README "Resources"). */
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 262144
+#define RELAY_TABLE_SIZE 196608
 #endif
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 131072
+#define LEG_TABLE_SIZE 98304
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 262144
+#define RELAY_GUARD_TABLE_SIZE 196608
 #endif
 #endif
 

@@ -1,5 +1,16 @@
-/* p4relay — egress parser: up to the fixed IPv4 header (Egress needs
- * total_len). Only IPv4 reaches egress; ARP to the CPU bypasses it. */
+/* p4relay — egress parser.
+ *
+ * After the intrinsic metadata comes either the bridged header (a packet
+ * from Ingress) or a jitter write-back copy's mirror header: the first byte
+ * (pkt_type) tells which. Then Ethernet, 802.1Q, IPv4 (Egress checks
+ * total_len) and, with RTP quality, the IPv4 option words, UDP and the RTP
+ * fixed header by the same rules as the ingress parser; Egress decides from
+ * the bridged relay/rtcp bits whether RtpQuality runs. (Selecting on those
+ * bits here would need them kept in parser match registers across three
+ * states; parsing UDP/RTP of every packet costs nothing extra in PHV.)
+ * Only IPv4 reaches egress; ARP to the CPU bypasses it.
+ * No checksums here: egress rewrites nothing the checksums cover.
+ */
 parser EgressParser(
         packet_in pkt,
         out egress_headers_t hdr,
@@ -8,6 +19,25 @@ parser EgressParser(
 
     state start {
         pkt.extract(eg_intr_md);
+        transition select(pkt.lookahead<bit<8>>()) {
+            PKT_TYPE_BRIDGED : parse_bridged;
+#ifdef WITH_RTP_QUALITY
+            PKT_TYPE_JITTER_WRITEBACK : parse_jitter_writeback;
+#endif
+            default : accept;
+        }
+    }
+
+#ifdef WITH_RTP_QUALITY
+    /* The copy carries (leg, J') and a truncated packet nobody reads. */
+    state parse_jitter_writeback {
+        pkt.extract(eg_md.writeback);
+        transition accept;
+    }
+#endif
+
+    state parse_bridged {
+        pkt.extract(hdr.bridged);
         transition parse_ethernet;
     }
 
@@ -28,8 +58,104 @@ parser EgressParser(
         }
     }
 
+#ifdef WITH_RTP_QUALITY
+    /* Ingress dropped ihl < 5 and version != 4; ihl - 5 option words follow
+     * and are extracted (so they are emitted again), not checked. */
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl) {
+            4w5 : parse_ipv4_l4;
+            4w6 : parse_ipv4_options_1;
+            4w7 : parse_ipv4_options_2;
+            4w8 : parse_ipv4_options_3;
+            4w9 : parse_ipv4_options_4;
+            4w10 : parse_ipv4_options_5;
+            4w11 : parse_ipv4_options_6;
+            4w12 : parse_ipv4_options_7;
+            4w13 : parse_ipv4_options_8;
+            4w14 : parse_ipv4_options_9;
+            4w15 : parse_ipv4_options_10;
+            default : accept;
+        }
+    }
+
+    /* as in the ingress parser: state _n extracts word 10 - n */
+    state parse_ipv4_options_10 {
+        pkt.extract(hdr.ipv4_options.w0);
+        transition parse_ipv4_options_9;
+    }
+
+    state parse_ipv4_options_9 {
+        pkt.extract(hdr.ipv4_options.w1);
+        transition parse_ipv4_options_8;
+    }
+
+    state parse_ipv4_options_8 {
+        pkt.extract(hdr.ipv4_options.w2);
+        transition parse_ipv4_options_7;
+    }
+
+    state parse_ipv4_options_7 {
+        pkt.extract(hdr.ipv4_options.w3);
+        transition parse_ipv4_options_6;
+    }
+
+    state parse_ipv4_options_6 {
+        pkt.extract(hdr.ipv4_options.w4);
+        transition parse_ipv4_options_5;
+    }
+
+    state parse_ipv4_options_5 {
+        pkt.extract(hdr.ipv4_options.w5);
+        transition parse_ipv4_options_4;
+    }
+
+    state parse_ipv4_options_4 {
+        pkt.extract(hdr.ipv4_options.w6);
+        transition parse_ipv4_options_3;
+    }
+
+    state parse_ipv4_options_3 {
+        pkt.extract(hdr.ipv4_options.w7);
+        transition parse_ipv4_options_2;
+    }
+
+    state parse_ipv4_options_2 {
+        pkt.extract(hdr.ipv4_options.w8);
+        transition parse_ipv4_options_1;
+    }
+
+    state parse_ipv4_options_1 {
+        pkt.extract(hdr.ipv4_options.w9);
+        transition parse_ipv4_l4;
+    }
+
+    state parse_ipv4_l4 {
+        transition select(hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (0, 0, IP_PROTOCOLS_UDP) : parse_udp;
+            default : accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        /* the ingress parser's rule: UDP length >= 20 and version 2 */
+        transition select(hdr.udp.hdr_length, pkt.lookahead<bit<2>>()) {
+            (16w0x0000 &&& 16w0xfff0, _) : accept;   /* 0..15  */
+            (16w0x0010 &&& 16w0xfffc, _) : accept;   /* 16..19 */
+            (_, 2w2) : parse_rtp;
+            default : accept;
+        }
+    }
+
+    state parse_rtp {
+        pkt.extract(hdr.rtp);
+        transition accept;
+    }
+#else
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         transition accept;
     }
+#endif
 }

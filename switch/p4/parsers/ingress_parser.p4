@@ -35,20 +35,12 @@ parser IngressParser(
         ig_md.rtcp = 0;
         ig_md.rtcp_port_offset = 0;
         ig_md.nexthop_id = 0;
-        transition select(ig_intr_md.resubmit_flag) {
-            0 : parse_port_metadata;
-            1 : parse_resubmit;
-        }
+        /* nothing is resubmitted: every packet starts with port metadata */
+        transition parse_port_metadata;
     }
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
-        transition parse_ethernet;
-    }
-
-    /* Second pass of an RTP packet whose jitter was computed in the first. */
-    state parse_resubmit {
-        pkt.extract(ig_md.resubmit);
         transition parse_ethernet;
     }
 
