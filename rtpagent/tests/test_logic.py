@@ -8,7 +8,7 @@ from fakeswitch import FakeSwitch
 from harness import Client, settings, wait_for
 from rtpagent.app import App
 from rtpagent.state import OffloadState
-from rtpagent.switchport import FlowKey, IdleTimeout, LearnDigest
+from rtpagent.switchport import FlowKey, GuardKey, IdleTimeout, LearnDigest
 
 
 async def start(tmp: Path, fake: FakeSwitch, **kw: object) -> tuple[App, Client]:
@@ -34,8 +34,10 @@ async def test_offload_then_delete(tmp_path: Path) -> None:
             FlowKey("198.18.2.10", "127.0.0.1", 7001, pb + 1),
         }
         assert len(fake.legs) == 2
+        # Each side's relay port and port + 1 guarded: nothing else may reach RTPProxy there.
+        assert fake.guards == {GuardKey("127.0.0.1", p) for p in (pa, pa + 1, pb, pb + 1)}
         assert await cl.cmd("D c1 ft tt") == "0\n"
-        await wait_for(lambda: not fake.relays and not fake.legs)
+        await wait_for(lambda: not fake.relays and not fake.legs and not fake.guards)
     finally:
         await app.stop()
         cl.close()
@@ -51,9 +53,11 @@ async def test_nat_waits_for_latch(tmp_path: Path) -> None:
         pa = int(r_l.split()[0])
         await app.offloader.drained()
         s = next(iter(app.table))
-        assert s.state is OffloadState.LEARNING and not fake.relays
+        # No guard before the latch: the first packet must reach RTPProxy.
+        assert s.state is OffloadState.LEARNING and not fake.relays and not fake.guards
         fake.queue.put_nowait(LearnDigest("198.18.3.10", "127.0.0.1", 40000, pa, 1))
         await wait_for(lambda: fake.relays)
+        assert len(fake.guards) == 4
         assert FlowKey("198.18.3.10", "127.0.0.1", 40000, pa) in fake.relays
         rewrite_to_caller = [lg for lg in fake.legs.values() if lg.dst_addr == "198.18.3.10"]
         assert rewrite_to_caller and rewrite_to_caller[0].dst_port == 40000
@@ -149,6 +153,79 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
             d for _, k, d in app.store.spool_head(1000) if k == "session" and d["state"] == "ended"
         ]
         assert ended and ended[-1]["packets"] == 50
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_guard_table_full_stays_on_rtpproxy(tmp_path: Path) -> None:
+    fake = FakeSwitch()
+    fake.guard_capacity = 6  # room for one call's 4 guards, not two calls'
+    app, cl = await start(tmp_path, fake)
+    try:
+        for n in (1, 2):
+            await cl.cmd(f"U g{n} 198.18.1.1{n} 6000 f;1")
+            await cl.cmd(f"L g{n} 198.18.2.1{n} 7000 f;1 t;1")
+            await app.offloader.drained()
+        states = {s.call_id: (s.state, s.reason) for s in app.table}
+        assert states["g1"] == (OffloadState.OFFLOADED, None), states
+        assert states["g2"] == (OffloadState.FALLBACK, "table_full"), states
+        # Nothing of the refused call stays: one call's relays, legs and guards.
+        assert (len(fake.relays), len(fake.legs), len(fake.guards)) == (4, 2, 4)
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
+    from prometheus_client import REGISTRY
+    from rtpagent.switchport import FlowCounters
+
+    def metric(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, latch_always=True)
+    try:
+        await cl.cmd("U f1 198.18.1.10 6000 ft;1")
+        r_l = await cl.cmd("L f1 198.18.2.10 7000 ft;1 tt;1")
+        assert r_l
+        pa = int(r_l.split()[0])  # the caller sends here
+        s = next(iter(app.table))
+        pb = s.streams[0].port
+        assert pb is not None
+        fake.queue.put_nowait(LearnDigest("198.18.1.10", "127.0.0.1", 6000, pa, 1))
+        fake.queue.put_nowait(LearnDigest("198.18.2.10", "127.0.0.1", 7000, pb, 1))
+        await wait_for(lambda: fake.guards)
+        seen0 = metric("rtpagent_guard_foreign_sources_total")
+        dropped0 = metric("rtpagent_guard_dropped_packets_total")
+        # A stranger on the RTP port, and on the RTCP port; the caller's own
+        # RTCP from another port (NAT) is a latch, not a stranger.
+        for d in (
+            LearnDigest("198.18.9.66", "127.0.0.1", 4000, pa, 1),
+            LearnDigest("198.18.9.66", "127.0.0.1", 4001, pa + 1, 1),
+            LearnDigest("198.18.1.10", "127.0.0.1", 6003, pa + 1, 1),
+        ):
+            fake.queue.put_nowait(d)
+        await wait_for(lambda: s.streams[1].learned_rtcp is not None)
+        assert s.foreign_sources == ["198.18.9.66:4000", "198.18.9.66:4001"]
+        assert metric("rtpagent_guard_foreign_sources_total") - seen0 == 2
+        assert s.streams[1].learned_rtcp is not None
+        assert s.streams[1].learned_rtcp.key() == ("198.18.1.10", 6003)
+        fake.guard_counters[GuardKey("127.0.0.1", pa)] = FlowCounters(40, 6880)
+        fake.guard_counters[GuardKey("127.0.0.1", pa + 1)] = FlowCounters(2, 200)
+        assert await cl.cmd("D f1 ft tt") == "0\n"
+        await wait_for(lambda: not fake.guards)
+        assert s.switch_totals.foreign_dropped == 42
+        assert metric("rtpagent_guard_dropped_packets_total") - dropped0 == 42
+        app.store.flush()
+        removed = [
+            d
+            for _, kind, d in app.store.spool_head(1000)
+            if kind == "event" and d["type"] == "offload_removed"
+        ]
+        assert removed[-1]["payload"]["foreign_packets_dropped"] == 42
+        assert removed[-1]["payload"]["foreign_sources"] == s.foreign_sources
     finally:
         await app.stop()
         cl.close()

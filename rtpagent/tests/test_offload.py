@@ -26,6 +26,15 @@ async def relays(c: SwitchClient) -> dict[tuple[str, str, int, int], dict[str, o
     return out
 
 
+async def guards(c: SwitchClient) -> set[tuple[str, int]]:
+    import ipaddress
+
+    return {
+        (str(ipaddress.IPv4Address(e.key["hdr.ipv4.dst_addr"])), int(e.key["hdr.udp.dst_port"]))  # type: ignore[arg-type]
+        for e in await c.read("pipe.Ingress.relay_guard")
+    }
+
+
 async def legs(c: SwitchClient) -> dict[int, dict[str, object]]:
     return {int(e.key["ig_md.leg"]): dict(e.data) for e in await c.read("pipe.Ingress.leg_rewrite")}  # type: ignore[arg-type]
 
@@ -51,6 +60,9 @@ async def test_call_offloaded_and_removed(
         assert ("198.18.2.10", "127.0.0.1", 7000, int(port_b)) in got
         assert ("198.18.2.10", "127.0.0.1", 7001, int(port_b) + 1) in got
         assert len(got) == 4
+        # Both sides' relay ports (RTP, RTCP) guarded against other sources.
+        pb = int(port_b)
+        assert await guards(probe) == {("127.0.0.1", p) for p in (port_a, port_a + 1, pb, pb + 1)}
         lg = await legs(probe)
         assert len(lg) == 2
         caller_leg = got[("198.18.1.10", "127.0.0.1", 6000, port_a)]["leg"]
@@ -67,6 +79,7 @@ async def test_call_offloaded_and_removed(
         await wait_for(lambda: not app.offloader.plans)
         assert await relays(probe) == {}
         assert await legs(probe) == {}
+        assert await guards(probe) == set()
         assert len(app.table) == 0
         cl.close()
 
@@ -110,11 +123,13 @@ async def test_record_takes_back_and_norecord_returns(
         assert r == "0\n", r
         await wait_for(lambda: not app.offloader.plans)
         assert await relays(probe) == {}
+        assert await guards(probe) == set()  # RTPProxy carries it again: nothing dropped
         s = next(iter(app.table))
         assert s.state is OffloadState.HELD and s.reason == "recording"
         assert await cl.cmd("N call3 f t") == "0\n"
         await wait_for(lambda: app.offloader.plans)
         assert len(await relays(probe)) == 4
+        assert len(await guards(probe)) == 4
         # Repacketising (z) never goes to the switch.
         await cl.cmd("Uz20 call4 198.18.1.11 6000 g;1")
         await cl.cmd("L call4 198.18.2.11 7000 g;1 h;1")
@@ -125,6 +140,7 @@ async def test_record_takes_back_and_norecord_returns(
         assert await cl.cmd("X") == "0\n"
         await wait_for(lambda: not app.offloader.plans)
         assert await relays(probe) == {} and await legs(probe) == {}
+        assert await guards(probe) == set()
         cl.close()
 
 
@@ -163,6 +179,85 @@ async def test_fail_open_table_full(tmp_path: Path, probe: SwitchClient) -> None
             assert len(await relays(sc)) == 4 and len(await legs(sc)) == 2
             await sc.close()
             cl.close()
+
+
+async def test_fail_open_guard_table_full(tmp_path: Path) -> None:
+    """Room for two calls' relays but, with another client's guards taking half
+    the guard table, for one call's guards: the second call stays on RTPProxy
+    and nothing of it is left in the switch."""
+    from p4relay_switch import Entry
+    from p4relay_switch.pipeline import A_GUARD_DROP, RELAY_GUARD
+
+    with softswitch(["--relay-entries", "8"]) as small:
+        cfg = settings(tmp_path, switch=small.address)
+        sc = SwitchClient(small.address, client_id=8)
+        await sc.connect()
+        async with running_agent(cfg) as app:
+            cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+            for n in (1, 2):
+                await cl.cmd(f"U gfull{n} 198.18.1.1{n} 6000 f;1")
+                await cl.cmd(f"L gfull{n} 198.18.2.1{n} 7000 f;1 t;1")
+                await wait_for(lambda: app.offloader.plans or None)
+                await app.offloader.drained()
+                if n == 1:  # the agent's start-up sweep is done: fill the guard table
+                    other = [
+                        Entry(
+                            {"hdr.ipv4.dst_addr": 0x7F000009, "hdr.udp.dst_port": p},
+                            A_GUARD_DROP,
+                        )
+                        for p in range(5000, 5004)
+                    ]
+                    await sc.insert(RELAY_GUARD, other)
+            states = {s.call_id: (s.state.value, s.reason) for s in app.table}
+            assert states == {"gfull1": ("offloaded", None), "gfull2": ("fallback", "table_full")}
+            assert len(await relays(sc)) == 4 and len(await legs(sc)) == 2
+            assert len(await guards(sc)) == 8  # gfull1's 4 + the other client's 4
+            cl.close()
+        await sc.close()
+
+
+async def test_write_order_guards_after_relays_deleted_first(
+    tmp_path: Path, sw: Softswitch
+) -> None:
+    """One Write per batch: guards are inserted after the relay entries and
+    deleted before them, so a legitimate packet is never dropped."""
+    from p4relay_switch.pipeline import RELAY, RELAY_GUARD
+    from rtpagent.bfrt import BfrtSwitch
+    from rtpagent.offload import Offloader
+    from rtpagent.state import Endpoint, SessionTable, Stream
+    from rtpagent.state import Session as Sess
+    from rtpagent.switchport import Batch
+
+    bs = BfrtSwitch(sw.address, client_id=5)
+    await bs.start()
+    try:
+        s = Sess("order", "f;1")
+        s.streams = [
+            Stream(port=36010, laddr="127.0.0.1", sdp=Endpoint("198.18.2.10", 7000)),
+            Stream(port=36020, laddr="127.0.0.1", sdp=Endpoint("198.18.1.10", 6000)),
+        ]
+        p = Offloader(SessionTable(), bs).plan(s, [1, 2])
+        schema = bs.client.schema
+        relay_id, guard_id = schema.table(RELAY).id, schema.table(RELAY_GUARD).id
+
+        def tables(b: Batch) -> list[int]:
+            ups, _ = bs._updates(b, 1000)
+            return [
+                u.entity.table_entry.table_id
+                for u in ups
+                if u.entity.table_entry.table_id in (relay_id, guard_id)
+            ]
+
+        install = Batch(add_legs=p.legs, add_relays=p.relays, add_guards=p.guards)
+        assert tables(install) == [relay_id] * 4 + [guard_id] * 4
+        removal = Batch(del_guards=p.guards, del_relays=tuple(p.flow_keys()), del_legs=(1, 2))
+        assert tables(removal) == [guard_id] * 4 + [relay_id] * 4
+        await bs.write(install, 1000)  # the switch takes them in that order
+        await bs.write(removal, 1000)
+        dump = await bs.dump()
+        assert (dump.relays, dump.legs, dump.guards) == ([], [], [])
+    finally:
+        await bs.close()
 
 
 async def test_switch_idle_ends_call(tmp_path: Path, sw: Softswitch) -> None:

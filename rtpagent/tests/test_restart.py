@@ -50,7 +50,7 @@ async def _scenario(
             assert await cl.cmd(f"L {call} 198.18.2.10 {7000 if call == 'keep' else 7100} f;1 t;1")
         await wait_for(lambda: len(app1.offloader.plans) == 2)
         before = await count()  # type: ignore[misc]
-        assert before == (8, 4)
+        assert before == (8, 4, 8)  # relays, legs, guards
         await app1.stop()
         # While the agent is down the SIP server's D reaches RTPProxy some other way.
         direct = Client(port + 1)
@@ -62,12 +62,12 @@ async def _scenario(
         await asyncio.sleep(0.3)
         assert [s.call_id for s in app2.table] == ["keep"]
         assert next(iter(app2.table)).state is OffloadState.OFFLOADED
-        assert await count() == (4, 2)  # the dead call's entries swept, the live one untouched
+        assert await count() == (4, 2, 4)  # the dead call's entries swept, the live one untouched
         q = await cl.cmd("Q keep f;1 t;1")
         assert q is not None and not q.startswith("E")
         assert await cl.cmd("D keep f t") == "0\n"
         await wait_for(lambda: not app2.offloader.plans)
-        assert await count() == (0, 0)
+        assert await count() == (0, 0, 0)
         await app2.stop()
         cl.close()
     finally:
@@ -77,8 +77,8 @@ async def _scenario(
 async def test_agent_restart_fake_switch(tmp_path: Path) -> None:
     fake = FakeSwitch()
 
-    async def count() -> tuple[int, int]:
-        return len(fake.relays), len(fake.legs)
+    async def count() -> tuple[int, int, int]:
+        return len(fake.relays), len(fake.legs), len(fake.guards)
 
     await _scenario(tmp_path, lambda: fake, count)
 
@@ -86,9 +86,11 @@ async def test_agent_restart_fake_switch(tmp_path: Path) -> None:
 async def test_agent_restart_softswitch(
     tmp_path: Path, sw: Softswitch, probe: SwitchClient
 ) -> None:
-    async def count() -> tuple[int, int]:
-        return len(await probe.read("pipe.Ingress.relay")), len(
-            await probe.read("pipe.Ingress.leg_rewrite")
+    async def count() -> tuple[int, int, int]:
+        return (
+            len(await probe.read("pipe.Ingress.relay")),
+            len(await probe.read("pipe.Ingress.leg_rewrite")),
+            len(await probe.read("pipe.Ingress.relay_guard")),
         )
 
     await _scenario(
@@ -117,6 +119,7 @@ async def test_switch_restart_reinstalls(tmp_path: Path, sw: Softswitch) -> None
 
         await wait_for(reinstalled, within=20.0, interval=0.2)
         assert len(await probe.read("pipe.Ingress.leg_rewrite")) == 2
+        assert len(await probe.read("pipe.Ingress.relay_guard")) == 4
         await probe.close()
     finally:
         await app.stop()
@@ -176,6 +179,9 @@ async def test_agent_killed_and_restarted(
     async def relays() -> int:
         return len(await probe.read("pipe.Ingress.relay"))
 
+    async def guards() -> int:
+        return len(await probe.read("pipe.Ingress.relay_guard"))
+
     cl = Client(port)
     try:
         start()
@@ -191,14 +197,24 @@ async def test_agent_killed_and_restarted(
         procs[-1].send_signal(signal.SIGKILL)
         procs[-1].wait()
         assert await relays() == 4  # the switch keeps forwarding meanwhile
+        assert await guards() == 4  # ... and keeps guarding
+        # A guard no live call owns (a crashed predecessor's): swept at start.
+        from p4relay_switch import Entry
+        from p4relay_switch.pipeline import A_GUARD_DROP, RELAY_GUARD
+
+        await probe.insert(
+            RELAY_GUARD,
+            [Entry({"hdr.ipv4.dst_addr": 0x7F000001, "hdr.udp.dst_port": 37998}, A_GUARD_DROP)],
+        )
         start()
         await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
         await asyncio.sleep(0.5)
         assert await relays() == 4  # recovered, not swept, not duplicated
+        assert await guards() == 4  # the live call's, the stale one gone
         assert await cl.cmd("D kill f t") == "0\n"
 
         async def removed() -> bool:
-            return await relays() == 0
+            return await relays() == 0 and await guards() == 0
 
         await wait_for(removed, within=10.0, interval=0.1)
     finally:
