@@ -975,6 +975,24 @@ def check_bridging(prog: Program) -> list[str]:
     return errs
 
 
+def _gates(body: list[str], idx: int) -> str:
+    """The conditions under which tokens[idx] runs, joined with &&; a local bool
+    flag in them (``if (flag) ...``) is replaced by the conditions of its
+    ``flag = true`` assignments."""
+    conds = _conditions(body, idx)
+    out: list[str] = []
+    for c in conds:
+        out.append(c)
+        for flag in re.findall(r"\b([A-Za-z_]\w*)\b", c):
+            sets = [
+                i
+                for i in range(len(body) - 3)
+                if body[i : i + 4] == [flag, "=", "true", ";"] and (i == 0 or body[i - 1] != ".")
+            ]
+            out += ["&&".join(_conditions(body, i)) for i in sets]
+    return "&&".join(out)
+
+
 def check_egress_quality(prog: Program) -> list[str]:
     """Quality registers only when the profile has them; then under Egress,
     gated like the contract says, timed by the egress global timestamp."""
@@ -984,22 +1002,37 @@ def check_egress_quality(prog: Program) -> list[str]:
     errs: list[str] = []
     gated = False
     for i in _calls(egress, "rtp_quality", "apply"):
-        conds = "&&".join(_conditions(egress, i))
+        gates = _gates(egress, i)
         if all(
-            c in conds for c in ("hdr.bridged.relay==1", "hdr.bridged.rtcp==0", "hdr.rtp.isValid()")
+            c in gates for c in ("hdr.bridged.relay==1", "hdr.bridged.rtcp==0", "hdr.rtp.isValid()")
         ):
             gated = True
     if not gated:
         errs.append("Egress applies RtpQuality without relay == 1, rtcp == 0, RTP valid")
-    if not _calls(
-        egress, "rtp_clock", "apply"
-    ) or "rtp_clock.apply(eg_prsr_md.global_tstamp" not in "".join(egress):
+    if "rtp_clock.apply(eg_prsr_md.global_tstamp" not in "".join(egress):
         errs.append("RtpQuality's clock is not the egress global timestamp")
     for sc in scopes(prog):
         for inst in sc.control.instances.values():
             cp = control_plane_name(sc.path, inst.name, inst.annotations)
             if inst.type.name == "Register" and ".rtp_" in cp and not sc.path.startswith("Egress"):
                 errs.append(f"register {cp} is instantiated under {sc.path}, not Egress")
+    return errs
+
+
+def check_single_apply(prog: Program) -> list[str]:
+    """A table or a control instance is applied at one place: p4c would copy a
+    control applied twice (and its registers with it) and rejects a table
+    applied twice."""
+    errs: list[str] = []
+    for ctl in prog.controls.values():
+        body = ctl.bodies[-1]
+        appliable = set(ctl.tables) | {
+            n for n, inst in ctl.instances.items() if inst.type.name in prog.controls
+        }
+        for name in sorted(appliable):
+            n = len(_calls(body, name, "apply"))
+            if n > 1:
+                errs.append(f"{ctl.name}: {name} is applied {n} times")
     return errs
 
 
@@ -1017,6 +1050,7 @@ def all_errors(
         + check_guard(prog)
         + check_bridging(prog)
         + check_egress_quality(prog)
+        + check_single_apply(prog)
     )
 
 
@@ -1292,6 +1326,23 @@ SEMANTIC_MUTATIONS = [
         "hdr.bridged.relay == 1 && hdr.rtp.isValid()",
         "without relay == 1, rtcp == 0",
         id="quality-counts-rtcp",
+    ),
+    pytest.param(
+        "controls/egress.p4",
+        "                rtp_clock.apply(eg_prsr_md.global_tstamp, eg_md.now_clk);\n",
+        "                rtp_clock.apply(eg_prsr_md.global_tstamp, eg_md.now_clk);\n"
+        "                rtp_quality.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);\n",
+        "rtp_quality is applied 2 times",
+        id="quality-applied-twice",
+    ),
+    pytest.param(
+        "controls/egress.p4",
+        "            else if (hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {\n"
+        "                measure = true;",
+        "            else if (hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {\n"
+        "                measure = false;",
+        "without relay == 1, rtcp == 0",
+        id="quality-flag-never-set",
     ),
     pytest.param(
         "controls/egress.p4",

@@ -33,15 +33,13 @@ control Egress(
 
     bit<16> l3_len;
     bit<16> room;
+    bool    measure;
 
+    /* RtpQuality is applied at one place only (it holds the registers; a
+     * second apply would be a second copy of them): for a relayed RTP packet
+     * that passed the length check, and for a write-back copy. */
     apply {
-#ifdef WITH_RTP_QUALITY
-        if (eg_md.writeback.isValid()) {
-            /* jitter write-back copy: write, never transmit */
-            rtp_quality.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
-            eg_dprsr_md.drop_ctl = 1;
-        } else
-#endif
+        measure = false;
         if (hdr.ipv4.isValid()) {
             l3_len = eg_intr_md.pkt_length - 14;
             if (hdr.vlan_tag.isValid()) {
@@ -54,11 +52,21 @@ control Egress(
             }
 #ifdef WITH_RTP_QUALITY
             else if (hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {
+                measure = true;
                 ms_clock.apply(eg_prsr_md.global_tstamp, eg_md.now_ms);
                 rtp_clock.apply(eg_prsr_md.global_tstamp, eg_md.now_clk);
-                rtp_quality.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
             }
 #endif
         }
+#ifdef WITH_RTP_QUALITY
+        if (eg_md.writeback.isValid()) {
+            /* jitter write-back copy (no packet headers parsed): it writes
+             * rtp_jitter and is never transmitted */
+            eg_dprsr_md.drop_ctl = 1;
+        }
+        if (measure || eg_md.writeback.isValid()) {
+            rtp_quality.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+        }
+#endif
     }
 }
