@@ -29,8 +29,9 @@
  *    before the copy's pass (a write-back takes ~1 us plus the copy's wait at
  *    the write-back port: only after > 20 ms of queueing that then drains) or
  *    (b) the traffic manager drops the copy (buffer exhausted). A lost sample
- *    is off by at most |D|/16 and that error decays by 15/16 per packet. A
- *    missing session loses every sample (J stays 0): bootstrap creates them.
+ *    leaves J off by its step ||D| - J/16| (stored units), decaying by 15/16
+ *    per packet. A missing session loses every sample (J stays 0): the
+ *    bootstrap creates the sessions.
  * The control plane zeroes a leg's registers before reusing the leg index.
  */
 control RtpQuality(
