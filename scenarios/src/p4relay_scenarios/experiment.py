@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -486,6 +487,10 @@ def run(
     return rows
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -513,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
         "starve the relay, the switch and SIPp and be measured instead of them (default -10)",
     )
     args = p.parse_args(argv)
+    # SIGTERM (and SIGINT even when a background shell ignored it) stop the run through
+    # the stacks' teardown, so no namespace or daemon outlives it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
     if args.nice:
         os.setpriority(os.PRIO_PROCESS, 0, args.nice)  # needs root, as the testbed does
     levels = [int(x) for x in args.levels.split(",") if x.strip()]
