@@ -201,3 +201,28 @@ def test_cpu_accounting_sees_a_busy_component() -> None:
     assert 0.25 < cpu_s < 0.4, use  # tick accounting: 10 ms granularity
     assert use.components["gone"] != use.components["gone"]  # NaN: no such process
     assert use.machine_busy > 0.0 and use.other >= 0.0
+
+
+def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
+    import dataclasses
+    import json
+
+    from p4relay_scenarios import experiment
+
+    def row(mode: str, calls: int, loss: float) -> dict[str, object]:
+        fields = {f.name: 1.0 for f in dataclasses.fields(experiment.Row)}
+        fields.update(mode=mode, calls=calls, loss_pct=loss, mos_median=4.4, mos_min=4.3)
+        return fields
+
+    rows = [row("server", 150, 0.0), row("server", 750, 5.0), row("switch", 750, 0.0)]
+    meta = {"command": "x", "machine": {"cores": 2}, "rate": 30.0, "hold_s": 80.0}
+    cdf = {"server-150": [0.1, 1.0, 2.0], "switch-750": [0.05, 0.1, 0.2]}
+    (tmp_path / "results.json").write_text(
+        json.dumps({"meta": {**meta, "knee_server": 750}, "rows": rows, "delay_quantiles_ms": cdf})
+    )
+    experiment.replot(tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    assert "Knee of server-based relay on this machine: 750" in readme
+    assert "| switch | 750 |" in readme
+    for png in ("delay.png", "loss.png", "cpu_breakdown.png", "delay_cdf.png"):
+        assert (tmp_path / png).stat().st_size > 1000

@@ -317,7 +317,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         f"Knee of server-based relay on this machine: {k if k else 'not reached'} concurrent calls "
         "(first level with loss > 1 %, median delay > 20 ms or median MOS < 4.0).",
         "",
-        "Plots: `delay.png`, `variation.png`, `loss.png`, `mos.png`, `cpu.png`, `delay_cdf.png`.",
+        "Plots: `delay.png`, `variation.png`, `loss.png`, `mos.png`, `cpu.png`, `delay_cdf.png`, "
+        "`cpu_breakdown.png` (where the machine's CPU went).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -405,7 +406,57 @@ def plots(rows: list[Row], cdfs: dict[str, list[float]], out: Path) -> list[Path
     fig.savefig(out / "delay_cdf.png", dpi=110)
     plt.close(fig)
     made.append(out / "delay_cdf.png")
+    made.append(_cpu_breakdown(rows, out / "cpu_breakdown.png"))
     return made
+
+
+CPU_PARTS = (  # Row field, label, colour: the stacked bars of cpu_breakdown.png
+    ("uac_cpu_pct", "SIPp UAC", "tab:orange"),
+    ("uas_cpu_pct", "SIPp UAS", "tab:brown"),
+    ("relay_cpu_pct", "RTPProxy", "tab:red"),
+    ("switch_cpu_pct", "softswitch", "tab:blue"),
+    ("capture_cpu_pct", "captures", "tab:purple"),
+    ("signalling_cpu_pct", "Kamailio + rtpagent", "tab:green"),
+    ("ksoftirqd_pct", "ksoftirqd", "tab:olive"),
+    ("other_cpu_pct", "rest of the machine", "tab:gray"),
+)
+
+
+def _cpu_breakdown(rows: list[Row], path: Path) -> Path:
+    """Where the machine's 2 cores went at each level, one panel per mode."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    modes = [m for m in ("server", "switch") if any(r.mode == m for r in rows)]
+    fig, axes = plt.subplots(1, max(len(modes), 1), figsize=(12, 4.2), sharey=True, squeeze=False)
+    for ax, mode in zip(axes[0], modes, strict=False):
+        rs = sorted((r for r in rows if r.mode == mode), key=lambda r: r.calls)
+        x = np.arange(len(rs))
+        bottom = np.zeros(len(rs))
+        for attr, label, color in CPU_PARTS:
+            v = np.nan_to_num(np.array([getattr(r, attr) for r in rs], dtype=float))
+            ax.bar(x, v, bottom=bottom, color=color, label=label, width=0.7)
+            bottom += v
+        ax.axhline(200, color="black", lw=0.8, ls="--")
+        ax.set_xticks(x, [str(r.calls) for r in rs])
+        ax.set_xlabel("concurrent calls")
+        ax.set_title(f"{mode}-based relay")
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("CPU, % of one core (2 cores = 200 %)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles[::-1], labels[::-1], fontsize=8, loc="center right")
+    fig.tight_layout(rect=(0, 0, 0.83, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def replot(out: Path) -> None:
+    """README and plots again from a run's results.json (no new measurements)."""
+    data = json.loads((out / "results.json").read_text())
+    rows = [Row(**r) for r in data["rows"]]
+    (out / "README.md").write_text(markdown(rows, data["meta"]))
+    plots(rows, data["delay_quantiles_ms"], out)
 
 
 def run(
@@ -517,7 +568,15 @@ def main(argv: list[str] | None = None) -> int:
         "the machine is shared, and unrelated jobs (builds, other benchmarks) would otherwise "
         "starve the relay, the switch and SIPp and be measured instead of them (default -10)",
     )
+    p.add_argument(
+        "--replot",
+        action="store_true",
+        help="only rewrite README.md and the plots in --out from its results.json",
+    )
     args = p.parse_args(argv)
+    if args.replot:
+        replot(args.out)
+        return 0
     # SIGTERM (and SIGINT even when a background shell ignored it) stop the run through
     # the stacks' teardown, so no namespace or daemon outlives it.
     signal.signal(signal.SIGINT, signal.default_int_handler)
