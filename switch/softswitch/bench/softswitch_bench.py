@@ -532,7 +532,8 @@ def report(results: list[Result], mem: tuple[float, float, float] | None) -> Non
         before, after, ips = mem
         print(
             f"memory: {after:.0f} MiB resident with {SESSIONS:,d} sessions ({4 * SESSIONS:,d} relay + "
-            f"{2 * SESSIONS:,d} leg entries; {before:.0f} MiB empty)  (target ≤ 512 MiB)"
+            f"{2 * SESSIONS:,d} leg + {4 * SESSIONS:,d} relay_guard entries; {before:.0f} MiB empty)"
+            "  (target ≤ 512 MiB)"
         )
         print(f"batched inserts over BfRt gRPC: {ips:,.0f} entries/s  (target ≥ 50,000)")
     load = os.getloadavg()[0]

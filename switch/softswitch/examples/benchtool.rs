@@ -408,6 +408,27 @@ fn call_updates(
     v
 }
 
+/// A call's 4 relay_guard entries: both relay ports and their RTCP ports.
+fn guard_updates(s: &Schema, relay: u32, ra: u16, rb: u16) -> Vec<pb::Update> {
+    let guard_t = s
+        .table_by_name("pipe.Ingress.relay_guard")
+        .expect("contract");
+    [ra, ra + 1, rb, rb + 1]
+        .into_iter()
+        .map(|port| {
+            entry(
+                guard_t,
+                &[
+                    ("hdr.ipv4.dst_addr", u64::from(relay)),
+                    ("hdr.udp.dst_port", u64::from(port)),
+                ],
+                "Ingress.guard_drop",
+                &[],
+            )
+        })
+        .collect()
+}
+
 async fn write(sess: &mut Session, updates: Vec<pb::Update>) -> Result<()> {
     sess.client
         .write(pb::WriteRequest {
@@ -502,7 +523,7 @@ async fn insert(grpc: &str, sessions: u32, batch: usize) -> Result<()> {
     let s = Schema::build(&CONTRACT, 1, 1);
     let mut sess = connect(grpc, 8).await?;
     let t0 = Instant::now();
-    let mut pending = Vec::with_capacity(batch + 6);
+    let mut pending = Vec::with_capacity(batch + 10);
     let mut entries = 0u64;
     for c in 0..sessions {
         // Distinct endpoints per session: A in 100.64/16-style space of 198.18.x, ports cycling.
@@ -514,8 +535,13 @@ async fn insert(grpc: &str, sessions: u32, batch: usize) -> Result<()> {
             0xc613_0000 | (c >> 8 & 0xff) << 8 | 10,
             10_000 + (c & 0xff) as u16 * 2,
         );
-        let relay = 0xc612_0000 | ((c >> 16) & 0xff) << 8 | 0xfe;
-        pending.extend(call_updates(&s, c, a, b, relay, 20_000, 20_002));
+        // A relay address per 12,288 sessions, so each session's 4 guarded
+        // relay ports (16000..=65151) are its own, as RTPProxy allocates them.
+        let (r, i) = (c / 12_288, (c % 12_288) as u16);
+        let relay = 0xc612_00fe | (r & 0x1ff) << 8;
+        let (ra, rb) = (16_000 + 4 * i, 16_002 + 4 * i);
+        pending.extend(call_updates(&s, c, a, b, relay, ra, rb));
+        pending.extend(guard_updates(&s, relay, ra, rb));
         if pending.len() >= batch {
             entries += pending.len() as u64;
             write(&mut sess, std::mem::take(&mut pending)).await?;
