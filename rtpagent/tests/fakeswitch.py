@@ -61,6 +61,8 @@ class FakeSwitch:
             raise OffloadRefused("table_full", "full")
         if len(self.guards) + len(batch.add_guards) > self.guard_capacity:
             raise OffloadRefused("table_full", "guard table full")
+        if any(g in self.guards for g in batch.add_guards):  # BfRt: ALREADY_EXISTS
+            raise OffloadRefused("refused", "guard exists")
         for lg in batch.add_legs:
             self.legs[lg.leg] = lg
         for r in batch.add_relays:

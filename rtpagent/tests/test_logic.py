@@ -229,3 +229,55 @@ async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
     finally:
         await app.stop()
         cl.close()
+
+
+async def test_reused_relay_port_takes_the_guard_over() -> None:
+    """RTPProxy picks ports at random: a port freed by D may go to the next
+    call before the ended call's removal reached the switch. The new call
+    takes the guard over (its stale copy deleted first, at once), and the old
+    call's removal must not delete the new call's guard."""
+    from rtpagent.offload import Offloader
+    from rtpagent.state import Endpoint, Session, SessionTable, Stream
+
+    fake = FakeSwitch()
+    table = SessionTable()
+    off = Offloader(table, fake)
+    off.start()
+
+    def call(cid: str, port0: int, port1: int, n: int) -> Session:
+        s = Session(cid, "f;1", to_tag="t;1")
+        s.streams = [
+            Stream(port=port0, laddr="127.0.0.1", sdp=Endpoint(f"198.18.2.{n}", 7000)),
+            Stream(port=port1, laddr="127.0.0.1", sdp=Endpoint(f"198.18.1.{n}", 6000)),
+        ]
+        table.add(s)
+        off.touch(s)
+        return s
+
+    def guards(*ports: int) -> set[GuardKey]:
+        return {GuardKey("127.0.0.1", p) for q in ports for p in (q, q + 1)}
+
+    try:
+        a = call("a", 36000, 36002, 10)
+        await off.drained()
+        assert fake.guards == guards(36000, 36002)
+        table.remove(a)
+        off.end(a)  # its removal waits for the reaper's batch (~20 ms) ...
+        b = call("b", 36000, 36010, 20)  # ... and RTPProxy already gave 36000 to b
+        await off.drained()
+        assert b.state is OffloadState.OFFLOADED, (b.state, b.reason)
+        assert fake.guards == guards(36000, 36010)
+        assert {off.guard_owner[g] for g in fake.guards} == {b.uid}
+        assert {k.dst_port for k in fake.relays} == {36000, 36001, 36010, 36011}
+        # Port reused before the new call could be installed: the stale guard
+        # goes at once (the new call's first packets must reach RTPProxy).
+        c = Session("c", "f;1", to_tag="t;1")
+        c.streams = [Stream(port=36010, laddr="127.0.0.1"), Stream()]
+        table.remove(b)
+        off.end(b)
+        table.add(c)
+        off.touch(c)
+        await off.drained()
+        assert fake.guards == set() and not off.guard_owner
+    finally:
+        await off.stop()

@@ -195,6 +195,8 @@ class App:
                 self.offloader.plans[s.uid] = self.offloader.plan(s, s.legs)
                 for r in self.offloader.plans[s.uid].relays:
                     self.offloader.by_key[r.key] = (s.uid, 0 if r.leg == s.legs[0] else 1, r.rtcp)
+                for g in self.offloader.plans[s.uid].guards:
+                    self.offloader.guard_owner[g] = s.uid
             self.offloader._index_ports(s)
             kept += 1
         self.store.flush()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import time
 from collections.abc import Callable, Iterable
@@ -132,6 +133,17 @@ class Offloader:
         self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
         # Guard counters as last read (packets), to turn them into deltas.
         self._guard_seen: dict[GuardKey, int] = {}
+        # Which session's guard each installed guard is. RTPProxy picks ports
+        # at random and may hand a just-freed one to a new call while the
+        # ended call's removal is still pending: the new call then takes the
+        # guard over (deleted before its own relays go in), and the old
+        # call's removal leaves it alone.
+        self.guard_owner: dict[GuardKey, str] = {}
+        self._stolen: set[GuardKey] = set()  # to delete at the next write
+        # One switch write at a time across the install worker and the reaper,
+        # each batch built under it: a guard handed over between two calls
+        # must reach the switch in the order it was decided.
+        self._write_lock = asyncio.Lock()
         self._port_keys: dict[str, set[tuple[str, int]]] = {}
         self._dirty: dict[str, Session] = {}
         self._ending: dict[str, Session] = {}
@@ -210,6 +222,25 @@ class Offloader:
                 for k, rtcp in (((st.laddr, st.port), False), ((st.laddr, st.port + 1), True)):
                     self.ports[k] = (s.uid, i, rtcp)
                     keys.add(k)
+                    self._take_guard(GuardKey(*k), s.uid)
+
+    def _take_guard(self, g: GuardKey, uid: str) -> bool:
+        """`uid` now uses this relay port: an ended call's guard on it goes
+        (at the next write, before anything of the new call). True if taken."""
+        owner = self.guard_owner.get(g)
+        if owner is None or owner == uid:
+            return False
+        del self.guard_owner[g]
+        old = self.plans.get(owner)
+        if old is not None:
+            self.plans[owner] = dataclasses.replace(
+                old, guards=tuple(x for x in old.guards if x != g)
+            )
+        self._guard_seen.pop(g, None)
+        self._stolen.add(g)
+        self._wake.set()
+        log.info("guard_port_reused", port=g.dst_port, previous=owner, now=uid)
+        return True
 
     def _unindex(self, s: Session) -> None:
         for key in self._port_keys.pop(s.uid, ()):
@@ -347,7 +378,7 @@ class Offloader:
             self._idle.set()
 
     async def _flush(self, dirty: dict[str, Session]) -> None:
-        if not dirty:
+        if not dirty and not self._stolen:
             return
         to_install: list[tuple[Session, Plan, bool]] = []  # (session, plan, is_new)
         to_remove: list[Session] = []
@@ -380,6 +411,12 @@ class Offloader:
             await self._take_back(to_remove)
         if to_install:
             await self._install(to_install)
+        elif self._stolen:
+            await self._write_removal(lambda: Batch(del_guards=self._take_stolen()))
+
+    def _take_stolen(self) -> tuple[GuardKey, ...]:
+        out, self._stolen = tuple(self._stolen), set()
+        return out
 
     def _set_state(self, s: Session, state: OffloadState, reason: str | None) -> None:
         if s.state is state and s.reason == reason:
@@ -406,7 +443,31 @@ class Offloader:
         self._set_state(s, OffloadState.FALLBACK, reason)
 
     async def _install(self, items: list[tuple[Session, Plan, bool]]) -> None:
-        batch, olds = self._install_batch(items)
+        async with self._write_lock:
+            batch, olds = self._install_batch(items)
+            refused = await self._write_install(items, batch, olds)
+        if refused is None:
+            self._installed(items)
+            return
+        exc = refused
+        if len(items) > 1 and exc.reason != "switch_unreachable":
+            # One bad session must not sink the batch: retry one by one.
+            for it in items:
+                await self._install([it])
+            return
+        for s, _p, new in items:
+            if new:
+                self._fallback(s, exc.reason)
+            else:
+                # A modification failed: the old entries may be gone; drop all.
+                self.plans.pop(s.uid, None)
+                await self._remove_best_effort(s, olds.get(s.uid))
+                self._fallback(s, exc.reason)
+        log.warning("offload_refused", reason=exc.reason, detail=exc.detail, sessions=len(items))
+
+    async def _write_install(
+        self, items: list[tuple[Session, Plan, bool]], batch: Batch, olds: dict[str, Plan]
+    ) -> OffloadRefused | None:
         if batch.del_relays and self.switch.connected:
             # Re-keyed flows (re-INVITE, latch): keep what the old keys counted.
             try:
@@ -423,27 +484,20 @@ class Offloader:
         try:
             await self.switch.write(batch, self.idle_ttl_ms)
         except OffloadRefused as exc:
-            if len(items) > 1 and exc.reason != "switch_unreachable":
-                # One bad session must not sink the batch: retry one by one.
-                for it in items:
-                    await self._install([it])
-                return
-            for s, _p, new in items:
-                if new:
-                    self._fallback(s, exc.reason)
-                else:
-                    # A modification failed: the old entries may be gone; drop all.
-                    self.plans.pop(s.uid, None)
-                    await self._remove_best_effort(olds.get(s.uid))
-                    self._fallback(s, exc.reason)
-            log.warning(
-                "offload_refused", reason=exc.reason, detail=exc.detail, sessions=len(items)
-            )
-            return
+            return exc
+        return None
+
+    def _installed(self, items: list[tuple[Session, Plan, bool]]) -> None:
         now = time.time()
         for s, p, new in items:
             old = self.plans.get(s.uid)
             self.plans[s.uid] = p
+            for g in p.guards:
+                self.guard_owner[g] = s.uid
+            if old is not None:
+                for g in old.guards:
+                    if g not in p.guards and self.guard_owner.get(g) == s.uid:
+                        del self.guard_owner[g]
             for r in p.relays:
                 self.by_key[r.key] = (s.uid, 0 if r.leg == p.legs[0].leg else 1, r.rtcp)
             if old is not None:
@@ -480,6 +534,10 @@ class Offloader:
         reset: list[int] = []
         olds: dict[str, Plan] = {}
         for s, p, _new in items:
+            for g in p.guards:
+                self._take_guard(g, s.uid)
+        del_guards.extend(self._take_stolen())
+        for s, p, _new in items:
             old = self.plans.get(s.uid)
             if old is None:
                 add_legs.extend(p.legs)
@@ -513,8 +571,9 @@ class Offloader:
         """Move sessions' media back to RTPProxy, keeping the switch's counts."""
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
-        await self._write_removal(self._removal(plans))
-        for s, p in plans:
+        plans = self._current(plans)
+        await self._write_removal(lambda: self._removal(self._current(plans)))
+        for s, p in self._current(plans):
             self._forget(s, p)
             want, reason = self.desired(s)
             self._set_state(
@@ -525,8 +584,8 @@ class Offloader:
     async def _remove_sessions(self, sessions: list[Session]) -> None:
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
-        await self._write_removal(self._removal(plans))
-        for s, p in plans:
+        await self._write_removal(lambda: self._removal(self._current(plans)))
+        for s, p in self._current(plans):
             self._forget(s, p)
             self.emit("offload_removed", s, reason="ended")
         for s in sessions:
@@ -539,12 +598,18 @@ class Offloader:
             self.emit("ended", s)
         metrics.OFFLOADED.set(len(self.plans))
 
+    def _current(self, plans: list[tuple[Session, Plan]]) -> list[tuple[Session, Plan]]:
+        """The same sessions' plans as they are now (a guard may have been taken over)."""
+        return [(s, self.plans.get(s.uid, p)) for s, p in plans]
+
     def _forget(self, s: Session, p: Plan) -> None:
         self.plans.pop(s.uid, None)
         for k in p.flow_keys():
             self.by_key.pop(k, None)
         for g in p.guards:
             self._guard_seen.pop(g, None)
+            if self.guard_owner.get(g) == s.uid:
+                del self.guard_owner[g]
         if s.legs:
             for leg in s.legs:
                 self.legs.give(leg)
@@ -600,28 +665,40 @@ class Offloader:
             reset_legs=legs,
         )
 
-    async def _write_removal(self, batch: Batch) -> None:
-        if not batch:
-            return
-        try:
-            await self.switch.write(batch, self.idle_ttl_ms)
+    async def _write_removal(self, make: Callable[[], Batch]) -> None:
+        """Build the batch under the write lock (see `_write_lock`), write it."""
+        async with self._write_lock:
+            batch = make()
+            if not batch:
+                return
+            try:
+                await self.switch.write(batch, self.idle_ttl_ms)
+            except OffloadRefused as exc:
+                refused: OffloadRefused | None = exc
+            else:
+                refused = None
+        if refused is None:
             self.legs.clean.update(batch.reset_legs)
-        except OffloadRefused as exc:
-            # Unreachable: the entries go with the switch's state; they are
-            # swept on reconnect (reconcile) so nothing is left behind.
-            log.warning("removal_failed", reason=exc.reason, detail=exc.detail)
-            self._orphans.extend(batch.del_relays)
-            self._orphan_legs.extend(batch.del_legs)
+            return
+        # Unreachable: the entries go with the switch's state; they are swept
+        # on reconnect (reconcile) so nothing is left behind.
+        log.warning("removal_failed", reason=refused.reason, detail=refused.detail)
+        self._orphans.extend(batch.del_relays)
+        self._orphan_legs.extend(batch.del_legs)
 
-    async def _remove_best_effort(self, p: Plan | None) -> None:
-        if p is not None:
-            await self._write_removal(
-                Batch(
-                    del_guards=p.guards,
-                    del_relays=tuple(p.flow_keys()),
-                    del_legs=tuple(lg.leg for lg in p.legs),
-                )
+    async def _remove_best_effort(self, s: Session, p: Plan | None) -> None:
+        if p is None:
+            return
+        guards = tuple(g for g in p.guards if self.guard_owner.get(g) == s.uid)
+        for g in guards:
+            del self.guard_owner[g]
+        await self._write_removal(
+            lambda: Batch(
+                del_guards=guards,
+                del_relays=tuple(p.flow_keys()),
+                del_legs=tuple(lg.leg for lg in p.legs),
             )
+        )
 
     # ---------------------------------------------------------------- counters
     async def live_counts(self, s: Session) -> tuple[list[int], list[int]]:
@@ -766,7 +843,7 @@ class Offloader:
         missing_guards = tuple(g for g in want_guards if g not in have_guards)
         if stale or stale_legs or stale_guards:
             await self._write_removal(
-                Batch(del_guards=stale_guards, del_relays=stale, del_legs=stale_legs)
+                lambda: Batch(del_guards=stale_guards, del_relays=stale, del_legs=stale_legs)
             )
             log.info(
                 "swept_stale_entries",
