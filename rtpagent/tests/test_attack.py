@@ -229,6 +229,13 @@ async def test_sprayed_rtp_never_reaches_the_parties(
             # ... and nothing the attacker sent reaches either party.
             assert "0xbadbad" not in got["callee"], got
             assert "0xbadbad" not in got["caller"], got
+            # The switch measured the call's RTP as it left its egress queue
+            # (pipe.Egress.rtp_* registers): every packet, PCMA, nothing lost.
+            assert s.legs is not None
+            q = await app.switch.read_quality(list(s.legs))
+            for leg in s.legs:
+                assert q[leg].packets > 100 and q[leg].payload_type == 8, q
+                assert q[leg].lost == 0, q
             # The switch dropped it, and the agent saw who: logged, counted, reported.
             await wait_for(lambda: s.foreign_sources, within=5.0)
             assert all(src.startswith(f"{ATTACKER}:") for src in s.foreign_sources), s
