@@ -18,6 +18,7 @@ T_NEXTHOP = "pipe.Ingress.nexthop"
 T_RELAY_ADDR = "pipe.Ingress.relay_addr"
 T_RELAY = "pipe.Ingress.relay"
 T_LEG = "pipe.Ingress.leg_rewrite"
+T_GUARD = "pipe.Ingress.relay_guard"
 # Generous: on a loaded 2-core machine a busy switch can take seconds to accept a channel.
 CONNECT_TIMEOUT_S = 30.0
 
@@ -84,6 +85,16 @@ async def relay_entry_count(grpc_addr: str) -> tuple[int, int]:
     await sw.connect()
     try:
         return len(await sw.read(T_RELAY)), len(await sw.read(T_LEG))
+    finally:
+        await sw.close()
+
+
+async def guard_entries(grpc_addr: str) -> int:
+    """relay_guard entries installed right now (rtpagent guards offloaded calls' ports)."""
+    sw = SwitchClient(grpc_addr, client_id=8, reconnect=False, connect_timeout_s=CONNECT_TIMEOUT_S)
+    await sw.connect()
+    try:
+        return len(await sw.read(T_GUARD))
     finally:
         await sw.close()
 

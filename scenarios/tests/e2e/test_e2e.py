@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
@@ -177,15 +178,24 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
     wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
-@pytest.mark.xfail(
-    # Not strict: whether a sprayed packet wins the latch race varies run to run.
-    reason="known hole, reported to rtpagent: an offloaded call's media never reaches RTPProxy, "
-    "so its streams stay unlatched and the first sprayed packet latches them; RTPProxy then "
-    "relays the attacker's RTP to both parties (rtpagent only logs stray_source)",
-)
+def agent_metric(name: str) -> float:
+    text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"rtpagent exports no {name}")
+
+
 def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
-    """RTP sprayed at the relay's port range from another host never reaches the callee."""
+    """RTP sprayed at the relay's port range from another host never reaches the callee.
+
+    An offloaded call's media never reaches RTPProxy, so its streams stay unlatched;
+    the switch's relay_guard (installed by rtpagent with the call) drops packets from
+    any other source to the call's relay ports before they can latch RTPProxy.
+    """
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
+    foreign0 = agent_metric("rtpagent_guard_foreign_sources_total")
+    guarded: dict[str, int] = {}
     spray = (
         "import socket,struct,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
         "time.sleep(3)\n"
@@ -197,16 +207,36 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     attacker = subprocess.Popen(
         ["ip", "netns", "exec", topology.ATTACKER.netns, "python3", "-c", spray]
     )
+
+    def stop_watch() -> bool:
+        # While the calls are up, their relay ports are guarded in the switch.
+        guarded["max"] = max(guarded.get("max", 0), asyncio.run(switchcfg.guard_entries(GRPC_ADDR)))
+        return False
+
     try:
-        result = calls(stack, "e2e-attack", 2, 8.0)
+        result = calls(stack, "e2e-attack", 2, 8.0, stop=stop_watch)
     finally:
         attacker.wait(30)
     capture.stop_captures(stack.sup, caps)
     assert attacker.returncode == 0
     assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
+    assert guarded.get("max", 0) >= 8, f"2 calls x 4 relay ports guarded: {guarded}"
     egress = capture.read_rtp(caps[1].path)
     assert len(egress) > 2 * 6 * 50
-    assert not (egress[:, 1] == 0xBADBAD).any(), "injected RTP reached the callee"
+    leaked = int((egress[:, 1] == 0xBADBAD).sum())
+    assert leaked == 0, f"{leaked} injected RTP packets reached the callee"
+    # The spray hit the calls' guarded ports: the switch raised learn digests for the
+    # foreign source and rtpagent counted them.
+    wait_for(
+        lambda: agent_metric("rtpagent_guard_foreign_sources_total") > foreign0 or None,
+        10,
+        "rtpagent counting the attacker as a foreign source",
+    )
+    wait_for(
+        lambda: asyncio.run(switchcfg.guard_entries(GRPC_ADDR)) == 0 or None,
+        10,
+        "guard entries removed after BYE",
+    )
 
 
 def test_media_timeout_notification_ends_the_dialog(stack: Stack) -> None:
@@ -307,13 +337,10 @@ def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
             lossy = [s for s in got if (s["lost"] or 0) > 0]
             return lossy if len(lossy) >= 4 else None
 
-        try:
-            lossy = wait_for(lossy_sessions, 30, "sessions with loss on the shaped port")
-        except AssertionError:
-            # Known gap, reported: the pipeline keeps RTP quality in Ingress registers
-            # (contract: pipe.Ingress.rtp_*), before the egress queue, so drops in a
-            # congested queue never reach a session's loss or MOS.
-            pytest.xfail("session loss/MOS do not see egress-queue drops (ingress-only quality)")
+        # Quality registers sit in Egress (contract v2): packets the shaped port's queue
+        # tail-drops show as sequence gaps, i.e. loss, and pull the sessions' MOS down
+        # (unshaped calls score > 4.0, see test_calls_relayed_by_the_switch).
+        lossy = wait_for(lossy_sessions, 30, "sessions with loss on the shaped port")
         assert min(s["mos_min"] for s in lossy) < 4.0, [s["mos_min"] for s in lossy]
     finally:
         api.close()
