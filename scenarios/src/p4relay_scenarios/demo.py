@@ -45,7 +45,7 @@ class LiveState:
     mos_avg: float | None = None
     switch_rtp: int = 0
     relay_entries: int = 0
-    queue_depth: float | None = None
+    queue: str = "-"  # the UAS port's queue: depth, queueing delay, drops
     note: str = ""
 
 
@@ -96,10 +96,18 @@ def poll_system(stack: Stack, live: LiveState, stop: threading.Event) -> None:
                         continue
                     # The newest bucket with a reading (the current one may be empty).
                     for p in reversed(q["points"]):
-                        depth = p.get("depth_max_pkts") or p.get("depth_pkts")
-                        if depth is not None:
-                            live.queue_depth = float(depth)
-                            break
+                        # The server reports depth in packets (Tofino) or bytes and queueing
+                        # delay (softswitch); 0 is a reading too: an idle queue.
+                        if p.get("depth_max_pkts") is not None:
+                            live.queue = f"{p['depth_max_pkts']:.0f} pkts"
+                        elif p.get("depth_bytes") is not None:
+                            live.queue = f"{p['depth_bytes'] / 1000:.0f} kB"
+                        else:
+                            continue
+                        if p.get("queue_delay_max_us") is not None:
+                            live.queue += f", {p['queue_delay_max_us'] / 1000:.0f} ms"
+                        live.queue += f", {p.get('drops') or 0} drops"
+                        break
         except (httpx.HTTPError, KeyError):
             pass
 
@@ -125,8 +133,8 @@ def render(live: LiveState, stack: Stack, t0: float) -> Group:
         str(live.switch_rtp),
     )
     s.add_row(
-        "UAS port queue depth (pkts)",
-        f"{live.queue_depth:.0f}" if live.queue_depth is not None else "-",
+        "UAS port queue",
+        live.queue,
         "running",
         f"{time.monotonic() - t0:.0f} s",
     )
@@ -211,9 +219,10 @@ def main(argv: list[str]) -> int:
             ),
         ]
         if demo:  # one congestion episode so the console's queue and MOS charts move
+            # (40 s in: ~40 calls up, and a newcomer sees it within the first minute)
             threads.append(
                 threading.Thread(
-                    target=congestion_episode, args=(stack, live, stopping, 90.0, 30.0), daemon=True
+                    target=congestion_episode, args=(stack, live, stopping, 40.0, 30.0), daemon=True
                 )
             )
         for th in threads:
