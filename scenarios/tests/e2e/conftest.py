@@ -42,7 +42,9 @@ def stack(database_url: str) -> Iterator[Stack]:
         pytest.fail("the e2e test builds network namespaces: run as root")
     if not SOFTSWITCH_BIN.exists():
         pytest.fail(f"{SOFTSWITCH_BIN} missing: cargo build --release in switch/")
-    run_dir = Path(os.environ.get("RESULTS", ROOT / "build")) / "e2e-run"
+    # Not under $RESULTS: any other `make test` in this checkout starts by wiping
+    # build/test-results, which would pull the logs and pidfiles from under a live stack.
+    run_dir = ROOT / "build" / "e2e-run"
     s = Stack(
         StackConfig(
             run_dir=run_dir,
