@@ -27,11 +27,13 @@ SOFTSWITCH = Path(
 
 
 def record_pid(pid: int) -> None:
-    """Remember a child for scripts/cleanup.d/rtpagent.sh, should a test die mid-way."""
+    """Remember a child for scripts/cleanup.d/rtpagent.sh, should a test die
+    mid-way. With this test process's pid: the hook (run by every engineer's
+    test run) only stops children of test runs that are gone."""
     path = os.environ.get("P4RELAY_RTPAGENT_PIDS")
     if path:
         with open(path, "a") as f:
-            f.write(f"{pid}\n")
+            f.write(f"{pid} {os.getpid()}\n")
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

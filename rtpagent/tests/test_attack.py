@@ -101,7 +101,8 @@ def _mac(ns: str, dev: str) -> str:
 @pytest.fixture
 def testbed(tmp_path: Path) -> Iterator[Bed]:
     tag = secrets.token_hex(3)
-    pns, rns = f"p4ra-{tag}p", f"p4ra-{tag}r"
+    # The owner's pid in the name: the cleanup hook leaves live runs' namespaces alone.
+    pns, rns = f"p4ra-{os.getpid()}-{tag}p", f"p4ra-{os.getpid()}-{tag}r"
     sp, pp, sr, rr = f"p4ra{tag}a", f"p4ra{tag}p", f"p4ra{tag}b", f"p4ra{tag}r"
     rtpp: subprocess.Popen[bytes] | None = None
     sw: Softswitch | None = None
