@@ -10,7 +10,12 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 kind=${1:?test|bench}; filter=${2:-}
-export RESULTS="$ROOT/build/${kind}-results"
+# Runs given their own P4RELAY_TEST_PG_PORT (engineers testing side by side in one
+# checkout) get their own results folder too, so one run's start does not wipe
+# another's JUnit files.
+suffix=""
+[ -n "${P4RELAY_TEST_PG_PORT:-}" ] && [ "$P4RELAY_TEST_PG_PORT" != 55432 ] && suffix="-$P4RELAY_TEST_PG_PORT"
+export RESULTS="$ROOT/build/${kind}-results$suffix"
 rm -rf "$RESULTS"; mkdir -p "$RESULTS"
 export P4RELAY_ROOT="$ROOT"
 
