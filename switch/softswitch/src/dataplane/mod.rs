@@ -21,7 +21,8 @@ use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
 
 const TX_FRAMES: usize = 512;
-const RX_BATCH: usize = 64;
+/// Frames taken from one RX ring per pass before the egress queues are served.
+const RX_BATCH: usize = 256;
 const MAX_QUEUE_DEPTH: u32 = 65536;
 
 #[derive(Debug, Default)]
@@ -146,6 +147,7 @@ impl Dataplane {
                 pipeline: pipeline.clone(),
                 stop: stop.clone(),
                 port_index: port_index(&ports),
+                coalesce_ns: u64::from(config.rx_coalesce_us) * 1000,
             };
             workers.push(
                 std::thread::Builder::new()
@@ -194,9 +196,35 @@ struct Worker {
     pipeline: Arc<Pipeline>,
     stop: Arc<AtomicBool>,
     port_index: [u8; 64],
+    coalesce_ns: u64,
+}
+
+/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC), or less if interrupted.
+fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as i64,
+        tv_nsec: (deadline_ns % 1_000_000_000) as i64,
+    };
+    // SAFETY: valid timespec; a NULL remainder is allowed with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
 }
 
 impl Worker {
+    /// The forwarding loop. Every pass drains the RX rings (up to `RX_BATCH`
+    /// frames each), then moves what the ports' line rates allow from their
+    /// FIFOs into the TX rings, one send() per port and pass. Waking up costs
+    /// far more than forwarding a frame (a context switch, in a VM a halt and
+    /// an IPI), so while packets keep arriving the worker does not block in
+    /// ppoll (which would wake it per frame) but sleeps up to `coalesce_ns`
+    /// to gather a batch, like a NIC's interrupt moderation. A packet that
+    /// arrives alone (none in the previous `coalesce_ns`) wakes it at once.
     fn run(mut self) {
         let mut pollfds: Vec<libc::pollfd> = self
             .rings
@@ -210,6 +238,7 @@ impl Worker {
         let mut scratch = vec![0u8; ring::FRAME_SIZE + 4];
         let mut pending = vec![false; self.ports.len()];
         let mut last_stats = now_mono_ns();
+        let mut last_work = 0u64;
         while !self.stop.load(Relaxed) {
             let t = now_mono_ns();
             if t - last_stats > 100_000_000 {
@@ -222,38 +251,24 @@ impl Worker {
                 }
             }
             let mut work = 0;
+            let mut more = false;
             for ri in 0..self.rings.len() {
-                work += self.rx_batch(ri, &mut scratch, &mut pending);
+                let n = self.rx_batch(ri, &mut scratch, &mut pending);
+                more |= n == RX_BATCH;
+                work += n;
             }
             let now = now_mono_ns();
-            // Departure time of what drains now: the egress quality registers' clock.
-            let now_real = now_real_ns();
-            let mut wake: Option<u64> = None;
-            for (pi, port) in self.ports.iter().enumerate() {
-                if let Some(mut ring) = port.tx.try_lock() {
-                    let (next, sent) = {
-                        let mut fifo = port.fifo.lock();
-                        if fifo.is_empty() {
-                            pending[pi] = false;
-                            continue;
-                        }
-                        fifo.drain(now, &mut *ring, &port.stats.egress, |b| {
-                            self.pipeline.egress_depart(b, now_real)
-                        })
-                    };
-                    if sent {
-                        ring.flush();
-                    }
-                    if let Some(t) = next {
-                        wake = Some(wake.map_or(t, |w: u64| w.min(t)));
-                    }
-                } else if pending[pi] {
-                    // Another worker is draining it; look again soon.
-                    wake = Some(now + 50_000);
-                }
-                pending[pi] = false;
+            let wake = self.drain_egress(now, &mut pending);
+            if more {
+                continue;
             }
             if work > 0 {
+                let flowing = work > 1 || now.saturating_sub(last_work) < self.coalesce_ns;
+                last_work = now;
+                if flowing && self.coalesce_ns > 0 {
+                    let until = now + self.coalesce_ns;
+                    sleep_until(wake.map_or(until, |w| w.min(until)));
+                }
                 continue;
             }
             // Idle: sleep until a frame arrives or a queued packet may leave.
@@ -279,16 +294,54 @@ impl Worker {
         }
     }
 
+    /// Moves what each port's line rate allows from its FIFO into its TX
+    /// ring and kicks the ring once. Returns when a queued packet may next
+    /// leave, if one is waiting.
+    fn drain_egress(&self, now: u64, pending: &mut [bool]) -> Option<u64> {
+        // Departure time of what drains now: the egress quality registers' clock.
+        let now_real = now_real_ns();
+        let mut wake: Option<u64> = None;
+        for (pi, port) in self.ports.iter().enumerate() {
+            if let Some(mut ring) = port.tx.try_lock() {
+                let (next, sent) = {
+                    let mut fifo = port.fifo.lock();
+                    if fifo.is_empty() {
+                        pending[pi] = false;
+                        continue;
+                    }
+                    // The packet leaves its egress queue here (and only here):
+                    // the Egress control's quality registers see it now.
+                    fifo.drain(now, &mut *ring, &port.stats.egress, |b| {
+                        self.pipeline.egress_depart(b, now_real)
+                    })
+                };
+                if sent {
+                    ring.flush();
+                }
+                if let Some(t) = next {
+                    wake = Some(wake.map_or(t, |w: u64| w.min(t)));
+                }
+            } else if pending[pi] {
+                // Another worker is draining it; look again soon.
+                wake = Some(now + 50_000);
+            }
+            pending[pi] = false;
+        }
+        wake
+    }
+
     fn rx_batch(&mut self, ri: usize, scratch: &mut [u8], pending: &mut [bool]) -> usize {
         let (pi, ring) = &mut self.rings[ri];
         let in_port = &self.ports[*pi];
+        let st = &in_port.stats;
         let mut n = 0;
+        let mut bytes = 0u64;
+        // One clock read per batch: the enqueue time of its packets.
+        let mut enq_ns = 0;
         while n < RX_BATCH {
             let Some(f) = ring.rx_next() else { break };
             n += 1;
-            let st = &in_port.stats;
-            st.rx_packets.fetch_add(1, Relaxed);
-            st.rx_bytes.fetch_add(f.data.len() as u64, Relaxed);
+            bytes += f.data.len() as u64;
             if !in_port.enabled.load(Relaxed) {
                 st.disabled_drops.fetch_add(1, Relaxed);
                 ring.rx_release();
@@ -300,7 +353,8 @@ impl Worker {
                 continue;
             }
             let ts = if f.ts_ns == 0 { now_real_ns() } else { f.ts_ns };
-            if n == 1 {
+            if enq_ns == 0 {
+                enq_ns = now_mono_ns();
                 st.max_rx_wait_ns
                     .fetch_max(now_real_ns().saturating_sub(ts), Relaxed);
             }
@@ -329,7 +383,7 @@ impl Worker {
                         if out.enabled.load(Relaxed) {
                             out.fifo
                                 .lock()
-                                .push(frame, bridged, now_mono_ns(), &out.stats.egress);
+                                .push(frame, bridged, enq_ns, &out.stats.egress);
                             pending[usize::from(oi)] = true;
                         } else {
                             out.stats.disabled_drops.fetch_add(1, Relaxed);
@@ -343,6 +397,11 @@ impl Worker {
                 }
             }
             ring.rx_release();
+        }
+        if n > 0 {
+            // Counted per batch: these cache lines are shared by all workers.
+            st.rx_packets.fetch_add(n as u64, Relaxed);
+            st.rx_bytes.fetch_add(bytes, Relaxed);
         }
         n
     }
