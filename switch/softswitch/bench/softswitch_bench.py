@@ -80,6 +80,19 @@ def cpu_ticks(pid: int) -> int:
         return 0
 
 
+def ctx_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of all a process's threads: its wake-ups."""
+    total = 0
+    try:
+        for t in Path(f"/proc/{pid}/task").iterdir():
+            for ln in (t / "status").read_text().splitlines():
+                if ln.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                    total += int(ln.split()[1])
+    except OSError:
+        pass
+    return total
+
+
 def ksoftirqd_ticks() -> int:
     total = 0
     for p in Path("/proc").iterdir():
@@ -324,6 +337,7 @@ class Trial:
     cpu_s: float
     dut_cpu_s: float
     achieved_pps: float
+    dut_switches: int = 0
 
     @property
     def loss(self) -> float:
@@ -337,6 +351,10 @@ class Trial:
     @property
     def dut_cost(self) -> float:
         return self.dut_cpu_s / self.received * 1e6 if self.received else float("inf")
+
+    @property
+    def switches_per_pkt(self) -> float:
+        return self.dut_switches / self.received if self.received else float("inf")
 
 
 def frames_conf(dut: Dut) -> Path:
@@ -367,6 +385,7 @@ def trial(dut: Dut, conf: Path, rate: int) -> Trial:
         "dut": cpu_ticks(dut.pid) if dut.pid else 0,
         "rx": cpu_ticks(rx.pid),
         "ksirq": ksoftirqd_ticks(),
+        "csw": ctx_switches(dut.pid) if dut.pid else 0,
     }
     gen = subprocess.Popen(
         ["ip", "netns", "exec", dut.tb.a, "trafgen", "--dev", "a0", "--conf", str(conf), "--cpus", "1",
@@ -384,11 +403,23 @@ def trial(dut: Dut, conf: Path, rate: int) -> Trial:
     time.sleep(0.3)
     rx_ticks = cpu_ticks(rx.pid)
     out, _ = rx.communicate(timeout=TRIAL_S * 10 + 10)
-    t2 = {"dut": cpu_ticks(dut.pid) if dut.pid else 0, "ksirq": ksoftirqd_ticks()}
+    t2 = {
+        "dut": cpu_ticks(dut.pid) if dut.pid else 0,
+        "ksirq": ksoftirqd_ticks(),
+        "csw": ctx_switches(dut.pid) if dut.pid else 0,
+    }
     got = json.loads(out)
     dut_s = (t2["dut"] - t0["dut"]) / TICK
     total = dut_s + (rx_ticks - t0["rx"] + t2["ksirq"] - t0["ksirq"] + gen_ticks) / TICK
-    return Trial(rate, n, int(got["packets"]), total, dut_s, n / send_s if send_s > 0 else 0.0)
+    return Trial(
+        rate,
+        n,
+        int(got["packets"]),
+        total,
+        dut_s,
+        n / send_s if send_s > 0 else 0.0,
+        t2["csw"] - t0["csw"],
+    )
 
 
 def latency(dut: Dut) -> tuple[float, float]:
@@ -428,6 +459,11 @@ class Result:
     @property
     def dut_cost(self) -> float | None:
         ok = [t.dut_cost for t in self.costs if t.received]
+        return statistics.median(ok) if ok and self.dut.pid else None
+
+    @property
+    def switches(self) -> float | None:
+        ok = [t.switches_per_pkt for t in self.costs if t.received]
         return statistics.median(ok) if ok and self.dut.pid else None
 
     @property
@@ -510,6 +546,10 @@ def report(results: list[Result], mem: tuple[float, float, float] | None) -> Non
     row(
         f"DUT process CPU-s per Mpkt @ {k} kpps",
         [num(r.dut_cost, none="(softirq)") for r in results],
+    )
+    row(
+        f"DUT context switches per packet @ {k} kpps",
+        [num(r.switches, "{:.3f}", none="(softirq)") for r in results],
     )
     row(f"worst loss in the {k} kpps trials, %", [f"{r.cost_loss * 100:.3f}" for r in results])
     row(
