@@ -7,7 +7,6 @@
 
 pub mod egress;
 pub mod ring;
-pub mod tx;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -20,7 +19,6 @@ use crate::config::Config;
 use crate::pipeline::{DropReason, Meta, Pipeline, Verdict};
 use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
-use tx::MsgTx;
 
 const TX_FRAMES: usize = 512;
 /// Frames taken from one RX ring per pass before the egress queues are served.
@@ -42,6 +40,17 @@ pub struct PortStats {
     pub egress: EgressStats,
 }
 
+impl TxSink for Ring {
+    fn put(&mut self, frame: &[u8]) -> bool {
+        self.tx_put(frame)
+    }
+    fn flush(&mut self) {
+        if let Err(e) = self.tx_flush() {
+            tracing::warn!(error = %e, "TX ring flush failed");
+        }
+    }
+}
+
 pub struct Port {
     pub id: u32,
     pub ifname: String,
@@ -49,9 +58,9 @@ pub struct Port {
     pub stats: PortStats,
     /// The egress queue: enqueuers hold this only to copy one frame in.
     fifo: Mutex<Fifo>,
-    /// The transmit stage; whoever holds it drains the queue (one drainer keeps
-    /// the order) and calls sendmmsg() without blocking enqueuers.
-    tx: Mutex<MsgTx>,
+    /// The TX ring; whoever holds it drains the queue (one drainer keeps the
+    /// order) and calls send() without blocking enqueuers.
+    tx: Mutex<Ring>,
 }
 
 impl Port {
@@ -104,7 +113,7 @@ impl Dataplane {
         let depth = config.queue_depth.min(MAX_QUEUE_DEPTH) as usize;
         let mut ports = Vec::new();
         for (&id, pc) in &config.ports {
-            let ring = MsgTx::open(&pc.ifname, TX_FRAMES)
+            let ring = Ring::tx(&pc.ifname, TX_FRAMES)
                 .with_context(|| format!("port {id} ({})", pc.ifname))?;
             let stats = PortStats::default();
             stats.egress.rate_bps.store(pc.rate_bps, Relaxed);
@@ -285,32 +294,31 @@ impl Worker {
         }
     }
 
-    /// Moves what each port's line rate allows from its FIFO into its
-    /// transmit stage and hands that to the kernel with one sendmmsg(). Returns when a queued packet may next
+    /// Moves what each port's line rate allows from its FIFO into its TX
+    /// ring and kicks the ring once. Returns when a queued packet may next
     /// leave, if one is waiting.
     fn drain_egress(&self, now: u64, pending: &mut [bool]) -> Option<u64> {
         // Departure time of what drains now: the egress quality registers' clock.
         let now_real = now_real_ns();
         let mut wake: Option<u64> = None;
         for (pi, port) in self.ports.iter().enumerate() {
-            if let Some(mut tx) = port.tx.try_lock() {
+            if let Some(mut ring) = port.tx.try_lock() {
                 let (next, sent) = {
                     let mut fifo = port.fifo.lock();
                     if fifo.is_empty() {
-                        (None, false)
-                    } else {
-                        // The packet leaves its egress queue here (and only
-                        // here): the Egress control's quality registers see it now.
-                        fifo.drain(now, &mut *tx, &port.stats.egress, |b| {
-                            self.pipeline.egress_depart(b, now_real)
-                        })
+                        pending[pi] = false;
+                        continue;
                     }
+                    // The packet leaves its egress queue here (and only here):
+                    // the Egress control's quality registers see it now.
+                    fifo.drain(now, &mut *ring, &port.stats.egress, |b| {
+                        self.pipeline.egress_depart(b, now_real)
+                    })
                 };
-                if sent || tx.staged() > 0 {
-                    tx.flush();
+                if sent {
+                    ring.flush();
                 }
-                let retry = (tx.staged() > 0).then_some(now + 20_000);
-                for t in [next, retry].into_iter().flatten() {
+                if let Some(t) = next {
                     wake = Some(wake.map_or(t, |w: u64| w.min(t)));
                 }
             } else if pending[pi] {

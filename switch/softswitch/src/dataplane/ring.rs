@@ -146,7 +146,7 @@ fn open_socket(protocol: u16) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-pub(crate) fn bind(fd: RawFd, ifindex: i32, protocol: u16) -> Result<()> {
+fn bind(fd: RawFd, ifindex: i32, protocol: u16) -> Result<()> {
     // SAFETY: zeroed sockaddr_ll is valid; fields set below.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -201,22 +201,6 @@ fn map_ring(fd: RawFd, opt: libc::c_int, frames: usize) -> Result<Mapping> {
     })
 }
 
-/// A sending AF_PACKET socket (receives nothing: protocol 0), bypassing the
-/// qdisc: the switch's own egress FIFO is the queue. Unbound: a TX ring must be
-/// set up before bind.
-pub fn tx_socket() -> Result<OwnedFd> {
-    let fd = open_socket(0)?;
-    let one: libc::c_int = 1;
-    setsockopt(
-        fd.as_raw_fd(),
-        SOL_PACKET,
-        PACKET_QDISC_BYPASS,
-        &one,
-        "PACKET_QDISC_BYPASS",
-    )?;
-    Ok(fd)
-}
-
 impl Ring {
     /// RX ring on `ifname`, promiscuous, ignoring our own transmissions, in
     /// fanout group `fanout` (one socket per worker shares the port's flows by hash).
@@ -265,11 +249,20 @@ impl Ring {
     /// TX ring on `ifname` (receives nothing: protocol 0), bypassing the qdisc:
     /// the switch's own egress FIFO is the queue.
     pub fn tx(ifname: &str, frames: usize) -> Result<Ring> {
-        let fd = tx_socket()?;
+        let idx = ifindex(ifname)?;
+        let fd = open_socket(0)?;
         let raw = fd.as_raw_fd();
+        let one: libc::c_int = 1;
+        setsockopt(
+            raw,
+            SOL_PACKET,
+            PACKET_QDISC_BYPASS,
+            &one,
+            "PACKET_QDISC_BYPASS",
+        )?;
         let map = map_ring(raw, PACKET_TX_RING, frames)
             .with_context(|| format!("TX ring on {ifname}"))?;
-        bind(raw, ifindex(ifname)?, 0)?;
+        bind(raw, idx, 0)?;
         let frames = map.len / FRAME_SIZE;
         Ok(Ring {
             fd,
