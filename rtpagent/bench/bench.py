@@ -81,10 +81,14 @@ async def throughput(port: int, calls: int, inflight: int) -> float:
     return calls / dt
 
 
-async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[list[float], list[float]]:
+Samples = dict[str, list[float]]  # command letter -> round-trip times, ms
+
+
+async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[Samples, Samples]:
     ta, pa = await endpoint(agent_port)
     td, pd = await endpoint(rtpp_port)
-    via, direct = [], []
+    via: Samples = {"U": [], "L": [], "D": []}
+    direct: Samples = {"U": [], "L": [], "D": []}
     for i in range(calls):
         for t, p, out, tag in ((ta, pa, via, "a"), (td, pd, direct, "d")):
             for body in (
@@ -94,7 +98,7 @@ async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[list[flo
             ):
                 t0 = time.perf_counter()
                 await cmd(t, p, body)
-                out.append((time.perf_counter() - t0) * 1000)
+                out[body[0]].append((time.perf_counter() - t0) * 1000)
     ta.close()
     td.close()
     return via, direct
@@ -271,7 +275,7 @@ async def main_async(a: argparse.Namespace) -> int:
             cps = await throughput(port, a.calls, a.inflight)
             cpu_per_call = (cpu_seconds(agent.pid) - c0) / a.calls * 1e6
             b1 = raw_buckets(metrics_port)
-            via, direct = await latency(port, port + 1, a.latency_calls)
+            via_by, direct_by = await latency(port, port + 1, a.latency_calls)
             b2 = raw_buckets(metrics_port)
             off = await offload_latency(port, sw, a.offload_calls) if sw else []
             internal = quantiles(b2, raw_buckets(metrics_port))
@@ -282,6 +286,8 @@ async def main_async(a: argparse.Namespace) -> int:
             if sw_proc is not None:
                 sw_proc.terminate()
                 sw_proc.wait(10)
+    via = [x for xs in via_by.values() for x in xs]
+    direct = [x for xs in direct_by.values() for x in xs]
     added50 = statistics.median(via) - statistics.median(direct)
     added99 = pct(via, 99) - pct(direct, 99)
     rows = [
@@ -305,6 +311,16 @@ async def main_async(a: argparse.Namespace) -> int:
             f"{added50:.3f} / {added99:.3f}",
             "p99 <= 2",
             added99 <= 2.0,
+        ),
+        *(
+            (
+                f"  {k}: direct / via agent p50, p99 (ms)",
+                f"{statistics.median(direct_by[k]):.3f}, {pct(direct_by[k], 99):.3f} / "
+                f"{statistics.median(via_by[k]):.3f}, {pct(via_by[k], 99):.3f}",
+                "",
+                None,
+            )
+            for k in "ULD"
         ),
         (
             "ratio via/direct (median)",
