@@ -220,6 +220,8 @@ def softswitch(tb: Testbed) -> Dut:
         "65536",
         "--legs",
         "32768",
+        "--rx-coalesce-us",
+        os.environ.get("P4RB_RX_COALESCE_US", "200"),
     ]
     p = start_bg("softswitch", ["ip", "netns", "exec", tb.sw, *NICE, str(BIN), *args])
     wait_tcp(tb.sw, 50052, p, "softswitch")
