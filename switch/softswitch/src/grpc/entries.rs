@@ -12,6 +12,7 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::dataplane::now_ms;
 use crate::schema::{Reg, TableKind, TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS, ID_ENTRY_TTL};
+use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{GuardAction, GuardKey, GuardSnapshot};
 use crate::tables::legs::Rewrite;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
@@ -25,6 +26,56 @@ pub fn table_status(e: TableError) -> Status {
         TableError::Full(_) => Status::resource_exhausted(e.to_string()),
         TableError::Invalid(m) => Status::invalid_argument(m),
     }
+}
+
+/// The direct-counter values a write sets, if it names any.
+fn counters_of(data: &Data) -> Result<Option<(u64, u64)>, Status> {
+    Ok(
+        match (
+            data.int_opt("$COUNTER_SPEC_BYTES")?,
+            data.int_opt("$COUNTER_SPEC_PKTS")?,
+        ) {
+            (None, None) => None,
+            (b, p) => Some((b.unwrap_or(0), p.unwrap_or(0))),
+        },
+    )
+}
+
+/// Insert, modify or delete one entry of an exact table (relay, relay_guard),
+/// an upsert resolved against what is there. Returns what was there, for undo.
+fn write_exact<K: ExactKey, A: ActionWord>(
+    table: &ExactTable<K, A>,
+    t: &TableSchema,
+    op: Op,
+    k: K,
+    action: Option<A>,
+    ttl: Option<u32>,
+    counters: Option<(u64, u64)>,
+) -> Result<Option<Snapshot<K, A>>, Status> {
+    let now = now_ms();
+    let prev = table.get(&k, now);
+    let op = match (op, prev.is_some()) {
+        (Op::Upsert, true) => Op::Modify,
+        (Op::Upsert, false) => Op::Insert,
+        (o, _) => o,
+    };
+    match op {
+        Op::Insert => {
+            let a = action.ok_or_else(|| invalid(format!("{}: INSERT needs an action", t.name)))?;
+            table
+                .insert(k, a, ttl.unwrap_or(0), now)
+                .map_err(table_status)?;
+            if counters.is_some() {
+                let _ = table.modify(&k, None, None, counters, now);
+            }
+        }
+        Op::Modify => table
+            .modify(&k, action, ttl, counters, now)
+            .map_err(table_status)?,
+        Op::Delete => table.delete(&k).map_err(table_status)?,
+        Op::Upsert => unreachable!("resolved above"),
+    }
+    Ok(prev)
 }
 
 /// How to take back one applied write.
@@ -241,37 +292,7 @@ impl Switch {
                 )));
             }
         }
-        let counters = match (
-            data.int_opt("$COUNTER_SPEC_BYTES")?,
-            data.int_opt("$COUNTER_SPEC_PKTS")?,
-        ) {
-            (None, None) => None,
-            (b, p) => Some((b.unwrap_or(0), p.unwrap_or(0))),
-        };
-        let now = now_ms();
-        let prev = relay.get(&k, now);
-        let op = match (op, prev.is_some()) {
-            (Op::Upsert, true) => Op::Modify,
-            (Op::Upsert, false) => Op::Insert,
-            (o, _) => o,
-        };
-        match op {
-            Op::Insert => {
-                let a =
-                    action.ok_or_else(|| invalid(format!("{}: INSERT needs an action", t.name)))?;
-                relay
-                    .insert(k, a, ttl.unwrap_or(0), now)
-                    .map_err(table_status)?;
-                if let Some((b, p)) = counters {
-                    let _ = relay.modify(&k, None, None, Some((b, p)), now);
-                }
-            }
-            Op::Modify => relay
-                .modify(&k, action, ttl, counters, now)
-                .map_err(table_status)?,
-            Op::Delete => relay.delete(&k).map_err(table_status)?,
-            Op::Upsert => unreachable!("resolved above"),
-        }
+        let prev = write_exact(relay, t, op, k, action, ttl, counters_of(data)?)?;
         undo.push(Undo::Relay(k, prev));
         Ok(())
     }
@@ -306,35 +327,7 @@ impl Switch {
             Some(other) => return Err(invalid(format!("{}: action {other} not allowed", t.name))),
             None => None,
         };
-        let counters = match (
-            data.int_opt("$COUNTER_SPEC_BYTES")?,
-            data.int_opt("$COUNTER_SPEC_PKTS")?,
-        ) {
-            (None, None) => None,
-            (b, p) => Some((b.unwrap_or(0), p.unwrap_or(0))),
-        };
-        let now = now_ms();
-        let prev = guard.get(&k, now);
-        let op = match (op, prev.is_some()) {
-            (Op::Upsert, true) => Op::Modify,
-            (Op::Upsert, false) => Op::Insert,
-            (o, _) => o,
-        };
-        match op {
-            Op::Insert => {
-                let a =
-                    action.ok_or_else(|| invalid(format!("{}: INSERT needs an action", t.name)))?;
-                guard.insert(k, a, 0, now).map_err(table_status)?;
-                if counters.is_some() {
-                    let _ = guard.modify(&k, None, None, counters, now);
-                }
-            }
-            Op::Modify => guard
-                .modify(&k, action, None, counters, now)
-                .map_err(table_status)?,
-            Op::Delete => guard.delete(&k).map_err(table_status)?,
-            Op::Upsert => unreachable!("resolved above"),
-        }
+        let prev = write_exact(guard, t, op, k, action, None, counters_of(data)?)?;
         undo.push(Undo::Guard(k, prev));
         Ok(())
     }
