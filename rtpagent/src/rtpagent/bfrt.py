@@ -13,7 +13,8 @@ import contextlib
 import functools
 import ipaddress
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import TypeVar
 
 import grpc
 import structlog
@@ -70,6 +71,9 @@ from .switchport import (
 )
 
 log = structlog.get_logger("rtpagent.bfrt")
+
+
+_K = TypeVar("_K", FlowKey, GuardKey)
 
 
 def _ip(v: object) -> str:
@@ -341,34 +345,30 @@ class BfrtSwitch:
 
     # ------------------------------------------------------------------ reads
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
-        if not keys:
-            return {}
         enc = self._encoder()
-        try:
-            ents = await self.client._read([enc.relay_read(k) for k in keys], None)
-            return enc.decode_counters(ents)
-        except SwitchError as exc:
-            if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
-                out: dict[FlowKey, FlowCounters] = {}
-                for k in keys:
-                    out.update(await self.read_counters([k]))
-                return out
-            if exc.code is grpc.StatusCode.NOT_FOUND:
-                return {}
-            raise _refused(exc) from exc
+        return await self._read_entries(keys, enc.relay_read, enc.decode_counters)
 
     async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
+        enc = self._encoder()
+        return await self._read_entries(keys, enc.guard_read, enc.decode_guard_counters)
+
+    async def _read_entries(
+        self,
+        keys: list[_K],
+        read: Callable[[_K], pb.Entity],
+        decode: Callable[[list[pb.Entity]], dict[_K, FlowCounters]],
+    ) -> dict[_K, FlowCounters]:
+        """Direct counters of these entries. One Read; if some entry is gone
+        (NOT_FOUND fails the whole Read), key by key, the gone ones left out."""
         if not keys:
             return {}
-        enc = self._encoder()
         try:
-            ents = await self.client._read([enc.guard_read(k) for k in keys], None)
-            return enc.decode_guard_counters(ents)
+            return decode(await self.client._read([read(k) for k in keys], None))
         except SwitchError as exc:
             if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
-                out: dict[GuardKey, FlowCounters] = {}
+                out: dict[_K, FlowCounters] = {}
                 for k in keys:
-                    out.update(await self.read_guard_counters([k]))
+                    out.update(await self._read_entries([k], read, decode))
                 return out
             if exc.code is grpc.StatusCode.NOT_FOUND:
                 return {}
