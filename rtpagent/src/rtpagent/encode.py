@@ -38,6 +38,23 @@ def _ip(addr: str) -> bytes:
     return socket.inet_aton(addr)
 
 
+def _hw_read(table_id: int, key: pb.TableKey) -> pb.Entity:
+    """A Read of one entry with its counters synced from the hardware."""
+    te = pb.TableEntry(table_id=table_id, key=key, table_flags=pb.TableFlags(from_hw=True))
+    return pb.Entity(table_entry=te)
+
+
+def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> FlowCounters:
+    """An entry's direct counters ($COUNTER_SPEC_PKTS / _BYTES) as read back."""
+    pk = by = 0
+    for f in te.data.fields:
+        if f.field_id == pkts_id:
+            pk = int.from_bytes(f.stream, "big")
+        elif f.field_id == bytes_id:
+            by = int.from_bytes(f.stream, "big")
+    return FlowCounters(pk, by)
+
+
 class Encoder:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
@@ -114,10 +131,7 @@ class Encoder:
         return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
 
     def relay_read(self, k: FlowKey) -> pb.Entity:
-        te = pb.TableEntry(
-            table_id=self.relay_id, key=self.relay_key(k), table_flags=pb.TableFlags(from_hw=True)
-        )
-        return pb.Entity(table_entry=te)
+        return _hw_read(self.relay_id, self.relay_key(k))
 
     def decode_counters(self, ents: list[pb.Entity]) -> dict[FlowKey, FlowCounters]:
         """Relay entries as read back -> their direct counters (no generic decode)."""
@@ -136,13 +150,7 @@ class Encoder:
                 )
             except (KeyError, OSError):
                 continue
-            pk = by = 0
-            for f in te.data.fields:
-                if f.field_id == self.c_pkts:
-                    pk = int.from_bytes(f.stream, "big")
-                elif f.field_id == self.c_bytes:
-                    by = int.from_bytes(f.stream, "big")
-            out[key] = FlowCounters(pk, by)
+            out[key] = _counters(te, self.c_pkts, self.c_bytes)
         return out
 
     def guard_key(self, k: GuardKey) -> pb.TableKey:
@@ -169,10 +177,7 @@ class Encoder:
         return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
 
     def guard_read(self, k: GuardKey) -> pb.Entity:
-        te = pb.TableEntry(
-            table_id=self.guard_id, key=self.guard_key(k), table_flags=pb.TableFlags(from_hw=True)
-        )
-        return pb.Entity(table_entry=te)
+        return _hw_read(self.guard_id, self.guard_key(k))
 
     def decode_guard_counters(self, ents: list[pb.Entity]) -> dict[GuardKey, FlowCounters]:
         out: dict[GuardKey, FlowCounters] = {}
@@ -187,13 +192,7 @@ class Encoder:
                 )
             except (KeyError, OSError):
                 continue
-            pk = by = 0
-            for f in te.data.fields:
-                if f.field_id == self.gc_pkts:
-                    pk = int.from_bytes(f.stream, "big")
-                elif f.field_id == self.gc_bytes:
-                    by = int.from_bytes(f.stream, "big")
-            out[key] = FlowCounters(pk, by)
+            out[key] = _counters(te, self.gc_pkts, self.gc_bytes)
         return out
 
     def _leg_key(self, leg: int) -> pb.TableKey:
