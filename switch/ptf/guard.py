@@ -46,26 +46,7 @@ class GuardDropsForeignSource(LearnBase):
             [(ATTACKER, 40000, 20000, self.dev[4]), (ATTACKER, 40001, 20003, self.dev[4])],
         )
         # the legitimate flows still relay, both ways, and are not counted as drops
-        a = udp_packet(
-            in_port=1,
-            src=HOST_IP[1],
-            dst=RELAY_IP,
-            sport=6000,
-            dport=20000,
-            payload=rtp_payload(1, 160),
-        )
-        self.send(1, a)
-        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
-        b = udp_packet(
-            in_port=2,
-            src=HOST_IP[2],
-            dst=RELAY_IP,
-            sport=7000,
-            dport=20002,
-            payload=rtp_payload(1, 160, ssrc=7),
-        )
-        self.send(2, b)
-        self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+        self.relay_round_trip(1)
         self.expect_nothing()
         self.assertEqual(self.sw.run(self.p.guard_counters(call))[20000].packets, 5)
         self.assertEqual(self.learned(0.5), [])

@@ -178,6 +178,32 @@ class P4RelayTest(BaseTest):  # type: ignore[misc]
 
     # ------------------------------------------------------------ packet helpers
 
+    def relay_round_trip(self, seq: int, ip_ids: tuple[int, int] = (1, 1)) -> None:
+        """One RTP packet each way through `call()`'s default call, each checked
+        as it leaves: A -> R:20000 as R:20002 -> B, then B -> R:20002 as R:20000 -> A."""
+        a = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(seq, seq * 160),
+            ip_id=ip_ids[0],
+        )
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        b = udp_packet(
+            in_port=2,
+            src=HOST_IP[2],
+            dst=RELAY_IP,
+            sport=7000,
+            dport=20002,
+            payload=rtp_payload(seq, seq * 160, ssrc=7),
+            ip_id=ip_ids[1],
+        )
+        self.send(2, b)
+        self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+
     def send(self, port: int, pkt: Packet, count: int = 1) -> None:
         tu.send_packet(self, port, bytes(pkt), count)
 

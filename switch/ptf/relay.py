@@ -14,28 +14,7 @@ class RelayBothWays(P4RelayTest):
         call = self.call()
         self.sw.run(self.p.install_call(call))
         for seq in range(3):
-            a = udp_packet(
-                in_port=1,
-                src=HOST_IP[1],
-                dst=RELAY_IP,
-                sport=6000,
-                dport=20000,
-                payload=rtp_payload(seq, seq * 160),
-                ip_id=seq,
-            )
-            self.send(1, a)
-            self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
-            b = udp_packet(
-                in_port=2,
-                src=HOST_IP[2],
-                dst=RELAY_IP,
-                sport=7000,
-                dport=20002,
-                payload=rtp_payload(seq, seq * 160, ssrc=7),
-                ip_id=100 + seq,
-            )
-            self.send(2, b)
-            self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
+            self.relay_round_trip(seq, ip_ids=(seq, 100 + seq))
         self.expect_nothing()
         # no digest for installed flows
         self.assertEqual([n for n in self.notifications(0.5) if isinstance(n, Digest)], [])
