@@ -222,6 +222,7 @@ async def test_write_order_guards_after_relays_deleted_first(
     """One Write per batch: guards are inserted after the relay entries and
     deleted before them, so a legitimate packet is never dropped."""
     from p4relay_switch.pipeline import RELAY, RELAY_GUARD
+    from p4relay_switch.proto import bfruntime_pb2 as pb
     from rtpagent.bfrt import BfrtSwitch
     from rtpagent.offload import Offloader
     from rtpagent.state import Endpoint, SessionTable, Stream
@@ -242,11 +243,8 @@ async def test_write_order_guards_after_relays_deleted_first(
 
         def tables(b: Batch) -> list[int]:
             ups, _ = bs._updates(b, 1000)
-            return [
-                u.entity.table_entry.table_id
-                for u in ups
-                if u.entity.table_entry.table_id in (relay_id, guard_id)
-            ]
+            ids = [pb.Update.FromString(u).entity.table_entry.table_id for u in ups]
+            return [t for t in ids if t in (relay_id, guard_id)]
 
         install = Batch(add_legs=p.legs, add_relays=p.relays, add_guards=p.guards)
         assert tables(install) == [relay_id] * 4 + [guard_id] * 4
@@ -256,6 +254,82 @@ async def test_write_order_guards_after_relays_deleted_first(
         await bs.write(removal, 1000)
         dump = await bs.dump()
         assert (dump.relays, dump.legs, dump.guards) == ([], [], [])
+    finally:
+        await bs.close()
+
+
+async def test_wire_encoding_matches_generic_client(sw: Softswitch) -> None:
+    """The agent writes hot-table updates as hand-joined wire bytes: each must
+    parse to exactly the message the generic, schema-checked client builds."""
+    from p4relay_switch import Entry
+    from p4relay_switch.pipeline import (
+        A_GUARD_DROP,
+        A_RELAY_LEG,
+        A_REWRITE,
+        K_DST_ADDR,
+        K_DST_PORT,
+        K_LEG,
+        K_SRC_ADDR,
+        K_SRC_PORT,
+        LEG_REWRITE,
+        QUALITY_REGISTERS,
+        RELAY,
+        RELAY_GUARD,
+        TTL,
+    )
+    from p4relay_switch.proto import bfruntime_pb2 as pb
+    from rtpagent.bfrt import BfrtSwitch
+    from rtpagent.switchport import Batch, FlowKey, GuardKey, LegRewrite, RelayEntry
+
+    bs = BfrtSwitch(sw.address, client_id=6)
+    await bs.start()
+    try:
+        c = bs.client
+        key = FlowKey("198.18.1.10", "127.0.0.1", 6001, 40001)
+        gkey = GuardKey("127.0.0.1", 40001)
+        lg = LegRewrite(300, "127.0.0.1", "198.18.2.10", 40002, 7000)
+        rkey = {K_SRC_ADDR: "198.18.1.10", K_DST_ADDR: "127.0.0.1", K_SRC_PORT: 6001}
+        rkey[K_DST_PORT] = 40001
+        lg_data = {"src_addr": "127.0.0.1", "dst_addr": "198.18.2.10"}
+        lg_data |= {"src_port": 40002, "dst_port": 7000}
+        want = [
+            c.update(
+                pb.Update.DELETE, RELAY_GUARD, Entry({K_DST_ADDR: "127.0.0.1", K_DST_PORT: 40001})
+            ),
+            c.update(pb.Update.DELETE, RELAY, Entry(rkey)),
+            *(
+                c.update(pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": 300}, None, {f: 0}))
+                for t, f in (c._register(r) for r in QUALITY_REGISTERS)
+            ),
+            c.update(pb.Update.MODIFY, LEG_REWRITE, Entry({K_LEG: 300}, A_REWRITE, lg_data)),
+            c.update(pb.Update.INSERT, LEG_REWRITE, Entry({K_LEG: 300}, A_REWRITE, lg_data)),
+            c.update(
+                pb.Update.INSERT,
+                RELAY,
+                Entry(rkey, A_RELAY_LEG, {"leg": 300, "rtcp": 1, TTL: 5000}),
+            ),
+            c.update(
+                pb.Update.INSERT,
+                RELAY_GUARD,
+                Entry({K_DST_ADDR: "127.0.0.1", K_DST_PORT: 40001}, A_GUARD_DROP),
+            ),
+            c.update(pb.Update.DELETE, LEG_REWRITE, Entry({K_LEG: 300})),
+        ]
+        batch = Batch(
+            add_legs=(lg,),
+            mod_legs=(lg,),
+            add_relays=(RelayEntry(key, 300, True),),
+            del_relays=(key,),
+            del_legs=(300,),
+            reset_legs=(300,),
+            add_guards=(gkey,),
+            del_guards=(gkey,),
+        )
+        ups, kinds = bs._updates(batch, 5000)
+        assert [pb.Update.FromString(u) for u in ups] == want
+        assert kinds == [0, 0] + [1] * (len(QUALITY_REGISTERS) + 1) + [2, 2, 2, 0]
+        enc = bs._encoder()
+        assert enc.relay_read(key).table_entry.key == c.table_entry(RELAY, Entry(rkey)).key
     finally:
         await bs.close()
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 import grpc
+import grpc.aio
 import structlog
 from p4relay_switch import (
     Entry,
@@ -29,10 +30,9 @@ from p4relay_switch import (
     WriteError,
 )
 from p4relay_switch import IdleTimeout as SwIdle
-from p4relay_switch.client import Digest
+from p4relay_switch.client import Digest, _rpc_error
 from p4relay_switch.pipeline import (
     A_MARK_RELAY,
-    A_REWRITE,
     K_DST_ADDR,
     K_DST_PORT,
     K_LEG,
@@ -53,7 +53,7 @@ from p4relay_switch.pipeline import (
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
-from .encode import Encoder
+from .encode import Encoder, write_request
 from .switchport import (
     Batch,
     FlowCounters,
@@ -134,8 +134,10 @@ class BfrtSwitch:
         self.port_min, self.port_max = port_min, port_max
         self.idle_query_ms = idle_query_ms
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
-        self._reset_cache: dict[int, list[pb.Update]] = {}
         self._enc: Encoder | None = None
+        self._write_channel: grpc.aio.Channel | None = None
+        self._write_rpc: grpc.aio.UnaryUnaryMultiCallable | None = None
+        self._write_prefix: bytes | None = None  # WriteRequest minus its updates
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
 
@@ -205,63 +207,64 @@ class BfrtSwitch:
         schema = self.client.schema
         if self._enc is None or self._enc.schema is not schema:
             self._enc = Encoder(schema)  # ids may change when the switch reloads
-            self._reset_cache.clear()
+            self._write_prefix = None  # the program's name with them
         return self._enc
 
-    def _updates(self, b: Batch, ttl_ms: int) -> tuple[list[pb.Update], list[int]]:
-        c = self.client
+    def _updates(self, b: Batch, ttl_ms: int) -> tuple[list[bytes], list[int]]:
+        """The batch's updates as wire bytes, in `Batch` order; per update its
+        kind (0 delete, 1 modify, 2 insert)."""
         enc = self._encoder()
-        ups: list[pb.Update] = []
-        kinds: list[int] = []  # per update: 0 delete, 1 modify, 2 insert
+        ups: list[bytes] = []
+        kinds: list[int] = []
         for g in b.del_guards:
             ups.append(enc.guard_delete(g))
-            kinds.append(0)
         for k in b.del_relays:
             ups.append(enc.relay_delete(k))
-            kinds.append(0)
+        kinds += [0] * len(ups)
         for leg in b.reset_legs:
-            # Leg indexes are reused: a leg's quality starts from zero. The
-            # updates are constant per leg, so they are encoded once.
-            resets = self._reset_cache.get(leg)
-            if resets is None:
-                resets = [
-                    c.update(
-                        pb.Update.MODIFY, t.name, Entry({"$REGISTER_INDEX": leg}, None, {f: 0})
-                    )
-                    for t, f in (c._register(reg) for reg in QUALITY_REGISTERS)
-                ]
-                self._reset_cache[leg] = resets
-            ups.extend(resets)
-            kinds.extend([1] * len(resets))
+            # Leg indexes are reused: a leg's quality starts from zero.
+            ups.extend(enc.register_resets(leg))
         for lg in b.mod_legs:
             ups.append(enc.leg_write(lg, pb.Update.MODIFY))
-            kinds.append(1)
+        kinds += [1] * (len(ups) - len(kinds))
         for lg in b.add_legs:
             ups.append(enc.leg_write(lg, pb.Update.INSERT))
-            kinds.append(2)
         for r in b.add_relays:
             ups.append(enc.relay_insert(r, ttl_ms))
-            kinds.append(2)
         for g in b.add_guards:
             ups.append(enc.guard_insert(g))
-            kinds.append(2)
+        kinds += [2] * (len(ups) - len(kinds))
         for leg in b.del_legs:
             ups.append(enc.leg_delete(leg))
-            kinds.append(0)
+        kinds += [0] * (len(ups) - len(kinds))
         return ups, kinds
 
-    @staticmethod
-    def _leg_entry(lg: LegRewrite) -> Entry:
-        return Entry(
-            {K_LEG: lg.leg},
-            A_REWRITE,
-            {
-                "src_addr": _ip4(lg.src_addr),
-                "dst_addr": _ip4(lg.dst_addr),
-                "src_port": lg.src_port,
-                "dst_port": lg.dst_port,
-            },
-        )
+    async def _write(self, ups: list[bytes]) -> None:
+        """One Write RPC of pre-encoded updates (the client's `write` takes
+        messages; this sends the bytes as they are). Errors as the client's."""
+        ch = self.client._channel
+        if ch is None:
+            raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
+        if ch is not self._write_channel:  # a new channel after each reconnect
+            self._write_channel = ch
+            self._write_rpc = ch.unary_unary(
+                "/bfrt_proto.BfRuntime/Write",
+                request_serializer=None,  # bytes already
+                response_deserializer=pb.WriteResponse.FromString,
+            )
+        assert self._write_rpc is not None
+        c = self.client
+        if self._write_prefix is None:
+            self._write_prefix = pb.WriteRequest(
+                target=c._target(None),
+                client_id=c.client_id,
+                atomicity=pb.WriteRequest.CONTINUE_ON_ERROR,
+                p4_name=c.p4_name,
+            ).SerializeToString()
+        try:
+            await self._write_rpc(write_request(self._write_prefix, ups), timeout=c.timeout_s)
+        except grpc.aio.AioRpcError as e:
+            raise _rpc_error(e, "Write", len(ups)) from e
 
     async def write(self, batch: Batch, idle_ttl_ms: int) -> None:
         if not batch:
@@ -273,7 +276,7 @@ class BfrtSwitch:
         except SwitchError as exc:  # schema/encode: a bug or a bad address
             raise OffloadRefused("refused", str(exc)) from exc
         try:
-            await self.client.write(ups)
+            await self._write(ups)
             return
         except WriteError as exc:
             failed = [
@@ -320,7 +323,7 @@ class BfrtSwitch:
             return
         ups, _ = self._updates(undo, 0)
         with contextlib.suppress(SwitchError):
-            await self.client.write(ups)
+            await self._write(ups)
 
     @staticmethod
     def _insert_refs(b: Batch) -> dict[int, FlowKey | GuardKey | int]:

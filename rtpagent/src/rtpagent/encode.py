@@ -1,11 +1,15 @@
-"""Direct protobuf encoding of the hot tables (relay, leg_rewrite, relay_guard).
+"""Direct encoding of the hot tables (relay, leg_rewrite, relay_guard, the
+quality registers' resets).
 
 The generic client encodes by name for every update (schema lookups, range
 checks, address parsing); at a thousand calls per second that was most of the
-agent's CPU. Ids and widths are resolved once per schema here, and a relay
-key is encoded once per entry: the same `TableKey` serves its insert, its
-counter reads and its delete. Values are valid by construction (IPv4
-addresses, 16-bit ports, legs below the table size).
+agent's CPU. Ids and widths are resolved once per schema here. Writes are
+encoded straight to protobuf wire bytes (`wire.py`): an `Update` is a few
+joined byte strings, no message objects, so an install's encoding no longer
+holds the event loop for a third of a millisecond. Each kind of update is a
+`Template` built at start-up: encoding one is filling in its values.
+Values are valid by construction (IPv4 addresses, 16-bit ports, legs below
+the table size).
 """
 
 from __future__ import annotations
@@ -24,18 +28,78 @@ from p4relay_switch.pipeline import (
     K_SRC_ADDR,
     K_SRC_PORT,
     LEG_REWRITE,
+    QUALITY_REGISTERS,
     RELAY,
     RELAY_GUARD,
     TTL,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
-from p4relay_switch.schema import Schema
+from p4relay_switch.schema import FieldInfo, Schema
 
 from .switchport import FlowCounters, FlowKey, GuardKey, LegRewrite, RelayEntry
+from .wire import Template, ld, tag, uint
+
+# Field keys of the messages an update is made of.
+_UPD_TYPE, _UPD_ENTITY = tag(pb.Update, "type"), tag(pb.Update, "entity")
+_ENT_TE = tag(pb.Entity, "table_entry")
+_TE = pb.TableEntry
+_TE_ID, _TE_KEY, _TE_DATA = tag(_TE, "table_id"), tag(_TE, "key"), tag(_TE, "data")
+_TK_FIELDS = tag(pb.TableKey, "fields")
+_KF_ID, _KF_EXACT = tag(pb.KeyField, "field_id"), tag(pb.KeyField, "exact")
+_EX_VALUE = tag(pb.KeyField.Exact, "value")
+_TD_ACTION, _TD_FIELDS = (
+    tag(pb.TableData, "action_id"),
+    tag(pb.TableData, "fields"),
+)
+_DF_ID, _DF_STREAM = (
+    tag(pb.DataField, "field_id"),
+    tag(pb.DataField, "stream"),
+)
+_WR_UPDATES = tag(pb.WriteRequest, "updates")
+
+INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
+
+
+def exact(field_id: int, value: bytes) -> bytes:
+    """One exact-match `KeyField`, as a `TableKey.fields` element."""
+    return ld(_TK_FIELDS, uint(_KF_ID, field_id) + ld(_KF_EXACT, ld(_EX_VALUE, value)))
+
+
+def stream(field_id: int, value: bytes) -> bytes:
+    """One `DataField` with a big-endian value, as a `TableData.fields` element."""
+    return ld(_TD_FIELDS, uint(_DF_ID, field_id) + ld(_DF_STREAM, value))
+
+
+def update(kind: int, table_id: int, key: bytes, data: bytes | None = None) -> bytes:
+    """An `Update` message; `key` is a `TableKey`'s bytes, `data` a `TableData`'s."""
+    te = uint(_TE_ID, table_id) + ld(_TE_KEY, key)
+    if data is not None:
+        te += ld(_TE_DATA, data)
+    return uint(_UPD_TYPE, kind) + ld(_UPD_ENTITY, ld(_ENT_TE, te))
+
+
+def write_request(prefix: bytes, updates: list[bytes]) -> bytes:
+    """A `WriteRequest`: its other fields (`prefix`, serialised once) plus the
+    updates, each a repeated-field element (the wire format lets a message's
+    fields come in any order)."""
+    return prefix + b"".join([ld(_WR_UPDATES, u) for u in updates])
 
 
 def _ip(addr: str) -> bytes:
     return socket.inet_aton(addr)
+
+
+def _flow(k: FlowKey) -> tuple[bytes, bytes, bytes, bytes]:
+    return (
+        _ip(k.src_addr),
+        _ip(k.dst_addr),
+        k.src_port.to_bytes(2, "big"),
+        k.dst_port.to_bytes(2, "big"),
+    )
+
+
+def _guard(k: GuardKey) -> tuple[bytes, bytes]:
+    return _ip(k.dst_addr), k.dst_port.to_bytes(2, "big")
 
 
 def _hw_read(table_id: int, key: pb.TableKey) -> pb.Entity:
@@ -71,8 +135,7 @@ class Encoder:
         self.k_leg = lr.key(K_LEG)
         w = lr.action(A_REWRITE)
         self.rewrite_action = w.id
-        self.p = {n: w.param(n) for n in ("src_addr", "dst_addr", "src_port", "dst_port")}
-        self._keys: dict[FlowKey, pb.TableKey] = {}
+        self.p = {n: w.param(n).id for n in ("src_addr", "dst_addr", "src_port", "dst_port")}
         self.c_pkts = r.data_field(COUNTER_PKTS).id
         self.c_bytes = r.data_field(COUNTER_BYTES).id
         g = schema.table(RELAY_GUARD)
@@ -81,54 +144,101 @@ class Encoder:
         self.guard_action = g.action(A_GUARD_DROP).id
         self.gc_pkts = g.data_field(COUNTER_PKTS).id
         self.gc_bytes = g.data_field(COUNTER_BYTES).id
+        # Quality registers: (table id, $REGISTER_INDEX key, value field), the
+        # field chosen as the generic client's `_register` does.
+        self.registers: list[tuple[int, FieldInfo, FieldInfo]] = []
+        for name in QUALITY_REGISTERS:
+            t = schema.table(name)
+            fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
+            self.registers.append((t.id, t.key("$REGISTER_INDEX"), t.data[fields[0]]))
 
-    def relay_key(self, k: FlowKey) -> pb.TableKey:
-        tk = self._keys.get(k)
-        if tk is None:
-            tk = pb.TableKey(
-                fields=[
-                    pb.KeyField(
-                        field_id=self.k_src, exact=pb.KeyField.Exact(value=_ip(k.src_addr))
-                    ),
-                    pb.KeyField(
-                        field_id=self.k_dst, exact=pb.KeyField.Exact(value=_ip(k.dst_addr))
-                    ),
-                    pb.KeyField(
-                        field_id=self.k_sport,
-                        exact=pb.KeyField.Exact(value=k.src_port.to_bytes(2, "big")),
-                    ),
-                    pb.KeyField(
-                        field_id=self.k_dport,
-                        exact=pb.KeyField.Exact(value=k.dst_port.to_bytes(2, "big")),
-                    ),
-                ]
+        self._templates()
+
+    def _templates(self) -> None:
+        """Every hot update as a `Template` over `update`/`exact`/`stream`."""
+        leg_n, rtcp_n, ttl_n = self.p_leg.nbytes, self.p_rtcp.nbytes, self.ttl.nbytes
+
+        def relay_key(v: list[bytes]) -> bytes:
+            return (
+                exact(self.k_src, v[0])
+                + exact(self.k_dst, v[1])
+                + exact(self.k_sport, v[2])
+                + exact(self.k_dport, v[3])
             )
-            self._keys[k] = tk
-        return tk
 
-    def forget(self, k: FlowKey) -> None:
-        self._keys.pop(k, None)
+        def relay_insert(v: list[bytes]) -> bytes:
+            data = (
+                uint(_TD_ACTION, self.relay_action)
+                + stream(self.p_leg.id, v[4])
+                + stream(self.p_rtcp.id, v[5])
+                + stream(self.ttl.id, v[6])
+            )
+            return update(INSERT, self.relay_id, relay_key(v), data)
 
-    def relay_insert(self, r: RelayEntry, ttl_ms: int) -> pb.Update:
-        data = pb.TableData(
-            action_id=self.relay_action,
-            fields=[
-                pb.DataField(
-                    field_id=self.p_leg.id, stream=r.leg.to_bytes(self.p_leg.nbytes, "big")
-                ),
-                pb.DataField(
-                    field_id=self.p_rtcp.id, stream=int(r.rtcp).to_bytes(self.p_rtcp.nbytes, "big")
-                ),
-                pb.DataField(field_id=self.ttl.id, stream=ttl_ms.to_bytes(self.ttl.nbytes, "big")),
-            ],
+        flow = [4, 4, 2, 2]
+        self._relay_key_t = Template(relay_key, flow)
+        self._relay_insert_t = Template(relay_insert, [*flow, leg_n, rtcp_n, ttl_n])
+        self._relay_delete_t = Template(lambda v: update(DELETE, self.relay_id, relay_key(v)), flow)
+
+        def guard_key(v: list[bytes]) -> bytes:
+            return exact(self.g_dst, v[0]) + exact(self.g_dport, v[1])
+
+        guard_action = uint(_TD_ACTION, self.guard_action)
+        self._guard_key_t = Template(guard_key, [4, 2])
+        self._guard_insert_t = Template(
+            lambda v: update(INSERT, self.guard_id, guard_key(v), guard_action), [4, 2]
         )
-        te = pb.TableEntry(table_id=self.relay_id, key=self.relay_key(r.key), data=data)
-        return pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=te))
+        self._guard_delete_t = Template(
+            lambda v: update(DELETE, self.guard_id, guard_key(v)), [4, 2]
+        )
 
-    def relay_delete(self, k: FlowKey) -> pb.Update:
-        te = pb.TableEntry(table_id=self.relay_id, key=self.relay_key(k))
-        self.forget(k)
-        return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
+        k_leg = self.k_leg
+
+        def leg_write(kind: int) -> Template:
+            def build(v: list[bytes]) -> bytes:
+                p = self.p
+                data = (
+                    uint(_TD_ACTION, self.rewrite_action)
+                    + stream(p["src_addr"], v[1])
+                    + stream(p["dst_addr"], v[2])
+                    + stream(p["src_port"], v[3])
+                    + stream(p["dst_port"], v[4])
+                )
+                return update(kind, self.leg_table, exact(k_leg.id, v[0]), data)
+
+            return Template(build, [k_leg.nbytes, 4, 4, 2, 2])
+
+        self._leg_t: dict[int, Template] = {
+            int(INSERT): leg_write(INSERT),
+            int(MODIFY): leg_write(MODIFY),
+        }
+        self._leg_delete_t = Template(
+            lambda v: update(DELETE, self.leg_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+        )
+
+        def reset(table_id: int, key: FieldInfo, value: FieldInfo) -> Template:
+            zero = stream(value.id, bytes(value.nbytes))
+            return Template(
+                lambda v: update(MODIFY, table_id, exact(key.id, v[0]), zero), [key.nbytes]
+            )
+
+        self._reset_t = [(reset(*r), r[1].nbytes) for r in self.registers]
+
+    # ------------------------------------------------------------------ relay
+    def relay_key(self, k: FlowKey) -> pb.TableKey:
+        """The key as a message (reads go through the client's message API)."""
+        return pb.TableKey.FromString(self._relay_key_t.fill(*_flow(k)))
+
+    def relay_insert(self, r: RelayEntry, ttl_ms: int) -> bytes:
+        return self._relay_insert_t.fill(
+            *_flow(r.key),
+            r.leg.to_bytes(self.p_leg.nbytes, "big"),
+            int(r.rtcp).to_bytes(self.p_rtcp.nbytes, "big"),
+            ttl_ms.to_bytes(self.ttl.nbytes, "big"),
+        )
+
+    def relay_delete(self, k: FlowKey) -> bytes:
+        return self._relay_delete_t.fill(*_flow(k))
 
     def relay_read(self, k: FlowKey) -> pb.Entity:
         return _hw_read(self.relay_id, self.relay_key(k))
@@ -153,28 +263,15 @@ class Encoder:
             out[key] = _counters(te, self.c_pkts, self.c_bytes)
         return out
 
+    # ------------------------------------------------------------------ guard
     def guard_key(self, k: GuardKey) -> pb.TableKey:
-        return pb.TableKey(
-            fields=[
-                pb.KeyField(field_id=self.g_dst, exact=pb.KeyField.Exact(value=_ip(k.dst_addr))),
-                pb.KeyField(
-                    field_id=self.g_dport,
-                    exact=pb.KeyField.Exact(value=k.dst_port.to_bytes(2, "big")),
-                ),
-            ]
-        )
+        return pb.TableKey.FromString(self._guard_key_t.fill(*_guard(k)))
 
-    def guard_insert(self, k: GuardKey) -> pb.Update:
-        te = pb.TableEntry(
-            table_id=self.guard_id,
-            key=self.guard_key(k),
-            data=pb.TableData(action_id=self.guard_action),
-        )
-        return pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=te))
+    def guard_insert(self, k: GuardKey) -> bytes:
+        return self._guard_insert_t.fill(*_guard(k))
 
-    def guard_delete(self, k: GuardKey) -> pb.Update:
-        te = pb.TableEntry(table_id=self.guard_id, key=self.guard_key(k))
-        return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
+    def guard_delete(self, k: GuardKey) -> bytes:
+        return self._guard_delete_t.fill(*_guard(k))
 
     def guard_read(self, k: GuardKey) -> pb.Entity:
         return _hw_read(self.guard_id, self.guard_key(k))
@@ -195,30 +292,22 @@ class Encoder:
             out[key] = _counters(te, self.gc_pkts, self.gc_bytes)
         return out
 
-    def _leg_key(self, leg: int) -> pb.TableKey:
-        f = self.k_leg
-        return pb.TableKey(
-            fields=[
-                pb.KeyField(
-                    field_id=f.id, exact=pb.KeyField.Exact(value=leg.to_bytes(f.nbytes, "big"))
-                )
-            ]
+    # ------------------------------------------------------------------ legs
+    def _leg(self, leg: int) -> bytes:
+        return leg.to_bytes(self.k_leg.nbytes, "big")
+
+    def leg_write(self, lg: LegRewrite, kind: int) -> bytes:
+        return self._leg_t[kind].fill(
+            self._leg(lg.leg),
+            _ip(lg.src_addr),
+            _ip(lg.dst_addr),
+            lg.src_port.to_bytes(2, "big"),
+            lg.dst_port.to_bytes(2, "big"),
         )
 
-    def leg_write(self, lg: LegRewrite, kind: pb.Update.Type) -> pb.Update:
-        p = self.p
-        data = pb.TableData(
-            action_id=self.rewrite_action,
-            fields=[
-                pb.DataField(field_id=p["src_addr"].id, stream=_ip(lg.src_addr)),
-                pb.DataField(field_id=p["dst_addr"].id, stream=_ip(lg.dst_addr)),
-                pb.DataField(field_id=p["src_port"].id, stream=lg.src_port.to_bytes(2, "big")),
-                pb.DataField(field_id=p["dst_port"].id, stream=lg.dst_port.to_bytes(2, "big")),
-            ],
-        )
-        te = pb.TableEntry(table_id=self.leg_table, key=self._leg_key(lg.leg), data=data)
-        return pb.Update(type=kind, entity=pb.Entity(table_entry=te))
+    def leg_delete(self, leg: int) -> bytes:
+        return self._leg_delete_t.fill(self._leg(leg))
 
-    def leg_delete(self, leg: int) -> pb.Update:
-        te = pb.TableEntry(table_id=self.leg_table, key=self._leg_key(leg))
-        return pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
+    def register_resets(self, leg: int) -> list[bytes]:
+        """Zero one leg's quality registers (MODIFY of each register's cell)."""
+        return [t.fill(leg.to_bytes(n, "big")) for t, n in self._reset_t]
