@@ -56,8 +56,11 @@ for i in $(seq 1 "$NPORTS"); do
   ifargs+=(--interface "$i@p4rptf-p$i")
 done
 
+# P4RELAY_PTF_XDP: the softswitch's --xdp (generic: relay hits through the
+# XDP fast path; off: all in user space). The suite must pass either way.
+XDP=${P4RELAY_PTF_XDP:-generic}
 nsx "$BIN" "${ports[@]}" --grpc-listen "$GRPC" --metrics-listen 127.0.0.1:9101 \
-  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 \
+  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 --xdp "$XDP" \
   >"$WORK/softswitch.log" 2>&1 &
 SW_PID=$!
 for _ in $(seq 100); do
@@ -76,4 +79,11 @@ for x in "$WORK"/xunit/*.xml; do
 done
 cp "$WORK/ptf.log" "$RESULTS/$STAGE.ptf.log" 2>/dev/null || true
 kill -0 "$SW_PID" 2>/dev/null || { echo "softswitch died during the suite"; rc=1; }
+nsx curl -fsS http://127.0.0.1:9101/metrics >"$RESULTS/$STAGE.metrics.txt" 2>/dev/null || true
+if [ "$XDP" != off ]; then
+  # The suite passed through the fast path only if the fast path carried packets.
+  relayed=$(awk '/^p4relay_xdp_relayed_total /{print $2}' "$RESULTS/$STAGE.metrics.txt")
+  echo "XDP fast path ($XDP): relayed ${relayed:-none} packets of the suite"
+  [ "${relayed:-0}" -gt 0 ] || { echo "XDP fast path attached but relayed nothing"; rc=1; }
+fi
 exit $rc

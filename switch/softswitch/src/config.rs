@@ -12,6 +12,7 @@ use clap::Parser;
 use serde::Deserialize;
 
 use crate::contract::CONTRACT;
+use crate::fastpath::XdpMode;
 
 /// p4relay software switch: the p4relay relay pipeline (IPv4 LPM forwarding,
 /// RTP/RTCP session rewrite, learning digests, RTP quality registers) on Linux
@@ -71,6 +72,17 @@ pub struct Args {
     /// packet; an isolated packet is never delayed. 0 = wake per packet [default: 200]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_COALESCE_US")]
     pub rx_coalesce_us: Option<u32>,
+    /// XDP fast path for relay hits: generic (skb mode, any interface),
+    /// native (driver mode) or off. Relay entries whose egress port is
+    /// unshaped and enabled are forwarded in the kernel; everything else takes
+    /// the user-space pipeline. If it cannot attach, the switch runs without
+    /// it and logs why [default: generic]
+    #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_XDP")]
+    pub xdp: Option<XdpMode>,
+    /// Relay entries the XDP fast path holds (kernel memory, allocated as
+    /// entries arrive); entries beyond are relayed in user space [default: 262144]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_XDP_ENTRIES")]
+    pub xdp_entries: Option<u32>,
     /// Log filter (tracing EnvFilter syntax) [default: info]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_LOG")]
     pub log: Option<String>,
@@ -101,6 +113,8 @@ struct FileConfig {
     workers: Option<usize>,
     rx_ring_frames: Option<u32>,
     rx_coalesce_us: Option<u32>,
+    xdp: Option<XdpMode>,
+    xdp_entries: Option<u32>,
     log: Option<String>,
     log_json: Option<bool>,
 }
@@ -118,6 +132,8 @@ pub struct Config {
     pub rx_ring_frames: u32,
     /// Longest a worker sleeps between RX passes while packets flow, µs (0 = never).
     pub rx_coalesce_us: u32,
+    pub xdp: XdpMode,
+    pub xdp_entries: u32,
     pub log: String,
     pub log_json: bool,
 }
@@ -233,10 +249,16 @@ impl Config {
         if rx_coalesce_us > 10_000 {
             bail!("--rx-coalesce-us {rx_coalesce_us}: must be 0..=10000");
         }
+        let xdp_entries = args.xdp_entries.or(file.xdp_entries).unwrap_or(262_144);
+        if !(1..=1 << 26).contains(&xdp_entries) {
+            bail!("--xdp-entries {xdp_entries}: must be 1..=67108864");
+        }
         Ok(Config {
             ports,
             rx_ring_frames,
             rx_coalesce_us,
+            xdp: args.xdp.or(file.xdp).unwrap_or_default(),
+            xdp_entries,
             grpc_listen: args
                 .grpc_listen
                 .or(file.grpc_listen)

@@ -8,6 +8,7 @@
 pub mod config;
 pub mod contract;
 pub mod dataplane;
+pub mod fastpath;
 pub mod grpc;
 pub mod metrics;
 pub mod packet;
@@ -48,17 +49,36 @@ pub fn run(config: config::Config) -> Result<()> {
     init_logging(&config)?;
     let (digest_tx, digest_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
     let port_ids: Vec<u32> = config.ports.keys().copied().collect();
-    let pipeline = Arc::new(pipeline::Pipeline::new(
+    let mut pipeline = pipeline::Pipeline::new(
         &CONTRACT,
         config.relay_entries as usize,
         config.legs as usize,
         &port_ids,
         digest_tx,
-    ));
+    );
+    let fast = load_fastpath(&config);
+    if let Some(fp) = &fast {
+        pipeline = pipeline.with_fastpath(&CONTRACT, fp.clone());
+    }
+    let pipeline = Arc::new(pipeline);
     let dp = dataplane::Dataplane::start(&config, pipeline.clone())?;
     let schema = schema::Schema::build(&CONTRACT, config.relay_entries, config.legs);
     let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
     let stop = Arc::new(AtomicBool::new(false));
+    if let Some(fp) = &fast {
+        attach_fastpath(fp, &config, &sw);
+        let (sw, stop, fp) = (sw.clone(), stop.clone(), fp.clone());
+        std::thread::Builder::new()
+            .name("fastpath".into())
+            .spawn(move || {
+                // Link state and the clock offset change outside any Write.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    sw.sync_fast_ports();
+                    fp.refresh_clock();
+                    std::thread::sleep(std::time::Duration::from_millis(250));
+                }
+            })?;
+    }
     {
         let sw = sw.clone();
         std::thread::Builder::new()
@@ -82,6 +102,47 @@ pub fn run(config: config::Config) -> Result<()> {
     let _ = idle.join();
     tracing::info!("stopped");
     result
+}
+
+/// The XDP fast path, or None (off, or it cannot load here: logged, and the
+/// user-space pipeline carries everything).
+fn load_fastpath(config: &config::Config) -> Option<Arc<fastpath::FastPath>> {
+    if config.xdp == fastpath::XdpMode::Off {
+        return None;
+    }
+    let c = &CONTRACT.config;
+    match fastpath::FastPath::load(
+        config.xdp,
+        config.xdp_entries,
+        config.legs,
+        c.rtp_clock_hz,
+        c.jitter_shift,
+    ) {
+        Ok(fp) => Some(Arc::new(fp)),
+        Err(e) => {
+            tracing::warn!(
+                error = format!("{e:#}"),
+                "XDP fast path not available; relaying in user space"
+            );
+            None
+        }
+    }
+}
+
+fn attach_fastpath(fp: &fastpath::FastPath, config: &config::Config, sw: &grpc::Switch) {
+    for (&id, pc) in &config.ports {
+        match fp.attach(id, &pc.ifname) {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(
+                port = id,
+                ifname = %pc.ifname,
+                error = format!("{e:#}"),
+                "XDP fast path not attached to this port; its packets take the user-space pipeline"
+            ),
+        }
+    }
+    sw.sync_fast_ports();
+    tracing::info!(mode = ?fp.mode, ports = fp.links(), "XDP fast path attached");
 }
 
 async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {

@@ -29,19 +29,21 @@ pub fn render(sw: &Switch) -> String {
             );
         }
     };
+    // Frames the XDP fast path carried count like any other.
+    let fast = |p: &crate::dataplane::Port| sw.pipeline.fast_port_counts(p.id);
     per_port(
         &mut o,
         "p4relay_port_rx_packets_total",
         "counter",
         "Frames received",
-        &|p| p.stats.rx_packets.load(Relaxed) as f64,
+        &|p| (p.stats.rx_packets.load(Relaxed) + fast(p).rx_packets) as f64,
     );
     per_port(
         &mut o,
         "p4relay_port_rx_bytes_total",
         "counter",
         "Bytes received (frames without FCS)",
-        &|p| p.stats.rx_bytes.load(Relaxed) as f64,
+        &|p| (p.stats.rx_bytes.load(Relaxed) + fast(p).rx_bytes) as f64,
     );
     per_port(
         &mut o,
@@ -62,14 +64,14 @@ pub fn render(sw: &Switch) -> String {
         "p4relay_port_tx_packets_total",
         "counter",
         "Frames transmitted",
-        &|p| p.stats.egress.tx_packets.load(Relaxed) as f64,
+        &|p| (p.stats.egress.tx_packets.load(Relaxed) + fast(p).tx_packets) as f64,
     );
     per_port(
         &mut o,
         "p4relay_port_tx_bytes_total",
         "counter",
         "Bytes transmitted",
-        &|p| p.stats.egress.tx_bytes.load(Relaxed) as f64,
+        &|p| (p.stats.egress.tx_bytes.load(Relaxed) + fast(p).tx_bytes) as f64,
     );
     per_port(
         &mut o,
@@ -165,11 +167,53 @@ pub fn render(sw: &Switch) -> String {
         let _ = writeln!(o, "p4relay_table_entries{{table=\"{name}\"}} {used}\np4relay_table_size{{table=\"{name}\"}} {size}");
     }
     let st = &pl.stats;
+    let fast = pl.fast_pipeline_counts();
     for (name, help, v) in [
-        ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay", &st.relay_hits),
-        ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite", &st.relay_rewrites),
+        ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay (both paths)", fast.relay_hits),
+        ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite (both paths)", fast.relay_rewrites),
+        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers (as they left the egress queue; both paths)", fast.rtp_packets),
+    ] {
+        let v = v + match name {
+            "p4relay_relay_hits_total" => st.relay_hits.load(Relaxed),
+            "p4relay_relay_rewrites_total" => st.relay_rewrites.load(Relaxed),
+            _ => st.rtp_packets.load(Relaxed),
+        };
+        family(&mut o, name, "counter", help);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    if let Some(fp) = &pl.fastpath {
+        for (name, kind, help, v) in [
+            (
+                "p4relay_xdp_ports",
+                "gauge",
+                "Ports with the XDP fast path attached",
+                fp.links() as u64,
+            ),
+            (
+                "p4relay_xdp_relayed_total",
+                "counter",
+                "Packets the XDP fast path relayed (included in the totals above)",
+                fast.relay_rewrites,
+            ),
+            (
+                "p4relay_xdp_relay_mirrored_total",
+                "counter",
+                "Relay entries written to the XDP fast path's map",
+                fp.relay_mirrored.load(Relaxed),
+            ),
+            (
+                "p4relay_xdp_relay_full_total",
+                "counter",
+                "Relay entries the XDP map refused (full): relayed in user space",
+                fp.relay_full.load(Relaxed),
+            ),
+        ] {
+            family(&mut o, name, kind, help);
+            let _ = writeln!(o, "{name} {v}");
+        }
+    }
+    for (name, help, v) in [
         ("p4relay_relay_leg_misses_total", "relay hits whose leg has no leg_rewrite entry (forwarded unchanged)", &st.leg_misses),
-        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers (as they left the egress queue)", &st.rtp_packets),
         ("p4relay_guard_drops_total", "Foreign packets to a guarded relay port dropped by pipe.Ingress.relay_guard", &st.guard_drops),
         ("p4relay_learn_digests_total", "Learn digests raised", &st.learn_digests),
         ("p4relay_learn_suppressed_total", "Learn digests suppressed by learn_filter", &st.learn_suppressed),

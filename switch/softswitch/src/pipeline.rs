@@ -8,8 +8,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
 
 use crate::contract::Contract;
+use crate::fastpath::FastPath;
 use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32, ParseError, Rtp};
 use crate::registers::{LearnFilter, QualityRegs};
 use crate::tables::guard::{GuardAction, GuardKey, GuardTable};
@@ -117,6 +119,9 @@ pub struct Pipeline {
     digests: SyncSender<LearnDigest>,
     /// dev_port → egress exists (bitmap over contract max_ports).
     ports: u64,
+    /// The XDP fast path, when attached: relay hits it forwards never reach
+    /// `ingress`; what they count is added on reads (fastpath/mirror.rs).
+    pub fastpath: Option<Arc<FastPath>>,
 }
 
 /// Carried with a forwarded packet from ingress through its egress queue to
@@ -165,7 +170,16 @@ impl Pipeline {
                 .iter()
                 .filter(|&&p| p < 64)
                 .fold(0, |m, &p| m | 1 << p),
+            fastpath: None,
         }
+    }
+
+    /// Shares the quality registers and the relay work with an XDP fast path.
+    pub fn with_fastpath(mut self, c: &Contract, fp: Arc<FastPath>) -> Pipeline {
+        self.quality =
+            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift);
+        self.fastpath = Some(fp);
+        self
     }
 
     pub fn has_port(&self, port: u32) -> bool {
@@ -183,6 +197,7 @@ impl Pipeline {
         self.legs.clear();
         self.quality.clear();
         self.learn_filter.clear();
+        self.mirror_cleared();
     }
 
     /// Ingress only (the bridged metadata is dropped): tests and fuzzing.

@@ -15,15 +15,34 @@ fn zeroed<T: Default>(n: usize) -> Vec<T> {
     v
 }
 
+/// One leg's RTP quality registers. `repr(C)`, 32 bytes: the XDP fast path
+/// (bpf/fastpath.bpf.c `struct quality`) updates the same memory.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct LegQuality {
+    packets: AtomicU32,
+    lost: AtomicU32,
+    reordered: AtomicU32,
+    transit: AtomicU32,
+    jitter: AtomicU32,
+    last_seen: AtomicU32,
+    max_seq: AtomicU16,
+    payload_type: AtomicU8,
+    _pad: u8,
+    _pad2: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<LegQuality>() == 32);
+
+/// Where the registers live: our heap, or memory shared with the kernel
+/// (the fast path's mmapped `quality` array, alive as long as the process).
+enum Storage {
+    Owned(Box<[LegQuality]>),
+    Shared(&'static [LegQuality]),
+}
+
 pub struct QualityRegs {
-    packets: Vec<AtomicU32>,
-    lost: Vec<AtomicU32>,
-    reordered: Vec<AtomicU32>,
-    max_seq: Vec<AtomicU16>,
-    transit: Vec<AtomicU32>,
-    jitter: Vec<AtomicU32>,
-    last_seen: Vec<AtomicU32>,
-    payload_type: Vec<AtomicU8>,
+    legs: Storage,
     clock_hz: u64,
     jitter_shift: u32,
 }
@@ -31,101 +50,110 @@ pub struct QualityRegs {
 impl QualityRegs {
     pub fn new(legs: usize, clock_hz: u32, jitter_shift: u32) -> QualityRegs {
         QualityRegs {
-            packets: zeroed(legs),
-            lost: zeroed(legs),
-            reordered: zeroed(legs),
-            max_seq: zeroed(legs),
-            transit: zeroed(legs),
-            jitter: zeroed(legs),
-            last_seen: zeroed(legs),
-            payload_type: zeroed(legs),
+            legs: Storage::Owned(zeroed::<LegQuality>(legs).into_boxed_slice()),
             clock_hz: u64::from(clock_hz),
             jitter_shift,
         }
     }
 
+    /// Registers in memory the XDP fast path updates too.
+    pub fn shared(legs: &'static [LegQuality], clock_hz: u32, jitter_shift: u32) -> QualityRegs {
+        QualityRegs {
+            legs: Storage::Shared(legs),
+            clock_hz: u64::from(clock_hz),
+            jitter_shift,
+        }
+    }
+
+    #[inline]
+    fn slots(&self) -> &[LegQuality] {
+        match &self.legs {
+            Storage::Owned(b) => b,
+            Storage::Shared(s) => s,
+        }
+    }
+
     pub fn len(&self) -> usize {
-        self.packets.len()
+        self.slots().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.packets.is_empty()
+        self.slots().is_empty()
     }
 
     /// One RTP packet of leg `l` left the egress queue at `now_ns` (wall clock) / `now_ms`.
+    /// bpf/fastpath.bpf.c `quality_update` is this, statement for statement.
     #[inline]
     pub fn update(&self, l: usize, rtp: &Rtp, now_ns: u64, now_ms: u32) {
-        if l >= self.packets.len() {
+        let Some(q) = self.slots().get(l) else {
             return;
-        }
+        };
         // Arrival in RTP clock units, so transit and jitter are in the codec's clock.
         let arrival = ((u128::from(now_ns) * u128::from(self.clock_hz)) / 1_000_000_000) as u32;
         let transit = arrival.wrapping_sub(rtp.timestamp);
-        let n = self.packets[l].fetch_add(1, Relaxed);
+        let n = q.packets.fetch_add(1, Relaxed);
         if n == 0 {
-            self.max_seq[l].store(rtp.seq, Relaxed);
-            self.jitter[l].store(0, Relaxed);
+            q.max_seq.store(rtp.seq, Relaxed);
+            q.jitter.store(0, Relaxed);
         } else {
-            let delta = rtp.seq.wrapping_sub(self.max_seq[l].load(Relaxed)) as i16;
+            let delta = rtp.seq.wrapping_sub(q.max_seq.load(Relaxed)) as i16;
             if delta > 0 {
                 if delta > 1 {
-                    self.lost[l].fetch_add((delta - 1) as u32, Relaxed);
+                    q.lost.fetch_add((delta - 1) as u32, Relaxed);
                 }
-                self.max_seq[l].store(rtp.seq, Relaxed);
+                q.max_seq.store(rtp.seq, Relaxed);
             } else if delta < 0 {
-                self.reordered[l].fetch_add(1, Relaxed);
+                q.reordered.fetch_add(1, Relaxed);
             }
             // RFC 3550 A.8 with J stored scaled by 2^shift: S += |D| - (S >> shift).
-            let d = transit.wrapping_sub(self.transit[l].load(Relaxed)) as i32;
-            let s = self.jitter[l].load(Relaxed);
+            let d = transit.wrapping_sub(q.transit.load(Relaxed)) as i32;
+            let s = q.jitter.load(Relaxed);
             let s = s
                 .wrapping_add(d.unsigned_abs())
                 .wrapping_sub(s >> self.jitter_shift);
-            self.jitter[l].store(s, Relaxed);
+            q.jitter.store(s, Relaxed);
         }
-        self.transit[l].store(transit, Relaxed);
-        self.last_seen[l].store(now_ms, Relaxed);
-        self.payload_type[l].store(rtp.payload_type, Relaxed);
+        q.transit.store(transit, Relaxed);
+        q.last_seen.store(now_ms, Relaxed);
+        q.payload_type.store(rtp.payload_type, Relaxed);
     }
 
     pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
-        if i >= self.packets.len() {
-            return None;
-        }
+        let q = self.slots().get(i)?;
         Some(match reg {
-            Reg::Packets => self.packets[i].load(Relaxed).into(),
-            Reg::Lost => self.lost[i].load(Relaxed).into(),
-            Reg::Reordered => self.reordered[i].load(Relaxed).into(),
-            Reg::MaxSeq => self.max_seq[i].load(Relaxed).into(),
-            Reg::Transit => self.transit[i].load(Relaxed).into(),
-            Reg::Jitter => self.jitter[i].load(Relaxed).into(),
-            Reg::LastSeen => self.last_seen[i].load(Relaxed).into(),
-            Reg::PayloadType => self.payload_type[i].load(Relaxed).into(),
+            Reg::Packets => q.packets.load(Relaxed).into(),
+            Reg::Lost => q.lost.load(Relaxed).into(),
+            Reg::Reordered => q.reordered.load(Relaxed).into(),
+            Reg::MaxSeq => q.max_seq.load(Relaxed).into(),
+            Reg::Transit => q.transit.load(Relaxed).into(),
+            Reg::Jitter => q.jitter.load(Relaxed).into(),
+            Reg::LastSeen => q.last_seen.load(Relaxed).into(),
+            Reg::PayloadType => q.payload_type.load(Relaxed).into(),
             Reg::LearnFilter => return None,
         })
     }
 
     /// Register write (values truncated to the register width, as on Tofino).
     pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
-        if i >= self.packets.len() {
+        let Some(q) = self.slots().get(i) else {
             return false;
-        }
+        };
         match reg {
-            Reg::Packets => self.packets[i].store(v as u32, Relaxed),
-            Reg::Lost => self.lost[i].store(v as u32, Relaxed),
-            Reg::Reordered => self.reordered[i].store(v as u32, Relaxed),
-            Reg::MaxSeq => self.max_seq[i].store(v as u16, Relaxed),
-            Reg::Transit => self.transit[i].store(v as u32, Relaxed),
-            Reg::Jitter => self.jitter[i].store(v as u32, Relaxed),
-            Reg::LastSeen => self.last_seen[i].store(v as u32, Relaxed),
-            Reg::PayloadType => self.payload_type[i].store(v as u8, Relaxed),
+            Reg::Packets => q.packets.store(v as u32, Relaxed),
+            Reg::Lost => q.lost.store(v as u32, Relaxed),
+            Reg::Reordered => q.reordered.store(v as u32, Relaxed),
+            Reg::MaxSeq => q.max_seq.store(v as u16, Relaxed),
+            Reg::Transit => q.transit.store(v as u32, Relaxed),
+            Reg::Jitter => q.jitter.store(v as u32, Relaxed),
+            Reg::LastSeen => q.last_seen.store(v as u32, Relaxed),
+            Reg::PayloadType => q.payload_type.store(v as u8, Relaxed),
             Reg::LearnFilter => return false,
         }
         true
     }
 
     pub fn clear(&self) {
-        for i in 0..self.packets.len() {
+        for i in 0..self.len() {
             for r in [
                 Reg::Packets,
                 Reg::Lost,

@@ -11,6 +11,7 @@ use super::codec::{df_bool, df_int, df_str, invalid, key_exact, key_lpm, key_ran
 use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::dataplane::now_ms;
+use crate::fastpath::Touched;
 use crate::schema::{Reg, TableKind, TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS, ID_ENTRY_TTL};
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{GuardAction, GuardKey, GuardSnapshot};
@@ -87,6 +88,24 @@ pub enum Undo {
     Register(Reg, usize, u64),
     PortEnable(usize, bool),
     Rate(usize, u64),
+    /// A table was cleared (not undoable; marks a full fast-path mirror).
+    Cleared,
+}
+
+/// What a batch of applied (or rolled back) writes touched.
+pub fn touched(undo: &[Undo]) -> Touched {
+    let mut t = Touched::default();
+    for u in undo {
+        match u {
+            Undo::Relay(k, _) => t.relay.push(*k),
+            Undo::Leg(leg, _) => t.legs.push(*leg),
+            Undo::Small(_) => t.routes = true,
+            Undo::PortEnable(..) | Undo::Rate(..) => t.ports = true,
+            Undo::Cleared => t.cleared = true,
+            Undo::Guard(..) | Undo::Register(..) => {}
+        }
+    }
+    t
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -236,6 +255,7 @@ impl Switch {
             }
             Undo::PortEnable(i, v) => self.ports[i].enabled.store(v, Relaxed),
             Undo::Rate(i, v) => self.ports[i].stats.egress.rate_bps.store(v, Relaxed),
+            Undo::Cleared => {}
         }
     }
 
@@ -260,8 +280,10 @@ impl Switch {
         undo: &mut Vec<Undo>,
     ) -> Result<(), Status> {
         let relay = &self.pipeline.relay;
-        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || relay.clear())
-        {
+        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || {
+            relay.clear();
+            undo.push(Undo::Cleared);
+        }) {
             return done;
         }
         let k = Self::relay_key(&Keys::new(t, key.expect("not wildcard"))?)?;
@@ -292,7 +314,11 @@ impl Switch {
                 )));
             }
         }
-        let prev = write_exact(relay, t, op, k, action, ttl, counters_of(data)?)?;
+        let counters = counters_of(data)?;
+        let prev = write_exact(relay, t, op, k, action, ttl, counters)?;
+        if counters.is_some() {
+            self.pipeline.zero_fast_counts(&k);
+        }
         undo.push(Undo::Relay(k, prev));
         Ok(())
     }
@@ -344,8 +370,10 @@ impl Switch {
         undo: &mut Vec<Undo>,
     ) -> Result<(), Status> {
         let legs = &self.pipeline.legs;
-        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || legs.clear())
-        {
+        if let Some(done) = fixed_default_or_clear(t, op, default, wildcard, data, || {
+            legs.clear();
+            undo.push(Undo::Cleared);
+        }) {
             return done;
         }
         let leg = Keys::new(t, key.expect("not wildcard"))?.exact("ig_md.leg")? as u32;
@@ -739,9 +767,12 @@ impl Switch {
                         let s = self.pipeline.relay.get(&rk, now).ok_or_else(|| {
                             Status::not_found(format!("{}: no such entry", t.name))
                         })?;
-                        emit(s, out);
+                        emit(self.pipeline.with_fast_counts(s, now), out);
                     }
-                    None => self.pipeline.relay.for_each(now, |s| emit(s, out)),
+                    None => self
+                        .pipeline
+                        .relay
+                        .for_each(now, |s| emit(self.pipeline.with_fast_counts(s, now), out)),
                 }
             }
             TableKind::RelayGuard => {
@@ -914,7 +945,10 @@ impl Switch {
                     if t.kind == TableKind::QueueCounter {
                         kf.push(key_exact(&t.keys[1], 0));
                     }
-                    out(entry(pb::TableKey { fields: kf }, fixed_data(t, port)));
+                    out(entry(
+                        pb::TableKey { fields: kf },
+                        fixed_data(t, port, self.pipeline.fast_port_counts(port.id)),
+                    ));
                 }
             }
         }
@@ -1092,7 +1126,11 @@ fn leg_data(t: &TableSchema, r: &Rewrite) -> pb::TableData {
     )
 }
 
-fn fixed_data(t: &TableSchema, port: &crate::dataplane::Port) -> pb::TableData {
+fn fixed_data(
+    t: &TableSchema,
+    port: &crate::dataplane::Port,
+    fast: crate::fastpath::PortCounts,
+) -> pb::TableData {
     let st = &port.stats;
     let e = &st.egress;
     let fields = t
@@ -1105,10 +1143,16 @@ fn fixed_data(t: &TableSchema, port: &crate::dataplane::Port) -> pb::TableData {
                 "$PORT_ENABLE" => df_bool(id, port.enabled.load(Relaxed)),
                 "$PORT_NAME" => df_str(id, &port.ifname),
                 "$PORT_UP" => df_bool(id, port.link_up()),
-                "$FramesReceivedOK" => df_int(id, st.rx_packets.load(Relaxed), 64),
-                "$OctetsReceived" => df_int(id, st.rx_bytes.load(Relaxed), 64),
-                "$FramesTransmittedOK" => df_int(id, e.tx_packets.load(Relaxed), 64),
-                "$OctetsTransmittedTotal" => df_int(id, e.tx_bytes.load(Relaxed), 64),
+                "$FramesReceivedOK" => {
+                    df_int(id, st.rx_packets.load(Relaxed) + fast.rx_packets, 64)
+                }
+                "$OctetsReceived" => df_int(id, st.rx_bytes.load(Relaxed) + fast.rx_bytes, 64),
+                "$FramesTransmittedOK" => {
+                    df_int(id, e.tx_packets.load(Relaxed) + fast.tx_packets, 64)
+                }
+                "$OctetsTransmittedTotal" => {
+                    df_int(id, e.tx_bytes.load(Relaxed) + fast.tx_bytes, 64)
+                }
                 "$FramesDroppedBufferFull" => df_int(id, e.tail_drops.load(Relaxed), 64),
                 "unit" => df_str(id, "BPS"),
                 "provisioning" => df_str(id, "UPPER"),

@@ -123,6 +123,26 @@ impl Switch {
         }
     }
 
+    fn mirror(&self, t: &crate::fastpath::Touched) {
+        self.pipeline.mirror(t);
+        if t.ports {
+            self.sync_fast_ports();
+        }
+    }
+
+    /// Which ports the fast path may use: enabled ones receive; enabled,
+    /// unshaped ones with link up send (a shaped port's FIFO is user space's).
+    pub fn sync_fast_ports(&self) {
+        let Some(fp) = &self.pipeline.fastpath else {
+            return;
+        };
+        for p in self.ports.iter() {
+            let enabled = p.enabled.load(Relaxed);
+            let unshaped = p.stats.egress.rate_bps.load(Relaxed) == 0;
+            fp.set_port(p.id, enabled, enabled && unshaped && p.link_up());
+        }
+    }
+
     /// Applies one Write batch with the request's atomicity.
     pub fn write_batch(&self, req: &pb::WriteRequest) -> Result<(), Status> {
         self.check_target(req.target.as_ref(), &req.p4_name)?;
@@ -159,8 +179,11 @@ impl Switch {
                 }
             }
         }
+        // The fast path mirrors the result (applied or rolled back) before we answer.
+        let touched = entries::touched(&undo);
         let Some(first) = first_err else {
             self.writes_ok.fetch_add(req.updates.len() as u64, Relaxed);
+            self.mirror(&touched);
             return Ok(());
         };
         self.writes_failed.fetch_add(1, Relaxed);
@@ -169,6 +192,7 @@ impl Switch {
                 self.undo(u);
             }
         }
+        self.mirror(&touched);
         let failed = errors.iter().filter(|e| e.canonical_code != 0).count();
         // bf_switchd's shape: google.rpc.Status with one Any(bfrt_proto.Error) per update.
         let details = google::rpc::Status {

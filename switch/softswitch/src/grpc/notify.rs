@@ -117,7 +117,9 @@ pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
         }
         let t0 = std::time::Instant::now();
         let mut expired = Vec::new();
-        sw.pipeline.relay.sweep_idle(now_ms(), |k| expired.push(k));
+        let pl = &sw.pipeline;
+        pl.relay
+            .sweep_idle_with(now_ms(), |k| pl.fast_last_hit(k), |k| expired.push(k));
         last_sweep = t0.elapsed();
         for k in expired {
             let key = key_of(

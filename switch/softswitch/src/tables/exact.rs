@@ -301,15 +301,34 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
 
     /// Idle sweep: entries with a TTL idle for at least TTL are reported once
     /// (until hit again), as Tofino's notify mode does.
-    pub fn sweep_idle(&self, now_ms: u32, mut expired: impl FnMut(K)) {
+    pub fn sweep_idle(&self, now_ms: u32, expired: impl FnMut(K)) {
+        self.sweep_idle_with(now_ms, |_| None, expired)
+    }
+
+    /// `sweep_idle`, where `hit_elsewhere` tells when a key was last hit
+    /// outside this table (the XDP fast path): a later hit there counts.
+    pub fn sweep_idle_with(
+        &self,
+        now_ms: u32,
+        hit_elsewhere: impl Fn(&K) -> Option<u32>,
+        mut expired: impl FnMut(K),
+    ) {
         for s in self.shards.iter() {
             let s = s.read();
             if s.with_ttl == 0 {
                 continue;
             }
             for e in &s.entries {
-                if e.ttl_ms == 0 || now_ms.wrapping_sub(e.last_hit_ms.load(Relaxed)) < e.ttl_ms {
+                let idle = |last: u32| now_ms.wrapping_sub(last);
+                if e.ttl_ms == 0 || idle(e.last_hit_ms.load(Relaxed)) < e.ttl_ms {
                     continue;
+                }
+                if let Some(t) = hit_elsewhere(&e.key) {
+                    if idle(t) < e.ttl_ms {
+                        e.last_hit_ms.store(t, Relaxed);
+                        e.action.fetch_and(!IDLE_BIT, Relaxed);
+                        continue;
+                    }
                 }
                 if e.action.fetch_or(IDLE_BIT, Relaxed) & IDLE_BIT == 0 {
                     expired(e.key);

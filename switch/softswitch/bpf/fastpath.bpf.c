@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// p4relay softswitch XDP fast path: relay hits of the pipeline, in the kernel.
+//
+// The same pipeline as src/pipeline.rs, for the one case that is all of a
+// call's media: a clean IPv4/UDP packet that hits `relay`, whose leg has a
+// `leg_rewrite` and whose routed egress port is enabled and unshaped. Such a
+// packet is rewritten, counted and its RTP quality measured here, then
+// redirected to the egress port, without a copy into user space, a wake-up or
+// a send() (the costs that make a user-space relay several times the kernel
+// bridge). Everything else (misses, learn digests, guards, VLAN, IPv4
+// options, fragments, bad checksums, TTL expiry, shaped or disabled ports,
+// legs without a rewrite) returns XDP_PASS and takes the user-space pipeline,
+// which defines the behaviour; this program only ever does what that would do.
+//
+// Shared state, so counters and registers are one truth whichever path a
+// packet takes: the quality registers are this program's `quality` array,
+// mmapped by the softswitch as its register storage; entry counters, port
+// counters and pipeline counters here are added to the softswitch's own on
+// every read. Layouts: src/fastpath/maps.rs (keep in lockstep).
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#define NS_PER_S 1000000000ULL
+#define NS_PER_MS 1000000ULL
+
+// Sizes are set by the loader before load (bpf_map__set_max_entries).
+#define MAX_PORTS 64
+
+struct relay_key { // host byte order, = RelayKey
+    __u32 src;
+    __u32 dst;
+    __u16 sport;
+    __u16 dport;
+};
+
+struct relay_val {
+    __u32 leg;
+    __u32 rtcp;
+    __u64 pkts;
+    __u64 bytes;
+    __u32 last_hit_ms;
+    __u32 _pad;
+};
+
+// leg_rewrite with its route resolved (ipv4_lpm + nexthop of the new dst).
+struct leg_val {
+    __u32 src;
+    __u32 dst;
+    __u16 sport;
+    __u16 dport;
+    __u32 port;    // egress dev port
+    __u8 smac[6];
+    __u8 dmac[6];
+    __u32 valid;
+};
+
+struct port_val {
+    __u32 ifindex;
+    __u32 enabled; // $PORT_ENABLE: may receive
+    __u32 fast;    // may send on this path: enabled, unshaped, link up
+    __u32 _pad;
+    __u64 rx_packets;
+    __u64 rx_bytes;
+    __u64 tx_packets;
+    __u64 tx_bytes;
+};
+
+// = registers.rs LegQuality (32 bytes: an array element is 8-byte aligned).
+struct quality {
+    __u32 packets;
+    __u32 lost;
+    __u32 reordered;
+    __u32 transit;
+    __u32 jitter;
+    __u32 last_seen;
+    __u16 max_seq;
+    __u8 payload_type;
+    __u8 _pad;
+    __u32 _pad2;
+};
+
+struct config {
+    __u64 wall_offset_ns; // CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the softswitch
+    __u32 clock_hz;
+    __u32 jitter_shift;
+    __u64 relay_hits;
+    __u64 relay_rewrites;
+    __u64 rtp_packets;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct relay_key);
+    __type(value, struct relay_val);
+} relay SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 32768);
+    __type(key, __u32);
+    __type(value, struct leg_val);
+} legs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 32768);
+    __uint(map_flags, BPF_F_MMAPABLE);
+    __type(key, __u32);
+    __type(value, struct quality);
+} quality SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, MAX_PORTS);
+    __type(key, __u32);
+    __type(value, struct port_val);
+} ports SEC(".maps");
+
+// ifindex -> dev port
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, MAX_PORTS);
+    __type(key, __u32);
+    __type(value, __u32);
+} ifports SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct config);
+} config SEC(".maps");
+
+// RFC 1624: HC' = ~(~HC + ~m + m'), as packet.rs csum_update16.
+static __always_inline __u16 csum_update16(__u16 hc, __u16 old, __u16 new)
+{
+    __u32 s = (__u16)~hc + (__u32)(__u16)~old + new;
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return ~s;
+}
+
+static __always_inline __u16 csum_update32(__u16 hc, __u32 old, __u32 new)
+{
+    hc = csum_update16(hc, old >> 16, new >> 16);
+    return csum_update16(hc, old & 0xffff, new & 0xffff);
+}
+
+static __always_inline __u32 ip_sum(const __u16 *w)
+{
+    __u32 s = 0;
+#pragma unroll
+    for (int i = 0; i < 10; i++)
+        s += w[i];
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return s;
+}
+
+// registers.rs QualityRegs::update, statement for statement.
+static __always_inline void quality_update(struct quality *q, __u8 pt, __u16 seq, __u32 ts,
+                                           __u64 now_ns, const struct config *c)
+{
+    // now_ns * hz / 1e9 without a 128-bit product; equal mod 2^32.
+    __u64 hz = c->clock_hz;
+    __u32 arrival = (__u32)((now_ns / NS_PER_S) * hz + ((now_ns % NS_PER_S) * hz) / NS_PER_S);
+    __u32 transit = arrival - ts;
+    __u32 n = __sync_fetch_and_add(&q->packets, 1);
+    if (n == 0) {
+        q->max_seq = seq;
+        q->jitter = 0;
+    } else {
+        __s16 delta = (__s16)(__u16)(seq - q->max_seq);
+        if (delta > 0) {
+            if (delta > 1)
+                __sync_fetch_and_add(&q->lost, (__u32)(delta - 1));
+            q->max_seq = seq;
+        } else if (delta < 0) {
+            __sync_fetch_and_add(&q->reordered, 1);
+        }
+        __s32 d = (__s32)(transit - q->transit);
+        __u32 ad = d < 0 ? (__u32)0 - (__u32)d : (__u32)d;
+        __u32 s = q->jitter;
+        q->jitter = s + ad - (s >> (c->jitter_shift & 31));
+    }
+    q->transit = transit;
+    q->last_seen = (__u32)(now_ns / NS_PER_MS);
+    q->payload_type = pt;
+}
+
+SEC("xdp")
+int p4relay_fastpath(struct xdp_md *ctx)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 zero = 0;
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+        return XDP_PASS;
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end)
+        return XDP_PASS;
+    // Options, fragments, TTL expiry, bad header: the user-space pipeline's cases.
+    if (ip->version != 4 || ip->ihl != 5 || ip->protocol != IPPROTO_UDP || ip->ttl <= 1)
+        return XDP_PASS;
+    if (ip->frag_off & bpf_htons(0x3fff))
+        return XDP_PASS;
+    __u32 tot = bpf_ntohs(ip->tot_len);
+    if (tot < 28 || (void *)ip + tot > end)
+        return XDP_PASS;
+    if (ip_sum((const __u16 *)ip) != 0xffff)
+        return XDP_PASS;
+    struct udphdr *udp = (void *)(ip + 1);
+    if ((void *)(udp + 1) > end)
+        return XDP_PASS;
+    __u32 ulen = bpf_ntohs(udp->len);
+    if (ulen < 8 || ulen > tot - 20)
+        return XDP_PASS;
+
+    __u32 ifindex = ctx->ingress_ifindex;
+    __u32 *in_port = bpf_map_lookup_elem(&ifports, &ifindex);
+    if (!in_port)
+        return XDP_PASS;
+    struct port_val *pin = bpf_map_lookup_elem(&ports, in_port);
+    if (!pin || !pin->enabled)
+        return XDP_PASS;
+
+    struct relay_key k = {
+        .src = bpf_ntohl(ip->saddr),
+        .dst = bpf_ntohl(ip->daddr),
+        .sport = bpf_ntohs(udp->source),
+        .dport = bpf_ntohs(udp->dest),
+    };
+    struct relay_val *rv = bpf_map_lookup_elem(&relay, &k);
+    if (!rv)
+        return XDP_PASS;
+    __u32 leg = rv->leg;
+    __u32 rtcp = rv->rtcp;
+    struct leg_val *lv = bpf_map_lookup_elem(&legs, &leg);
+    if (!lv || !lv->valid)
+        return XDP_PASS;
+    __u32 eport = lv->port;
+    struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);
+    if (!pout || !pout->fast)
+        return XDP_PASS;
+    struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+    if (!cfg)
+        return XDP_PASS;
+
+    // Committed: from here the packet is relayed by this program.
+    __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;
+    __u32 frame_len = (__u32)(end - data);
+    __u16 inc = rtcp ? 1 : 0;
+    __u16 sport = lv->sport + inc, dport = lv->dport + inc;
+    __u32 nsrc = lv->src, ndst = lv->dst;
+
+    int rtp = 0;
+    __u8 pt = 0;
+    __u16 seq = 0;
+    __u32 ts = 0;
+    if (!rtcp && tot >= 20 + 8 + 12) {
+        __u8 *h = (void *)(udp + 1);
+        if ((void *)(h + 12) <= end && (h[0] >> 6) == 2) {
+            rtp = 1;
+            pt = h[1] & 0x7f;
+            seq = ((__u16)h[2] << 8) | h[3];
+            ts = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
+        }
+    }
+
+    __u16 c = bpf_ntohs(udp->check);
+    if (c != 0) {
+        c = csum_update32(c, k.src, nsrc);
+        c = csum_update32(c, k.dst, ndst);
+        c = csum_update16(c, k.sport, sport);
+        c = csum_update16(c, k.dport, dport);
+        udp->check = bpf_htons(c == 0 ? 0xffff : c);
+    }
+    ip->saddr = bpf_htonl(nsrc);
+    ip->daddr = bpf_htonl(ndst);
+    udp->source = bpf_htons(sport);
+    udp->dest = bpf_htons(dport);
+    __builtin_memcpy(eth->h_dest, lv->dmac, 6);
+    __builtin_memcpy(eth->h_source, lv->smac, 6);
+    ip->ttl--;
+    ip->check = 0;
+    ip->check = ~ip_sum((const __u16 *)ip);
+
+    __sync_fetch_and_add(&rv->pkts, 1);
+    __sync_fetch_and_add(&rv->bytes, frame_len);
+    rv->last_hit_ms = (__u32)(now_ns / NS_PER_MS);
+    __sync_fetch_and_add(&pin->rx_packets, 1);
+    __sync_fetch_and_add(&pin->rx_bytes, frame_len);
+    __sync_fetch_and_add(&pout->tx_packets, 1);
+    __sync_fetch_and_add(&pout->tx_bytes, frame_len);
+    __sync_fetch_and_add(&cfg->relay_hits, 1);
+    __sync_fetch_and_add(&cfg->relay_rewrites, 1);
+    if (rtp) {
+        // No queue on this path: the packet departs now (egress quality).
+        struct quality *q = bpf_map_lookup_elem(&quality, &leg);
+        if (q) {
+            quality_update(q, pt, seq, ts, now_ns, cfg);
+            __sync_fetch_and_add(&cfg->rtp_packets, 1);
+        }
+    }
+    return bpf_redirect(pout->ifindex, 0);
+}
+
+char _license[] SEC("license") = "GPL";

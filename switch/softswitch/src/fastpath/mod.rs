@@ -1,0 +1,375 @@
+//! The XDP fast path: relay hits forwarded in the kernel (bpf/fastpath.bpf.c).
+//!
+//! The user-space pipeline stays the definition of behaviour and the owner of
+//! every table; this module mirrors what the XDP program needs into its maps
+//! (relay entries with a leg action; legs with their route resolved; port
+//! states) whenever a Write changes them, before the Write returns, so the
+//! kernel never acts on an entry the control plane has removed. A relay entry
+//! missing from the kernel's map (map full, not yet mirrored) is simply
+//! relayed by user space. Counters the kernel keeps are added to ours on every
+//! read; the quality registers are one shared memory.
+
+mod mirror;
+mod sys;
+
+pub use mirror::Touched;
+
+use std::ffi::c_int;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use serde::Deserialize;
+
+use crate::registers::LegQuality;
+use crate::tables::relay::RelayKey;
+
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
+const PROGRAM: &str = "p4relay_fastpath";
+/// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
+pub const MAX_PORTS: u32 = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// No fast path: every packet through the user-space pipeline.
+    Off,
+    /// Generic (skb) XDP: works on every interface, veth included.
+    #[default]
+    Generic,
+    /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
+    Native,
+}
+
+impl XdpMode {
+    fn flags(self) -> u32 {
+        match self {
+            XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
+            _ => sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+// Map layouts: bpf/fastpath.bpf.c (keep in lockstep).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct RelayKeyC {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct RelayVal {
+    leg: u32,
+    rtcp: u32,
+    pkts: u64,
+    bytes: u64,
+    last_hit_ms: u32,
+    _pad: u32,
+}
+
+/// A leg's rewrite with its route resolved; `valid == 0`: user space decides.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LegRoute {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub port: u32,
+    pub smac: [u8; 6],
+    pub dmac: [u8; 6],
+    pub valid: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct PortVal {
+    ifindex: u32,
+    enabled: u32,
+    fast: u32,
+    _pad: u32,
+    rx_packets: u64,
+    rx_bytes: u64,
+    tx_packets: u64,
+    tx_bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct ConfigVal {
+    wall_offset_ns: u64,
+    clock_hz: u32,
+    jitter_shift: u32,
+    relay_hits: u64,
+    relay_rewrites: u64,
+    rtp_packets: u64,
+}
+
+/// Packets the kernel relayed for one relay entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryCounts {
+    pub pkts: u64,
+    pub bytes: u64,
+    pub last_hit_ms: u32,
+}
+
+/// Per-port packets the kernel received / sent on the fast path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// Pipeline counters the kernel counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineCounts {
+    pub relay_hits: u64,
+    pub relay_rewrites: u64,
+    pub rtp_packets: u64,
+}
+
+pub struct FastPath {
+    pub mode: XdpMode,
+    _obj: sys::Object,
+    prog: c_int,
+    relay: c_int,
+    legs: c_int,
+    ports: c_int,
+    ifports: c_int,
+    config: c_int,
+    quality: &'static [LegQuality],
+    /// Relay entries the kernel map refused (full): relayed by user space.
+    pub relay_full: AtomicU64,
+    pub relay_mirrored: AtomicU64,
+    links: parking_lot::Mutex<Vec<(u32, c_int)>>,
+}
+
+fn key_c(k: &RelayKey) -> RelayKeyC {
+    RelayKeyC {
+        src: k.src,
+        dst: k.dst,
+        sport: k.sport,
+        dport: k.dport,
+    }
+}
+
+impl FastPath {
+    /// Loads the program and creates its maps (`relay_entries` kernel relay
+    /// entries, allocated as used; `legs` legs).
+    pub fn load(
+        mode: XdpMode,
+        relay_entries: u32,
+        legs: u32,
+        clock_hz: u32,
+        jitter_shift: u32,
+    ) -> Result<FastPath> {
+        let obj = sys::Object::open(OBJECT).context("open the XDP object")?;
+        obj.size_map("relay", relay_entries.max(1), true)?;
+        obj.size_map("legs", legs.max(1), false)?;
+        obj.size_map("quality", legs.max(1), false)?;
+        obj.load()
+            .context("load the XDP program (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BPF)")?;
+        let quality_fd = obj.map_fd("quality")?;
+        let quality = mmap_quality(quality_fd, legs.max(1) as usize)?;
+        let fp = FastPath {
+            mode,
+            prog: obj.prog_fd(PROGRAM)?,
+            relay: obj.map_fd("relay")?,
+            legs: obj.map_fd("legs")?,
+            ports: obj.map_fd("ports")?,
+            ifports: obj.map_fd("ifports")?,
+            config: obj.map_fd("config")?,
+            quality,
+            _obj: obj,
+            relay_full: AtomicU64::new(0),
+            relay_mirrored: AtomicU64::new(0),
+            links: parking_lot::Mutex::new(Vec::new()),
+        };
+        let c = ConfigVal {
+            clock_hz,
+            jitter_shift,
+            ..ConfigVal::default()
+        };
+        sys::update(fp.config, &0u32, &c, sys::BPF_ANY)?;
+        fp.refresh_clock();
+        Ok(fp)
+    }
+
+    /// The quality registers' memory, shared with the kernel.
+    pub fn quality(&self) -> &'static [LegQuality] {
+        self.quality
+    }
+
+    /// Attaches the program to a port's interface (detached when we exit).
+    pub fn attach(&self, port: u32, ifname: &str) -> Result<()> {
+        let ifindex = ifindex_of(ifname)?;
+        sys::update(self.ifports, &ifindex, &port, sys::BPF_ANY)?;
+        let mut p: PortVal = sys::lookup(self.ports, &port).unwrap_or_default();
+        p.ifindex = ifindex;
+        sys::update(self.ports, &port, &p, sys::BPF_ANY)?;
+        let link = sys::xdp_link(self.prog, ifindex, self.mode.flags())
+            .with_context(|| format!("attach XDP ({:?}) to {ifname}", self.mode))?;
+        self.links.lock().push((port, link));
+        Ok(())
+    }
+
+    /// A port may receive (`enabled`) and send (`fast`: enabled, unshaped,
+    /// link up) on this path. Keeps its counters.
+    pub fn set_port(&self, port: u32, enabled: bool, fast: bool) {
+        if port >= MAX_PORTS {
+            return;
+        }
+        if let Some(mut p) = sys::lookup::<_, PortVal>(self.ports, &port) {
+            let (e, f) = (u32::from(enabled), u32::from(fast));
+            if p.enabled != e || p.fast != f {
+                p.enabled = e;
+                p.fast = f;
+                // Racing increments of this port's counters are lost here;
+                // this runs only when a port's state changes.
+                let _ = sys::update(self.ports, &port, &p, sys::BPF_EXIST);
+            }
+        }
+    }
+
+    pub fn port_counts(&self, port: u32) -> PortCounts {
+        let p: PortVal = sys::lookup(self.ports, &port).unwrap_or_default();
+        PortCounts {
+            rx_packets: p.rx_packets,
+            rx_bytes: p.rx_bytes,
+            tx_packets: p.tx_packets,
+            tx_bytes: p.tx_bytes,
+        }
+    }
+
+    pub fn pipeline_counts(&self) -> PipelineCounts {
+        let c: ConfigVal = sys::lookup(self.config, &0u32).unwrap_or_default();
+        PipelineCounts {
+            relay_hits: c.relay_hits,
+            relay_rewrites: c.relay_rewrites,
+            rtp_packets: c.rtp_packets,
+        }
+    }
+
+    /// The kernel stamps packets with CLOCK_MONOTONIC; the registers and
+    /// idle timers use wall-clock time. Refreshed periodically (NTP slews).
+    pub fn refresh_clock(&self) {
+        let off = crate::dataplane::now_real_ns().wrapping_sub(crate::dataplane::now_mono_ns());
+        if let Some(mut c) = sys::lookup::<_, ConfigVal>(self.config, &0u32) {
+            c.wall_offset_ns = off;
+            let _ = sys::update(self.config, &0u32, &c, sys::BPF_EXIST);
+        }
+    }
+
+    /// Mirrors one relay entry: `Some((leg, rtcp))` installs or re-points it
+    /// (its kernel counters kept), `None` removes it.
+    pub fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>) {
+        let kc = key_c(k);
+        match leg {
+            Some((leg, rtcp)) => {
+                let mut v: RelayVal = sys::lookup(self.relay, &kc).unwrap_or_default();
+                if v.leg == leg && v.rtcp == u32::from(rtcp) && v.last_hit_ms != 0 {
+                    return;
+                }
+                v.leg = leg;
+                v.rtcp = u32::from(rtcp);
+                v.last_hit_ms = v.last_hit_ms.max(1);
+                match sys::update(self.relay, &kc, &v, sys::BPF_ANY) {
+                    Ok(()) => {
+                        self.relay_mirrored.fetch_add(1, Relaxed);
+                    }
+                    Err(e) => {
+                        // Full (E2BIG) or out of memory: user space relays it.
+                        if self.relay_full.fetch_add(1, Relaxed) == 0 {
+                            tracing::warn!(error = %e, "XDP relay map refused an entry; such entries are relayed in user space");
+                        }
+                    }
+                }
+            }
+            None => {
+                let _ = sys::delete(self.relay, &kc);
+            }
+        }
+    }
+
+    /// The kernel's counts for one relay entry.
+    pub fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts> {
+        let v: RelayVal = sys::lookup(self.relay, &key_c(k))?;
+        Some(EntryCounts {
+            pkts: v.pkts,
+            bytes: v.bytes,
+            last_hit_ms: v.last_hit_ms,
+        })
+    }
+
+    /// Zeroes one entry's kernel counters (a Write set the counters).
+    pub fn zero_relay_counts(&self, k: &RelayKey) {
+        let kc = key_c(k);
+        if let Some(mut v) = sys::lookup::<_, RelayVal>(self.relay, &kc) {
+            v.pkts = 0;
+            v.bytes = 0;
+            let _ = sys::update(self.relay, &kc, &v, sys::BPF_EXIST);
+        }
+    }
+
+    pub fn clear_relay(&self) {
+        for k in sys::keys::<RelayKeyC>(self.relay) {
+            let _ = sys::delete(self.relay, &k);
+        }
+    }
+
+    pub fn mirror_leg(&self, leg: u32, r: LegRoute) {
+        let cur: Option<LegRoute> = sys::lookup(self.legs, &leg);
+        if cur != Some(r) {
+            let _ = sys::update(self.legs, &leg, &r, sys::BPF_ANY);
+        }
+    }
+
+    pub fn leg_valid(&self, leg: u32) -> bool {
+        sys::lookup::<_, LegRoute>(self.legs, &leg).is_some_and(|r| r.valid != 0)
+    }
+
+    pub fn links(&self) -> usize {
+        self.links.lock().len()
+    }
+}
+
+fn ifindex_of(ifname: &str) -> Result<u32> {
+    let n = std::ffi::CString::new(ifname).context("interface name")?;
+    // SAFETY: valid C string.
+    let i = unsafe { libc::if_nametoindex(n.as_ptr()) };
+    if i == 0 {
+        return Err(io::Error::last_os_error()).with_context(|| format!("interface {ifname}"));
+    }
+    Ok(i)
+}
+
+/// Maps the `quality` array (BPF_F_MMAPABLE) for the life of the process.
+fn mmap_quality(fd: c_int, legs: usize) -> Result<&'static [LegQuality]> {
+    let bytes = legs * std::mem::size_of::<LegQuality>();
+    let page = 4096;
+    let len = bytes.div_ceil(page) * page;
+    // SAFETY: mapping a BPF array map fd, shared; never unmapped.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error()).context("mmap the quality registers");
+    }
+    // SAFETY: `legs` zero-initialised 32-byte elements (array maps are
+    // zeroed; LegQuality is all atomics, valid at zero), page aligned.
+    Ok(unsafe { std::slice::from_raw_parts(p.cast::<LegQuality>(), legs) })
+}
