@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from .config import Settings, load
 
+SWITCH_INTERVAL_S = 0.0002
+
 EPILOG = """\
 examples:
   rtpagent --rtpproxy udp:127.0.0.1:22223 --listen udp:127.0.0.1:22222 --switch 127.0.0.1:50052
@@ -70,6 +72,9 @@ async def _run(cfg: Settings) -> int:
     app = App(cfg)
     await app.start()
     _tune_gc()
+    # Threads beside the loop (the store's JSON encoding, gRPC's) may hold
+    # the GIL at most this long while a command waits (default: 5 ms).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -38,7 +38,8 @@ from .switchport import (
 
 log = structlog.get_logger("rtpagent.offload")
 
-FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
+FOREIGN_SOURCES_KEPT = 8
+SESSIONS_PER_SLICE = 8  # removal bookkeeping done per event-loop turn  # per session: logged and reported; beyond, only counted
 
 DEFAULT_NAT_NETS = (
     "10.0.0.0/8",
@@ -584,10 +585,16 @@ class Offloader:
     async def _remove_sessions(self, sessions: list[Session]) -> None:
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
+        # Removals have no latency target, commands do: each stretch of work
+        # on a batch is followed by a turn for what arrived meanwhile.
+        await asyncio.sleep(0)
         await self._write_removal(lambda: self._removal(self._current(plans)))
-        for s, p in self._current(plans):
+        for n, (s, p) in enumerate(self._current(plans), 1):
             self._forget(s, p)
             self.emit("offload_removed", s, reason="ended")
+            if n % SESSIONS_PER_SLICE == 0:
+                await asyncio.sleep(0)
+        await asyncio.sleep(0)
         for s in sessions:
             if s.legs:
                 for leg in s.legs:
@@ -605,7 +612,9 @@ class Offloader:
     def _forget(self, s: Session, p: Plan) -> None:
         self.plans.pop(s.uid, None)
         for k in p.flow_keys():
-            self.by_key.pop(k, None)
+            # The same flow may be a newer call's by now (its port reused).
+            if self.by_key.get(k, ("",))[0] == s.uid:
+                del self.by_key[k]
         for g in p.guards:
             self._guard_seen.pop(g, None)
             if self.guard_owner.get(g) == s.uid:

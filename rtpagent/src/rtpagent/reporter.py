@@ -270,7 +270,7 @@ class Sender:
 
     async def run(self, flush_interval: float = 0.05) -> None:
         while True:
-            await asyncio.to_thread(self.store.write, self.store.take())
+            await asyncio.to_thread(self.store.write, await self.store.take_sliced())
             depth = self.store.spool_depth()
             metrics.SPOOL_DEPTH.set(depth)
             if depth and self.url:
