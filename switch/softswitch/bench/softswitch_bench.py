@@ -206,8 +206,8 @@ def wait_tcp(ns: str, port: int, proc: subprocess.Popen[bytes], what: str) -> No
     raise RuntimeError(f"{what} did not start")
 
 
-def softswitch(tb: Testbed) -> Dut:
-    args = ["--port", "1=sa", "--port", "2=sb", "--grpc-listen", "127.0.0.1:50052"]
+def softswitch(tb: Testbed, xdp: str = "generic") -> Dut:
+    args = ["--port", "1=sa", "--port", "2=sb", "--grpc-listen", "127.0.0.1:50052", "--xdp", xdp]
     args += ["--metrics-listen", "127.0.0.1:9101", "--workers", os.environ.get("P4RB_WORKERS", "2")]
     # Deep rings and queue: the bench measures forwarding cost, not buffering; a
     # loaded host stalls the workers for tens of ms at times.
@@ -232,7 +232,13 @@ def softswitch(tb: Testbed) -> Dut:
         "--route", f"2,{GW_MAC},{tb.macs['b0']},198.18.2.0/24",
     )  # fmt: skip
     dports = [20000 + 4 * i for i in range(FLOWS)]
-    return Dut("softswitch", tb, GW_MAC, RELAY_IP, dports, p.pid, lambda: stop_bg("softswitch", p))
+    name = "softswitch" if xdp != "off" else "ss user space"
+    return Dut(name, tb, GW_MAC, RELAY_IP, dports, p.pid, lambda: stop_bg("softswitch", p))
+
+
+def softswitch_user_space(tb: Testbed) -> Dut:
+    """The same switch with the XDP fast path off: every packet in user space."""
+    return softswitch(tb, xdp="off")
 
 
 def bridge(tb: Testbed) -> Dut:
@@ -484,8 +490,22 @@ def capacity(dut: Dut, conf: Path, ladder: list[int]) -> int:
     return best
 
 
-def memory_and_inserts() -> tuple[float, float, float]:
-    """RSS (MiB) before/after 1M sessions, and inserts/s, on a softswitch without ports."""
+def bpf_map_mib(pid: int) -> float:
+    """Kernel memory of the process's BPF maps (the XDP fast path's), MiB."""
+    total = 0
+    for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            for ln in fd.read_text().splitlines():
+                if ln.startswith("memlock:"):
+                    total += int(ln.split()[1])
+        except OSError:
+            continue
+    return total / 2**20
+
+
+def memory_and_inserts() -> tuple[float, float, float, float]:
+    """RSS (MiB) before/after 1M sessions, inserts/s, and the BPF maps' kernel
+    memory (MiB), on a softswitch without ports (the fast path still mirrors)."""
     ns = "p4rb-mem"
     sh("ip", "netns", "add", ns)
     nsx(ns, "ip", "link", "set", "lo", "up")
@@ -518,7 +538,7 @@ def memory_and_inserts() -> tuple[float, float, float]:
             "2000",
         )
         got = json.loads(out)
-        return before, rss(), float(got["inserts_per_s"])
+        return before, rss(), float(got["inserts_per_s"]), bpf_map_mib(p.pid)
     finally:
         stop_bg("softswitch-mem", p)
 
@@ -527,7 +547,7 @@ def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a and b else "n/a"
 
 
-def report(results: list[Result], mem: tuple[float, float, float] | None) -> None:
+def report(results: list[Result], mem: tuple[float, float, float, float] | None) -> None:
     print()
     print(
         f"softswitch benchmark: G.711 RTP, 214-byte frames, {FLOWS} flows, trafgen → DUT → receiver over veth, "
@@ -561,21 +581,33 @@ def report(results: list[Result], mem: tuple[float, float, float] | None) -> Non
     row("one-way latency p50 µs @ 1 kpps", [f"{r.p50_us:.1f}" for r in results])
     row("one-way latency p99 µs @ 1 kpps", [f"{r.p99_us:.1f}" for r in results])
     by = {r.dut.name: r for r in results}
-    ss, br, rp = (by.get(n) for n in ("softswitch", "kernel bridge", "RTPProxy"))
+    ss, su, br, rp = (
+        by.get(n) for n in ("softswitch", "ss user space", "kernel bridge", "RTPProxy")
+    )
     print()
     if ss and rp:
         print(f"cost ratio softswitch / RTPProxy      = {ratio(ss.cost, rp.cost)}  (target ≤ 0.33)")
     if ss and br:
         print(f"cost ratio softswitch / kernel bridge = {ratio(ss.cost, br.cost)}  (target ≤ 2)")
+    if su and br and rp:
+        print(
+            f"  without the XDP fast path (--xdp off): {ratio(su.cost, rp.cost)} of RTPProxy, "
+            f"{ratio(su.cost, br.cost)} of the kernel bridge"
+        )
+    if ss and br:
         print(
             f"added latency vs kernel bridge: p50 {ss.p50_us - br.p50_us:+.1f} µs, p99 {ss.p99_us - br.p99_us:+.1f} µs"
         )
     if mem:
-        before, after, ips = mem
+        before, after, ips, bpf = mem
         print(
             f"memory: {after:.0f} MiB resident with {SESSIONS:,d} sessions ({4 * SESSIONS:,d} relay + "
             f"{2 * SESSIONS:,d} leg + {4 * SESSIONS:,d} relay_guard entries; {before:.0f} MiB empty)"
             "  (target ≤ 512 MiB)"
+        )
+        print(
+            f"  XDP fast path's BPF maps: {bpf:.0f} MiB kernel memory (up to --xdp-entries relay "
+            "entries, legs, quality registers; the registers' pages are also in the resident figure once touched)"
         )
         print(f"batched inserts over BfRt gRPC: {ips:,.0f} entries/s  (target ≥ 50,000)")
     load = os.getloadavg()[0]
@@ -610,9 +642,14 @@ def main() -> int:
     (RUN / "bench.pid").write_text(str(os.getpid()))
     duts: list[Dut] = []
     results: list[Result] = []
-    mem: tuple[float, float, float] | None = None
+    mem: tuple[float, float, float, float] | None = None
     try:
-        for tag, make in (("ss", softswitch), ("br", bridge), ("rp", rtpproxy)):
+        for tag, make in (
+            ("ss", softswitch),
+            ("su", softswitch_user_space),
+            ("br", bridge),
+            ("rp", rtpproxy),
+        ):
             duts.append(make(Testbed(tag).build()))
         confs = {d.name: frames_conf(d) for d in duts}
         results = [Result(d) for d in duts]

@@ -102,9 +102,11 @@ struct {
     __type(value, struct relay_val);
 } relay SEC(".maps");
 
+// Legs with a rewrite and a plain route only (allocated as used).
 struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 32768);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __type(key, __u32);
     __type(value, struct leg_val);
 } legs SEC(".maps");
@@ -246,7 +248,7 @@ int p4relay_fastpath(struct xdp_md *ctx)
     __u32 leg = rv->leg;
     __u32 rtcp = rv->rtcp;
     struct leg_val *lv = bpf_map_lookup_elem(&legs, &leg);
-    if (!lv || !lv->valid)
+    if (!lv)
         return XDP_PASS;
     __u32 eport = lv->port;
     struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);

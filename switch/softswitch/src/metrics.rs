@@ -202,6 +202,12 @@ pub fn render(sw: &Switch) -> String {
                 fp.relay_mirrored.load(Relaxed),
             ),
             (
+                "p4relay_xdp_legs_full_total",
+                "counter",
+                "Legs the XDP map refused (full): their packets relayed in user space",
+                fp.legs_full.load(Relaxed),
+            ),
+            (
                 "p4relay_xdp_relay_full_total",
                 "counter",
                 "Relay entries the XDP map refused (full): relayed in user space",

@@ -49,11 +49,10 @@ impl Pipeline {
         };
         fp.clear_relay();
         self.relay.for_each(0, |s| self.mirror_relay(&s.key));
-        for leg in 0..self.legs.capacity() as u32 {
-            if self.legs.get(leg).is_some() || fp.leg_valid(leg) {
-                self.mirror_leg(leg);
-            }
+        for leg in fp.mirrored_legs() {
+            self.mirror_leg(leg);
         }
+        self.legs.for_each(|leg, _| self.mirror_leg(leg));
     }
 
     fn mirror_relay(&self, k: &RelayKey) {

@@ -72,7 +72,7 @@ struct RelayVal {
     _pad: u32,
 }
 
-/// A leg's rewrite with its route resolved; `valid == 0`: user space decides.
+/// A leg's rewrite with its route resolved; `valid == 0`: not mirrored (user space decides).
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LegRoute {
@@ -148,6 +148,8 @@ pub struct FastPath {
     /// Relay entries the kernel map refused (full): relayed by user space.
     pub relay_full: AtomicU64,
     pub relay_mirrored: AtomicU64,
+    /// Legs the kernel map refused (full).
+    pub legs_full: AtomicU64,
     links: parking_lot::Mutex<Vec<(u32, c_int)>>,
 }
 
@@ -172,7 +174,8 @@ impl FastPath {
     ) -> Result<FastPath> {
         let obj = sys::Object::open(OBJECT).context("open the XDP object")?;
         obj.size_map("relay", relay_entries.max(1), true)?;
-        obj.size_map("legs", legs.max(1), false)?;
+        // A fast-path call has 4 relay entries and 2 legs.
+        obj.size_map("legs", (relay_entries / 2).clamp(1, legs.max(1)), true)?;
         obj.size_map("quality", legs.max(1), false)?;
         obj.load()
             .context("load the XDP program (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BPF)")?;
@@ -190,6 +193,7 @@ impl FastPath {
             _obj: obj,
             relay_full: AtomicU64::new(0),
             relay_mirrored: AtomicU64::new(0),
+            legs_full: AtomicU64::new(0),
             links: parking_lot::Mutex::new(Vec::new()),
         };
         let c = ConfigVal {
@@ -324,15 +328,23 @@ impl FastPath {
         }
     }
 
+    /// Mirrors one leg: a valid route is stored, anything else removed (the
+    /// kernel then passes the leg's packets to user space).
     pub fn mirror_leg(&self, leg: u32, r: LegRoute) {
         let cur: Option<LegRoute> = sys::lookup(self.legs, &leg);
-        if cur != Some(r) {
-            let _ = sys::update(self.legs, &leg, &r, sys::BPF_ANY);
+        if r.valid == 0 {
+            if cur.is_some() {
+                let _ = sys::delete(self.legs, &leg);
+            }
+        } else if cur != Some(r) && sys::update(self.legs, &leg, &r, sys::BPF_ANY).is_err() {
+            // Full: this leg's packets are relayed in user space.
+            self.legs_full.fetch_add(1, Relaxed);
         }
     }
 
-    pub fn leg_valid(&self, leg: u32) -> bool {
-        sys::lookup::<_, LegRoute>(self.legs, &leg).is_some_and(|r| r.valid != 0)
+    /// Legs the kernel holds.
+    pub fn mirrored_legs(&self) -> Vec<u32> {
+        sys::keys::<u32>(self.legs)
     }
 
     pub fn links(&self) -> usize {
