@@ -329,7 +329,20 @@ async def test_wire_encoding_matches_generic_client(sw: Softswitch) -> None:
         assert [pb.Update.FromString(u) for u in ups] == want
         assert kinds == [0, 0] + [1] * (len(QUALITY_REGISTERS) + 1) + [2, 2, 2, 0]
         enc = bs._encoder()
-        assert enc.relay_read(key).table_entry.key == c.table_entry(RELAY, Entry(rkey)).key
+        ents, sent = enc.relay_reads([key])
+        te = c.table_entry(RELAY, Entry(rkey))
+        te.table_flags.from_hw = True
+        assert [pb.Entity.FromString(e) for e in ents] == [pb.Entity(table_entry=te)]
+        assert sent == {te.key.SerializeToString(): key}
+        gents, gsent = enc.guard_reads([gkey])
+        gte = c.table_entry(RELAY_GUARD, Entry({K_DST_ADDR: "127.0.0.1", K_DST_PORT: 40001}))
+        gte.table_flags.from_hw = True
+        assert [pb.Entity.FromString(e) for e in gents] == [pb.Entity(table_entry=gte)]
+        assert gsent == {gte.key.SerializeToString(): gkey}
+        # Read back through the raw RPC: the counters of an entry just written.
+        await bs.write(Batch(add_legs=(lg,), add_relays=(RelayEntry(key, 300, True),)), 5000)
+        assert (await bs.read_counters([key]))[key].packets == 0
+        await bs.write(Batch(del_relays=(key,), del_legs=(300,)), 5000)
     finally:
         await bs.close()
 

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 import grpc
-import grpc.aio
 import structlog
 from p4relay_switch import (
     Entry,
@@ -30,7 +29,7 @@ from p4relay_switch import (
     WriteError,
 )
 from p4relay_switch import IdleTimeout as SwIdle
-from p4relay_switch.client import Digest, _rpc_error
+from p4relay_switch.client import Digest
 from p4relay_switch.pipeline import (
     A_MARK_RELAY,
     K_DST_ADDR,
@@ -53,7 +52,8 @@ from p4relay_switch.pipeline import (
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
-from .encode import Encoder, write_request
+from .encode import Encoder
+from .rawrpc import RawRpc
 from .switchport import (
     Batch,
     FlowCounters,
@@ -135,9 +135,7 @@ class BfrtSwitch:
         self.idle_query_ms = idle_query_ms
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._enc: Encoder | None = None
-        self._write_channel: grpc.aio.Channel | None = None
-        self._write_rpc: grpc.aio.UnaryUnaryMultiCallable | None = None
-        self._write_prefix: bytes | None = None  # WriteRequest minus its updates
+        self.raw = RawRpc(self.client)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
 
@@ -207,7 +205,6 @@ class BfrtSwitch:
         schema = self.client.schema
         if self._enc is None or self._enc.schema is not schema:
             self._enc = Encoder(schema)  # ids may change when the switch reloads
-            self._write_prefix = None  # the program's name with them
         return self._enc
 
     def _updates(self, b: Batch, ttl_ms: int) -> tuple[list[bytes], list[int]]:
@@ -239,33 +236,6 @@ class BfrtSwitch:
         kinds += [0] * (len(ups) - len(kinds))
         return ups, kinds
 
-    async def _write(self, ups: list[bytes]) -> None:
-        """One Write RPC of pre-encoded updates (the client's `write` takes
-        messages; this sends the bytes as they are). Errors as the client's."""
-        ch = self.client._channel
-        if ch is None:
-            raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
-        if ch is not self._write_channel:  # a new channel after each reconnect
-            self._write_channel = ch
-            self._write_rpc = ch.unary_unary(
-                "/bfrt_proto.BfRuntime/Write",
-                request_serializer=None,  # bytes already
-                response_deserializer=pb.WriteResponse.FromString,
-            )
-        assert self._write_rpc is not None
-        c = self.client
-        if self._write_prefix is None:
-            self._write_prefix = pb.WriteRequest(
-                target=c._target(None),
-                client_id=c.client_id,
-                atomicity=pb.WriteRequest.CONTINUE_ON_ERROR,
-                p4_name=c.p4_name,
-            ).SerializeToString()
-        try:
-            await self._write_rpc(write_request(self._write_prefix, ups), timeout=c.timeout_s)
-        except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Write", len(ups)) from e
-
     async def write(self, batch: Batch, idle_ttl_ms: int) -> None:
         if not batch:
             return
@@ -276,7 +246,7 @@ class BfrtSwitch:
         except SwitchError as exc:  # schema/encode: a bug or a bad address
             raise OffloadRefused("refused", str(exc)) from exc
         try:
-            await self._write(ups)
+            await self.raw.write(ups)
             return
         except WriteError as exc:
             failed = [
@@ -323,7 +293,7 @@ class BfrtSwitch:
             return
         ups, _ = self._updates(undo, 0)
         with contextlib.suppress(SwitchError):
-            await self._write(ups)
+            await self.raw.write(ups)
 
     @staticmethod
     def _insert_refs(b: Batch) -> dict[int, FlowKey | GuardKey | int]:
@@ -349,29 +319,30 @@ class BfrtSwitch:
     # ------------------------------------------------------------------ reads
     async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
         enc = self._encoder()
-        return await self._read_entries(keys, enc.relay_read, enc.decode_counters)
+        return await self._read_entries(keys, enc.relay_reads, enc.decode_counters)
 
     async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
         enc = self._encoder()
-        return await self._read_entries(keys, enc.guard_read, enc.decode_guard_counters)
+        return await self._read_entries(keys, enc.guard_reads, enc.decode_guard_counters)
 
     async def _read_entries(
         self,
         keys: list[_K],
-        read: Callable[[_K], pb.Entity],
-        decode: Callable[[list[pb.Entity]], dict[_K, FlowCounters]],
+        reads: Callable[[list[_K]], tuple[list[bytes], dict[bytes, _K]]],
+        decode: Callable[[list[pb.Entity], dict[bytes, _K]], dict[_K, FlowCounters]],
     ) -> dict[_K, FlowCounters]:
         """Direct counters of these entries. One Read; if some entry is gone
         (NOT_FOUND fails the whole Read), key by key, the gone ones left out."""
         if not keys:
             return {}
+        ents, sent = reads(keys)
         try:
-            return decode(await self.client._read([read(k) for k in keys], None))
+            return decode(await self.raw.read(ents), sent)
         except SwitchError as exc:
             if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
                 out: dict[_K, FlowCounters] = {}
                 for k in keys:
-                    out.update(await self._read_entries([k], read, decode))
+                    out.update(await self._read_entries([k], reads, decode))
                 return out
             if exc.code is grpc.StatusCode.NOT_FOUND:
                 return {}

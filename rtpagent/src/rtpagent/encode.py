@@ -55,7 +55,7 @@ _DF_ID, _DF_STREAM = (
     tag(pb.DataField, "field_id"),
     tag(pb.DataField, "stream"),
 )
-_WR_UPDATES = tag(pb.WriteRequest, "updates")
+_TE_FLAGS, _TF_HW = tag(_TE, "table_flags"), tag(pb.TableFlags, "from_hw")
 
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
 
@@ -78,13 +78,6 @@ def update(kind: int, table_id: int, key: bytes, data: bytes | None = None) -> b
     return uint(_UPD_TYPE, kind) + ld(_UPD_ENTITY, ld(_ENT_TE, te))
 
 
-def write_request(prefix: bytes, updates: list[bytes]) -> bytes:
-    """A `WriteRequest`: its other fields (`prefix`, serialised once) plus the
-    updates, each a repeated-field element (the wire format lets a message's
-    fields come in any order)."""
-    return prefix + b"".join([ld(_WR_UPDATES, u) for u in updates])
-
-
 def _ip(addr: str) -> bytes:
     return socket.inet_aton(addr)
 
@@ -102,10 +95,10 @@ def _guard(k: GuardKey) -> tuple[bytes, bytes]:
     return _ip(k.dst_addr), k.dst_port.to_bytes(2, "big")
 
 
-def _hw_read(table_id: int, key: pb.TableKey) -> pb.Entity:
-    """A Read of one entry with its counters synced from the hardware."""
-    te = pb.TableEntry(table_id=table_id, key=key, table_flags=pb.TableFlags(from_hw=True))
-    return pb.Entity(table_entry=te)
+def hw_read(table_id: int, key: bytes) -> bytes:
+    """An `Entity` reading one entry, its counters synced from the hardware."""
+    te = uint(_TE_ID, table_id) + ld(_TE_KEY, key) + ld(_TE_FLAGS, uint(_TF_HW, 1))
+    return ld(_ENT_TE, te)
 
 
 def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> FlowCounters:
@@ -177,6 +170,8 @@ class Encoder:
 
         flow = [4, 4, 2, 2]
         self._relay_key_t = Template(relay_key, flow)
+        n = len(self._relay_key_t.fill(*(bytes(w) for w in flow)))
+        self._relay_read_t = Template(lambda v: hw_read(self.relay_id, v[0]), [n])
         self._relay_insert_t = Template(relay_insert, [*flow, leg_n, rtcp_n, ttl_n])
         self._relay_delete_t = Template(lambda v: update(DELETE, self.relay_id, relay_key(v)), flow)
 
@@ -185,6 +180,8 @@ class Encoder:
 
         guard_action = uint(_TD_ACTION, self.guard_action)
         self._guard_key_t = Template(guard_key, [4, 2])
+        n = len(self._guard_key_t.fill(bytes(4), bytes(2)))
+        self._guard_read_t = Template(lambda v: hw_read(self.guard_id, v[0]), [n])
         self._guard_insert_t = Template(
             lambda v: update(INSERT, self.guard_id, guard_key(v), guard_action), [4, 2]
         )
@@ -225,10 +222,6 @@ class Encoder:
         self._reset_t = [(reset(*r), r[1].nbytes) for r in self.registers]
 
     # ------------------------------------------------------------------ relay
-    def relay_key(self, k: FlowKey) -> pb.TableKey:
-        """The key as a message (reads go through the client's message API)."""
-        return pb.TableKey.FromString(self._relay_key_t.fill(*_flow(k)))
-
     def relay_insert(self, r: RelayEntry, ttl_ms: int) -> bytes:
         return self._relay_insert_t.fill(
             *_flow(r.key),
@@ -240,57 +233,82 @@ class Encoder:
     def relay_delete(self, k: FlowKey) -> bytes:
         return self._relay_delete_t.fill(*_flow(k))
 
-    def relay_read(self, k: FlowKey) -> pb.Entity:
-        return _hw_read(self.relay_id, self.relay_key(k))
+    def relay_reads(self, keys: list[FlowKey]) -> tuple[list[bytes], dict[bytes, FlowKey]]:
+        """Read entities for these entries, and each key's encoding -> the key
+        (to match what comes back without decoding it field by field)."""
+        ents: list[bytes] = []
+        sent: dict[bytes, FlowKey] = {}
+        for k in keys:
+            kb = self._relay_key_t.fill(*_flow(k))
+            sent[kb] = k
+            ents.append(self._relay_read_t.fill(kb))
+        return ents, sent
 
-    def decode_counters(self, ents: list[pb.Entity]) -> dict[FlowKey, FlowCounters]:
+    def decode_counters(
+        self, ents: list[pb.Entity], sent: dict[bytes, FlowKey]
+    ) -> dict[FlowKey, FlowCounters]:
         """Relay entries as read back -> their direct counters (no generic decode)."""
         out: dict[FlowKey, FlowCounters] = {}
         for e in ents:
             te = e.table_entry
             if te.table_id != self.relay_id:
                 continue
-            kv = {f.field_id: f.exact.value for f in te.key.fields}
-            try:
-                key = FlowKey(
-                    socket.inet_ntoa(kv[self.k_src]),
-                    socket.inet_ntoa(kv[self.k_dst]),
-                    int.from_bytes(kv[self.k_sport], "big"),
-                    int.from_bytes(kv[self.k_dport], "big"),
-                )
-            except (KeyError, OSError):
-                continue
-            out[key] = _counters(te, self.c_pkts, self.c_bytes)
+            # The switch echoes the key as sent (then one lookup); if its
+            # encoding differs, field by field.
+            key = sent.get(te.key.SerializeToString()) or self._flow_key(te)
+            if key is not None:
+                out[key] = _counters(te, self.c_pkts, self.c_bytes)
         return out
 
-    # ------------------------------------------------------------------ guard
-    def guard_key(self, k: GuardKey) -> pb.TableKey:
-        return pb.TableKey.FromString(self._guard_key_t.fill(*_guard(k)))
+    def _flow_key(self, te: pb.TableEntry) -> FlowKey | None:
+        kv = {f.field_id: f.exact.value for f in te.key.fields}
+        try:
+            return FlowKey(
+                socket.inet_ntoa(kv[self.k_src]),
+                socket.inet_ntoa(kv[self.k_dst]),
+                int.from_bytes(kv[self.k_sport], "big"),
+                int.from_bytes(kv[self.k_dport], "big"),
+            )
+        except (KeyError, OSError):
+            return None
 
+    # ------------------------------------------------------------------ guard
     def guard_insert(self, k: GuardKey) -> bytes:
         return self._guard_insert_t.fill(*_guard(k))
 
     def guard_delete(self, k: GuardKey) -> bytes:
         return self._guard_delete_t.fill(*_guard(k))
 
-    def guard_read(self, k: GuardKey) -> pb.Entity:
-        return _hw_read(self.guard_id, self.guard_key(k))
+    def guard_reads(self, keys: list[GuardKey]) -> tuple[list[bytes], dict[bytes, GuardKey]]:
+        ents: list[bytes] = []
+        sent: dict[bytes, GuardKey] = {}
+        for k in keys:
+            kb = self._guard_key_t.fill(*_guard(k))
+            sent[kb] = k
+            ents.append(self._guard_read_t.fill(kb))
+        return ents, sent
 
-    def decode_guard_counters(self, ents: list[pb.Entity]) -> dict[GuardKey, FlowCounters]:
+    def decode_guard_counters(
+        self, ents: list[pb.Entity], sent: dict[bytes, GuardKey]
+    ) -> dict[GuardKey, FlowCounters]:
         out: dict[GuardKey, FlowCounters] = {}
         for e in ents:
             te = e.table_entry
             if te.table_id != self.guard_id:
                 continue
-            kv = {f.field_id: f.exact.value for f in te.key.fields}
-            try:
-                key = GuardKey(
-                    socket.inet_ntoa(kv[self.g_dst]), int.from_bytes(kv[self.g_dport], "big")
-                )
-            except (KeyError, OSError):
-                continue
-            out[key] = _counters(te, self.gc_pkts, self.gc_bytes)
+            key = sent.get(te.key.SerializeToString()) or self._guard_key(te)
+            if key is not None:
+                out[key] = _counters(te, self.gc_pkts, self.gc_bytes)
         return out
+
+    def _guard_key(self, te: pb.TableEntry) -> GuardKey | None:
+        kv = {f.field_id: f.exact.value for f in te.key.fields}
+        try:
+            return GuardKey(
+                socket.inet_ntoa(kv[self.g_dst]), int.from_bytes(kv[self.g_dport], "big")
+            )
+        except (KeyError, OSError):
+            return None
 
     # ------------------------------------------------------------------ legs
     def _leg(self, leg: int) -> bytes:

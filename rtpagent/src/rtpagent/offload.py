@@ -38,8 +38,7 @@ from .switchport import (
 
 log = structlog.get_logger("rtpagent.offload")
 
-FOREIGN_SOURCES_KEPT = 8
-SESSIONS_PER_SLICE = 8  # removal bookkeeping done per event-loop turn  # per session: logged and reported; beyond, only counted
+FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
 
 DEFAULT_NAT_NETS = (
     "10.0.0.0/8",
@@ -585,16 +584,13 @@ class Offloader:
     async def _remove_sessions(self, sessions: list[Session]) -> None:
         plans = [(s, self.plans[s.uid]) for s in sessions if s.uid in self.plans]
         await self._harvest(plans)
-        # Removals have no latency target, commands do: each stretch of work
-        # on a batch is followed by a turn for what arrived meanwhile.
+        # Removals have no latency target, commands do: what arrived while
+        # the counters were decoded goes before the removal is encoded.
         await asyncio.sleep(0)
         await self._write_removal(lambda: self._removal(self._current(plans)))
-        for n, (s, p) in enumerate(self._current(plans), 1):
+        for s, p in self._current(plans):
             self._forget(s, p)
             self.emit("offload_removed", s, reason="ended")
-            if n % SESSIONS_PER_SLICE == 0:
-                await asyncio.sleep(0)
-        await asyncio.sleep(0)
         for s in sessions:
             if s.legs:
                 for leg in s.legs:

@@ -55,6 +55,10 @@ class Store:
         # them later, in another thread, sees what was reported.
         self._spool: list[tuple[str, Doc]] = []
         self._session_docs: dict[str, Callable[[], dict[str, Any]]] = {}
+        # Taken from the buffers above, documents built, not yet handed over.
+        self._staged_up: list[tuple[str, Doc]] = []
+        self._staged_dl: list[tuple[str]] = []
+        self._staged_spool: list[tuple[str, Doc]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
         # and the sender asks after every flush.
@@ -81,48 +85,51 @@ class Store:
 
     @property
     def pending_writes(self) -> int:
-        return len(self._sessions) + len(self._spool) + len(self._session_docs)
+        staged = len(self._staged_up) + len(self._staged_dl) + len(self._staged_spool)
+        return len(self._sessions) + len(self._spool) + len(self._session_docs) + staged
 
-    def _swap(
-        self,
-    ) -> tuple[
-        dict[str, Callable[[], Doc] | None], list[tuple[str, Doc]], dict[str, Callable[[], Doc]]
-    ]:
-        sessions, self._sessions = self._sessions, {}
-        spool, self._spool = self._spool, []
-        docs, self._session_docs = self._session_docs, {}
-        return sessions, spool, docs
+    def _stage(self, limit: int | None) -> None:
+        """Move what is buffered to the staging lists, building at most `limit`
+        documents (on the event loop's thread: they read live sessions).
+        Staged rows stay the store's until handed over: a flush cut short
+        (the sender cancelled at shutdown) loses nothing."""
+        self._staged_spool.extend(self._spool)
+        self._spool = []
+        n = 0
+        docs, journal = self._session_docs, self._sessions
+        while docs and (limit is None or n < limit):
+            uid = next(iter(docs))
+            self._staged_spool.append(("session", docs.pop(uid)()))
+            n += 1
+        while journal and (limit is None or n < limit):
+            uid = next(iter(journal))
+            d = journal.pop(uid)
+            if d is None:
+                self._staged_dl.append((uid,))
+            else:
+                self._staged_up.append((uid, d()))
+                n += 1
+
+    def _hand_over(self) -> Taken:
+        out = (self._staged_up, self._staged_dl, self._staged_spool)
+        self._staged_up, self._staged_dl, self._staged_spool = [], [], []
+        return out
 
     def take(self) -> Taken:
-        """Hand over what is buffered, session documents built now (on the
-        event loop's thread: they read live sessions)."""
-        sessions, spool, docs = self._swap()
-        spool.extend(("session", d()) for d in docs.values())
-        up = [(u, d()) for u, d in sessions.items() if d is not None]
-        dl = [(u,) for u, d in sessions.items() if d is None]
-        return up, dl, spool
+        """Hand over everything buffered."""
+        self._stage(None)
+        return self._hand_over()
 
     async def take_sliced(self) -> Taken:
         """`take`, yielding to the event loop every few documents so a busy
-        interval's flush never holds a command back for long."""
-        sessions, spool, docs = self._swap()
-        n = 0
-        for d in docs.values():
-            spool.append(("session", d()))
-            n += 1
-            if n % DOCS_PER_SLICE == 0:
-                await asyncio.sleep(0)
-        up: list[tuple[str, Doc]] = []
-        dl: list[tuple[str]] = []
-        for u, j in sessions.items():
-            if j is None:
-                dl.append((u,))
-                continue
-            up.append((u, j()))
-            n += 1
-            if n % DOCS_PER_SLICE == 0:
-                await asyncio.sleep(0)
-        return up, dl, spool
+        interval's flush never holds a command back for long. What arrives
+        meanwhile waits for the next flush."""
+        todo = len(self._session_docs) + len(self._sessions)
+        for _ in range(0, todo, DOCS_PER_SLICE):
+            self._stage(DOCS_PER_SLICE)
+            await asyncio.sleep(0)
+        self._stage(0)  # reports enqueued during the slices (no documents to build)
+        return self._hand_over()
 
     def write(self, batch: Taken) -> None:
         """Encode and commit one taken batch in one transaction (any thread;
@@ -169,7 +176,8 @@ class Store:
             self._depth -= max(0, cur.rowcount)
 
     def spool_depth(self) -> int:
-        return int(self._depth) + len(self._spool) + len(self._session_docs)
+        queued = len(self._spool) + len(self._session_docs) + len(self._staged_spool)
+        return int(self._depth) + queued
 
     def meta(self, key: str, default: str | None = None) -> str | None:
         with self._lock:
