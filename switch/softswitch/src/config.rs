@@ -80,7 +80,7 @@ pub struct Args {
     #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_XDP")]
     pub xdp: Option<XdpMode>,
     /// Relay entries the XDP fast path holds (kernel memory, allocated as
-    /// entries arrive); entries beyond are relayed in user space [default: 262144]
+    /// entries arrive); entries beyond are relayed in user space [default: 131072]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_XDP_ENTRIES")]
     pub xdp_entries: Option<u32>,
     /// Log filter (tracing EnvFilter syntax) [default: info]
@@ -249,7 +249,7 @@ impl Config {
         if rx_coalesce_us > 10_000 {
             bail!("--rx-coalesce-us {rx_coalesce_us}: must be 0..=10000");
         }
-        let xdp_entries = args.xdp_entries.or(file.xdp_entries).unwrap_or(262_144);
+        let xdp_entries = args.xdp_entries.or(file.xdp_entries).unwrap_or(131_072);
         if !(1..=1 << 26).contains(&xdp_entries) {
             bail!("--xdp-entries {xdp_entries}: must be 1..=67108864");
         }
