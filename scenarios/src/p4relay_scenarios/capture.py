@@ -48,15 +48,19 @@ class PortCapture:
 def start_captures(
     sup: Supervisor, out_dir: Path, relay_ports: tuple[int, int]
 ) -> list[PortCapture]:
-    """Capture caller->callee RTP on the UAC port (in) and the UAS port (out)."""
+    """Capture caller->callee RTP as the UAC host sends it (in) and as the UAS
+    host receives it (out). On the hosts' interfaces, not the switch's: the
+    softswitch's XDP fast path forwards relay hits before a capture on its
+    own ports could see them (as a hardware switch would)."""
     lo, hi = relay_ports
     relay = topology.RELAY.addr
     caps = [
         PortCapture(
             "cap-in",
-            topology.UAC.sw_if,
+            topology.HOST_IF,
             f"udp and src host {topology.UAC.addr} and dst host {relay} and dst portrange {lo}-{hi}",
             out_dir / "ingress-uac.pcap",
+            netns=topology.UAC.netns,
         ),
         PortCapture(
             "cap-out",
