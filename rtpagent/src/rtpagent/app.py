@@ -106,7 +106,9 @@ class App:
         rtpp = cfg.rtpproxy
         if rtpp == "embedded":
             rtpp = self._start_embedded()
-        self.upstream = Upstream(parse_spec(rtpp), cfg.reply_timeout, cfg.reply_retries)
+        self.upstream = Upstream(
+            parse_spec(rtpp), cfg.reply_timeout, cfg.reply_retries, cfg.rtpproxy_inflight
+        )
         await self.upstream.start()
         self.agent = Agent(
             self.upstream,

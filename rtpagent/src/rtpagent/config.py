@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         default=1.0, description="seconds to wait for RTPProxy per attempt"
     )
     reply_retries: int = 2
+    rtpproxy_inflight: int = Field(
+        default=16,
+        description="datagram commands outstanding at RTPProxy at once (its control socket "
+        "buffers ~25); more wait in the agent, in order",
+    )
     notify_listen: str | None = Field(
         default="tcp:127.0.0.1:22224",
         description="agent's timeout socket written into U (RTPProxy needs -n for it); empty: do not rewrite",

@@ -5,6 +5,13 @@ cookie, so replies to several SIP servers never mix and RTPProxy's cookie
 cache still de-duplicates a retransmitted command (same agent cookie).
 Stream RTPProxy (unix:/tcp:): one connection per command, no cookie, as the
 OpenSIPS/Kamailio modules do.
+
+At most `max_inflight` datagram commands are outstanding; the rest wait here,
+in order. RTPProxy's control socket has a small receive buffer (32 KiB: ~25
+commands) and one thread draining it, so a burst from several SIP servers
+overflowed it: each dropped command cost its call a one-second retransmit
+(~1 % of commands at 64 in flight, direct or through the agent). Waiting here
+costs nothing extra: RTPProxy takes the commands one at a time anyway.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import itertools
 import socket
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 
 import structlog
@@ -41,13 +49,18 @@ class _Datagram(asyncio.DatagramProtocol):
 
 
 class Upstream:
-    def __init__(self, spec: SocketSpec, timeout: float = 1.0, retries: int = 2) -> None:
+    def __init__(
+        self, spec: SocketSpec, timeout: float = 1.0, retries: int = 2, max_inflight: int = 16
+    ) -> None:
         self.spec = spec
         self.timeout = timeout
         self.retries = retries
+        self.max_inflight = max(1, max_inflight)
         self._transport: asyncio.DatagramTransport | None = None
-        self._pending: dict[str, asyncio.Future[str]] = {}
         self._pending_cb: dict[str, Callable[[str], None]] = {}
+        self._inflight = 0
+        # Commands waiting for a slot: (queued at, body, callback).
+        self._waiting: deque[tuple[float, str, Callable[[str | None], None]]] = deque()
         self._ids = itertools.count(1)
         # Unique per agent run: RTPProxy answers a known cookie from its reply
         # cache, so a restarted agent must never reuse its predecessor's cookies.
@@ -65,9 +78,7 @@ class Upstream:
     async def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
-        for f in self._pending.values():
-            if not f.done():
-                f.cancel()
+        self._waiting.clear()
 
     def new_cookie(self) -> str:
         return f"{self._prefix}_{next(self._ids):x}"
@@ -79,61 +90,59 @@ class Upstream:
             return
         text = data.decode("utf-8", "replace")
         cookie, _, body = text.partition(" ")
-        fut = self._pending.pop(cookie, None)
-        if fut is None:
-            cb = self._pending_cb.pop(cookie, None)
-            if cb is not None:
-                cb(body)
-                return
-            metrics.BAD_INPUT.labels("reply_unmatched").inc()
-            log.debug("reply_unmatched", cookie=cookie[:64])
+        cb = self._pending_cb.pop(cookie, None)
+        if cb is not None:
+            cb(body)
             return
-        if not fut.done():
-            fut.set_result(body)
+        metrics.BAD_INPUT.labels("reply_unmatched").inc()
+        log.debug("reply_unmatched", cookie=cookie[:64])
 
-    async def call(self, body: str, cookie: str | None = None) -> str:
+    async def call(self, body: str) -> str:
         """Send one command, return the reply body. Raises UpstreamTimeout."""
+        if self.spec.datagram:
+            return await self._call_dgram(body)
         t0 = time.perf_counter()
         try:
-            if self.spec.datagram:
-                return await self._call_dgram(body, cookie or self.new_cookie())
             return await self._call_stream(body)
         finally:
             metrics.CONTROL_LATENCY.observe(time.perf_counter() - t0)
 
-    async def _call_dgram(self, body: str, cookie: str) -> str:
-        # A future plus one timer per attempt: cheaper than wait_for/shield,
-        # and this runs for every command.
-        transport = self._transport
-        assert transport is not None
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[str] = loop.create_future()
-        self._pending[cookie] = fut
-        data = f"{cookie} {body}".encode()
-        left = [self.retries]
+    async def _call_dgram(self, body: str) -> str:
+        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
-        def expire() -> None:
-            if fut.done():
-                return
-            if left[0] <= 0:
-                metrics.UPSTREAM_TIMEOUTS.inc()
-                fut.set_exception(UpstreamTimeout(f"no reply from {self.spec} to {body[:60]!r}"))
-                return
-            left[0] -= 1
-            transport.sendto(data)  # same cookie: RTPProxy answers from its cache
-            timer[0] = loop.call_later(self.timeout, expire)
+        def done(reply: str | None) -> None:
+            if not fut.done():
+                fut.set_result(reply)
 
-        transport.sendto(data)
-        timer = [loop.call_later(self.timeout, expire)]
-        try:
-            return await fut
-        finally:
-            timer[0].cancel()
-            self._pending.pop(cookie, None)
+        self.call_cb(body, done)
+        reply = await fut
+        if reply is None:
+            raise UpstreamTimeout(f"no reply from {self.spec} to {body[:60]!r}")
+        return reply
 
     def call_cb(self, body: str, cb: Callable[[str | None], None]) -> None:
         """Datagram RTPProxy only: send, then `cb(reply)` or `cb(None)` when
         every attempt went unanswered. No task, no future: the hot path."""
+        if self._inflight >= self.max_inflight:
+            self._waiting.append((time.monotonic(), body, cb))
+            return
+        self._send(body, cb)
+
+    def _release(self) -> None:
+        """A command was answered or given up: the next waiting one goes."""
+        self._inflight -= 1
+        while self._waiting and self._inflight < self.max_inflight:
+            queued, body, cb = self._waiting.popleft()
+            if time.monotonic() - queued > self.timeout * (self.retries + 1):
+                # RTPProxy has not been keeping up for longer than a command
+                # may take: as if unanswered (the SIP server retransmits).
+                metrics.UPSTREAM_TIMEOUTS.inc()
+                cb(None)
+                continue
+            self._send(body, cb)
+
+    def _send(self, body: str, cb: Callable[[str | None], None]) -> None:
+        self._inflight += 1
         transport = self._transport
         assert transport is not None
         loop = asyncio.get_running_loop()
@@ -145,7 +154,10 @@ class Upstream:
         def on_reply(text: str) -> None:
             timer[0].cancel()
             metrics.CONTROL_LATENCY.observe(time.perf_counter() - t0)
-            cb(text)
+            try:
+                cb(text)  # the reply first, then the next command goes
+            finally:
+                self._release()
 
         def expire() -> None:
             if cookie not in self._pending_cb:
@@ -153,7 +165,10 @@ class Upstream:
             if left[0] <= 0:
                 del self._pending_cb[cookie]
                 metrics.UPSTREAM_TIMEOUTS.inc()
-                cb(None)
+                try:
+                    cb(None)
+                finally:
+                    self._release()
                 return
             left[0] -= 1
             transport.sendto(data)  # same cookie: RTPProxy answers from its cache

@@ -1,0 +1,71 @@
+"""The upstream's cap on commands outstanding at RTPProxy."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from harness import wait_for
+from rtpagent.sockets import parse_spec
+from rtpagent.upstream import Upstream
+
+
+class _Rtpp(asyncio.DatagramProtocol):
+    """Records commands; answers only when told."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[str, object]] = []
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: object) -> None:
+        self.got.append((data.decode(), addr))
+
+    def answer(self, i: int) -> None:
+        cookie, _, body = self.got[i][0].partition(" ")
+        assert self.transport is not None
+        self.transport.sendto(f"{cookie} ok:{body}".encode(), self.got[i][1])  # type: ignore[arg-type]
+
+
+async def test_commands_beyond_the_cap_wait_in_order() -> None:
+    loop = asyncio.get_running_loop()
+    transport, rtpp = await loop.create_datagram_endpoint(_Rtpp, local_addr=("127.0.0.1", 0))
+    port = transport.get_extra_info("sockname")[1]
+    up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=0.3, retries=0, max_inflight=2)
+    await up.start()
+    try:
+        replies: list[str | None] = []
+        for n in range(5):
+            up.call_cb(f"V{n}", replies.append)
+
+        def sent() -> list[str]:
+            return [c.split()[1] for c, _ in rtpp.got]
+
+        await wait_for(lambda: len(rtpp.got) == 2)
+        await asyncio.sleep(0.05)
+        assert sent() == ["V0", "V1"]  # the rest wait
+        rtpp.answer(1)
+        await wait_for(lambda: len(rtpp.got) == 3)
+        assert replies == ["ok:V1"] and sent()[2] == "V2"
+        rtpp.answer(2)
+        rtpp.answer(0)
+        await wait_for(lambda: len(rtpp.got) == 5)
+        assert sent() == ["V0", "V1", "V2", "V3", "V4"]
+        # Unanswered: given up after the timeout, and the slot is free again.
+        await wait_for(lambda: len(replies) == 5, within=2.0)
+        assert replies == ["ok:V1", "ok:V2", "ok:V0", None, None]
+        task = asyncio.ensure_future(up.call("Q"))
+        await wait_for(lambda: len(rtpp.got) == 6)
+        rtpp.answer(5)
+        assert await asyncio.wait_for(task, 2.0) == "ok:Q"
+        # A command that waited here longer than a command may take is given
+        # up without being sent (the SIP server has retransmitted by then).
+        up._inflight = up.max_inflight
+        up._waiting.append((time.monotonic() - 10, "V6", replies.append))
+        up._release()
+        assert replies[-1] is None and len(rtpp.got) == 6
+    finally:
+        await up.close()
+        transport.close()
