@@ -361,7 +361,7 @@ impl Pipeline {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::contract::CONTRACT;
     use crate::packet::testpkt::{rtp, udp_checksum, Udp4};
@@ -371,13 +371,13 @@ mod tests {
     use crate::tables::small::RelayAddrKey;
     use std::sync::mpsc::{sync_channel, Receiver};
 
-    const UAC: u32 = 0xc612_010a; // 198.18.1.10
-    const UAS: u32 = 0xc612_020a; // 198.18.2.10
-    const RELAY: u32 = 0xc612_000a; // 198.18.0.10
+    pub(crate) const UAC: u32 = 0xc612_010a; // 198.18.1.10
+    pub(crate) const UAS: u32 = 0xc612_020a; // 198.18.2.10
+    pub(crate) const RELAY: u32 = 0xc612_000a; // 198.18.0.10
     const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
     const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
-    fn setup() -> (Pipeline, Receiver<LearnDigest>) {
+    pub(crate) fn setup() -> (Pipeline, Receiver<LearnDigest>) {
         let (tx, rx) = sync_channel(16);
         let p = Pipeline::new(&CONTRACT, 1000, 100, &[1, 2, 3], tx);
         p.small
@@ -437,7 +437,7 @@ mod tests {
         (p, rx)
     }
 
-    fn meta(ms: u32) -> Meta {
+    pub(crate) fn meta(ms: u32) -> Meta {
         Meta {
             ingress_port: 1,
             now_ns: u64::from(ms) * 1_000_000,
@@ -519,7 +519,7 @@ mod tests {
         v
     }
 
-    fn install_call(p: &Pipeline) {
+    pub(crate) fn install_call(p: &Pipeline) {
         // UAC 198.18.1.10:4000 → relay :20000 becomes relay:20002 → UAS:6000 (leg 7)
         p.legs
             .insert(

@@ -11,6 +11,8 @@
 
 mod mirror;
 mod sys;
+#[cfg(test)]
+mod tests;
 
 pub use mirror::Touched;
 
@@ -214,14 +216,19 @@ impl FastPath {
     /// Attaches the program to a port's interface (detached when we exit).
     pub fn attach(&self, port: u32, ifname: &str) -> Result<()> {
         let ifindex = ifindex_of(ifname)?;
-        sys::update(self.ifports, &ifindex, &port, sys::BPF_ANY)?;
-        let mut p: PortVal = sys::lookup(self.ports, &port).unwrap_or_default();
-        p.ifindex = ifindex;
-        sys::update(self.ports, &port, &p, sys::BPF_ANY)?;
+        self.register_port(port, ifindex)?;
         let link = sys::xdp_link(self.prog, ifindex, self.mode.flags())
             .with_context(|| format!("attach XDP ({:?}) to {ifname}", self.mode))?;
         self.links.lock().push((port, link));
         Ok(())
+    }
+
+    /// Dev port `port` is interface `ifindex` (both directions).
+    fn register_port(&self, port: u32, ifindex: u32) -> io::Result<()> {
+        sys::update(self.ifports, &ifindex, &port, sys::BPF_ANY)?;
+        let mut p: PortVal = sys::lookup(self.ports, &port).unwrap_or_default();
+        p.ifindex = ifindex;
+        sys::update(self.ports, &port, &p, sys::BPF_ANY)
     }
 
     /// A port may receive (`enabled`) and send (`fast`: enabled, unshaped,

@@ -54,6 +54,75 @@ extern "C" {
     fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
     fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
     fn bpf_map_get_next_key(fd: c_int, key: *const c_void, next: *mut c_void) -> c_int;
+    #[cfg(test)]
+    fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut TestRunOpts) -> c_int;
+}
+
+/// libbpf's `struct bpf_test_run_opts`.
+#[cfg(test)]
+#[repr(C)]
+struct TestRunOpts {
+    sz: usize,
+    data_in: *const c_void,
+    data_out: *mut c_void,
+    data_size_in: u32,
+    data_size_out: u32,
+    ctx_in: *const c_void,
+    ctx_out: *mut c_void,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    retval: u32,
+    repeat: c_int,
+    duration: u32,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+}
+
+/// The kernel's `struct xdp_md` as a test run's context.
+#[cfg(test)]
+#[repr(C)]
+#[derive(Default)]
+struct XdpMd {
+    data: u32,
+    data_end: u32,
+    data_meta: u32,
+    ingress_ifindex: u32,
+    rx_queue_index: u32,
+    egress_ifindex: u32,
+}
+
+/// Runs an XDP program once on `frame` as if received on `ifindex`
+/// (BPF_PROG_TEST_RUN): (XDP verdict, the frame as the program left it).
+#[cfg(test)]
+pub fn test_run(prog_fd: c_int, frame: &[u8], ifindex: u32) -> io::Result<(u32, Vec<u8>)> {
+    let mut out = vec![0u8; frame.len() + 256];
+    let ctx = XdpMd {
+        data_end: frame.len() as u32,
+        ingress_ifindex: ifindex,
+        ..XdpMd::default()
+    };
+    let mut o = TestRunOpts {
+        sz: std::mem::size_of::<TestRunOpts>(),
+        data_in: frame.as_ptr().cast(),
+        data_out: out.as_mut_ptr().cast(),
+        data_size_in: frame.len() as u32,
+        data_size_out: out.len() as u32,
+        ctx_in: (&ctx as *const XdpMd).cast(),
+        ctx_out: std::ptr::null_mut(),
+        ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+        ctx_size_out: 0,
+        retval: 0,
+        repeat: 1,
+        duration: 0,
+        flags: 0,
+        cpu: 0,
+        batch_size: 0,
+    };
+    // SAFETY: buffers outlive the call; sizes given.
+    rc(unsafe { bpf_prog_test_run_opts(prog_fd, &mut o) })?;
+    out.truncate(o.data_size_out as usize);
+    Ok((o.retval, out))
 }
 
 const BPF_XDP: u32 = 37;
