@@ -181,24 +181,8 @@ fn map_ring(fd: RawFd, opt: libc::c_int, frames: usize) -> Result<Mapping> {
     };
     setsockopt(fd, SOL_PACKET, opt, &req, "PACKET_RX/TX_RING")?;
     let len = (req.tp_block_size * req.tp_block_nr) as usize;
-    // SAFETY: mapping the ring the kernel just allocated for fd.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        bail!("mmap packet ring: {}", io::Error::last_os_error());
-    }
-    Ok(Mapping {
-        ptr: ptr as *mut u8,
-        len,
-    })
+    let ptr = map_shared(fd, len).map_err(|e| anyhow::anyhow!("mmap packet ring: {e}"))?;
+    Ok(Mapping { ptr, len })
 }
 
 impl Ring {
@@ -405,4 +389,24 @@ impl Ring {
         }
         Ok(())
     }
+}
+
+/// Maps `len` bytes of what `fd` exposes (a packet ring, a BPF array), shared
+/// with the kernel, read-write.
+pub(crate) fn map_shared(fd: libc::c_int, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh mapping of the kernel object behind fd; no Rust memory aliased.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.cast())
 }

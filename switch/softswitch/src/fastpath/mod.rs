@@ -374,20 +374,7 @@ fn mmap_quality(fd: c_int, legs: usize) -> Result<&'static [LegQuality]> {
     let bytes = legs * std::mem::size_of::<LegQuality>();
     let page = 4096;
     let len = bytes.div_ceil(page) * page;
-    // SAFETY: mapping a BPF array map fd, shared; never unmapped.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error()).context("mmap the quality registers");
-    }
+    let p = crate::dataplane::ring::map_shared(fd, len).context("mmap the quality registers")?;
     // SAFETY: `legs` zero-initialised 32-byte elements (array maps are
     // zeroed; LegQuality is all atomics, valid at zero), page aligned.
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<LegQuality>(), legs) })
