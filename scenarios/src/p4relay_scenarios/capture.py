@@ -1,8 +1,10 @@
-"""Packet captures at the switch's ports and the relay-path metrics drawn from them.
+"""Packet captures of the relay path and the metrics drawn from them.
 
-The seed measures from the switch: a packet's delay is the time from the
-UAC-facing port (ingress) to the UAS-facing port (egress). We capture both
-ports with tcpdump (kernel timestamps, nanoseconds, one clock) and match each
+The seed measures a packet's delay from the switch's UAC-facing port to its
+UAS-facing port. We capture one veth hop further out, as the UAC host sends
+and as the UAS host receives (the softswitch's XDP fast path forwards before
+a capture on the switch's own ports could see the packet, as a hardware
+switch would), with tcpdump (kernel timestamps, nanoseconds, one clock) and match each
 caller->callee RTP packet by (SSRC, sequence number), which RTPProxy and the
 switch both leave untouched:
 

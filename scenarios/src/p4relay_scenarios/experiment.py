@@ -278,8 +278,13 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         f"Calls ramp at {meta['rate']} calls/s and hold {meta['hold_s']} s; each call is one G.711 "
         "A-law stream per direction at 50 packets/s. Metrics are over the window when every call "
-        "of a level is up, from captures at the switch's UAC port (in) and UAS port (out), "
-        "caller->callee packets matched by RTP SSRC and sequence number.",
+        "of a level is up, from captures "
+        + (
+            "at the UAC host's interface (as sent) and the UAS host's interface (as received), "
+            if meta.get("capture") == "hosts"
+            else "at the switch's UAC port (in) and UAS port (out), "
+        )
+        + "caller->callee packets matched by RTP SSRC and sequence number.",
         "",
         "| mode | calls | ok/failed | delay ms p50 | delay ms p99 | variation ms p50 | "
         "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % | load 1m |",
@@ -516,6 +521,8 @@ def run(
         "hold_s": hold_s,
         "nice": nice,
         "softswitch_args": SWITCH_ARGS,
+        # Where the relay path is measured (capture.start_captures).
+        "capture": "hosts",
         "levels": levels,
         "modes": modes,
         "knee_server": knee(rows, "server"),
