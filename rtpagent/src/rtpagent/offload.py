@@ -39,6 +39,7 @@ from .switchport import (
 log = structlog.get_logger("rtpagent.offload")
 
 FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
+REMOVALS_PER_SLICE = 4  # ended sessions' bookkeeping per event-loop turn
 
 DEFAULT_NAT_NETS = (
     "10.0.0.0/8",
@@ -588,10 +589,11 @@ class Offloader:
         # the counters were decoded goes before the removal is encoded.
         await asyncio.sleep(0)
         await self._write_removal(lambda: self._removal(self._current(plans)))
-        for s, p in self._current(plans):
-            self._forget(s, p)
-            self.emit("offload_removed", s, reason="ended")
-        for s in sessions:
+        for n, s in enumerate(sessions, 1):
+            p = self.plans.get(s.uid)  # as it is now: a guard may have been taken over
+            if p is not None:
+                self._forget(s, p)
+                self.emit("offload_removed", s, reason="ended")
             if s.legs:
                 for leg in s.legs:
                     self.legs.give(leg)
@@ -599,6 +601,10 @@ class Offloader:
             self._unindex(s)
             s.state = OffloadState.ENDED
             self.emit("ended", s)
+            if n % REMOVALS_PER_SLICE == 0 and n < len(sessions):
+                # Each session is done before the turn: its entries, plan,
+                # legs and reports stay consistent for what runs meanwhile.
+                await asyncio.sleep(0)
         metrics.OFFLOADED.set(len(self.plans))
 
     def _current(self, plans: list[tuple[Session, Plan]]) -> list[tuple[Session, Plan]]:

@@ -36,7 +36,7 @@ Doc = dict[str, Any]
 # What `take` hands to `write`: journal upserts (uid, doc), journal deletes,
 # spool rows (kind, doc), all still to be encoded.
 Taken = tuple[list[tuple[str, Doc]], list[tuple[str]], list[tuple[str, Doc]]]
-DOCS_PER_SLICE = 8  # session documents built per event-loop turn (~20 us each)
+DOCS_PER_SLICE = 4  # session documents built per event-loop turn (~20-40 us each)
 
 
 class Store:
