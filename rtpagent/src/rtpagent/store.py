@@ -5,11 +5,12 @@ every `flush_interval` in one transaction (WAL), so thousands of calls per
 second cost a few fsyncs. The spool keeps every report until the server has
 acknowledged it; the sender replays in id order.
 
-Only what must see live state runs on the event loop: taking the buffers and
-building each changed session's document (a snapshot), in slices between
-which commands get their turn. JSON encoding and SQLite run in the writer
-thread: a flush of a busy interval was up to 6 ms of loop time, the tail of
-the control path's latency.
+A flush of a busy interval was up to 6 ms of event-loop time, the tail of the
+control path's latency: now its documents are built (snapshots of live
+sessions) and JSON-encoded on the loop a few at a time, commands getting
+their turn in between; only SQLite, which releases the GIL, runs in the
+writer thread. (Encoding there instead held the GIL against the loop, up to
+the switch interval at a time.)
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -33,10 +35,14 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 """
 
 Doc = dict[str, Any]
-# What `take` hands to `write`: journal upserts (uid, doc), journal deletes,
-# spool rows (kind, doc), all still to be encoded.
-Taken = tuple[list[tuple[str, Doc]], list[tuple[str]], list[tuple[str, Doc]]]
-DOCS_PER_SLICE = 4  # session documents built per event-loop turn (~20-40 us each)
+# What `take` hands to `write`: journal upserts (uid, JSON), journal deletes,
+# spool rows (kind, JSON).
+Taken = tuple[list[tuple[str, str]], list[tuple[str]], list[tuple[str, str]]]
+DOCS_PER_SLICE = 4  # reports encoded per event-loop turn (10-40 us each)
+
+
+def _json(doc: Doc) -> str:
+    return json.dumps(doc, separators=(",", ":"), default=str)
 
 
 class Store:
@@ -53,12 +59,12 @@ class Store:
         self._sessions: dict[str, Callable[[], dict[str, Any]] | None] = {}
         # Reports as built: fresh dicts nobody changes afterwards, so encoding
         # them later, in another thread, sees what was reported.
-        self._spool: list[tuple[str, Doc]] = []
+        self._spool: deque[tuple[str, Doc]] = deque()
         self._session_docs: dict[str, Callable[[], dict[str, Any]]] = {}
         # Taken from the buffers above, documents built, not yet handed over.
-        self._staged_up: list[tuple[str, Doc]] = []
+        self._staged_up: list[tuple[str, str]] = []
         self._staged_dl: list[tuple[str]] = []
-        self._staged_spool: list[tuple[str, Doc]] = []
+        self._staged_spool: list[tuple[str, str]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
         # and the sender asks after every flush.
@@ -89,17 +95,20 @@ class Store:
         return len(self._sessions) + len(self._spool) + len(self._session_docs) + staged
 
     def _stage(self, limit: int | None) -> None:
-        """Move what is buffered to the staging lists, building at most `limit`
-        documents (on the event loop's thread: they read live sessions).
-        Staged rows stay the store's until handed over: a flush cut short
-        (the sender cancelled at shutdown) loses nothing."""
-        self._staged_spool.extend(self._spool)
-        self._spool = []
+        """Encode at most `limit` buffered reports (all: None) into the staging
+        lists, in order: reports, then session states, then the journal.
+        Documents are built now, on the event loop's thread: they read live
+        sessions. Staged rows stay the store's until handed over: a flush cut
+        short (the sender cancelled at shutdown) loses nothing."""
         n = 0
-        docs, journal = self._session_docs, self._sessions
+        spool, docs, journal = self._spool, self._session_docs, self._sessions
+        while spool and (limit is None or n < limit):
+            kind, doc = spool.popleft()
+            self._staged_spool.append((kind, _json(doc)))
+            n += 1
         while docs and (limit is None or n < limit):
             uid = next(iter(docs))
-            self._staged_spool.append(("session", docs.pop(uid)()))
+            self._staged_spool.append(("session", _json(docs.pop(uid)())))
             n += 1
         while journal and (limit is None or n < limit):
             uid = next(iter(journal))
@@ -107,7 +116,7 @@ class Store:
             if d is None:
                 self._staged_dl.append((uid,))
             else:
-                self._staged_up.append((uid, d()))
+                self._staged_up.append((uid, _json(d())))
                 n += 1
 
     def _hand_over(self) -> Taken:
@@ -121,24 +130,21 @@ class Store:
         return self._hand_over()
 
     async def take_sliced(self) -> Taken:
-        """`take`, yielding to the event loop every few documents so a busy
-        interval's flush never holds a command back for long. What arrives
-        meanwhile waits for the next flush."""
-        todo = len(self._session_docs) + len(self._sessions)
+        """`take`, a few reports per event-loop turn so a busy interval's
+        flush never holds a command back for long. What arrives meanwhile
+        waits for the next flush."""
+        todo = len(self._spool) + len(self._session_docs) + len(self._sessions)
         for _ in range(0, todo, DOCS_PER_SLICE):
             self._stage(DOCS_PER_SLICE)
             await asyncio.sleep(0)
-        self._stage(0)  # reports enqueued during the slices (no documents to build)
         return self._hand_over()
 
     def write(self, batch: Taken) -> None:
-        """Encode and commit one taken batch in one transaction (any thread;
-        SQLite I/O releases the GIL, so the event loop keeps serving commands)."""
-        up_docs, dl, spool_docs = batch
-        if not (up_docs or dl or spool_docs):
+        """Commit one taken batch in one transaction (any thread; SQLite I/O
+        releases the GIL, so the event loop keeps serving commands)."""
+        up, dl, spool = batch
+        if not (up or dl or spool):
             return
-        up = [(u, json.dumps(d, separators=(",", ":"))) for u, d in up_docs]
-        spool = [(k, json.dumps(d, separators=(",", ":"), default=str)) for k, d in spool_docs]
         with self._lock, self.db:
             self.db.execute("BEGIN")
             if up:
