@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fakeswitch import FakeSwitch
 from harness import Client, settings, wait_for
@@ -132,9 +133,15 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
             return i is not None and "packets received: 50" in i and g == "50\n"
 
         await wait_for(info_counts, within=5.0, interval=0.2)
+
         # One quality sample for the direction with traffic, codec from `c8`.
-        app.store.flush()
-        samples = [d for _, k, d in app.store.spool_head(1000) if k == "sample" and d["packets"]]
+        # The background flush may be writing it from its thread right now.
+        def sampled() -> list[dict[str, Any]]:
+            app.store.flush()
+            return [d for _, k, d in app.store.spool_head(1000) if k == "sample" and d["packets"]]
+
+        await wait_for(sampled, within=5.0, interval=0.1)
+        samples = sampled()
         assert len(samples) == 1, samples
         sm = samples[0]
         assert sm["direction"] == "caller_to_callee" and sm["packets"] == 50 and sm["lost"] == 2
@@ -142,17 +149,27 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         # An interval without packets after media flowed is reported (a gap),
         # a direction that never carried any is not.
         assert await app.sampler.sample() == 1
-        app.store.flush()
-        last = [d for _, k, d in app.store.spool_head(1000) if k == "sample"][-1]
-        assert (last["direction"], last["packets"]) == ("caller_to_callee", 0)
+
+        def gap_sampled() -> bool:
+            app.store.flush()
+            last = [d for _, k, d in app.store.spool_head(1000) if k == "sample"][-1]
+            return (last["direction"], last["packets"]) == ("caller_to_callee", 0)
+
+        await wait_for(gap_sampled, within=5.0, interval=0.1)
         # D reads the final counters into the ended session's report.
         assert await cl.cmd("D c4 ft tt") == "0\n"
         await wait_for(lambda: not fake.relays)
-        app.store.flush()
-        ended = [
-            d for _, k, d in app.store.spool_head(1000) if k == "session" and d["state"] == "ended"
-        ]
-        assert ended and ended[-1]["packets"] == 50
+
+        def ended() -> list[dict[str, Any]]:
+            app.store.flush()
+            return [
+                d
+                for _, k, d in app.store.spool_head(1000)
+                if k == "session" and d["state"] == "ended"
+            ]
+
+        await wait_for(ended, within=5.0, interval=0.1)
+        assert ended()[-1]["packets"] == 50
     finally:
         await app.stop()
         cl.close()

@@ -53,7 +53,6 @@ from p4relay_switch.pipeline import (
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
 from .encode import Encoder
-from .rawrpc import RawRpc
 from .switchport import (
     Batch,
     FlowCounters,
@@ -135,7 +134,6 @@ class BfrtSwitch:
         self.idle_query_ms = idle_query_ms
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._enc: Encoder | None = None
-        self.raw = RawRpc(self.client)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
 
@@ -246,7 +244,7 @@ class BfrtSwitch:
         except SwitchError as exc:  # schema/encode: a bug or a bad address
             raise OffloadRefused("refused", str(exc)) from exc
         try:
-            await self.raw.write(ups)
+            await self.client.write_encoded(ups)
             return
         except WriteError as exc:
             failed = [
@@ -293,7 +291,7 @@ class BfrtSwitch:
             return
         ups, _ = self._updates(undo, 0)
         with contextlib.suppress(SwitchError):
-            await self.raw.write(ups)
+            await self.client.write_encoded(ups)
 
     @staticmethod
     def _insert_refs(b: Batch) -> dict[int, FlowKey | GuardKey | int]:
@@ -337,7 +335,7 @@ class BfrtSwitch:
             return {}
         ents, sent = reads(keys)
         try:
-            return decode(await self.raw.read(ents), sent)
+            return decode(await self.client.read_encoded(ents), sent)
         except SwitchError as exc:
             if exc.code is grpc.StatusCode.NOT_FOUND and len(keys) > 1:
                 out: dict[_K, FlowCounters] = {}

@@ -35,9 +35,9 @@ from p4relay_switch.pipeline import (
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo, Schema
+from p4relay_switch.wire import Template, ld, tag, uint
 
 from .switchport import FlowCounters, FlowKey, GuardKey, LegRewrite, RelayEntry
-from .wire import Template, ld, tag, uint
 
 # Field keys of the messages an update is made of.
 _UPD_TYPE, _UPD_ENTITY = tag(pb.Update, "type"), tag(pb.Update, "entity")

@@ -35,6 +35,7 @@ from p4relay_switch.errors import (
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.proto import bfruntime_pb2_grpc as pb_grpc
+from p4relay_switch.raw import RawRpc
 from p4relay_switch.schema import ActionInfo, Schema, TableInfo
 
 log = structlog.get_logger("p4relay_switch")
@@ -193,6 +194,7 @@ class SwitchClient:
         self.device_id = device_id
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
+        self._raw = RawRpc(self, _rpc_error)
         self.subscription = subscription or Subscription()
         self.backoff = backoff or Backoff()
         self.reconnect_enabled = reconnect
@@ -539,6 +541,16 @@ class SwitchClient:
         return te
 
     # -------------------------------------------------------------- write
+
+    async def write_encoded(self, updates: Sequence[bytes]) -> None:
+        """One Write (continue on error) of `Update`s already encoded as
+        protobuf bytes (`p4relay_switch.wire`): for hot paths where building
+        messages costs more than the RPC. Errors as `write` raises them."""
+        await self._raw.write(list(updates))
+
+    async def read_encoded(self, entities: Sequence[bytes]) -> list[pb.Entity]:
+        """One Read of `Entity`s already encoded as protobuf bytes -> the entities read back."""
+        return await self._raw.read(list(entities))
 
     async def write(
         self,

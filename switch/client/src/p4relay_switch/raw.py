@@ -1,29 +1,39 @@
-"""BfRt Write and Read of pre-encoded bytes, on the client's own channel.
+"""BfRt Write and Read of pre-encoded bytes, on the client's own channel
+(`SwitchClient.write_encoded` / `read_encoded`).
 
-`SwitchClient.write`/`_read` take protobuf messages and build the request
-message around them (another copy of every update or entity); the agent's hot
-paths encode straight to wire bytes (`encode.py`), so these RPCs send the
-bytes as they are. Errors are raised exactly as the client raises them.
+`SwitchClient.write`/`read` take protobuf messages and build the request
+message around them (another copy of every update or entity); a hot path that
+encodes straight to wire bytes (`wire.py`; rtpagent's per-table templates)
+sends them as they are. Errors are raised exactly as the client raises them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import grpc
 import grpc.aio
-from p4relay_switch import SwitchClient, SwitchUnavailableError
-from p4relay_switch.client import _rpc_error
-from p4relay_switch.errors import status_code, write_error
-from p4relay_switch.proto import bfruntime_pb2 as pb
 
+from .errors import SwitchError, SwitchUnavailableError, status_code, write_error
+from .proto import bfruntime_pb2 as pb
 from .wire import ld, tag
+
+if TYPE_CHECKING:
+    from .client import SwitchClient
 
 _WR_UPDATES = tag(pb.WriteRequest, "updates")
 _RR_ENTITIES = tag(pb.ReadRequest, "entities")
 
 
 class RawRpc:
-    def __init__(self, client: SwitchClient) -> None:
+    def __init__(
+        self,
+        client: SwitchClient,
+        rpc_error: Callable[[grpc.aio.AioRpcError, str, int], SwitchError],
+    ) -> None:
         self.client = client
+        self._rpc_error = rpc_error
         self._channel: grpc.aio.Channel | None = None
         self._write: grpc.aio.UnaryUnaryMultiCallable | None = None
         self._read: grpc.aio.UnaryStreamMultiCallable | None = None
@@ -70,7 +80,7 @@ class RawRpc:
         try:
             await self._write(req, timeout=self.client.timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Write", len(updates)) from e
+            raise self._rpc_error(e, "Write", len(updates)) from e
 
     async def read(self, entities: list[bytes]) -> list[pb.Entity]:
         """One Read RPC of encoded `Entity`s -> the entities read back."""
@@ -87,5 +97,5 @@ class RawRpc:
                         raise write_error(code, f"Read: {code.name}: {st.message}")
                 out.extend(resp.entities)
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Read", len(entities)) from e
+            raise self._rpc_error(e, "Read", len(entities)) from e
         return out
