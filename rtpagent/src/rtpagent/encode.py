@@ -15,6 +15,8 @@ the table size).
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
+from typing import TypeVar
 
 from p4relay_switch.pipeline import (
     A_GUARD_DROP,
@@ -110,6 +112,44 @@ def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> FlowCounters:
         elif f.field_id == bytes_id:
             by = int.from_bytes(f.stream, "big")
     return FlowCounters(pk, by)
+
+
+K = TypeVar("K", FlowKey, GuardKey)
+
+
+def _reads(
+    keys: list[K], key_bytes: Callable[[K], bytes], read_t: Template
+) -> tuple[list[bytes], dict[bytes, K]]:
+    """Read entities for these keys, and each key's encoding -> the key."""
+    ents: list[bytes] = []
+    sent: dict[bytes, K] = {}
+    for k in keys:
+        kb = key_bytes(k)
+        sent[kb] = k
+        ents.append(read_t.fill(kb))
+    return ents, sent
+
+
+def _decode_counters(
+    ents: list[pb.Entity],
+    sent: dict[bytes, K],
+    table_id: int,
+    key_of: Callable[[pb.TableEntry], K | None],
+    pkts_id: int,
+    bytes_id: int,
+) -> dict[K, FlowCounters]:
+    """Entries of one table as read back -> their direct counters. The switch
+    echoes the key as sent (then one lookup); if its encoding differs, the
+    key is decoded field by field."""
+    out: dict[K, FlowCounters] = {}
+    for e in ents:
+        te = e.table_entry
+        if te.table_id != table_id:
+            continue
+        key = sent.get(te.key.SerializeToString()) or key_of(te)
+        if key is not None:
+            out[key] = _counters(te, pkts_id, bytes_id)
+    return out
 
 
 class Encoder:
@@ -236,29 +276,15 @@ class Encoder:
     def relay_reads(self, keys: list[FlowKey]) -> tuple[list[bytes], dict[bytes, FlowKey]]:
         """Read entities for these entries, and each key's encoding -> the key
         (to match what comes back without decoding it field by field)."""
-        ents: list[bytes] = []
-        sent: dict[bytes, FlowKey] = {}
-        for k in keys:
-            kb = self._relay_key_t.fill(*_flow(k))
-            sent[kb] = k
-            ents.append(self._relay_read_t.fill(kb))
-        return ents, sent
+        return _reads(keys, lambda k: self._relay_key_t.fill(*_flow(k)), self._relay_read_t)
 
     def decode_counters(
         self, ents: list[pb.Entity], sent: dict[bytes, FlowKey]
     ) -> dict[FlowKey, FlowCounters]:
         """Relay entries as read back -> their direct counters (no generic decode)."""
-        out: dict[FlowKey, FlowCounters] = {}
-        for e in ents:
-            te = e.table_entry
-            if te.table_id != self.relay_id:
-                continue
-            # The switch echoes the key as sent (then one lookup); if its
-            # encoding differs, field by field.
-            key = sent.get(te.key.SerializeToString()) or self._flow_key(te)
-            if key is not None:
-                out[key] = _counters(te, self.c_pkts, self.c_bytes)
-        return out
+        return _decode_counters(
+            ents, sent, self.relay_id, self._flow_key, self.c_pkts, self.c_bytes
+        )
 
     def _flow_key(self, te: pb.TableEntry) -> FlowKey | None:
         kv = {f.field_id: f.exact.value for f in te.key.fields}
@@ -280,26 +306,14 @@ class Encoder:
         return self._guard_delete_t.fill(*_guard(k))
 
     def guard_reads(self, keys: list[GuardKey]) -> tuple[list[bytes], dict[bytes, GuardKey]]:
-        ents: list[bytes] = []
-        sent: dict[bytes, GuardKey] = {}
-        for k in keys:
-            kb = self._guard_key_t.fill(*_guard(k))
-            sent[kb] = k
-            ents.append(self._guard_read_t.fill(kb))
-        return ents, sent
+        return _reads(keys, lambda k: self._guard_key_t.fill(*_guard(k)), self._guard_read_t)
 
     def decode_guard_counters(
         self, ents: list[pb.Entity], sent: dict[bytes, GuardKey]
     ) -> dict[GuardKey, FlowCounters]:
-        out: dict[GuardKey, FlowCounters] = {}
-        for e in ents:
-            te = e.table_entry
-            if te.table_id != self.guard_id:
-                continue
-            key = sent.get(te.key.SerializeToString()) or self._guard_key(te)
-            if key is not None:
-                out[key] = _counters(te, self.gc_pkts, self.gc_bytes)
-        return out
+        return _decode_counters(
+            ents, sent, self.guard_id, self._guard_key, self.gc_pkts, self.gc_bytes
+        )
 
     def _guard_key(self, te: pb.TableEntry) -> GuardKey | None:
         kv = {f.field_id: f.exact.value for f in te.key.fields}

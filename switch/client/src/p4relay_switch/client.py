@@ -35,7 +35,7 @@ from p4relay_switch.errors import (
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.proto import bfruntime_pb2_grpc as pb_grpc
-from p4relay_switch.raw import RawRpc
+from p4relay_switch.raw import RawRpc, read_entities
 from p4relay_switch.schema import ActionInfo, Schema, TableInfo
 
 log = structlog.get_logger("p4relay_switch")
@@ -665,17 +665,9 @@ class SwitchClient:
             entities=entities,
             p4_name=self.p4_name,
         )
-        out: list[pb.Entity] = []
-        try:
-            async for resp in self.stub.Read(req, timeout=self.timeout_s):
-                for st in resp.status:
-                    if st.canonical_code != 0:
-                        code = status_code(st.canonical_code)
-                        raise write_error(code, f"Read: {code.name}: {st.message}")
-                out.extend(resp.entities)
-        except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Read", len(entities)) from e
-        return out
+        return await read_entities(
+            self.stub.Read(req, timeout=self.timeout_s), _rpc_error, len(entities)
+        )
 
     def _decode_entry(self, te: pb.TableEntry) -> ReadEntry:
         t = self.schema.table_by_id(te.table_id)

@@ -9,7 +9,7 @@ sends them as they are. Errors are raised exactly as the client raises them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterable, Callable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -87,15 +87,25 @@ class RawRpc:
         self._bind()
         assert self._read is not None
         req = self._read_head + b"".join([ld(_RR_ENTITIES, e) for e in entities])
-        out: list[pb.Entity] = []
-        try:
-            async for resp in self._read(req, timeout=self.client.timeout_s):
-                assert isinstance(resp, pb.ReadResponse)
-                for st in resp.status:
-                    if st.canonical_code != 0:
-                        code = status_code(st.canonical_code)
-                        raise write_error(code, f"Read: {code.name}: {st.message}")
-                out.extend(resp.entities)
-        except grpc.aio.AioRpcError as e:
-            raise self._rpc_error(e, "Read", len(entities)) from e
-        return out
+        return await read_entities(
+            self._read(req, timeout=self.client.timeout_s), self._rpc_error, len(entities)
+        )
+
+
+async def read_entities(
+    responses: AsyncIterable[pb.ReadResponse],
+    rpc_error: Callable[[grpc.aio.AioRpcError, str, int], SwitchError],
+    n: int,
+) -> list[pb.Entity]:
+    """A Read RPC's response stream -> the entities, or the client's error."""
+    out: list[pb.Entity] = []
+    try:
+        async for resp in responses:
+            for st in resp.status:
+                if st.canonical_code != 0:
+                    code = status_code(st.canonical_code)
+                    raise write_error(code, f"Read: {code.name}: {st.message}")
+            out.extend(resp.entities)
+    except grpc.aio.AioRpcError as e:
+        raise rpc_error(e, "Read", n) from e
+    return out
