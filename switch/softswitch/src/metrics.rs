@@ -29,8 +29,18 @@ pub fn render(sw: &Switch) -> String {
             );
         }
     };
-    // Frames the XDP fast path carried count like any other.
-    let fast = |p: &crate::dataplane::Port| sw.pipeline.fast_port_counts(p.id);
+    // Frames the XDP fast path carried count like any other (one map read per port).
+    let fast_counts: Vec<_> = ports
+        .iter()
+        .map(|p| sw.pipeline.fast_port_counts(p.id))
+        .collect();
+    let fast = |p: &crate::dataplane::Port| {
+        ports
+            .iter()
+            .position(|q| q.id == p.id)
+            .map(|i| fast_counts[i])
+            .unwrap_or_default()
+    };
     per_port(
         &mut o,
         "p4relay_port_rx_packets_total",
@@ -169,15 +179,10 @@ pub fn render(sw: &Switch) -> String {
     let st = &pl.stats;
     let fast = pl.fast_pipeline_counts();
     for (name, help, v) in [
-        ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay (both paths)", fast.relay_hits),
-        ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite (both paths)", fast.relay_rewrites),
-        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers (as they left the egress queue; both paths)", fast.rtp_packets),
+        ("p4relay_relay_hits_total", "Packets that matched pipe.Ingress.relay (both paths)", st.relay_hits.load(Relaxed) + fast.relay_hits),
+        ("p4relay_relay_rewrites_total", "Packets rewritten by leg_rewrite (both paths)", st.relay_rewrites.load(Relaxed) + fast.relay_rewrites),
+        ("p4relay_rtp_packets_total", "RTP packets measured by the quality registers (as they left the egress queue; both paths)", st.rtp_packets.load(Relaxed) + fast.rtp_packets),
     ] {
-        let v = v + match name {
-            "p4relay_relay_hits_total" => st.relay_hits.load(Relaxed),
-            "p4relay_relay_rewrites_total" => st.relay_rewrites.load(Relaxed),
-            _ => st.rtp_packets.load(Relaxed),
-        };
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }

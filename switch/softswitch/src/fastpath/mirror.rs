@@ -2,7 +2,7 @@
 //! into the kernel's maps before the Write returns, and what the kernel
 //! counted is added to every read. Without a fast path all of this is a no-op.
 
-use super::{LegRoute, PipelineCounts, PortCounts};
+use super::{EntryCounts, LegRoute, PipelineCounts, PortCounts};
 use crate::pipeline::Pipeline;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 use crate::tables::small::{LpmAction, NexthopAction};
@@ -48,7 +48,8 @@ impl Pipeline {
             return;
         };
         fp.clear_relay();
-        self.relay.for_each(0, |s| self.mirror_relay(&s.key));
+        self.relay
+            .for_each(0, |s| fp.mirror_relay(&s.key, leg_of(Some(s.action))));
         for leg in fp.mirrored_legs() {
             self.mirror_leg(leg);
         }
@@ -59,11 +60,7 @@ impl Pipeline {
         let Some(fp) = &self.fastpath else {
             return;
         };
-        let leg = self.relay.get(k, 0).and_then(|s| match s.action {
-            RelayAction::Leg { leg, rtcp } => Some((leg, rtcp)),
-            RelayAction::NoAction => None,
-        });
-        fp.mirror_relay(k, leg);
+        fp.mirror_relay(k, leg_of(self.relay.get(k, 0).map(|s| s.action)));
     }
 
     /// A Write set this entry's counters: the kernel's part starts again at 0.
@@ -113,17 +110,25 @@ impl Pipeline {
     }
 
     /// A relay entry as read: our counts plus the kernel's.
-    pub fn with_fast_counts(&self, mut s: EntrySnapshot, now_ms: u32) -> EntrySnapshot {
-        if let Some(c) = self
+    pub fn with_fast_counts(&self, s: EntrySnapshot, now_ms: u32) -> EntrySnapshot {
+        let c = self
             .fastpath
             .as_ref()
-            .and_then(|fp| fp.relay_counts(&s.key))
-        {
-            s.pkts += c.pkts;
-            s.bytes += c.bytes;
-            s.idle_ms = s.idle_ms.min(now_ms.wrapping_sub(c.last_hit_ms));
-        }
-        s
+            .and_then(|fp| fp.relay_counts(&s.key));
+        add_counts(s, c, now_ms)
+    }
+
+    /// Every relay entry, our counts plus the kernel's (a full Read): the
+    /// kernel's map is read once, not looked up per entry.
+    pub fn for_each_relay_with_fast_counts(&self, now_ms: u32, mut f: impl FnMut(EntrySnapshot)) {
+        let all = self
+            .fastpath
+            .as_ref()
+            .map(|fp| fp.all_relay_counts())
+            .unwrap_or_default();
+        self.relay.for_each(now_ms, |s| {
+            f(add_counts(s, all.get(&s.key).copied(), now_ms))
+        });
     }
 
     /// When the kernel last relayed a packet of `k` (idle sweeps).
@@ -145,4 +150,21 @@ impl Pipeline {
             .map(|fp| fp.pipeline_counts())
             .unwrap_or_default()
     }
+}
+
+/// What the kernel needs of a relay entry's action: its leg, if it has one.
+fn leg_of(action: Option<RelayAction>) -> Option<(u32, bool)> {
+    match action? {
+        RelayAction::Leg { leg, rtcp } => Some((leg, rtcp)),
+        RelayAction::NoAction => None,
+    }
+}
+
+fn add_counts(mut s: EntrySnapshot, c: Option<EntryCounts>, now_ms: u32) -> EntrySnapshot {
+    if let Some(c) = c {
+        s.pkts += c.pkts;
+        s.bytes += c.bytes;
+        s.idle_ms = s.idle_ms.min(now_ms.wrapping_sub(c.last_hit_ms));
+    }
+    s
 }

@@ -74,6 +74,16 @@ struct RelayVal {
     _pad: u32,
 }
 
+impl RelayVal {
+    fn counts(&self) -> EntryCounts {
+        EntryCounts {
+            pkts: self.pkts,
+            bytes: self.bytes,
+            last_hit_ms: self.last_hit_ms,
+        }
+    }
+}
+
 /// A leg's rewrite with its route resolved; `valid == 0`: not mirrored (user space decides).
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -312,11 +322,25 @@ impl FastPath {
     /// The kernel's counts for one relay entry.
     pub fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts> {
         let v: RelayVal = sys::lookup(self.relay, &key_c(k))?;
-        Some(EntryCounts {
-            pkts: v.pkts,
-            bytes: v.bytes,
-            last_hit_ms: v.last_hit_ms,
-        })
+        Some(v.counts())
+    }
+
+    /// Every entry's kernel counts (a full Read): one pass over the kernel's
+    /// map, bounded by --xdp-entries, instead of a lookup per switch entry.
+    pub fn all_relay_counts(&self) -> std::collections::HashMap<RelayKey, EntryCounts> {
+        sys::keys::<RelayKeyC>(self.relay)
+            .into_iter()
+            .filter_map(|kc| {
+                let v: RelayVal = sys::lookup(self.relay, &kc)?;
+                let k = RelayKey {
+                    src: kc.src,
+                    dst: kc.dst,
+                    sport: kc.sport,
+                    dport: kc.dport,
+                };
+                Some((k, v.counts()))
+            })
+            .collect()
     }
 
     /// Zeroes one entry's kernel counters (a Write set the counters).

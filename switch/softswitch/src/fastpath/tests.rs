@@ -143,6 +143,13 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
         let want = r.relay.get(&k, 5).unwrap();
         assert_eq!((got.pkts, got.bytes), (want.pkts, want.bytes), "{k:?}");
     }
+    // A full Read (the kernel's map read once) gives the same counts.
+    let mut all = Vec::new();
+    p.for_each_relay_with_fast_counts(5, |s| all.push((s.key, s.pkts, s.bytes)));
+    for (k, pkts, bytes) in all {
+        let want = r.relay.get(&k, 5).unwrap();
+        assert_eq!((pkts, bytes), (want.pkts, want.bytes), "{k:?}");
+    }
     for reg in [
         Reg::Packets,
         Reg::Lost,

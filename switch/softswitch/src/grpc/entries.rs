@@ -771,8 +771,7 @@ impl Switch {
                     }
                     None => self
                         .pipeline
-                        .relay
-                        .for_each(now, |s| emit(self.pipeline.with_fast_counts(s, now), out)),
+                        .for_each_relay_with_fast_counts(now, |s| emit(s, out)),
                 }
             }
             TableKind::RelayGuard => {
