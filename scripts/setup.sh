@@ -18,6 +18,7 @@ APT_PACKAGES=(
   nftables            # NAT host masquerade in the testbed
   iproute2            # ip netns, veth, tc
   protobuf-compiler   # protoc for the BfRt gRPC definitions (Rust build)
+  libprotobuf-dev     # google/protobuf/*.proto that bfruntime.proto imports (not pulled in without recommends)
   clang               # compiles the softswitch's XDP fast path (BPF target)
   libbpf-dev          # loads it (bpf_helpers.h to build, libbpf to link)
   chromium            # headless browser for the console's Playwright tests
