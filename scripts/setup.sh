@@ -57,4 +57,14 @@ fi
 if [ -f switch/Cargo.toml ]; then
   (cd switch && cargo build --release --quiet --all-targets)
 fi
+
+# Tofino compiler (p4lang/p4c with its Tofino back end, the open-source bf-p4c) for
+# the p4 stage: installed under /opt/p4c-tofino when ../shared provides the prebuilt
+# tree (switch/p4/README.md "Build"). P4 Studio users keep their bf-p4c.
+p4c_tofino=../shared/tools/p4c-tofino/install.sh
+if [ ! -x /opt/p4c-tofino/bin/p4c ] && [ -x "$p4c_tofino" ]; then
+  echo "setup: installing the Tofino compiler under /opt/p4c-tofino"
+  P4C_SUDO=""; [ "$(id -u)" -eq 0 ] || P4C_SUDO=sudo
+  $P4C_SUDO "$p4c_tofino" /opt/p4c-tofino >/dev/null
+fi
 echo "setup: ok"
