@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 import structlog
-from google.rpc import status_pb2  # type: ignore[import-untyped]
 
 from p4relay_switch import codec
 from p4relay_switch.codec import DataValue, KeyValue, ReadValue
@@ -29,7 +28,7 @@ from p4relay_switch.errors import (
     SchemaError,
     SwitchError,
     SwitchUnavailableError,
-    UpdateError,
+    rpc_error,
     status_code,
     write_error,
 )
@@ -128,43 +127,6 @@ class Backoff:
         return d * (1 + random.uniform(-self.jitter, self.jitter))
 
 
-_UNAVAILABLE = (
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.CANCELLED,
-)
-
-
-def _update_errors(e: grpc.aio.AioRpcError, n_updates: int) -> tuple[UpdateError, ...]:
-    """Per-update bfrt_proto.Error from the grpc-status-details-bin trailer."""
-    raw: bytes | None = None
-    for k, v in e.trailing_metadata() or ():
-        if k == "grpc-status-details-bin" and isinstance(v, bytes):
-            raw = v
-    if raw is None:
-        return ()
-    try:
-        st = status_pb2.Status.FromString(raw)
-    except Exception:  # malformed trailer: fall back to the call's code
-        return ()
-    out: list[UpdateError] = []
-    for i, anyv in enumerate(st.details):
-        err = pb.Error()
-        if not anyv.Unpack(err) or err.canonical_code == 0:
-            continue
-        idx = i if len(st.details) == n_updates else -1
-        out.append(UpdateError(idx, status_code(err.canonical_code), err.message))
-    return tuple(out)
-
-
-def _rpc_error(e: grpc.aio.AioRpcError, what: str, n_updates: int = 0) -> SwitchError:
-    code = e.code()
-    msg = f"{what}: {code.name}: {e.details()}"
-    if code in _UNAVAILABLE:
-        return SwitchUnavailableError(msg, code=code)
-    return write_error(code, msg, _update_errors(e, n_updates))
-
-
 class SwitchClient:
     """One BfRt session with one switch.
 
@@ -194,7 +156,7 @@ class SwitchClient:
         self.device_id = device_id
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self._raw = RawRpc(self, _rpc_error)
+        self._raw = RawRpc()
         self.subscription = subscription or Subscription()
         self.backoff = backoff or Backoff()
         self.reconnect_enabled = reconnect
@@ -274,6 +236,13 @@ class SwitchClient:
         await self._subscribe()
         await self._bind()
         await self._load_schema()
+        self._raw.bind(
+            channel,
+            target=self._target(None),
+            client_id=self.client_id,
+            p4_name=self.p4_name,
+            timeout_s=self.timeout_s,
+        )
         self._up = True
         log.info("switch.connected", address=self.address, client_id=self.client_id)
 
@@ -305,7 +274,7 @@ class SwitchClient:
         except TimeoutError:
             raise SwitchUnavailableError("no answer to Subscribe") from None
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Subscribe") from e
+            raise rpc_error(e, "Subscribe") from e
         st = resp.subscribe.status
         if st.code != 0:
             raise SwitchError(f"Subscribe refused: {st.message}", code=status_code(st.code))
@@ -320,7 +289,7 @@ class SwitchClient:
         try:
             await self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, f"BIND {self.p4_name}") from e
+            raise rpc_error(e, f"BIND {self.p4_name}") from e
 
     async def _load_schema(self) -> None:
         resp = await self.get_pipeline_config()
@@ -342,7 +311,7 @@ class SwitchClient:
                 await self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout_s)
             )
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "GetForwardingPipelineConfig") from e
+            raise rpc_error(e, "GetForwardingPipelineConfig") from e
         return resp
 
     @property
@@ -365,6 +334,7 @@ class SwitchClient:
         if self._stream is not None:
             self._stream.cancel()
             self._stream = None
+        self._raw.unbind()
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -444,20 +414,11 @@ class SwitchClient:
     async def _dispatch(self, resp: pb.StreamMessageResponse) -> None:
         which = resp.WhichOneof("update")
         if which == "digest":
+            # Not acknowledged: bf_switchd answers a DigestListAck with
+            # BF_NOT_SUPPORTED and ends the stream; it frees the list itself.
             d = self._decode_digest(resp.digest)
             if d is not None:
                 await self._emit(d)
-            # Ack so the target can free the list (bf_switchd semantics).
-            if self._stream is not None:
-                with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
-                    await self._stream.write(
-                        pb.StreamMessageRequest(
-                            client_id=self.client_id,
-                            digest_ack=pb.DigestListAck(
-                                digest_id=resp.digest.digest_id, list_id=resp.digest.list_id
-                            ),
-                        )
-                    )
         elif which == "idle_timeout_notification":
             n = resp.idle_timeout_notification
             t = self._schema.table_by_id(n.table_entry.table_id) if self._schema else None
@@ -572,7 +533,7 @@ class SwitchClient:
         try:
             await self.stub.Write(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise _rpc_error(e, "Write", len(updates)) from e
+            raise rpc_error(e, "Write", len(updates)) from e
 
     def update(
         self,
@@ -665,9 +626,7 @@ class SwitchClient:
             entities=entities,
             p4_name=self.p4_name,
         )
-        return await read_entities(
-            self.stub.Read(req, timeout=self.timeout_s), _rpc_error, len(entities)
-        )
+        return await read_entities(self.stub.Read(req, timeout=self.timeout_s), len(entities))
 
     def _decode_entry(self, te: pb.TableEntry) -> ReadEntry:
         t = self.schema.table_by_id(te.table_id)

@@ -1,10 +1,22 @@
-"""Typed errors: what a caller can act on (leave the call on RTPProxy, retry, ...)."""
+"""Typed errors: what a caller can act on (leave the call on RTPProxy, retry, ...).
+
+A failed Write or Read is decided from its per-update `bfrt_proto.Error`
+details (the `grpc-status-details-bin` trailer, a `google.rpc.Status`), as
+bf_switchd reports them: the call itself fails with UNKNOWN "Write Error
+Status", and the details list the batch's updates in order (successes with
+code 0), up to the last one that failed. The call's own code decides only
+when there are no details (transport errors, an unbound client).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import grpc
+import grpc.aio
+from google.rpc import status_pb2  # type: ignore[import-untyped]
+
+from p4relay_switch.proto import bfruntime_pb2 as pb
 
 
 class SwitchError(Exception):
@@ -119,3 +131,46 @@ def write_error(
         return NotBoundError(message, code=code)
     cls = _BY_CODE.get(code, WriteError)
     return cls(message, code=code, errors=errors)
+
+
+_UNAVAILABLE = (
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.CANCELLED,
+)
+
+
+def update_errors(e: grpc.aio.AioRpcError, n_updates: int) -> tuple[UpdateError, ...]:
+    """The failed updates named in the call's `bfrt_proto.Error` details.
+
+    Details come in update order from the first update; a list longer than
+    the batch cannot be matched to updates (index -1)."""
+    raw: bytes | None = None
+    for k, v in e.trailing_metadata() or ():
+        if k == "grpc-status-details-bin" and isinstance(v, bytes):
+            raw = v
+    if raw is None:
+        return ()
+    try:
+        st = status_pb2.Status.FromString(raw)
+    except Exception:  # malformed trailer: the call's own code decides
+        return ()
+    matched = len(st.details) <= n_updates
+    out: list[UpdateError] = []
+    for i, anyv in enumerate(st.details):
+        err = pb.Error()
+        if not anyv.Unpack(err) or err.canonical_code == 0:
+            continue
+        out.append(UpdateError(i if matched else -1, status_code(err.canonical_code), err.message))
+    return tuple(out)
+
+
+def rpc_error(e: grpc.aio.AioRpcError, what: str, n_updates: int = 0) -> SwitchError:
+    """The typed error of a failed RPC: from its per-update details when it has
+    any, else from the call's code."""
+    code = e.code()
+    msg = f"{what}: {code.name}: {e.details()}"
+    errors = update_errors(e, n_updates)
+    if not errors and code in _UNAVAILABLE:
+        return SwitchUnavailableError(msg, code=code)
+    return write_error(code, msg, errors)

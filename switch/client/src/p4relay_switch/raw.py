@@ -3,38 +3,31 @@
 
 `SwitchClient.write`/`read` take protobuf messages and build the request
 message around them (another copy of every update or entity); a hot path that
-encodes straight to wire bytes (`wire.py`; rtpagent's per-table templates)
-sends them as they are. Errors are raised exactly as the client raises them.
+encodes straight to wire bytes (`wire.py`, `encode.py`) sends them as they
+are. Errors are raised exactly as the client raises them (`errors.rpc_error`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterable
 
 import grpc
 import grpc.aio
 
-from .errors import SwitchError, SwitchUnavailableError, status_code, write_error
+from .errors import SwitchUnavailableError, rpc_error, status_code, write_error
 from .proto import bfruntime_pb2 as pb
 from .wire import ld, tag
-
-if TYPE_CHECKING:
-    from .client import SwitchClient
 
 _WR_UPDATES = tag(pb.WriteRequest, "updates")
 _RR_ENTITIES = tag(pb.ReadRequest, "entities")
 
 
 class RawRpc:
-    def __init__(
-        self,
-        client: SwitchClient,
-        rpc_error: Callable[[grpc.aio.AioRpcError, str, int], SwitchError],
-    ) -> None:
-        self.client = client
-        self._rpc_error = rpc_error
-        self._channel: grpc.aio.Channel | None = None
+    """Write/Read RPCs taking serialised updates/entities; `bind` after each
+    (re)connect, with the request fields every call shares."""
+
+    def __init__(self) -> None:
+        self.timeout_s = 5.0
         self._write: grpc.aio.UnaryUnaryMultiCallable | None = None
         self._read: grpc.aio.UnaryStreamMultiCallable | None = None
         # The requests' other fields, serialised once per channel (the wire
@@ -42,61 +35,58 @@ class RawRpc:
         self._write_head = b""
         self._read_head = b""
 
-    def _bind(self) -> None:
-        c = self.client
-        ch = c._channel
-        if ch is None:
-            raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
-        if ch is self._channel:
-            return
-        # A new channel after each reconnect, and the program may have changed.
-        self._write = ch.unary_unary(
+    def bind(
+        self,
+        channel: grpc.aio.Channel,
+        *,
+        target: pb.TargetDevice,
+        client_id: int,
+        p4_name: str,
+        timeout_s: float,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self._write = channel.unary_unary(
             "/bfrt_proto.BfRuntime/Write",
             request_serializer=None,  # bytes already
             response_deserializer=pb.WriteResponse.FromString,
         )
-        self._read = ch.unary_stream(
+        self._read = channel.unary_stream(
             "/bfrt_proto.BfRuntime/Read",
             request_serializer=None,
             response_deserializer=pb.ReadResponse.FromString,
         )
-        target = c._target(None)
         self._write_head = pb.WriteRequest(
             target=target,
-            client_id=c.client_id,
+            client_id=client_id,
             atomicity=pb.WriteRequest.CONTINUE_ON_ERROR,
-            p4_name=c.p4_name,
+            p4_name=p4_name,
         ).SerializeToString()
         self._read_head = pb.ReadRequest(
-            target=target, client_id=c.client_id, p4_name=c.p4_name
+            target=target, client_id=client_id, p4_name=p4_name
         ).SerializeToString()
-        self._channel = ch
+
+    def unbind(self) -> None:
+        self._write = self._read = None
 
     async def write(self, updates: list[bytes]) -> None:
         """One Write RPC of encoded `Update`s (continue on error)."""
-        self._bind()
-        assert self._write is not None
+        if self._write is None:
+            raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
         req = self._write_head + b"".join([ld(_WR_UPDATES, u) for u in updates])
         try:
-            await self._write(req, timeout=self.client.timeout_s)
+            await self._write(req, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise self._rpc_error(e, "Write", len(updates)) from e
+            raise rpc_error(e, "Write", len(updates)) from e
 
     async def read(self, entities: list[bytes]) -> list[pb.Entity]:
         """One Read RPC of encoded `Entity`s -> the entities read back."""
-        self._bind()
-        assert self._read is not None
+        if self._read is None:
+            raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
         req = self._read_head + b"".join([ld(_RR_ENTITIES, e) for e in entities])
-        return await read_entities(
-            self._read(req, timeout=self.client.timeout_s), self._rpc_error, len(entities)
-        )
+        return await read_entities(self._read(req, timeout=self.timeout_s), len(entities))
 
 
-async def read_entities(
-    responses: AsyncIterable[pb.ReadResponse],
-    rpc_error: Callable[[grpc.aio.AioRpcError, str, int], SwitchError],
-    n: int,
-) -> list[pb.Entity]:
+async def read_entities(responses: AsyncIterable[pb.ReadResponse], n: int) -> list[pb.Entity]:
     """A Read RPC's response stream -> the entities, or the client's error."""
     out: list[pb.Entity] = []
     try:
