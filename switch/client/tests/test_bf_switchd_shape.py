@@ -101,7 +101,20 @@ class BfSwitchdLike(pb_grpc.BfRuntimeServicer):
     ) -> AsyncIterator[pb.ReadResponse]:
         if self.failures:
             await self._fail(context)
-        yield pb.ReadResponse(entities=list(request.entities))
+        out = []
+        for e in request.entities:
+            if e.table_entry.key.fields:
+                out.append(e)
+                continue
+            # A wildcard read: the entries, then the table's default entry.
+            key = pb.TableKey(
+                fields=[pb.KeyField(field_id=KEY_ID, exact=pb.KeyField.Exact(value=b"\x00\x07"))]
+            )
+            out.append(pb.Entity(table_entry=pb.TableEntry(table_id=TABLE_ID, key=key)))
+            out.append(
+                pb.Entity(table_entry=pb.TableEntry(table_id=TABLE_ID, is_default_entry=True))
+            )
+        yield pb.ReadResponse(entities=out)
 
     async def SetForwardingPipelineConfig(
         self,
@@ -225,5 +238,19 @@ async def test_write_error_decided_by_the_failed_updates_details(
             await sw.insert("pipe.Ingress.nexthop", entries[:1])
         assert type(e3.value) is WriteError and e3.value.code is grpc.StatusCode.UNKNOWN
         assert sw.connected
+    finally:
+        await sw.close()
+
+
+async def test_wildcard_read_leaves_the_default_entry_out(
+    server: tuple[BfSwitchdLike, str],
+) -> None:
+    _, addr = server
+    sw = await _client(addr)
+    try:
+        rows = await sw.read("pipe.Ingress.nexthop")
+        assert [r.key for r in rows] == [{"ig_md.nexthop_id": 7}]
+        both = await sw.read("pipe.Ingress.nexthop", default=True)
+        assert [r.is_default for r in both] == [False, True]
     finally:
         await sw.close()

@@ -659,8 +659,11 @@ class SwitchClient:
         *,
         from_hw: bool = True,
         pipe: int | None = None,
+        default: bool = False,
     ) -> list[ReadEntry]:
-        """Entries by key, or every entry when ``keys`` is None; with counters."""
+        """Entries by key, or every entry when ``keys`` is None; with counters.
+        A wildcard read on bf_switchd returns the table's default entry too
+        (``is_default``, no key): left out unless ``default``."""
         t = self.schema.table(table)
         flags = pb.TableFlags(from_hw=from_hw)
         if keys is None:
@@ -678,6 +681,7 @@ class SwitchClient:
             self._decode_entry(e.table_entry)
             for e in await self._read(ents, pipe)
             if e.WhichOneof("entity") == "table_entry"
+            and (default or not e.table_entry.is_default_entry)
         ]
 
     async def read_one(
