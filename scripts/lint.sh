@@ -6,7 +6,7 @@ rc=0
 step() { echo "-- $*"; "$@" || rc=1; }
 step uv run --frozen --no-sync ruff check .
 step uv run --frozen --no-sync ruff format --check .
-step uv run --frozen --no-sync mypy switch/client/src server/src rtpagent/src scenarios/src scripts
+step uv run --frozen --no-sync mypy switch/client/src server/src rtpagent/src scenarios/src collector/src scripts
 if [ -f switch/Cargo.toml ]; then
   step bash -c 'cd switch && cargo fmt --all -- --check'
   step bash -c 'cd switch && cargo clippy --release --all-targets --quiet -- -D warnings'
