@@ -44,8 +44,13 @@ for stage in scripts/${kind}-stages/*.sh; do
   [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
   printf '\n==== %s: %s ====\n' "$kind" "$name"
   t0=$(date +%s)
-  STAGE="$name" bash "$stage" 2>&1 | tee "$RESULTS/$name.log"
+  # A bench stage may write its table as Markdown to $BENCH_TABLE; the report in
+  # docs/benchmarks/ then shows that table instead of everything the stage printed.
+  STAGE="$name" BENCH_TABLE="$RESULTS/$name.table.md" bash "$stage" 2>&1 | tee "$RESULTS/$name.log"
   rc=${PIPESTATUS[0]}
+  if [ "$kind" = bench ] && [ "$rc" -eq 0 ]; then
+    BENCH_TABLE="$RESULTS/$name.table.md" uv run --frozen --no-sync python scripts/bench_report.py "$name" "$RESULTS/$name.log"
+  fi
   dt=$(( $(date +%s) - t0 ))
   verdict=$(uv run --frozen --no-sync python scripts/stage_summary.py stage "$kind" "$name" "$rc")
   rows+=("$(printf '%-28s %5ss  %s' "$name" "$dt" "$verdict")")
