@@ -7,6 +7,9 @@ step() { echo "-- $*"; "$@" || rc=1; }
 step uv run --frozen --no-sync ruff check .
 step uv run --frozen --no-sync ruff format --check .
 step uv run --frozen --no-sync mypy switch/client/src server/src rtpagent/src scenarios/src collector/src scripts
+# Every shell script git tracks (warnings and errors; the info level flags
+# functions run from traps as unreachable).
+step bash -c 'git ls-files -z -- "*.sh" .ci/run | xargs -0 shellcheck -S warning'
 if [ -f switch/Cargo.toml ]; then
   step bash -c 'cd switch && cargo fmt --all -- --check'
   step bash -c 'cd switch && cargo clippy --release --all-targets --quiet -- -D warnings'

@@ -8,7 +8,7 @@
 #   scripts/run-stages.sh test|bench [STAGE-NAME-FILTER]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 kind=${1:?test|bench}; filter=${2:-}
 # Runs given their own P4RELAY_TEST_PG_PORT (engineers testing side by side in one
 # checkout) get their own results folder too, so one run's start does not wipe

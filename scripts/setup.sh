@@ -23,6 +23,7 @@ APT_PACKAGES=(
   libbpf-dev          # loads it (bpf_helpers.h to build, libbpf to link)
   chromium            # headless browser for the console's Playwright tests
   jq
+  shellcheck          # lints every shell script (make lint)
 )
 
 missing=()

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Server benchmark: ingest rate, ingest -> live latency, sessions list with
 # 1,000,000 sessions (prints a table). Uses the runner's throwaway PostgreSQL.
 set -euo pipefail

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # PTF suite (switch/ptf/run.sh): delete namespaces p4rptf-<pid> whose runner is
 # gone, with the softswitch inside. A run still in progress is left alone.
 for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^p4rptf-[0-9]+$'); do

@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Python switch client: contract test (softswitch bfrt.json vs contract.toml),
 # proto stubs up to date, and the client against the real softswitch on loopback.
 set -euo pipefail

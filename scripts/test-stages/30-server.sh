@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Server suite: FastAPI + PostgreSQL (the runner's throwaway cluster,
 # $P4RELAY_TEST_DATABASE_URL; each pytest session makes its own database),
 # Alembic round trip, schemathesis against our OpenAPI, the collector against

@@ -4,7 +4,7 @@
 # Playwright end-to-end suite (playwright-core + Debian's Chromium) against the
 # real server and PostgreSQL. eslint/tsc run in the lint stage.
 set -uo pipefail
-cd webui
+cd webui || exit 1
 rc=0
 vitest=node_modules/.bin/vitest
 
