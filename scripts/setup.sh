@@ -37,6 +37,26 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# OpenSIPS: the SIP server of the demo and the end-to-end tests (Debian ships
+# none). Built once from its release source when the tarball is at hand
+# (../shared/vendor), into a prefix outside the checkout that later runs and
+# clones reuse; otherwise install it from OpenSIPS's packages.
+OPENSIPS_PREFIX=${OPENSIPS_PREFIX:-/opt/opensips-3.6.8}
+if ! command -v opensips >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  if [ ! -x "$OPENSIPS_PREFIX/sbin/opensips" ] && [ -x ../shared/tools/build-opensips.sh ] \
+     && [ -f ../shared/vendor/opensips-3.6.8.tar.gz ]; then
+    echo "setup: building OpenSIPS 3.6.8 into $OPENSIPS_PREFIX (a few minutes, once)"
+    nice -n 10 $SUDO ../shared/tools/build-opensips.sh "$OPENSIPS_PREFIX" >/dev/null
+  fi
+  if [ -x "$OPENSIPS_PREFIX/sbin/opensips" ]; then
+    $SUDO ln -sf "$OPENSIPS_PREFIX/sbin/opensips" /usr/local/sbin/opensips
+  else
+    echo "setup: OpenSIPS is not installed: add OpenSIPS's apt repository (https://apt.opensips.org," \
+         "release 3.6) and apt-get install opensips, then run make setup again" >&2
+  fi
+fi
+
 # uv manages the Python environment and lock file.
 if ! command -v uv >/dev/null 2>&1; then
   echo "setup: installing uv from PyPI"
