@@ -6,19 +6,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from rtpagent.switchport import (
-    Batch,
-    FlowCounters,
+from p4relay_switch import (
+    Counters,
+    EntryBatch,
+    EntryDump,
     FlowKey,
     GuardKey,
     LegQuality,
     LegRewrite,
-    OffloadRefused,
     RelayEntry,
-    SwitchDump,
-    SwitchEvent,
-    SwitchUp,
 )
+from rtpagent.switchport import OffloadRefused, SwitchEvent, SwitchUp
 
 
 class FakeSwitch:
@@ -26,9 +24,9 @@ class FakeSwitch:
         self.capacity = capacity
         self.relays: dict[FlowKey, RelayEntry] = {}
         self.legs: dict[int, LegRewrite] = {}
-        self.counters: dict[FlowKey, FlowCounters] = {}
+        self.counters: dict[FlowKey, Counters] = {}
         self.guards: set[GuardKey] = set()
-        self.guard_counters: dict[GuardKey, FlowCounters] = {}
+        self.guard_counters: dict[GuardKey, Counters] = {}
         self.guard_capacity = 1 << 20
         self.up = True
         self.writes = 0
@@ -47,7 +45,7 @@ class FakeSwitch:
     async def set_relay_addrs(self, addrs: list[str], port_min: int, port_max: int) -> None:
         pass
 
-    async def write(self, batch: Batch, idle_ttl_ms: int) -> None:
+    async def write(self, batch: EntryBatch, idle_ttl_ms: int) -> None:
         if not self.up:
             raise OffloadRefused("switch_unreachable", "down")
         self.writes += 1
@@ -71,17 +69,17 @@ class FakeSwitch:
         for leg in batch.del_legs:
             self.legs.pop(leg, None)
 
-    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, FlowCounters]:
-        return {k: self.counters.get(k, FlowCounters(0, 0)) for k in keys if k in self.relays}
+    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, Counters]:
+        return {k: self.counters.get(k, Counters(0, 0)) for k in keys if k in self.relays}
 
-    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, FlowCounters]:
-        return {k: self.guard_counters.get(k, FlowCounters(0, 0)) for k in keys if k in self.guards}
+    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, Counters]:
+        return {k: self.guard_counters.get(k, Counters(0, 0)) for k in keys if k in self.guards}
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
-        return {leg: LegQuality(0, 0, 0, 0, 0) for leg in legs}
+        return {leg: LegQuality.zero(leg) for leg in legs}
 
-    async def dump(self) -> SwitchDump:
-        return SwitchDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))
+    async def dump(self) -> EntryDump:
+        return EntryDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))
 
     async def events(self) -> AsyncIterator[SwitchEvent]:
         while True:

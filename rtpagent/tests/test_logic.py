@@ -7,9 +7,14 @@ from typing import Any
 
 from fakeswitch import FakeSwitch
 from harness import Client, settings, wait_for
+from p4relay_switch import Endpoint, FlowKey, GuardKey, LearnEvent, RelayIdle
 from rtpagent.app import App
 from rtpagent.state import OffloadState
-from rtpagent.switchport import FlowKey, GuardKey, IdleTimeout, LearnDigest
+
+
+def learn(src: str, sport: int, dst: str, dport: int) -> LearnEvent:
+    """A learn digest as the switch reports it (ingress port 1)."""
+    return LearnEvent(Endpoint.of(src, sport), Endpoint.of(dst, dport), 1)
 
 
 async def start(tmp: Path, fake: FakeSwitch, **kw: object) -> tuple[App, Client]:
@@ -56,7 +61,7 @@ async def test_nat_waits_for_latch(tmp_path: Path) -> None:
         s = next(iter(app.table))
         # No guard before the latch: the first packet must reach RTPProxy.
         assert s.state is OffloadState.LEARNING and not fake.relays and not fake.guards
-        fake.queue.put_nowait(LearnDigest("198.18.3.10", "127.0.0.1", 40000, pa, 1))
+        fake.queue.put_nowait(learn("198.18.3.10", 40000, "127.0.0.1", pa))
         await wait_for(lambda: fake.relays)
         assert len(fake.guards) == 4
         assert FlowKey("198.18.3.10", "127.0.0.1", 40000, pa) in fake.relays
@@ -87,7 +92,11 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
         await wait_for(lambda: fake.relays)
         for k, r in list(fake.relays.items()):
             if not r.rtcp:
-                fake.queue.put_nowait(IdleTimeout(k))
+                fake.queue.put_nowait(
+                    RelayIdle(
+                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                    )
+                )
         await wait_for(lambda: got)
         assert got == [b"dlg:42\n"]
         await wait_for(lambda: not fake.relays)
@@ -99,7 +108,7 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
 
 
 async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None:
-    from rtpagent.switchport import FlowCounters, LegQuality
+    from p4relay_switch import Counters, LegQuality
 
     fake = FakeSwitch()
     app, cl = await start(tmp_path, fake)
@@ -111,13 +120,13 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         await wait_for(lambda: fake.relays)
         caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa)
         leg = fake.relays[caller_key].leg
-        fake_quality = {leg: LegQuality(50, 2, 0, 16 * 8, 8)}
+        fake_quality = {leg: LegQuality(leg, 50, 2, 0, 0, 0, 16 * 8, 0, 8)}
 
         async def rq(legs: list[int]) -> dict[int, LegQuality]:
-            return {lg: fake_quality.get(lg, LegQuality(0, 0, 0, 0, 0)) for lg in legs}
+            return {lg: fake_quality.get(lg, LegQuality.zero(lg)) for lg in legs}
 
         fake.read_quality = rq  # type: ignore[method-assign]
-        fake.counters[caller_key] = FlowCounters(50, 8600)
+        fake.counters[caller_key] = Counters(50, 8600)
         # Q from the caller's side: npkts_ina counts the caller's packets.
         q = await cl.cmd("Q c4 ft;1 tt;1")
         assert q is not None
@@ -195,8 +204,8 @@ async def test_guard_table_full_stays_on_rtpproxy(tmp_path: Path) -> None:
 
 
 async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
+    from p4relay_switch import Counters
     from prometheus_client import REGISTRY
-    from rtpagent.switchport import FlowCounters
 
     def metric(name: str) -> float:
         return REGISTRY.get_sample_value(name) or 0.0
@@ -211,17 +220,17 @@ async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
         s = next(iter(app.table))
         pb = s.streams[0].port
         assert pb is not None
-        fake.queue.put_nowait(LearnDigest("198.18.1.10", "127.0.0.1", 6000, pa, 1))
-        fake.queue.put_nowait(LearnDigest("198.18.2.10", "127.0.0.1", 7000, pb, 1))
+        fake.queue.put_nowait(learn("198.18.1.10", 6000, "127.0.0.1", pa))
+        fake.queue.put_nowait(learn("198.18.2.10", 7000, "127.0.0.1", pb))
         await wait_for(lambda: fake.guards)
         seen0 = metric("rtpagent_guard_foreign_sources_total")
         dropped0 = metric("rtpagent_guard_dropped_packets_total")
         # A stranger on the RTP port, and on the RTCP port; the caller's own
         # RTCP from another port (NAT) is a latch, not a stranger.
         for d in (
-            LearnDigest("198.18.9.66", "127.0.0.1", 4000, pa, 1),
-            LearnDigest("198.18.9.66", "127.0.0.1", 4001, pa + 1, 1),
-            LearnDigest("198.18.1.10", "127.0.0.1", 6003, pa + 1, 1),
+            learn("198.18.9.66", 4000, "127.0.0.1", pa),
+            learn("198.18.9.66", 4001, "127.0.0.1", pa + 1),
+            learn("198.18.1.10", 6003, "127.0.0.1", pa + 1),
         ):
             fake.queue.put_nowait(d)
         await wait_for(lambda: s.streams[1].learned_rtcp is not None)
@@ -229,8 +238,8 @@ async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
         assert metric("rtpagent_guard_foreign_sources_total") - seen0 == 2
         assert s.streams[1].learned_rtcp is not None
         assert s.streams[1].learned_rtcp.key() == ("198.18.1.10", 6003)
-        fake.guard_counters[GuardKey("127.0.0.1", pa)] = FlowCounters(40, 6880)
-        fake.guard_counters[GuardKey("127.0.0.1", pa + 1)] = FlowCounters(2, 200)
+        fake.guard_counters[GuardKey("127.0.0.1", pa)] = Counters(40, 6880)
+        fake.guard_counters[GuardKey("127.0.0.1", pa + 1)] = Counters(2, 200)
         assert await cl.cmd("D f1 ft tt") == "0\n"
         await wait_for(lambda: not fake.guards)
         assert s.switch_totals.foreign_dropped == 42

@@ -18,19 +18,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
+from p4relay_switch import (
+    Counters,
+    FlowKey,
+    GuardKey,
+    LearnEvent,
+    LegAllocator,
+    LegRewrite,
+    RelayEntry,
+    RelayIdle,
+)
+from p4relay_switch import EntryBatch as Batch
 
 from . import metrics
 from .state import Endpoint, OffloadState, Session, SessionTable
 from .switchport import (
-    Batch,
-    FlowCounters,
-    FlowKey,
-    GuardKey,
-    IdleTimeout,
-    LearnDigest,
-    LegRewrite,
     OffloadRefused,
-    RelayEntry,
     Switch,
     SwitchDown,
     SwitchUp,
@@ -64,44 +67,6 @@ class Plan:
         return [r.key for r in self.relays]
 
 
-class LegAllocator:
-    def __init__(self, size: int) -> None:
-        self._free = list(range(size - 1, 0, -1))  # leg 0 unused: a zeroed register is "nothing"
-        self._used: set[int] = set()
-        # Legs whose quality registers were zeroed since last use: installs of
-        # clean legs skip the resets (they are done at removal, off the
-        # latency-critical path). Unknown at start, so nothing is clean yet.
-        self.clean: set[int] = set()
-
-    def take(self) -> int | None:
-        if not self._free:
-            return None
-        leg = self._free.pop()
-        self._used.add(leg)
-        return leg
-
-    def claim(self, leg: int) -> bool:
-        """Mark a leg used (rebuild after restart)."""
-        if leg in self._used:
-            return False
-        try:
-            self._free.remove(leg)
-        except ValueError:
-            return False
-        self._used.add(leg)
-        return True
-
-    def give(self, leg: int) -> None:
-        if leg in self._used:
-            self._used.discard(leg)
-            self._free.append(leg)
-
-    def dirty(self, legs: Iterable[int]) -> tuple[int, ...]:
-        out = tuple(leg for leg in legs if leg not in self.clean)
-        self.clean.difference_update(legs)
-        return out
-
-
 Listener = Callable[[str, Session, dict[str, object]], None]
 
 
@@ -120,7 +85,8 @@ class Offloader:
     ) -> None:
         self.table = table
         self.switch = switch
-        self.legs = LegAllocator(legs)
+        # Leg 0 stays unused: a zeroed register is "nothing".
+        self.legs = LegAllocator(legs - 1, first=1)
         self.idle_ttl_ms = idle_ttl_ms
         self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
         self._trust_cache: dict[str, bool] = {}
@@ -395,7 +361,7 @@ class Offloader:
                     if a is None or b is None:
                         for leg in (a, b):
                             if leg is not None:
-                                self.legs.give(leg)
+                                self.legs.release(leg)
                         self._fallback(s, "legs_exhausted")
                         continue
                     legs = [a, b]
@@ -439,7 +405,7 @@ class Offloader:
     def _fallback(self, s: Session, reason: str) -> None:
         if s.legs and s.uid not in self.plans:
             for leg in s.legs:
-                self.legs.give(leg)
+                self.legs.release(leg)
             s.legs = None
         self._set_state(s, OffloadState.FALLBACK, reason)
 
@@ -596,7 +562,7 @@ class Offloader:
                 self.emit("offload_removed", s, reason="ended")
             if s.legs:
                 for leg in s.legs:
-                    self.legs.give(leg)
+                    self.legs.release(leg)
                 s.legs = None
             self._unindex(s)
             s.state = OffloadState.ENDED
@@ -623,7 +589,7 @@ class Offloader:
                 del self.guard_owner[g]
         if s.legs:
             for leg in s.legs:
-                self.legs.give(leg)
+                self.legs.release(leg)
             s.legs = None
 
     async def _harvest(self, plans: list[tuple[Session, Plan]]) -> None:
@@ -734,9 +700,9 @@ class Offloader:
     async def _switch_events(self) -> None:
         async for ev in self.switch.events():
             try:
-                if isinstance(ev, LearnDigest):
+                if isinstance(ev, LearnEvent):
                     await self._on_learn(ev)
-                elif isinstance(ev, IdleTimeout):
+                elif isinstance(ev, RelayIdle):
                     self._on_idle(ev)
                 elif isinstance(ev, SwitchUp):
                     await self.reconcile(restarted=ev.restarted)
@@ -746,8 +712,8 @@ class Offloader:
             except Exception:
                 log.exception("switch_event_failed", event=repr(ev))
 
-    async def _on_learn(self, ev: LearnDigest) -> None:
-        hit = self.ports.get((ev.dst_addr, ev.dst_port))
+    async def _on_learn(self, ev: LearnEvent) -> None:
+        hit = self.ports.get((str(ev.dst.addr), ev.dst.port))
         metrics.DIGESTS.inc()
         if hit is None:
             return
@@ -756,7 +722,7 @@ class Offloader:
         if s is None:
             return
         st = s.streams[i]
-        src = Endpoint(ev.src_addr, ev.src_port)
+        src = Endpoint(str(ev.src.addr), ev.src.port)
         p = self.plans.get(s.uid)
         if rtcp:
             if st.learned_rtcp is None and (p is None or self._rtcp_from_party(s, i, src)):
@@ -795,7 +761,7 @@ class Offloader:
         may pick another port); another address is foreign, not a latch."""
         return src.addr == self._source(s, i).addr
 
-    def _foreign(self, s: Session, ev: LearnDigest, src: Endpoint) -> None:
+    def _foreign(self, s: Session, ev: LearnEvent, src: Endpoint) -> None:
         """A packet from someone else hit an offloaded call's guarded port: the
         switch dropped it (never relayed, never latched by RTPProxy)."""
         metrics.GUARD_FOREIGN.inc()
@@ -808,10 +774,10 @@ class Offloader:
             call_id=s.call_id,
             tag=s.tag,
             src=text,
-            relay=f"{ev.dst_addr}:{ev.dst_port}",
+            relay=str(ev.dst),
         )
 
-    def _on_idle(self, ev: IdleTimeout) -> None:
+    def _on_idle(self, ev: RelayIdle) -> None:
         hit = self.by_key.get(ev.key)
         if hit is None:
             return
@@ -893,7 +859,7 @@ class Offloader:
                 self.touch(s)
 
 
-def add_counts(s: Session, p: Plan, counts: dict[FlowKey, FlowCounters]) -> None:
+def add_counts(s: Session, p: Plan, counts: dict[FlowKey, Counters]) -> None:
     for r in p.relays:
         c = counts.get(r.key)
         if c is None:

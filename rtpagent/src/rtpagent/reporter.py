@@ -28,8 +28,6 @@ from .switchport import OffloadRefused
 log = structlog.get_logger("rtpagent.reporter")
 
 PT_NAMES = {0: "PCMU", 3: "GSM", 4: "G723", 8: "PCMA", 9: "G722", 18: "G729"}
-RTP_CLOCK_HZ = 8000
-JITTER_SHIFT = 4
 
 
 def _ts(t: float | None = None) -> str:
@@ -220,7 +218,7 @@ class Sampler:
                         self.reporter.pt.setdefault(s.uid, q.payload_type)
                 if d[0] == 0 and prev == (0, 0, 0, 0) and c.packets == 0:
                     continue
-                jitter_ms = q.jitter / (1 << JITTER_SHIFT) / RTP_CLOCK_HZ * 1000.0
+                jitter_ms = q.jitter_ms
                 s.switch_totals.lost[i] = q.lost
                 self.store.enqueue(
                     "sample",

@@ -15,6 +15,7 @@ from p4relay_switch import (
     Endpoint,
     Entry,
     EntryExistsError,
+    GuardKey,
     Lpm,
     Nexthop,
     NotFoundError,
@@ -154,7 +155,7 @@ async def test_guard_install_read_remove(sw: SwitchClient) -> None:
     p = Pipeline(sw)
     c = call()
     assert c.guard_keys() == [
-        {pl.K_DST_ADDR: 0xC612000A, pl.K_DST_PORT: port} for port in (20000, 20001, 20002, 20003)
+        GuardKey("198.18.0.10", port) for port in (20000, 20001, 20002, 20003)
     ]
     await p.install_call(c, guard=True)
     assert await p.guard_entry_count() == 4

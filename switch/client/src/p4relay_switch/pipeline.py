@@ -11,253 +11,160 @@ Once the call's media is latched (NAT learning done), ``relay_guard`` entries
 on the relay side (R:ra, R:ra+1, R:rb, R:rb+1) drop packets from any other
 source to those ports, so they cannot reach RTPProxy and latch its stream.
 
-Names below are the contract's; tests/test_contract.py checks they match it.
+Every call write is one `EntryBatch` through `Pipeline.write`: the updates
+are encoded straight to protobuf wire bytes (`encode.py`, a few microseconds
+per entry) and sent as one Write; what a failed batch inserted is deleted
+again before the typed error is raised. Reads of counters and quality
+registers are one Read each. The model's types are in `model.py`, the
+contract's names in `names.py`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
+import structlog
 
 from p4relay_switch.client import Digest, Entry, IdleTimeout, SwitchClient
 from p4relay_switch.codec import KeyValue, Lpm, Range
-from p4relay_switch.errors import NotFoundError, SwitchError, WriteError
-from p4relay_switch.proto import bfruntime_pb2 as pb
-
-IPV4_LPM = "pipe.Ingress.ipv4_lpm"
-NEXTHOP = "pipe.Ingress.nexthop"
-RELAY_ADDR = "pipe.Ingress.relay_addr"
-RELAY = "pipe.Ingress.relay"
-RELAY_GUARD = "pipe.Ingress.relay_guard"
-LEG_REWRITE = "pipe.Ingress.leg_rewrite"
-LEARN_DIGEST = "pipe.IngressDeparser.learn"
-
-A_SET_NEXTHOP = "Ingress.set_nexthop"
-A_FORWARD = "Ingress.forward"
-A_DROP = "Ingress.drop"
-A_MARK_RELAY = "Ingress.mark_relay"
-A_RELAY_LEG = "Ingress.relay_leg"
-A_REWRITE = "Ingress.rewrite"
-A_GUARD_DROP = "Ingress.guard_drop"
-
-# RTP quality per leg, measured as packets leave the egress queue (contract v2),
-# so tail drops count as lost and queueing delay variation as jitter.
-REG_PACKETS = "pipe.Egress.rtp_packets"
-REG_LOST = "pipe.Egress.rtp_lost"
-REG_REORDERED = "pipe.Egress.rtp_reordered"
-REG_MAX_SEQ = "pipe.Egress.rtp_max_seq"
-REG_TRANSIT = "pipe.Egress.rtp_transit"
-REG_JITTER = "pipe.Egress.rtp_jitter"
-REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
-REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
-QUALITY_REGISTERS = (
-    REG_PACKETS,
-    REG_LOST,
-    REG_REORDERED,
-    REG_MAX_SEQ,
-    REG_TRANSIT,
+from p4relay_switch.encode import DELETE_KIND, Encoder
+from p4relay_switch.errors import NotFoundError, SwitchError, WriteError, write_error
+from p4relay_switch.model import (
+    Addr,
+    Counters,
+    DirectionCounters,
+    Endpoint,
+    EntryBatch,
+    EntryDump,
+    FlowKey,
+    GuardKey,
+    LearnEvent,
+    LegAllocator,
+    LegQuality,
+    LegRewrite,
+    Nexthop,
+    RelayCall,
+    RelayDirection,
+    RelayEntry,
+    RelayIdle,
+    ip,
+)
+from p4relay_switch.names import (
+    A_DROP,
+    A_FORWARD,
+    A_GUARD_DROP,
+    A_MARK_RELAY,
+    A_RELAY_LEG,
+    A_REWRITE,
+    A_SET_NEXTHOP,
+    COUNTER_BYTES,
+    COUNTER_PKTS,
+    IPV4_LPM,
+    JITTER_SHIFT,
+    K_DST_ADDR,
+    K_DST_PORT,
+    K_LEG,
+    K_NEXTHOP_ID,
+    K_PRIORITY,
+    K_SRC_ADDR,
+    K_SRC_PORT,
+    LEARN_DIGEST,
+    LEG_REWRITE,
+    NEXTHOP,
+    QUALITY_REGISTERS,
     REG_JITTER,
     REG_LAST_SEEN,
+    REG_LOST,
+    REG_MAX_SEQ,
+    REG_PACKETS,
     REG_PAYLOAD_TYPE,
+    REG_REORDERED,
+    REG_TRANSIT,
+    RELAY,
+    RELAY_ADDR,
+    RELAY_GUARD,
+    RTP_CLOCK_HZ,
+    TTL,
 )
+from p4relay_switch.proto import bfruntime_pb2 as pb
 
-K_SRC_ADDR = "hdr.ipv4.src_addr"
-K_DST_ADDR = "hdr.ipv4.dst_addr"
-K_SRC_PORT = "hdr.udp.src_port"
-K_DST_PORT = "hdr.udp.dst_port"
-K_NEXTHOP_ID = "ig_md.nexthop_id"
-K_LEG = "ig_md.leg"
-K_PRIORITY = "$MATCH_PRIORITY"
+__all__ = [
+    "A_DROP",
+    "A_FORWARD",
+    "A_GUARD_DROP",
+    "A_MARK_RELAY",
+    "A_RELAY_LEG",
+    "A_REWRITE",
+    "A_SET_NEXTHOP",
+    "COUNTER_BYTES",
+    "COUNTER_PKTS",
+    "IPV4_LPM",
+    "JITTER_SHIFT",
+    "K_DST_ADDR",
+    "K_DST_PORT",
+    "K_LEG",
+    "K_NEXTHOP_ID",
+    "K_PRIORITY",
+    "K_SRC_ADDR",
+    "K_SRC_PORT",
+    "LEARN_DIGEST",
+    "LEG_REWRITE",
+    "NEXTHOP",
+    "QUALITY_REGISTERS",
+    "REG_JITTER",
+    "REG_LAST_SEEN",
+    "REG_LOST",
+    "REG_MAX_SEQ",
+    "REG_PACKETS",
+    "REG_PAYLOAD_TYPE",
+    "REG_REORDERED",
+    "REG_TRANSIT",
+    "RELAY",
+    "RELAY_ADDR",
+    "RELAY_GUARD",
+    "RTP_CLOCK_HZ",
+    "TTL",
+    "Counters",
+    "DirectionCounters",
+    "Endpoint",
+    "EntryBatch",
+    "EntryDump",
+    "FlowKey",
+    "GuardKey",
+    "LearnEvent",
+    "LegAllocator",
+    "LegQuality",
+    "LegRewrite",
+    "Nexthop",
+    "Pipeline",
+    "RelayCall",
+    "RelayDirection",
+    "RelayEntry",
+    "RelayIdle",
+]
 
-TTL = "$ENTRY_TTL"
-COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
-COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
+log = structlog.get_logger("p4relay_switch.pipeline")
 
-# contract.toml [config]
-RTP_CLOCK_HZ = 8000
-JITTER_SHIFT = 4
-
-Addr = ipaddress.IPv4Address
-
-
-def ip(value: str | int | Addr) -> Addr:
-    return value if isinstance(value, Addr) else ipaddress.IPv4Address(value)
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    addr: Addr
-    port: int
-
-    @classmethod
-    def of(cls, addr: str | int | Addr, port: int) -> Endpoint:
-        if not 0 < port < 0xFFFF:  # RTCP needs port + 1
-            raise ValueError(f"port {port} out of range")
-        return cls(ip(addr), port)
-
-    def __str__(self) -> str:
-        return f"{self.addr}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
-class RelayDirection:
-    """Packets ``src -> relay`` leave as ``out_src -> out_dst``; quality by ``leg``."""
-
-    leg: int
-    src: Endpoint
-    relay: Endpoint
-    out_src: Endpoint
-    out_dst: Endpoint
-
-    def match_key(self, rtcp: bool = False) -> dict[str, int]:
-        d = 1 if rtcp else 0
-        return {
-            K_SRC_ADDR: int(self.src.addr),
-            K_DST_ADDR: int(self.relay.addr),
-            K_SRC_PORT: self.src.port + d,
-            K_DST_PORT: self.relay.port + d,
-        }
-
-    def guard_key(self, rtcp: bool = False) -> dict[str, int]:
-        """The relay port this direction's sender uses, as a relay_guard key."""
-        return {K_DST_ADDR: int(self.relay.addr), K_DST_PORT: self.relay.port + (1 if rtcp else 0)}
-
-
-@dataclass(frozen=True, slots=True)
-class RelayCall:
-    a_to_b: RelayDirection
-    b_to_a: RelayDirection
-
-    @classmethod
-    def between(
-        cls,
-        a: Endpoint,
-        relay_a: Endpoint,
-        b: Endpoint,
-        relay_b: Endpoint,
-        legs: tuple[int, int],
-    ) -> RelayCall:
-        """``relay_a``: the relay's address:port facing A (A sends RTP there);
-        ``relay_b`` the one facing B. ``legs``: (a_to_b, b_to_a) leg indexes."""
-        return cls(
-            a_to_b=RelayDirection(legs[0], a, relay_a, relay_b, b),
-            b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a),
-        )
-
-    @property
-    def directions(self) -> tuple[RelayDirection, RelayDirection]:
-        return (self.a_to_b, self.b_to_a)
-
-    def guard_keys(self) -> list[dict[str, int]]:
-        """The call's 4 relay_guard keys: each leg's relay port and port + 1."""
-        return [d.guard_key(r) for d in self.directions for r in (False, True)]
+_K = TypeVar("_K", FlowKey, GuardKey)
 
 
-@dataclass(frozen=True, slots=True)
-class Nexthop:
-    id: int
-    port: int
-    src_mac: str
-    dst_mac: str
+def _int(v: object) -> int:
+    return v if isinstance(v, int) else int(str(v))
 
 
-@dataclass(frozen=True, slots=True)
-class Counters:
-    packets: int
-    bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class DirectionCounters:
-    rtp: Counters
-    rtcp: Counters
-
-
-@dataclass(frozen=True, slots=True)
-class LegQuality:
-    """One direction's RTP quality as the data plane measured it at egress
-    (packets that left the switch; tail drops count as lost)."""
-
-    leg: int
-    packets: int
-    lost: int
-    reordered: int
-    max_seq: int
-    transit: int
-    jitter_raw: int  # J << JITTER_SHIFT, RTP clock units
-    last_seen_ms: int
-    payload_type: int
-
-    @property
-    def jitter_units(self) -> float:
-        return self.jitter_raw / (1 << JITTER_SHIFT)
-
-    @property
-    def jitter_ms(self) -> float:
-        return self.jitter_units * 1000.0 / RTP_CLOCK_HZ
-
-    @property
-    def loss_ratio(self) -> float:
-        expected = self.packets + self.lost
-        return self.lost / expected if expected else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class LearnEvent:
-    """A UDP flow to a relay address that matched no session (NAT latching)."""
-
-    src: Endpoint
-    dst: Endpoint
-    ingress_port: int
-
-
-@dataclass(frozen=True, slots=True)
-class RelayIdle:
-    """A relay entry saw no packet for its TTL."""
-
-    src: Endpoint
-    dst: Endpoint
-    pipe: int
-
-
-class LegAllocator:
-    """Free list of leg indexes [first, first + size)."""
-
-    def __init__(self, size: int, first: int = 0) -> None:
-        self._free = list(range(first + size - 1, first - 1, -1))
-        self._used: set[int] = set()
-
-    def allocate(self) -> int:
-        if not self._free:
-            raise SwitchError("no free leg index", code=grpc.StatusCode.RESOURCE_EXHAUSTED)
-        leg = self._free.pop()
-        self._used.add(leg)
-        return leg
-
-    def release(self, leg: int) -> None:
-        if leg in self._used:
-            self._used.remove(leg)
-            self._free.append(leg)
-
-    def __len__(self) -> int:
-        return len(self._used)
-
-
-def _counters(data: Mapping[str, object]) -> Counters:
-    p, b = data.get(COUNTER_PKTS, 0), data.get(COUNTER_BYTES, 0)
-    return Counters(p if isinstance(p, int) else 0, b if isinstance(b, int) else 0)
+def _ip(v: object) -> str:
+    return str(ipaddress.IPv4Address(v)) if isinstance(v, int) else str(v)
 
 
 class Pipeline:
     """The contract's tables through one SwitchClient."""
 
-    def __init__(self, client: SwitchClient, *, pipe: int | None = None) -> None:
+    def __init__(self, client: SwitchClient) -> None:
         self.client = client
-        self.pipe = pipe  # for per-pipe (asymmetric) relay/leg_rewrite entries
+        self._enc: Encoder | None = None
 
     async def setup(
         self, *, idle_notify: bool = True, ttl_query_interval_ms: int = 1000, min_ttl_ms: int = 1000
@@ -343,206 +250,246 @@ class Pipeline:
         }
         await self.client.delete(RELAY_ADDR, [Entry(key)])
 
-    # ---------------------------------------------------------- calls
+    async def set_relay_addrs(
+        self, addrs: Iterable[str | Addr], port_min: int, port_max: int
+    ) -> None:
+        """The relay server's media ranges (insert or replace)."""
+        entries = [
+            Entry(
+                {K_DST_ADDR: int(ip(a)), K_DST_PORT: Range(port_min, port_max), K_PRIORITY: 0},
+                A_MARK_RELAY,
+            )
+            for a in addrs
+        ]
+        if entries:
+            await self.client.insert_or_modify(RELAY_ADDR, entries)
 
-    def _rewrite_entry(self, d: RelayDirection) -> Entry:
-        return Entry(
-            {K_LEG: d.leg},
-            A_REWRITE,
-            {
-                "src_addr": int(d.out_src.addr),
-                "dst_addr": int(d.out_dst.addr),
-                "src_port": d.out_src.port,
-                "dst_port": d.out_dst.port,
-            },
-            pipe=self.pipe,
+    # ---------------------------------------------------------- calls: writes
+
+    def _encoder(self) -> Encoder:
+        schema = self.client.schema
+        if self._enc is None or self._enc.schema is not schema:
+            self._enc = Encoder(schema)  # ids may change when the switch reloads
+        return self._enc
+
+    async def write(self, batch: EntryBatch, ttl_ms: int = 0, *, missing_ok: bool = True) -> None:
+        """One Write of the batch, in its order. Deleting an absent entry is
+        fine unless ``missing_ok`` is False. On any other failure, what this
+        batch inserted is deleted again (never an entry whose own insert
+        failed, e.g. ALREADY_EXISTS: it is someone else's) and the first failed
+        update's typed error is raised (TableFullError: leave the call on the
+        relay server). ``ttl_ms``: the relay entries' idle TTL (0: none)."""
+        if not batch:
+            return
+        try:
+            ups, kinds = self._encoder().batch(batch, ttl_ms)
+        except (ValueError, OverflowError, OSError) as exc:  # a bad address, port or leg
+            raise SwitchError(
+                f"cannot encode the batch: {exc}", code=grpc.StatusCode.INVALID_ARGUMENT
+            ) from exc
+        try:
+            await self.client.write_encoded(ups)
+            return
+        except WriteError as exc:
+            failed = [
+                e
+                for e in exc.errors
+                if not (
+                    missing_ok
+                    and 0 <= e.index < len(kinds)
+                    and kinds[e.index] == DELETE_KIND
+                    and e.code is grpc.StatusCode.NOT_FOUND
+                )
+            ]
+            if exc.errors and not failed:
+                return  # only deletions of entries already gone
+            log.warning("switch.batch_failed", error=str(exc), failed=len(failed) or len(ups))
+            await self._undo(batch, {e.index for e in exc.errors} if exc.errors else set())
+            if failed:
+                f = failed[0]
+                raise write_error(f.code, f"Write: update {f.index}: {f.message}", (f,)) from exc
+            raise
+
+    async def _undo(self, b: EntryBatch, failed: set[int]) -> None:
+        """Delete what this batch inserted, but never an entry whose own insert
+        failed. Without per-update detail every insert of the batch is undone."""
+        pos = (
+            len(b.del_guards)
+            + len(b.del_relays)
+            + len(b.mod_legs)
+            + len(b.reset_legs) * len(QUALITY_REGISTERS)
         )
-
-    def _relay_entries(self, d: RelayDirection, ttl_ms: int | None) -> list[Entry]:
-        out = []
-        for rtcp in (False, True):
-            data: dict[str, int] = {"leg": d.leg, "rtcp": int(rtcp)}
-            if ttl_ms is not None:
-                data[TTL] = ttl_ms
-            out.append(Entry(d.match_key(rtcp), A_RELAY_LEG, data, pipe=self.pipe))
-        return out
-
-    def guard_entries(self, call: RelayCall) -> list[Entry]:
-        """The call's relay_guard entries (action guard_drop), for a caller's own batch."""
-        return [Entry(k, A_GUARD_DROP, pipe=self.pipe) for k in call.guard_keys()]
+        del_legs: list[int] = []
+        del_relays: list[FlowKey] = []
+        del_guards: list[GuardKey] = []
+        for lg in b.add_legs:
+            if pos not in failed:
+                del_legs.append(lg.leg)
+            pos += 1
+        for r in b.add_relays:
+            if pos not in failed:
+                del_relays.append(r.key)
+            pos += 1
+        for g in b.add_guards:
+            if pos not in failed:
+                del_guards.append(g)
+            pos += 1
+        undo = EntryBatch(
+            del_relays=tuple(del_relays), del_legs=tuple(del_legs), del_guards=tuple(del_guards)
+        )
+        if not undo:
+            return
+        ups, _ = self._encoder().batch(undo, 0)
+        try:
+            await self.client.write_encoded(ups)
+        except SwitchError as exc:  # absent entries, or the switch went away
+            log.info("switch.undo_incomplete", error=str(exc))
 
     async def install_call(
         self, call: RelayCall, *, ttl_ms: int | None = None, guard: bool = False
     ) -> None:
-        """Reset the legs' quality registers, write both rewrites, then the four relay
+        """Reset the legs' quality registers, write both rewrites, the four relay
         entries and, with ``guard`` (only once NAT learning is done: the first
-        packet must reach RTPProxy to latch it), the four relay_guard entries after
-        them in the same write. On failure what this call wrote is removed again
-        (never an entry that was there before, e.g. on ALREADY_EXISTS) and the
-        typed error (TableFullError: leave the call on RTPProxy) is raised."""
-        await self.reset_quality([d.leg for d in call.directions])
-        c = self.client
-        rewrites = [
-            c.update(pb.Update.INSERT, LEG_REWRITE, self._rewrite_entry(d)) for d in call.directions
-        ]
-        relays = [
-            c.update(pb.Update.INSERT, RELAY, e)
-            for d in call.directions
-            for e in self._relay_entries(d, ttl_ms)
-        ]
-        if guard:
-            relays += [c.update(pb.Update.INSERT, RELAY_GUARD, e) for e in self.guard_entries(call)]
-        try:
-            await c.write(rewrites)
-        except WriteError as e:
-            await self._undo(rewrites, e)
-            raise
-        try:
-            await c.write(relays)
-        except WriteError as e:
-            await self._undo(relays, e)
-            await self._undo(rewrites, None)
-            raise
-
-    async def _undo(self, inserts: Sequence[pb.Update], err: WriteError | None) -> None:
-        """Delete the inserts of a batch that succeeded. ``err`` None: all did. When
-        the switch did not say which updates failed, every insert is deleted."""
-        failed = {u.index for u in err.errors} if err is not None else set()
-        known = err is None or (bool(err.errors) and -1 not in failed)
-        c = self.client
-        for i, u in enumerate(inserts):
-            if known and i in failed:
-                continue
-            te = pb.TableEntry()
-            te.CopyFrom(u.entity.table_entry)
-            te.ClearField("data")
-            with contextlib.suppress(NotFoundError):
-                await c.write([pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))])
+        packet must reach RTPProxy to latch it), the four relay_guard entries
+        after them, in one write. On failure what this call wrote is removed
+        again (never an entry that was there before, e.g. on ALREADY_EXISTS) and
+        the typed error (TableFullError: leave the call on RTPProxy) is raised."""
+        await self.write(call.install(guard=guard), ttl_ms or 0)
 
     async def update_call(self, call: RelayCall) -> None:
         """Re-point both legs' rewrites (the far end moved, e.g. re-INVITE). The
         relay keys (who sends to which relay port) identify the call and must
         be unchanged; if they change, remove_call + install_call."""
-        c = self.client
-        await c.write(
-            [
-                c.update(pb.Update.MODIFY, LEG_REWRITE, self._rewrite_entry(d))
-                for d in call.directions
-            ]
-        )
+        await self.write(EntryBatch(mod_legs=tuple(d.rewrite() for d in call.directions)))
+
+    def guard_entries(self, call: RelayCall) -> list[Entry]:
+        """The call's relay_guard entries (action guard_drop), for a caller's own batch."""
+        return [
+            Entry({K_DST_ADDR: int(ip(g.dst_addr)), K_DST_PORT: g.dst_port}, A_GUARD_DROP)
+            for g in call.guard_keys()
+        ]
 
     async def guard_call(self, call: RelayCall) -> None:
         """Insert the call's four relay_guard entries (its relay entries are
         installed and its media latched). On failure the ones inserted are
         removed again and the typed error is raised (TableFullError: the call can
         stay offloaded unguarded or go back to RTPProxy, the caller's choice)."""
-        c = self.client
-        guards = [c.update(pb.Update.INSERT, RELAY_GUARD, e) for e in self.guard_entries(call)]
-        try:
-            await c.write(guards)
-        except WriteError as e:
-            await self._undo(guards, e)
-            raise
+        await self.write(EntryBatch(add_guards=tuple(call.guard_keys())))
 
     async def unguard_call(self, call: RelayCall, *, missing_ok: bool = True) -> None:
         """Delete the call's relay_guard entries (before its relay entries, so a
         legitimate packet is never dropped). Absent entries are fine by default:
         a call may never have been guarded."""
-        c = self.client
-        for e in self.guard_entries(call):
-            try:
-                await c.write([c.update(pb.Update.DELETE, RELAY_GUARD, Entry(e.key, pipe=e.pipe))])
-            except NotFoundError:
-                if not missing_ok:
-                    raise
+        await self.write(EntryBatch(del_guards=tuple(call.guard_keys())), missing_ok=missing_ok)
 
     async def remove_call(self, call: RelayCall, *, missing_ok: bool = False) -> None:
         """Guard entries first (absent ones are fine: not every call is guarded),
-        then relay entries (no packet can find a leg without rewrite), then rewrites."""
+        then relay entries (no packet can find a leg without rewrite), then
+        rewrites, in one write. ``missing_ok`` False: NotFoundError if a relay
+        entry or rewrite was absent (the others are removed all the same)."""
         await self.unguard_call(call)
-        c = self.client
-        for table, entries in (
-            (
-                RELAY,
-                [
-                    Entry(d.match_key(r), pipe=self.pipe)
-                    for d in call.directions
-                    for r in (False, True)
-                ],
-            ),
-            (LEG_REWRITE, [Entry({K_LEG: d.leg}, pipe=self.pipe) for d in call.directions]),
-        ):
-            for e in entries:
-                # One at a time so one absent entry does not hide the others.
-                try:
-                    await c.write([c.update(pb.Update.DELETE, table, e)])
-                except NotFoundError:
-                    if not missing_ok:
-                        raise
+        b = call.removal()
+        await self.write(
+            EntryBatch(del_relays=b.del_relays, del_legs=b.del_legs), missing_ok=missing_ok
+        )
+
+    # ---------------------------------------------------------- calls: reads
+
+    async def _read_entries(
+        self,
+        keys: list[_K],
+        reads: Callable[[list[_K]], tuple[list[bytes], dict[bytes, _K]]],
+        decode: Callable[[list[pb.Entity], dict[bytes, _K]], dict[_K, Counters]],
+    ) -> dict[_K, Counters]:
+        """Direct counters of these entries. One Read; if some entry is gone
+        (NOT_FOUND fails the whole Read), key by key, the gone ones left out."""
+        if not keys:
+            return {}
+        ents, sent = reads(keys)
+        try:
+            return decode(await self.client.read_encoded(ents), sent)
+        except NotFoundError:
+            if len(keys) == 1:
+                return {}
+            out: dict[_K, Counters] = {}
+            for k in keys:
+                out.update(await self._read_entries([k], reads, decode))
+            return out
+
+    async def read_counters(self, keys: Sequence[FlowKey]) -> dict[FlowKey, Counters]:
+        """Relay entries' packet/byte counters (absent entries left out)."""
+        enc = self._encoder()
+        return await self._read_entries(list(keys), enc.relay_reads, enc.decode_counters)
+
+    async def read_guard_counters(self, keys: Sequence[GuardKey]) -> dict[GuardKey, Counters]:
+        """Foreign packets/bytes each guard dropped (absent guards left out)."""
+        enc = self._encoder()
+        return await self._read_entries(list(keys), enc.guard_reads, enc.decode_guard_counters)
 
     async def call_counters(self, call: RelayCall) -> dict[int, DirectionCounters]:
         """leg -> RTP and RTCP packet/byte counters of that direction."""
-        keys = [d.match_key(r) for d in call.directions for r in (False, True)]
-        got = await self.client.read(RELAY, keys)
-        by_key = {tuple(sorted((k, v) for k, v in e.key.items())): e for e in got}
-        out: dict[int, DirectionCounters] = {}
-        for d in call.directions:
-            pair = []
-            for r in (False, True):
-                e = by_key.get(tuple(sorted(d.match_key(r).items())))
-                pair.append(_counters(e.data) if e else Counters(0, 0))
-            out[d.leg] = DirectionCounters(pair[0], pair[1])
-        return out
+        got = await self.read_counters(call.flow_keys())
+        zero = Counters(0, 0)
+        return {
+            d.leg: DirectionCounters(
+                got.get(d.flow_key(False), zero), got.get(d.flow_key(True), zero)
+            )
+            for d in call.directions
+        }
 
     async def guard_counters(self, call: RelayCall) -> dict[int, Counters]:
         """Guarded relay port -> foreign packets/bytes dropped there (absent
         entries: the port is not guarded, so not listed)."""
-        out: dict[int, Counters] = {}
-        for k in call.guard_keys():
-            # One read per key: a read naming an absent entry fails as a whole.
-            with contextlib.suppress(NotFoundError):
-                for e in await self.client.read(RELAY_GUARD, [k], pipe=self.pipe):
-                    out[k[K_DST_PORT]] = _counters(e.data)
-        return out
+        got = await self.read_guard_counters(call.guard_keys())
+        return {g.dst_port: c for g, c in got.items()}
 
     async def guard_entry_count(self) -> int:
         return await self.client.usage(RELAY_GUARD)
 
+    async def dump(self) -> EntryDump:
+        """Every relay, leg_rewrite and relay_guard entry the switch holds."""
+        relays = await self.client.read(RELAY)
+        legs = await self.client.read(LEG_REWRITE)
+        guards = await self.client.read(RELAY_GUARD)
+        return EntryDump(
+            [
+                RelayEntry(
+                    FlowKey(
+                        _ip(r.key[K_SRC_ADDR]),
+                        _ip(r.key[K_DST_ADDR]),
+                        _int(r.key[K_SRC_PORT]),
+                        _int(r.key[K_DST_PORT]),
+                    ),
+                    _int(r.data.get("leg", 0)),
+                    bool(_int(r.data.get("rtcp", 0))),
+                )
+                for r in relays
+            ],
+            [
+                LegRewrite(
+                    _int(r.key[K_LEG]),
+                    _ip(r.data.get("src_addr", 0)),
+                    _ip(r.data.get("dst_addr", 0)),
+                    _int(r.data.get("src_port", 0)),
+                    _int(r.data.get("dst_port", 0)),
+                )
+                for r in legs
+            ],
+            [GuardKey(_ip(r.key[K_DST_ADDR]), _int(r.key[K_DST_PORT])) for r in guards],
+        )
+
     # ---------------------------------------------------------- quality
 
     async def read_quality(self, legs: Sequence[int]) -> dict[int, LegQuality]:
-        regs: dict[str, dict[int, list[int]]] = {}
-        for name in QUALITY_REGISTERS:
-            regs[name] = await self.client.read_register(name, legs)
-        out: dict[int, LegQuality] = {}
-        for leg in legs:
-            pkts = regs[REG_PACKETS].get(leg, [0])
-            # Counts add over pipes; the rest come from the pipe that saw the leg.
-            best = max(range(len(pkts)), key=lambda i: pkts[i])
-
-            def val(name: str, leg: int = leg, best: int = best) -> int:
-                v = regs[name].get(leg, [0])
-                return v[best] if best < len(v) else v[0]
-
-            def total(name: str, leg: int = leg) -> int:
-                return sum(regs[name].get(leg, [0]))
-
-            out[leg] = LegQuality(
-                leg=leg,
-                packets=total(REG_PACKETS),
-                lost=total(REG_LOST),
-                reordered=total(REG_REORDERED),
-                max_seq=val(REG_MAX_SEQ),
-                transit=val(REG_TRANSIT),
-                jitter_raw=val(REG_JITTER),
-                last_seen_ms=val(REG_LAST_SEEN),
-                payload_type=val(REG_PAYLOAD_TYPE),
-            )
-        return out
+        """Each leg's quality registers, in one Read."""
+        legs = list(legs)
+        if not legs:
+            return {}
+        enc = self._encoder()
+        return enc.decode_quality(await self.client.read_encoded(enc.register_reads(legs)), legs)
 
     async def reset_quality(self, legs: Sequence[int]) -> None:
-        for name in QUALITY_REGISTERS:
-            await self.client.write_register(name, dict.fromkeys(legs, 0))
+        await self.write(EntryBatch(reset_legs=tuple(legs)))
 
     # ---------------------------------------------------------- notifications
 
@@ -560,8 +507,10 @@ class Pipeline:
         ]
 
     @staticmethod
-    def relay_idle(n: IdleTimeout) -> RelayIdle | None:
-        if n.table != RELAY or not n.idle:
+    def relay_idle(n: IdleTimeout, *, active: bool = False) -> RelayIdle | None:
+        """A relay entry's idle notification; ``active``: its return to
+        activity too (``RelayIdle.idle`` False)."""
+        if n.table != RELAY or not (n.idle or active):
             return None
         k = n.key
 
@@ -573,6 +522,7 @@ class Pipeline:
             src=Endpoint(ip(num(K_SRC_ADDR)), num(K_SRC_PORT)),
             dst=Endpoint(ip(num(K_DST_ADDR)), num(K_DST_PORT)),
             pipe=n.pipe,
+            idle=n.idle,
         )
 
     async def relay_entry_count(self) -> int:

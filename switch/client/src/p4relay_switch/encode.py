@@ -1,5 +1,5 @@
-"""Direct encoding of the hot tables (relay, leg_rewrite, relay_guard, the
-quality registers' resets).
+"""Direct encoding of the call tables (relay, leg_rewrite, relay_guard, the
+quality registers) for `Pipeline`: its writes and reads of calls.
 
 The generic client encodes by name for every update (schema lookups, range
 checks, address parsing); at a thousand calls per second that was most of the
@@ -18,7 +18,16 @@ import socket
 from collections.abc import Callable
 from typing import TypeVar
 
-from p4relay_switch.pipeline import (
+from p4relay_switch.model import (
+    Counters,
+    EntryBatch,
+    FlowKey,
+    GuardKey,
+    LegQuality,
+    LegRewrite,
+    RelayEntry,
+)
+from p4relay_switch.names import (
     A_GUARD_DROP,
     A_RELAY_LEG,
     A_REWRITE,
@@ -39,8 +48,6 @@ from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo, Schema
 from p4relay_switch.wire import Template, ld, tag, uint
 
-from .switchport import FlowCounters, FlowKey, GuardKey, LegRewrite, RelayEntry
-
 # Field keys of the messages an update is made of.
 _UPD_TYPE, _UPD_ENTITY = tag(pb.Update, "type"), tag(pb.Update, "entity")
 _ENT_TE = tag(pb.Entity, "table_entry")
@@ -60,6 +67,10 @@ _DF_ID, _DF_STREAM = (
 _TE_FLAGS, _TF_HW = tag(_TE, "table_flags"), tag(pb.TableFlags, "from_hw")
 
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
+
+# Kinds of a batch's updates (`Encoder.batch`), to tell a deletion's NOT_FOUND
+# (already gone) apart.
+DELETE_KIND, MODIFY_KIND, INSERT_KIND = 0, 1, 2
 
 
 def exact(field_id: int, value: bytes) -> bytes:
@@ -103,7 +114,7 @@ def hw_read(table_id: int, key: bytes) -> bytes:
     return ld(_ENT_TE, te)
 
 
-def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> FlowCounters:
+def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> Counters:
     """An entry's direct counters ($COUNTER_SPEC_PKTS / _BYTES) as read back."""
     pk = by = 0
     for f in te.data.fields:
@@ -111,7 +122,7 @@ def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> FlowCounters:
             pk = int.from_bytes(f.stream, "big")
         elif f.field_id == bytes_id:
             by = int.from_bytes(f.stream, "big")
-    return FlowCounters(pk, by)
+    return Counters(pk, by)
 
 
 K = TypeVar("K", FlowKey, GuardKey)
@@ -137,11 +148,11 @@ def _decode_counters(
     key_of: Callable[[pb.TableEntry], K | None],
     pkts_id: int,
     bytes_id: int,
-) -> dict[K, FlowCounters]:
+) -> dict[K, Counters]:
     """Entries of one table as read back -> their direct counters. The switch
     echoes the key as sent (then one lookup); if its encoding differs, the
     key is decoded field by field."""
-    out: dict[K, FlowCounters] = {}
+    out: dict[K, Counters] = {}
     for e in ents:
         te = e.table_entry
         if te.table_id != table_id:
@@ -261,6 +272,44 @@ class Encoder:
 
         self._reset_t = [(reset(*r), r[1].nbytes) for r in self.registers]
 
+        def reg_read(table_id: int, key: FieldInfo) -> Template:
+            return Template(lambda v: hw_read(table_id, exact(key.id, v[0])), [key.nbytes])
+
+        self._reg_read_t = [(reg_read(tid, key), key.nbytes) for tid, key, _ in self.registers]
+        self._reg_index = {
+            tid: (i, key.id, val.id) for i, (tid, key, val) in enumerate(self.registers)
+        }
+
+    # ------------------------------------------------------------------ batches
+    def batch(self, b: EntryBatch, ttl_ms: int) -> tuple[list[bytes], list[int]]:
+        """The batch's updates, in `EntryBatch` order: guard deletions, relay
+        deletions, quality resets, leg modifications, leg inserts, relay
+        inserts, guard inserts, leg deletions; and per update its kind."""
+        ups: list[bytes] = []
+        kinds: list[int] = []
+        for g in b.del_guards:
+            ups.append(self.guard_delete(g))
+        for k in b.del_relays:
+            ups.append(self.relay_delete(k))
+        kinds += [DELETE_KIND] * len(ups)
+        for leg in b.reset_legs:
+            # Leg indexes are reused: a leg's quality starts from zero.
+            ups.extend(self.register_resets(leg))
+        for lg in b.mod_legs:
+            ups.append(self.leg_write(lg, MODIFY))
+        kinds += [MODIFY_KIND] * (len(ups) - len(kinds))
+        for lg in b.add_legs:
+            ups.append(self.leg_write(lg, INSERT))
+        for r in b.add_relays:
+            ups.append(self.relay_insert(r, ttl_ms))
+        for g in b.add_guards:
+            ups.append(self.guard_insert(g))
+        kinds += [INSERT_KIND] * (len(ups) - len(kinds))
+        for leg in b.del_legs:
+            ups.append(self.leg_delete(leg))
+        kinds += [DELETE_KIND] * (len(ups) - len(kinds))
+        return ups, kinds
+
     # ------------------------------------------------------------------ relay
     def relay_insert(self, r: RelayEntry, ttl_ms: int) -> bytes:
         return self._relay_insert_t.fill(
@@ -280,7 +329,7 @@ class Encoder:
 
     def decode_counters(
         self, ents: list[pb.Entity], sent: dict[bytes, FlowKey]
-    ) -> dict[FlowKey, FlowCounters]:
+    ) -> dict[FlowKey, Counters]:
         """Relay entries as read back -> their direct counters (no generic decode)."""
         return _decode_counters(
             ents, sent, self.relay_id, self._flow_key, self.c_pkts, self.c_bytes
@@ -310,7 +359,7 @@ class Encoder:
 
     def decode_guard_counters(
         self, ents: list[pb.Entity], sent: dict[bytes, GuardKey]
-    ) -> dict[GuardKey, FlowCounters]:
+    ) -> dict[GuardKey, Counters]:
         return _decode_counters(
             ents, sent, self.guard_id, self._guard_key, self.gc_pkts, self.gc_bytes
         )
@@ -343,3 +392,56 @@ class Encoder:
     def register_resets(self, leg: int) -> list[bytes]:
         """Zero one leg's quality registers (MODIFY of each register's cell)."""
         return [t.fill(leg.to_bytes(n, "big")) for t, n in self._reset_t]
+
+    def register_reads(self, legs: list[int]) -> list[bytes]:
+        """Read entities of every quality register's cell of these legs."""
+        out: list[bytes] = []
+        for t, n in self._reg_read_t:
+            out.extend(t.fill(leg.to_bytes(n, "big")) for leg in legs)
+        return out
+
+    def decode_quality(self, ents: list[pb.Entity], legs: list[int]) -> dict[int, LegQuality]:
+        """Register cells as read back -> each leg's quality. Counts add over
+        pipes; the other values come from the pipe that saw most of the leg."""
+        n = len(self.registers)
+        cells: dict[int, list[list[int]]] = {leg: [[0] for _ in range(n)] for leg in legs}
+        for e in ents:
+            te = e.table_entry
+            found = self._reg_index.get(te.table_id)
+            if found is None:
+                continue
+            i, key_id, val_id = found
+            leg = next(
+                (
+                    int.from_bytes(f.exact.value, "big")
+                    for f in te.key.fields
+                    if f.field_id == key_id
+                ),
+                None,
+            )
+            row = cells.get(leg) if leg is not None else None
+            if row is None:
+                continue
+            vals = [int.from_bytes(f.stream, "big") for f in te.data.fields if f.field_id == val_id]
+            row[i] = vals or [0]
+        out: dict[int, LegQuality] = {}
+        for leg, row in cells.items():
+            pkts = row[0]
+            best = max(range(len(pkts)), key=lambda j: pkts[j])
+
+            def val(i: int, row: list[list[int]] = row, best: int = best) -> int:
+                v = row[i]
+                return v[best] if best < len(v) else v[0]
+
+            out[leg] = LegQuality(
+                leg=leg,
+                packets=sum(row[0]),
+                lost=sum(row[1]),
+                reordered=sum(row[2]),
+                max_seq=val(3),
+                transit=val(4),
+                jitter_raw=val(5),
+                last_seen_ms=val(6),
+                payload_type=val(7),
+            )
+        return out

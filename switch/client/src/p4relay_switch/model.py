@@ -1,0 +1,353 @@
+"""A call as switch entries: the typed objects `Pipeline` takes and returns.
+
+Two ways to name the same entries, one model:
+
+* `RelayCall` (two `RelayDirection`s between `Endpoint`s): a whole call, as a
+  test or a tool thinks of it;
+* `RelayEntry` / `LegRewrite` / `GuardKey` collected in an `EntryBatch`: what
+  a control plane that tracks many calls changes in one write (rtpagent).
+
+`RelayCall.batch()` turns the first into the second; both go through
+`Pipeline.write`. Addresses in `FlowKey`/`GuardKey`/`LegRewrite` are dotted
+IPv4 strings (what signalling carries), validated when encoded.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import grpc
+
+from p4relay_switch.errors import TableFullError
+from p4relay_switch.names import JITTER_SHIFT, RTP_CLOCK_HZ
+
+Addr = ipaddress.IPv4Address
+
+
+def ip(value: str | int | Addr) -> Addr:
+    return value if isinstance(value, Addr) else ipaddress.IPv4Address(value)
+
+
+# ---------------------------------------------------------------- entries
+
+
+class FlowKey(NamedTuple):
+    """Exact key of `pipe.Ingress.relay`: a sender's packets to a relay port."""
+
+    src_addr: str
+    dst_addr: str
+    src_port: int
+    dst_port: int
+
+
+class GuardKey(NamedTuple):
+    """Exact key of `pipe.Ingress.relay_guard`: one relay-side port of an
+    offloaded call. A packet to it that misses `relay` (any source but the
+    installed one) is dropped and counted, never reaching the relay server."""
+
+    dst_addr: str
+    dst_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RelayEntry:
+    """`pipe.Ingress.relay[key]` -> `relay_leg(leg, rtcp)`."""
+
+    key: FlowKey
+    leg: int
+    rtcp: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LegRewrite:
+    """`pipe.Ingress.leg_rewrite[leg]`: what a packet of this leg becomes."""
+
+    leg: int
+    src_addr: str
+    dst_addr: str
+    src_port: int
+    dst_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntryBatch:
+    """One ordered write. Removals: guards first, then relays, legs last;
+    additions: legs, relays, guards last. So a legitimate packet is never
+    dropped: a guard exists only while the relay entries carry the call."""
+
+    add_legs: tuple[LegRewrite, ...] = ()
+    mod_legs: tuple[LegRewrite, ...] = ()
+    add_relays: tuple[RelayEntry, ...] = ()
+    del_relays: tuple[FlowKey, ...] = ()
+    del_legs: tuple[int, ...] = ()
+    reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers
+    add_guards: tuple[GuardKey, ...] = ()
+    del_guards: tuple[GuardKey, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.add_legs
+            or self.mod_legs
+            or self.add_relays
+            or self.del_relays
+            or self.del_legs
+            or self.reset_legs
+            or self.add_guards
+            or self.del_guards
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EntryDump:
+    """Every entry of the call tables, as read back."""
+
+    relays: list[RelayEntry]
+    legs: list[LegRewrite]
+    guards: list[GuardKey]
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class DirectionCounters:
+    rtp: Counters
+    rtcp: Counters
+
+
+@dataclass(frozen=True, slots=True)
+class LegQuality:
+    """One direction's RTP quality as the data plane measured it at egress
+    (packets that left the switch; tail drops count as lost), cumulative
+    since the leg's registers were zeroed."""
+
+    leg: int
+    packets: int
+    lost: int
+    reordered: int
+    max_seq: int
+    transit: int
+    jitter_raw: int  # J << JITTER_SHIFT, RTP clock units
+    last_seen_ms: int
+    payload_type: int
+
+    @property
+    def jitter_units(self) -> float:
+        return self.jitter_raw / (1 << JITTER_SHIFT)
+
+    @property
+    def jitter_ms(self) -> float:
+        return self.jitter_units * 1000.0 / RTP_CLOCK_HZ
+
+    @property
+    def loss_ratio(self) -> float:
+        expected = self.packets + self.lost
+        return self.lost / expected if expected else 0.0
+
+    @classmethod
+    def zero(cls, leg: int) -> LegQuality:
+        return cls(leg, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+# ---------------------------------------------------------------- calls
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    addr: Addr
+    port: int
+
+    @classmethod
+    def of(cls, addr: str | int | Addr, port: int) -> Endpoint:
+        if not 0 < port < 0xFFFF:  # RTCP needs port + 1
+            raise ValueError(f"port {port} out of range")
+        return cls(ip(addr), port)
+
+    def __str__(self) -> str:
+        return f"{self.addr}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class RelayDirection:
+    """Packets ``src -> relay`` leave as ``out_src -> out_dst``; quality by ``leg``."""
+
+    leg: int
+    src: Endpoint
+    relay: Endpoint
+    out_src: Endpoint
+    out_dst: Endpoint
+
+    def flow_key(self, rtcp: bool = False) -> FlowKey:
+        d = 1 if rtcp else 0
+        return FlowKey(
+            str(self.src.addr), str(self.relay.addr), self.src.port + d, self.relay.port + d
+        )
+
+    def guard_key(self, rtcp: bool = False) -> GuardKey:
+        """The relay port this direction's sender uses, as a relay_guard key."""
+        return GuardKey(str(self.relay.addr), self.relay.port + (1 if rtcp else 0))
+
+    def rewrite(self) -> LegRewrite:
+        return LegRewrite(
+            self.leg,
+            str(self.out_src.addr),
+            str(self.out_dst.addr),
+            self.out_src.port,
+            self.out_dst.port,
+        )
+
+    def relays(self) -> tuple[RelayEntry, RelayEntry]:
+        return (
+            RelayEntry(self.flow_key(False), self.leg, False),
+            RelayEntry(self.flow_key(True), self.leg, True),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RelayCall:
+    a_to_b: RelayDirection
+    b_to_a: RelayDirection
+
+    @classmethod
+    def between(
+        cls,
+        a: Endpoint,
+        relay_a: Endpoint,
+        b: Endpoint,
+        relay_b: Endpoint,
+        legs: tuple[int, int],
+    ) -> RelayCall:
+        """``relay_a``: the relay's address:port facing A (A sends RTP there);
+        ``relay_b`` the one facing B. ``legs``: (a_to_b, b_to_a) leg indexes."""
+        return cls(
+            a_to_b=RelayDirection(legs[0], a, relay_a, relay_b, b),
+            b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a),
+        )
+
+    @property
+    def directions(self) -> tuple[RelayDirection, RelayDirection]:
+        return (self.a_to_b, self.b_to_a)
+
+    @property
+    def legs(self) -> tuple[int, int]:
+        return (self.a_to_b.leg, self.b_to_a.leg)
+
+    def flow_keys(self) -> list[FlowKey]:
+        return [d.flow_key(r) for d in self.directions for r in (False, True)]
+
+    def guard_keys(self) -> list[GuardKey]:
+        """The call's 4 relay_guard keys: each leg's relay port and port + 1."""
+        return [d.guard_key(r) for d in self.directions for r in (False, True)]
+
+    def install(self, *, guard: bool = False) -> EntryBatch:
+        """Its entries as one batch: quality reset, rewrites, relays, guards."""
+        return EntryBatch(
+            reset_legs=self.legs,
+            add_legs=tuple(d.rewrite() for d in self.directions),
+            add_relays=tuple(r for d in self.directions for r in d.relays()),
+            add_guards=tuple(self.guard_keys()) if guard else (),
+        )
+
+    def removal(self) -> EntryBatch:
+        return EntryBatch(
+            del_guards=tuple(self.guard_keys()),
+            del_relays=tuple(self.flow_keys()),
+            del_legs=self.legs,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Nexthop:
+    id: int
+    port: int
+    src_mac: str
+    dst_mac: str
+
+
+# ---------------------------------------------------------------- notifications
+
+
+@dataclass(frozen=True, slots=True)
+class LearnEvent:
+    """A UDP flow to a relay address that matched no relay entry (NAT
+    latching), or a foreign source dropped at a guarded port."""
+
+    src: Endpoint
+    dst: Endpoint
+    ingress_port: int
+
+
+@dataclass(frozen=True, slots=True)
+class RelayIdle:
+    """A relay entry saw no packet for its TTL (``idle``), or saw one again."""
+
+    src: Endpoint
+    dst: Endpoint
+    pipe: int
+    idle: bool = True
+
+    @property
+    def key(self) -> FlowKey:
+        return FlowKey(str(self.src.addr), str(self.dst.addr), self.src.port, self.dst.port)
+
+
+# ---------------------------------------------------------------- legs
+
+
+class LegAllocator:
+    """Free list of leg indexes [first, first + size).
+
+    ``clean`` holds legs whose quality registers are known to be zero (reset
+    when the leg was last released): an install of a clean leg need not
+    reset them again. Unknown at start, so nothing is clean yet."""
+
+    def __init__(self, size: int, first: int = 0) -> None:
+        self._free = list(range(first + size - 1, first - 1, -1))
+        self._used: set[int] = set()
+        self.clean: set[int] = set()
+
+    def take(self) -> int | None:
+        """A free leg, or None when every leg is in use."""
+        if not self._free:
+            return None
+        leg = self._free.pop()
+        self._used.add(leg)
+        return leg
+
+    def allocate(self) -> int:
+        leg = self.take()
+        if leg is None:
+            raise TableFullError("no free leg index", code=grpc.StatusCode.RESOURCE_EXHAUSTED)
+        return leg
+
+    def claim(self, leg: int) -> bool:
+        """Mark a leg used (rebuilding after a restart); False if it is not free."""
+        if leg in self._used:
+            return False
+        try:
+            self._free.remove(leg)
+        except ValueError:
+            return False
+        self._used.add(leg)
+        return True
+
+    def release(self, leg: int) -> None:
+        if leg in self._used:
+            self._used.remove(leg)
+            self._free.append(leg)
+
+    def dirty(self, legs: Iterable[int]) -> tuple[int, ...]:
+        """Of these legs (about to be used), those whose registers need a reset."""
+        legs = tuple(legs)
+        out = tuple(leg for leg in legs if leg not in self.clean)
+        self.clean.difference_update(legs)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._used)

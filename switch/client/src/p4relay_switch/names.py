@@ -1,0 +1,57 @@
+"""The names p4relay's control plane uses, as `switch/contract.toml` declares
+them (tests/test_contract.py checks they match it)."""
+
+from __future__ import annotations
+
+IPV4_LPM = "pipe.Ingress.ipv4_lpm"
+NEXTHOP = "pipe.Ingress.nexthop"
+RELAY_ADDR = "pipe.Ingress.relay_addr"
+RELAY = "pipe.Ingress.relay"
+RELAY_GUARD = "pipe.Ingress.relay_guard"
+LEG_REWRITE = "pipe.Ingress.leg_rewrite"
+LEARN_DIGEST = "pipe.IngressDeparser.learn"
+
+A_SET_NEXTHOP = "Ingress.set_nexthop"
+A_FORWARD = "Ingress.forward"
+A_DROP = "Ingress.drop"
+A_MARK_RELAY = "Ingress.mark_relay"
+A_RELAY_LEG = "Ingress.relay_leg"
+A_REWRITE = "Ingress.rewrite"
+A_GUARD_DROP = "Ingress.guard_drop"
+
+# RTP quality per leg, measured as packets leave the egress queue (contract v2),
+# so tail drops count as lost and queueing delay variation as jitter.
+REG_PACKETS = "pipe.Egress.rtp_packets"
+REG_LOST = "pipe.Egress.rtp_lost"
+REG_REORDERED = "pipe.Egress.rtp_reordered"
+REG_MAX_SEQ = "pipe.Egress.rtp_max_seq"
+REG_TRANSIT = "pipe.Egress.rtp_transit"
+REG_JITTER = "pipe.Egress.rtp_jitter"
+REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
+REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
+QUALITY_REGISTERS = (
+    REG_PACKETS,
+    REG_LOST,
+    REG_REORDERED,
+    REG_MAX_SEQ,
+    REG_TRANSIT,
+    REG_JITTER,
+    REG_LAST_SEEN,
+    REG_PAYLOAD_TYPE,
+)
+
+K_SRC_ADDR = "hdr.ipv4.src_addr"
+K_DST_ADDR = "hdr.ipv4.dst_addr"
+K_SRC_PORT = "hdr.udp.src_port"
+K_DST_PORT = "hdr.udp.dst_port"
+K_NEXTHOP_ID = "ig_md.nexthop_id"
+K_LEG = "ig_md.leg"
+K_PRIORITY = "$MATCH_PRIORITY"
+
+TTL = "$ENTRY_TTL"
+COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
+COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
+
+# contract.toml [config]
+RTP_CLOCK_HZ = 8000
+JITTER_SHIFT = 4
