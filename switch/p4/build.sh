@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# Build p4relay for Tofino 1 with bf-p4c (run inside an SDE shell).
+# Build p4relay for Tofino 1 with bf-p4c.
 #
 #   switch/p4/build.sh [standard|lean|large] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh --list         the profiles, one a line
+#   switch/p4/build.sh --compiler     the compiler this script would run
+#
+# Compiler: $P4C if set, else bf-p4c on PATH (P4 Studio's SDE shell), else the
+# open-source build of the same compiler under /opt/p4c-tofino/bin/p4c
+# (`make setup` installs it when ../shared/tools/p4c-tofino provides it).
 #
 # standard  default profile, contract sizes (64K relay + guard entries, 32K legs)
 # lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN)
 # large     standard with P4RELAY_SCALE_LARGE (192K relay + guard entries, 96K legs)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txt, p4relay.conf,
-# pipe/ with context.json, tofino.bin and the resource logs).
+# pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
+# replaces build/. Exit status: the compiler's (127: no compiler).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -19,7 +26,9 @@ case "$profile" in
   standard) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
-  -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+  --list) echo standard; echo lean; echo large; exit 0 ;;
+  --compiler) ;;
+  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
   *) echo "unknown profile '$profile' (standard, lean, large)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
@@ -29,14 +38,25 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option '$1'" >&2; exit 2 ;;
   esac
 done
-if ! command -v bf-p4c >/dev/null; then
-  echo "bf-p4c not found: source the SDE's set_sde.bash (open-p4studio 9.13) first" >&2
-  exit 1
+compiler=${P4C:-}
+if [ -z "$compiler" ]; then
+  if command -v bf-p4c >/dev/null; then
+    compiler=bf-p4c
+  elif [ -x /opt/p4c-tofino/bin/p4c ]; then
+    compiler=/opt/p4c-tofino/bin/p4c
+  fi
 fi
-out="$root/build/p4relay-$profile"
+if [ -z "$compiler" ]; then
+  echo "no Tofino compiler: set P4C, source the SDE's set_sde.bash (bf-p4c), or run" >&2
+  echo "../shared/tools/p4c-tofino/install.sh (installs /opt/p4c-tofino/bin/p4c)" >&2
+  exit 127
+fi
+if [ "$profile" = --compiler ]; then echo "$compiler"; exit 0; fi
+out="${P4RELAY_P4_OUT:-$root/build}/p4relay-$profile"
+rm -rf "$out"
 mkdir -p "$out"
 set -x
-bf-p4c --target tofino --arch tna --std p4-16 -g \
+"$compiler" --target tofino --arch tna --std p4-16 -g \
   -I "$here" "${defines[@]}" \
   -o "$out" \
   --bf-rt-schema "$out/bf-rt.json" \

@@ -27,11 +27,10 @@ control Ingress(
     Forwarding() forwarding;
 
     apply {
-        ig_md.ingress_port = ig_intr_md.ingress_port;
-
         if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             ig_tm_md.ucast_egress_port = CPU_PORT;
             ig_tm_md.bypass_egress = 1;
+            hdr.bridged.setInvalid();   /* egress bypassed: nothing strips it */
         } else if (!hdr.ipv4.isValid()) {
             /* no L2 switching: non-IP frames end here */
             ig_dprsr_md.drop_ctl = 1;
@@ -44,18 +43,9 @@ control Ingress(
             clock.apply(ig_intr_md.ingress_mac_tstamp, ig_md.now_ms);
             relay_sessions.apply(hdr, ig_md);
 
-            /* Egress parses this first (and strips it): RtpQuality runs
-             * there, after the queue, on relay hits that are not RTCP. */
-            hdr.bridged.setValid();
-            hdr.bridged.pkt_type = PKT_TYPE_BRIDGED;
-            hdr.bridged.relay = 0;
-            if (ig_md.relay_hit) {
-                hdr.bridged.relay = 1;
-            }
-            hdr.bridged.rtcp = ig_md.rtcp;
-            hdr.bridged._pad = 0;
-            hdr.bridged.leg = ig_md.leg;
-
+            /* hdr.bridged (parser constants, relay_leg's fields) goes to
+             * Egress first and is stripped there: RtpQuality runs after the
+             * queue, on relay hits that are not RTCP. */
             if (ig_md.relay_dst && !ig_md.relay_hit) {
                 /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);

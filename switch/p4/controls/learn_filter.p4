@@ -18,29 +18,26 @@ control LearnFilter(
     Register<bit<32>, bit<LEARN_FILTER_INDEX_BITS>>(LEARN_FILTER_SIZE, 0) learn_filter;
 
     /* 0 = never reported; otherwise the ms time of the last report. */
-    RegisterAction<bit<32>, bit<LEARN_FILTER_INDEX_BITS>, bit<1>>(learn_filter) report_if_aged = {
-        void apply(inout bit<32> reported_ms, out bit<1> report) {
+    /* Its output is the digest type itself (DIGEST_TYPE_LEARN or 0): no
+     * stage after the register to turn a flag into it. */
+    RegisterAction<bit<32>, bit<LEARN_FILTER_INDEX_BITS>, bit<3>>(learn_filter) report_if_aged = {
+        void apply(inout bit<32> reported_ms, out bit<3> digest_type) {
             if (reported_ms == 0 || ig_md.now_ms - reported_ms > LEARN_FILTER_AGE_MS) {
                 reported_ms = ig_md.now_ms;
-                report = 1;
+                digest_type = DIGEST_TYPE_LEARN;
             } else {
-                report = 0;
+                digest_type = 0;
             }
         }
     };
 
-    bit<1> do_report;
-
     apply {
-        ig_md.learn_slot = flow_hash.get({
+        /* the slot is hashed in the register's own stage (no metadata copy) */
+        ig_dprsr_md.digest_type = report_if_aged.execute(flow_hash.get({
             hdr.ipv4.src_addr,
             hdr.ipv4.dst_addr,
             hdr.udp.src_port,
             hdr.udp.dst_port
-        });
-        do_report = report_if_aged.execute(ig_md.learn_slot);
-        if (do_report == 1) {
-            ig_dprsr_md.digest_type = DIGEST_TYPE_LEARN;
-        }
+        }));
     }
 }

@@ -52,8 +52,11 @@ control RelaySessions(
         relay_counter.count();
         ig_md.relay_hit = true;
         ig_md.leg = leg;
-        ig_md.rtcp = rtcp;
         ig_md.rtcp_port_offset = (bit<16>)rtcp;
+        /* what Egress (RtpQuality) needs; the parser set the rest of it */
+        hdr.bridged.relay = 1;
+        hdr.bridged.rtcp = rtcp;
+        hdr.bridged.leg = leg;
     }
 
     @name(".Ingress.relay")

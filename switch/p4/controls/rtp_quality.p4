@@ -37,7 +37,6 @@
 control RtpQuality(
         in egress_headers_t hdr,
         inout egress_metadata_t eg_md,
-        in egress_intrinsic_metadata_t eg_intr_md,
         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
     @name(".Egress.rtp_packets")
@@ -69,7 +68,7 @@ control RtpQuality(
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_lost;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_lost) add_lost = {
         void apply(inout bit<32> lost) {
-            lost = lost + eg_md.rtp_lost_inc;
+            lost = lost + (bit<32>)eg_md.rtp_lost_inc;
         }
     };
 
@@ -81,11 +80,17 @@ control RtpQuality(
         }
     };
 
+    /* D = transit - last transit, returned as |D| (its sign only selects
+     * which of the two differences the ALU outputs) */
     @name(".Egress.rtp_transit")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_transit;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_transit) swap_transit = {
-        void apply(inout bit<32> transit, out bit<32> d) {
-            d = eg_md.rtp_transit - transit;
+        void apply(inout bit<32> transit, out bit<32> abs_d) {
+            if (eg_md.rtp_transit - transit < 0x80000000) {
+                abs_d = eg_md.rtp_transit - transit;
+            } else {
+                abs_d = transit - eg_md.rtp_transit;
+            }
             transit = eg_md.rtp_transit;
         }
     };
@@ -119,20 +124,39 @@ control RtpQuality(
         }
     };
 
-    bit<32> jitter_now;
-    bit<32> abs_d;
+    /* RFC 3550 A.8: J' = J + |D| - ((J + 8) >> 4), one step per stage */
+    action jitter_terms() {
+        eg_md.jitter_plus_8 = eg_md.jitter + JITTER_ROUND;
+        eg_md.jitter_grown = eg_md.jitter + eg_md.rtp_transit_abs_d;
+    }
+
+    action jitter_decay() {
+        eg_md.jitter_decay = eg_md.jitter_plus_8 >> JITTER_SHIFT;
+    }
+
+    /* the copy's mirror header; session BASE + this egress pipe (set by the
+     * parser): a port of this pipe, whose registers the copy writes */
+    action jitter_writeback() {
+        eg_md.writeback.setValid();
+        eg_md.writeback.pkt_type = PKT_TYPE_JITTER_WRITEBACK;
+        eg_md.writeback._pad = 0;
+        eg_md.writeback.leg = hdr.bridged.leg;
+        eg_md.writeback.jitter = eg_md.jitter_grown - eg_md.jitter_decay;
+        eg_dprsr_md.mirror_type = MIRROR_TYPE_JITTER_WRITEBACK;
+    }
 
     apply {
         if (eg_md.writeback.isValid()) {
             /* the write-back copy's pass: only the jitter (Egress drops it) */
             write_jitter.execute(eg_md.writeback.leg);
-        } else {
+        } else if (eg_md.l3_overrun == 0 && hdr.bridged.relay == 1
+                   && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {
             /* index: hdr.bridged.leg straight from the PHV (a copy would cost a stage) */
             eg_md.rtp_count_before = count_packet.execute(hdr.bridged.leg);
             touch.execute(hdr.bridged.leg);
             store_payload_type.execute(hdr.bridged.leg);
-            eg_md.rtp_transit = eg_md.now_clk - hdr.rtp.timestamp;
-            eg_md.rtp_transit_delta = swap_transit.execute(hdr.bridged.leg);
+            eg_md.rtp_transit_abs_d = swap_transit.execute(hdr.bridged.leg);
+            eg_md.jitter = read_jitter.execute(hdr.bridged.leg);
 
             if (eg_md.rtp_count_before == 0) {
                 seq_first.execute(hdr.bridged.leg);
@@ -140,35 +164,18 @@ control RtpQuality(
                 eg_md.rtp_seq_delta = seq_next.execute(hdr.bridged.leg);
                 if (eg_md.rtp_seq_delta == 0) {
                     /* duplicate: neither lost nor reordered */
-                } else if (eg_md.rtp_seq_delta[15:15] == 0) {
+                } else if (eg_md.rtp_seq_delta < RTP_SEQ_HALF_RANGE) {
                     if (eg_md.rtp_seq_delta != 1) {
-                        eg_md.rtp_lost_inc = (bit<32>)eg_md.rtp_seq_delta;
-                        eg_md.rtp_lost_inc = eg_md.rtp_lost_inc - 1;
+                        eg_md.rtp_lost_inc = eg_md.rtp_seq_delta - 1;
                         add_lost.execute(hdr.bridged.leg);
                     }
                 } else {
                     add_reordered.execute(hdr.bridged.leg);
                 }
 
-                /* RFC 3550 A.8: d = transit - last transit; J += |d| - ((J + 8) >> 4) */
-                if (eg_md.rtp_transit_delta[31:31] == 1) {
-                    abs_d = 0 - eg_md.rtp_transit_delta;
-                } else {
-                    abs_d = eg_md.rtp_transit_delta;
-                }
-                jitter_now = read_jitter.execute(hdr.bridged.leg);
-                eg_md.jitter_plus_8 = jitter_now + JITTER_ROUND;
-                eg_md.jitter_grown = jitter_now + abs_d;
-                eg_md.jitter_decay = eg_md.jitter_plus_8 >> JITTER_SHIFT;
-                eg_md.writeback.setValid();
-                eg_md.writeback.pkt_type = PKT_TYPE_JITTER_WRITEBACK;
-                eg_md.writeback._pad = 0;
-                eg_md.writeback.leg = hdr.bridged.leg;
-                eg_md.writeback.jitter = eg_md.jitter_grown - eg_md.jitter_decay;
-                /* a port of this packet's egress pipe: the registers are per pipe */
-                eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE
-                    + (MirrorId_t)eg_intr_md.egress_port[8:7];
-                eg_dprsr_md.mirror_type = MIRROR_TYPE_JITTER_WRITEBACK;
+                jitter_terms();
+                jitter_decay();
+                jitter_writeback();
             }
         }
     }

@@ -7,9 +7,12 @@ control EgressDeparser(
         in egress_metadata_t eg_md,
         in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
+#ifdef WITH_RTP_QUALITY
     Mirror() mirror;
+#endif
 
     apply {
+#ifdef WITH_RTP_QUALITY
         if (eg_dprsr_md.mirror_type == MIRROR_TYPE_JITTER_WRITEBACK) {
             mirror.emit<jitter_writeback_h>(eg_md.writeback_session, {
                 eg_md.writeback.pkt_type,
@@ -18,6 +21,7 @@ control EgressDeparser(
                 eg_md.writeback.jitter
             });
         }
+#endif
         pkt.emit(hdr.ethernet);
         pkt.emit(hdr.vlan_tag);
         pkt.emit(hdr.ipv4);

@@ -12,13 +12,32 @@ control IngressDeparser(
 
     apply {
         if (ig_md.ipv4_csum_update) {
-            /* residual + the (possibly rewritten) words = the full header sum */
+            /* the whole header again, option words included (the words of
+             * options the packet does not have are not valid and count as 0) */
             hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.ipv4.version,
+                hdr.ipv4.ihl,
+                hdr.ipv4.diffserv,
+                hdr.ipv4.total_len,
+                hdr.ipv4.identification,
+                hdr.ipv4.flag_reserved,
+                hdr.ipv4.flag_df,
+                hdr.ipv4.flag_mf,
+                hdr.ipv4.frag_offset,
                 hdr.ipv4.ttl,
                 hdr.ipv4.protocol,
                 hdr.ipv4.src_addr,
                 hdr.ipv4.dst_addr,
-                ig_md.ipv4_csum_residual
+                hdr.ipv4_options.w0.data,
+                hdr.ipv4_options.w1.data,
+                hdr.ipv4_options.w2.data,
+                hdr.ipv4_options.w3.data,
+                hdr.ipv4_options.w4.data,
+                hdr.ipv4_options.w5.data,
+                hdr.ipv4_options.w6.data,
+                hdr.ipv4_options.w7.data,
+                hdr.ipv4_options.w8.data,
+                hdr.ipv4_options.w9.data
             });
         }
         if (ig_md.udp_csum_update) {

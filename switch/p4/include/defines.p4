@@ -24,9 +24,9 @@ const ip_protocol_t IP_PROTOCOLS_UDP = 17;
 const bit<3> DIGEST_TYPE_LEARN = 1;
 /* First byte after the egress intrinsic metadata: what the packet is. */
 const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_h) */
-const bit<8> PKT_TYPE_JITTER_WRITEBACK = 2;   /* E2E mirror copy (jitter_writeback_h) */
+#define PKT_TYPE_JITTER_WRITEBACK 8w2       /* E2E mirror copy (jitter_writeback_h) */
 /* eg_dprsr_md.mirror_type of the jitter write-back copy. */
-const bit<3> MIRROR_TYPE_JITTER_WRITEBACK = 1;   /* Tofino 1: 3 bits */
+#define MIRROR_TYPE_JITTER_WRITEBACK 3w1     /* Tofino 1: 3 bits */
 
 /* Mirror sessions of the jitter write-back copies: session BASE + p sends to a
  * port of pipe p (the copy must pass the egress pipe whose registers it
@@ -59,6 +59,6 @@ const bit<3> MIRROR_TYPE_JITTER_WRITEBACK = 1;   /* Tofino 1: 3 bits */
 #define JITTER_ROUND 8      /* 2^(JITTER_SHIFT - 1): A.8's "+ 8" */
 
 /* RTP sequence numbers are "newer" when (seq - max) mod 2^16 is below half the space. */
-const bit<16> RTP_SEQ_HALF_RANGE = 16w0x8000;
+#define RTP_SEQ_HALF_RANGE 16w0x8000
 
 #endif /* _P4RELAY_DEFINES_P4_ */

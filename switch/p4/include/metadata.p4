@@ -15,8 +15,7 @@ struct ingress_metadata_t {
     /* parser results */
     bool    ipv4_checksum_err;    /* header checksum wrong (ihl == 5 only)   */
     bool    ipv4_malformed;       /* ihl < 5                                  */
-    bit<16> ipv4_csum_residual;   /* sum of the IPv4 header minus the words we rewrite */
-    bit<16> udp_csum_residual;    /* same for the UDP checksum (pseudo header + ports) */
+    bit<16> udp_csum_residual;    /* UDP sum without the pseudo-header addresses and the ports */
     bool    udp_csum_update;      /* rewrite the UDP checksum in the deparser */
     bool    ipv4_csum_update;
 
@@ -28,36 +27,38 @@ struct ingress_metadata_t {
     bool    relay_dst;            /* hit relay_addr: destination is a relay address:port */
     bool    relay_hit;            /* hit relay */
     bool    guard_drop;           /* hit relay_guard: foreign source, drop */
-    leg_t   leg;
-    bit<1>  rtcp;
+    leg_t   leg;                  /* key of leg_rewrite (hdr.bridged carries it to Egress) */
     bit<16> rtcp_port_offset;     /* 0 for RTP, 1 for RTCP (ports are RTP + 1) */
 
     /* time (MsClock) */
     bit<32> now_ms;               /* ingress MAC time in ms (wraps at 2^32) */
 
-    /* learning */
-    bit<LEARN_FILTER_INDEX_BITS> learn_slot;
 }
 
 struct egress_metadata_t {
+    /* length check */
+    bit<16> l3_end;               /* L2 header + total_len: where IPv4 claims to end */
+    bit<16> l3_overrun;           /* bytes claimed beyond the frame (0 = fits)    */
+#ifdef WITH_RTP_QUALITY
     /* jitter write-back: the copy's mirror header. Extracted by the parser on
      * the copy's own egress pass; filled (setValid) on the RTP packet's pass. */
     jitter_writeback_h writeback;
-    MirrorId_t         writeback_session;
+    MirrorId_t         writeback_session;   /* BASE + this egress pipe (parser) */
 
     /* time (MsClock, RtpClock), from the egress global timestamp */
     bit<32> now_ms;               /* departure time in ms (wraps at 2^32)       */
-    bit<32> now_clk;              /* departure time in RTP clock units (8 kHz)  */
 
     /* RTP quality */
     bit<32> rtp_count_before;     /* rtp_packets before this packet: 0 = first   */
     bit<16> rtp_seq_delta;        /* seq - highest seen (mod 2^16)               */
-    bit<32> rtp_lost_inc;
+    bit<16> rtp_lost_inc;         /* seq_delta - 1: packets missing in the gap   */
     bit<32> rtp_transit;          /* departure - RTP timestamp, clock units      */
-    bit<32> rtp_transit_delta;    /* D of RFC 3550 A.8                           */
-    bit<32> jitter_plus_8;        /* stored jitter + 8                           */
-    bit<32> jitter_decay;         /* (jitter + 8) >> 4                           */
-    bit<32> jitter_grown;         /* jitter + |D|                                */
+    bit<32> rtp_transit_abs_d;    /* |D| of RFC 3550 A.8                         */
+    bit<32> jitter;               /* stored J (x 16)                             */
+    bit<32> jitter_plus_8;        /* J + 8                                       */
+    bit<32> jitter_decay;         /* (J + 8) >> 4                                */
+    bit<32> jitter_grown;         /* J + |D|                                     */
+#endif
 }
 
 #endif /* _P4RELAY_METADATA_P4_ */

@@ -10,6 +10,9 @@
  * states; parsing UDP/RTP of every packet costs nothing extra in PHV.)
  * Only IPv4 reaches egress; ARP to the CPU bypasses it.
  * No checksums here: egress rewrites nothing the checksums cover.
+ * The jitter write-back mirror session of this egress pipe (BASE + pipe,
+ * selected by the egress port's pipe bits) is a parser constant: computed in
+ * the MAU it would need a rotated copy of the port and a stage.
  */
 parser EgressParser(
         packet_in pkt,
@@ -19,6 +22,50 @@ parser EgressParser(
 
     state start {
         pkt.extract(eg_intr_md);
+        eg_md.l3_end = 0;
+        eg_md.l3_overrun = 0;
+#ifdef WITH_RTP_QUALITY
+        eg_md.now_ms = 0;
+        eg_md.rtp_count_before = 0;
+        eg_md.rtp_seq_delta = 0;
+        eg_md.rtp_lost_inc = 0;
+        eg_md.rtp_transit = 0;
+        eg_md.rtp_transit_abs_d = 0;
+        eg_md.jitter = 0;
+        eg_md.jitter_plus_8 = 0;
+        eg_md.jitter_decay = 0;
+        eg_md.jitter_grown = 0;
+        eg_md.writeback.setInvalid();
+        transition select(eg_intr_md.egress_port[8:7]) {
+            0 : session_pipe_0;
+            1 : session_pipe_1;
+            2 : session_pipe_2;
+            3 : session_pipe_3;
+        }
+    }
+
+    state session_pipe_0 {
+        eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 0;
+        transition parse_pkt_type;
+    }
+
+    state session_pipe_1 {
+        eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 1;
+        transition parse_pkt_type;
+    }
+
+    state session_pipe_2 {
+        eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 2;
+        transition parse_pkt_type;
+    }
+
+    state session_pipe_3 {
+        eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 3;
+        transition parse_pkt_type;
+    }
+
+    state parse_pkt_type {
+#endif
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_TYPE_BRIDGED : parse_bridged;
 #ifdef WITH_RTP_QUALITY

@@ -2,13 +2,15 @@
  *
  * Ethernet, optional 802.1Q, IPv4 (options as up to ten 32-bit words), UDP,
  * RTP v2 fixed header.
- * Checksums (Tofino computes them only in parser and deparser):
- *  - IPv4: verified here, options included; the residual (header sum
- *    without TTL/protocol and the two addresses, options included) is
- *    deposited so the deparser writes a correct checksum after the TTL and
- *    address rewrites.
+ * Checksums (Tofino computes them only in parser and deparser; the ingress
+ * parser of Tofino 1 has two checksum units, both used here):
+ *  - IPv4: verified here, options included. The deparser recomputes the
+ *    header checksum over the header and its option words.
  *  - UDP: residual without the pseudo-header addresses and both ports; the
  *    deparser adds the rewritten values back (incremental, RFC 1624).
+ * The bridged header is made valid here with its constants (pkt_type, no
+ * relay hit): constants written by the parser cost no MAU stage, and the
+ * relay_leg action then writes only its own fields of it.
  */
 parser IngressParser(
         packet_in pkt,
@@ -17,24 +19,29 @@ parser IngressParser(
         out ingress_intrinsic_metadata_t ig_intr_md) {
 
     Checksum() ipv4_verify;
-    Checksum() ipv4_residual;
     Checksum() udp_residual;
 
     state start {
         pkt.extract(ig_intr_md);
         ig_md.ipv4_checksum_err = false;
         ig_md.ipv4_malformed = false;
-        ig_md.ipv4_csum_residual = 0;
         ig_md.udp_csum_residual = 0;
         ig_md.udp_csum_update = false;
         ig_md.ipv4_csum_update = false;
+        ig_md.nexthop_id = 0;
+        ig_md.ingress_port = ig_intr_md.ingress_port;
         ig_md.relay_dst = false;
         ig_md.relay_hit = false;
         ig_md.guard_drop = false;
         ig_md.leg = 0;
-        ig_md.rtcp = 0;
         ig_md.rtcp_port_offset = 0;
-        ig_md.nexthop_id = 0;
+        ig_md.now_ms = 0;
+        hdr.bridged.setValid();
+        hdr.bridged.pkt_type = PKT_TYPE_BRIDGED;
+        hdr.bridged.relay = 0;
+        hdr.bridged.rtcp = 0;
+        hdr.bridged._pad = 0;
+        hdr.bridged.leg = 0;
         /* nothing is resubmitted: every packet starts with port metadata */
         transition parse_port_metadata;
     }
@@ -64,14 +71,6 @@ parser IngressParser(
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         ipv4_verify.add(hdr.ipv4);
-
-        /* Subtracting the checksum field leaves the sum of all header words
-         * (options included); then take out the words the pipeline rewrites. */
-        ipv4_residual.subtract({hdr.ipv4.hdr_checksum});
-        ipv4_residual.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
-        ipv4_residual.subtract({hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
-        ig_md.ipv4_csum_residual = ipv4_residual.get();
-
         udp_residual.subtract({hdr.ipv4.src_addr, hdr.ipv4.dst_addr});
 
         /* version 4 and ihl >= 5; anything else is malformed and dropped */
@@ -174,7 +173,7 @@ parser IngressParser(
         pkt.extract(hdr.udp);
         udp_residual.subtract({hdr.udp.checksum});
         udp_residual.subtract({hdr.udp.src_port, hdr.udp.dst_port});
-        ig_md.udp_csum_residual = udp_residual.get();
+        udp_residual.subtract_all_and_deposit(ig_md.udp_csum_residual);
         /* RTP fixed header only when the UDP length leaves room for it
          * (>= 8 + 12 bytes) and the version field reads 2. Which ports are
          * relay ports is decided by relay_addr at run time, not here. */

