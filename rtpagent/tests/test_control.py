@@ -64,7 +64,8 @@ async def test_bad_input_answered_never_crashes(tmp_path: Path) -> None:
         assert await cl.raw(b"onlycookie") == b"onlycookie E5\n"
         big = b"ck2 U " + b"x" * MAX_COMMAND_BYTES
         assert await cl.raw(big) == b"ck2 E25\n"
-        assert await cl.raw(b"", wait=0.3) is None  # nothing to answer, like RTPProxy
+        assert await cl.raw(b"") == b"E5\n"  # RTPProxy's answer to an empty datagram
+        assert await cl.raw(b"ck\x00 V") == b"E5\n"  # a NUL in the cookie: no cookie back
         for body in (
             "U c1 999.1.1.1 70000 f",
             "L c1 1.2.3.4 -5 f t",

@@ -7,12 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rtpagent.protocol import (
     MAX_COMMAND_BYTES,
+    MAX_FORWARD_BYTES,
+    WIRE,
     Op,
     ProtocolError,
     parse_command,
     parse_reply,
     split_cookie,
+    unquote_tag,
     with_notify,
+    words,
 )
 from rtpagent.sockets import parse_spec
 from rtpagent.state import Session, SessionTable, compare_tags
@@ -78,13 +82,65 @@ def test_replies() -> None:
 
 def test_cookie_split() -> None:
     d = split_cookie(b"abc U c 1.2.3.4 5 f\n")
-    assert d.cookie == "abc" and d.body == "U c 1.2.3.4 5 f"
+    assert d.cookie == "abc" and d.body == "U c 1.2.3.4 5 f\n"  # as sent: RTPProxy splits it
     with pytest.raises(ProtocolError) as e:
         split_cookie(b"justcookie")
     assert e.value.code == 5 and e.value.cookie == "justcookie"
     with pytest.raises(ProtocolError) as e:
         split_cookie(b"big " + b"x" * MAX_COMMAND_BYTES)
     assert e.value.code == 25 and e.value.cookie == "big"
+
+
+@pytest.mark.parametrize(
+    "sep", ["\x1c", "\x1d", "\x1e", "\x1f", "\x85", "\xa0", "\x0b", "\x0c", "\xc2\xa0"]
+)
+def test_only_rtpproxys_separators_split(sep: str) -> None:
+    """RTPProxy splits on space, tab, CR, LF only: anything else is part of a word."""
+    assert words(f"f2{sep}X") == [f"f2{sep}X"]
+    with pytest.raises(ProtocolError) as e:
+        split_cookie(f"f2{sep}X".encode(WIRE))
+    assert e.value.code == 5 and e.value.cookie == f"f2{sep}X"
+    d = split_cookie(f"ck V{sep}X".encode(WIRE))
+    c = parse_command(d.body)
+    assert c.op is Op.VERSION and c.word == f"V{sep}X" and c.parse_error is not None
+    assert parse_command(f"U c 1.2.3.4 5000 f{sep}X").from_tag == f"f{sep}X"
+
+
+def test_datagram_as_rtpproxy_reads_it() -> None:
+    d = split_cookie(b"ck\t\r\nU  c\t1.2.3.4 5000 f\xff\r\n")
+    assert d.cookie == "ck" and d.body.encode(WIRE) == b"U  c\t1.2.3.4 5000 f\xff\r\n"
+    assert parse_command(d.body).from_tag == "f\xff"
+    for data, cookie in (
+        (b"", ""),
+        (b" \t", ""),
+        (b"c\x00k V", ""),
+        (b"ck", "ck"),
+        (b"ck \r\n", "ck"),
+    ):
+        with pytest.raises(ProtocolError) as e:
+            split_cookie(data)
+        assert (e.value.code, e.value.cookie) == (5, cookie)
+    # Longer than RTPProxy reads: cut where RTPProxy cuts it.
+    d = split_cookie(b"a" * 40 + b" V " + b" " * MAX_COMMAND_BYTES + b"X")
+    assert words(d.body) == ["V"]
+    with pytest.raises(ProtocolError) as e:  # no room for the agent's cookie
+        split_cookie(b"c V " + b"x" * MAX_FORWARD_BYTES)
+    assert e.value.code == 25
+
+
+def test_nul_subcommands_and_quoting_are_left_to_rtpproxy() -> None:
+    assert parse_command("X\x00").parse_error is not None
+    assert parse_command("U c 1.2.3.4 5000 f\x00").parse_error is not None
+    c = parse_command("U c 1.2.3.4 5000 f && S 1")
+    assert c.op is Op.UPDATE and c.parse_error is None and not c.understood
+    assert c.subcommands == ("&&", "S", "1")
+    n = parse_command("U c 1.2.3.4 5000 f t tcp:127.0.0.1:9 a&&b && S 1")
+    assert with_notify(n, "tcp:1.1.1.1:1", "x").endswith("tcp:1.1.1.1:1 x && S 1")
+    bad = parse_command("U c 1.2.3.4 5000 f t tcp:127.0.0.1:9 %zz")
+    assert bad.parse_error is not None and bad.parse_error.code == 10
+    assert parse_command("Xx").parse_error is not None
+    assert parse_command("Dq c f").parse_error is not None
+    assert unquote_tag("a%20b%FF") == "a b\xff"
 
 
 def test_specs() -> None:
@@ -107,6 +163,9 @@ def test_tag_matching() -> None:
     assert compare_tags("ft;1", "ft;1") == 1
     assert compare_tags("ft;1", "ft") == 2
     assert compare_tags("ft;1", "other") == 0
+    assert compare_tags("f;2\x1cD", "f") == 2  # what follows `;` is not checked
+    assert compare_tags("a;b;1", "a") == 2
+    assert compare_tags("ftx", "ft") == 0
     t = SessionTable()
     s = Session("cid", "ft;1", to_tag="tt;1")
     t.add(s)
@@ -114,7 +173,7 @@ def test_tag_matching() -> None:
     assert t.find_stream("cid", "tt;1", "ft;1") == (s, 1)
     assert t.find_stream("cid", "tt;1", "ft") == (s, 1)  # medianum taken from the from-tag
     assert t.find_stream("cid", "tt", "ft") is None
-    assert [x for x, _ in t.matching_delete("cid", "ft", "tt")] == [s]
+    assert [x for x, _, _ in t.matching_delete("cid", "ft", "tt")] == [s]
 
 
 TOKENS = st.sampled_from(
@@ -173,6 +232,10 @@ def test_fuzz_datagram(data: bytes) -> None:
     except ProtocolError as e:
         assert e.code in (5, 25)
         return
+    # What goes on to RTPProxy is the sender's words after the cookie, unsplit.
+    sent = data.decode(WIRE)
+    assert words(sent) == [d.cookie, *words(d.body)]
+    assert sent.endswith(d.body)
     parse_command(d.body)
 
 

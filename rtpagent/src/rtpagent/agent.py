@@ -93,7 +93,7 @@ class Agent:
             log.info("command_not_understood", reason=cmd.parse_error.reason, command=body[:200])
         if (
             cmd.op is Op.UPDATE
-            and cmd.parse_error is None
+            and cmd.understood
             and cmd.notify_socket is not None
             and self.notify_socket is not None
         ):
@@ -123,7 +123,7 @@ class Agent:
             log.warning("rtpproxy_no_reply", error=str(exc), op=cmd.op.name)
             return None
         raw = self._complete(cmd, raw, token)
-        if cmd.op is Op.QUERY and cmd.parse_error is None and parse_reply(raw).ok:
+        if cmd.op is Op.QUERY and cmd.understood and parse_reply(raw).ok:
             raw = await self._rewrite_query(cmd, raw)
         return raw
 

@@ -20,7 +20,15 @@ from typing import cast
 import structlog
 
 from . import metrics
-from .protocol import MAX_COMMAND_BYTES, ProtocolError, error_reply, split_cookie
+from .protocol import (
+    MAX_COMMAND_BYTES,
+    MAX_FORWARD_BYTES,
+    WIRE,
+    ProtocolError,
+    error_reply,
+    split_cookie,
+    words,
+)
 from .sockets import SocketSpec
 
 log = structlog.get_logger("rtpagent.frontend")
@@ -50,8 +58,10 @@ class _DgramServer(asyncio.DatagramProtocol):
         except ProtocolError as exc:
             metrics.BAD_INPUT.labels("command").inc()
             log.info("bad_datagram", reason=exc.reason, size=len(data))
-            if exc.cookie and self.transport is not None:
-                self.transport.sendto(f"{exc.cookie} {error_reply(exc.code)}".encode(), addr)  # type: ignore[arg-type]
+            if self.transport is not None:
+                # RTPProxy's answer: with the cookie when it could read one.
+                head = f"{exc.cookie} " if exc.cookie else ""
+                self.transport.sendto(f"{head}{error_reply(exc.code)}".encode(WIRE), addr)  # type: ignore[arg-type]
             return
         key = (addr, dg.cookie)
         hit = self.cache.get(key)
@@ -93,7 +103,7 @@ class _DgramServer(asyncio.DatagramProtocol):
         if reply is None:
             self.cache.pop(key, None)  # let a retransmission try again
             return
-        out = f"{cookie} {reply}".encode()
+        out = f"{cookie} {reply}".encode(WIRE)
         self.cache[key] = (time.monotonic(), out)
         if self.transport is not None:
             self.transport.sendto(out, addr)  # type: ignore[arg-type]
@@ -147,20 +157,20 @@ class Frontend:
                 data = await reader.read(MAX_COMMAND_BYTES + 1)
                 if not data:
                     return
-                if len(data) > MAX_COMMAND_BYTES:
+                if len(data) > MAX_FORWARD_BYTES:
                     metrics.BAD_INPUT.labels("command").inc()
                     writer.write(error_reply(25).encode())
                     await writer.drain()
                     return
-                body = data.decode("utf-8", "replace").strip("\r\n\t \x00")
-                if not body:
+                body = data.decode(WIRE)
+                if not words(body):
                     writer.write(error_reply(5).encode())
                     await writer.drain()
                     continue
                 reply = await self.handler(body)
                 if reply is None:
                     return  # RTPProxy silent: the client times out as it would
-                writer.write(reply.encode())
+                writer.write(reply.encode(WIRE))
                 await writer.drain()
         except (ConnectionError, OSError):
             return

@@ -1,10 +1,17 @@
 """RTPProxy control protocol: parse commands and replies, format replies.
 
-The agent forwards every command to RTPProxy unchanged (but for the notify
-socket of `U`), so this parser only has to *understand* commands: it never
-rejects one on its own, except when RTPProxy itself could not have read it
-(empty, oversized). Grammar and error codes follow sippy/rtpproxy
-(`rtpp_command.c`, `commands/rpcpv1_ul.c`, `rtpp_command_ecodes.h`).
+The agent forwards every command to RTPProxy byte for byte (but for the
+notify socket/tag of `U`, and the cookie, which is the agent's own), so this
+parser only has to *understand* commands: it never rejects one on its own,
+except what RTPProxy could not read either. Grammar and error codes follow
+sippy/rtpproxy (`rtpp_command.c` rtpp_command_split, `rtpp_command_parse.c`,
+`commands/rpcpv1_ul.c`, `rtpp_command_ecodes.h`).
+
+Text is handled as Latin-1 (one character per byte, every byte value valid):
+a command goes back out exactly as it came in, and only RTPProxy's own
+separators (ASCII space, tab, CR, LF) separate words. Splitting on Unicode
+whitespace (0x1c-0x1f, 0x85, NBSP) let a datagram that RTPProxy reads as one
+word pass through as several, e.g. `f2\x1fX` (RTPProxy: `E5`) as `X`.
 """
 
 from __future__ import annotations
@@ -12,22 +19,46 @@ from __future__ import annotations
 import enum
 import functools
 import ipaddress
+import re
 from dataclasses import dataclass, field
-from urllib.parse import unquote
+from urllib.parse import unquote_to_bytes
 
-# RTPProxy reads a command into an 8 KiB buffer; anything longer is an error.
+# Commands and replies are bytes on the wire; one str character per byte.
+WIRE = "latin-1"
+# RTPProxy reads a datagram into an 8 KiB buffer (RTPP_CMD_BUFLEN) less the
+# terminating NUL: what is longer is cut there, and the rest is lost.
 MAX_COMMAND_BYTES = 8 * 1024 - 1
+# Room the agent needs for its own cookie in front of a forwarded command
+# (`<10 hex>_<counter hex>` and a space).
+COOKIE_ROOM = 32
+# The longest command text the agent can forward whole: a longer one would be
+# cut by RTPProxy at a different place than the sender's datagram was.
+MAX_FORWARD_BYTES = MAX_COMMAND_BYTES - COOKIE_ROOM
 # Replies can carry `I`/`G` output; RTPProxy never sends more than 64 KiB.
 MAX_REPLY_BYTES = 64 * 1024
+# rtpp_strsplit's separators: nothing else separates words.
+SEPARATORS = " \t\r\n"
+_SEP_RUN = re.compile(r"[ \t\r\n]+")
+# A subcommand separator word (rtpp_command_split ISAMPAMP).
+SUBCOMMAND = "&&"
 
 # Error codes of rtpp_command_ecodes.h that the agent itself may answer with.
 ECODE_CMDUNKN = 0
 ECODE_PARSE_NARGS = 1
 ECODE_PARSE_MODS = 2
+ECODE_PARSE_SUBC = 3
 ECODE_PARSE_1 = 5
+ECODE_PARSE_4 = 8
+ECODE_PARSE_10 = 10
 ECODE_RTOOBIG_1 = 25
 ECODE_SESUNKN = 50
 ECODE_QRYFAIL = 62
+ECODE_OVERLOAD = 98
+
+
+def words(text: str) -> list[str]:
+    """The words of `text` as RTPProxy splits them (ASCII space/tab/CR/LF only)."""
+    return [w for w in _SEP_RUN.split(text) if w]
 
 
 class Op(enum.Enum):
@@ -51,7 +82,7 @@ class Op(enum.Enum):
 
 
 # Minimum/maximum number of arguments after the command word, per op
-# (rtpp_command_pre_parse). None: unbounded.
+# (fill_cmd_props). None: unbounded (RTPProxy's limit depends on its build).
 _NARGS: dict[Op, tuple[int, int | None]] = {
     Op.VERSION: (0, 0),
     Op.VER_FEATURE: (1, 1),
@@ -61,13 +92,15 @@ _NARGS: dict[Op, tuple[int, int | None]] = {
     Op.QUERY: (2, None),
     Op.INFO: (0, 0),
     Op.GET_STATS: (0, None),
-    Op.RECORD: (2, 4),
+    Op.RECORD: (2, 3),
     Op.COPY: (3, 4),
     Op.PLAY: (4, 5),
     Op.NOPLAY: (2, 3),
     Op.NORECORD: (2, 3),
     Op.DELETE_ALL: (0, 0),
 }
+# Commands that take no modifiers (RTPProxy answers E2).
+_NO_MODS = (Op.VERSION, Op.VER_FEATURE, Op.NOPLAY, Op.DELETE_ALL)
 
 
 class ProtocolError(ValueError):
@@ -113,33 +146,50 @@ class Command:
     notify_tag: str | None = None  # U only, as sent (URL-quoted)
     ul: ULOptions | None = None
     parse_error: ProtocolError | None = None
+    # Words after the first `&&` (subcommands): RTPProxy acts on them too,
+    # so the agent does not act on the command at all.
+    subcommands: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
-        return " ".join((self.word, *self.args))
+        return " ".join((self.word, *self.args, *self.subcommands))
+
+    @property
+    def understood(self) -> bool:
+        """Parsed completely: the agent may act on RTPProxy's answer to it."""
+        return self.parse_error is None and not self.subcommands
 
 
 @dataclass(frozen=True)
 class Datagram:
-    """A command as received on a datagram socket: cookie + command text."""
+    """A command as received on a datagram socket: cookie + command text,
+    the text exactly as sent (RTPProxy splits it again, the same way)."""
 
     cookie: str
     body: str
 
 
 def split_cookie(data: bytes) -> Datagram:
-    """Split `<cookie> <command>`; raises ProtocolError as RTPProxy would."""
-    if len(data) > MAX_COMMAND_BYTES:
-        # RTPProxy truncates; we refuse outright rather than act on half a command.
-        head = data[:256].split(maxsplit=1)
-        cookie = head[0].decode("utf-8", "replace") if head else ""
-        raise ProtocolError(ECODE_RTOOBIG_1, f"command of {len(data)} bytes is oversized", cookie)
-    text = data.decode("utf-8", "replace")
-    parts = text.strip("\r\n\t \x00").split(None, 1)
-    if len(parts) < 2:
-        cookie = parts[0] if parts else ""
-        raise ProtocolError(ECODE_PARSE_1, "command without cookie or body", cookie)
-    return Datagram(parts[0], parts[1])
+    """Split `<cookie> <command>` as rtpp_command_split does; raises
+    ProtocolError with RTPProxy's answer (`cookie` empty: answered without one)."""
+    # RTPProxy reads at most MAX_COMMAND_BYTES of a datagram: the same cut here.
+    text = data[:MAX_COMMAND_BYTES].decode(WIRE)
+    head = text.lstrip(SEPARATORS)
+    end = 0
+    while end < len(head) and head[end] not in SEPARATORS:
+        end += 1
+    cookie = head[:end]
+    if not cookie:
+        raise ProtocolError(ECODE_PARSE_1, "datagram without cookie or command")
+    if "\x00" in cookie:
+        raise ProtocolError(ECODE_PARSE_1, "NUL inside the cookie")
+    body = head[end:].lstrip(SEPARATORS)
+    if not body.strip(SEPARATORS):
+        raise ProtocolError(ECODE_PARSE_1, "command without body", cookie)
+    if len(body) > MAX_FORWARD_BYTES:
+        # Behind the agent's cookie RTPProxy would read a different command.
+        raise ProtocolError(ECODE_RTOOBIG_1, f"command of {len(body)} bytes", cookie)
+    return Datagram(cookie, body)
 
 
 # Letter -> op, built once (iterating the Enum per command showed in profiles).
@@ -237,17 +287,31 @@ def _extract_addr(mods: str, i: int) -> tuple[int, str]:
 def parse_command(body: str) -> Command:
     """Parse a command body (cookie already removed). Never raises: a command
     the agent cannot understand is still forwarded, with `parse_error` set."""
-    tokens = body.split()
+    tokens = words(body)
     if not tokens:
         return Command(Op.UNKNOWN, "", (), parse_error=ProtocolError(ECODE_PARSE_1, "empty"))
+    subc: tuple[str, ...] = ()
+    if SUBCOMMAND in tokens:
+        cut = tokens.index(SUBCOMMAND)
+        subc = tuple(tokens[cut:])
+        tokens = tokens[:cut]
+        if not tokens:
+            return Command(Op.UNKNOWN, "", (), parse_error=ProtocolError(ECODE_PARSE_1, "&&"))
     word, args = tokens[0], tuple(tokens[1:])
     op, mods = _op_of(word)
-    base = Command(op, word, args, mods)
+    base = Command(op, word, args, mods, subcommands=subc)
+    if any("\x00" in t for t in tokens) or any("\x00" in t for t in subc):
+        # rtpp_command_split: a NUL inside a word is a syntax error.
+        return _err(base, ECODE_PARSE_1, "NUL inside a word")
     if op is Op.UNKNOWN:
         return _err(base, ECODE_CMDUNKN, f"unknown command {word!r}")
     lo, hi = _NARGS[op]
     if len(args) < lo or (hi is not None and len(args) > hi):
         return _err(base, ECODE_PARSE_NARGS, f"{op.name}: {len(args)} arguments")
+    if op in _NO_MODS and mods:
+        return _err(base, ECODE_PARSE_MODS, f"{op.name} takes no modifiers")
+    if op is Op.DELETE and mods.strip("wW"):
+        return _err(base, ECODE_PARSE_4, f"unknown delete modifier in {mods!r}")
     if op in (Op.VERSION, Op.VER_FEATURE, Op.INFO, Op.GET_STATS, Op.DELETE_ALL):
         return base
     call_id = args[0]
@@ -275,6 +339,9 @@ def _parse_ul(base: Command, op: Op, call_id: str, args: tuple[str, ...], mods: 
         ul = _parse_ul_modifiers(mods)
     except ProtocolError as exc:
         return _err(_tagged(base, call_id, args[3], to_tag), exc.code, exc.reason)
+    if ntag is not None and not _url_quoted(ntag):
+        # RTPProxy refuses it (E10); the agent must not replace it with its own.
+        return _err(_tagged(base, call_id, args[3], to_tag), ECODE_PARSE_10, "notify tag quoting")
     return Command(
         op,
         base.word,
@@ -288,6 +355,7 @@ def _parse_ul(base: Command, op: Op, call_id: str, args: tuple[str, ...], mods: 
         notify_socket=nsock,
         notify_tag=ntag,
         ul=ul,
+        subcommands=base.subcommands,
     )
 
 
@@ -298,7 +366,17 @@ def _opt(args: tuple[str, ...], i: int) -> str | None:
 def _tagged(c: Command, call_id: str, from_tag: str, to_tag: str | None) -> Command:
     """`c` (a bare parse: word and arguments) with its session named. Built
     directly: `dataclasses.replace` costs ~10 us, and every D pays it."""
-    return Command(c.op, c.word, c.args, c.modifiers, call_id, from_tag, to_tag)
+    return Command(
+        c.op, c.word, c.args, c.modifiers, call_id, from_tag, to_tag, subcommands=c.subcommands
+    )
+
+
+_QUOTED = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*")
+
+
+def _url_quoted(tag: str) -> bool:
+    """url_unquote succeeds: every `%` starts a two-digit hex escape."""
+    return _QUOTED.fullmatch(tag) is not None
 
 
 def _err(c: Command, code: int, reason: str) -> Command:
@@ -308,7 +386,8 @@ def _err(c: Command, code: int, reason: str) -> Command:
 
 
 def with_notify(c: Command, socket: str, tag: str) -> str:
-    """The command text with its notify socket/tag replaced (U only)."""
+    """The command text with its notify socket/tag replaced (U only). Words
+    joined by one space: RTPProxy splits them back into the same words."""
     args = list(c.args)
     if len(args) == 7:
         args[5], args[6] = socket, tag
@@ -318,12 +397,12 @@ def with_notify(c: Command, socket: str, tag: str) -> str:
         args[5:] = [socket, tag]
     else:
         args[4:] = [socket, tag]
-    return " ".join((c.word, *args))
+    return " ".join((c.word, *args, *c.subcommands))
 
 
 def unquote_tag(tag: str) -> str:
-    """RTPProxy URL-unquotes the notify tag before sending it back."""
-    return unquote(tag)
+    """RTPProxy URL-unquotes the notify tag before sending it back (bytes)."""
+    return unquote_to_bytes(tag.encode(WIRE)).decode(WIRE)
 
 
 # ---------------------------------------------------------------- replies
@@ -349,7 +428,7 @@ def parse_reply(body: str) -> Reply:
     """Parse a reply body. Unknown shapes come back as text only."""
     text = body.rstrip("\r\n\x00")
     first = text.split(" && ", 1)[0]  # subcommand results follow ` && `
-    tokens = first.split()
+    tokens = words(first)
     if (
         len(tokens) == 1
         and tokens[0][:1] == "E"

@@ -190,13 +190,14 @@ class Session:
 
 
 def compare_tags(session_tag: str, tag: str) -> int:
-    """rtpproxy compare_session_tags: 0 no match, 1 exact, 2 match without medianum."""
-    if session_tag == tag:
+    """rtpproxy compare_session_tags: 0 no match, 1 exact, 2 `tag` followed
+    by `;` (the session tag's media number, whatever follows the `;`)."""
+    if not session_tag.startswith(tag):
+        return 0
+    rest = session_tag[len(tag) :]
+    if not rest:
         return 1
-    base, sep, num = session_tag.rpartition(";")
-    if sep and (num.isascii() and num.isdigit()) and base == tag:
-        return 2
-    return 0
+    return 2 if rest[0] == ";" else 0
 
 
 class SessionTable:
@@ -244,20 +245,18 @@ class SessionTable:
 
     def matching_delete(
         self, call_id: str, from_tag: str, to_tag: str | None
-    ) -> list[tuple[Session, int]]:
-        """The sessions `D`/`R` affect (handle_delete): (session, idx) pairs."""
-        out: list[tuple[Session, int]] = []
+    ) -> list[tuple[Session, int, int]]:
+        """The sessions `D` may affect, in order (rtpp_cmd_delete_ematch):
+        (session, stream index whose weak flag a `Dw` clears, match kind)."""
+        out: list[tuple[Session, int, int]] = []
         for s in list(self._by_call.get(call_id, ())):
             m = compare_tags(s.tag, from_tag)
             idx = 1
             if m == 0 and to_tag is not None:
                 m = compare_tags(s.tag, to_tag)
                 idx = 0
-            if m == 0:
-                continue
-            out.append((s, idx))
-            if m != 2:
-                break
+            if m:
+                out.append((s, idx, m))
         return out
 
     def for_call(self, call_id: str) -> list[Session]:

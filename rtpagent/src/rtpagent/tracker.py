@@ -82,7 +82,7 @@ class Tracker:
 
     def apply(self, cmd: Command, reply: Reply) -> Outcome:
         out = Outcome()
-        if cmd.parse_error is not None:
+        if not cmd.understood:
             return out
         op = cmd.op
         if op in (Op.UPDATE, Op.LOOKUP):
@@ -173,9 +173,12 @@ class Tracker:
 
     # ------------------------------------------------------------ D
     def _delete(self, cmd: Command, reply: Reply, out: Outcome) -> None:
+        """As rtpp_cmd_delete_ematch: each matching session loses the flag; one
+        left with none is deleted, and an exact tag match ends the search.
+        RTPProxy found none (E50): whatever the agent still holds is stale."""
         assert cmd.call_id is not None and cmd.from_tag is not None
         weak = "w" in cmd.modifiers.lower()
-        for s, idx in self.table.matching_delete(cmd.call_id, cmd.from_tag, cmd.to_tag):
+        for s, idx, kind in self.table.matching_delete(cmd.call_id, cmd.from_tag, cmd.to_tag):
             if reply.ok:
                 if weak:
                     s.streams[idx].weak = False
@@ -185,6 +188,8 @@ class Tracker:
                     continue
             self.table.remove(s)
             out.ended.append(s)
+            if reply.ok and kind != 2:
+                break
 
     # ------------------------------------------------------------ R / N / C / P / S
     def _record(self, cmd: Command, on: bool, out: Outcome) -> None:

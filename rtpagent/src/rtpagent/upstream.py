@@ -27,7 +27,7 @@ from collections.abc import Callable
 import structlog
 
 from . import metrics
-from .protocol import MAX_REPLY_BYTES
+from .protocol import MAX_REPLY_BYTES, WIRE
 from .sockets import SocketSpec
 
 log = structlog.get_logger("rtpagent.upstream")
@@ -64,7 +64,7 @@ class _Command:
         self.up = up
         self.cb = cb
         self.cookie = up.new_cookie()
-        self.data = f"{self.cookie} {body}".encode()
+        self.data = f"{self.cookie} {body}".encode(WIRE)
         self.left = up.retries
         self.t0 = time.perf_counter()
         self.timer: asyncio.TimerHandle | None = None
@@ -145,7 +145,7 @@ class Upstream:
             metrics.BAD_INPUT.labels("reply_oversized").inc()
             log.warning("reply_oversized", size=len(data))
             return
-        text = data.decode("utf-8", "replace")
+        text = data.decode(WIRE)
         cookie, _, body = text.partition(" ")
         cb = self._pending_cb.pop(cookie, None)
         if cb is not None:
@@ -210,7 +210,7 @@ class Upstream:
                 else:
                     reader, writer = await asyncio.open_connection(self.spec.host, self.spec.port)
                 try:
-                    writer.write(body.encode())
+                    writer.write(body.encode(WIRE))
                     await writer.drain()
                     data = await reader.read(MAX_REPLY_BYTES)
                 finally:
@@ -220,4 +220,4 @@ class Upstream:
             raise UpstreamTimeout(f"{self.spec}: {exc}") from exc
         if not data:
             raise UpstreamTimeout(f"{self.spec}: closed without reply")
-        return data.decode("utf-8", "replace")
+        return data.decode(WIRE)
