@@ -293,7 +293,7 @@ async def test_reused_relay_port_takes_the_guard_over() -> None:
         await off.drained()
         assert b.state is OffloadState.OFFLOADED, (b.state, b.reason)
         assert fake.guards == guards(36000, 36010)
-        assert {off.guard_owner[g] for g in fake.guards} == {b.uid}
+        assert {off.guards.owner(g) for g in fake.guards} == {b.uid}
         assert {k.dst_port for k in fake.relays} == {36000, 36001, 36010, 36011}
         # Port reused before the new call could be installed: the stale guard
         # goes at once (the new call's first packets must reach RTPProxy).
@@ -304,6 +304,6 @@ async def test_reused_relay_port_takes_the_guard_over() -> None:
         table.add(c)
         off.touch(c)
         await off.drained()
-        assert fake.guards == set() and not off.guard_owner
+        assert fake.guards == set() and len(off.guards) == 0
     finally:
         await off.stop()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import ipaddress
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from p4relay_switch import (
     GuardKey,
     LearnEvent,
     LegAllocator,
+    LegQuality,
     LegRewrite,
     RelayEntry,
     RelayIdle,
@@ -31,6 +31,8 @@ from p4relay_switch import (
 from p4relay_switch import EntryBatch as Batch
 
 from . import metrics
+from .guards import GuardRegistry
+from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, source
 from .state import Endpoint, OffloadState, Session, SessionTable
 from .switchport import (
     OffloadRefused,
@@ -44,27 +46,12 @@ log = structlog.get_logger("rtpagent.offload")
 FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
 REMOVALS_PER_SLICE = 4  # ended sessions' bookkeeping per event-loop turn
 
-DEFAULT_NAT_NETS = (
-    "10.0.0.0/8",
-    "172.16.0.0/12",
-    "192.168.0.0/16",
-    "100.64.0.0/10",
-    "169.254.0.0/16",
-)
 
-
-@dataclass(frozen=True)
-class Plan:
-    """The entries one offloaded session needs."""
-
-    legs: tuple[LegRewrite, LegRewrite]
-    relays: tuple[RelayEntry, ...]
-    # Its relay-side ports (each stream's RTP and RTCP): packets from anyone
-    # but the installed sources are dropped there, never reaching RTPProxy.
-    guards: tuple[GuardKey, ...] = ()
-
-    def flow_keys(self) -> list[FlowKey]:
-        return [r.key for r in self.relays]
+@dataclass(frozen=True, slots=True)
+class LiveReading:
+    sessions: list[tuple[Session, Plan]]
+    counts: dict[FlowKey, Counters]
+    quality: dict[int, LegQuality]
 
 
 Listener = Callable[[str, Session, dict[str, object]], None]
@@ -88,25 +75,15 @@ class Offloader:
         # Leg 0 stays unused: a zeroed register is "nothing".
         self.legs = LegAllocator(legs - 1, first=1)
         self.idle_ttl_ms = idle_ttl_ms
-        self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
-        self._trust_cache: dict[str, bool] = {}
-        self.latch_always = latch_always
-        self.enabled = enabled
-        self.guard = guard
+        self.planner = Planner(
+            nat_nets=nat_nets, latch_always=latch_always, enabled=enabled, guard=guard
+        )
         self.listeners: list[Listener] = []
         # (relay addr, relay port) -> (session uid, stream index); rtcp ports too.
         self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
         self.plans: dict[str, Plan] = {}  # uid -> what is installed
         self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
-        # Guard counters as last read (packets), to turn them into deltas.
-        self._guard_seen: dict[GuardKey, int] = {}
-        # Which session's guard each installed guard is. RTPProxy picks ports
-        # at random and may hand a just-freed one to a new call while the
-        # ended call's removal is still pending: the new call then takes the
-        # guard over (deleted before its own relays go in), and the old
-        # call's removal leaves it alone.
-        self.guard_owner: dict[GuardKey, str] = {}
-        self._stolen: set[GuardKey] = set()  # to delete at the next write
+        self.guards = GuardRegistry()
         # One switch write at a time across the install worker and the reaper,
         # each batch built under it: a guard handed over between two calls
         # must reach the switch in the order it was decided.
@@ -194,17 +171,14 @@ class Offloader:
     def _take_guard(self, g: GuardKey, uid: str) -> bool:
         """`uid` now uses this relay port: an ended call's guard on it goes
         (at the next write, before anything of the new call). True if taken."""
-        owner = self.guard_owner.get(g)
-        if owner is None or owner == uid:
+        owner = self.guards.take_over(g, uid)
+        if owner is None:
             return False
-        del self.guard_owner[g]
         old = self.plans.get(owner)
         if old is not None:
             self.plans[owner] = dataclasses.replace(
                 old, guards=tuple(x for x in old.guards if x != g)
             )
-        self._guard_seen.pop(g, None)
-        self._stolen.add(g)
         self._wake.set()
         log.info("guard_port_reused", port=g.dst_port, previous=owner, now=uid)
         return True
@@ -215,81 +189,36 @@ class Offloader:
                 del self.ports[key]
 
     # ---------------------------------------------------------------- planning
-    def _trusted(self, ep: Endpoint) -> bool:
-        if self.latch_always:
-            return False
-        trusted = self._trust_cache.get(ep.addr)
-        if trusted is None:
-            ip = ipaddress.ip_address(ep.addr)
-            trusted = not any(ip in n for n in self.nat_nets)
-            if len(self._trust_cache) > 65536:
-                self._trust_cache.clear()
-            self._trust_cache[ep.addr] = trusted
-        return trusted
-
     def desired(self, s: Session) -> tuple[OffloadState, str | None]:
         """What state the session should be in, and why."""
-        if not self.enabled:
-            return OffloadState.FALLBACK, "offload_disabled"
-        if s.reason == "ipv6":
-            return OffloadState.FALLBACK, "ipv6"
-        st0, st1 = s.streams
-        if not (st0.port and st1.port and st0.laddr and st1.laddr):
-            return OffloadState.PENDING, None
-        if st0.on_hold or st1.on_hold:
-            return OffloadState.HELD, "on_hold"
-        if st0.sdp is None or st1.sdp is None:
-            return OffloadState.PENDING, None
-        held = s.held_back_reason()
-        if held is not None:
-            return OffloadState.HELD, held
-        for st in s.streams:
-            if ":" in (st.laddr or "") or ":" in st.sdp.addr if st.sdp else False:
-                return OffloadState.FALLBACK, "ipv6"
-        if not self.switch.connected:
-            return OffloadState.FALLBACK, "switch_unreachable"
-        for st in s.streams:
-            if st.learned is None and st.sdp is not None and not self._trusted(st.sdp):
-                return OffloadState.LEARNING, None
-        return OffloadState.OFFLOADED, None
-
-    @staticmethod
-    def _source(s: Session, i: int) -> Endpoint:
-        st = s.streams[i]
-        ep = st.learned or st.sdp
-        assert ep is not None
-        return ep
-
-    @staticmethod
-    def _destination(s: Session, i: int) -> Endpoint:
-        st = s.streams[i]
-        ep = st.sdp if st.asymmetric else (st.learned or st.sdp)
-        assert ep is not None
-        return ep
+        return self.planner.desired(s, self.switch.connected)
 
     def plan(self, s: Session, legs: list[int]) -> Plan:
-        rewrites = []
-        relays = []
-        guards = []
-        for i in (0, 1):
-            o = 1 - i
-            me, other = s.streams[i], s.streams[o]
-            assert me.port and me.laddr and other.port and other.laddr
-            dst = self._destination(s, o)
-            rewrites.append(LegRewrite(legs[i], other.laddr, dst.addr, other.port, dst.port))
-            src = self._source(s, i)
-            rtcp_src = me.learned_rtcp or Endpoint(src.addr, src.port + 1)
-            relays.append(
-                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port), legs[i], False)
-            )
-            relays.append(
-                RelayEntry(
-                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1), legs[i], True
-                )
-            )
-            if self.guard:
-                guards += [GuardKey(me.laddr, me.port), GuardKey(me.laddr, me.port + 1)]
-        return Plan((rewrites[0], rewrites[1]), tuple(relays), tuple(guards))
+        return self.planner.plan(s, legs)
+
+    def restore(self, s: Session) -> None:
+        """Take back a journalled session after a restart: its ports, and if it
+        was offloaded its legs, plan and guards as installed (the switch is
+        reconciled against them at the next connect)."""
+        if s.state is OffloadState.OFFLOADED and s.legs:
+            for leg in s.legs:
+                self.legs.claim(leg)
+            p = self.plan(s, s.legs)
+            self.plans[s.uid] = p
+            for r in p.relays:
+                self.by_key[r.key] = (s.uid, 0 if r.leg == s.legs[0] else 1, r.rtcp)
+            self.guards.install(s.uid, p.guards)
+        self._index_ports(s)
+
+    def offloaded(self) -> list[tuple[Session, Plan]]:
+        """Every session on the switch, with the entries it has there."""
+        by_uid = self.table.by_uid
+        out: list[tuple[Session, Plan]] = []
+        for uid, p in list(self.plans.items()):
+            s = by_uid.get(uid)
+            if s is not None:
+                out.append((s, p))
+        return out
 
     # ---------------------------------------------------------------- worker
     async def _worker(self) -> None:
@@ -345,7 +274,7 @@ class Offloader:
             self._idle.set()
 
     async def _flush(self, dirty: dict[str, Session]) -> None:
-        if not dirty and not self._stolen:
+        if not dirty and not self.guards.pending_deletes:
             return
         to_install: list[tuple[Session, Plan, bool]] = []  # (session, plan, is_new)
         to_remove: list[Session] = []
@@ -378,12 +307,8 @@ class Offloader:
             await self._take_back(to_remove)
         if to_install:
             await self._install(to_install)
-        elif self._stolen:
-            await self._write_removal(lambda: Batch(del_guards=self._take_stolen()))
-
-    def _take_stolen(self) -> tuple[GuardKey, ...]:
-        out, self._stolen = tuple(self._stolen), set()
-        return out
+        elif self.guards.pending_deletes:
+            await self._write_removal(lambda: Batch(del_guards=self.guards.take_deletes()))
 
     def _set_state(self, s: Session, state: OffloadState, reason: str | None) -> None:
         if s.state is state and s.reason == reason:
@@ -459,12 +384,9 @@ class Offloader:
         for s, p, new in items:
             old = self.plans.get(s.uid)
             self.plans[s.uid] = p
-            for g in p.guards:
-                self.guard_owner[g] = s.uid
+            self.guards.install(s.uid, p.guards)
             if old is not None:
-                for g in old.guards:
-                    if g not in p.guards and self.guard_owner.get(g) == s.uid:
-                        del self.guard_owner[g]
+                self.guards.release(s.uid, [g for g in old.guards if g not in p.guards])
             for r in p.relays:
                 self.by_key[r.key] = (s.uid, 0 if r.leg == p.legs[0].leg else 1, r.rtcp)
             if old is not None:
@@ -503,7 +425,7 @@ class Offloader:
         for s, p, _new in items:
             for g in p.guards:
                 self._take_guard(g, s.uid)
-        del_guards.extend(self._take_stolen())
+        del_guards.extend(self.guards.take_deletes())
         for s, p, _new in items:
             old = self.plans.get(s.uid)
             if old is None:
@@ -583,10 +505,7 @@ class Offloader:
             # The same flow may be a newer call's by now (its port reused).
             if self.by_key.get(k, ("",))[0] == s.uid:
                 del self.by_key[k]
-        for g in p.guards:
-            self._guard_seen.pop(g, None)
-            if self.guard_owner.get(g) == s.uid:
-                del self.guard_owner[g]
+        self.guards.release(s.uid, p.guards)
         if s.legs:
             for leg in s.legs:
                 self.legs.release(leg)
@@ -625,9 +544,7 @@ class Offloader:
                 c = counts.get(g)
                 if c is None:
                     continue
-                last = self._guard_seen.get(g, 0)
-                delta = c.packets - last if c.packets >= last else c.packets  # re-created
-                self._guard_seen[g] = c.packets
+                delta = self.guards.dropped_since(g, c.packets)
                 if delta > 0:
                     s.switch_totals.foreign_dropped += delta
                     metrics.GUARD_DROPPED.inc(delta)
@@ -666,9 +583,8 @@ class Offloader:
     async def _remove_best_effort(self, s: Session, p: Plan | None) -> None:
         if p is None:
             return
-        guards = tuple(g for g in p.guards if self.guard_owner.get(g) == s.uid)
-        for g in guards:
-            del self.guard_owner[g]
+        guards = self.guards.owned_by(s.uid, p.guards)
+        self.guards.release(s.uid, guards)
         await self._write_removal(
             lambda: Batch(
                 del_guards=guards,
@@ -678,6 +594,20 @@ class Offloader:
         )
 
     # ---------------------------------------------------------------- counters
+    async def read_live(self) -> LiveReading | None:
+        """Every offloaded session's RTP counters and quality registers as the
+        switch has them now (guard drops added to the sessions' totals); None
+        when nothing is offloaded or the switch is away. Raises OffloadRefused."""
+        live = self.offloaded()
+        if not live or not self.switch.connected:
+            return None
+        keys = [r.key for _, p in live for r in p.relays if not r.rtcp]
+        legs = [lg.leg for _, p in live for lg in p.legs]
+        counts = await self.switch.read_counters(keys)
+        quality = await self.switch.read_quality(legs)
+        await self.read_foreign_drops(live)
+        return LiveReading(live, counts, quality)
+
     async def live_counts(self, s: Session) -> tuple[list[int], list[int]]:
         """Packets/bytes per stream index (from party i), switch totals included."""
         pk = list(s.switch_totals.packets)
@@ -759,7 +689,7 @@ class Offloader:
     def _rtcp_from_party(self, s: Session, i: int, src: Endpoint) -> bool:
         """An offloaded stream's RTCP comes from its RTP source's address (a NAT
         may pick another port); another address is foreign, not a latch."""
-        return src.addr == self._source(s, i).addr
+        return src.addr == source(s, i).addr
 
     def _foreign(self, s: Session, ev: LearnEvent, src: Endpoint) -> None:
         """A packet from someone else hit an offloaded call's guarded port: the
@@ -857,16 +787,3 @@ class Offloader:
         for s in self.table:
             if s.state is OffloadState.FALLBACK and s.reason == "switch_unreachable":
                 self.touch(s)
-
-
-def add_counts(s: Session, p: Plan, counts: dict[FlowKey, Counters]) -> None:
-    for r in p.relays:
-        c = counts.get(r.key)
-        if c is None:
-            continue
-        i = 0 if r.leg == p.legs[0].leg else 1
-        if r.rtcp:
-            s.switch_totals.rtcp_packets[i] += c.packets
-        else:
-            s.switch_totals.packets[i] += c.packets
-            s.switch_totals.bytes[i] += c.bytes

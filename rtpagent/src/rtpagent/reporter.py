@@ -185,15 +185,10 @@ class Sampler:
 
     async def sample(self) -> int:
         off = self.offloader
-        plans = [(off.table.by_uid.get(uid), p) for uid, p in list(off.plans.items())]
-        live = [(s, p) for s, p in plans if s is not None]
-        if not live or not off.switch.connected:
+        reading = await off.read_live()
+        if reading is None:
             return 0
-        keys = [r.key for _, p in live for r in p.relays if not r.rtcp]
-        legs = [lg.leg for _, p in live for lg in p.legs]
-        counts = await off.switch.read_counters(keys)
-        quality = await off.switch.read_quality(legs)
-        await off.read_foreign_drops(live)
+        live, counts, quality = reading.sessions, reading.counts, reading.quality
         now = _ts()
         n = 0
         total = 0

@@ -1,0 +1,145 @@
+"""What a session needs on the switch, decided from the session alone.
+
+Pure functions of a session's state (no I/O, no switch): whether it can be
+offloaded now and why not (`Planner.desired`), and which entries carry it
+(`Planner.plan`). The offloader writes what this decides.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from p4relay_switch import Counters, FlowKey, GuardKey, LegRewrite, RelayEntry
+
+from .state import Endpoint, OffloadState, Session
+
+DEFAULT_NAT_NETS = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The entries one offloaded session needs."""
+
+    legs: tuple[LegRewrite, LegRewrite]
+    relays: tuple[RelayEntry, ...]
+    # Its relay-side ports (each stream's RTP and RTCP): packets from anyone
+    # but the installed sources are dropped there, never reaching RTPProxy.
+    guards: tuple[GuardKey, ...] = ()
+
+    def flow_keys(self) -> list[FlowKey]:
+        return [r.key for r in self.relays]
+
+
+def source(s: Session, i: int) -> Endpoint:
+    st = s.streams[i]
+    ep = st.learned or st.sdp
+    assert ep is not None
+    return ep
+
+
+def destination(s: Session, i: int) -> Endpoint:
+    st = s.streams[i]
+    ep = st.sdp if st.asymmetric else (st.learned or st.sdp)
+    assert ep is not None
+    return ep
+
+
+class Planner:
+    """The offload policy: which sessions go to the switch, with which entries."""
+
+    def __init__(
+        self,
+        *,
+        nat_nets: Iterable[str] = DEFAULT_NAT_NETS,
+        latch_always: bool = False,
+        enabled: bool = True,
+        guard: bool = True,
+    ) -> None:
+        self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
+        self._trust_cache: dict[str, bool] = {}
+        self.latch_always = latch_always
+        self.enabled = enabled
+        self.guard = guard
+
+    def _trusted(self, ep: Endpoint) -> bool:
+        if self.latch_always:
+            return False
+        trusted = self._trust_cache.get(ep.addr)
+        if trusted is None:
+            ip = ipaddress.ip_address(ep.addr)
+            trusted = not any(ip in n for n in self.nat_nets)
+            if len(self._trust_cache) > 65536:
+                self._trust_cache.clear()
+            self._trust_cache[ep.addr] = trusted
+        return trusted
+
+    def desired(self, s: Session, switch_connected: bool) -> tuple[OffloadState, str | None]:
+        """What state the session should be in, and why."""
+        if not self.enabled:
+            return OffloadState.FALLBACK, "offload_disabled"
+        if s.reason == "ipv6":
+            return OffloadState.FALLBACK, "ipv6"
+        st0, st1 = s.streams
+        if not (st0.port and st1.port and st0.laddr and st1.laddr):
+            return OffloadState.PENDING, None
+        if st0.on_hold or st1.on_hold:
+            return OffloadState.HELD, "on_hold"
+        if st0.sdp is None or st1.sdp is None:
+            return OffloadState.PENDING, None
+        held = s.held_back_reason()
+        if held is not None:
+            return OffloadState.HELD, held
+        for st in s.streams:
+            if ":" in (st.laddr or "") or ":" in st.sdp.addr if st.sdp else False:
+                return OffloadState.FALLBACK, "ipv6"
+        if not switch_connected:
+            return OffloadState.FALLBACK, "switch_unreachable"
+        for st in s.streams:
+            if st.learned is None and st.sdp is not None and not self._trusted(st.sdp):
+                return OffloadState.LEARNING, None
+        return OffloadState.OFFLOADED, None
+
+    def plan(self, s: Session, legs: list[int]) -> Plan:
+        rewrites = []
+        relays = []
+        guards = []
+        for i in (0, 1):
+            o = 1 - i
+            me, other = s.streams[i], s.streams[o]
+            assert me.port and me.laddr and other.port and other.laddr
+            dst = destination(s, o)
+            rewrites.append(LegRewrite(legs[i], other.laddr, dst.addr, other.port, dst.port))
+            src = source(s, i)
+            rtcp_src = me.learned_rtcp or Endpoint(src.addr, src.port + 1)
+            relays.append(
+                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port), legs[i], False)
+            )
+            relays.append(
+                RelayEntry(
+                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1), legs[i], True
+                )
+            )
+            if self.guard:
+                guards += [GuardKey(me.laddr, me.port), GuardKey(me.laddr, me.port + 1)]
+        return Plan((rewrites[0], rewrites[1]), tuple(relays), tuple(guards))
+
+
+def add_counts(s: Session, p: Plan, counts: dict[FlowKey, Counters]) -> None:
+    for r in p.relays:
+        c = counts.get(r.key)
+        if c is None:
+            continue
+        i = 0 if r.leg == p.legs[0].leg else 1
+        if r.rtcp:
+            s.switch_totals.rtcp_packets[i] += c.packets
+        else:
+            s.switch_totals.packets[i] += c.packets
+            s.switch_totals.bytes[i] += c.bytes
