@@ -25,7 +25,7 @@ from .offload import Offloader
 from .protocol import ECODE_SESUNKN, parse_reply
 from .reporter import Reporter, Sampler, Sender
 from .sockets import parse_spec
-from .state import OffloadState, Session, SessionTable
+from .state import Session, SessionTable
 from .store import Store
 from .switchport import Switch
 from .upstream import Upstream, UpstreamTimeout
@@ -191,15 +191,7 @@ class App:
             self.table.add(s)
             if s.notify_token:
                 self.agent.notify_tokens[s.notify_token] = s.uid
-            if s.state is OffloadState.OFFLOADED and s.legs:
-                for leg in s.legs:
-                    self.offloader.legs.claim(leg)
-                self.offloader.plans[s.uid] = self.offloader.plan(s, s.legs)
-                for r in self.offloader.plans[s.uid].relays:
-                    self.offloader.by_key[r.key] = (s.uid, 0 if r.leg == s.legs[0] else 1, r.rtcp)
-                for g in self.offloader.plans[s.uid].guards:
-                    self.offloader.guard_owner[g] = s.uid
-            self.offloader._index_ports(s)
+            self.offloader.restore(s)
             kept += 1
         self.store.flush()
         log.info("recovered", kept=kept, dropped=dropped)
