@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# compose-check: the container deployment end to end on this machine (root).
+#   1. installs podman, runc, podman-compose (PyPI, pinned), mmdebstrap, SIPp
+#      when missing, and podman's settings for this kind of host;
+#   2. builds the Debian base image (deploy/base/build-base.sh) if absent;
+#   3. builds every image, one at a time under nice, timing each;
+#   4. brings docker-compose.yml up (profiles softswitch + the SIP server) with
+#      deploy/compose/testbed.yml placing the services in test namespaces;
+#   5. sends SIPp calls through it from namespace p4rc-uac to p4rc-uas and
+#      checks: calls completed, media relayed by the switch (relay hits and the
+#      UAS port's TX, RTPProxy relaying next to nothing), sessions in the API;
+#   6. drills: SIGKILL rtpagent mid-call (restarted by its policy, calls
+#      complete, media keeps flowing), restart PostgreSQL (no session lost);
+#   7. `down -v` and removes the namespaces: nothing left behind.
+# Environment: CALLS (20), CALL_S (15), DRILL_CALLS (6), DRILL_CALL_S (40),
+# SIP (opensips|kamailio), KEEP=1 leaves the stack up for a look,
+# OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz).
+# Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
+# .11 management; namespaces and links named p4rc-*.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+CALLS=${CALLS:-20}
+CALL_S=${CALL_S:-15}
+DRILL_CALLS=${DRILL_CALLS:-6}
+DRILL_CALL_S=${DRILL_CALL_S:-40}
+SIP=${SIP:-opensips}
+OPENSIPS_VERSION=3.6.8
+OPENSIPS_TARBALL=${OPENSIPS_TARBALL:-$ROOT/../shared/vendor/opensips-$OPENSIPS_VERSION.tar.gz}
+PODMAN_COMPOSE_VERSION=1.6.0
+PC_VENV=/opt/p4relay-podman-compose
+PROJECT=p4relay
+NS_SW=p4rc-sw NS_RELAY=p4rc-relay NS_UAC=p4rc-uac NS_UAS=p4rc-uas
+RELAY_IP=198.18.8.10 UAC_IP=198.18.9.10 UAS_IP=198.18.10.10 MGMT_SW=198.18.11.1 MGMT_RELAY=198.18.11.10
+WORK=$(mktemp -d /tmp/p4rc-compose.XXXXXX)
+FAILS=0
+START=$(date +%s)
+
+log() { printf '[compose-check %4ds] %s\n' "$(( $(date +%s) - START ))" "$*"; }
+ok() { log "ok: $*"; }
+bad() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
+die() { log "FATAL: $*"; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root (namespaces, podman, packages)"
+
+# ---------------------------------------------------------------- 1. tools
+install_tools() {
+    local need=()
+    command -v podman >/dev/null || need+=(podman)
+    command -v runc >/dev/null || need+=(runc)
+    command -v catatonit >/dev/null || need+=(catatonit)
+    command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+    command -v sipp >/dev/null || need+=(sip-tester)
+    command -v ethtool >/dev/null || need+=(ethtool)
+    command -v curl >/dev/null || need+=(curl)
+    python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+    if [ ${#need[@]} -gt 0 ]; then
+        log "installing ${need[*]}"
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+            "${need[@]}" uidmap slirp4netns fuse-overlayfs >/dev/null
+    fi
+    if [ ! -x "$PC_VENV/bin/podman-compose" ] \
+        || [ "$("$PC_VENV/bin/podman-compose" --version 2>/dev/null | sed -n 's/^podman-compose version //p')" != "$PODMAN_COMPOSE_VERSION" ]; then
+        log "installing podman-compose $PODMAN_COMPOSE_VERSION (PyPI) in $PC_VENV"
+        python3 -m venv "$PC_VENV"
+        PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$PC_VENV/bin/pip" install -q \
+            "podman-compose==$PODMAN_COMPOSE_VERSION"
+    fi
+    # runc (crun refuses hybrid cgroup hosts), cgroupfs (no systemd needed),
+    # ulimits within the usual hard limits of a VM.
+    local conf=/etc/containers/containers.conf
+    if ! grep -q '^runtime *= *"runc"' "$conf" 2>/dev/null; then
+        log "writing $conf (runc, cgroupfs, ulimits)"
+        mkdir -p /etc/containers
+        [ -f "$conf" ] && cp "$conf" "$conf.p4relay-backup"
+        cat > "$conf" <<'EOF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+EOF
+    fi
+}
+COMPOSE() { "$PC_VENV/bin/podman-compose" -p "$PROJECT" --env-file "$WORK/env" \
+    -f docker-compose.yml -f deploy/compose/testbed.yml --profile softswitch --profile "$SIP" "$@"; }
+
+# ---------------------------------------------------------------- 2-3. images
+declare -A BUILD_S SIZE
+build() {  # build TAG DOCKERFILE [extra podman build args...]
+    local tag=$1 file=$2; shift 2
+    local t0; t0=$(date +%s)
+    log "building $tag ($file)"
+    if ! nice -n 19 podman build -q -f "$file" -t "$tag" \
+        --build-arg COMMIT="$COMMIT" --build-arg VERSION="$VERSION" "$@" . >"$WORK/build-${tag//\//_}.log" 2>&1; then
+        tail -n 30 "$WORK/build-${tag//\//_}.log"
+        die "image $tag did not build"
+    fi
+    BUILD_S[$tag]=$(( $(date +%s) - t0 ))
+    SIZE[$tag]=$(podman image inspect --format '{{.Size}}' "$tag")
+}
+build_images() {
+    if ! podman image exists docker.io/library/debian:bookworm-slim; then
+        log "no base image: building it from Debian packages (mmdebstrap)"
+        deploy/base/build-base.sh
+    fi
+    if [ ! -f "deploy/sip/opensips/opensips-$OPENSIPS_VERSION.tar.gz" ]; then
+        [ -f "$OPENSIPS_TARBALL" ] || die "OpenSIPS release source not found: $OPENSIPS_TARBALL"
+        cp "$OPENSIPS_TARBALL" deploy/sip/opensips/
+    fi
+    build p4relay/postgres:latest deploy/postgres/Dockerfile
+    build p4relay/server:latest server/Dockerfile
+    build p4relay/collector:latest deploy/collector/Dockerfile
+    build p4relay/rtpproxy:latest rtpagent/Dockerfile --target rtpproxy
+    build p4relay/rtpagent:latest rtpagent/Dockerfile --target rtpagent
+    build p4relay/onswitch:latest deploy/onswitch/Dockerfile
+    build p4relay/softswitch:latest switch/softswitch/Dockerfile
+    if [ "$SIP" = opensips ]; then
+        build p4relay/sip-opensips:latest deploy/sip/opensips/Dockerfile
+    else
+        build p4relay/sip-kamailio:latest deploy/sip/kamailio/Dockerfile
+    fi
+    printf '%-28s %8s %10s\n' image "build s" size
+    for t in "${!BUILD_S[@]}"; do
+        printf '%-28s %8s %10s\n' "$t" "${BUILD_S[$t]}" "$(numfmt --to=iec "${SIZE[$t]}")"
+    done | sort
+}
+
+# ---------------------------------------------------------------- 4. testbed
+in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+link_host() {  # link_host NS PORT_NO HOST_ADDR: a host behind switch port PORT_NO
+    local ns=$1 n=$2 addr=$3 sw_if=p4rc-sw-${1#p4rc-}
+    local sw_mac host_mac gw=${addr%.*}.1
+    sw_mac=$(printf '02:8c:00:00:%02x:01' "$n"); host_mac=$(printf '02:8c:00:00:%02x:10' "$n")
+    ip link add "$sw_if" address "$sw_mac" netns "$NS_SW" type veth peer name eth0 address "$host_mac" netns "$ns"
+    in_ns "$NS_SW" sysctl -qw "net.ipv6.conf.$sw_if.disable_ipv6=1"
+    in_ns "$NS_SW" ip link set "$sw_if" up
+    in_ns "$ns" ip addr add "$addr/24" dev eth0
+    in_ns "$ns" ip link set eth0 up
+    in_ns "$ns" ip route add default via "$gw"
+    # The switch answers no ARP: the gateway is a static neighbour (the port's MAC).
+    in_ns "$ns" ip neigh replace "$gw" lladdr "$sw_mac" dev eth0 nud permanent
+    # veth hands over unfinished checksums otherwise; the switch rewrites packets.
+    in_ns "$ns" ethtool -K eth0 tx off >/dev/null
+}
+testbed_up() {
+    testbed_down
+    for ns in "$NS_SW" "$NS_RELAY" "$NS_UAC" "$NS_UAS"; do
+        ip netns add "$ns"
+        in_ns "$ns" ip link set lo up
+        in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    done
+    link_host "$NS_RELAY" 1 "$RELAY_IP"
+    link_host "$NS_UAC" 2 "$UAC_IP"
+    link_host "$NS_UAS" 3 "$UAS_IP"
+    # Management link: rtpagent -> switch gRPC and server, both in p4rc-sw.
+    ip link add p4rc-mgmt netns "$NS_SW" type veth peer name mgmt0 netns "$NS_RELAY"
+    in_ns "$NS_SW" ip addr add "$MGMT_SW/24" dev p4rc-mgmt
+    in_ns "$NS_SW" ip link set p4rc-mgmt up
+    in_ns "$NS_RELAY" ip addr add "$MGMT_RELAY/24" dev mgmt0
+    in_ns "$NS_RELAY" ip link set mgmt0 up
+    ok "testbed namespaces $NS_SW $NS_RELAY $NS_UAC $NS_UAS"
+}
+testbed_down() {
+    for ns in "$NS_SW" "$NS_RELAY" "$NS_UAC" "$NS_UAS"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+        ip netns del "$ns" 2>/dev/null || true
+    done
+}
+
+write_env() {
+    umask 077
+    cat > "$WORK/env" <<EOF
+P4RELAY_DB_PASSWORD=$(openssl rand -hex 16)
+P4RELAY_JWT_SECRET=$(openssl rand -hex 32)
+P4RELAY_ADMIN_USER=admin
+P4RELAY_ADMIN_PASSWORD=$(openssl rand -hex 12)
+P4RELAY_COMMIT=$COMMIT
+P4RELAY_SWITCH_NAME=sw1
+P4RELAY_SWITCH_GRPC=$MGMT_SW:50052
+P4RELAY_SERVER_URL=http://$MGMT_SW:8000
+P4RELAY_SERVER_LISTEN=0.0.0.0
+RELAY_IP=$RELAY_IP
+RELAY_PORTS=35000-35999
+RTPPROXY_TTL=60
+SIP_IP=$RELAY_IP
+UAS_URI=sip:$UAS_IP:5060
+RTPAGENT_SWITCH=$MGMT_SW:50052
+SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-uas
+SWITCH_GRPC_LISTEN=0.0.0.0:50052
+SWITCH_SITE=./deploy/compose/testbed-site.json
+SWITCH_WORKERS=1
+EOF
+    umask 022
+    set -a; . "$WORK/env"; set +a
+}
+
+# ---------------------------------------------------------------- helpers
+cname() { echo "${PROJECT}_$1_1"; }
+state() { podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$(cname "$1")" 2>/dev/null || echo "missing -"; }
+# podman without systemd runs no health timers: run the image's HEALTHCHECK here.
+wait_healthy() {  # wait_healthy SERVICE TIMEOUT_S
+    local svc=$1 limit=$2 i=0
+    until podman healthcheck run "$(cname "$svc")" >/dev/null 2>&1; do
+        i=$((i + 2)); [ "$i" -lt "$limit" ] || { podman logs --tail 30 "$(cname "$svc")"; return 1; }
+        sleep 2
+    done
+}
+wait_exited_ok() {  # wait_exited_ok SERVICE TIMEOUT_S
+    local svc=$1 limit=$2 i=0 s
+    while :; do
+        s=$(state "$svc")
+        case "$s" in "exited 0") return 0 ;; exited*) podman logs --tail 30 "$(cname "$svc")"; return 1 ;; esac
+        i=$((i + 2)); [ "$i" -lt "$limit" ] || { podman logs --tail 30 "$(cname "$svc")"; return 1; }
+        sleep 2
+    done
+}
+metric() {  # metric NS HOST:PORT NAME_REGEX: sum of the matching samples
+    in_ns "$1" curl -fsS "http://$2/metrics" 2>/dev/null \
+        | awk -v re="^($3)([{ ])" '$0 ~ re {s += $NF} END {printf "%d\n", s}'
+}
+api() {  # api PATH: GET with the admin's bearer token, from the switch host
+    in_ns "$NS_SW" curl -fsS -H "Authorization: Bearer $JWT" "http://$MGMT_SW:8000$1"
+}
+login() {
+    JWT=$(in_ns "$NS_SW" curl -fsS -H 'Content-Type: application/json' \
+        -d "{\"username\":\"admin\",\"password\":\"$P4RELAY_ADMIN_PASSWORD\"}" \
+        "http://$MGMT_SW:8000/api/v1/auth/login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+}
+session_count() {  # sessions of our switch in the API (all pages)
+    api "/api/v1/sessions?limit=500" | python3 -c '
+import json, sys
+page = json.load(sys.stdin)
+items = page.get("items", page if isinstance(page, list) else [])
+print(len(items), sum(1 for s in items if s.get("offloaded")))'
+}
+uas_start() {
+    in_ns "$NS_UAS" sipp -sf "$ROOT/scenarios/sipp/uas.xml" -i "$UAS_IP" -mi "$UAS_IP" -p 5060 \
+        -nostdin -bg -trace_err -error_file "$WORK/uas-errors.log" >/dev/null 2>&1 \
+        || die "SIPp UAS did not start"
+}
+# uac CALLS CALL_S TAG: run CALLS calls of CALL_S seconds; prints "sent completed".
+uac() {
+    local n=$1 secs=$2 tag=$3
+    (cd "$WORK/media" && in_ns "$NS_UAC" timeout $((secs + 120)) sipp "$RELAY_IP:5060" \
+        -sf "$ROOT/scenarios/sipp/uac.xml" -s p4relay -i "$UAC_IP" -mi "$UAC_IP" -p 5060 \
+        -r 5 -m "$n" -l "$n" -d $((secs * 1000)) -nostdin -timeout $((secs + 90)) -timeout_error \
+        -trace_stat -stf "$WORK/uac-$tag.csv" -fd 1 -trace_err -error_file "$WORK/uac-$tag-errors.log" \
+        >"$WORK/uac-$tag.log" 2>&1) || true
+    python3 - "$WORK/uac-$tag.csv" <<'EOF'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1]), delimiter=";"))
+head, last = rows[0], rows[-1]
+col = lambda name: int(last[head.index(name)])
+print(col("OutgoingCall(C)"), col("SuccessfulCall(C)"))
+EOF
+}
+
+cleanup() {
+    local rc=$?
+    if [ "${KEEP:-0}" = 1 ]; then log "KEEP=1: stack and namespaces left up ($WORK)"; return; fi
+    log "tearing down"
+    pkill -9 -f "sipp .*$WORK" 2>/dev/null || true
+    ip netns pids "$NS_UAS" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    [ -f "$WORK/env" ] && COMPOSE down -v -t 10 >"$WORK/down.log" 2>&1 || true
+    testbed_down
+    local left
+    left=$(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" -q | wc -l)
+    left=$((left + $(podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" | wc -l)))
+    left=$((left + $(ip netns list | grep -c '^p4rc-' || true)))
+    if [ "$left" -eq 0 ]; then log "nothing left behind (containers, volumes, namespaces)"
+    else log "FAIL: $left containers/volumes/namespaces left behind"; rc=1; fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+
+# ================================================================= main
+install_tools
+COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+t_build=$(date +%s)
+build_images
+log "all images built in $(( $(date +%s) - t_build ))s"
+
+trap cleanup EXIT
+testbed_up
+write_env
+mkdir -p "$WORK/media"
+# 10 s of A-law (0xd5 = silence) for SIPp's rtp_stream, looped per call.
+python3 -c 'import sys; sys.stdout.buffer.write(bytes([0xd5]) * 80000)' > "$WORK/media/tone.alaw"
+cp "$WORK/media/tone.alaw" "$WORK/media/tone.alaw" 2>/dev/null || true
+mkdir -p "$WORK/media/media" && cp "$WORK/media/tone.alaw" "$WORK/media/media/tone.alaw"
+
+log "compose up (profiles softswitch, $SIP)"
+t_up=$(date +%s)
+COMPOSE up -d >"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up failed"; }
+wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
+wait_healthy postgres 60 || die "postgres not healthy"
+wait_healthy softswitch 60 || die "softswitch not healthy"
+wait_exited_ok switch-bootstrap 120 && ok "switch-bootstrap: routes and relay range written over BfRt gRPC" \
+    || die "switch-bootstrap failed"
+for s in server collector rtpproxy rtpagent "$SIP"; do
+    wait_healthy "$s" 120 || die "$s not healthy"
+done
+ok "stack healthy in $(( $(date +%s) - t_up ))s: $(podman ps --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | sed "s/${PROJECT}_//; s/_1\$//" | sort | xargs)"
+login
+
+# ---------------------------------------------------------------- 5. calls
+uas_start
+hits0=$(metric "$NS_SW" 127.0.0.1:9101 p4relay_relay_hits_total)
+tx0=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
+log "calls: $CALLS x ${CALL_S}s through $SIP -> rtpagent -> RTPProxy/switch"
+read -r sent done_ < <(uac "$CALLS" "$CALL_S" calls)
+hits=$(( $(metric "$NS_SW" 127.0.0.1:9101 p4relay_relay_hits_total) - hits0 ))
+tx=$(( $(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"') - tx0 ))
+offloads=$(metric "$NS_RELAY" 127.0.0.1:9102 rtpagent_offloads_total)
+expected=$(( CALLS * CALL_S * 50 ))   # caller->callee RTP alone, 50 packets/s
+log "calls sent $sent, completed $done_; rtpagent offloads $offloads; switch relay hits $hits, UAS port TX $tx (caller RTP alone ~$expected)"
+[ "$sent" -eq "$CALLS" ] && [ "$done_" -eq "$CALLS" ] && ok "all $CALLS calls completed" || bad "calls completed $done_/$sent of $CALLS"
+[ "$offloads" -ge "$CALLS" ] && ok "every call offloaded to the switch ($offloads)" || bad "offloads $offloads < $CALLS"
+[ "$hits" -ge $(( expected * 8 / 10 )) ] && ok "media relayed by the switch: $hits relay hits" || bad "relay hits $hits < 80% of $expected"
+[ "$tx" -ge $(( expected * 8 / 10 )) ] && ok "UAS port sent $tx packets" || bad "UAS port TX $tx < 80% of $expected"
+sleep 3
+read -r nsess noff < <(session_count)
+[ "$nsess" -ge "$CALLS" ] && [ "$noff" -ge "$CALLS" ] && ok "server API: $nsess sessions, $noff offloaded" \
+    || bad "server API: $nsess sessions ($noff offloaded), expected >= $CALLS"
+
+# ---------------------------------------------------------------- 6. drills
+log "drill 1: SIGKILL rtpagent during $DRILL_CALLS calls of ${DRILL_CALL_S}s"
+before=$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")
+uac "$DRILL_CALLS" "$DRILL_CALL_S" drill1 > "$WORK/drill1.out" &
+uacpid=$!
+sleep $(( DRILL_CALLS / 5 + 8 ))
+tx_a=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
+kill -9 "$(podman inspect --format '{{.State.Pid}}' "$(cname rtpagent)")"
+log "rtpagent killed; waiting for its restart"
+for _ in $(seq 60); do
+    [ "$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")" -gt "$before" ] \
+        && [ "$(state rtpagent)" = "running 0" ] && break
+    sleep 1
+done
+sleep 5
+tx_b=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
+restarts=$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")
+[ "$restarts" -gt "$before" ] && ok "rtpagent restarted by its policy (restart count $restarts)" \
+    || bad "rtpagent not restarted (state $(state rtpagent))"
+wait_healthy rtpagent 60 && ok "rtpagent healthy again" || bad "rtpagent not healthy after restart"
+[ $(( tx_b - tx_a )) -gt $(( DRILL_CALLS * 50 * 3 )) ] && ok "media kept flowing through the switch meanwhile (+$(( tx_b - tx_a )) packets)" \
+    || bad "media stalled during the rtpagent restart (+$(( tx_b - tx_a )) packets)"
+wait "$uacpid" || true
+read -r sent done_ < "$WORK/drill1.out"
+[ "$done_" -eq "$DRILL_CALLS" ] && ok "drill 1: $done_/$sent calls survived the rtpagent kill" \
+    || bad "drill 1: $done_/$sent calls completed"
+
+log "drill 2: restart PostgreSQL during $DRILL_CALLS calls"
+sleep 3
+read -r n_before _ < <(session_count)
+uac "$DRILL_CALLS" 12 drill2 > "$WORK/drill2.out" &
+uacpid=$!
+sleep 4
+podman restart -t 20 "$(cname postgres)" >/dev/null && ok "postgres restarted"
+wait_healthy postgres 60 || bad "postgres not healthy after restart"
+wait "$uacpid" || true
+read -r sent done_ < "$WORK/drill2.out"
+[ "$done_" -eq "$DRILL_CALLS" ] && ok "drill 2: $done_/$sent calls completed across the restart" \
+    || bad "drill 2: $done_/$sent calls completed"
+wait_healthy server 60 || bad "server not healthy after the database restart"
+spool=1
+for _ in $(seq 60); do
+    spool=$(metric "$NS_RELAY" 127.0.0.1:9102 rtpagent_spool_depth); [ "$spool" -eq 0 ] && break; sleep 2
+done
+login
+read -r n_after _ < <(session_count)
+[ "$n_after" -ge $(( n_before + DRILL_CALLS )) ] && [ "$spool" -eq 0 ] \
+    && ok "nothing lost: sessions $n_before -> $n_after (+$DRILL_CALLS expected), rtpagent spool empty" \
+    || bad "sessions $n_before -> $n_after (+$DRILL_CALLS expected), spool $spool"
+
+total=$(( CALLS + 2 * DRILL_CALLS ))
+log "summary: calls $total sent; images: $(for t in "${!SIZE[@]}"; do printf '%s=%s ' "${t#p4relay/}" "$(numfmt --to=iec "${SIZE[$t]}")"; done)"
+[ "$FAILS" -eq 0 ] && log "compose-check: ok" || log "compose-check: $FAILS check(s) failed"
+[ "$FAILS" -eq 0 ]
