@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +190,6 @@ def test_cli_openapi_and_help(db_url: str) -> None:
         "migrate",
         "create-admin",
         "create-token",
-        "collector",
         "retention",
         "openapi",
     ):
@@ -208,3 +209,28 @@ def test_cli_register_switch(db_url: str, clean: Engine, client: TestClient, aut
     assert again.returncode == 0
     listed = client.get("/api/v1/ingest/switches", headers=auth.ingest).json()
     assert [(s["name"], s["grpc_address"]) for s in listed] == [("sw1", "198.19.0.1:50052")]
+
+
+def test_server_knows_nothing_of_bfrt() -> None:
+    """The web service never talks to a switch (the collector does): no module
+    of the server imports gRPC or the switch client, at any depth, and the
+    package does not depend on them."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    found: list[str] = []
+    for path in sorted(src.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
+    assert found == []
+    with open(src.parent / "pyproject.toml", "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    assert not [d for d in deps if d.startswith(("p4relay-switch", "grpcio"))]
+
+
+FORBIDDEN = ("grpc", "p4relay_switch")

@@ -1,5 +1,5 @@
 """`p4relay-server` command line: serve, migrate, create-admin, create-token,
-register-switch, collector, retention, openapi."""
+register-switch, retention, openapi."""
 
 from __future__ import annotations
 
@@ -112,29 +112,6 @@ def cmd_register_switch(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_collector(args: argparse.Namespace) -> int:
-    from p4relay_server.collector import run_collector
-
-    extra: dict[str, Any] = {}
-    coll: dict[str, Any] = {}
-    if args.server_url:
-        coll["server_url"] = args.server_url
-    if args.interval:
-        coll["interval_s"] = args.interval
-    if args.metrics_port is not None:
-        coll["metrics_port"] = args.metrics_port
-    settings = _settings(args, **extra)
-    if coll:
-        settings.collector = settings.collector.model_copy(update=coll)
-    if args.token_file:
-        from pydantic import SecretStr
-
-        token = Path(args.token_file).read_text().strip()
-        settings.collector = settings.collector.model_copy(update={"token": SecretStr(token)})
-    configure_logging(settings.log_level, settings.log_json)
-    return run_collector(settings, once=args.once)
-
-
 def cmd_retention(args: argparse.Namespace) -> int:
     from p4relay_server.db import make_engine
     from p4relay_server.retention import run_retention
@@ -216,16 +193,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--device-id", type=int, default=0)
     s.set_defaults(func=cmd_register_switch)
-
-    s = sub.add_parser("collector", help="poll registered switches over BfRt, send queue samples")
-    s.add_argument("--server-url", help="server base URL (default http://127.0.0.1:8000)")
-    s.add_argument(
-        "--token-file", help="file holding an ingest token (else P4RELAY_COLLECTOR__TOKEN)"
-    )
-    s.add_argument("--interval", type=float, help="seconds between polls (default 1)")
-    s.add_argument("--metrics-port", type=int, help="Prometheus port (default 9103; 0: off)")
-    s.add_argument("--once", action="store_true", help="poll once and exit")
-    s.set_defaults(func=cmd_collector)
 
     s = sub.add_parser("retention", help="downsample and expire samples per the retention policy")
     s.set_defaults(func=cmd_retention)

@@ -1,0 +1,130 @@
+"""`p4relay-collector` command line: flags over environment (P4RELAY_COLLECTOR_*)
+over the TOML file over defaults."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import UnionType
+from typing import get_args
+
+import structlog
+from prometheus_client import start_http_server
+
+from p4relay_collector.config import ConfigError, Settings, load, parse_listen
+from p4relay_collector.service import Collector
+
+EPILOG = """\
+examples:
+  p4relay-collector --token-file /etc/p4relay/collector.token
+  p4relay-collector --server-url http://198.19.0.1:8000 --token-file t --interval-s 0.5
+  P4RELAY_COLLECTOR_TOKEN=... p4relay-collector --config /etc/p4relay/collector.toml
+
+The switches to poll are those registered at the server
+(`p4relay-server register-switch` or POST /api/v1/switches); the token is an
+ingest token (`p4relay-server create-token --scope ingest`). Every setting is a
+flag, P4RELAY_COLLECTOR_<NAME> in the environment, or a key of the TOML file's
+[collector] table (named like the flag, with _).
+"""
+
+
+def _kind(annotation: object) -> type:
+    """The scalar type behind `X | None`."""
+    if isinstance(annotation, UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = inner[0] if len(inner) == 1 else str
+    for t in (bool, int, float):
+        if annotation is t:
+            return t
+    return str
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="p4relay-collector",
+        description="Switch telemetry collector: polls the registered switches over BfRt "
+        "(ports, queues, relay table), raises congestion episodes, sends them to the server.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--config", type=Path, help="TOML file ([collector] table or top-level keys)")
+    for name, field in Settings.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        default = field.get_default(call_default_factory=True)
+        help_ = f"{field.description or ''} (default: {default!r})"
+        kind = _kind(field.annotation)
+        if kind is bool:
+            ap.add_argument(
+                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
+        else:
+            ap.add_argument(flag, dest=name, type=kind, default=None, help=help_)
+    ap.add_argument("--once", action="store_true", help="poll every switch once and exit")
+    ap.add_argument(
+        "--check-config", action="store_true", help="print the effective settings and exit"
+    )
+    return ap
+
+
+def setup_logging(level: str, json: bool) -> None:
+    lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+async def _run(cfg: Settings, once: bool) -> int:
+    collector = Collector(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):  # loops without signal support
+            loop.add_signal_handler(sig, stop.set)
+    await collector.run(once=once, stop=stop)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    skip = ("config", "check_config", "once")
+    overrides: dict[str, object] = {k: v for k, v in vars(a).items() if k not in skip}
+    try:
+        cfg = load(a.config, overrides)
+        if a.check_config:
+            print(cfg.model_dump_json(indent=2))
+            return 0
+        cfg.ingest_token()
+    except ConfigError as e:
+        print(f"p4relay-collector: configuration error: {e}", file=sys.stderr)
+        return 2
+    setup_logging(cfg.log_level, cfg.log_json)
+    if cfg.metrics_listen and not a.once:
+        host, port = parse_listen(cfg.metrics_listen)
+        try:
+            start_http_server(port, addr=host)
+        except OSError as e:
+            print(f"p4relay-collector: metrics on {cfg.metrics_listen}: {e}", file=sys.stderr)
+            return 2
+    return asyncio.run(_run(cfg, a.once))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

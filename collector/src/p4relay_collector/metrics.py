@@ -1,0 +1,22 @@
+"""The collector's own Prometheus metrics (served on `metrics_listen`, default :9103)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+POLLS = Counter("p4relay_collector_polls_total", "switch polls", ["switch", "outcome"])
+POLL_SECONDS = Histogram("p4relay_collector_poll_seconds", "time to read one switch", ["switch"])
+SWITCH_UP = Gauge(
+    "p4relay_collector_switch_up", "1 when the last poll of a switch worked", ["switch"]
+)
+SENT = Counter("p4relay_collector_batches_total", "batches sent to the server", ["outcome"])
+BACKLOG = Gauge("p4relay_collector_backlog_batches", "batches waiting to be re-sent")
+DROPPED = Counter(
+    "p4relay_collector_dropped_batches_total", "batches lost because the backlog was full"
+)
+CONGESTION_EVENTS = Counter(
+    "p4relay_collector_congestion_events_total", "congestion onsets and clears raised", ["type"]
+)
+CONGESTED_QUEUES = Gauge(
+    "p4relay_collector_congested_queues", "egress queues in an open congestion episode"
+)

@@ -1,0 +1,163 @@
+"""The collector's loop: list the registered switches, poll each, raise
+congestion episodes, and send one batch per switch to the server.
+
+A batch the server does not take (unreachable, 5xx) is kept and re-sent with
+the same idempotency key, so a retry after a lost answer is a replay on the
+server side; the backlog is bounded (`backlog_max`) and overflow is counted
+and logged. A 4xx answer cannot be helped by re-sending: it is logged with the
+server's reason and the batch is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import time
+import uuid
+
+import httpx
+import structlog
+from pydantic import TypeAdapter, ValidationError
+
+from p4relay_collector import metrics
+from p4relay_collector.config import Settings
+from p4relay_collector.congestion import CongestionDetector, Thresholds
+from p4relay_collector.poller import Poll, SwitchPoller
+from p4relay_collector.wire import IngestBatch, RegisteredSwitch
+
+log = structlog.get_logger("p4relay.collector")
+
+INGEST = "/api/v1/ingest"
+SWITCHES = "/api/v1/ingest/switches"
+_SWITCH_LIST = TypeAdapter(list[RegisteredSwitch])
+
+
+class Collector:
+    def __init__(self, settings: Settings, http: httpx.AsyncClient | None = None) -> None:
+        self.cfg = settings
+        headers = {"Authorization": f"Bearer {settings.ingest_token()}"}
+        self.http = http or httpx.AsyncClient(base_url=settings.server_url, timeout=10.0)
+        self.http.headers.update(headers)
+        self.pollers: dict[str, SwitchPoller] = {}
+        self.congestion = CongestionDetector(Thresholds.from_settings(settings))
+        self.backlog: collections.deque[IngestBatch] = collections.deque()
+
+    async def refresh_switches(self) -> None:
+        """Follows the server's list of registered switches (added, moved, removed)."""
+        r = await self.http.get(SWITCHES)
+        r.raise_for_status()
+        try:
+            listed = _SWITCH_LIST.validate_json(r.content)
+        except ValidationError as e:
+            raise httpx.DecodingError(f"unexpected switch list: {e}") from e
+        seen: set[str] = set()
+        for sw in listed:
+            seen.add(sw.name)
+            cur = self.pollers.get(sw.name)
+            if cur is None or cur.address != sw.grpc_address or cur.device_id != sw.device_id:
+                if cur is not None:
+                    await cur.close()
+                self.pollers[sw.name] = SwitchPoller(
+                    sw.name,
+                    sw.grpc_address,
+                    sw.device_id,
+                    timeout_s=self.cfg.bfrt_timeout_s,
+                    client_id=self.cfg.client_id,
+                )
+        for name in set(self.pollers) - seen:
+            await self.pollers.pop(name).close()
+            self.congestion.forget(name)
+
+    def _batch(self, poll: Poll) -> IngestBatch:
+        events = list(poll.events)
+        if poll.switch.up:
+            for s in poll.samples:
+                ev = self.congestion.observe(s)
+                if ev is not None:
+                    events.append(ev)
+        else:
+            events.extend(self.congestion.switch_down(poll.switch.name, poll.ts))
+        for ev in events:
+            if ev.type in ("congestion_onset", "congestion_clear"):
+                metrics.CONGESTION_EVENTS.labels(ev.type).inc()
+                log.info(ev.type, switch=ev.switch, message=ev.message)
+        metrics.CONGESTED_QUEUES.set(len(self.congestion.open_episodes()))
+        return IngestBatch(
+            idempotency_key=f"collector-{uuid.uuid4()}",
+            switch=poll.switch,
+            queue_samples=poll.samples,
+            events=events,
+        )
+
+    async def poll_once(self) -> list[IngestBatch]:
+        """Polls every switch and sends one batch per switch; returns the batches."""
+        polls = await asyncio.gather(*(p.poll() for p in self.pollers.values()))
+        batches = [self._batch(p) for p in polls]
+        for b in batches:
+            self._enqueue(b)
+        await self.flush()
+        return batches
+
+    def _enqueue(self, batch: IngestBatch) -> None:
+        if len(self.backlog) >= self.cfg.backlog_max:
+            lost = self.backlog.popleft()
+            metrics.DROPPED.inc()
+            log.error("backlog full: oldest batch dropped", idempotency_key=lost.idempotency_key)
+        self.backlog.append(batch)
+        metrics.BACKLOG.set(len(self.backlog))
+
+    async def flush(self) -> None:
+        """Sends the backlog in order; stops at the first batch the server did not take."""
+        while self.backlog:
+            batch = self.backlog[0]
+            try:
+                r = await self.http.post(
+                    INGEST,
+                    content=batch.model_dump_json(exclude_none=True),
+                    headers={"Content-Type": "application/json"},
+                )
+            except httpx.HTTPError as e:
+                metrics.SENT.labels("retry").inc()
+                log.warning(
+                    "server unreachable; will re-send", error=repr(e), backlog=len(self.backlog)
+                )
+                return
+            if r.status_code >= 500:
+                metrics.SENT.labels("retry").inc()
+                log.warning("server error; will re-send", status=r.status_code)
+                return
+            self.backlog.popleft()
+            metrics.BACKLOG.set(len(self.backlog))
+            if r.status_code == 200:
+                metrics.SENT.labels("ok").inc()
+            else:
+                metrics.SENT.labels("refused").inc()
+                log.error("server refused batch", status=r.status_code, detail=r.text[:2000])
+
+    async def run(self, *, once: bool = False, stop: asyncio.Event | None = None) -> None:
+        """Polls every `interval_s` until `stop` is set (or once)."""
+        stop = stop or asyncio.Event()
+        next_refresh = 0.0
+        try:
+            while not stop.is_set():
+                t0 = time.monotonic()
+                if t0 >= next_refresh:
+                    try:
+                        await self.refresh_switches()
+                        next_refresh = t0 + self.cfg.switches_refresh_s
+                    except httpx.HTTPError as e:
+                        log.warning("cannot list switches", error=repr(e))
+                await self.poll_once()
+                if once:
+                    return
+                wait = max(0.0, self.cfg.interval_s - (time.monotonic() - t0))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=wait)
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        for p in self.pollers.values():
+            await p.close()
+        await self.http.aclose()

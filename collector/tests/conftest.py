@@ -1,0 +1,237 @@
+"""Fixtures: the real p4relay server (its CLI: a fresh database on the test
+PostgreSQL cluster, $P4RELAY_TEST_DATABASE_URL, migrated; tokens; `serve` on a
+free port) and the real softswitch binary with veth ports whose far ends sit
+in network namespace p4rcolc."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SOFTSWITCH = Path(
+    os.environ.get("P4RELAY_SOFTSWITCH_BIN", ROOT / "switch/target/release/p4relay-softswitch")
+)
+NS = "p4rcolc"
+LINKS = ("p4rcc1", "p4rcc2")  # switch side; peers are <name>n inside NS
+LINE_RATE = 10_000_000  # bit/s: a few hundred packets queue up and show in utilisation
+QUEUE_DEPTH = 64  # packets: a burst of a few hundred tail-drops
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, ok: Callable[[], bool], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _pg_url() -> str:
+    url = os.environ.get("P4RELAY_TEST_DATABASE_URL")
+    if not url:
+        pytest.fail(
+            "P4RELAY_TEST_DATABASE_URL is not set: run `make test STAGE=collector` "
+            "(it starts a throwaway PostgreSQL)"
+        )
+    return url
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    ingest_token: str
+    read_token: str
+    database_url: str
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "p4relay-server"), "--database-url", self.database_url, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+
+    def get(self, path: str, **params: str | int) -> httpx.Response:
+        r = httpx.get(
+            self.url + path,
+            params=params,
+            headers={"Authorization": f"Bearer {self.read_token}"},
+            timeout=10,
+        )
+        r.raise_for_status()
+        return r
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    base = _pg_url()
+    name = f"p4relay_collector_{secrets.token_hex(4)}"
+    with psycopg.connect(_libpq(base), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    db = base.rsplit("/", 1)[0] + "/" + name
+    env = {**os.environ, "P4RELAY_DATABASE_URL": db, "P4RELAY_LOG_LEVEL": "warning"}
+
+    def cli(*args: str) -> str:
+        return subprocess.run(
+            [str(BIN / "p4relay-server"), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
+
+    cli("migrate")
+    ingest = cli("create-token", "--name", "collector", "--scope", "ingest").splitlines()[-1]
+    read = cli("create-token", "--name", "reader", "--scope", "read").splitlines()[-1]
+    port = free_port()
+    log = (tmp_path / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [str(BIN / "p4relay-server"), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={
+            **env,
+            "P4RELAY_JWT_SECRET": secrets.token_hex(32),
+            "P4RELAY_RETENTION__INTERVAL_MINUTES": "0",
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def ready() -> bool:
+            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+            with contextlib.suppress(httpx.HTTPError):
+                return httpx.get(url + "/readyz", timeout=1).status_code == 200
+            return False
+
+        wait_for("server /readyz", ready, 30)
+        yield Server(url, ingest.split()[-1], read.split()[-1], db)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        with psycopg.connect(_libpq(base), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def sh(*cmd: str) -> None:
+    subprocess.run(cmd, check=True, capture_output=True, timeout=20)
+
+
+def teardown_net() -> None:
+    for link in LINKS:
+        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "del", NS], capture_output=True, check=False)
+
+
+@pytest.fixture
+def veths() -> Iterator[None]:
+    """Two switch ports; traffic from NS to 198.18.99.0/24 enters by port 1."""
+    teardown_net()
+    sh("ip", "netns", "add", NS)
+    try:
+        for i, link in enumerate(LINKS, start=1):
+            sh("ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}n", "netns", NS)
+            sh("ip", "link", "set", link, "up")
+            sh("ip", "-n", NS, "link", "set", f"{link}n", "up")
+            sh("ip", "-n", NS, "addr", "add", f"198.18.9{i}.10/24", "dev", f"{link}n")
+        sh("ip", "-n", NS, "route", "add", "198.18.99.0/24", "dev", f"{LINKS[0]}n")
+        sh(
+            "ip",
+            "-n",
+            NS,
+            "neigh",
+            "add",
+            "198.18.99.10",
+            "lladdr",
+            "02:00:00:00:00:02",
+            "dev",
+            f"{LINKS[0]}n",
+        )
+        yield
+    finally:
+        teardown_net()
+
+
+@dataclass
+class Softswitch:
+    address: str
+    proc: subprocess.Popen[bytes]
+
+
+@pytest.fixture
+def softswitch(veths: None, tmp_path: Path) -> Iterator[Softswitch]:
+    if not SOFTSWITCH.is_file():
+        pytest.fail(f"{SOFTSWITCH} not built: run `cd switch && cargo build --release`")
+    grpc = free_port()
+    address = f"127.0.0.1:{grpc}"
+    log = (tmp_path / "softswitch.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            str(SOFTSWITCH),
+            "--grpc-listen",
+            address,
+            "--metrics-listen",
+            f"127.0.0.1:{free_port()}",
+            "--port",
+            f"1={LINKS[0]}",
+            "--port",
+            f"2={LINKS[1]}",
+            "--line-rate",
+            str(LINE_RATE),
+            "--queue-depth",
+            str(QUEUE_DEPTH),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def listening() -> bool:
+            assert proc.poll() is None, (tmp_path / "softswitch.log").read_text()[-2000:]
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", grpc), 0.2):
+                return True
+            return False
+
+        wait_for("softswitch gRPC", listening)
+        yield Softswitch(address, proc)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()

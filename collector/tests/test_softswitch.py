@@ -1,0 +1,181 @@
+"""The collector against the real softswitch binary and the real server: UDP
+sent from the namespace is forwarded by the switch (port 1 -> port 2), the
+collector's samples must show it, a burst over the shaped port's queue must
+open and then close a congestion episode, and a crashed switch must be
+reported down once. Everything is checked through the server's read API."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import tomllib
+
+from conftest import LINKS, NS, ROOT, Server, Softswitch, free_port
+from p4relay_collector.config import Settings
+from p4relay_collector.poller import SwitchPoller
+from p4relay_collector.service import Collector
+from p4relay_collector.wire import IngestBatch
+from p4relay_switch import Endpoint, Nexthop, Pipeline, RelayCall, SwitchClient
+from pydantic import SecretStr
+
+
+async def program_forwarding(address: str) -> None:
+    async with SwitchClient(address, client_id=9) as sw:
+        p = Pipeline(sw)
+        await p.add_nexthops(
+            [Nexthop(1, port=2, src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:99")]
+        )
+        await p.add_routes([("198.18.99.0/24", 1)])
+
+
+async def install_call(address: str, n: int) -> None:
+    """One offloaded call: 4 relay entries (RTP and RTCP, both ways)."""
+    async with SwitchClient(address, client_id=9) as sw:
+        call = RelayCall.between(
+            a=Endpoint.of("198.18.1.10", 6000 + 2 * n),
+            relay_a=Endpoint.of("198.18.0.10", 20000 + 4 * n),
+            b=Endpoint.of("198.18.2.10", 7000 + 2 * n),
+            relay_b=Endpoint.of("198.18.0.10", 20002 + 4 * n),
+            legs=(2 * n, 2 * n + 1),
+        )
+        await Pipeline(sw).install_call(call, ttl_ms=600_000)
+
+
+def softswitch_relay_size() -> int:
+    with open(ROOT / "switch/contract.toml", "rb") as f:
+        return int(tomllib.load(f)["config"]["relay_entries_softswitch"])
+
+
+def send_udp(n: int, size: int = 172) -> None:
+    code = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"for _ in range({n}): s.sendto(b'x' * {size}, ('198.18.99.10', 40000))\n"
+    )
+    subprocess.run(["ip", "netns", "exec", NS, "python3", "-c", code], check=True, timeout=30)
+
+
+def settings(server: Server, **kw: float | int) -> Settings:
+    return Settings.model_validate(
+        {
+            "server_url": server.url,
+            "token": SecretStr(server.ingest_token),
+            "bfrt_timeout_s": 3.0,
+            "metrics_listen": "",
+            **kw,
+        }
+    )
+
+
+def test_collector_polls_softswitch_and_server_stores_it(
+    server: Server, softswitch: Softswitch
+) -> None:
+    server.cli("register-switch", "--name", "soft-1", "--grpc-address", softswitch.address)
+    asyncio.run(program_forwarding(softswitch.address))
+    asyncio.run(install_call(softswitch.address, 0))
+
+    async def scenario() -> list[IngestBatch]:
+        col = Collector(settings(server, congestion_onset_drops=0))
+        try:
+            await col.refresh_switches()
+            assert list(col.pollers) == ["soft-1"]
+            (first,) = await col.poll_once()
+            await install_call(softswitch.address, 1)
+            await asyncio.to_thread(send_udp, 40)
+            await asyncio.sleep(0.3)
+            (second,) = await col.poll_once()
+            softswitch.proc.kill()  # the switch crashes
+            softswitch.proc.wait(5)
+            (third,) = await col.poll_once()
+            (fourth,) = await col.poll_once()  # still down: no second switch_down
+            assert not col.backlog
+            return [first, second, third, fourth]
+        finally:
+            await col.close()
+
+    first, second, third, fourth = asyncio.run(scenario())
+    assert first.switch is not None and second.switch is not None and third.switch is not None
+    assert [p.dev_port for p in first.switch.ports] == [1, 2]
+    assert [p.name for p in first.switch.ports] == list(LINKS)
+    assert [p.speed_mbps for p in first.switch.ports] == [10, 10]
+    assert [e.type for e in first.events] == ["switch_up"]
+    # Relay table occupancy: one call (4 entries), then two; size from bfrt.json.
+    capacity = softswitch_relay_size()
+    assert (first.switch.relay_table_used, first.switch.relay_table_capacity) == (4, capacity)
+    assert (second.switch.relay_table_used, second.switch.relay_table_capacity) == (8, capacity)
+    assert third.switch.relay_table_used is None  # down: nothing read, the last value stays
+    port2 = next(s for s in second.queue_samples if s.dev_port == 2)
+    assert port2.tx_packets is not None and port2.tx_packets >= 40
+    assert port2.tx_bytes is not None and port2.tx_bytes >= 40 * 200
+    assert port2.utilisation is not None and port2.utilisation > 0
+    assert third.switch.up is False and [e.type for e in third.events] == ["switch_down"]
+    assert fourth.events == [] and fourth.queue_samples == []
+
+    # What the server stored, through its read API.
+    (sw,) = server.get("/api/v1/switches").json()
+    assert (sw["up"], sw["relay_table_used"], sw["relay_table_capacity"]) == (False, 8, capacity)
+    assert [(p["dev_port"], p["name"]) for p in sw["ports"]] == [(1, LINKS[0]), (2, LINKS[1])]
+    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=2).json()
+    points = [pt for s in series for pt in s["points"]]
+    assert points
+    assert max(pt["utilisation"] or 0 for pt in points) > 0
+    events = server.get("/api/v1/events").json()["items"]
+    assert sorted(e["type"] for e in events) == ["switch_down", "switch_up"]
+
+
+def test_burst_over_shaped_port_opens_and_closes_congestion(
+    server: Server, softswitch: Softswitch
+) -> None:
+    """300 frames at once into a 10 Mbit/s port with a 64-frame queue: tail
+    drops open an episode on port 2; three quiet polls close it."""
+    server.cli("register-switch", "--name", "soft-1", "--grpc-address", softswitch.address)
+    asyncio.run(program_forwarding(softswitch.address))
+
+    async def scenario() -> list[IngestBatch]:
+        col = Collector(settings(server, congestion_clear_polls=3))
+        out: list[IngestBatch] = []
+        try:
+            await col.refresh_switches()
+            out += await col.poll_once()
+            await asyncio.to_thread(send_udp, 300, 1200)
+            await asyncio.sleep(0.5)  # the queue drains (64 x 1.2 kB at 10 Mbit/s: 63 ms)
+            out += await col.poll_once()
+            assert col.congestion.open_episodes() == [("soft-1", 2, 0)]
+            for _ in range(3):
+                await asyncio.sleep(0.1)
+                out += await col.poll_once()
+            assert col.congestion.open_episodes() == []
+            return out
+        finally:
+            await col.close()
+
+    batches = asyncio.run(scenario())
+    kinds = [[e.type for e in b.events] for b in batches]
+    assert kinds == [["switch_up"], ["congestion_onset"], [], [], ["congestion_clear"]]
+    onset = batches[1].events[0]
+    assert onset.payload["dev_port"] == 2 and onset.payload["trigger"] == "drops"
+    drops = onset.payload["drops"]
+    assert isinstance(drops, int) and drops >= 100
+    sample = next(s for s in batches[1].queue_samples if s.dev_port == 2)
+    assert sample.drops == drops
+    clear = batches[4].events[0]
+    assert clear.payload["dev_port"] == 2 and clear.payload["drops"] == drops
+
+    stored = server.get("/api/v1/events", type="congestion_onset").json()["items"]
+    assert [(e["switch"], e["payload"]["dev_port"], e["severity"]) for e in stored] == [
+        ("soft-1", 2, "warning")
+    ]
+    stored = server.get("/api/v1/events", type="congestion_clear").json()["items"]
+    assert [(e["switch"], e["payload"]["dev_port"]) for e in stored] == [("soft-1", 2)]
+
+
+def test_poller_reports_unreachable_switch() -> None:
+    async def go() -> tuple[bool, int, list[str], str | None]:
+        p = SwitchPoller("ghost", f"127.0.0.1:{free_port()}", 0, timeout_s=0.5)
+        got = await p.poll()
+        await p.close()
+        return got.switch.up, len(got.samples), [e.type for e in got.events], got.events[0].message
+
+    up, n, kinds, message = asyncio.run(go())
+    assert (up, n, kinds) == (False, 0, ["switch_down"])
+    assert message is not None and "BfRt poll failed" in message
