@@ -1,6 +1,6 @@
 # p4relay — the commands a newcomer needs. See README.md.
 SHELL := /bin/bash
-.PHONY: setup test lint demo bench clean help
+.PHONY: setup test lint demo bench compose-test clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*##/\t/'
@@ -19,6 +19,9 @@ demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + 
 
 bench: setup  ## every benchmark; prints their tables
 	@scripts/run-stages.sh bench $(STAGE)
+
+compose-test:  ## build every container image, run the compose stack with SIPp calls and failure drills, tear down (root; ~1 h cold)
+	@scripts/compose-check.sh
 
 clean:  ## remove build output (keeps caches of uv, npm, cargo)
 	rm -rf build webui/dist switch/target
