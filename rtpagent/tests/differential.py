@@ -124,15 +124,19 @@ def smuggling(rng: random.Random, cookie: bytes) -> bytes:
     )
 
 
-def corpus(seed: int, n: int) -> list[bytes]:
+def corpus(seed: int, n: int, reset_every: int = 400) -> list[bytes]:
     """`n` datagrams; each carries a cookie unique in the corpus (RTPProxy
-    answers a repeated cookie from its cache, the agent from its own)."""
+    answers a repeated cookie from its cache, the agent from its own). Every
+    `reset_every`-th is a plain `X`: mutated tags create sessions without end,
+    and an RTPProxy out of ports or descriptors (E71/E72) answers by chance."""
     rng = random.Random(seed)
     out: list[bytes] = []
     for i in range(n):
         cookie = b"k%x" % i
         r = rng.random()
-        if r < 0.35:
+        if i % reset_every == reset_every - 1 and i < n - reset_every // 2:
+            d = cookie + b" X"
+        elif r < 0.35:
             d = cookie + b" " + well_formed(rng)
         elif r < 0.85:
             d = cookie + b" " + mutate(rng, well_formed(rng))

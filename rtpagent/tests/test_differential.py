@@ -18,7 +18,7 @@ from rtpagent.app import App
 pytestmark = pytest.mark.timeout(240)
 
 # Bounded here; `make bench STAGE=rtpagent-differential` runs a long corpus.
-CORPUS = int(os.environ.get("P4RELAY_DIFF_CORPUS", "1500"))
+CORPUS = int(os.environ.get("P4RELAY_DIFF_CORPUS", "4000"))
 
 
 @dataclass
