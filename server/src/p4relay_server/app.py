@@ -25,7 +25,7 @@ from starlette.types import Scope
 from p4relay_server import __version__
 from p4relay_server.api.deps import DB, Principal, resolve_token
 from p4relay_server.api.middleware import BodyLimit, RequestMetrics
-from p4relay_server.api.routes import admin, auth, ingest, live, sessions, telemetry
+from p4relay_server.api.routes import admin, auth, ingest, live, overview, sessions, telemetry
 from p4relay_server.config import Settings
 from p4relay_server.db import make_engine, make_sessionmaker
 from p4relay_server.live import LiveHub
@@ -144,6 +144,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         ingest.router,
         sessions.router,
         telemetry.router,
+        overview.router,
         admin.router,
         live.router,
     ):

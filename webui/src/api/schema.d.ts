@@ -55,6 +55,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/congestion": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Congestion
+         * @description Congestion episodes (onset → clear per switch, port and queue)
+         *     overlapping [since, until), oldest first, at most 1000 (the newest).
+         */
+        get: operations["congestion_api_v1_congestion_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/events": {
         parameters: {
             query?: never;
@@ -107,6 +128,49 @@ export interface paths {
          * @description Registered switches, for the collector (readable with an ingest token).
          */
         get: operations["switches_to_poll_api_v1_ingest_switches_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overview/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Activity
+         * @description Calls up and offloaded at every `step_s` (raised so there are at most
+         *     1000 points) from `from` to `to`.
+         */
+        get: operations["activity_api_v1_overview_activity_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/overview/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Fleet Metrics
+         * @description The fleet from the database for Prometheus (a scrape target of its own,
+         *     read token): calls up/offloaded, reasons not offloaded, MOS/loss/jitter
+         *     quantiles over active calls, switch/agent health, open congestion.
+         */
+        get: operations["fleet_metrics_api_v1_overview_metrics_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -388,6 +452,31 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /** Activity */
+        Activity: {
+            /** Points */
+            points: components["schemas"]["ActivityPoint"][];
+            /** Step S */
+            step_s: number;
+        };
+        /** ActivityPoint */
+        ActivityPoint: {
+            /**
+             * Active
+             * @description calls in setup or active at `ts`
+             */
+            active: number;
+            /**
+             * Offloaded
+             * @description of those, relayed by the switch
+             */
+            offloaded: number;
+            /**
+             * Ts
+             * Format: date-time
+             */
+            ts: string;
+        };
         /**
          * AgentInfo
          * @description Who is sending; upserted by name, `last_seen` set to the batch time.
@@ -427,6 +516,36 @@ export interface components {
             switch: string | null;
             /** Version */
             version: string | null;
+        };
+        /**
+         * CongestionEpisode
+         * @description A switch queue congested from a `congestion_onset` event until the next
+         *     `congestion_clear` of the same switch, port and queue.
+         */
+        CongestionEpisode: {
+            /** Dev Port */
+            dev_port: number | null;
+            /**
+             * Ended At
+             * @description null while the episode is open
+             */
+            ended_at: string | null;
+            /** Onset Event Id */
+            onset_event_id: number;
+            /** Queue */
+            queue: number;
+            /**
+             * Queue Delay Us
+             * @description queueing delay reported at the onset
+             */
+            queue_delay_us: number | null;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Switch */
+            switch: string | null;
         };
         /**
          * Endpoint
@@ -943,6 +1062,11 @@ export interface components {
             caller: string | null;
             /** Codec */
             codec: string | null;
+            /**
+             * Congestion
+             * @description congestion episodes of the call's switch while the call was up
+             */
+            congestion: components["schemas"]["CongestionEpisode"][];
             /** Ended At */
             ended_at: string | null;
             /** Events */
@@ -1457,6 +1581,55 @@ export interface operations {
             };
         };
     };
+    congestion_api_v1_congestion_get: {
+        parameters: {
+            query?: {
+                /** @description default: 1 h ago */
+                since?: string | null;
+                /** @description default: now */
+                until?: string | null;
+                switch?: string | null;
+                /** @description only episodes still open at `until` */
+                open_only?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CongestionEpisode"][];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     list_events_api_v1_events_get: {
         parameters: {
             query?: {
@@ -1600,6 +1773,94 @@ export interface operations {
             };
         };
     };
+    activity_api_v1_overview_activity_get: {
+        parameters: {
+            query?: {
+                /** @description default: 1 h ago */
+                from?: string | null;
+                /** @description default: now */
+                to?: string | null;
+                step_s?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Activity"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    fleet_metrics_api_v1_overview_metrics_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     list_sessions_api_v1_sessions_get: {
         parameters: {
             query?: {
@@ -1615,6 +1876,10 @@ export interface operations {
                 offloaded?: boolean | null;
                 mos_min?: number | null;
                 mos_max?: number | null;
+                /** @description loss over the call at least this % */
+                loss_min?: number | null;
+                /** @description worst jitter at least this many ms */
+                jitter_min?: number | null;
                 call_id?: string | null;
                 /** @description a party (endpoint) address of any leg */
                 address?: string | null;
@@ -1671,6 +1936,10 @@ export interface operations {
                 offloaded?: boolean | null;
                 mos_min?: number | null;
                 mos_max?: number | null;
+                /** @description loss over the call at least this % */
+                loss_min?: number | null;
+                /** @description worst jitter at least this many ms */
+                jitter_min?: number | null;
                 call_id?: string | null;
                 /** @description a party (endpoint) address of any leg */
                 address?: string | null;

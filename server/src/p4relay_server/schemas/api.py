@@ -217,12 +217,39 @@ class EventPage(BaseModel):
     next_cursor: str | None
 
 
+class CongestionEpisode(BaseModel):
+    """A switch queue congested from a `congestion_onset` event until the next
+    `congestion_clear` of the same switch, port and queue."""
+
+    switch: str | None
+    dev_port: int | None
+    queue: int
+    started_at: dt.datetime
+    ended_at: dt.datetime | None = Field(description="null while the episode is open")
+    onset_event_id: int
+    queue_delay_us: float | None = Field(description="queueing delay reported at the onset")
+
+
 class SessionDetail(SessionSummary):
     seq: int
     plc: bool
     legs: list[LegOut]
     quality: list[QualitySeries]
     events: list[EventOut]
+    congestion: list[CongestionEpisode] = Field(
+        description="congestion episodes of the call's switch while the call was up"
+    )
+
+
+class ActivityPoint(BaseModel):
+    ts: dt.datetime
+    active: int = Field(description="calls in setup or active at `ts`")
+    offloaded: int = Field(description="of those, relayed by the switch")
+
+
+class Activity(BaseModel):
+    step_s: int
+    points: list[ActivityPoint]
 
 
 # -------------------------------------------------------------- telemetry

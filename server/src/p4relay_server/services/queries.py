@@ -59,6 +59,8 @@ class SessionFilter:
     offloaded: bool | None = None
     mos_min: float | None = None
     mos_max: float | None = None
+    loss_min_pct: float | None = None
+    jitter_min_ms: float | None = None
     call_id: str | None = None
     address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
     switch: str | None = None
@@ -77,6 +79,13 @@ class SessionFilter:
             q = q.where(c.mos_avg >= self.mos_min)
         if self.mos_max is not None:
             q = q.where(c.mos_avg <= self.mos_max)
+        if self.loss_min_pct is not None:
+            # lost / (packets + lost) >= x %, without dividing (no row divides by zero).
+            q = q.where(
+                c.packets + c.lost > 0, c.lost * 100.0 >= self.loss_min_pct * (c.packets + c.lost)
+            )
+        if self.jitter_min_ms is not None:
+            q = q.where(c.jitter_ms_max >= self.jitter_min_ms)
         if self.call_id:
             q = q.where(c.call_id == self.call_id)
         if self.switch:
@@ -373,6 +382,10 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
     ]
     events = list_events(db, session_id=session_id, limit=1000).items
     summary = _summary(row)
+    congestion: list[api.CongestionEpisode] = []
+    if s.switch_id is not None:
+        until = (s.ended_at or dt.datetime.now(dt.UTC)) + dt.timedelta(seconds=1)
+        congestion = congestion_episodes(db, since=s.started_at, until=until, switch_id=s.switch_id)
     return api.SessionDetail(
         **summary.model_dump(),
         seq=s.seq,
@@ -380,7 +393,122 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
         legs=legs,
         quality=quality_series(db, session_id),
         events=events,
+        congestion=congestion,
     )
+
+
+CONGESTION_TYPES = ("congestion_onset", "congestion_clear")
+CONGESTION_LOOKBACK = dt.timedelta(days=7)  # an onset older than this no longer opens an episode
+MAX_EPISODES = 1000
+
+
+def _int_or_none(v: object) -> int | None:
+    """A payload number as sent (int, or a string of digits); anything else is unknown."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().isdigit():
+        return int(v)
+    return None
+
+
+def _float_or_none(v: object) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    return float(v)
+
+
+def congestion_episodes(
+    db: Session,
+    *,
+    since: dt.datetime,
+    until: dt.datetime,
+    switch_id: int | None = None,
+    open_only: bool = False,
+) -> list[api.CongestionEpisode]:
+    """Episodes overlapping [since, until): onset/clear events paired per
+    (switch, payload dev_port, payload queue), oldest first. An onset before
+    `since` (within CONGESTION_LOOKBACK) whose clear is later still counts; a
+    repeated onset of an open episode extends it, a clear without an open
+    episode is ignored."""
+    if until <= since:
+        raise BadQuery("until: must be after since")
+    q = (
+        select(Event.id, Event.type, Event.ts, Event.payload, Switch.name)
+        .outerjoin(Switch, Switch.id == Event.switch_id)
+        .where(
+            Event.type.in_(CONGESTION_TYPES),
+            Event.ts >= since - CONGESTION_LOOKBACK,
+            Event.ts < until,
+        )
+        .order_by(Event.ts, Event.id)
+    )
+    if switch_id is not None:
+        q = q.where(Event.switch_id == switch_id)
+    open_: dict[tuple[str | None, int | None, int], api.CongestionEpisode] = {}
+    done: list[api.CongestionEpisode] = []
+    for eid, etype, ts, payload, sw in db.execute(q):
+        p = payload if isinstance(payload, dict) else {}
+        key = (sw, _int_or_none(p.get("dev_port")), _int_or_none(p.get("queue")) or 0)
+        if etype == "congestion_onset":
+            if key not in open_:
+                open_[key] = api.CongestionEpisode(
+                    switch=key[0],
+                    dev_port=key[1],
+                    queue=key[2],
+                    started_at=ts,
+                    ended_at=None,
+                    onset_event_id=eid,
+                    queue_delay_us=_float_or_none(p.get("queue_delay_us")),
+                )
+        elif key in open_:
+            ep = open_.pop(key)
+            ep.ended_at = ts
+            if ts > since and not open_only:
+                done.append(ep)
+    out = sorted([*done, *open_.values()], key=lambda e: (e.started_at, e.onset_event_id))
+    return out[-MAX_EPISODES:]
+
+
+def activity(db: Session, start: dt.datetime, end: dt.datetime, step_s: int) -> api.Activity:
+    """Calls up (setup or active) and offloaded at each step in [start, end].
+    Candidates: calls not ended, or started within a day of `start` and ended
+    after it (an index range, not a scan of the whole history)."""
+    if end <= start:
+        raise BadQuery("to: must be after from")
+    step_s = max(step_s, int(-(-(end - start).total_seconds() // MAX_POINTS)), 1)
+    c = CallSession
+    cand = (
+        select(c.started_at, c.ended_at, c.offloaded)
+        .where(
+            c.started_at <= end,
+            or_(
+                c.state.in_(("setup", "active")),
+                (c.started_at >= start - dt.timedelta(days=1)) & (c.ended_at > start),
+            ),
+        )
+        .subquery()
+    )
+    g = (
+        func.generate_series(start, end, dt.timedelta(seconds=step_s))
+        .table_valued("ts")
+        .render_derived(name="g")
+    )
+    up = (cand.c.started_at <= g.c.ts) & ((cand.c.ended_at.is_(None)) | (cand.c.ended_at > g.c.ts))
+    q = (
+        select(
+            g.c.ts,
+            func.count(cand.c.started_at),
+            func.count(cand.c.started_at).filter(cand.c.offloaded.is_(True)),
+        )
+        .select_from(g)
+        .outerjoin(cand, up)
+        .group_by(g.c.ts)
+        .order_by(g.c.ts)
+    )
+    points = [api.ActivityPoint(ts=ts, active=n, offloaded=o) for ts, n, o in db.execute(q)]
+    return api.Activity(step_s=step_s, points=points)
 
 
 def agents(db: Session) -> list[api.AgentOut]:
@@ -400,3 +528,146 @@ def agents(db: Session) -> list[api.AgentOut]:
         )
         for a, name in rows
     ]
+
+
+RECENT_SAMPLES = dt.timedelta(seconds=30)  # a call's "current" quality: its samples this recent
+QUANTILES = (0.1, 0.5, 0.9, 0.99)
+
+
+def _prom_label(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def fleet_metrics(db: Session, now: dt.datetime | None = None) -> str:
+    """The fleet as the database sees it, in Prometheus text format: calls up
+    and offloaded, why calls stay on RTPProxy, quantiles over active calls of
+    their current quality (the worse direction's samples of the last 30 s),
+    switch and agent health, open congestion episodes."""
+    now = now or dt.datetime.now(dt.UTC)
+    c = CallSession
+    out: list[str] = []
+
+    def family(name: str, help_: str, rows: Sequence[tuple[dict[str, str], float]]) -> None:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} gauge")
+        for labels, v in rows:
+            lab = ",".join(f'{k}="{_prom_label(x)}"' for k, x in labels.items())
+            out.append(f"{name}{{{lab}}} {v!r}" if lab else f"{name} {v!r}")
+
+    up = c.state.in_(("setup", "active"))
+    active, offloaded = db.execute(
+        select(func.count(), func.count().filter(c.offloaded.is_(True))).where(up)
+    ).one()
+    family("p4relay_calls_active", "calls in setup or active", [({}, float(active))])
+    family(
+        "p4relay_calls_offloaded", "active calls relayed by the switch", [({}, float(offloaded))]
+    )
+    reason = func.coalesce(c.offload_reason, "unknown")
+    reasons = db.execute(
+        select(reason, func.count())
+        .where(up, c.offloaded.is_(False))
+        .group_by(reason)
+        .order_by(reason)
+    ).all()
+    family(
+        "p4relay_calls_not_offloaded",
+        "active calls left on RTPProxy, by reason",
+        [({"reason": r}, float(n)) for r, n in reasons],
+    )
+
+    qs = QualitySample
+    per_call = (
+        select(
+            func.min(qs.mos).label("mos"),
+            func.max(100.0 * qs.lost / func.nullif(qs.packets + qs.lost, 0)).label("loss"),
+            func.max(qs.jitter_ms).label("jitter"),
+        )
+        .where(qs.ts >= now - RECENT_SAMPLES, qs.ts <= now, qs.session_id.is_not(None))
+        .group_by(qs.session_id)
+        .subquery()
+    )
+    fracs = list(QUANTILES)
+    row = db.execute(
+        select(
+            func.count(),
+            func.count().filter(per_call.c.mos < 3.6),
+            func.percentile_cont(fracs).within_group(per_call.c.mos),
+            func.percentile_cont(fracs).within_group(per_call.c.loss),
+            func.percentile_cont(fracs).within_group(per_call.c.jitter),
+        )
+    ).one()
+    sampled, degraded, mos_q, loss_q, jit_q = row
+    family(
+        "p4relay_calls_sampled",
+        "calls with quality samples in the last 30 s",
+        [({}, float(sampled))],
+    )
+    family(
+        "p4relay_calls_mos_degraded", "of those, calls with MOS under 3.6", [({}, float(degraded))]
+    )
+    for name, help_, vals, scale in (
+        ("p4relay_calls_mos", "MOS quantiles over calls (worse direction, last 30 s)", mos_q, 1.0),
+        ("p4relay_calls_loss_ratio", "packet loss quantiles over calls (last 30 s)", loss_q, 0.01),
+        ("p4relay_calls_jitter_seconds", "jitter quantiles over calls (last 30 s)", jit_q, 0.001),
+    ):
+        family(
+            name,
+            help_,
+            [
+                ({"quantile": str(f)}, float(v) * scale)
+                for f, v in zip(fracs, vals or (), strict=False)
+                if v is not None
+            ],
+        )
+
+    switches = db.execute(select(Switch).order_by(Switch.name)).scalars().all()
+    family(
+        "p4relay_switch_up",
+        "1 when the collector reads the switch",
+        [({"switch": s.name}, float(s.up)) for s in switches],
+    )
+    family(
+        "p4relay_switch_last_seen_age_seconds",
+        "seconds since the collector last read the switch",
+        [
+            ({"switch": s.name}, (now - s.last_seen).total_seconds())
+            for s in switches
+            if s.last_seen
+        ],
+    )
+    family(
+        "p4relay_switch_relay_table_used",
+        "relay table entries in use (collector's last reading)",
+        [
+            ({"switch": s.name}, float(s.relay_table_used))
+            for s in switches
+            if s.relay_table_used is not None
+        ],
+    )
+    family(
+        "p4relay_switch_relay_table_capacity",
+        "relay table size in entries",
+        [
+            ({"switch": s.name}, float(s.relay_table_capacity))
+            for s in switches
+            if s.relay_table_capacity
+        ],
+    )
+    agent_rows = db.execute(select(Agent.name, Agent.last_seen).order_by(Agent.name)).all()
+    family(
+        "p4relay_agent_last_seen_age_seconds",
+        "seconds since the agent last reported",
+        [({"agent": n}, (now - t).total_seconds()) for n, t in agent_rows if t is not None],
+    )
+    episodes = congestion_episodes(
+        db, since=now - dt.timedelta(seconds=1), until=now + dt.timedelta(seconds=1), open_only=True
+    )
+    per_switch: dict[str, int] = {s.name: 0 for s in switches}
+    for ep in episodes:
+        per_switch[ep.switch or "unknown"] = per_switch.get(ep.switch or "unknown", 0) + 1
+    family(
+        "p4relay_congestion_open",
+        "congestion episodes open now (onset without clear)",
+        [({"switch": k}, float(v)) for k, v in sorted(per_switch.items())],
+    )
+    return "\n".join(out) + "\n"

@@ -31,6 +31,12 @@ async def session_filter(  # async: pure, no threadpool hop
     offloaded: bool | None = None,
     mos_min: Annotated[float | None, Query(ge=1, le=5)] = None,
     mos_max: Annotated[float | None, Query(ge=1, le=5)] = None,
+    loss_min: Annotated[
+        float | None, Query(ge=0, le=100, description="loss over the call at least this %")
+    ] = None,
+    jitter_min: Annotated[
+        float | None, Query(ge=0, le=60000, description="worst jitter at least this many ms")
+    ] = None,
     call_id: Annotated[
         str | None, Query(min_length=1, max_length=512, pattern=r"^[^\x00]*$")
     ] = None,
@@ -49,6 +55,8 @@ async def session_filter(  # async: pure, no threadpool hop
         offloaded=offloaded,
         mos_min=mos_min,
         mos_max=mos_max,
+        loss_min_pct=loss_min,
+        jitter_min_ms=jitter_min,
         call_id=call_id,
         address=address,
         switch=switch,
