@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use p4relay_softswitch::contract::CONTRACT;
-use p4relay_softswitch::dataplane::now_real_ns;
 use p4relay_softswitch::dataplane::ring::Ring;
 use p4relay_softswitch::grpc::codec::{df_int, key_of};
 use p4relay_softswitch::grpc::pb::{self, bf_runtime_client::BfRuntimeClient};
 use p4relay_softswitch::packet::{fold, ipv4_checksum, ones_sum, wr16, wr32};
 use p4relay_softswitch::schema::{Schema, TableSchema};
+use p4relay_softswitch::sys::now_real_ns;
 
 /// RTP payload bytes: 214-byte frames = 14 Ethernet + 20 IPv4 + 8 UDP + 12 RTP + 160.
 const G711_PAYLOAD: usize = 160;

@@ -8,11 +8,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::contract::CONTRACT;
-use crate::fastpath::XdpMode;
 
 /// p4relay software switch: the p4relay relay pipeline (IPv4 LPM forwarding,
 /// RTP/RTCP session rewrite, learning digests, RTP quality registers) on Linux
@@ -136,6 +135,19 @@ pub struct Config {
     pub xdp_entries: u32,
     pub log: String,
     pub log_json: bool,
+}
+
+/// Where relay hits are forwarded: the XDP fast path's attach mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// No fast path: every packet through the user-space pipeline.
+    Off,
+    /// Generic (skb) XDP: works on every interface, veth included.
+    #[default]
+    Generic,
+    /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
+    Native,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -113,6 +113,89 @@ pub struct FixedDataDef {
     pub read_only: bool,
 }
 
+/// The contract's names the software switch addresses (`switch/contract.toml`),
+/// and the names bf-p4c gives a table's built-in fields. A test checks that
+/// every contract name here exists in the contract.
+pub mod names {
+    // Tables.
+    pub const IPV4_LPM: &str = "pipe.Ingress.ipv4_lpm";
+    pub const NEXTHOP: &str = "pipe.Ingress.nexthop";
+    pub const RELAY_ADDR: &str = "pipe.Ingress.relay_addr";
+    pub const RELAY: &str = "pipe.Ingress.relay";
+    pub const RELAY_GUARD: &str = "pipe.Ingress.relay_guard";
+    pub const LEG_REWRITE: &str = "pipe.Ingress.leg_rewrite";
+    pub const TABLES: [&str; 6] = [
+        IPV4_LPM,
+        NEXTHOP,
+        RELAY_ADDR,
+        RELAY,
+        RELAY_GUARD,
+        LEG_REWRITE,
+    ];
+
+    // Match keys.
+    pub const KEY_IPV4_SRC: &str = "hdr.ipv4.src_addr";
+    pub const KEY_IPV4_DST: &str = "hdr.ipv4.dst_addr";
+    pub const KEY_UDP_SRC: &str = "hdr.udp.src_port";
+    pub const KEY_UDP_DST: &str = "hdr.udp.dst_port";
+    pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
+    pub const KEY_LEG: &str = "ig_md.leg";
+
+    // Actions and their parameters.
+    pub const SET_NEXTHOP: &str = "Ingress.set_nexthop";
+    pub const P_NEXTHOP_ID: &str = "nexthop_id";
+    pub const FORWARD: &str = "Ingress.forward";
+    pub const P_PORT: &str = "port";
+    pub const P_SRC_MAC: &str = "src_mac";
+    pub const P_DST_MAC: &str = "dst_mac";
+    pub const DROP: &str = "Ingress.drop";
+    pub const MARK_RELAY: &str = "Ingress.mark_relay";
+    pub const RELAY_LEG: &str = "Ingress.relay_leg";
+    pub const P_LEG: &str = "leg";
+    pub const P_RTCP: &str = "rtcp";
+    pub const REWRITE: &str = "Ingress.rewrite";
+    pub const P_SRC_ADDR: &str = "src_addr";
+    pub const P_DST_ADDR: &str = "dst_addr";
+    pub const P_SRC_PORT: &str = "src_port";
+    pub const P_DST_PORT: &str = "dst_port";
+    pub const GUARD_DROP: &str = "Ingress.guard_drop";
+    pub const NO_ACTION: &str = "NoAction";
+
+    // Fixed tables, their keys and data fields.
+    pub const PORT: &str = "$PORT";
+    pub const PORT_STAT: &str = "$PORT_STAT";
+    pub const SCHED_SHAPING: &str = "tf1.tm.port.sched_shaping";
+    pub const QUEUE_COUNTER: &str = "tf1.tm.counter.queue";
+    pub const KEY_DEV_PORT: &str = "$DEV_PORT";
+    pub const KEY_SHAPING_DEV_PORT: &str = "dev_port";
+    pub const KEY_PG_ID: &str = "pg_id";
+    pub const KEY_PG_QUEUE: &str = "pg_queue";
+    pub const SPEED: &str = "$SPEED";
+    pub const PORT_ENABLE: &str = "$PORT_ENABLE";
+    pub const PORT_NAME: &str = "$PORT_NAME";
+    pub const PORT_UP: &str = "$PORT_UP";
+    pub const FRAMES_RX_OK: &str = "$FramesReceivedOK";
+    pub const FRAMES_TX_OK: &str = "$FramesTransmittedOK";
+    pub const OCTETS_RX: &str = "$OctetsReceived";
+    pub const OCTETS_TX: &str = "$OctetsTransmittedTotal";
+    pub const FRAMES_DROPPED_BUFFER_FULL: &str = "$FramesDroppedBufferFull";
+    pub const UNIT: &str = "unit";
+    pub const PROVISIONING: &str = "provisioning";
+    pub const MAX_RATE: &str = "max_rate";
+    pub const MAX_BURST_SIZE: &str = "max_burst_size";
+    pub const USAGE_CELLS: &str = "usage_cells";
+    pub const WATERMARK_CELLS: &str = "watermark_cells";
+    pub const DROP_COUNT_PACKETS: &str = "drop_count_packets";
+
+    // Built-in fields bf-p4c adds to tables (not in the contract).
+    pub const MATCH_PRIORITY: &str = "$MATCH_PRIORITY";
+    pub const COUNTER_SPEC_BYTES: &str = "$COUNTER_SPEC_BYTES";
+    pub const COUNTER_SPEC_PKTS: &str = "$COUNTER_SPEC_PKTS";
+    pub const ENTRY_TTL: &str = "$ENTRY_TTL";
+    pub const ENTRY_HIT_STATE: &str = "$ENTRY_HIT_STATE";
+    pub const REGISTER_INDEX: &str = "$REGISTER_INDEX";
+}
+
 impl Contract {
     pub fn action(&self, name: &str) -> Option<&ActionDef> {
         self.actions.iter().find(|a| a.name == name)
@@ -120,8 +203,8 @@ impl Contract {
 
     /// Width of the leg index (the `leg` parameter of `Ingress.relay_leg`).
     pub fn leg_bits(&self) -> u32 {
-        self.action("Ingress.relay_leg")
-            .and_then(|a| a.params.iter().find(|p| p.name == "leg"))
+        self.action(names::RELAY_LEG)
+            .and_then(|a| a.params.iter().find(|p| p.name == names::P_LEG))
             .map_or(20, |p| p.bits)
     }
 }
@@ -143,5 +226,112 @@ mod tests {
         assert!(u64::from(c.config.legs_softswitch) <= 1 << c.leg_bits());
         assert!(c.config.relay_port_min <= c.config.relay_port_max);
         assert!(c.config.learn_filter_size.is_power_of_two());
+    }
+
+    #[test]
+    fn names_exist_in_the_contract() {
+        use names::*;
+        let c = &*CONTRACT;
+        let table = |n: &str| {
+            c.tables
+                .iter()
+                .find(|t| t.name == n)
+                .unwrap_or_else(|| panic!("{n}"))
+        };
+        for n in TABLES {
+            table(n);
+        }
+        let keys = |t: &str| {
+            table(t)
+                .keys
+                .iter()
+                .map(|k| k.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(RELAY),
+            [KEY_IPV4_SRC, KEY_IPV4_DST, KEY_UDP_SRC, KEY_UDP_DST]
+        );
+        assert_eq!(keys(RELAY_GUARD), [KEY_IPV4_DST, KEY_UDP_DST]);
+        assert_eq!(
+            keys(RELAY_ADDR),
+            [KEY_IPV4_DST, KEY_UDP_DST, MATCH_PRIORITY]
+        );
+        assert_eq!(keys(IPV4_LPM), [KEY_IPV4_DST]);
+        assert_eq!(keys(NEXTHOP), [KEY_NEXTHOP_ID]);
+        assert_eq!(keys(LEG_REWRITE), [KEY_LEG]);
+        let params = |a: &str| {
+            c.action(a)
+                .unwrap_or_else(|| panic!("{a}"))
+                .params
+                .iter()
+                .map(|p| p.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(params(SET_NEXTHOP), [P_NEXTHOP_ID]);
+        assert_eq!(params(FORWARD), [P_PORT, P_SRC_MAC, P_DST_MAC]);
+        assert_eq!(params(RELAY_LEG), [P_LEG, P_RTCP]);
+        assert_eq!(
+            params(REWRITE),
+            [P_SRC_ADDR, P_DST_ADDR, P_SRC_PORT, P_DST_PORT]
+        );
+        for a in [DROP, MARK_RELAY, GUARD_DROP, NO_ACTION] {
+            assert!(params(a).is_empty());
+        }
+        let fixed = |n: &str| {
+            let f = c
+                .fixed_tables
+                .iter()
+                .find(|f| f.name == n)
+                .unwrap_or_else(|| panic!("{n}"));
+            let k: Vec<_> = f.keys.iter().map(|k| k.name.clone()).collect();
+            let d: Vec<_> = f.data.iter().map(|d| d.name.clone()).collect();
+            (k, d)
+        };
+        assert_eq!(
+            fixed(PORT),
+            (
+                vec![KEY_DEV_PORT.into()],
+                vec![
+                    SPEED.into(),
+                    PORT_ENABLE.into(),
+                    PORT_NAME.into(),
+                    PORT_UP.into()
+                ]
+            )
+        );
+        assert_eq!(
+            fixed(PORT_STAT).1,
+            [
+                FRAMES_RX_OK,
+                FRAMES_TX_OK,
+                OCTETS_RX,
+                OCTETS_TX,
+                FRAMES_DROPPED_BUFFER_FULL
+            ]
+        );
+        assert_eq!(
+            fixed(SCHED_SHAPING),
+            (
+                vec![KEY_SHAPING_DEV_PORT.into()],
+                vec![
+                    UNIT.into(),
+                    PROVISIONING.into(),
+                    MAX_RATE.into(),
+                    MAX_BURST_SIZE.into()
+                ]
+            )
+        );
+        assert_eq!(
+            fixed(QUEUE_COUNTER),
+            (
+                vec![KEY_PG_ID.into(), KEY_PG_QUEUE.into()],
+                vec![
+                    USAGE_CELLS.into(),
+                    WATERMARK_CELLS.into(),
+                    DROP_COUNT_PACKETS.into()
+                ]
+            )
+        );
     }
 }

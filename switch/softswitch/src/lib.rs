@@ -2,8 +2,11 @@
 //!
 //! Layout: `contract`/`schema` (names and ids), `packet` (parser, checksums),
 //! `tables` + `registers` (pipeline state), `pipeline` (one packet through
-//! the tables), `dataplane` (AF_PACKET rings, workers, egress FIFOs),
-//! `grpc` (BfRt server and notifications), `metrics` (Prometheus).
+//! the tables, a step per P4 control), `dataplane` (AF_PACKET rings, workers,
+//! egress FIFOs), `fastpath` (the XDP program behind `pipeline::FastPathMaps`),
+//! `grpc` (BfRt server and notifications), `metrics` (Prometheus), `sys`
+//! (clocks, shared mappings). Dependencies point one way: config and sys
+//! below everything, pipeline below dataplane, fastpath and grpc.
 
 pub mod config;
 pub mod contract;
@@ -15,6 +18,7 @@ pub mod packet;
 pub mod pipeline;
 pub mod registers;
 pub mod schema;
+pub mod sys;
 pub mod tables;
 
 use std::sync::atomic::AtomicBool;
@@ -107,7 +111,7 @@ pub fn run(config: config::Config) -> Result<()> {
 /// The XDP fast path, or None (off, or it cannot load here: logged, and the
 /// user-space pipeline carries everything).
 fn load_fastpath(config: &config::Config) -> Option<Arc<fastpath::FastPath>> {
-    if config.xdp == fastpath::XdpMode::Off {
+    if config.xdp == config::XdpMode::Off {
         return None;
     }
     let c = &CONTRACT.config;

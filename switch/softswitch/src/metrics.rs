@@ -187,12 +187,13 @@ pub fn render(sw: &Switch) -> String {
         let _ = writeln!(o, "{name} {v}");
     }
     if let Some(fp) = &pl.fastpath {
+        let status = fp.status();
         for (name, kind, help, v) in [
             (
                 "p4relay_xdp_ports",
                 "gauge",
                 "Ports with the XDP fast path attached",
-                fp.links() as u64,
+                status.ports,
             ),
             (
                 "p4relay_xdp_relayed_total",
@@ -204,19 +205,19 @@ pub fn render(sw: &Switch) -> String {
                 "p4relay_xdp_relay_mirrored_total",
                 "counter",
                 "Relay entries written to the XDP fast path's map",
-                fp.relay_mirrored.load(Relaxed),
+                status.relay_mirrored,
             ),
             (
                 "p4relay_xdp_legs_full_total",
                 "counter",
                 "Legs the XDP map refused (full): their packets relayed in user space",
-                fp.legs_full.load(Relaxed),
+                status.legs_full,
             ),
             (
                 "p4relay_xdp_relay_full_total",
                 "counter",
                 "Relay entries the XDP map refused (full): relayed in user space",
-                fp.relay_full.load(Relaxed),
+                status.relay_full,
             ),
         ] {
             family(&mut o, name, kind, help);

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::pipeline::{DropReason, Meta, Pipeline, Verdict};
+use crate::sys::{now_mono_ns, now_real_ns};
 use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
 
@@ -80,31 +81,6 @@ pub struct Dataplane {
     pub ports: Arc<Vec<Port>>,
     stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
-}
-
-pub fn now_mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-pub fn now_real_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid timespec pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Wall-clock ms mod 2^32: the time base of idle timers and `rtp_last_seen`.
-pub fn now_ms() -> u32 {
-    (now_real_ns() / 1_000_000) as u32
 }
 
 impl Dataplane {

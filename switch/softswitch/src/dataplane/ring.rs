@@ -9,6 +9,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
 
+use crate::sys::map_shared;
+
 const SOL_PACKET: libc::c_int = 263;
 const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 const PACKET_RX_RING: libc::c_int = 5;
@@ -389,24 +391,4 @@ impl Ring {
         }
         Ok(())
     }
-}
-
-/// Maps `len` bytes of what `fd` exposes (a packet ring, a BPF array), shared
-/// with the kernel, read-write.
-pub(crate) fn map_shared(fd: libc::c_int, len: usize) -> io::Result<*mut u8> {
-    // SAFETY: a fresh mapping of the kernel object behind fd; no Rust memory aliased.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(p.cast())
 }

@@ -9,47 +9,33 @@
 //! relayed by user space. Counters the kernel keeps are added to ours on every
 //! read; the quality registers are one shared memory.
 
-mod mirror;
 mod sys;
 #[cfg(test)]
 mod tests;
 
-pub use mirror::Touched;
-
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use anyhow::{Context, Result};
-use clap::ValueEnum;
-use serde::Deserialize;
-
+use crate::config::XdpMode;
+use crate::pipeline::mirror::{
+    EntryCounts, FastPathMaps, FastPathStatus, LegRoute, PipelineCounts, PortCounts,
+};
 use crate::registers::LegQuality;
 use crate::tables::relay::RelayKey;
+use anyhow::{Context, Result};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 const PROGRAM: &str = "p4relay_fastpath";
 /// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
 pub const MAX_PORTS: u32 = 64;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    /// No fast path: every packet through the user-space pipeline.
-    Off,
-    /// Generic (skb) XDP: works on every interface, veth included.
-    #[default]
-    Generic,
-    /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
-    Native,
-}
-
-impl XdpMode {
-    fn flags(self) -> u32 {
-        match self {
-            XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
-            _ => sys::XDP_FLAGS_SKB_MODE,
-        }
+/// The XDP attach flags of a mode (`Off` never attaches).
+fn xdp_flags(mode: XdpMode) -> u32 {
+    match mode {
+        XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
+        _ => sys::XDP_FLAGS_SKB_MODE,
     }
 }
 
@@ -84,18 +70,33 @@ impl RelayVal {
     }
 }
 
-/// A leg's rewrite with its route resolved; `valid == 0`: not mirrored (user space decides).
+/// `struct leg_route`: a leg's rewrite with its route resolved.
 #[repr(C)]
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LegRoute {
-    pub src: u32,
-    pub dst: u32,
-    pub sport: u16,
-    pub dport: u16,
-    pub port: u32,
-    pub smac: [u8; 6],
-    pub dmac: [u8; 6],
-    pub valid: u32,
+struct LegRouteC {
+    src: u32,
+    dst: u32,
+    sport: u16,
+    dport: u16,
+    port: u32,
+    smac: [u8; 6],
+    dmac: [u8; 6],
+    valid: u32,
+}
+
+impl From<LegRoute> for LegRouteC {
+    fn from(r: LegRoute) -> Self {
+        LegRouteC {
+            src: r.src,
+            dst: r.dst,
+            sport: r.sport,
+            dport: r.dport,
+            port: r.port,
+            smac: r.smac,
+            dmac: r.dmac,
+            valid: u32::from(r.valid),
+        }
+    }
 }
 
 #[repr(C)]
@@ -120,31 +121,6 @@ struct ConfigVal {
     relay_hits: u64,
     relay_rewrites: u64,
     rtp_packets: u64,
-}
-
-/// Packets the kernel relayed for one relay entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EntryCounts {
-    pub pkts: u64,
-    pub bytes: u64,
-    pub last_hit_ms: u32,
-}
-
-/// Per-port packets the kernel received / sent on the fast path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortCounts {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub tx_packets: u64,
-    pub tx_bytes: u64,
-}
-
-/// Pipeline counters the kernel counted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PipelineCounts {
-    pub relay_hits: u64,
-    pub relay_rewrites: u64,
-    pub rtp_packets: u64,
 }
 
 pub struct FastPath {
@@ -218,16 +194,11 @@ impl FastPath {
         Ok(fp)
     }
 
-    /// The quality registers' memory, shared with the kernel.
-    pub fn quality(&self) -> &'static [LegQuality] {
-        self.quality
-    }
-
     /// Attaches the program to a port's interface (detached when we exit).
     pub fn attach(&self, port: u32, ifname: &str) -> Result<()> {
         let ifindex = ifindex_of(ifname)?;
         self.register_port(port, ifindex)?;
-        let link = sys::xdp_link(self.prog, ifindex, self.mode.flags())
+        let link = sys::xdp_link(self.prog, ifindex, xdp_flags(self.mode))
             .with_context(|| format!("attach XDP ({:?}) to {ifname}", self.mode))?;
         self.links.lock().push((port, link));
         Ok(())
@@ -241,9 +212,30 @@ impl FastPath {
         sys::update(self.ports, &port, &p, sys::BPF_ANY)
     }
 
+    /// The kernel stamps packets with CLOCK_MONOTONIC; the registers and
+    /// idle timers use wall-clock time. Refreshed periodically (NTP slews).
+    pub fn refresh_clock(&self) {
+        let off = crate::sys::now_real_ns().wrapping_sub(crate::sys::now_mono_ns());
+        if let Some(mut c) = sys::lookup::<_, ConfigVal>(self.config, &0u32) {
+            c.wall_offset_ns = off;
+            let _ = sys::update(self.config, &0u32, &c, sys::BPF_EXIST);
+        }
+    }
+
+    pub fn links(&self) -> usize {
+        self.links.lock().len()
+    }
+}
+
+impl FastPathMaps for FastPath {
+    /// The quality registers' memory, shared with the kernel.
+    fn quality(&self) -> &'static [LegQuality] {
+        self.quality
+    }
+
     /// A port may receive (`enabled`) and send (`fast`: enabled, unshaped,
     /// link up) on this path. Keeps its counters.
-    pub fn set_port(&self, port: u32, enabled: bool, fast: bool) {
+    fn set_port(&self, port: u32, enabled: bool, fast: bool) {
         if port >= MAX_PORTS {
             return;
         }
@@ -259,7 +251,7 @@ impl FastPath {
         }
     }
 
-    pub fn port_counts(&self, port: u32) -> PortCounts {
+    fn port_counts(&self, port: u32) -> PortCounts {
         let p: PortVal = sys::lookup(self.ports, &port).unwrap_or_default();
         PortCounts {
             rx_packets: p.rx_packets,
@@ -269,7 +261,7 @@ impl FastPath {
         }
     }
 
-    pub fn pipeline_counts(&self) -> PipelineCounts {
+    fn pipeline_counts(&self) -> PipelineCounts {
         let c: ConfigVal = sys::lookup(self.config, &0u32).unwrap_or_default();
         PipelineCounts {
             relay_hits: c.relay_hits,
@@ -278,19 +270,9 @@ impl FastPath {
         }
     }
 
-    /// The kernel stamps packets with CLOCK_MONOTONIC; the registers and
-    /// idle timers use wall-clock time. Refreshed periodically (NTP slews).
-    pub fn refresh_clock(&self) {
-        let off = crate::dataplane::now_real_ns().wrapping_sub(crate::dataplane::now_mono_ns());
-        if let Some(mut c) = sys::lookup::<_, ConfigVal>(self.config, &0u32) {
-            c.wall_offset_ns = off;
-            let _ = sys::update(self.config, &0u32, &c, sys::BPF_EXIST);
-        }
-    }
-
     /// Mirrors one relay entry: `Some((leg, rtcp))` installs or re-points it
     /// (its kernel counters kept), `None` removes it.
-    pub fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>) {
+    fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>) {
         let kc = key_c(k);
         match leg {
             Some((leg, rtcp)) => {
@@ -320,14 +302,14 @@ impl FastPath {
     }
 
     /// The kernel's counts for one relay entry.
-    pub fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts> {
+    fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts> {
         let v: RelayVal = sys::lookup(self.relay, &key_c(k))?;
         Some(v.counts())
     }
 
     /// Every entry's kernel counts (a full Read): one pass over the kernel's
     /// map, bounded by --xdp-entries, instead of a lookup per switch entry.
-    pub fn all_relay_counts(&self) -> std::collections::HashMap<RelayKey, EntryCounts> {
+    fn all_relay_counts(&self) -> HashMap<RelayKey, EntryCounts> {
         sys::keys::<RelayKeyC>(self.relay)
             .into_iter()
             .filter_map(|kc| {
@@ -344,7 +326,7 @@ impl FastPath {
     }
 
     /// Zeroes one entry's kernel counters (a Write set the counters).
-    pub fn zero_relay_counts(&self, k: &RelayKey) {
+    fn zero_relay_counts(&self, k: &RelayKey) {
         let kc = key_c(k);
         if let Some(mut v) = sys::lookup::<_, RelayVal>(self.relay, &kc) {
             v.pkts = 0;
@@ -353,7 +335,7 @@ impl FastPath {
         }
     }
 
-    pub fn clear_relay(&self) {
+    fn clear_relay(&self) {
         for k in sys::keys::<RelayKeyC>(self.relay) {
             let _ = sys::delete(self.relay, &k);
         }
@@ -361,8 +343,9 @@ impl FastPath {
 
     /// Mirrors one leg: a valid route is stored, anything else removed (the
     /// kernel then passes the leg's packets to user space).
-    pub fn mirror_leg(&self, leg: u32, r: LegRoute) {
-        let cur: Option<LegRoute> = sys::lookup(self.legs, &leg);
+    fn mirror_leg(&self, leg: u32, r: LegRoute) {
+        let r = LegRouteC::from(r);
+        let cur: Option<LegRouteC> = sys::lookup(self.legs, &leg);
         if r.valid == 0 {
             if cur.is_some() {
                 let _ = sys::delete(self.legs, &leg);
@@ -374,12 +357,17 @@ impl FastPath {
     }
 
     /// Legs the kernel holds.
-    pub fn mirrored_legs(&self) -> Vec<u32> {
+    fn mirrored_legs(&self) -> Vec<u32> {
         sys::keys::<u32>(self.legs)
     }
 
-    pub fn links(&self) -> usize {
-        self.links.lock().len()
+    fn status(&self) -> FastPathStatus {
+        FastPathStatus {
+            ports: self.links() as u64,
+            relay_mirrored: self.relay_mirrored.load(Relaxed),
+            relay_full: self.relay_full.load(Relaxed),
+            legs_full: self.legs_full.load(Relaxed),
+        }
     }
 }
 
@@ -398,7 +386,7 @@ fn mmap_quality(fd: c_int, legs: usize) -> Result<&'static [LegQuality]> {
     let bytes = legs * std::mem::size_of::<LegQuality>();
     let page = 4096;
     let len = bytes.div_ceil(page) * page;
-    let p = crate::dataplane::ring::map_shared(fd, len).context("mmap the quality registers")?;
+    let p = crate::sys::map_shared(fd, len).context("mmap the quality registers")?;
     // SAFETY: `legs` zero-initialised 32-byte elements (array maps are
     // zeroed; LegQuality is all atomics, valid at zero), page aligned.
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<LegQuality>(), legs) })

@@ -10,7 +10,7 @@ use super::*;
 use crate::contract::CONTRACT;
 use crate::packet::testpkt::{rtp, Udp4};
 use crate::pipeline::tests::{install_call, meta, setup, RELAY, UAC};
-use crate::pipeline::{Pipeline, Verdict};
+use crate::pipeline::{Pipeline, Touched, Verdict};
 use crate::schema::Reg;
 
 const XDP_PASS: u32 = 2;

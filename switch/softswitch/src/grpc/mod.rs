@@ -123,7 +123,7 @@ impl Switch {
         }
     }
 
-    fn mirror(&self, t: &crate::fastpath::Touched) {
+    fn mirror(&self, t: &crate::pipeline::Touched) {
         self.pipeline.mirror(t);
         if t.ports {
             self.sync_fast_ports();

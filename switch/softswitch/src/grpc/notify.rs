@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use super::codec::{df_int, key_of};
 use super::{pb, Switch, DEVICE_ID};
-use crate::dataplane::now_ms;
 use crate::pipeline::LearnDigest;
 use crate::schema::TableKind;
+use crate::sys::now_ms;
 
 const DIGEST_BATCH: usize = 256;
 const DIGEST_LINGER: Duration = Duration::from_millis(2);

@@ -2,10 +2,89 @@
 //! into the kernel's maps before the Write returns, and what the kernel
 //! counted is added to every read. Without a fast path all of this is a no-op.
 
-use super::{EntryCounts, LegRoute, PipelineCounts, PortCounts};
-use crate::pipeline::Pipeline;
+use std::collections::HashMap;
+
+use super::Pipeline;
+use crate::registers::LegQuality;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 use crate::tables::small::{LpmAction, NexthopAction};
+
+/// What the pipeline needs of a fast path that forwards relay hits outside
+/// it (the XDP program, crate::fastpath): maps to mirror the tables into and
+/// the counts it kept. The pipeline stays the owner of every table.
+pub trait FastPathMaps: Send + Sync {
+    /// Mirrors one relay entry: `Some((leg, rtcp))` for a `relay_leg` entry,
+    /// `None` to remove it.
+    fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>);
+    /// Removes every relay entry.
+    fn clear_relay(&self);
+    /// A Write set this entry's counters: the fast path's part starts at 0.
+    fn zero_relay_counts(&self, k: &RelayKey);
+    /// Mirrors one leg's rewrite with its route (`valid == false`: removed).
+    fn mirror_leg(&self, leg: u32, r: LegRoute);
+    /// Every leg the fast path holds.
+    fn mirrored_legs(&self) -> Vec<u32>;
+    /// Which ports may receive (`enabled`) and send (`fast`) on the fast path.
+    fn set_port(&self, port: u32, enabled: bool, fast: bool);
+    fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts>;
+    fn all_relay_counts(&self) -> HashMap<RelayKey, EntryCounts>;
+    fn port_counts(&self, port: u32) -> PortCounts;
+    fn pipeline_counts(&self) -> PipelineCounts;
+    /// The quality registers, shared with the fast path (one memory).
+    fn quality(&self) -> &'static [LegQuality];
+    fn status(&self) -> FastPathStatus;
+}
+
+/// A leg's rewrite with its route resolved.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LegRoute {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub port: u32,
+    pub smac: [u8; 6],
+    pub dmac: [u8; 6],
+    /// false: not routable by the fast path (user space decides).
+    pub valid: bool,
+}
+
+/// Packets the fast path relayed for one relay entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryCounts {
+    pub pkts: u64,
+    pub bytes: u64,
+    pub last_hit_ms: u32,
+}
+
+/// Per-port packets the fast path received / sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounts {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// Pipeline counters the fast path counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineCounts {
+    pub relay_hits: u64,
+    pub relay_rewrites: u64,
+    pub rtp_packets: u64,
+}
+
+/// The fast path's own state, for metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FastPathStatus {
+    /// Ports it is attached to.
+    pub ports: u64,
+    pub relay_mirrored: u64,
+    /// Relay entries its map refused (full): relayed by user space.
+    pub relay_full: u64,
+    /// Legs its map refused (full).
+    pub legs_full: u64,
+}
 
 /// What one Write touched, so only that is mirrored.
 #[derive(Debug, Default)]
@@ -105,7 +184,7 @@ impl Pipeline {
             port: u32::from(port),
             smac: src_mac,
             dmac: dst_mac,
-            valid: 1,
+            valid: true,
         }
     }
 

@@ -1,0 +1,120 @@
+//! `pipe.Ingress.leg_rewrite`: leg → `rewrite(src_addr, dst_addr, src_port, dst_port)`.
+
+use tonic::Status;
+
+use super::{params, table_status, u32_of, Op, Reader, Target, Undo, Update};
+use crate::contract::names;
+use crate::grpc::codec::{invalid, key_exact, Keys};
+use crate::grpc::{pb, Switch};
+use crate::schema::TableSchema;
+use crate::tables::legs::Rewrite;
+
+/// The leg of a key, within the table's size.
+fn key(u: &Update) -> Result<u32, Status> {
+    let leg = u.keys()?.exact(names::KEY_LEG)? as u32;
+    let legs = u.sw.pipeline.legs.capacity();
+    if leg as usize >= legs {
+        return Err(invalid(format!("leg {leg} out of range (legs = {legs})")));
+    }
+    Ok(leg)
+}
+
+fn action(u: &Update) -> Result<Option<Rewrite>, Status> {
+    let d = &u.data;
+    Ok(match d.action_name() {
+        Some(names::REWRITE) => Some(Rewrite {
+            src: u32_of(d.int(names::P_SRC_ADDR)?),
+            dst: u32_of(d.int(names::P_DST_ADDR)?),
+            sport: d.int(names::P_SRC_PORT)? as u16,
+            dport: d.int(names::P_DST_PORT)? as u16,
+        }),
+        Some(other) if u.op != Op::Delete => {
+            return Err(invalid(format!(
+                "{}: only {} entries are stored, not {other}",
+                u.t.name,
+                names::REWRITE
+            )))
+        }
+        _ => None,
+    })
+}
+
+pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
+    let legs = &u.sw.pipeline.legs;
+    if let Some(done) = u.fixed_default_or_clear(|undo| {
+        legs.clear();
+        undo.push(Undo::Cleared);
+    }) {
+        return done;
+    }
+    let leg = key(u)?;
+    let rw = action(u)?;
+    let prev = legs.get(leg);
+    match (u.op, rw) {
+        (Op::Delete, _) => legs.delete(leg),
+        (Op::Insert, Some(r)) => legs.insert(leg, r),
+        (Op::Modify, Some(r)) => legs.modify(leg, r),
+        (Op::Upsert, Some(r)) if prev.is_some() => legs.modify(leg, r),
+        (Op::Upsert, Some(r)) => legs.insert(leg, r),
+        (_, None) => {
+            return Err(invalid(format!(
+                "{}: needs action {}",
+                u.t.name,
+                names::REWRITE
+            )))
+        }
+    }
+    .map_err(table_status)?;
+    u.undo.push(Undo::Leg(leg, prev));
+    Ok(())
+}
+
+pub(super) fn undo(sw: &Switch, leg: u32, prev: Option<Rewrite>) {
+    let legs = &sw.pipeline.legs;
+    let _ = match prev {
+        None => legs.delete(leg),
+        Some(r) => legs.modify(leg, r).or_else(|_| legs.insert(leg, r)),
+    };
+}
+
+pub(super) fn read(
+    r: &Reader,
+    target: Target,
+    out: &mut dyn FnMut(pb::TableEntry),
+) -> Result<(), Status> {
+    let (t, legs) = (r.t, &r.sw.pipeline.legs);
+    let mut emit = |leg: u32, rw: Rewrite| out(r.entry(key_pb(t, leg), data_pb(t, &rw)));
+    match target {
+        Target::Key(k) => {
+            let leg = Keys::new(t, k)?.exact(names::KEY_LEG)? as u32;
+            let rw = legs
+                .get(leg)
+                .ok_or_else(|| Status::not_found(format!("{}: no entry for leg {leg}", t.name)))?;
+            emit(leg, rw);
+        }
+        _ => legs.for_each(emit),
+    }
+    Ok(())
+}
+
+fn key_pb(t: &TableSchema, leg: u32) -> pb::TableKey {
+    pb::TableKey {
+        fields: vec![key_exact(
+            t.key_by_name(names::KEY_LEG).expect("schema"),
+            u64::from(leg),
+        )],
+    }
+}
+
+fn data_pb(t: &TableSchema, r: &Rewrite) -> pb::TableData {
+    params(
+        t,
+        names::REWRITE,
+        &[
+            (names::P_SRC_ADDR, u64::from(r.src)),
+            (names::P_DST_ADDR, u64::from(r.dst)),
+            (names::P_SRC_PORT, u64::from(r.sport)),
+            (names::P_DST_PORT, u64::from(r.dport)),
+        ],
+    )
+}

@@ -1,0 +1,404 @@
+//! Table writes and reads: BfRt TableEntry ↔ the pipeline's tables, registers
+//! and the fixed port/queue tables. One module per table kind, each with its
+//! decode (BfRt key/data → table types), apply, read and encode:
+//! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (ipv4_lpm,
+//! nexthop, relay_addr), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
+//! queue counters). Each applied write records how to undo it, so a
+//! ROLLBACK_ON_ERROR batch can be taken back.
+
+mod fixed;
+mod guard;
+mod legs;
+mod register;
+mod relay;
+mod small;
+
+use std::sync::Arc;
+
+use tonic::Status;
+
+use super::codec::{df_int, invalid, Data, Keys};
+use super::pb::{self, update::Type as UpdateType};
+use super::Switch;
+use crate::contract::names;
+use crate::pipeline::Touched;
+use crate::schema::{Reg, TableKind, TableSchema};
+use crate::sys::now_ms;
+use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
+use crate::tables::guard::{GuardKey, GuardSnapshot};
+use crate::tables::legs::Rewrite;
+use crate::tables::relay::{EntrySnapshot, RelayKey};
+use crate::tables::small::SmallTables;
+use crate::tables::TableError;
+
+pub fn table_status(e: TableError) -> Status {
+    match e {
+        TableError::AlreadyExists => Status::already_exists(e.to_string()),
+        TableError::NotFound => Status::not_found(e.to_string()),
+        TableError::Full(_) => Status::resource_exhausted(e.to_string()),
+        TableError::Invalid(m) => Status::invalid_argument(m),
+    }
+}
+
+/// How to take back one applied write.
+pub enum Undo {
+    Relay(RelayKey, Option<EntrySnapshot>),
+    Guard(GuardKey, Option<GuardSnapshot>),
+    Leg(u32, Option<Rewrite>),
+    Small(Arc<SmallTables>),
+    Register(Reg, usize, u64),
+    PortEnable(usize, bool),
+    Rate(usize, u64),
+    /// A table was cleared (not undoable; marks a full fast-path mirror).
+    Cleared,
+}
+
+/// What a batch of applied (or rolled back) writes touched.
+pub fn touched(undo: &[Undo]) -> Touched {
+    let mut t = Touched::default();
+    for u in undo {
+        match u {
+            Undo::Relay(k, _) => t.relay.push(*k),
+            Undo::Leg(leg, _) => t.legs.push(*leg),
+            Undo::Small(_) => t.routes = true,
+            Undo::PortEnable(..) | Undo::Rate(..) => t.ports = true,
+            Undo::Cleared => t.cleared = true,
+            Undo::Guard(..) | Undo::Register(..) => {}
+        }
+    }
+    t
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Insert,
+    Modify,
+    Delete,
+    Upsert,
+}
+
+fn op_of(t: UpdateType) -> Result<Op, Status> {
+    Ok(match t {
+        UpdateType::Insert => Op::Insert,
+        UpdateType::Modify | UpdateType::ModifyInc => Op::Modify,
+        UpdateType::Delete | UpdateType::Reset => Op::Delete,
+        UpdateType::InsertOrModify => Op::Upsert,
+        UpdateType::Unspecified => return Err(invalid("update type UNSPECIFIED")),
+    })
+}
+
+/// Which entries an update or a read addresses.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// The table's default entry (`is_default_entry`).
+    Default,
+    /// Every entry: no key (a DELETE clears the table, as bfrt entry_del without keys).
+    All,
+    Key(&'a pb::TableKey),
+}
+
+/// One update of a Write being applied.
+struct Update<'a> {
+    sw: &'a Switch,
+    t: &'a TableSchema,
+    op: Op,
+    target: Target<'a>,
+    data: Data<'a>,
+    undo: &'a mut Vec<Undo>,
+}
+
+impl Update<'_> {
+    /// The key of a keyed update.
+    fn keys(&self) -> Result<Keys<'_>, Status> {
+        match self.target {
+            Target::Key(k) => Keys::new(self.t, k),
+            _ => Err(invalid(format!("{}: key missing", self.t.name))),
+        }
+    }
+
+    /// The relay, guard and leg tables share two rules: their default action
+    /// is fixed to NoAction, and a keyless write is only a wildcard delete
+    /// (`clear` the table). Returns the write's outcome when one applies.
+    fn fixed_default_or_clear(
+        &mut self,
+        clear: impl FnOnce(&mut Vec<Undo>),
+    ) -> Option<Result<(), Status>> {
+        match self.target {
+            Target::Default => Some(match self.data.action_name() {
+                None => Ok(()),
+                Some(names::NO_ACTION) => Ok(()),
+                Some(a) => Err(invalid(format!(
+                    "{}: default action is fixed to NoAction, not {a}",
+                    self.t.name
+                ))),
+            }),
+            Target::All if self.op != Op::Delete => {
+                Some(Err(invalid(format!("{}: key missing", self.t.name))))
+            }
+            Target::All => {
+                clear(self.undo);
+                Some(Ok(()))
+            }
+            Target::Key(_) => None,
+        }
+    }
+}
+
+/// One TableEntry of a Read being answered.
+struct Reader<'a> {
+    sw: &'a Switch,
+    t: &'a TableSchema,
+    entry_tgt: Option<pb::TargetDevice>,
+}
+
+impl Reader<'_> {
+    fn entry(&self, key: pb::TableKey, data: pb::TableData) -> pb::TableEntry {
+        pb::TableEntry {
+            table_id: self.t.id,
+            value: Some(pb::table_entry::Value::Key(key)),
+            data: Some(data),
+            is_default_entry: false,
+            entry_tgt: self.entry_tgt,
+            table_flags: None,
+        }
+    }
+
+    fn not_found(&self) -> Status {
+        Status::not_found(format!("{}: no such entry", self.t.name))
+    }
+}
+
+/// The direct-counter values a write sets, if it names any.
+fn counters_of(data: &Data) -> Result<Option<(u64, u64)>, Status> {
+    Ok(
+        match (
+            data.int_opt(names::COUNTER_SPEC_BYTES)?,
+            data.int_opt(names::COUNTER_SPEC_PKTS)?,
+        ) {
+            (None, None) => None,
+            (b, p) => Some((b.unwrap_or(0), p.unwrap_or(0))),
+        },
+    )
+}
+
+/// Insert, modify or delete one entry of an exact table (relay, relay_guard),
+/// an upsert resolved against what is there. Returns what was there, for undo.
+fn write_exact<K: ExactKey, A: ActionWord>(
+    table: &ExactTable<K, A>,
+    u: &Update,
+    k: K,
+    action: Option<A>,
+    ttl: Option<u32>,
+    counters: Option<(u64, u64)>,
+) -> Result<Option<Snapshot<K, A>>, Status> {
+    let now = now_ms();
+    let prev = table.get(&k, now);
+    let op = match (u.op, prev.is_some()) {
+        (Op::Upsert, true) => Op::Modify,
+        (Op::Upsert, false) => Op::Insert,
+        (o, _) => o,
+    };
+    match op {
+        Op::Insert => {
+            let a =
+                action.ok_or_else(|| invalid(format!("{}: INSERT needs an action", u.t.name)))?;
+            table
+                .insert(k, a, ttl.unwrap_or(0), now)
+                .map_err(table_status)?;
+            if counters.is_some() {
+                let _ = table.modify(&k, None, None, counters, now);
+            }
+        }
+        Op::Modify => table
+            .modify(&k, action, ttl, counters, now)
+            .map_err(table_status)?,
+        Op::Delete => table.delete(&k).map_err(table_status)?,
+        Op::Upsert => unreachable!("resolved above"),
+    }
+    Ok(prev)
+}
+
+/// An action without parameters.
+fn action_only(t: &TableSchema, name: &str) -> pb::TableData {
+    pb::TableData {
+        action_id: t.action_by_name(name).map_or(0, |a| a.id),
+        fields: vec![],
+    }
+}
+
+/// An action with its parameters, by name.
+fn params(t: &TableSchema, action: &str, vals: &[(&str, u64)]) -> pb::TableData {
+    let a = t.action_by_name(action).expect("contract action");
+    pb::TableData {
+        action_id: a.id,
+        fields: vals
+            .iter()
+            .map(|(n, v)| {
+                let p = a
+                    .params
+                    .iter()
+                    .find(|p| p.name == *n)
+                    .expect("contract param");
+                df_int(p.id, *v, p.bits)
+            })
+            .collect(),
+    }
+}
+
+fn u32_of(v: u64) -> u32 {
+    v as u32
+}
+
+impl Switch {
+    /// Applies one TableEntry update, recording its undo.
+    pub fn apply(
+        &self,
+        ty: UpdateType,
+        te: &pb::TableEntry,
+        undo: &mut Vec<Undo>,
+    ) -> Result<(), Status> {
+        let op = op_of(ty)?;
+        let t = self
+            .schema
+            .table(te.table_id)
+            .ok_or_else(|| invalid(format!("unknown table id {}", te.table_id)))?;
+        let key = match &te.value {
+            Some(pb::table_entry::Value::Key(k)) => Some(k),
+            Some(pb::table_entry::Value::HandleId(_)) => {
+                return Err(Status::unimplemented(
+                    "entry handles are not supported; address entries by key",
+                ))
+            }
+            None => None,
+        };
+        let data = Data::new(t, te.data.as_ref())?;
+        let target = if te.is_default_entry {
+            if !has_default_entry(t.kind) {
+                return Err(invalid(format!("{} has no default entry", t.name)));
+            }
+            Target::Default
+        } else {
+            match key {
+                Some(k) if !k.fields.is_empty() => Target::Key(k),
+                _ => Target::All,
+            }
+        };
+        let mut u = Update {
+            sw: self,
+            t,
+            op,
+            target,
+            data,
+            undo,
+        };
+        match t.kind {
+            TableKind::Relay => relay::apply(&mut u),
+            TableKind::RelayGuard => guard::apply(&mut u),
+            TableKind::LegRewrite => legs::apply(&mut u),
+            TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::apply(&mut u),
+            TableKind::Register(reg) => register::apply(&mut u, reg),
+            TableKind::Port
+            | TableKind::PortStat
+            | TableKind::SchedShaping
+            | TableKind::QueueCounter => fixed::apply(&mut u),
+        }
+    }
+
+    /// Takes back one applied write.
+    pub fn undo(&self, u: Undo) {
+        match u {
+            Undo::Relay(k, prev) => relay::undo(self, k, prev),
+            Undo::Guard(k, prev) => guard::undo(self, k, prev),
+            Undo::Leg(leg, prev) => legs::undo(self, leg, prev),
+            Undo::Small(snap) => small::undo(self, &snap),
+            Undo::Register(reg, i, v) => {
+                register::write(self, reg, i, v);
+            }
+            Undo::PortEnable(..) | Undo::Rate(..) => fixed::undo(self, u),
+            Undo::Cleared => {}
+        }
+    }
+
+    /// Reads one TableEntry request (by key, wildcard, or default) into `out`.
+    pub fn read_entries(
+        &self,
+        te: &pb::TableEntry,
+        out: &mut dyn FnMut(pb::TableEntry),
+    ) -> Result<(), Status> {
+        let t = self
+            .schema
+            .table(te.table_id)
+            .ok_or_else(|| invalid(format!("unknown table id {}", te.table_id)))?;
+        let key = match &te.value {
+            Some(pb::table_entry::Value::Key(k)) if !k.fields.is_empty() => Some(k),
+            Some(pb::table_entry::Value::HandleId(_)) => {
+                return Err(Status::unimplemented("entry handles are not supported"))
+            }
+            _ => None,
+        };
+        let r = Reader {
+            sw: self,
+            t,
+            entry_tgt: te.entry_tgt,
+        };
+        if te.is_default_entry {
+            let action = match t.kind {
+                TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => {
+                    small::default_data(&r)
+                }
+                TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
+                    action_only(t, names::NO_ACTION)
+                }
+                _ => return Err(invalid(format!("{} has no default entry", t.name))),
+            };
+            out(pb::TableEntry {
+                is_default_entry: true,
+                value: None,
+                ..r.entry(pb::TableKey::default(), action)
+            });
+            return Ok(());
+        }
+        let target = key.map_or(Target::All, Target::Key);
+        match t.kind {
+            TableKind::Relay => relay::read(&r, target, out),
+            TableKind::RelayGuard => guard::read(&r, target, out),
+            TableKind::LegRewrite => legs::read(&r, target, out),
+            TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => {
+                small::read(&r, target, out)
+            }
+            TableKind::Register(reg) => register::read(&r, reg, target, out),
+            TableKind::Port
+            | TableKind::PortStat
+            | TableKind::SchedShaping
+            | TableKind::QueueCounter => fixed::read(&r, target, out),
+        }
+    }
+
+    /// Entries in use (TableUsage).
+    pub fn usage(&self, t: &TableSchema) -> u32 {
+        let p = &self.pipeline;
+        match t.kind {
+            TableKind::Relay => p.relay.len() as u32,
+            TableKind::RelayGuard => p.guard.len() as u32,
+            TableKind::LegRewrite => p.legs.len() as u32,
+            TableKind::Ipv4Lpm => p.small.load().lpm.len() as u32,
+            TableKind::Nexthop => p.small.load().nexthop.len() as u32,
+            TableKind::RelayAddr => p.small.load().relay_addr.len() as u32,
+            TableKind::Register(_) => t.size,
+            _ => self.ports.len() as u32,
+        }
+    }
+}
+
+/// Match-action tables have a default entry; registers and fixed tables do not.
+fn has_default_entry(kind: TableKind) -> bool {
+    matches!(
+        kind,
+        TableKind::Relay
+            | TableKind::RelayGuard
+            | TableKind::LegRewrite
+            | TableKind::Ipv4Lpm
+            | TableKind::Nexthop
+            | TableKind::RelayAddr
+    )
+}

@@ -1,0 +1,150 @@
+//! `pipe.Ingress.relay`: 4-tuple → `relay_leg(leg, rtcp)`, with its direct
+//! counter and `$ENTRY_TTL` (idle timeout).
+
+use tonic::Status;
+
+use super::{action_only, counters_of, params, u32_of, write_exact, Reader, Target, Undo, Update};
+use crate::contract::{names, CONTRACT};
+use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
+use crate::grpc::{pb, Switch};
+use crate::schema::{TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS, ID_ENTRY_TTL};
+use crate::sys::now_ms;
+use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
+
+pub(super) fn key(keys: &Keys) -> Result<RelayKey, Status> {
+    Ok(RelayKey {
+        src: u32_of(keys.exact(names::KEY_IPV4_SRC)?),
+        dst: u32_of(keys.exact(names::KEY_IPV4_DST)?),
+        sport: keys.exact(names::KEY_UDP_SRC)? as u16,
+        dport: keys.exact(names::KEY_UDP_DST)? as u16,
+    })
+}
+
+fn action(u: &Update) -> Result<Option<RelayAction>, Status> {
+    Ok(match u.data.action_name() {
+        Some(names::RELAY_LEG) => {
+            let leg = u.data.int(names::P_LEG)?;
+            let legs = u.sw.pipeline.legs.capacity();
+            if leg >= legs as u64 {
+                return Err(invalid(format!("leg {leg} out of range (legs = {legs})")));
+            }
+            Some(RelayAction::Leg {
+                leg: leg as u32,
+                rtcp: u.data.int(names::P_RTCP)? == 1,
+            })
+        }
+        Some(names::NO_ACTION) => Some(RelayAction::NoAction),
+        Some(other) => return Err(invalid(format!("{}: action {other} not allowed", u.t.name))),
+        None => None,
+    })
+}
+
+/// `$ENTRY_TTL` in ms: 0 (no ageing) or at least the contract's minimum.
+fn ttl(u: &Update) -> Result<Option<u32>, Status> {
+    let ttl = u.data.int_opt(names::ENTRY_TTL)?.map(u32_of);
+    if let Some(ttl) = ttl {
+        let min = CONTRACT.config.idle_timeout_min_ms;
+        if ttl != 0 && ttl < min {
+            return Err(invalid(format!(
+                "$ENTRY_TTL {ttl} ms below the minimum {min} ms"
+            )));
+        }
+    }
+    Ok(ttl)
+}
+
+pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
+    let relay = &u.sw.pipeline.relay;
+    if let Some(done) = u.fixed_default_or_clear(|undo| {
+        relay.clear();
+        undo.push(Undo::Cleared);
+    }) {
+        return done;
+    }
+    let k = key(&u.keys()?)?;
+    let action = action(u)?;
+    let ttl = ttl(u)?;
+    let counters = counters_of(&u.data)?;
+    let prev = write_exact(relay, u, k, action, ttl, counters)?;
+    if counters.is_some() {
+        u.sw.pipeline.zero_fast_counts(&k);
+    }
+    u.undo.push(Undo::Relay(k, prev));
+    Ok(())
+}
+
+pub(super) fn undo(sw: &Switch, k: RelayKey, prev: Option<EntrySnapshot>) {
+    let relay = &sw.pipeline.relay;
+    match prev {
+        None => {
+            let _ = relay.delete(&k);
+        }
+        Some(s) => {
+            if relay.get(&k, 0).is_none() {
+                let _ = relay.insert(k, s.action, s.ttl_ms, now_ms());
+            }
+            let _ = relay.modify(
+                &k,
+                Some(s.action),
+                Some(s.ttl_ms),
+                Some((s.bytes, s.pkts)),
+                now_ms(),
+            );
+        }
+    }
+}
+
+pub(super) fn read(
+    r: &Reader,
+    target: Target,
+    out: &mut dyn FnMut(pb::TableEntry),
+) -> Result<(), Status> {
+    let (t, pipeline) = (r.t, &r.sw.pipeline);
+    let now = now_ms();
+    let mut emit = |s: EntrySnapshot| out(r.entry(key_pb(t, &s.key), data_pb(t, &s)));
+    match target {
+        Target::Key(k) => {
+            let rk = key(&Keys::new(t, k)?)?;
+            let s = pipeline.relay.get(&rk, now).ok_or_else(|| r.not_found())?;
+            emit(pipeline.with_fast_counts(s, now));
+        }
+        _ => pipeline.for_each_relay_with_fast_counts(now, emit),
+    }
+    Ok(())
+}
+
+fn key_pb(t: &TableSchema, k: &RelayKey) -> pb::TableKey {
+    let f = |n: &str, v: u64| key_exact(t.key_by_name(n).expect("schema"), v);
+    pb::TableKey {
+        fields: vec![
+            f(names::KEY_IPV4_SRC, u64::from(k.src)),
+            f(names::KEY_IPV4_DST, u64::from(k.dst)),
+            f(names::KEY_UDP_SRC, u64::from(k.sport)),
+            f(names::KEY_UDP_DST, u64::from(k.dport)),
+        ],
+    }
+}
+
+fn data_pb(t: &TableSchema, s: &EntrySnapshot) -> pb::TableData {
+    let mut d = match s.action {
+        RelayAction::Leg { leg, rtcp } => params(
+            t,
+            names::RELAY_LEG,
+            &[
+                (names::P_LEG, u64::from(leg)),
+                (names::P_RTCP, u64::from(rtcp)),
+            ],
+        ),
+        RelayAction::NoAction => action_only(t, names::NO_ACTION),
+    };
+    d.fields.push(df_int(ID_COUNTER_BYTES, s.bytes, 64));
+    d.fields.push(df_int(ID_COUNTER_PKTS, s.pkts, 64));
+    // As on Tofino, $ENTRY_TTL reads back the time left before the entry ages.
+    let left = if s.ttl_ms == 0 {
+        0
+    } else {
+        s.ttl_ms.saturating_sub(s.idle_ms)
+    };
+    d.fields.push(df_int(ID_ENTRY_TTL, u64::from(left), 32));
+    d
+}

@@ -1,0 +1,48 @@
+//! `Forwarding` (switch/p4/controls/forwarding.p4): ipv4_lpm → nexthop.
+
+use super::{DropReason, IngressMeta, Pipeline};
+use crate::packet;
+use crate::tables::small::{LpmAction, NexthopAction};
+
+/// Where `nexthop.forward` sends a packet, and the MACs it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Egress {
+    pub port: u16,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+}
+
+impl Pipeline {
+    /// `Forwarding.apply`: the route of the (possibly rewritten) destination.
+    /// `forward` decrements the TTL, so an expiring packet is dropped here;
+    /// so is one to a port the switch does not have.
+    pub(super) fn forwarding(
+        &self,
+        p: &packet::Parsed,
+        md: &IngressMeta,
+    ) -> Result<Egress, DropReason> {
+        let small = self.small.load();
+        let LpmAction::SetNexthop(id) = small.lpm_lookup(md.dst_addr) else {
+            return Err(DropReason::NoRoute); // drop
+        };
+        let NexthopAction::Forward {
+            port,
+            src_mac,
+            dst_mac,
+        } = small.nexthop_lookup(id)
+        else {
+            return Err(DropReason::NoRoute); // drop
+        };
+        if p.ttl <= 1 {
+            return Err(DropReason::TtlExpired);
+        }
+        if !self.has_port(u32::from(port)) {
+            return Err(DropReason::NoSuchPort);
+        }
+        Ok(Egress {
+            port,
+            src_mac,
+            dst_mac,
+        })
+    }
+}

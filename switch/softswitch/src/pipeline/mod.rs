@@ -1,0 +1,335 @@
+//! One packet through the p4relay pipeline, in the P4 program's order; each
+//! control of switch/p4/controls/ has its step here under the same name:
+//! `ingress_into` is ingress.p4's `Ingress.apply`, calling `relay_sessions`
+//! (relay_sessions.rs: relay_addr, relay, relay_guard, leg_rewrite),
+//! `learning` (learn_filter.rs) and `forwarding` (forwarding.rs: ipv4_lpm,
+//! nexthop), then the deparser's checksum. It works in place on the frame,
+//! no allocation. Egress (`egress_depart`, egress.p4): the RTP quality
+//! registers, updated when the packet leaves its egress queue, from what
+//! ingress bridged with it (`Bridged`), so tail drops show as loss and
+//! queueing delay variation as jitter. mirror.rs keeps the XDP fast path's
+//! maps (`FastPathMaps`) in step with the tables.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+
+mod forwarding;
+mod learn_filter;
+pub mod mirror;
+mod relay_sessions;
+
+pub use mirror::{FastPathMaps, Touched};
+
+use crate::contract::Contract;
+use crate::packet::{self, wr16, ParseError, Rtp};
+use crate::registers::{LearnFilter, QualityRegs};
+use crate::tables::guard::GuardTable;
+use crate::tables::legs::LegTable;
+use crate::tables::relay::{RelayKey, RelayTable};
+use crate::tables::small::SmallStore;
+
+/// `pipe.IngressDeparser.learn`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnDigest {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub ingress_port: u16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    Truncated,
+    NotIpv4,
+    BadIpv4,
+    BadIpChecksum,
+    /// ipv4_lpm or nexthop chose `drop` (incl. their default actions).
+    NoRoute,
+    TtlExpired,
+    /// nexthop names a port the switch does not have.
+    NoSuchPort,
+    /// relay_guard hit: a foreign source to an offloaded call's relay port.
+    Guarded,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 8] = [
+        DropReason::Truncated,
+        DropReason::NotIpv4,
+        DropReason::BadIpv4,
+        DropReason::BadIpChecksum,
+        DropReason::NoRoute,
+        DropReason::TtlExpired,
+        DropReason::NoSuchPort,
+        DropReason::Guarded,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::NotIpv4 => "not_ipv4",
+            DropReason::BadIpv4 => "bad_ipv4",
+            DropReason::BadIpChecksum => "bad_ip_checksum",
+            DropReason::NoRoute => "no_route",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::NoSuchPort => "no_such_port",
+            DropReason::Guarded => "relay_guard",
+        }
+    }
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl From<ParseError> for DropReason {
+    fn from(e: ParseError) -> Self {
+        match e {
+            ParseError::Truncated => DropReason::Truncated,
+            ParseError::NotIpv4 => DropReason::NotIpv4,
+            ParseError::BadIpv4 => DropReason::BadIpv4,
+            ParseError::BadIpChecksum => DropReason::BadIpChecksum,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Forward(u16),
+    Drop(DropReason),
+}
+
+/// Pipeline-wide event counters (exported as metrics).
+#[derive(Debug, Default)]
+pub struct PipelineStats {
+    pub relay_hits: AtomicU64,
+    pub relay_rewrites: AtomicU64,
+    /// relay hit but its leg has no leg_rewrite entry: forwarded unchanged.
+    pub leg_misses: AtomicU64,
+    pub learn_digests: AtomicU64,
+    pub learn_suppressed: AtomicU64,
+    /// Digest queue full (control plane not keeping up): the flow reports again after the filter ages.
+    pub learn_dropped: AtomicU64,
+    /// relay_guard hits (dropped; also counted per guard entry).
+    pub guard_drops: AtomicU64,
+    pub rtp_packets: AtomicU64,
+    pub fragments: AtomicU64,
+    /// UDP whose length field disagrees with IPv4: routed, not relayed.
+    pub udp_bad_length: AtomicU64,
+}
+
+pub struct Pipeline {
+    pub small: SmallStore,
+    pub relay: RelayTable,
+    pub guard: GuardTable,
+    pub legs: LegTable,
+    pub quality: QualityRegs,
+    pub learn_filter: LearnFilter,
+    pub stats: PipelineStats,
+    digests: SyncSender<LearnDigest>,
+    /// dev_port → egress exists (bitmap over contract max_ports).
+    ports: u64,
+    /// The XDP fast path, when attached: relay hits it forwards never reach
+    /// `ingress`; what they count is added on reads (mirror.rs).
+    pub fastpath: Option<Arc<dyn FastPathMaps>>,
+}
+
+/// Carried with a forwarded packet from ingress through its egress queue to
+/// `egress_depart` (Tofino: bridged metadata).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Bridged {
+    /// Relayed by a relay entry whose leg has a rewrite, RTP v2 header parsed.
+    pub relayed_rtp: bool,
+    pub leg: u32,
+    /// The relay entry's rtcp bit: RTCP never touches the quality registers.
+    pub rtcp: bool,
+    pub rtp: Rtp,
+}
+
+/// Per-packet metadata the I/O layer provides.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub ingress_port: u16,
+    /// Arrival, ns since the Unix epoch (kernel RX timestamp).
+    pub now_ns: u64,
+    /// Arrival, ms since the Unix epoch, mod 2^32 (idle timers, last_seen).
+    pub now_ms: u32,
+}
+
+impl Pipeline {
+    pub fn new(
+        c: &Contract,
+        relay_entries: usize,
+        legs: usize,
+        ports: &[u32],
+        digests: SyncSender<LearnDigest>,
+    ) -> Pipeline {
+        Pipeline {
+            small: SmallStore::default(),
+            relay: RelayTable::new(relay_entries),
+            guard: GuardTable::new(relay_entries),
+            legs: LegTable::new(legs),
+            quality: QualityRegs::new(legs, c.config.rtp_clock_hz, c.config.jitter_shift),
+            learn_filter: LearnFilter::new(
+                c.config.learn_filter_size as usize,
+                c.config.learn_filter_age_ms,
+            ),
+            stats: PipelineStats::default(),
+            digests,
+            ports: ports
+                .iter()
+                .filter(|&&p| p < 64)
+                .fold(0, |m, &p| m | 1 << p),
+            fastpath: None,
+        }
+    }
+
+    /// Shares the quality registers and the relay work with an XDP fast path.
+    pub fn with_fastpath(mut self, c: &Contract, fp: Arc<dyn FastPathMaps>) -> Pipeline {
+        self.quality =
+            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift);
+        self.fastpath = Some(fp);
+        self
+    }
+
+    pub fn has_port(&self, port: u32) -> bool {
+        port < 64 && self.ports & (1 << port) != 0
+    }
+
+    /// Clears every table and register (SetForwardingPipelineConfig).
+    pub fn clear(&self) {
+        let _ = self.small.update(|t| {
+            *t = Default::default();
+            Ok(())
+        });
+        self.relay.clear();
+        self.guard.clear();
+        self.legs.clear();
+        self.quality.clear();
+        self.learn_filter.clear();
+        self.mirror_cleared();
+    }
+
+    /// Ingress only (the bridged metadata is dropped): tests and fuzzing.
+    pub fn process(&self, frame: &mut [u8], m: &Meta) -> Verdict {
+        self.ingress(frame, m).0
+    }
+
+    /// Ingress: the verdict, and what the packet carries to `egress_depart`.
+    pub fn ingress(&self, frame: &mut [u8], m: &Meta) -> (Verdict, Bridged) {
+        let mut b = Bridged::default();
+        let v = self.ingress_into(frame, m, &mut b);
+        (v, b)
+    }
+
+    /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
+    /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch).
+    /// Relayed RTP updates its leg's quality (`RtpQuality`, rtp_quality.p4).
+    #[inline]
+    pub fn egress_depart(&self, b: &Bridged, now_ns: u64) {
+        if b.relayed_rtp && !b.rtcp {
+            self.stats.rtp_packets.fetch_add(1, Relaxed);
+            let now_ms = (now_ns / 1_000_000) as u32;
+            self.quality.update(b.leg as usize, &b.rtp, now_ns, now_ms);
+        }
+    }
+
+    /// `Ingress.apply` (switch/p4/controls/ingress.p4): the parser's checks,
+    /// `relay_sessions`, the bridged header, `learning` (learn_filter),
+    /// `relay_guard`'s drop, `forwarding`, then the deparser's checksum.
+    fn ingress_into(&self, frame: &mut [u8], m: &Meta, b: &mut Bridged) -> Verdict {
+        let p = match packet::parse(frame) {
+            Ok(p) => p,
+            Err(e) => return Verdict::Drop(e.into()),
+        };
+        if p.fragment {
+            self.stats.fragments.fetch_add(1, Relaxed);
+        }
+        let mut md = IngressMeta::new(&p);
+        self.relay_sessions(frame, &p, m, &mut md);
+        if md.relay_hit && !md.rtcp && md.rewritten {
+            *b = self.bridge(frame, &p, &md).unwrap_or_default();
+        }
+        if md.relay_dst && !md.relay_hit {
+            // Also for a guarded port: the agent sees the foreign source
+            // (NAT rebinding, attacks).
+            self.learning(&md.flow, m);
+        }
+        if md.guard_drop {
+            return Verdict::Drop(DropReason::Guarded);
+        }
+        let out = match self.forwarding(&p, &md) {
+            Ok(out) => out,
+            Err(reason) => return Verdict::Drop(reason),
+        };
+        deparse(frame, &p, &out);
+        Verdict::Forward(out.port)
+    }
+
+    /// `hdr.bridged`: what egress needs of a relayed RTP packet.
+    fn bridge(&self, frame: &[u8], p: &packet::Parsed, md: &IngressMeta) -> Option<Bridged> {
+        let u = p.udp.as_ref()?;
+        let rtp = packet::parse_rtp(frame, u, p)?;
+        Some(Bridged {
+            relayed_rtp: true,
+            leg: md.leg,
+            rtcp: md.rtcp,
+            rtp,
+        })
+    }
+}
+
+/// `ingress_metadata_t`: what the ingress controls tell each other.
+#[derive(Debug, Clone, Copy)]
+struct IngressMeta {
+    /// The UDP 4-tuple (relay's key, the learn digest's fields).
+    flow: RelayKey,
+    /// relay_addr: the destination is a relay (RTPProxy) address and port.
+    relay_dst: bool,
+    /// relay: hit with `relay_leg`.
+    relay_hit: bool,
+    leg: u32,
+    rtcp: bool,
+    /// leg_rewrite rewrote the packet.
+    rewritten: bool,
+    /// relay_guard: a foreign source to a guarded relay port.
+    guard_drop: bool,
+    /// The destination forwarding routes on (the rewritten one after a relay).
+    dst_addr: u32,
+}
+
+impl IngressMeta {
+    fn new(p: &packet::Parsed) -> IngressMeta {
+        let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
+        IngressMeta {
+            flow: RelayKey {
+                src: p.src,
+                dst: p.dst,
+                sport,
+                dport,
+            },
+            relay_dst: false,
+            relay_hit: false,
+            leg: 0,
+            rtcp: false,
+            rewritten: false,
+            guard_drop: false,
+            dst_addr: p.dst,
+        }
+    }
+}
+
+/// The IngressDeparser's work on a forwarded packet: MACs and TTL as
+/// `nexthop.forward` set them, the IPv4 header checksum recomputed. (The UDP
+/// checksum was updated incrementally by `leg_rewrite`.)
+fn deparse(frame: &mut [u8], p: &packet::Parsed, out: &forwarding::Egress) {
+    frame[0..6].copy_from_slice(&out.dst_mac);
+    frame[6..12].copy_from_slice(&out.src_mac);
+    let ip = &mut frame[p.l3..p.l3 + p.ihl];
+    ip[8] = p.ttl - 1;
+    let c = packet::ipv4_checksum(ip);
+    wr16(ip, 10, c);
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
