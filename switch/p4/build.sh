@@ -11,9 +11,9 @@
 #
 # standard  default profile, contract sizes (64K relay + guard entries, 32K legs)
 # lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN)
-# large     standard with P4RELAY_SCALE_LARGE (192K relay + guard entries, 96K legs)
+# large     standard with P4RELAY_SCALE_LARGE (96K relay + guard entries, 48K legs)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
-# Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txt, p4relay.conf,
+# Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
 # replaces build/. Exit status: the compiler's (127: no compiler).
 set -euo pipefail
@@ -60,5 +60,5 @@ set -x
   -I "$here" "${defines[@]}" \
   -o "$out" \
   --bf-rt-schema "$out/bf-rt.json" \
-  --p4runtime-files "$out/p4info.txt" \
+  --p4runtime-files "$out/p4info.txtpb" \
   "$@" "$here/p4relay.p4"

@@ -450,3 +450,56 @@ def test_writeback_session_base_matches_bootstrap() -> None:
     site = json.loads((ROOT / "switch" / "bfrt" / "site.example.json").read_text())
     wb = site.get("jitter_writeback") or {}
     assert int(m.group(1)) == wb.get("session_base", int(m.group(1)))
+
+
+def _resources() -> Any:
+    import importlib.util
+    import sys
+
+    if "p4relay_p4_resources" in sys.modules:
+        return sys.modules["p4relay_p4_resources"]
+    spec = importlib.util.spec_from_file_location("p4relay_p4_resources", P4_ROOT / "resources.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_resources_from_compiler_logs(profile: str) -> None:
+    """switch/p4/resources.py reads the compiler's logs of a profile: it fits 12
+    stages, and its calls per pipe follow from the compiled table sizes."""
+    bfrt = compiled(profile)
+    res = _resources().load(BUILD / f"p4relay-{profile}")
+    assert res.ok, res.error
+    assert 0 < res.ingress_stages <= 12 and 0 < res.egress_stages <= 12
+    assert 0 < res.sram <= 960 and 0 < res.tcam <= 288
+    sizes = {t["name"]: t["size"] for t in bfrt["tables"]}
+    want = min(
+        sizes["pipe.Ingress.relay"] // 4,
+        sizes["pipe.Ingress.relay_guard"] // 4,
+        sizes["pipe.Ingress.leg_rewrite"] // 2,
+    )
+    assert res.calls_per_pipe == want
+    stage_map = "\n".join(_resources().stage_lines(res))
+    for table in ("relay", "relay_guard", "leg_rewrite", "ipv4_lpm", "nexthop", "learn_filter"):
+        assert f"| {table} " in stage_map or f", {table} " in stage_map, table
+
+
+def test_resources_reports_a_failed_compile(tmp_path: Path) -> None:
+    """A profile the compiler rejects: its error in the summary, a failing JUnit case."""
+    res_mod = _resources()
+    bad = tmp_path / "p4relay-broken"
+    bad.mkdir()
+    (bad / "compile.log").write_text(
+        "warning: something\nerror: tofino supports up to 12 stages, using 13\n1 error generated.\n"
+    )
+    (bad / "compile.rc").write_text("1 12\n")
+    res = res_mod.load(bad)
+    assert not res.ok and "using 13" in res.error
+    assert "FAIL" in "\n".join(res_mod.summary_lines([res]))
+    out = tmp_path / "p4.xml"
+    res_mod.junit(out, "05-p4", [res])
+    xml = out.read_text()
+    assert 'tests="1" failures="1"' in xml and "using 13" in xml

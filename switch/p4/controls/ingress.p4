@@ -8,10 +8,12 @@
  * RTP quality is measured after the queue (Egress, RtpQuality); Ingress
  * bridges what Egress needs (relay hit, rtcp bit, leg) in hdr.bridged.
  *
- * Dependency chains (MAU stages, estimated; README "Resources"):
- *   relay_addr + relay -> leg_rewrite -> ipv4_lpm -> nexthop             (4)
- *   relay_addr + relay -> relay_guard (beside leg_rewrite) -> drop / forwarding
- *   clock slices -> 2 adds -> learn_filter -> digest type                (3)
+ * Dependency chain, as the compiler places it (standard profile; README
+ * "Resources" has the stage map of every profile):
+ *   relay (stages 0-2, its RAMs span three stages) -> relay_guard (4-5) and
+ *   leg_rewrite (5-6) -> ipv4_lpm (7-8, rewritten destination) -> nexthop (9);
+ *   clock slices -> 2 adds -> learn_filter (its output is the digest type);
+ *   the deparser's conditional checksum updates take the last stages.
  */
 control Ingress(
         inout ingress_headers_t hdr,

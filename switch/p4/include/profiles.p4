@@ -9,8 +9,8 @@
  *       only. No quality registers, no write-back copies: the most sessions
  *       per pipe. The quality registers of the contract are then absent from
  *       bfrt.json; the bridged header stays (4 bytes inside the switch).
- * Features that later issues add are switched off here until their code
- * lands; the stage budget they get is stated in README.md.
+ * P4RELAY_SCALE_LARGE (sizes.p4) sizes either profile up; switch/p4/build.sh
+ * names the combinations the p4 test stage compiles (standard, lean, large).
  */
 #ifndef _P4RELAY_PROFILES_P4_
 #define _P4RELAY_PROFILES_P4_
@@ -27,10 +27,10 @@
 #define WITH_RTP_QUALITY
 #endif
 
-/* Reserved for the coming features; each has its own issue. Defining one of
- * these before its control exists is a build error rather than a silent no-op. */
+/* Not in this program: defining one of these is a build error rather than a
+ * silent no-op. */
 #if defined(WITH_IRED) || defined(WITH_INT) || defined(WITH_REROUTE)
-#error "iRED / INT / reroute are not in this program yet (see switch/p4/README.md)"
+#error "iRED / INT / reroute are not in this program"
 #endif
 
 #endif /* _P4RELAY_PROFILES_P4_ */

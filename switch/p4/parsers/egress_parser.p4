@@ -40,7 +40,7 @@ parser EgressParser(
             0 : session_pipe_0;
             1 : session_pipe_1;
             2 : session_pipe_2;
-            3 : session_pipe_3;
+            default : session_pipe_3;   /* 3: the select covers every value */
         }
     }
 
