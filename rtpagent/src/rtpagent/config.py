@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -72,6 +72,19 @@ class Settings(BaseSettings):
     )
     latch_always: bool = Field(
         default=False, description="always wait for the first packet (RTPProxy-like latching)"
+    )
+    learn_policy: Literal["strict", "first"] = Field(
+        default="strict",
+        description="which media source a stream latches to: strict = only the signalled "
+        "address (any port), or for a signalled address inside nat_nets the only source seen "
+        "over learn_window_ms; first = the first packet's source (RTPProxy's own rule, open to "
+        "RTP Bleed)",
+    )
+    learn_window_ms: int = Field(
+        default=2000,
+        ge=50,
+        le=60000,
+        description="strict learning: how long a NAT'd party's source must be the only one",
     )
     relay_guard: bool = Field(
         default=True,

@@ -32,6 +32,11 @@ OFFLOADS = Counter("rtpagent_offloads_total", "Sessions offloaded to the switch"
 MODIFICATIONS = Counter("rtpagent_offload_modifications_total", "Offloaded sessions re-written")
 FALLBACKS = Counter("rtpagent_fallbacks_total", "Sessions left on RTPProxy", ["reason"])
 DIGESTS = Counter("rtpagent_learn_digests_total", "Learn digests received from the switch")
+LEARN_REFUSED = Counter(
+    "rtpagent_learn_refused_total",
+    "Media sources the learning policy did not latch (RTP Bleed attempts, misrouted media)",
+    ["reason"],
+)
 GUARD_FOREIGN = Counter(
     "rtpagent_guard_foreign_sources_total",
     "Learn digests from a foreign source on an offloaded call's guarded relay port",

@@ -32,6 +32,7 @@ from p4relay_switch import EntryBatch as Batch
 
 from . import metrics
 from .guards import GuardRegistry
+from .learning import Judgement, Learner, LearnPolicy, Verdict
 from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, source
 from .state import Endpoint, OffloadState, Session, SessionTable
 from .switchport import (
@@ -69,12 +70,15 @@ class Offloader:
         latch_always: bool = False,
         enabled: bool = True,
         guard: bool = True,
+        learn_policy: LearnPolicy | str = LearnPolicy.STRICT,
+        learn_window_ms: int = 2000,
     ) -> None:
         self.table = table
         self.switch = switch
         # Leg 0 stays unused: a zeroed register is "nothing".
         self.legs = LegAllocator(legs - 1, first=1)
         self.idle_ttl_ms = idle_ttl_ms
+        self.learner = Learner(LearnPolicy(learn_policy), learn_window_ms / 1000.0)
         self.planner = Planner(
             nat_nets=nat_nets, latch_always=latch_always, enabled=enabled, guard=guard
         )
@@ -487,6 +491,7 @@ class Offloader:
                     self.legs.release(leg)
                 s.legs = None
             self._unindex(s)
+            self.learner.forget(s.uid)
             s.state = OffloadState.ENDED
             self.emit("ended", s)
             if n % REMOVALS_PER_SLICE == 0 and n < len(sessions):
@@ -655,7 +660,7 @@ class Offloader:
         src = Endpoint(str(ev.src.addr), ev.src.port)
         p = self.plans.get(s.uid)
         if rtcp:
-            if st.learned_rtcp is None and (p is None or self._rtcp_from_party(s, i, src)):
+            if st.learned_rtcp is None and self._rtcp_acceptable(s, i, src, p is not None):
                 st.learned_rtcp = src
                 if p is not None or s.state is OffloadState.LEARNING:
                     self.touch(s)
@@ -680,11 +685,73 @@ class Offloader:
                 st.learned = Endpoint(key.src_addr, key.src_port)  # latched by traffic already
                 self._foreign(s, ev, src)
                 return
-        # Installed from the SDP address and nothing came from there yet: the
-        # first packet's source is the party (NAT), as RTPProxy would latch it.
-        st.learned = src
+        expected = st.sdp
+        trusted = expected is not None and self.planner.trusted(expected)
+        loop = asyncio.get_running_loop()
+        j = self.learner.judge(s.uid, i, src, expected, trusted, loop.time())
+        if j.verdict is Verdict.LATCH:
+            self._latch(s, i, src)
+        elif j.verdict is Verdict.REFUSE:
+            self._refuse_learn(s, i, j)
+        elif self.learner.candidate(s.uid, i) == src:
+            # The window's first source: decided when the window closes.
+            loop.call_later(self.learner.window_s, self._window_closed, s.uid, i)
+
+    def _latch(self, s: Session, i: int, src: Endpoint) -> None:
+        s.streams[i].learned = src
         log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
         self.touch(s)
+
+    def _window_closed(self, uid: str, i: int) -> None:
+        src = self.learner.candidate(uid, i)
+        j = self.learner.window_closed(uid, i)
+        s = self.table.by_uid.get(uid)
+        if j is None or s is None or s.streams[i].learned is not None:
+            return
+        if j.verdict is Verdict.LATCH and src is not None:
+            self._latch(s, i, src)
+        elif j.verdict is Verdict.REFUSE:
+            self._refuse_learn(s, i, j)
+
+    def _refuse_learn(self, s: Session, i: int, j: Judgement) -> None:
+        """Sources the learning policy did not accept: counted, logged and
+        reported once per source (up to FOREIGN_SOURCES_KEPT per call)."""
+        st = s.streams[i]
+        for src in j.refused:
+            metrics.LEARN_REFUSED.labels(j.reason).inc()
+            text = f"{src.addr}:{src.port}"
+            if not self.learner.note_refused(s.uid, text, FOREIGN_SOURCES_KEPT):
+                continue
+            log.warning(
+                "learn_refused",
+                call_id=s.call_id,
+                tag=s.tag,
+                side=i,
+                src=text,
+                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+                reason=j.reason,
+            )
+            self.emit(
+                "learn_refused",
+                s,
+                source=text,
+                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+                policy=str(self.learner.policy),
+                relay_port=st.port,
+                reason=j.reason,
+            )
+
+    def _rtcp_acceptable(self, s: Session, i: int, src: Endpoint, installed: bool) -> bool:
+        """May this source latch the stream's RTCP? RTCP comes from its RTP
+        source's address (a NAT may pick another port). Under the strict policy
+        an unlatched stream whose signalled address is not trusted waits for
+        its RTP source first."""
+        st = s.streams[i]
+        if self.learner.policy is LearnPolicy.FIRST:
+            return not installed or self._rtcp_from_party(s, i, src)
+        if st.learned is None and (st.sdp is None or not self.planner.trusted(st.sdp)):
+            return False
+        return self._rtcp_from_party(s, i, src)
 
     def _rtcp_from_party(self, s: Session, i: int, src: Endpoint) -> bool:
         """An offloaded stream's RTCP comes from its RTP source's address (a NAT

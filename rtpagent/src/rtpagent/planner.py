@@ -69,7 +69,9 @@ class Planner:
         self.enabled = enabled
         self.guard = guard
 
-    def _trusted(self, ep: Endpoint) -> bool:
+    def trusted(self, ep: Endpoint) -> bool:
+        """Is signalling's address for a party its real media source (not
+        inside the NAT nets, and not every address latched)?"""
         if self.latch_always:
             return False
         trusted = self._trust_cache.get(ep.addr)
@@ -103,7 +105,7 @@ class Planner:
         if not switch_connected:
             return OffloadState.FALLBACK, "switch_unreachable"
         for st in s.streams:
-            if st.learned is None and st.sdp is not None and not self._trusted(st.sdp):
+            if st.learned is None and st.sdp is not None and not self.trusted(st.sdp):
                 return OffloadState.LEARNING, None
         return OffloadState.OFFLOADED, None
 

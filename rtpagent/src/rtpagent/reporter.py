@@ -66,7 +66,7 @@ class Reporter:
             self.store.drop_session(s.uid)
         else:
             self.store.put_session(s.uid, s.to_json)
-        if kind in ("offload_installed", "offload_removed", "fallback"):
+        if kind in ("offload_installed", "offload_removed", "fallback", "learn_refused"):
             if kind == "offload_removed" and s.foreign_sources:
                 # The server has no event kind of its own for stray media:
                 # what the relay guard kept out travels with the removal.
@@ -79,7 +79,7 @@ class Reporter:
                 "event_id": str(uuid.uuid4()),
                 "type": kind,
                 "ts": _ts(),
-                "severity": "warning" if kind == "fallback" else "info",
+                "severity": "warning" if kind in ("fallback", "learn_refused") else "info",
                 "session_key": session_key(s),
                 "switch": self.switch_name,
                 "payload": {k: v for k, v in payload.items()},
@@ -109,7 +109,8 @@ class Reporter:
         return doc
 
     def session_doc(self, s: Session) -> dict[str, Any]:
-        self.seq[s.uid] = self.seq.get(s.uid, 0) + 1
+        s.report_seq += 1  # journalled with the session: continues after a restart
+        self.seq[s.uid] = s.report_seq
         complete = all(st.port and st.sdp for st in s.streams)
         if complete and s.uid not in self.answered:
             self.answered[s.uid] = time.time()
@@ -167,9 +168,9 @@ class Sampler:
         self.offloader = offloader
         self.store = store
         self.interval = interval
-        self._last: dict[
-            tuple[str, int], tuple[int, int, int, int]
-        ] = {}  # pkts, bytes, lost, reordered
+        # (uid, leg) -> pkts, bytes, lost, reordered as last sampled; persisted
+        # with the samples, so the first sample after a restart is an interval.
+        self._last: dict[tuple[str, int], tuple[int, ...]] = store.sampled()
         self.total_packets = 0
         self.reporter: Reporter | None = None
 
@@ -206,6 +207,8 @@ class Sampler:
                 prev = self._last.get(key, (0, 0, 0, 0))
                 cur = (c.packets, c.bytes, q.lost, q.reordered)
                 self._last[key] = cur
+                if cur != prev:
+                    self.store.put_sampled(key, cur)
                 d = [max(0, a - b) for a, b in zip(cur, prev, strict=True)]
                 if d[0] > 0:
                     off.mark_active(s, i)
@@ -234,6 +237,7 @@ class Sampler:
         for key in list(self._last):
             if key not in seen:
                 del self._last[key]
+                self.store.drop_sampled(key)
         self.total_packets = total
         return n
 

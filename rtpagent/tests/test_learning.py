@@ -1,0 +1,202 @@
+"""Which source a stream latches to (RTP Bleed): early media, a slow caller, a
+NAT'd caller, and an attacker racing each, through the offloader's public
+interface (the switch's learn digests in, entries and events out)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from fakeswitch import FakeSwitch
+from harness import wait_for
+from p4relay_switch import Endpoint as SwEndpoint
+from p4relay_switch import FlowKey, LearnEvent
+from prometheus_client import REGISTRY
+from rtpagent.learning import Learner, LearnPolicy, Verdict
+from rtpagent.offload import Offloader
+from rtpagent.state import Endpoint, OffloadState, Session, SessionTable, Stream
+
+RELAY = "127.0.0.1"
+CALLER_PORT, CALLEE_PORT = 36002, 36000  # relay ports the caller / callee send to
+ATTACKER = ("198.18.4.10", 4000)
+WINDOW_MS = 300
+
+
+@dataclass
+class Rig:
+    fake: FakeSwitch
+    table: SessionTable
+    off: Offloader
+    events: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+
+    def call(self, caller: tuple[str, int], callee: tuple[str, int]) -> Session:
+        """A call whose callee (stream 0) and caller (stream 1) are both signalled."""
+        s = Session("bleed", "f;1", to_tag="t;1")
+        s.streams = [
+            Stream(port=CALLEE_PORT, laddr=RELAY, sdp=Endpoint(*callee)),
+            Stream(port=CALLER_PORT, laddr=RELAY, sdp=Endpoint(*caller)),
+        ]
+        self.table.add(s)
+        self.off.touch(s)
+        return s
+
+    def packet(self, src: tuple[str, int], relay_port: int) -> None:
+        """The switch's learn digest for a packet from `src` to a relay port
+        that no relay entry matched."""
+        self.fake.queue.put_nowait(
+            LearnEvent(SwEndpoint.of(*src), SwEndpoint.of(RELAY, relay_port), 1)
+        )
+
+    def refused(self) -> list[dict[str, object]]:
+        return [p for k, p in self.events if k == "learn_refused"]
+
+    def caller_relay(self) -> FlowKey | None:
+        return next(
+            (k for k, r in self.fake.relays.items() if k.dst_port == CALLER_PORT and not r.rtcp),
+            None,
+        )
+
+
+async def rig_with(**kw: object) -> Rig:
+    fake = FakeSwitch()
+    table = SessionTable()
+    off = Offloader(table, fake, learn_window_ms=WINDOW_MS, **kw)  # type: ignore[arg-type]
+    r = Rig(fake, table, off)
+    off.listeners.append(lambda kind, _s, payload: r.events.append((kind, payload)))
+    off.start()
+    return r
+
+
+@pytest.fixture
+async def rig() -> AsyncIterator[Rig]:
+    r = await rig_with()
+    yield r
+    await r.off.stop()
+
+
+def refused_total() -> float:
+    return sum(
+        REGISTRY.get_sample_value("rtpagent_learn_refused_total", {"reason": why}) or 0.0
+        for why in ("not_signalled_address", "several_sources")
+    )
+
+
+async def settle() -> None:
+    await asyncio.sleep(0.05)
+
+
+async def test_early_media_attacker_before_caller_is_refused(rig: Rig) -> None:
+    """The callee's media starts first; a stranger sends to the caller's relay
+    port before the caller: the stream is not handed to him, the guard keeps
+    dropping his packets, and the refusal is reported."""
+    before = refused_total()
+    s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    assert s.state is OffloadState.OFFLOADED  # signalled addresses are trusted
+    rig.packet(ATTACKER, CALLER_PORT)
+    await wait_for(lambda: rig.refused())
+    await settle()
+    assert s.streams[1].learned is None
+    assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT)
+    assert len(rig.fake.guards) == 4  # the guard keeps the stranger out
+    ev = rig.refused()[0]
+    assert ev["source"] == "198.18.4.10:4000" and ev["expected"] == "198.18.1.10:6000"
+    assert ev["policy"] == "strict" and ev["relay_port"] == CALLER_PORT
+    assert refused_total() - before == 1
+    # The caller's own first packet, from another port of its address (a NAT): latched.
+    rig.packet(("198.18.1.10", 61000), CALLER_PORT)
+    await wait_for(lambda: rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 61000, CALLER_PORT))
+    assert s.streams[1].learned == Endpoint("198.18.1.10", 61000)
+
+
+async def test_slow_caller_attacker_never_latched(rig: Rig) -> None:
+    """A caller silent for longer than the learning window: a stranger sending
+    all along is still refused (a signalled public address is never replaced
+    by another address)."""
+    s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    for _ in range(3):
+        rig.packet(ATTACKER, CALLER_PORT)  # the learn filter reports a flow again
+        await asyncio.sleep(WINDOW_MS / 1000 * 1.5)
+    assert s.streams[1].learned is None
+    assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT)
+    assert [e["source"] for e in rig.refused()] == ["198.18.4.10:4000"]  # reported once
+
+
+async def test_natted_caller_latches_after_the_window(rig: Rig) -> None:
+    """A signalled address inside the NAT nets: the party's real source is the
+    only one seen over the window, then it is latched and offloaded."""
+    s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    assert s.state is OffloadState.LEARNING and not rig.fake.relays
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)
+    await settle()
+    assert s.streams[1].learned is None  # not before the window closes
+    await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
+    assert rig.caller_relay() == FlowKey("198.18.3.10", RELAY, 40000, CALLER_PORT)
+    assert s.state is OffloadState.OFFLOADED and not rig.refused()
+
+
+async def test_attacker_racing_natted_caller_refused_both(rig: Rig) -> None:
+    """A stranger and the NAT'd caller in the same window: neither is latched
+    (the call stays on RTPProxy); a later window with only the caller latches."""
+    s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    rig.packet(ATTACKER, CALLER_PORT)
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)
+    await wait_for(lambda: len(rig.refused()) == 2, within=WINDOW_MS / 1000 + 2)
+    assert s.streams[1].learned is None and not rig.fake.relays
+    assert {e["reason"] for e in rig.refused()} == {"several_sources"}
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)  # the stranger gave up
+    await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
+    assert s.streams[1].learned == Endpoint("198.18.3.10", 40000)
+
+
+async def test_strangers_rtcp_does_not_latch_a_learning_stream(rig: Rig) -> None:
+    s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    rig.packet((ATTACKER[0], ATTACKER[1] + 1), CALLER_PORT + 1)
+    await settle()
+    assert s.streams[1].learned_rtcp is None
+
+
+async def test_first_policy_latches_the_first_source() -> None:
+    """`--learn-policy first`: RTPProxy's own rule (the stranger wins the race)."""
+    rig = await rig_with(learn_policy="first")
+    try:
+        s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
+        await rig.off.drained()
+        rig.packet(ATTACKER, CALLER_PORT)
+        await wait_for(lambda: s.streams[1].learned is not None)
+        assert s.streams[1].learned == Endpoint(*ATTACKER)
+    finally:
+        await rig.off.stop()
+
+
+def test_learner_windows() -> None:
+    caller, other = Endpoint("198.18.3.10", 40000), Endpoint("198.18.4.10", 4000)
+    nat = Endpoint("10.0.0.5", 6000)
+    ln = Learner(LearnPolicy.STRICT, window_s=1.0)
+    # Same address as signalled (any port): at once.
+    assert ln.judge("u", 1, Endpoint("10.0.0.5", 1), nat, False, 0.0).verdict is Verdict.LATCH
+    # Untrusted: a window; one source -> latch; a window that expired starts over.
+    assert ln.judge("u", 1, caller, nat, False, 0.0).verdict is Verdict.WAIT
+    assert ln.candidate("u", 1) == caller
+    j = ln.window_closed("u", 1)
+    assert j is not None and j.verdict is Verdict.LATCH
+    assert ln.window_closed("u", 1) is None
+    ln.judge("u", 1, caller, nat, False, 0.0)
+    ln.judge("u", 1, other, nat, False, 2.0)  # after the window: a new one
+    assert ln.candidate("u", 1) == other
+    ln.judge("u", 1, caller, nat, False, 2.5)
+    j = ln.window_closed("u", 1)
+    assert j is not None and j.verdict is Verdict.REFUSE and list(j.refused) == [other, caller]
+    # Trusted and different: refused at once.
+    pub = Endpoint("198.18.1.10", 6000)
+    assert ln.judge("u", 1, other, pub, True, 0.0).verdict is Verdict.REFUSE
+    assert ln.note_refused("u", "a", 2) and not ln.note_refused("u", "a", 2)
+    assert ln.note_refused("u", "b", 2) and not ln.note_refused("u", "c", 2)
+    ln.forget("u")
+    assert ln.refused("u") == []
