@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import structlog
 
+from .protocol import WIRE
 from .sockets import SocketSpec, parse_spec
 
 log = structlog.get_logger("rtpagent.notify")
@@ -74,7 +75,7 @@ class Notifier:
             for attempt in (1, 2):  # reconnect once, as RTPProxy retries
                 try:
                     w = await self._writer(target)
-                    w.write(f"{tag}\n".encode())
+                    w.write(f"{tag}\n".encode(WIRE))
                     await asyncio.wait_for(w.drain(), self.timeout)
                     return True
                 except (OSError, ValueError, TimeoutError) as exc:
