@@ -4,6 +4,7 @@ calls are up; the switch restarts under the agent."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -224,3 +225,139 @@ async def test_agent_killed_and_restarted(
                 p.wait(10)
         cl.close()
         rtpp.stop()
+
+
+def _snapshot(state: Path, to: Path) -> None:
+    """What a `kill -9` leaves: the state file as committed at this instant."""
+    import sqlite3
+
+    src, dst = sqlite3.connect(state), sqlite3.connect(to)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
+def _sessions_in_order(app: App) -> dict[str, list[dict[str, object]]]:
+    app.store.flush()
+    out: dict[str, list[dict[str, object]]] = {}
+    for _, kind, d in app.store.spool_head(100000):
+        if kind == "session":
+            out.setdefault(str(d["session_key"]), []).append(d)
+    return out
+
+
+async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
+    """After a crash, each session's reports go on with a higher `seq` (the
+    server ignores one that is not), a session gone meanwhile is reported
+    ended without any command, and the first sample is an interval."""
+    from p4relay_switch import Counters, FlowKey, LegQuality
+
+    port = free_udp_pair()
+    notify = free_port()
+    rtpp = RtpproxyProcess(
+        port + 1, "127.0.0.1", "37000-37999", ["-T", "60", "-n", f"tcp:127.0.0.1:{notify}"]
+    )
+    rtpp.start()
+    fake = FakeSwitch()  # the switch keeps its entries and counts across the crash
+    quality: dict[int, LegQuality] = {}
+
+    async def rq(legs: list[int]) -> dict[int, LegQuality]:
+        return {lg: quality.get(lg, LegQuality.zero(lg)) for lg in legs}
+
+    fake.read_quality = rq  # type: ignore[method-assign]
+    kw = dict(
+        port=port,
+        rtpproxy=f"udp:127.0.0.1:{port + 1}",
+        notify_listen=f"tcp:127.0.0.1:{notify}",
+        relay_ports="37000-37999",
+        switch="fake:1",
+    )
+    cl = Client(port)
+    try:
+        app1 = App(settings(tmp_path, **kw), switch=fake)
+        await app1.start()
+        assert await cl.cmd("U keep 198.18.1.10 6000 f;1")
+        r = await cl.cmd("L keep 198.18.2.10 7000 f;1 t;1")
+        assert r is not None
+        assert await cl.cmd("U gone 198.18.1.10 6100 f;1")
+        assert await cl.cmd("L gone 198.18.2.10 7100 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 8)
+        key = FlowKey("198.18.1.10", "127.0.0.1", 6000, int(r.split()[0]))
+        leg = fake.relays[key].leg
+        fake.counters[key] = Counters(100, 17200)
+        quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
+
+        def sampled(app: App) -> list[int]:
+            app.store.flush()
+            return [
+                int(d["packets"])
+                for _, k, d in app.store.spool_head(100000)
+                if k == "sample" and d["session_key"] == "keep;f;1" and d["packets"]
+            ]
+
+        await wait_for(lambda: sampled(app1) == [100], within=5.0, interval=0.1)
+        await asyncio.sleep(0.2)  # the background flush commits every ~50 ms
+        crashed = tmp_path / "crashed.sqlite"
+        _snapshot(tmp_path / "state.sqlite", crashed)
+        before = _sessions_in_order(app1)
+        await app1.stop()
+        # Meanwhile: the call `gone` ends at RTPProxy, `keep` carries 50 more.
+        direct = Client(port + 1)
+        assert await direct.cmd("D gone f t") == "0\n"
+        direct.close()
+        fake.counters[key] = Counters(150, 25800)
+        quality[leg] = LegQuality(leg, 150, 0, 0, 0, 0, 0, 0, 0)
+
+        app2 = App(settings(tmp_path, state_file=str(crashed), **kw), switch=fake)
+        await app2.start()
+        try:
+            assert await cl.cmd("V") == "20040107\n"
+            await wait_for(lambda: len(fake.relays) == 4)  # only `keep`'s entries
+            await wait_for(lambda: sampled(app2) == [100, 50], within=5.0, interval=0.1)
+            assert await cl.cmd("D keep f t") == "0\n"
+            await wait_for(lambda: not fake.relays)
+
+            def ended() -> bool:
+                reports = _sessions_in_order(app2)
+                return all(reports[k][-1]["state"] == "ended" for k in ("keep;f;1", "gone;f;1"))
+
+            await wait_for(ended, within=5.0, interval=0.1)
+            after = _sessions_in_order(app2)
+            for k in ("keep;f;1", "gone;f;1"):
+                seqs = [int(str(d["seq"])) for d in after[k]]
+                assert seqs == sorted(set(seqs)), (k, seqs)  # each report newer than the last
+                assert max(int(str(d["seq"])) for d in before[k]) < seqs[-1]
+            assert after["keep;f;1"][-1]["packets"] == 150
+        finally:
+            await app2.stop()
+    finally:
+        cl.close()
+        rtpp.stop()
+
+
+async def test_control_socket_opens_before_rtpproxy_answers(tmp_path: Path) -> None:
+    """A restart with journalled sessions does not wait for RTPProxy: the
+    control socket answers while every session is still being checked."""
+    from rtpagent.state import Session
+    from rtpagent.store import Store
+
+    store = Store(tmp_path / "state.sqlite")
+    for n in range(50):
+        s = Session(f"j{n}", "f;1", to_tag="t;1")
+        store.put_session(s.uid, s.to_json)
+    store.close()
+    silent = free_port(socket.SOCK_DGRAM)  # nobody answers there
+    cfg = settings(tmp_path, rtpproxy=f"udp:127.0.0.1:{silent}", notify_listen="")
+    app = App(cfg, switch=FakeSwitch())
+    await asyncio.wait_for(app.start(), 3.0)
+    cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+    try:
+        assert len(app.table) == 50
+        assert await cl.raw(b"") == b"E5\n"  # answered by the agent itself
+        assert await cl.raw(b"ck V", wait=0.2) is None  # forwarded: RTPProxy is silent
+        assert not app.reconciled.is_set()
+    finally:
+        cl.close()
+        await app.stop()

@@ -1,9 +1,14 @@
 """Wire the parts together; start-up recovery; shutdown.
 
-Start-up order matters for restart safety: journal loaded -> every journalled
-session checked against RTPProxy (`Q`; gone there = gone here) -> switch
-reconciled against the journal (stale entries swept, missing ones
-re-installed) -> only then the control socket opens.
+Start-up, for restart safety without a blind spell: the journal is loaded as
+it was (no round trip), the control socket opens at once, so SIP servers'
+commands pass through (and are tracked) from the first moment; the switch is
+reconciled against the journal when it connects (stale entries swept,
+missing ones re-installed), and every journalled session is checked against
+RTPProxy in the background (`Q`, a few at a time, behind the SIP servers'
+commands): one RTPProxy no longer has is ended as a `D` would end it (final
+counters read, entries removed, the session reported ended) as soon as its
+answer comes.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from typing import Any
 
 import structlog
+from prometheus_client import Counter
 
-from . import __version__
+from . import __version__, metrics
 from .agent import Agent
 from .config import Settings
 from .frontend import Frontend
@@ -31,6 +38,13 @@ from .switchport import Switch
 from .upstream import Upstream, UpstreamTimeout
 
 log = structlog.get_logger("rtpagent")
+
+# Journalled sessions checked against RTPProxy at once after a restart.
+RECONCILE_WORKERS = 4
+RECONCILED_GONE = Counter(
+    "rtpagent_reconciled_gone_total",
+    "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
+)
 
 
 def setup_logging(level: str, json: bool) -> None:
@@ -100,6 +114,9 @@ class App:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._old_cwd = os.getcwd()
+        # Set when every journalled session has been checked against RTPProxy.
+        self.reconciled = asyncio.Event()
+        self.reconcile_seconds = 0.0
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -123,20 +140,21 @@ class App:
                 parse_spec(cfg.notify_listen), self.agent.on_rtpproxy_timeout
             )
             await self.notify_listener.start()
-        await self._recover()
-        if cfg.switch:
-            await self.switch.start()
+        journalled = self._load_journal()
         self.offloader.start()
         self.agent.start()
-        self._tasks += [
-            asyncio.create_task(self.sampler.run(), name="sampler"),
-            asyncio.create_task(self.sender.run(), name="sender"),
-            asyncio.create_task(self._stats_cache(), name="stats-cache"),
-        ]
         self.frontend = Frontend(
             [parse_spec(s) for s in cfg.listen], self.agent.handle, self.agent.handle_cb
         )
         await self.frontend.start()
+        if cfg.switch:
+            await self.switch.start()
+        self._tasks += [
+            asyncio.create_task(self.sampler.run(), name="sampler"),
+            asyncio.create_task(self.sender.run(), name="sender"),
+            asyncio.create_task(self._stats_cache(), name="stats-cache"),
+            asyncio.create_task(self._reconcile_rtpproxy(journalled), name="reconcile-rtpproxy"),
+        ]
         self.store.enqueue(
             "event",
             {
@@ -170,38 +188,83 @@ class App:
         self.embedded = start(control, self.cfg.relay_addr[0], lo, hi, extra)
         return control
 
-    async def _recover(self) -> None:
-        """Rebuild sessions from the journal, keeping only what RTPProxy still has."""
-        assert self.upstream is not None and self.agent is not None
-        docs = self.store.sessions()
-        if not docs:
-            return
-        kept = dropped = 0
-        for d in docs:
+    def _load_journal(self) -> list[Session]:
+        """The journalled sessions, back in the table as they were (no round
+        trip: the control socket opens right after)."""
+        loaded: list[Session] = []
+        for d in self.store.sessions():
             try:
                 s = Session.from_json(d)
             except (TypeError, ValueError, KeyError) as exc:
                 log.warning("journal_entry_unreadable", error=str(exc))
                 continue
-            alive = await self._alive_in_rtpproxy(s)
-            if alive is False:
-                dropped += 1
-                self.store.drop_session(s.uid)
-                continue
             self.table.add(s)
-            if s.notify_token:
+            if s.notify_token and self.agent is not None:
                 self.agent.notify_tokens[s.notify_token] = s.uid
             self.offloader.restore(s)
-            kept += 1
-        self.store.flush()
-        log.info("recovered", kept=kept, dropped=dropped)
+            loaded.append(s)
+        metrics.SESSIONS.set(len(self.table))
+        if loaded:
+            log.info("journal_loaded", sessions=len(loaded))
+        else:
+            self.reconciled.set()
+        return loaded
+
+    async def _reconcile_rtpproxy(self, sessions: list[Session]) -> None:
+        """Ask RTPProxy about every journalled session, RECONCILE_WORKERS at a
+        time (SIP servers' commands wait behind at most that many); end each
+        one it no longer has. A session a command touched meanwhile is left
+        alone: the command's answer already told."""
+        if not sessions:
+            return
+        t0 = time.monotonic()
+        todo = iter(sessions)
+        gone = kept = unknown = 0
+
+        async def worker() -> None:
+            nonlocal gone, kept, unknown
+            for s in todo:
+                if s.uid not in self.table.by_uid:
+                    continue
+                seen = s.last_refresh
+                alive = await self._alive_in_rtpproxy(s)
+                if alive is None:
+                    unknown += 1
+                elif alive or s.last_refresh != seen or s.uid not in self.table.by_uid:
+                    kept += 1
+                else:
+                    gone += 1
+                    self._end_gone(s)
+
+        await asyncio.gather(*(worker() for _ in range(RECONCILE_WORKERS)))
+        self.reconcile_seconds = time.monotonic() - t0
+        self.reconciled.set()
+        log.info(
+            "reconciled_with_rtpproxy",
+            kept=kept,
+            gone=gone,
+            unknown=unknown,
+            seconds=round(self.reconcile_seconds, 3),
+        )
+
+    def _end_gone(self, s: Session) -> None:
+        """RTPProxy no longer has it (ended while the agent was away): as a `D`
+        ends it: final counters, entries removed, reported ended."""
+        assert self.agent is not None
+        self.table.remove(s)
+        for t, uid in list(self.agent.notify_tokens.items()):
+            if uid == s.uid:
+                del self.agent.notify_tokens[t]
+        self.offloader.end(s)
+        metrics.SESSIONS.set(len(self.table))
+        RECONCILED_GONE.inc()
 
     async def _alive_in_rtpproxy(self, s: Session) -> bool | None:
+        """True/False: RTPProxy has it or not; None: it did not answer."""
         assert self.upstream is not None
-        if s.to_tag is None:
-            return None
+        to = f" {s.to_tag}" if s.to_tag else ""
         try:
-            raw = await self.upstream.call(f"Q {s.call_id} {s.tag} {s.to_tag}")
+            raw = await self.upstream.call(f"Q {s.call_id} {s.tag}{to}")
         except UpstreamTimeout:
             return None  # cannot tell: keep it, the refresh will find out
         r = parse_reply(raw)

@@ -100,6 +100,9 @@ class Session:
     # Sources the relay guard dropped (from learn digests; a few, for the
     # report): their packets never reached RTPProxy or the other party.
     foreign_sources: list[str] = field(default_factory=list)
+    # The last `seq` of this session's reports (journalled: a restarted agent
+    # goes on from it; the server ignores a report whose seq is not higher).
+    report_seq: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -171,6 +174,7 @@ class Session:
             "offloaded_at": self.offloaded_at,
             "refresh_cmd": self.refresh_cmd,
             "notify_token": self.notify_token,
+            "report_seq": self.report_seq,
         }
 
     @classmethod

@@ -32,12 +32,20 @@ CREATE TABLE IF NOT EXISTS spool (
     doc TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sampled (uid TEXT NOT NULL, leg INTEGER NOT NULL, v TEXT NOT NULL,
+    PRIMARY KEY (uid, leg));
 """
 
 Doc = dict[str, Any]
 # What `take` hands to `write`: journal upserts (uid, JSON), journal deletes,
-# spool rows (kind, JSON).
-Taken = tuple[list[tuple[str, str]], list[tuple[str]], list[tuple[str, str]]]
+# spool rows (kind, JSON), sampler baselines (uid, leg, JSON or None: delete).
+SampledKey = tuple[str, int]
+Taken = tuple[
+    list[tuple[str, str]],
+    list[tuple[str]],
+    list[tuple[str, str]],
+    list[tuple[str, int, str | None]],
+]
 DOCS_PER_SLICE = 4  # reports encoded per event-loop turn (10-40 us each)
 
 
@@ -65,6 +73,11 @@ class Store:
         self._staged_up: list[tuple[str, str]] = []
         self._staged_dl: list[tuple[str]] = []
         self._staged_spool: list[tuple[str, str]] = []
+        # The sampler's last counters per (session, leg): committed with the
+        # samples they are the baseline of, so a restarted agent's first
+        # sample is an interval, not everything counted so far.
+        self._sampled: dict[SampledKey, tuple[int, ...] | None] = {}
+        self._staged_sampled: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
         # and the sender asks after every flush.
@@ -81,6 +94,12 @@ class Store:
     def drop_session(self, uid: str) -> None:
         self._sessions[uid] = None
 
+    def put_sampled(self, key: SampledKey, counters: tuple[int, ...]) -> None:
+        self._sampled[key] = counters
+
+    def drop_sampled(self, key: SampledKey) -> None:
+        self._sampled[key] = None
+
     def enqueue_session(self, uid: str, doc: Callable[[], dict[str, Any]]) -> None:
         """A session's current state, serialised once at the next flush."""
         self._session_docs[uid] = doc
@@ -92,6 +111,7 @@ class Store:
     @property
     def pending_writes(self) -> int:
         staged = len(self._staged_up) + len(self._staged_dl) + len(self._staged_spool)
+        staged += len(self._staged_sampled) + len(self._sampled)
         return len(self._sessions) + len(self._spool) + len(self._session_docs) + staged
 
     def _stage(self, limit: int | None) -> None:
@@ -110,18 +130,31 @@ class Store:
             uid = next(iter(docs))
             self._staged_spool.append(("session", _json(docs.pop(uid)())))
             n += 1
+            if uid in journal:
+                # The session's journal row goes with its report: a restarted
+                # agent continues from the `seq` the server has last seen.
+                n += self._stage_journal(uid)
         while journal and (limit is None or n < limit):
-            uid = next(iter(journal))
-            d = journal.pop(uid)
-            if d is None:
-                self._staged_dl.append((uid,))
-            else:
-                self._staged_up.append((uid, _json(d())))
-                n += 1
+            n += self._stage_journal(next(iter(journal)))
+        if self._sampled:
+            self._staged_sampled.extend(
+                (uid, leg, None if v is None else json.dumps(list(v)))
+                for (uid, leg), v in self._sampled.items()
+            )
+            self._sampled.clear()
+
+    def _stage_journal(self, uid: str) -> int:
+        d = self._sessions.pop(uid)
+        if d is None:
+            self._staged_dl.append((uid,))
+            return 0
+        self._staged_up.append((uid, _json(d())))
+        return 1
 
     def _hand_over(self) -> Taken:
-        out = (self._staged_up, self._staged_dl, self._staged_spool)
+        out = (self._staged_up, self._staged_dl, self._staged_spool, self._staged_sampled)
         self._staged_up, self._staged_dl, self._staged_spool = [], [], []
+        self._staged_sampled = []
         return out
 
     def take(self) -> Taken:
@@ -142,8 +175,8 @@ class Store:
     def write(self, batch: Taken) -> None:
         """Commit one taken batch in one transaction (any thread; SQLite I/O
         releases the GIL, so the event loop keeps serving commands)."""
-        up, dl, spool = batch
-        if not (up or dl or spool):
+        up, dl, spool, sampled = batch
+        if not (up or dl or spool or sampled):
             return
         with self._lock, self.db:
             self.db.execute("BEGIN")
@@ -151,8 +184,17 @@ class Store:
                 self.db.executemany("INSERT OR REPLACE INTO sessions(uid, doc) VALUES (?, ?)", up)
             if dl:
                 self.db.executemany("DELETE FROM sessions WHERE uid = ?", dl)
+                self.db.executemany("DELETE FROM sampled WHERE uid = ?", dl)
             if spool:
                 self.db.executemany("INSERT INTO spool(kind, doc) VALUES (?, ?)", spool)
+            keep = [r for r in sampled if r[2] is not None]
+            gone = [(uid, leg) for uid, leg, v in sampled if v is None]
+            if keep:
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO sampled(uid, leg, v) VALUES (?, ?, ?)", keep
+                )
+            if gone:
+                self.db.executemany("DELETE FROM sampled WHERE uid = ? AND leg = ?", gone)
         self._depth += len(spool)
 
     def flush(self) -> None:
@@ -163,6 +205,12 @@ class Store:
         with self._lock:
             rows = self.db.execute("SELECT doc FROM sessions").fetchall()
         return [json.loads(d) for (d,) in rows]
+
+    def sampled(self) -> dict[SampledKey, tuple[int, ...]]:
+        """The sampler's last counters per (session uid, leg), as committed."""
+        with self._lock:
+            rows = self.db.execute("SELECT uid, leg, v FROM sampled").fetchall()
+        return {(uid, int(leg)): tuple(json.loads(v)) for uid, leg, v in rows}
 
     def spool_head(self, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
         with self._lock:
