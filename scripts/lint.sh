@@ -49,6 +49,6 @@ group() {
 }
 
 groups=("$@")
-((${#groups[@]})) || groups=(python mypy shell rust web rules)
+((${#groups[@]})) || groups=(python mypy imports shell rust web rules)
 for g in "${groups[@]}"; do group "$g" || rc=1; done
 exit $rc
