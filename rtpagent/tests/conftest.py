@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from harness import Softswitch, softswitch
 from p4relay_switch import Subscription, SwitchClient
+from p4relay_testsupport import Softswitch, softswitch
 
 
 @pytest.fixture

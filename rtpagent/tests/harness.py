@@ -1,115 +1,44 @@
-"""Real components for the agent's tests: softswitch binary, RTPProxy (rtp.io), the agent."""
+"""Real components for the agent's tests: RTPProxy (rtp.io) in its own process,
+the SIP server's side of the control protocol, the agent; the softswitch
+launcher and the waiting/port helpers come from p4relay_testsupport."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from p4relay_testsupport import (
+    Softswitch,
+    free_port,
+    free_udp_pair,
+    record_pid,
+    softswitch,
+    wait_for,
+)
 from rtpagent.app import App
 from rtpagent.config import Settings
 
-ROOT = Path(__file__).resolve().parents[2]
-SOFTSWITCH = Path(
-    os.environ.get(
-        "P4RELAY_SOFTSWITCH_BIN", ROOT / "switch" / "target" / "release" / "p4relay-softswitch"
-    )
-)
-
-
-def record_pid(pid: int) -> None:
-    """Remember a child for scripts/cleanup.d/rtpagent.sh, should a test die
-    mid-way. With this test process's pid: the hook (run by every engineer's
-    test run) only stops children of test runs that are gone."""
-    path = os.environ.get("P4RELAY_RTPAGENT_PIDS")
-    if path:
-        with open(path, "a") as f:
-            f.write(f"{pid} {os.getpid()}\n")
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def free_udp_pair() -> int:
-    """A UDP port p with p+1 also free (agent listen + embedded control)."""
-    for _ in range(100):
-        p = free_port(socket.SOCK_DGRAM)
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            try:
-                s.bind(("127.0.0.1", p + 1))
-            except OSError:
-                continue
-        return p
-    raise RuntimeError("no free UDP port pair")
-
-
-class Softswitch:
-    def __init__(self, args: list[str] | None = None, grpc_port: int | None = None) -> None:
-        self.grpc_port = grpc_port or free_port()
-        self.args = args or []
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
-
-    def start(self) -> None:
-        cmd = [
-            str(SOFTSWITCH),
-            "--grpc-listen",
-            self.address,
-            "--metrics-listen",
-            f"127.0.0.1:{free_port()}",
-            "--workers",
-            "1",
-            *self.args,
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        record_pid(self.proc.pid)
-        deadline = time.monotonic() + 15
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"softswitch exited: {cmd}")
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.grpc_port), 0.2),
-            ):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError("softswitch not listening")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
-
-
-@contextlib.contextmanager
-def softswitch(args: list[str] | None = None) -> Iterator[Softswitch]:
-    sw = Softswitch(args)
-    sw.start()
-    try:
-        yield sw
-    finally:
-        sw.stop()
+# The shared launchers and helpers, for the suites that import them from here.
+__all__ = [
+    "Client",
+    "RtpproxyProcess",
+    "Softswitch",
+    "free_port",
+    "free_udp_pair",
+    "record_pid",
+    "running_agent",
+    "settings",
+    "softswitch",
+    "wait_for",
+]
 
 
 class RtpproxyProcess:
@@ -212,16 +141,3 @@ async def running_agent(cfg: Settings) -> AsyncIterator[App]:
         yield app
     finally:
         await app.stop()
-
-
-async def wait_for(pred: Any, within: float = 5.0, interval: float = 0.02) -> None:
-    deadline = time.monotonic() + within
-    while True:
-        r = pred()
-        if asyncio.iscoroutine(r):
-            r = await r
-        if r:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(interval)

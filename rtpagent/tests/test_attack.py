@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harness import Client, Softswitch, record_pid, running_agent, settings, wait_for
+from harness import Client, running_agent, settings
 from p4relay_switch import Nexthop, Pipeline, Subscription, SwitchClient
+from p4relay_testsupport import Softswitch, record_pid, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 from fakeswitch import FakeSwitch
-from harness import wait_for
 from p4relay_switch import Endpoint as SwEndpoint
 from p4relay_switch import FlowKey, LearnEvent
+from p4relay_testsupport import wait_for
 from prometheus_client import REGISTRY
 from rtpagent.learning import Learner, LearnPolicy, Verdict
 from rtpagent.offload import Offloader

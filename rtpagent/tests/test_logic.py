@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from fakeswitch import FakeSwitch
-from harness import Client, settings, wait_for
+from harness import Client, settings
 from p4relay_switch import Endpoint, FlowKey, GuardKey, LearnEvent, RelayIdle
+from p4relay_testsupport import wait_for
 from rtpagent.app import App
 from rtpagent.state import OffloadState
 
@@ -75,7 +76,7 @@ async def test_nat_waits_for_latch(tmp_path: Path) -> None:
 async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
     import asyncio
 
-    from harness import free_port
+    from p4relay_testsupport import free_port
 
     got: list[bytes] = []
 

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Client, Softswitch, running_agent, settings, wait_for
+from harness import Client, running_agent, settings
+from p4relay_testsupport import Softswitch, wait_for
 from rtpagent.state import OffloadState
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")

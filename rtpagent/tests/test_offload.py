@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import Client, Softswitch, running_agent, settings, softswitch, wait_for
+from harness import Client, running_agent, settings
 from p4relay_switch import SwitchClient
+from p4relay_testsupport import Softswitch, softswitch, wait_for
 from rtpagent.state import OffloadState
 
 
@@ -145,7 +146,7 @@ async def test_record_takes_back_and_norecord_returns(
 
 
 async def test_fail_open_switch_unreachable(tmp_path: Path) -> None:
-    from harness import free_port
+    from p4relay_testsupport import free_port
 
     cfg = settings(tmp_path, switch=f"127.0.0.1:{free_port()}")
     async with running_agent(cfg) as app:
@@ -221,7 +222,7 @@ async def test_switch_idle_ends_call(tmp_path: Path, sw: Softswitch) -> None:
     agent deletes the session in RTPProxy and notifies the SIP server's socket."""
     import asyncio
 
-    from harness import free_port
+    from p4relay_testsupport import free_port
 
     got: list[bytes] = []
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from fakeswitch import FakeSwitch
-from harness import Client, free_port, settings, wait_for
+from harness import Client, settings
+from p4relay_testsupport import free_port, wait_for
 from rtpagent.app import App
 from rtpagent.store import Store
 from sqlalchemy import create_engine, text

@@ -21,7 +21,7 @@ from p4relay_switch import pipeline as pl
 from p4relay_switch.client import Entry
 from p4relay_switch.encode import Encoder
 from p4relay_switch.proto import bfruntime_pb2 as pb
-from softswitch_proc import running
+from p4relay_testsupport import softswitch
 
 ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
@@ -33,8 +33,8 @@ LEG = LegRewrite(300, "127.0.0.1", "198.18.2.10", 40002, 7000)
 @pytest.fixture(scope="module")
 def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
-    with running(ARGS, log_path=log) as addr:
-        yield addr
+    with softswitch(ARGS, log_path=log) as sw:
+        yield sw.address
 
 
 @pytest.fixture

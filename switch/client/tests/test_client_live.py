@@ -29,7 +29,7 @@ from p4relay_switch import (
     TableFullError,
 )
 from p4relay_switch import pipeline as pl
-from softswitch_proc import binary, free_port, running
+from p4relay_testsupport import free_port, softswitch, softswitch_binary
 
 RELAY_ENTRIES = 16
 LEGS = 16
@@ -39,8 +39,8 @@ ARGS = ("--relay-entries", str(RELAY_ENTRIES), "--legs", str(LEGS), "--workers",
 @pytest.fixture(scope="module")
 def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
-    with running(ARGS, log_path=log) as addr:
-        yield addr
+    with softswitch(ARGS, log_path=log) as sw:
+        yield sw.address
 
 
 @pytest.fixture
@@ -243,7 +243,7 @@ async def test_connect_timeout_when_nothing_listens() -> None:
 async def test_reconnect_after_switch_restart() -> None:
     addr = f"127.0.0.1:{free_port()}"  # fixed across the restart
     cmd = [
-        str(binary()),
+        str(softswitch_binary()),
         *ARGS,
         "--grpc-listen",
         addr,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from contract_check import check_fixed, check_program, load_contract
 from p4relay_switch import pipeline
-from softswitch_proc import dump
+from p4relay_testsupport import dump_softswitch as dump
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from p4relay_switch import EncodeError, Lpm, Range, Schema, SchemaError, Ternary
 from p4relay_switch import pipeline as pl
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo
-from softswitch_proc import dump
+from p4relay_testsupport import dump_softswitch as dump
 
 
 @pytest.fixture(scope="module")

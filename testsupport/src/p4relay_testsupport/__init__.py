@@ -1,0 +1,33 @@
+"""What p4relay's test suites share (tests and benches only, never the product).
+
+* `Softswitch` / `softswitch()`: the real software switch binary on loopback
+  (or with ports), started, waited for, stopped; `softswitch_binary()` finds it.
+* `free_port`, `free_udp_pair`: ports nothing listens on.
+* `wait_for` (asyncio) / `wait_until` (blocking): poll a condition until it
+  holds or fail with what was awaited.
+* `record_pid`: note a child process for the stage cleanup hooks.
+"""
+
+from p4relay_testsupport.net import free_port, free_udp_pair
+from p4relay_testsupport.procs import record_pid
+from p4relay_testsupport.softswitch import (
+    Softswitch,
+    SoftswitchNotBuilt,
+    dump_softswitch,
+    softswitch,
+    softswitch_binary,
+)
+from p4relay_testsupport.wait import wait_for, wait_until
+
+__all__ = [
+    "Softswitch",
+    "SoftswitchNotBuilt",
+    "dump_softswitch",
+    "free_port",
+    "free_udp_pair",
+    "record_pid",
+    "softswitch",
+    "softswitch_binary",
+    "wait_for",
+    "wait_until",
+]
