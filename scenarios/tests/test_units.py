@@ -151,7 +151,7 @@ def test_read_stats_parses_sipp_trace_stat(tmp_path: Path) -> None:
     assert read_stats(tmp_path / "missing.csv") is None
 
 
-@pytest.mark.parametrize("name", ["uac.xml", "uas.xml"])
+@pytest.mark.parametrize("name", ["uac.xml", "uas.xml", "uac-reinvite.xml", "uas-reinvite.xml"])
 def test_sipp_scenarios_are_well_formed(name: str) -> None:
     root = ET.parse(SCENARIOS / "sipp" / name).getroot()
     assert root.tag == "scenario"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# e2e: the scenarios' own tests, then five SIPp calls (and NAT, congestion and
-# switch-down cases) through Kamailio -> rtpagent -> RTPProxy with the media in
-# the software switch, on the namespace testbed. Needs root. ~3-5 minutes.
+# e2e: the scenarios' own tests (both SIP servers started for real), then SIPp
+# calls through the SIP server -> rtpagent -> RTPProxy with the media in the
+# software switch, on the namespace testbed: the SIP-facing cases (calls, NAT,
+# media timeout, stock SIPp scenarios, re-INVITE/hold, switch down) once with
+# OpenSIPS and once with Kamailio, attacker and congestion with OpenSIPS.
+# Needs root, OpenSIPS and Kamailio (make setup).
 set -euo pipefail
 if [ ! -x switch/target/release/p4relay-softswitch ]; then
   (cd switch && cargo build --release --quiet)

@@ -1,6 +1,7 @@
 """SIPp call load: profiles, a UAC run with a live progress bar, and its summary.
 
-The UAC places calls through the SIP server (Kamailio at 198.18.0.10:5060),
+The UAC places calls through the SIP server (OpenSIPS or Kamailio at
+198.18.0.10:5060),
 each streaming G.711 A-law both ways at 50 packets/s per direction for the
 call's hold time. Numbers come from SIPp's own statistics file (`-trace_stat`,
 one line a second); media quality is measured elsewhere (captures, switch).
@@ -112,9 +113,21 @@ def read_stats(stat_file: Path) -> SippStats | None:
     )
 
 
-def uac_command(profile: Profile, host: str, stat_file: Path, err_file: Path) -> list[str]:
-    cmd = ["sipp", f"{topology.RELAY.addr}:5060", "-sf", str(SCENARIOS / "sipp" / "uac.xml")]
-    cmd += ["-i", host, "-mi", host, "-p", "5060", "-s", "p4relay"]
+def uac_command(
+    profile: Profile,
+    host: str,
+    stat_file: Path,
+    err_file: Path,
+    builtin: str | None = None,
+    scenario: str = "uac.xml",
+) -> list[str]:
+    """SIPp's command line: one of our scenarios (sipp/), or SIPp's built-in `builtin`."""
+    cmd = ["sipp", f"{topology.RELAY.addr}:5060"]
+    if builtin is None:
+        cmd += ["-sf", str(SCENARIOS / "sipp" / scenario), "-s", "p4relay"]
+    else:
+        cmd += ["-sn", builtin]
+    cmd += ["-i", host, "-mi", host, "-p", "5060"]
     cmd += [
         "-r",
         f"{profile.rate:g}",
@@ -150,8 +163,13 @@ def run_uac(
     stop: Callable[[], bool] | None = None,
     grace_s: float = 30.0,
     tag: str = "uac",
+    builtin: str | None = None,
+    scenario: str = "uac.xml",
 ) -> UacResult:
-    """Place the profile's calls from the UAC host (or from behind the NAT)."""
+    """Place the profile's calls from the UAC host (or from behind the NAT).
+
+    scenario: our SIPp scenario (in sipp/); builtin: one of SIPp's own (`uac`, `uac_pcap`).
+    """
     netns, host = (
         (topology.NATUAC_NS, topology.NATUAC_ADDR)
         if behind_nat
@@ -166,7 +184,7 @@ def run_uac(
         "netns",
         "exec",
         netns,
-        *uac_command(profile, host, stat_file, out_dir / f"{tag}-errors.log"),
+        *uac_command(profile, host, stat_file, out_dir / f"{tag}-errors.log", builtin, scenario),
     ]
     deadline = time.monotonic() + profile.duration_s + grace_s
     with log.open("wb") as out:

@@ -1,11 +1,13 @@
 """Bring the whole p4relay system up on the testbed, in dependency order.
 
     testbed -> softswitch (+ routes) -> server (migrate, admin, tokens) + collector
-            -> RTPProxy (rtp.io) -> rtpagent -> timeout listener -> Kamailio -> SIPp UAS
+            -> RTPProxy (rtp.io) -> rtpagent -> SIP server -> SIPp UAS
 
-Each piece can be left out (no switch: the kernel forwarder; no server; no
-agent: Kamailio talks to RTPProxy directly), which the experiment and the
-fallback tests use. Addresses and ports follow README's plan.
+The SIP server is OpenSIPS (the default) or Kamailio (`StackConfig.sip`); with
+Kamailio the media-timeout listener runs next to it. Each piece can be left
+out (no switch: the kernel forwarder; no server; no agent: the SIP server
+talks to RTPProxy directly), which the experiment and the fallback tests use.
+Addresses and ports follow README's plan.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -21,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal, get_args
 
 import httpx
 
@@ -54,6 +57,16 @@ AGENT_NOTIFY = "tcp:127.0.0.1:22224"
 SIP_TIMEOUT_SOCK = "tcp:127.0.0.1:22225"
 RELAY_ADDR = topology.RELAY.addr
 RELAY_PORTS = (20000, 29999)
+SIP_PORT = 5060
+UAS_URI = f"sip:{topology.UAS.addr}:{SIP_PORT}"
+
+SipServer = Literal["opensips", "kamailio"]
+SIP_SERVERS: tuple[SipServer, ...] = get_args(SipServer)
+# What each SIP server runs as in the supervisor (the Kamailio side has a helper).
+SIP_PROCS: dict[SipServer, tuple[str, ...]] = {
+    "opensips": ("opensips",),
+    "kamailio": ("kamailio", "timeout-listener"),
+}
 # Held (flock) by the process running a stack: cleanup hooks of other runs leave
 # a live testbed alone; a crashed run releases it with its death.
 LOCK_FILE = Path("/run/p4relay-testbed.lock")
@@ -78,13 +91,17 @@ class StackConfig:
     run_dir: Path
     switch: bool = True  # False: Linux kernel forwarder in place of the softswitch
     offload: bool = True  # rtpagent writes entries (False: server-based relay)
-    agent: bool = True  # False: Kamailio talks to RTPProxy directly
+    agent: bool = True  # False: the SIP server talks to RTPProxy directly
+    sip: SipServer = "opensips"
     database_url: str | None = None  # None: no server, no reporting
     collector: bool = True
     collector_metrics_port: int = 9103  # 0: off (tests, where other suites may hold 9103)
     rtpproxy_ttl_s: int = 60
     switch_args: list[str] = field(default_factory=list)
-    kamailio_children: int = 4
+    sip_workers: int = 4  # OpenSIPS UDP workers / Kamailio children
+    # rtpagent's switch idle timeout (a call whose media stopped both ways is
+    # ended after it); None: rtpagent's default (RTPProxy's TTL)
+    idle_ttl_ms: int | None = None
 
 
 @dataclass
@@ -247,6 +264,8 @@ class Stack:
         cmd += ["--switch-name", SWITCH_NAME]
         cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
         cmd += ["--metrics-listen", f"{topology.MGMT_RELAY_ADDR}:9102", "--log-json"]
+        if self.cfg.idle_ttl_ms is not None:
+            cmd += ["--idle-ttl-ms", str(self.cfg.idle_ttl_ms)]
         if self.creds is not None:
             cmd += ["--server-url", SERVER_URL, "--server-token", self.creds.ingest_token]
         self.sup.start("rtpagent", cmd, netns=topology.RELAY.netns)
@@ -257,10 +276,54 @@ class Stack:
             "control socket",
         )
 
+    def _rtpproxy_sock(self) -> str:
+        return AGENT_CONTROL if self.cfg.agent else RTPPROXY_CONTROL
+
+    def sip_server(self) -> None:
+        """Start the configured SIP server (and its helpers)."""
+        if self.cfg.sip == "opensips":
+            self.opensips()
+        elif self.cfg.sip == "kamailio":
+            self.kamailio()
+        else:
+            raise StartError(
+                f"unknown SIP server {self.cfg.sip!r}; one of {', '.join(SIP_SERVERS)}"
+            )
+
+    def stop_sip_server(self) -> None:
+        for name in (n for procs in SIP_PROCS.values() for n in procs):
+            self.sup.stop(name)
+
+    def use_sip_server(self, sip: SipServer) -> None:
+        """Swap the running SIP server for another (the rest of the stack stays)."""
+        running = [n for n in SIP_PROCS[sip] if n in self.sup.procs and self.sup.procs[n].alive()]
+        if self.cfg.sip == sip and len(running) == len(SIP_PROCS[sip]):
+            return
+        self.stop_sip_server()
+        self.cfg.sip = sip
+        self.sip_server()
+
+    def _sip_endpoints(self) -> SipEndpoints:
+        return SipEndpoints(rtpproxy_sock=self._rtpproxy_sock())
+
+    def opensips(self) -> None:
+        cmd = opensips_command(
+            self.cfg.run_dir / "opensips", self._sip_endpoints(), self.cfg.sip_workers
+        )
+        self.sup.start(
+            "opensips", cmd, netns=topology.RELAY.netns, cwd=self.cfg.run_dir / "opensips"
+        )
+        self.sup.wait_ready(
+            "opensips",
+            lambda: tcp_probe_in(topology.RELAY.netns, RELAY_ADDR, SIP_PORT),
+            20,
+            f"SIP on {SIP_PORT}",
+        )
+
     def kamailio(self) -> None:
         kdir = self.cfg.run_dir / "kamailio"
-        kdir.mkdir(parents=True, exist_ok=True)
-        rtpp = AGENT_CONTROL if self.cfg.agent else RTPPROXY_CONTROL
+        ep = self._sip_endpoints()
+        cmd = kamailio_command(kdir, ep, self.cfg.sip_workers)
         self.sup.start(
             "timeout-listener",
             [
@@ -268,36 +331,27 @@ class Stack:
                 "-m",
                 "p4relay_scenarios.timeout_listener",
                 "--listen",
-                SIP_TIMEOUT_SOCK,
+                ep.notify_sock,
                 "--rpc",
                 str(kdir / "jsonrpc.sock"),
                 "--rtpproxy",
-                rtpp,
+                ep.rtpproxy_sock,
             ],
             netns=topology.RELAY.netns,
         )
-        cmd = ["kamailio", "-f", str(SCENARIOS / "sip" / "kamailio.cfg"), "-DD", "-E"]
-        cmd += ["-P", str(kdir / "kamailio.pid"), "-n", str(self.cfg.kamailio_children)]
-        for k, v in {
-            "RUNDIR": f'"{kdir}"',
-            "JSONRPC_SOCK": f'"{kdir}/jsonrpc.sock"',
-            "CTL_SOCK": f'"unix:{kdir}/ctl.sock"',
-            "RTPPROXY_SOCK": f'"{rtpp}"',
-            "TIMEOUT_SOCK": f'"{SIP_TIMEOUT_SOCK}"',
-        }.items():
-            cmd += ["-A", f"{k}={v}"]
         self.sup.start("kamailio", cmd, netns=topology.RELAY.netns)
         self.sup.wait_ready(
             "kamailio",
-            lambda: tcp_probe_in(topology.RELAY.netns, RELAY_ADDR, 5060),
+            lambda: tcp_probe_in(topology.RELAY.netns, RELAY_ADDR, SIP_PORT),
             20,
-            "SIP on 5060",
+            f"SIP on {SIP_PORT}",
         )
 
-    def sipp_uas(self) -> None:
+    def sipp_uas(self, scenario: str = "uas.xml") -> None:
+        """(Re)start the UAS with one of our SIPp scenarios (sipp/)."""
         self.prepare_media()
-        cmd = ["sipp", "-sf", str(SCENARIOS / "sipp" / "uas.xml")]
-        cmd += ["-i", topology.UAS.addr, "-mi", topology.UAS.addr, "-p", "5060"]
+        cmd = ["sipp", "-sf", str(SCENARIOS / "sipp" / scenario)]
+        cmd += ["-i", topology.UAS.addr, "-mi", topology.UAS.addr, "-p", str(SIP_PORT)]
         cmd += ["-nostdin", "-max_socket", "65000", "-trace_err"]
         cmd += ["-error_file", str(self.cfg.run_dir / "logs" / "uas-errors.log")]
         self.sup.start("sipp-uas", cmd, netns=topology.UAS.netns, cwd=self.media_dir)
@@ -324,13 +378,14 @@ class Stack:
         self.rtpproxy()
         if self.cfg.agent:
             self.rtpagent()
-        self.kamailio()
+        self.sip_server()
         self.sipp_uas()
         (self.cfg.run_dir / "stack.json").write_text(
             json.dumps(
                 {
                     "switch": self.cfg.switch,
                     "offload": self.cfg.offload,
+                    "sip": self.cfg.sip,
                     "server": SERVER_URL if self.cfg.database_url else None,
                     "admin_user": self.creds.admin_user if self.creds else None,
                 },
@@ -361,6 +416,109 @@ def _http_ok(url: str) -> bool:
         return httpx.get(url, timeout=1.0).status_code < 500
     except httpx.HTTPError:
         return False
+
+
+@dataclass(frozen=True)
+class SipEndpoints:
+    """Where a SIP server listens and whom it talks to (README's plan by default)."""
+
+    listen_ip: str = RELAY_ADDR
+    port: int = SIP_PORT
+    uas_uri: str = UAS_URI  # the trunk every call goes to
+    rtpproxy_sock: str = AGENT_CONTROL  # its rtpproxy module's socket (rtpagent)
+    notify_sock: str = SIP_TIMEOUT_SOCK  # media-timeout notifications
+
+
+def opensips_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[str]:
+    """OpenSIPS's command line; writes its config into run_dir (its runtime directory,
+    made here as a service unit would: mi_fifo's FIFO lives there)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg = run_dir / "opensips.cfg"
+    cfg.write_text(
+        render_opensips_cfg(
+            (SCENARIOS / "sip" / "opensips.cfg").read_text(),
+            {
+                "SIP_LISTEN_IP": ep.listen_ip,
+                "SIP_PORT": str(ep.port),
+                "UAS_URI": ep.uas_uri,
+                "RTPAGENT_SOCK": ep.rtpproxy_sock,
+                "NOTIFY_SOCK": ep.notify_sock,
+                "RUN_DIR": str(run_dir),
+                "MODULES_DIR": opensips_modules_dir(),
+            },
+        )
+    )
+    # -F: stay in the foreground (logs go to stderr: stderror_enabled); shared/private memory in MB
+    # (the defaults, 32/2, are short of the experiment's 1800 calls); -n UDP workers.
+    return [which("opensips"), "-F", "-f", str(cfg), "-m", "256", "-M", "16",
+            "-n", str(workers)]  # fmt: skip
+
+
+def opensips_modules_dir() -> str:
+    """Where the installed OpenSIPS keeps its modules (its config must name it)."""
+    binary = Path(which("opensips")).resolve()
+    prefix = binary.parent.parent  # PREFIX/sbin/opensips
+    candidates = [
+        prefix / "lib64" / "opensips" / "modules",  # a source build under PREFIX
+        prefix / "lib" / "opensips" / "modules",
+        prefix / "lib" / "x86_64-linux-gnu" / "opensips" / "modules",  # the packages
+    ]
+    for d in candidates:
+        if (d / "tm.so").exists():
+            return f"{d}/"
+    raise StartError(
+        f"no OpenSIPS modules next to {binary} (looked in {', '.join(map(str, candidates))})"
+    )
+
+
+def kamailio_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[str]:
+    """Kamailio's command line (kamailio.cfg's defines set with -A; run_dir: its rundir)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [which("kamailio"), "-f", str(SCENARIOS / "sip" / "kamailio.cfg"), "-DD", "-E"]
+    cmd += ["-P", str(run_dir / "kamailio.pid"), "-n", str(workers)]
+    for k, v in {
+        "SIP_UDP": f"udp:{ep.listen_ip}:{ep.port}",
+        "SIP_TCP": f"tcp:{ep.listen_ip}:{ep.port}",
+        "UAS_URI": f'"{ep.uas_uri}"',
+        "RUNDIR": f'"{run_dir}"',
+        "JSONRPC_SOCK": f'"{run_dir}/jsonrpc.sock"',
+        "CTL_SOCK": f'"unix:{run_dir}/ctl.sock"',
+        "RTPPROXY_SOCK": f'"{ep.rtpproxy_sock}"',
+        "TIMEOUT_SOCK": f'"{ep.notify_sock}"',
+    }.items():
+        cmd += ["-A", f"{k}={v}"]
+    return cmd
+
+
+def render_opensips_cfg(text: str, values: dict[str, str]) -> str:
+    """opensips.cfg with its __NAME__ placeholders filled (what the compose stack's sed does)."""
+    for name, value in values.items():
+        if any(c in value for c in '"\n\r'):
+            raise StartError(
+                f"{name}={value!r}: quotes and line breaks cannot go into opensips.cfg"
+            )
+        text = text.replace(f"__{name}__", value)
+    code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    left = sorted(set(re.findall(r"__[A-Z][A-Z0-9_]*__", code)))
+    if left:
+        raise StartError(f"opensips.cfg placeholders without a value: {', '.join(left)}")
+    return text
+
+
+def sip_server_version(sip: SipServer) -> str:
+    """The SIP server's name and version as its binary reports it (e.g. "OpenSIPS 3.6.8")."""
+    flag = "-V" if sip == "opensips" else "-v"
+    try:
+        out = subprocess.run(
+            [which(sip), flag], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (StartError, OSError, subprocess.TimeoutExpired):
+        return sip
+    # "version: opensips 3.6.8 (x86_64/linux)" / "version: kamailio 5.6.3 (x86_64/linux) "
+    m = re.search(r"version:\s*(\S+)\s+(\S+)", out)
+    if m is None:
+        return sip
+    return f"{'OpenSIPS' if sip == 'opensips' else 'Kamailio'} {m.group(2)}"
 
 
 def which(tool: str) -> str:

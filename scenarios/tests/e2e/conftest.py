@@ -1,8 +1,17 @@
-"""The whole system on the namespace testbed, once for the e2e module.
+"""The whole system on the namespace testbed, once per e2e module.
 
-Needs root, the softswitch binary (switch/target/release), Kamailio, SIPp and
-the throwaway PostgreSQL the test runner starts ($P4RELAY_TEST_DATABASE_URL);
-each e2e run gets its own database in that cluster.
+Needs root, the softswitch binary (switch/target/release), OpenSIPS, Kamailio,
+SIPp and the throwaway PostgreSQL the test runner starts
+($P4RELAY_TEST_DATABASE_URL); each e2e run gets its own database in that
+cluster.
+
+The stack comes up once per module (`base_stack`); a case gets it through the
+`stack` fixture with its SIP server running: OpenSIPS unless the case is
+marked `each_sip_server`, which runs it once with every SIP server (the
+fixture swaps the SIP server only, the rest of the stack stays). Within a
+module the cases keep their file order per SIP server: OpenSIPS's first, then
+Kamailio's, and cases marked `takes_switch_down` (they take the softswitch
+away for good) after all others.
 """
 
 from __future__ import annotations
@@ -15,7 +24,56 @@ from pathlib import Path
 import psycopg
 import pytest
 from p4relay_scenarios import topology
-from p4relay_scenarios.stack import ROOT, SOFTSWITCH_BIN, Stack, StackConfig
+from p4relay_scenarios.stack import (
+    ROOT,
+    SIP_SERVERS,
+    SOFTSWITCH_BIN,
+    SipServer,
+    Stack,
+    StackConfig,
+)
+
+DEFAULT_SIP: SipServer = "opensips"
+# Switch entries idle this long (no media either way) end the call: the media-timeout case.
+IDLE_TTL_MS = 5000
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "each_sip_server: run the case once with each SIP server (OpenSIPS, Kamailio)"
+    )
+    config.addinivalue_line(
+        "markers", "takes_switch_down: the case stops the softswitch; runs after the others"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "stack" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "each_sip_server"
+    ):
+        metafunc.parametrize("stack", SIP_SERVERS, indirect=True)
+
+
+def sip_of(item: pytest.Item) -> SipServer:
+    callspec = getattr(item, "callspec", None)
+    sip: SipServer = callspec.params.get("stack", DEFAULT_SIP) if callspec else DEFAULT_SIP
+    return sip
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    modules: dict[object, int] = {}
+    for it in items:
+        modules.setdefault(it.parent, len(modules))
+
+    def key(it: pytest.Item) -> tuple[int, bool, int]:
+        return (
+            modules[it.parent],
+            it.get_closest_marker("takes_switch_down") is not None,
+            SIP_SERVERS.index(sip_of(it)),
+        )
+
+    items.sort(key=key)  # stable: file order within each group
 
 
 def _admin_url(url: str) -> str:
@@ -37,7 +95,7 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def stack(database_url: str) -> Iterator[Stack]:
+def base_stack(database_url: str) -> Iterator[Stack]:
     if os.geteuid() != 0:
         pytest.fail("the e2e test builds network namespaces: run as root")
     if not SOFTSWITCH_BIN.exists():
@@ -49,7 +107,9 @@ def stack(database_url: str) -> Iterator[Stack]:
         StackConfig(
             run_dir=run_dir,
             database_url=database_url,
+            sip=DEFAULT_SIP,
             rtpproxy_ttl_s=30,
+            idle_ttl_ms=IDLE_TTL_MS,
             collector_metrics_port=0,
             # Small egress queues so the shaping case loses packets within seconds.
             switch_args=["--queue-depth", "64"],
@@ -62,6 +122,14 @@ def stack(database_url: str) -> Iterator[Stack]:
         yield s
     finally:
         s.down()
+
+
+@pytest.fixture
+def stack(request: pytest.FixtureRequest, base_stack: Stack) -> Stack:
+    """The module's stack with the case's SIP server running."""
+    sip: SipServer = getattr(request, "param", DEFAULT_SIP)
+    base_stack.use_sip_server(sip)
+    return base_stack
 
 
 @pytest.fixture

@@ -1,13 +1,16 @@
-"""End to end: SIPp calls through Kamailio -> rtpagent -> RTPProxy, media in the switch.
+"""End to end: SIPp calls through the SIP server -> rtpagent -> RTPProxy, media in the switch.
 
-The cases run in file order on one stack; the switch-down case is last
-because it takes the softswitch away.
+The cases run on one stack (conftest): the SIP-facing ones once with OpenSIPS
+and once with Kamailio (`each_sip_server`), the others with OpenSIPS; the
+switch-down cases run last because they take the softswitch away.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +20,12 @@ import httpx
 import pytest
 from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
-from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, Stack
+from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_TIMEOUT_SOCK, Stack
 
 T = TypeVar("T")
 UAS_PORT = topology.UAS.port
 RTPP_COUNTERS = ("npkts_rcvd", "npkts_relayed")
+SIP_NOTIFY_PORT = int(SIP_TIMEOUT_SOCK.rsplit(":", 1)[1])
 
 
 def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
@@ -62,6 +66,11 @@ def sessions_of(stack: Stack, since: float) -> list[dict[str, Any]]:
         api.close()
 
 
+def idle_ttl_s(stack: Stack) -> float:
+    assert stack.cfg.idle_ttl_ms is not None, "the e2e stack sets rtpagent's idle TTL"
+    return stack.cfg.idle_ttl_ms / 1000
+
+
 def _ts(iso: str) -> float:
     import datetime as dt
 
@@ -80,6 +89,66 @@ def entries() -> tuple[int, int]:
     return asyncio.run(switchcfg.relay_entry_count(GRPC_ADDR))
 
 
+MEDIA_BLOCK_TABLE = "p4r_media_block"
+
+
+def drop_media(netns: str) -> None:
+    """The host's link stops carrying RTP/RTCP to the relay's ports (an nftables egress
+    hook on the device: SIPp's sends still succeed, nothing leaves the host)."""
+    lo, hi = RELAY_PORTS
+    rules = (
+        f"table netdev {MEDIA_BLOCK_TABLE} {{\n"
+        f"  chain out {{\n"
+        f'    type filter hook egress device "{topology.HOST_IF}" priority 0; policy accept;\n'
+        f"    ip daddr {topology.RELAY.addr} udp dport {lo}-{hi} drop\n"
+        f"  }}\n"
+        f"}}\n"
+    )
+    subprocess.run(
+        ["ip", "netns", "exec", netns, "nft", "-f", "-"],
+        input=rules, text=True, check=True, timeout=10,
+    )  # fmt: skip
+
+
+def undrop_media(netns: str) -> None:
+    subprocess.run(
+        ["ip", "netns", "exec", netns, "nft", "delete", "table", "netdev", MEDIA_BLOCK_TABLE],
+        check=False,
+        timeout=10,
+    )
+
+
+def sip_timeline(pcap: Path) -> tuple[list[float], list[float]]:
+    """(times of timeout notifications to the SIP server, times of BYEs it sent) in a capture."""
+    tshark = shutil.which("tshark")
+    assert tshark, "tshark not installed (make setup)"
+
+    def times(display_filter: str) -> list[float]:
+        out = subprocess.run(
+            [
+                tshark,
+                "-r",
+                str(pcap),
+                "-Y",
+                display_filter,
+                "-T",
+                "fields",
+                "-e",
+                "frame.time_epoch",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        return sorted(float(x) for x in out.split())
+
+    notified = times(f"tcp.dstport == {SIP_NOTIFY_PORT} && tcp.len > 0")
+    byes = times(f'sip.Method == "BYE" && ip.src == {topology.RELAY.addr}')
+    return notified, byes
+
+
+@pytest.mark.each_sip_server
 def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
     t0 = time.time() - 1
     before = rtpp.stats(*RTPP_COUNTERS)
@@ -137,6 +206,7 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
     assert all(s["mos_avg"] > 4.0 for s in done), [s["mos_avg"] for s in done]
 
 
+@pytest.mark.each_sip_server
 def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
     t0 = time.time() - 1
     before = rtpp.stats(*RTPP_COUNTERS)
@@ -146,8 +216,6 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
         # During the call the switch holds the call's entries, keyed by the NAT's address.
         n, _ = entries()
         seen["max"] = max(seen.get("max", 0), n)
-
-    import threading
 
     stop = threading.Event()
 
@@ -239,37 +307,131 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     )
 
 
-def test_media_timeout_notification_ends_the_dialog(stack: Stack) -> None:
-    """RTPProxy's timeout notification, sent to Kamailio's timeout_socket, ends the call."""
-    import threading
+@pytest.mark.each_sip_server
+def test_media_stop_ends_the_dialog(
+    stack: Stack, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A call whose media stops both ways is ended by the SIP server (BYE both ways).
 
-    from p4relay_scenarios.timeout_listener import KamailioRpc
-
-    rpc = KamailioRpc(str(stack.cfg.run_dir / "kamailio" / "jsonrpc.sock"))
+    The hosts stop sending RTP mid-call (dropped at their links); the switch's
+    entries go idle, rtpagent deletes the session and notifies the SIP server's
+    notify socket (`n` flag: OpenSIPS named it in the offer), which ends the dialog.
+    """
+    if stack.cfg.sip == "kamailio":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="Kamailio 5.6 names its timeout socket only on a U with a to-tag, so "
+                "rtpagent has no SIP server to notify for an initial call",
+            )
+        )
+    sip_cap = tmp_path / "sip.pcap"
+    stack.sup.start(
+        "cap-sip",
+        [
+            "tcpdump",
+            "-i",
+            "any",
+            "-n",
+            "-s",
+            "0",
+            "-w",
+            str(sip_cap),
+            f"tcp port {SIP_NOTIFY_PORT} or udp port 5060",
+        ],
+        netns=topology.RELAY.netns,
+    )
+    kamailio = _kamailio_rpc(stack)
+    old = {d["call-id"] for d in kamailio.call("dlg.list") or []} if kamailio else set()
     box: dict[str, UacResult] = {}
     abort = threading.Event()
     th = threading.Thread(
         target=lambda: box.update(r=calls(stack, "e2e-timeout", 1, 60.0, stop=abort.is_set))
     )
+    th.start()
+    blocked: list[str] = []
+    try:
+        wait_for(lambda: entries()[0] >= 4 or None, 15, "the call offloaded to the switch")
+        time.sleep(1.0)
+        for netns in (topology.UAC.netns, topology.UAS.netns):
+            drop_media(netns)
+            blocked.append(netns)
+        t_stop = time.time()
+        th.join(idle_ttl_s(stack) + 10)  # the UAC's call ends with the BYE it is sent
+        ended_in = time.time() - t_stop
+    finally:
+        for netns in blocked:
+            undrop_media(netns)
+        abort.set()  # a failed case must not leave its UAC holding the SIP port
+        th.join(30)
+        stack.sup.stop("cap-sip")
+        if kamailio is not None:  # a dialog left up would keep the UAS's call (and media) up
+            for d in kamailio.call("dlg.list") or []:
+                if d["call-id"] not in old and d["state"] < 5:
+                    kamailio.call("dlg.end_dlg", int(d["h_entry"]), int(d["h_id"]))
+    assert ended_in < idle_ttl_s(stack) + 8, f"the call was not ended ({ended_in:.0f} s)"
+    # The UAC got a BYE it did not expect: SIPp counts the call as failed, none still up.
+    assert box["r"].stats.current == 0, box["r"].stats
+    assert box["r"].stats.failed == 1, box["r"].stats
+    notified, byes = sip_timeline(sip_cap)
+    assert notified, "no timeout notification reached the SIP server"
+    assert len(byes) >= 2, f"the SIP server sent {len(byes)} BYE (one each way expected)"
+    delay_ms = (byes[0] - notified[0]) * 1000
+    after_stop_s = byes[0] - t_stop
+    record_property = request.node.user_properties.append
+    record_property(("bye_after_notification_ms", round(delay_ms, 1)))
+    record_property(("bye_after_media_stop_s", round(after_stop_s, 2)))
+    print(
+        f"{stack.cfg.sip}: BYE {delay_ms:.1f} ms after the notification, "
+        f"{after_stop_s:.2f} s after the media stopped (idle TTL {idle_ttl_s(stack):g} s)"
+    )
+    assert 0 <= delay_ms < 1000, f"BYE {delay_ms:.0f} ms after the notification"
+    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+
+
+def _kamailio_rpc(stack: Stack) -> Any:
+    """Kamailio's JSON-RPC (None with OpenSIPS)."""
+    from p4relay_scenarios.timeout_listener import KamailioRpc
+
+    if stack.cfg.sip != "kamailio":
+        return None
+    return KamailioRpc(str(stack.cfg.run_dir / "kamailio" / "jsonrpc.sock"))
+
+
+@pytest.mark.parametrize("stack", ["kamailio"], indirect=True)
+def test_kamailio_timeout_listener_ends_the_dialog(stack: Stack) -> None:
+    """A notification at Kamailio's timeout_socket ends the call through the listener."""
+    from p4relay_scenarios.timeout_listener import KamailioRpc
+
+    rpc = KamailioRpc(str(stack.cfg.run_dir / "kamailio" / "jsonrpc.sock"))
+    # Dialogs of earlier calls (a call ended by killing its UAC keeps its dialog).
+    old = {d["call-id"] for d in rpc.call("dlg.list") or []}
+    box: dict[str, UacResult] = {}
+    abort = threading.Event()
+    th = threading.Thread(
+        target=lambda: box.update(r=calls(stack, "e2e-listener", 1, 60.0, stop=abort.is_set))
+    )
     t0 = time.monotonic()
     th.start()
     try:
-        _timeout_ends_dialog(stack, rpc)
+        _timeout_ends_dialog(stack, rpc, old)
         th.join(30)  # the UAC's call ends with the BYE Kamailio sent it
     finally:
         abort.set()  # a failed case must not leave its UAC holding the SIP port
         th.join(30)
     assert time.monotonic() - t0 < 50, "the call ran its full length: the timeout did not end it"
-    # The UAC got a BYE it did not expect: SIPp counts the call as failed, none still up.
     assert box["r"].stats.current == 0, box["r"].stats
     assert box["r"].stats.failed == 1, box["r"].stats
     wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
-def _timeout_ends_dialog(stack: Stack, rpc: Any) -> None:
-    # A confirmed dialog (state 4: 200 and ACK seen); media timeouts come long after that.
+def _timeout_ends_dialog(stack: Stack, rpc: Any, old: set[str]) -> None:
+    # The call's confirmed dialog (state 4: 200 and ACK seen); media timeouts come long after.
     dialogs = wait_for(
-        lambda: [d for d in rpc.call("dlg.list") or [] if d["state"] == 4] or None,
+        lambda: (
+            [d for d in rpc.call("dlg.list") or [] if d["state"] == 4 and d["call-id"] not in old]
+            or None
+        ),
         15,
         "the call's confirmed dialog in Kamailio",
     )
@@ -297,9 +459,160 @@ def _timeout_ends_dialog(stack: Stack, rpc: Any) -> None:
 
     def ended() -> bool | None:
         # dlg.end_dlg sends BYE both ways; the dialog is deleted (state 5) or gone.
-        return all(d["state"] == 5 for d in rpc.call("dlg.list") or []) or None
+        mine = [d for d in rpc.call("dlg.list") or [] if d["call-id"] == call_id]
+        return all(d["state"] == 5 for d in mine) or None
 
     wait_for(ended, 15, "the dialog ended by the listener")
+
+
+# Where Debian's sip-tester keeps the recordings SIPp's built-in uac_pcap plays.
+SIPP_PCAPS = (Path("/usr/share/sip-tester"), Path("/usr/share/sipp"), Path("/usr/local/share/sipp"))
+
+
+@pytest.mark.each_sip_server
+def test_stock_sipp_scenarios_complete(
+    stack: Stack, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIPp's own `uac` and `uac_pcap` against its own `uas -rtp_echo`, unmodified.
+
+    They ignore Record-Route (no Route header in ACK and BYE, Request-URI the
+    proxy): the SIP server routes them by the dialog. Media is offloaded and the
+    entries leave the switch at the BYE (well before the idle timeout).
+    """
+    work = tmp_path / "stock"
+    (work / "pcap").mkdir(parents=True)
+    for name in ("g711a.pcap", "dtmf_2833_1.pcap"):
+        src = next((d / name for d in SIPP_PCAPS if (d / name).exists()), None)
+        assert src is not None, f"SIPp's {name} not found in {[str(d) for d in SIPP_PCAPS]}"
+        (work / "pcap" / name).symlink_to(src)
+    out = stack.cfg.run_dir / "load"
+    uas = topology.UAS.addr
+    stack.sup.stop("sipp-uas")
+    try:
+        stack.sup.start(
+            "sipp-uas-stock",
+            [
+                "sipp",
+                "-sn",
+                "uas",
+                "-rtp_echo",
+                "-i",
+                uas,
+                "-mi",
+                uas,
+                "-p",
+                "5060",
+                "-nostdin",
+                "-trace_err",
+                "-error_file",
+                str(tmp_path / "uas-errors.log"),
+            ],
+            netns=topology.UAS.netns,
+            cwd=work,
+        )
+        time.sleep(0.5)
+        assert stack.sup.procs["sipp-uas-stock"].alive(), stack.sup.procs[
+            "sipp-uas-stock"
+        ].log_tail()
+
+        plain = run_uac(
+            Profile("stock-uac", rate=10.0, calls=10, hold_s=0.0, limit=10),
+            work,
+            out,
+            tag=f"stock-uac-{stack.cfg.sip}",
+            builtin="uac",
+        )
+        assert plain.stats.successful == 10, f"SIPp uac: {plain.stats} (log {plain.log})"
+        assert plain.stats.failed == 0, plain.stats
+        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed after the uac calls")
+
+        before = rtpp.stats(*RTPP_COUNTERS)
+        tx0 = switch_tx(UAS_PORT)
+        seen: dict[str, int] = {}
+
+        def watch() -> bool:
+            seen["max"] = max(seen.get("max", 0), entries()[0])
+            return False
+
+        pcap = run_uac(
+            Profile("stock-uac-pcap", rate=2.0, calls=2, hold_s=9.0, limit=2),
+            work,
+            out,
+            tag=f"stock-uac-pcap-{stack.cfg.sip}",
+            builtin="uac_pcap",
+            stop=watch,
+        )
+        ended = time.monotonic()
+        tx1 = switch_tx(UAS_PORT)
+        after = rtpp.stats(*RTPP_COUNTERS)
+        assert pcap.stats.successful == 2, f"SIPp uac_pcap: {pcap.stats} (log {pcap.log})"
+        assert pcap.stats.failed == 0, pcap.stats
+        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed at the uac_pcap BYEs")
+        assert time.monotonic() - ended < idle_ttl_s(stack), "removed by the idle timeout"
+    finally:
+        stack.sup.stop("sipp-uas-stock")
+        stack.sipp_uas()
+    # Both calls were on the switch (4 relay entries each) and it relayed their media:
+    # uac_pcap plays g711a.pcap (236 RTP packets) and dtmf_2833_1.pcap (10) towards the
+    # UAS, which echoes them back.
+    assert seen.get("max", 0) >= 8, f"uac_pcap calls not offloaded: {seen}"
+    assert tx1 - tx0 >= 2 * 236, f"switch sent {tx1 - tx0} frames to the UAS"
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed <= 0.05 * 2 * 2 * 246, f"RTPProxy relayed {relayed} packets"
+    request.node.user_properties.append(
+        (
+            "stock_calls",
+            f"uac {plain.stats.successful}/{plain.stats.failed}, "
+            f"uac_pcap {pcap.stats.successful}/{pcap.stats.failed} (ok/failed)",
+        )
+    )
+    print(
+        f"{stack.cfg.sip}: stock uac {plain.stats.successful} ok/{plain.stats.failed} failed, "
+        f"uac_pcap {pcap.stats.successful} ok/{pcap.stats.failed} failed, switch relayed "
+        f"{tx1 - tx0} frames to the UAS, RTPProxy {relayed} packets"
+    )
+
+
+@pytest.mark.each_sip_server
+def test_reinvite_and_hold_keep_the_call_on_the_switch(stack: Stack) -> None:
+    """re-INVITEs along the dialog's route set: a refresh, hold (c=0.0.0.0, a=sendonly)
+    and resume. Each is answered; the call's media stays on the switch across them and
+    its entries leave at the BYE."""
+    before = rtpp.stats(*RTPP_COUNTERS)
+    tx0 = switch_tx(UAS_PORT)
+    phases: list[tuple[float, int]] = []
+    stack.sup.stop("sipp-uas")
+    try:
+        stack.sipp_uas("uas-reinvite.xml")
+        t0 = time.monotonic()
+
+        def watch() -> bool:
+            phases.append((time.monotonic() - t0, entries()[0]))
+            return False
+
+        prof = Profile("e2e-reinvite", rate=2.0, calls=2, hold_s=12.0, limit=2)
+        result = run_uac(
+            prof, stack.media_dir, stack.cfg.run_dir / "load",
+            tag=f"e2e-reinvite-{stack.cfg.sip}", scenario="uac-reinvite.xml", stop=watch,
+        )  # fmt: skip
+        ended = time.monotonic()
+        tx1 = switch_tx(UAS_PORT)
+        after = rtpp.stats(*RTPP_COUNTERS)
+        assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
+        assert result.stats.failed == 0, result.stats
+        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed at the BYEs")
+        assert time.monotonic() - ended < idle_ttl_s(stack), "removed by the idle timeout"
+    finally:
+        stack.sup.stop("sipp-uas")
+        stack.sipp_uas()
+    # The three re-INVITEs come 3, 6 and 9 s after the ACK, the BYE at 12 s (the second
+    # call 0.5 s later). Both calls' entries (4 each) are on the switch after the resume.
+    late = [n for t, n in phases if 10.0 <= t <= 11.5]
+    assert late and max(late) >= 8, f"entries after the resume: {phases}"
+    # ~12 s of media each way per call, relayed by the switch, not RTPProxy.
+    assert tx1 - tx0 >= 2 * 10 * 50, f"switch sent {tx1 - tx0} frames to the UAS"
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed <= 0.05 * 2 * 2 * 12 * 50, f"RTPProxy relayed {relayed} packets"
 
 
 def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
@@ -346,6 +659,8 @@ def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
         api.close()
 
 
+@pytest.mark.each_sip_server
+@pytest.mark.takes_switch_down
 def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -> None:
     t0 = time.time() - 1
     # The switch goes away; a Linux router takes its ports so packets still flow.
