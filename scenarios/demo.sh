@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: the testbed, PostgreSQL, server + console, softswitch, RTPProxy +
-# rtpagent, Kamailio and live SIPp calls with a summary. Ctrl-C tears it down.
-# Options: --minutes N, --profile NAME, --no-server (see --help).
+# rtpagent, OpenSIPS and live SIPp calls with a summary. Ctrl-C tears it down.
+# Options: --minutes N, --profile NAME, --sip opensips|kamailio, --no-server (see --help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "make demo builds network namespaces: run it as root" >&2; exit 1; }

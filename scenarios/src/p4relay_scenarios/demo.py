@@ -1,8 +1,8 @@
 """`make demo`: the whole system on the testbed with live calls and a live summary.
 
 PostgreSQL (scripts/pg.sh, port 55433) -> server + console -> softswitch ->
-RTPProxy + rtpagent -> Kamailio -> SIPp calls (a UAC, and a UAC behind the
-NAT) for a few minutes, with one congestion episode on the UAS port so the
+RTPProxy + rtpagent -> OpenSIPS (or Kamailio, --sip) -> SIPp calls (a UAC, and
+a UAC behind the NAT) for a few minutes, with one congestion episode on the UAS port so the
 console's queue and MOS charts move. Ctrl-C tears everything down.
 """
 
@@ -26,7 +26,16 @@ from rich.table import Table
 
 from p4relay_scenarios import switchcfg, topology
 from p4relay_scenarios.load import PROFILES, Profile, SippStats, run_uac
-from p4relay_scenarios.stack import GRPC_ADDR, ROOT, SERVER_URL, SWITCH_METRICS, Stack, StackConfig
+from p4relay_scenarios.stack import (
+    GRPC_ADDR,
+    ROOT,
+    SERVER_URL,
+    SIP_SERVERS,
+    SWITCH_METRICS,
+    Stack,
+    StackConfig,
+    sip_server_version,
+)
 
 console = Console()
 PG_DIR = ROOT / "build" / "demo-pg"
@@ -47,6 +56,7 @@ class LiveState:
     relay_entries: int = 0
     queue: str = "-"  # the UAS port's queue: depth, queueing delay, drops
     note: str = ""
+    sip_server: str = ""  # name and version of the SIP server that runs
 
 
 def start_pg() -> str:
@@ -138,7 +148,7 @@ def render(live: LiveState, stack: Stack, t0: float) -> Group:
         "running",
         f"{time.monotonic() - t0:.0f} s",
     )
-    head = f"console: [bold]{SERVER_URL}/[/bold]"
+    head = f"console: [bold]{SERVER_URL}/[/bold]   SIP server: [bold]{live.sip_server}[/bold]"
     if stack.creds:
         head += f"   login: [bold]{stack.creds.admin_user}[/bold] / [bold]{stack.creds.admin_password}[/bold]"
     return Group(Panel(head, title="p4relay demo"), t, s, live.note)
@@ -169,6 +179,9 @@ def main(argv: list[str]) -> int:
         help="how long calls are placed (demo: 4; run: the profile's own call count)",
     )
     p.add_argument("--no-server", action="store_true", help="run without PostgreSQL/server")
+    p.add_argument(
+        "--sip", choices=SIP_SERVERS, default="opensips", help="the SIP server (default opensips)"
+    )
     args = p.parse_args(argv)
 
     base = PROFILES[args.profile]
@@ -188,12 +201,15 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     db = None if args.no_server else start_pg()
-    stack = Stack(StackConfig(run_dir=ROOT / "build" / "demo", database_url=db))
-    live = LiveState()
+    stack = Stack(StackConfig(run_dir=ROOT / "build" / "demo", database_url=db, sip=args.sip))
+    live = LiveState(sip_server=sip_server_version(args.sip))
     try:
         with console.status("building the testbed and starting every component..."):
             stack.up()
-        console.print(f"[green]up[/green]: console at [bold]{SERVER_URL}/[/bold]")
+        console.print(
+            f"[green]up[/green]: console at [bold]{SERVER_URL}/[/bold], "
+            f"SIP server {live.sip_server}"
+        )
         if stack.creds:
             console.print(
                 f"admin login for this run: {stack.creds.admin_user} / {stack.creds.admin_password}"

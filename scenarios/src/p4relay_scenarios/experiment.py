@@ -31,7 +31,16 @@ from rich.table import Table
 
 from p4relay_scenarios import capture, cpuacct
 from p4relay_scenarios.load import Profile, SippStats, run_uac
-from p4relay_scenarios.stack import RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
+from p4relay_scenarios.stack import (
+    RELAY_PORTS,
+    ROOT,
+    SIP_SERVERS,
+    SWITCH_METRICS,
+    SipServer,
+    Stack,
+    StackConfig,
+    sip_server_version,
+)
 
 console = Console(width=None if sys.stdout.isatty() else 160)  # logs keep whole tables
 
@@ -60,7 +69,7 @@ class Row:
     uas_cpu_pct: float  # SIPp UAS (load generator: callee RTP)
     switch_cpu_pct: float  # softswitch
     capture_cpu_pct: float  # the two tcpdumps at the switch's ports
-    signalling_cpu_pct: float  # Kamailio + rtpagent + timeout listener
+    signalling_cpu_pct: float  # SIP server + rtpagent (+ Kamailio's timeout listener)
     ksoftirqd_pct: float  # kernel packet work deferred to ksoftirqd
     softirq_pct: float  # all softirq time (already inside the figures above)
     other_cpu_pct: float  # busy time of everything else on the shared machine
@@ -105,7 +114,7 @@ COMPONENTS = {  # experiment component -> Supervisor process names
     "uas": ["sipp-uas"],
     "switch": ["softswitch"],
     "capture": ["cap-in", "cap-out"],
-    "signalling": ["kamailio", "rtpagent", "timeout-listener"],
+    "signalling": ["opensips", "kamailio", "rtpagent", "timeout-listener"],
 }
 
 
@@ -276,6 +285,9 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         "Machine: " + ", ".join(f"{k} {v}" for k, v in dict(meta["machine"]).items()),  # type: ignore[call-overload]
         "",
+        f"SIP server: {meta.get('sip_server') or 'not recorded'} (its rtpproxy module talks to "
+        "rtpagent in both modes; server-based relay: rtpagent offloads nothing).",
+        "",
         f"Calls ramp at {meta['rate']} calls/s and hold {meta['hold_s']} s; each call is one G.711 "
         "A-law stream per direction at 50 packets/s. Metrics are over the window when every call "
         "of a level is up, from captures "
@@ -301,8 +313,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         "Where the CPU went over the same window, % of one core (the machine has 2 cores: "
         "200 %). UAC/UAS are the load generator (SIPp), capture the two tcpdumps, "
-        "SIP+agent Kamailio, rtpagent and the timeout listener; other is everything else on "
-        "this shared machine (other engineers' builds and tests).",
+        "SIP+agent the SIP server and rtpagent (with Kamailio also its timeout listener); "
+        "other is everything else that ran on the machine.",
         "",
         "| mode | calls | UAC | UAS | RTPProxy | softswitch | capture | SIP+agent | ksoftirqd "
         "| other | machine busy | of which softirq | softswitch drops: RX ring | queues |",
@@ -421,7 +433,7 @@ CPU_PARTS = (  # Row field, label, colour: the stacked bars of cpu_breakdown.png
     ("relay_cpu_pct", "RTPProxy", "tab:red"),
     ("switch_cpu_pct", "softswitch", "tab:blue"),
     ("capture_cpu_pct", "captures", "tab:purple"),
-    ("signalling_cpu_pct", "Kamailio + rtpagent", "tab:green"),
+    ("signalling_cpu_pct", "SIP server + rtpagent", "tab:green"),
     ("ksoftirqd_pct", "ksoftirqd", "tab:olive"),
     ("other_cpu_pct", "rest of the machine", "tab:gray"),
 )
@@ -474,6 +486,7 @@ def run(
     run_dir: Path,
     command: str,
     nice: int = 0,
+    sip: SipServer = "opensips",
 ) -> list[Row]:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
@@ -491,6 +504,7 @@ def run(
                 StackConfig(
                     run_dir=run_dir / mode,
                     offload=(mode == "switch"),
+                    sip=sip,
                     collector=False,
                     switch_args=SWITCH_ARGS,
                 )
@@ -520,6 +534,7 @@ def run(
         "rate": rate,
         "hold_s": hold_s,
         "nice": nice,
+        "sip_server": sip_server_version(sip),
         "softswitch_args": SWITCH_ARGS,
         # Where the relay path is measured (capture.start_captures).
         "capture": "hosts",
@@ -563,6 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         help="concurrent-call levels, comma separated (seed: 750,1500,1800)",
     )
     p.add_argument("--modes", default="server,switch", help="server, switch or both")
+    p.add_argument("--sip", choices=SIP_SERVERS, default="opensips", help="the SIP server")
     p.add_argument("--hold", type=float, default=25.0, help="seconds each call lasts")
     p.add_argument("--rate", type=float, default=30.0, help="calls per second (seed: 30)")
     p.add_argument("--out", type=Path, default=ROOT / "scenarios" / "results" / "relay-experiment")
@@ -606,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir=args.run_dir,
         command=command,
         nice=args.nice,
+        sip=args.sip,
     )
     return 0
 
