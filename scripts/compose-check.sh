@@ -236,9 +236,10 @@ items = page.get("items", page if isinstance(page, list) else [])
 print(len(items), sum(1 for s in items if s.get("offloaded")))'
 }
 uas_start() {
-    in_ns "$NS_UAS" sipp -sf "$ROOT/scenarios/sipp/uas.xml" -i "$UAS_IP" -mi "$UAS_IP" -p 5060 \
+    cd "$WORK/media" && in_ns "$NS_UAS" sipp -sf "$ROOT/scenarios/sipp/uas.xml" -i "$UAS_IP" -mi "$UAS_IP" -p 5060 \
         -nostdin -bg -trace_err -error_file "$WORK/uas-errors.log" >/dev/null 2>&1 \
         || die "SIPp UAS did not start"
+    cd "$ROOT"
 }
 # uac CALLS CALL_S TAG: run CALLS calls of CALL_S seconds; prints "sent completed".
 uac() {
@@ -261,8 +262,6 @@ cleanup() {
     local rc=$?
     if [ "${KEEP:-0}" = 1 ]; then log "KEEP=1: stack and namespaces left up ($WORK)"; return; fi
     log "tearing down"
-    pkill -9 -f "sipp .*$WORK" 2>/dev/null || true
-    ip netns pids "$NS_UAS" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     [ -f "$WORK/env" ] && COMPOSE down -v -t 10 >"$WORK/down.log" 2>&1 || true
     testbed_down
     local left
@@ -286,11 +285,10 @@ log "all images built in $(( $(date +%s) - t_build ))s"
 trap cleanup EXIT
 testbed_up
 write_env
-mkdir -p "$WORK/media"
-# 10 s of A-law (0xd5 = silence) for SIPp's rtp_stream, looped per call.
-python3 -c 'import sys; sys.stdout.buffer.write(bytes([0xd5]) * 80000)' > "$WORK/media/tone.alaw"
-cp "$WORK/media/tone.alaw" "$WORK/media/tone.alaw" 2>/dev/null || true
-mkdir -p "$WORK/media/media" && cp "$WORK/media/tone.alaw" "$WORK/media/media/tone.alaw"
+# SIPp's rtp_stream loops media/tone.alaw (relative to its working directory):
+# 10 s of A-law silence (0xd5), 50 packets/s per direction.
+mkdir -p "$WORK/media/media"
+python3 -c 'import sys; sys.stdout.buffer.write(bytes([0xd5]) * 80000)' > "$WORK/media/media/tone.alaw"
 
 log "compose up (profiles softswitch, $SIP)"
 t_up=$(date +%s)
