@@ -33,7 +33,7 @@ from p4relay_switch import EntryBatch as Batch
 from . import metrics
 from .guards import GuardRegistry
 from .learning import Judgement, Learner, LearnPolicy, Verdict
-from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, source
+from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, reconciliation, source
 from .state import Endpoint, OffloadState, Session, SessionTable
 from .switchport import (
     OffloadRefused,
@@ -802,50 +802,25 @@ class Offloader:
 
     async def _reconcile(self, restarted: bool) -> None:
         metrics.SWITCH_UP.set(1)
-        have = await self.switch.dump()
-        want_keys = {r.key: r for p in self.plans.values() for r in p.relays}
-        want_legs = {lg.leg: lg for p in self.plans.values() for lg in p.legs}
-        want_guards = {g for p in self.plans.values() for g in p.guards}
-        have_keys = {r.key: r for r in have.relays}
-        have_legs = {lg.leg: lg for lg in have.legs}
-        have_guards = set(have.guards)
-        stale = tuple(k for k in have_keys if k not in want_keys)
-        stale_legs = tuple(leg for leg in have_legs if leg not in want_legs)
-        stale_guards = tuple(g for g in have_guards if g not in want_guards)
-        missing_legs = tuple(lg for leg, lg in want_legs.items() if have_legs.get(leg) != lg)
-        missing = tuple(r for k, r in want_keys.items() if have_keys.get(k) != r)
-        missing_guards = tuple(g for g in want_guards if g not in have_guards)
-        if stale or stale_legs or stale_guards:
-            await self._write_removal(
-                lambda: Batch(del_guards=stale_guards, del_relays=stale, del_legs=stale_legs)
-            )
+        fix = reconciliation(self.plans.values(), await self.switch.dump())
+        if fix.stale:
+            await self._write_removal(lambda: fix.stale)
             log.info(
                 "swept_stale_entries",
-                relays=len(stale),
-                legs=len(stale_legs),
-                guards=len(stale_guards),
+                relays=len(fix.stale.del_relays),
+                legs=len(fix.stale.del_legs),
+                guards=len(fix.stale.del_guards),
             )
         self._orphans.clear()
         self._orphan_legs.clear()
-        if missing or missing_legs or missing_guards:
-            fresh_legs = tuple(lg for lg in missing_legs if lg.leg not in have_legs)
-            changed_legs = tuple(lg for lg in missing_legs if lg.leg in have_legs)
+        if fix.missing:
             try:
-                await self.switch.write(
-                    Batch(
-                        add_legs=fresh_legs,
-                        mod_legs=changed_legs,
-                        add_relays=missing,
-                        del_relays=tuple(r.key for r in missing if r.key in have_keys),
-                        add_guards=missing_guards,
-                    ),
-                    self.idle_ttl_ms,
-                )
+                await self.switch.write(fix.missing, self.idle_ttl_ms)
                 log.info(
                     "reinstalled",
-                    relays=len(missing),
-                    legs=len(missing_legs),
-                    guards=len(missing_guards),
+                    relays=len(fix.missing.add_relays),
+                    legs=len(fix.missing.add_legs) + len(fix.missing.mod_legs),
+                    guards=len(fix.missing.add_guards),
                     restarted=restarted,
                 )
             except OffloadRefused as exc:

@@ -11,7 +11,15 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from p4relay_switch import Counters, FlowKey, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch import (
+    Counters,
+    EntryBatch,
+    EntryDump,
+    FlowKey,
+    GuardKey,
+    LegRewrite,
+    RelayEntry,
+)
 
 from .state import Endpoint, OffloadState, Session
 
@@ -145,3 +153,36 @@ def add_counts(s: Session, p: Plan, counts: dict[FlowKey, Counters]) -> None:
         else:
             s.switch_totals.packets[i] += c.packets
             s.switch_totals.bytes[i] += c.bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    stale: EntryBatch  # on the switch, planned for no session: delete
+    missing: EntryBatch  # planned, absent or different on the switch: (re)write
+
+
+def reconciliation(plans: Iterable[Plan], have: EntryDump) -> Reconciliation:
+    """What makes the switch's call tables hold exactly the planned entries."""
+    plans = list(plans)
+    want_keys = {r.key: r for p in plans for r in p.relays}
+    want_legs = {lg.leg: lg for p in plans for lg in p.legs}
+    want_guards = {g for p in plans for g in p.guards}
+    have_keys = {r.key: r for r in have.relays}
+    have_legs = {lg.leg: lg for lg in have.legs}
+    have_guards = set(have.guards)
+    missing_legs = [lg for leg, lg in want_legs.items() if have_legs.get(leg) != lg]
+    missing = tuple(r for k, r in want_keys.items() if have_keys.get(k) != r)
+    return Reconciliation(
+        stale=EntryBatch(
+            del_guards=tuple(g for g in have_guards if g not in want_guards),
+            del_relays=tuple(k for k in have_keys if k not in want_keys),
+            del_legs=tuple(leg for leg in have_legs if leg not in want_legs),
+        ),
+        missing=EntryBatch(
+            add_legs=tuple(lg for lg in missing_legs if lg.leg not in have_legs),
+            mod_legs=tuple(lg for lg in missing_legs if lg.leg in have_legs),
+            add_relays=missing,
+            del_relays=tuple(r.key for r in missing if r.key in have_keys),
+            add_guards=tuple(g for g in want_guards if g not in have_guards),
+        ),
+    )
