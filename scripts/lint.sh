@@ -11,7 +11,7 @@ step() { echo "-- $*"; "$@" || rc=1; }
 uvr() { uv run --frozen --no-sync "$@"; }
 
 # The Python packages mypy checks strictly (sources, scripts).
-MYPY_PATHS=(switch/client/src server/src rtpagent/src scenarios/src collector/src scripts)
+MYPY_PATHS=(switch/client/src server/src rtpagent/src scenarios/src collector/src testsupport/src scripts)
 
 group() {
   case "$1" in
