@@ -28,6 +28,7 @@ from p4relay_scenarios.stack import (
     opensips_command,
     render_opensips_cfg,
 )
+from p4relay_testsupport import free_port
 
 COMMANDS: dict[SipServer, Callable[[Path, SipEndpoints, int], list[str]]] = {
     "opensips": opensips_command,
@@ -35,17 +36,10 @@ COMMANDS: dict[SipServer, Callable[[Path, SipEndpoints, int], list[str]]] = {
 }
 
 
-def _free_port(kind: int) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _free_sip_port() -> int:
     """A port free for both UDP and TCP (the servers listen on both)."""
     for _ in range(50):
-        port = _free_port(socket.SOCK_DGRAM)
+        port = free_port(socket.SOCK_DGRAM)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
             try:
                 t.bind(("127.0.0.1", port))
@@ -92,8 +86,8 @@ def test_sip_server_starts_and_answers(sip: SipServer, tmp_path: Path) -> None:
         listen_ip="127.0.0.1",
         port=port,
         uas_uri="sip:127.0.0.1:9",
-        rtpproxy_sock=f"udp:127.0.0.1:{_free_port(socket.SOCK_DGRAM)}",
-        notify_sock=f"tcp:127.0.0.1:{_free_port(socket.SOCK_STREAM)}",
+        rtpproxy_sock=f"udp:127.0.0.1:{free_port(socket.SOCK_DGRAM)}",
+        notify_sock=f"tcp:127.0.0.1:{free_port(socket.SOCK_STREAM)}",
     )
     run_dir = tmp_path / sip  # does not exist yet: the command makes it
     try:

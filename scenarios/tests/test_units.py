@@ -171,22 +171,6 @@ def test_kamailio_config_parses(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
 
 
-def _routes(cfg: str) -> set[str]:
-    import re
-
-    text = (SCENARIOS / "sip" / cfg).read_text()
-    return set(re.findall(r"^(?:onreply_|failure_)?route\[(\w+)\]", text, re.M))
-
-
-def test_opensips_and_kamailio_share_one_routing_logic() -> None:
-    routes = _routes("kamailio.cfg")
-    assert routes == _routes("opensips.cfg")
-    assert {"MEDIA_OFFER", "MEDIA_ANSWER", "MEDIA_DELETE", "MEDIA_REPLY", "MEDIA_FAIL"} <= routes
-    ops = (SCENARIOS / "sip" / "opensips.cfg").read_text()
-    assert 'modparam("rtpproxy", "rtpp_notify_socket"' in ops
-    assert "create_dialog(" in ops
-
-
 def test_cpu_accounting_sees_a_busy_component() -> None:
     from p4relay_scenarios import cpuacct
 

@@ -203,19 +203,18 @@ class Stack:
             token_file = self.cfg.run_dir / "collector.token"
             token_file.write_text(self.creds.ingest_token)
             token_file.chmod(0o600)
+            port = self.cfg.collector_metrics_port
             self.sup.start(
                 "collector",
                 [
-                    str(VENV_BIN / "p4relay-server"),
-                    "collector",
+                    str(VENV_BIN / "p4relay-collector"),
                     "--server-url",
                     SERVER_URL,
                     "--token-file",
                     str(token_file),
-                    "--metrics-port",
-                    "9103",
+                    "--metrics-listen",
+                    f"127.0.0.1:{port}" if port else "",
                 ],
-                env=env,
             )
         return self.creds
 

@@ -21,6 +21,7 @@ import pytest
 from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_TIMEOUT_SOCK, Stack
+from p4relay_testsupport import wait_until
 
 T = TypeVar("T")
 UAS_PORT = topology.UAS.port
@@ -29,14 +30,20 @@ SIP_NOTIFY_PORT = int(SIP_TIMEOUT_SOCK.rsplit(":", 1)[1])
 
 
 def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    deadline = time.monotonic() + timeout_s
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
+    """Poll fn until it returns something truthy; that value (testsupport's wait_until)."""
+    box: dict[str, T | None] = {}
+
+    def pred() -> bool:
+        box["last"] = fn()
+        return bool(box["last"])
+
+    try:
+        wait_until(pred, within=timeout_s, interval=0.5, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc} (last: {box.get('last')!r})") from None
+    value = box["last"]
+    assert value is not None
+    return value
 
 
 def calls(
