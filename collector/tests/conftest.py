@@ -8,41 +8,29 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
+from p4relay_testsupport import (
+    Softswitch,
+    SoftswitchNotBuilt,
+    free_port,
+    softswitch_binary,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-SOFTSWITCH = Path(
-    os.environ.get("P4RELAY_SOFTSWITCH_BIN", ROOT / "switch/target/release/p4relay-softswitch")
-)
 NS = "p4rcolc"
 LINKS = ("p4rcc1", "p4rcc2")  # switch side; peers are <name>n inside NS
 LINE_RATE = 10_000_000  # bit/s: a few hundred packets queue up and show in utilisation
 QUEUE_DEPTH = 64  # packets: a burst of a few hundred tail-drops
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, ok: Callable[[], bool], timeout_s: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ok():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def _pg_url() -> str:
@@ -129,7 +117,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
                 return httpx.get(url + "/readyz", timeout=1).status_code == 200
             return False
 
-        wait_for("server /readyz", ready, 30)
+        wait_until(ready, within=30, what="server /readyz")
         yield Server(url, ingest.split()[-1], read.split()[-1], db)
     finally:
         proc.terminate()
@@ -182,26 +170,16 @@ def veths() -> Iterator[None]:
         teardown_net()
 
 
-@dataclass
-class Softswitch:
-    address: str
-    proc: subprocess.Popen[bytes]
-
-
 @pytest.fixture
 def softswitch(veths: None, tmp_path: Path) -> Iterator[Softswitch]:
-    if not SOFTSWITCH.is_file():
-        pytest.fail(f"{SOFTSWITCH} not built: run `cd switch && cargo build --release`")
-    grpc = free_port()
-    address = f"127.0.0.1:{grpc}"
-    log = (tmp_path / "softswitch.log").open("wb")
-    proc = subprocess.Popen(
+    """The softswitch with the two veth ports, a 10 Mbit/s line rate and a
+    64-packet egress queue."""
+    try:
+        softswitch_binary()
+    except SoftswitchNotBuilt as e:
+        pytest.fail(str(e))
+    sw = Softswitch(
         [
-            str(SOFTSWITCH),
-            "--grpc-listen",
-            address,
-            "--metrics-listen",
-            f"127.0.0.1:{free_port()}",
             "--port",
             f"1={LINKS[0]}",
             "--port",
@@ -210,28 +188,11 @@ def softswitch(veths: None, tmp_path: Path) -> Iterator[Softswitch]:
             str(LINE_RATE),
             "--queue-depth",
             str(QUEUE_DEPTH),
-            "--workers",
-            "1",
         ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        log_path=tmp_path / "softswitch.log",
     )
+    sw.start()
     try:
-
-        def listening() -> bool:
-            assert proc.poll() is None, (tmp_path / "softswitch.log").read_text()[-2000:]
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", grpc), 0.2):
-                return True
-            return False
-
-        wait_for("softswitch gRPC", listening)
-        yield Softswitch(address, proc)
+        yield sw
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
+        sw.stop()

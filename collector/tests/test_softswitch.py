@@ -10,12 +10,13 @@ import asyncio
 import subprocess
 import tomllib
 
-from conftest import LINKS, NS, ROOT, Server, Softswitch, free_port
+from conftest import LINKS, NS, ROOT, Server
 from p4relay_collector.config import Settings
 from p4relay_collector.poller import SwitchPoller
 from p4relay_collector.service import Collector
 from p4relay_collector.wire import IngestBatch
 from p4relay_switch import Endpoint, Nexthop, Pipeline, RelayCall, SwitchClient
+from p4relay_testsupport import Softswitch, free_port
 from pydantic import SecretStr
 
 
@@ -84,6 +85,7 @@ def test_collector_polls_softswitch_and_server_stores_it(
             await asyncio.to_thread(send_udp, 40)
             await asyncio.sleep(0.3)
             (second,) = await col.poll_once()
+            assert softswitch.proc is not None
             softswitch.proc.kill()  # the switch crashes
             softswitch.proc.wait(5)
             (third,) = await col.poll_once()
