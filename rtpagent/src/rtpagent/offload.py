@@ -5,6 +5,12 @@ sessions into one ordered BfRt write (batched: thousands of calls per second
 cost a few RPCs), so the control path never waits on the switch. When the
 switch refuses (full, unreachable, error) the session stays on RTPProxy and
 the reason is recorded: fail-open.
+
+The policy is the planner's (`planner.py`: which state, which entries,
+reconciliation against the switch), guard ownership the registry's
+(`guards.py`), the switch's learn and idle notifications the event
+handler's (`switch_events.py`); this module writes: the install worker, the
+reaper of ended sessions, take-backs, reconcile.
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ from p4relay_switch import EntryBatch as Batch
 
 from . import metrics
 from .guards import GuardRegistry
-from .learning import Judgement, Learner, LearnPolicy, Verdict
-from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, reconciliation, source
-from .state import Endpoint, OffloadState, Session, SessionTable
+from .learning import Learner, LearnPolicy
+from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, reconciliation
+from .state import OffloadState, Session, SessionTable
+from .switch_events import SwitchEventHandler
 from .switchport import (
     OffloadRefused,
     Switch,
@@ -44,7 +51,6 @@ from .switchport import (
 
 log = structlog.get_logger("rtpagent.offload")
 
-FOREIGN_SOURCES_KEPT = 8  # per session: logged and reported; beyond, only counted
 REMOVALS_PER_SLICE = 4  # ended sessions' bookkeeping per event-loop turn
 
 
@@ -79,6 +85,7 @@ class Offloader:
         self.legs = LegAllocator(legs - 1, first=1)
         self.idle_ttl_ms = idle_ttl_ms
         self.learner = Learner(LearnPolicy(learn_policy), learn_window_ms / 1000.0)
+        self.events = SwitchEventHandler(self, self.learner)
         self.planner = Planner(
             nat_nets=nat_nets, latch_always=latch_always, enabled=enabled, guard=guard
         )
@@ -108,7 +115,6 @@ class Offloader:
         self._task: asyncio.Task[None] | None = None
         self._reaper_task: asyncio.Task[None] | None = None
         self._events_task: asyncio.Task[None] | None = None
-        self.on_timeout: Callable[[Session], None] | None = None
         # Removals the switch did not take (unreachable): swept on reconnect.
         self._orphans: list[FlowKey] = []
         self._orphan_legs: list[int] = []
@@ -636,9 +642,9 @@ class Offloader:
         async for ev in self.switch.events():
             try:
                 if isinstance(ev, LearnEvent):
-                    await self._on_learn(ev)
+                    await self.events.on_learn(ev)
                 elif isinstance(ev, RelayIdle):
-                    self._on_idle(ev)
+                    self.events.on_idle(ev)
                 elif isinstance(ev, SwitchUp):
                     await self.reconcile(restarted=ev.restarted)
                 elif isinstance(ev, SwitchDown):
@@ -647,150 +653,23 @@ class Offloader:
             except Exception:
                 log.exception("switch_event_failed", event=repr(ev))
 
-    async def _on_learn(self, ev: LearnEvent) -> None:
-        hit = self.ports.get((str(ev.dst.addr), ev.dst.port))
-        metrics.DIGESTS.inc()
-        if hit is None:
-            return
-        uid, i, rtcp = hit
-        s = self.table.by_uid.get(uid)
-        if s is None:
-            return
-        st = s.streams[i]
-        src = Endpoint(str(ev.src.addr), ev.src.port)
-        p = self.plans.get(s.uid)
-        if rtcp:
-            if st.learned_rtcp is None and self._rtcp_acceptable(s, i, src, p is not None):
-                st.learned_rtcp = src
-                if p is not None or s.state is OffloadState.LEARNING:
-                    self.touch(s)
-            elif p is not None and src != st.learned_rtcp:
-                self._foreign(s, ev, src)
-            return
-        if st.learned == src or (st.learned is None and st.sdp == src and p is not None):
-            return
-        if st.learned is not None:
-            # Latched already: packets from elsewhere are not relayed (RTPProxy
-            # ignores them; on an offloaded call the guard drops them).
-            if p is not None:
-                self._foreign(s, ev, src)
-            else:
-                log.info("stray_source", call_id=s.call_id, src=src.key())
-            return
-        if p is not None:
-            key = next(r.key for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
-            counts = await self.switch.read_counters([key])
-            c = counts.get(key)
-            if c is not None and c.packets > 0:
-                st.learned = Endpoint(key.src_addr, key.src_port)  # latched by traffic already
-                self._foreign(s, ev, src)
-                return
-        expected = st.sdp
-        trusted = expected is not None and self.planner.trusted(expected)
-        loop = asyncio.get_running_loop()
-        j = self.learner.judge(s.uid, i, src, expected, trusted, loop.time())
-        if j.verdict is Verdict.LATCH:
-            self._latch(s, i, src)
-        elif j.verdict is Verdict.REFUSE:
-            self._refuse_learn(s, i, j)
-        elif self.learner.candidate(s.uid, i) == src:
-            # The window's first source: decided when the window closes.
-            loop.call_later(self.learner.window_s, self._window_closed, s.uid, i)
+    @property
+    def on_timeout(self) -> Callable[[Session], None] | None:
+        """Called when both of a session's RTP directions went idle on the switch."""
+        return self.events.on_timeout
 
-    def _latch(self, s: Session, i: int, src: Endpoint) -> None:
-        s.streams[i].learned = src
-        log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
-        self.touch(s)
+    @on_timeout.setter
+    def on_timeout(self, cb: Callable[[Session], None] | None) -> None:
+        self.events.on_timeout = cb
 
-    def _window_closed(self, uid: str, i: int) -> None:
-        src = self.learner.candidate(uid, i)
-        j = self.learner.window_closed(uid, i)
-        s = self.table.by_uid.get(uid)
-        if j is None or s is None or s.streams[i].learned is not None:
-            return
-        if j.verdict is Verdict.LATCH and src is not None:
-            self._latch(s, i, src)
-        elif j.verdict is Verdict.REFUSE:
-            self._refuse_learn(s, i, j)
+    def at_port(self, addr: str, port: int) -> tuple[str, int, bool] | None:
+        return self.ports.get((addr, port))
 
-    def _refuse_learn(self, s: Session, i: int, j: Judgement) -> None:
-        """Sources the learning policy did not accept: counted, logged and
-        reported once per source (up to FOREIGN_SOURCES_KEPT per call)."""
-        st = s.streams[i]
-        for src in j.refused:
-            metrics.LEARN_REFUSED.labels(j.reason).inc()
-            text = f"{src.addr}:{src.port}"
-            if not self.learner.note_refused(s.uid, text, FOREIGN_SOURCES_KEPT):
-                continue
-            log.warning(
-                "learn_refused",
-                call_id=s.call_id,
-                tag=s.tag,
-                side=i,
-                src=text,
-                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
-                reason=j.reason,
-            )
-            self.emit(
-                "learn_refused",
-                s,
-                source=text,
-                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
-                policy=str(self.learner.policy),
-                relay_port=st.port,
-                reason=j.reason,
-            )
+    def flow_owner(self, key: FlowKey) -> tuple[str, int, bool] | None:
+        return self.by_key.get(key)
 
-    def _rtcp_acceptable(self, s: Session, i: int, src: Endpoint, installed: bool) -> bool:
-        """May this source latch the stream's RTCP? RTCP comes from its RTP
-        source's address (a NAT may pick another port). Under the strict policy
-        an unlatched stream whose signalled address is not trusted waits for
-        its RTP source first."""
-        st = s.streams[i]
-        if self.learner.policy is LearnPolicy.FIRST:
-            return not installed or self._rtcp_from_party(s, i, src)
-        if st.learned is None and (st.sdp is None or not self.planner.trusted(st.sdp)):
-            return False
-        return self._rtcp_from_party(s, i, src)
-
-    def _rtcp_from_party(self, s: Session, i: int, src: Endpoint) -> bool:
-        """An offloaded stream's RTCP comes from its RTP source's address (a NAT
-        may pick another port); another address is foreign, not a latch."""
-        return src.addr == source(s, i).addr
-
-    def _foreign(self, s: Session, ev: LearnEvent, src: Endpoint) -> None:
-        """A packet from someone else hit an offloaded call's guarded port: the
-        switch dropped it (never relayed, never latched by RTPProxy)."""
-        metrics.GUARD_FOREIGN.inc()
-        text = f"{src.addr}:{src.port}"
-        if text in s.foreign_sources or len(s.foreign_sources) >= FOREIGN_SOURCES_KEPT:
-            return  # logged once per source; the counters keep counting
-        s.foreign_sources.append(text)
-        log.warning(
-            "foreign_media_dropped",
-            call_id=s.call_id,
-            tag=s.tag,
-            src=text,
-            relay=str(ev.dst),
-        )
-
-    def _on_idle(self, ev: RelayIdle) -> None:
-        hit = self.by_key.get(ev.key)
-        if hit is None:
-            return
-        uid, i, rtcp = hit
-        s = self.table.by_uid.get(uid)
-        if s is None or rtcp:
-            return
-        if not ev.idle:
-            s.idle_since[i] = None
-            return
-        s.idle_since[i] = time.monotonic()
-        if all(t is not None for t in s.idle_since):
-            log.info("switch_idle_timeout", call_id=s.call_id, tag=s.tag)
-            metrics.IDLE_TIMEOUTS.inc()
-            if self.on_timeout is not None:
-                self.on_timeout(s)
+    def plan_of(self, uid: str) -> Plan | None:
+        return self.plans.get(uid)
 
     def mark_active(self, s: Session, i: int) -> None:
         s.idle_since[i] = None
