@@ -14,6 +14,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from urllib.parse import quote_from_bytes
 
 import structlog
 
@@ -22,6 +23,7 @@ from .notify import Notifier
 from .offload import Offloader
 from .protocol import (
     ECODE_SESUNKN,
+    WIRE,
     Command,
     Op,
     Reply,
@@ -46,6 +48,7 @@ class Agent:
         *,
         notify_socket: str | None,
         notifier: Notifier | None = None,
+        sip_notify: str | None = None,
         rtpp_ttl: float = 60.0,
         default_asymmetric: bool = False,
     ) -> None:
@@ -54,6 +57,8 @@ class Agent:
         self.table = table
         self.tracker = Tracker(table, default_asymmetric)
         self.notify_socket = notify_socket  # ours; None: do not rewrite
+        # The SIP server's socket for sessions whose U names none.
+        self.sip_notify = sip_notify or None
         self.notifier = notifier or Notifier()
         self.rtpp_ttl = rtpp_ttl
         self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
@@ -94,7 +99,7 @@ class Agent:
         if (
             cmd.op is Op.UPDATE
             and cmd.understood
-            and cmd.notify_socket is not None
+            and (cmd.notify_socket is not None or self.sip_notify is not None)
             and self.notify_socket is not None
         ):
             token = f"{self._tok_prefix}_{next(self._tok):x}"
@@ -165,11 +170,24 @@ class Agent:
                 old = [t for t, uid in self.notify_tokens.items() if uid == s.uid]
                 for t in old:
                     self.notify_tokens.pop(t, None)
-            s.notify_socket = cmd.notify_socket
-            s.notify_tag = cmd.notify_tag
+            if cmd.notify_socket is not None:
+                s.notify_socket = cmd.notify_socket
+                s.notify_tag = cmd.notify_tag
+            elif s.notify_socket is None or s.notify_socket == self.sip_notify:
+                # The default socket: the call named as the SIP server finds
+                # its dialog (call-id, the dialog's from-tag), URL-quoted as
+                # RTPProxy keeps a tag.
+                s.notify_socket = self.sip_notify
+                s.notify_tag = default_notify_tag(s)
             s.notify_token = token
             self.notify_tokens[token] = s.uid
-        elif cmd.op is Op.UPDATE and cmd.notify_socket is None and out.changed and reply.ok:
+        elif (
+            cmd.op is Op.UPDATE
+            and cmd.notify_socket is None
+            and self.sip_notify is None
+            and out.changed
+            and reply.ok
+        ):
             # RTPProxy drops the timeout handler of a U without one.
             out.changed[0].notify_socket = None
         now = time.perf_counter()
@@ -327,3 +345,10 @@ def _result(f: asyncio.Future[str | None]) -> str | None:
         log.error("handler_failed", error=repr(exc))
         return None
     return f.result()
+
+
+def default_notify_tag(s: Session) -> str:
+    """'<call-id> <from-tag>' (the session tag without its media number),
+    URL-quoted byte for byte as RTPProxy stores a notify tag."""
+    from_tag = s.tag.split(";", 1)[0]
+    return quote_from_bytes(f"{s.call_id} {from_tag}".encode(WIRE), safe="")

@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     latch_always: bool = Field(
         default=False, description="always wait for the first packet (RTPProxy-like latching)"
     )
+    sip_notify: str = Field(
+        default="",
+        description="SIP server's timeout socket (tcp:host:port or unix:path) for sessions whose U "
+        "names none (Kamailio's rtpproxy module sends one only on some U): the agent asks RTPProxy "
+        "to notify it and tells this socket '<call-id> <from-tag>' when the media times out; "
+        "empty: only sessions whose U named a socket are notified",
+    )
     learn_policy: Literal["strict", "first"] = Field(
         default="strict",
         description="which media source a stream latches to: strict = only the signalled "
