@@ -280,7 +280,8 @@ class GarbageRpc(P4RelayTest):
                 with self.assertRaises(grpc.RpcError) as cm:
                     write(junk, timeout=5)
                 self.assertNotEqual(cm.exception.code(), grpc.StatusCode.OK)  # type: ignore[attr-defined]
-            # well-formed but from a client id that never subscribed/bound
+            # well-formed but from a client id that never subscribed/bound and
+            # names no program (bf_switchd accepts one that names the program)
             stub_write = ch.unary_unary(
                 "/bfrt_proto.BfRuntime/Write",
                 request_serializer=pb.WriteRequest.SerializeToString,
@@ -292,7 +293,7 @@ class GarbageRpc(P4RelayTest):
                 stub_write(
                     pb.WriteRequest(
                         client_id=4242,
-                        p4_name="p4relay",
+                        p4_name="",
                         updates=[
                             pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=te))
                         ],
