@@ -2,8 +2,11 @@
  * the queue, so a packet the traffic manager tail-drops never gets here and
  * shows as a sequence gap (rtp_lost), and queueing delay variation shows in
  * the transit times (rtp_jitter); rtp_last_seen is the departure time.
- * Applied to relayed RTP of an offloaded leg (bridged relay = 1, rtcp = 0,
- * RTP header parsed); the leg comes from Ingress in the bridged header.
+ * Egress applies it to every packet and it picks its own: relayed RTP of an
+ * offloaded leg (bridged relay = 1, rtcp = 0, RTP header parsed) that passed
+ * the length check, and jitter write-back copies; the leg comes from Ingress
+ * in the bridged header. One operation per field and stage: the jitter's
+ * steps are separate actions (jitter_terms, jitter_decay, jitter_writeback).
  *
  * Tofino allows one access per register per pass, in one stage, by a small
  * stateful ALU (no shifter on Tofino 1). So:
