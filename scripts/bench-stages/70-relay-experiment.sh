@@ -4,6 +4,7 @@
 # concurrency; per-packet delay, delay variation, loss, MOS, relay CPU from
 # captures at the switch's ports. Prints the table; writes it with PNG plots to
 # $RESULTS/relay-experiment (the committed run is in scenarios/results/).
+# The SIP server is OpenSIPS (--sip kamailio: Kamailio); the table's README names it.
 # Needs root. Levels/hold are cut to fit CI; the committed run (README there):
 #   python -m p4relay_scenarios experiment --levels 150,300,500,750,1000,1500,1800 --hold 80
 # The testbed runs at nice -10 (--nice) and the table says where the CPU went.

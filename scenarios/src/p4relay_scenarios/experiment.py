@@ -491,6 +491,8 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     cdfs: dict[str, list[float]] = {}
+    sip_server = sip_server_version(sip)
+    console.print(f"SIP server: {sip_server}")
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -534,7 +536,7 @@ def run(
         "rate": rate,
         "hold_s": hold_s,
         "nice": nice,
-        "sip_server": sip_server_version(sip),
+        "sip_server": sip_server,
         "softswitch_args": SWITCH_ARGS,
         # Where the relay path is measured (capture.start_captures).
         "capture": "hosts",
