@@ -52,6 +52,8 @@ class Profile:
     sram: int = 0
     tcam: int = 0
     map_ram: int = 0
+    phv_bits: int = 0  # normal containers: bits occupied (of 4,096)
+    tphv_bits: int = 0  # tagalong containers (of 2,048)
     sizes: dict[str, int] = field(default_factory=dict)
     tables: dict[str, list[TableUse]] = field(default_factory=dict)
     compile_s: float = 0.0
@@ -131,9 +133,18 @@ def load(path: Path) -> Profile:
     summary = path / "pipe" / "logs" / "table_summary.log"
     if summary.is_file():
         p.ingress_stages, p.egress_stages = _final_stages(summary.read_text())
+        if p.stages > STAGES:  # placed, but beyond the pipe: the assembler rejects it
+            p.ok = False
+            p.error = (
+                f"needs {p.ingress_stages} ingress / {p.egress_stages} egress stages of {STAGES}"
+            )
     if metrics.is_file():
-        mau = json.loads(metrics.read_text())["mau"]
+        m = json.loads(metrics.read_text())
+        mau = m["mau"]
         p.sram, p.tcam, p.map_ram = int(mau["srams"]), int(mau["tcams"]), int(mau["map_rams"])
+        phv = m.get("phv", {})
+        p.phv_bits = sum(int(c["bits_occupied"]) for c in phv.get("normal", []))
+        p.tphv_bits = sum(int(c["bits_occupied"]) for c in phv.get("tagalong", []))
     bfrt = path / "bf-rt.json"
     if bfrt.is_file():
         for t in json.loads(bfrt.read_text())["tables"]:
@@ -174,8 +185,9 @@ def table_lines(profiles: list[Profile]) -> list[str]:
     lines = [
         "| profile | relay / guard / legs per pipe | stages (ingress / egress of 12) "
         "| SRAM blocks (of 960) | TCAM blocks (of 288) | map RAM (of 576) "
+        "| PHV bits (normal of 4,096 / tagalong of 2,048) "
         "| calls per pipe | per 2-pipe switch | per 4-pipe switch |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in profiles:
         s = p.sizes
@@ -184,13 +196,14 @@ def table_lines(profiles: list[Profile]) -> list[str]:
             f"{_k(s.get('pipe.Ingress.leg_rewrite', 0))}"
         )
         if not p.ok:
-            lines.append(f"| {p.name} | {sizes} | does not fit: {p.error} | | | | | | |")
+            lines.append(f"| {p.name} | {sizes} | does not fit: {p.error} | | | | | | | |")
             continue
         c = p.calls_per_pipe
         lines.append(
             f"| {p.name} | {sizes} | {p.ingress_stages} / {p.egress_stages} "
             f"| {p.sram} ({_pct(p.sram, SRAM_PER_STAGE)}) | {p.tcam} ({_pct(p.tcam, TCAM_PER_STAGE)}) "
             f"| {p.map_ram} ({_pct(p.map_ram, MAP_RAM_PER_STAGE)}) "
+            f"| {p.phv_bits:,} / {p.tphv_bits:,} "
             f"| {c:,} | {c * PIPES[0]:,} | {c * PIPES[1]:,} |"
         )
     return lines

@@ -557,3 +557,22 @@ def test_resources_reports_a_failed_compile(tmp_path: Path) -> None:
     res_mod.junit(out, "05-p4", [res])
     xml = out.read_text()
     assert 'tests="1" failures="1"' in xml and "using 13" in xml
+
+
+def test_resources_rejects_a_placement_beyond_12_stages(tmp_path: Path) -> None:
+    """Placed by the compiler but in more stages than a pipe has: not a fit,
+    even when no compile.rc says so."""
+    res_mod = _resources()
+    d = tmp_path / "p4relay-big"
+    (d / "pipe" / "logs").mkdir(parents=True)
+    (d / "pipe" / "logs" / "table_summary.log").write_text(
+        "Number of stages for ingress table allocation: 15\n"
+        "Number of stages for egress table allocation: 3\n"
+    )
+    (d / "pipe" / "logs" / "metrics.json").write_text(
+        json.dumps({"mau": {"srams": 631, "tcams": 34, "map_rams": 334}})
+    )
+    res = res_mod.load(d)
+    assert not res.ok
+    assert res.error == "needs 15 ingress / 3 egress stages of 12"
+    assert "does not fit" in "\n".join(res_mod.table_lines([res]))
