@@ -73,8 +73,12 @@ describe('operator console (real server)', () => {
     await capture('01-login');
     await page.getByLabel('Password').fill(live().password);
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { name: 'Live sessions' }).waitFor();
+    // The overview is the landing page; the live table is one click away.
+    await page.getByRole('heading', { name: 'Overview' }).waitFor();
     consoleErrors.length = 0; // the refused login's 401 was expected
+    await capture('01b-overview');
+    await page.getByRole('link', { name: 'Live', exact: true }).click();
+    await page.getByRole('heading', { name: 'Live sessions' }).waitFor();
   });
 
   it('shows the live sessions and the header summary', async () => {

@@ -14,6 +14,13 @@ export const ACTIVE_CALLS = 300;
 export const ENDED_CALLS = 40;
 /** The call that gets a reroute event (and a full quality history). */
 export const REROUTED = 7;
+/** A call answered 4 s before the seed, with 3 s of samples. */
+export const YOUNG = 299;
+/** Ports the collector reports; port 2 congests for the last 2 minutes. */
+export const PORTS = [1, 2, 3, 4] as const;
+export const CONGESTED_PORT = 2;
+/** Collector cell size: depth = cells × 80 B. */
+export const CELL_BYTES = 80;
 
 export async function ingest(baseUrl: string, token: string, batch: Omit<Batch, 'idempotency_key'>): Promise<IngestResult> {
   const res = await fetch(`${baseUrl}/api/v1/ingest`, {
@@ -107,13 +114,14 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   // The collector: the switch, its ports and 5 minutes of queue samples (port 2 congests).
   const queue: Batch['queue_samples'] = [];
   for (let t = 300; t >= 1; t--) {
-    for (const port of [1, 2, 3, 4]) {
-      const hot = port === 2 && t < 120;
+    for (const port of PORTS) {
+      const hot = port === CONGESTED_PORT && t < 120;
       const wave = Math.sin((t + port * 13) / 17);
+      // As the collector sends them: depth in bytes (usage cells × 80 B), no packet count.
       queue.push({
         switch: SWITCH, dev_port: port, queue: 0, ts: iso(now - t * 1000),
-        depth_pkts: Math.round(hot ? 400 + 150 * wave : 20 + 15 * wave + port * 5),
-        depth_bytes: null,
+        depth_pkts: null,
+        depth_bytes: CELL_BYTES * Math.round(hot ? 6000 + 2000 * wave : 200 + 150 * wave + port * 50),
         queue_delay_us: hot ? 4200 + 1500 * wave : 180 + 90 * wave + port * 20,
         utilisation: Math.min(1, hot ? 0.97 : 0.35 + 0.1 * wave + port * 0.05),
         drops: hot && t % 5 === 0 ? 12 : 0,
@@ -139,14 +147,18 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
 
   // The agent: active and ended calls, their quality, their events.
   const sessions: SessionUpsert[] = [];
-  for (let i = 1; i <= ACTIVE_CALLS; i++) sessions.push(session(i, now));
+  for (let i = 1; i <= ACTIVE_CALLS; i++) {
+    sessions.push(i === YOUNG
+      ? session(i, now, { started_at: iso(now - 5000), answered_at: iso(now - 4000) })
+      : session(i, now));
+  }
   for (let i = ACTIVE_CALLS + 1; i <= ACTIVE_CALLS + ENDED_CALLS; i++) {
     sessions.push(session(i, now - 3_600_000, { state: 'ended', ended_at: iso(now - 3_000_000), packets: 60_000, lost: i % 30 }));
   }
   await ingest(baseUrl, token, { agent: { name: 'relay-1', rtpproxy: 'udp:127.0.0.1:22223', switch: SWITCH }, sessions });
 
   const all: QualitySampleIn[] = [...samples(REROUTED, now, 90)];
-  for (let i = 1; i <= ACTIVE_CALLS; i++) if (i !== REROUTED) all.push(...samples(i, now, i <= 20 ? 30 : 2));
+  for (let i = 1; i <= ACTIVE_CALLS; i++) if (i !== REROUTED) all.push(...samples(i, now, i === YOUNG ? 3 : i <= 20 ? 30 : 2));
   // Ended calls: a minute of history an hour ago (their MOS shows in the audit).
   for (let i = ACTIVE_CALLS + 1; i <= ACTIVE_CALLS + ENDED_CALLS; i++) all.push(...samples(i, now - 3_060_000, 60));
   for (let k = 0; k < all.length; k += 10_000) await ingest(baseUrl, token, { samples: all.slice(k, k + 10_000) });

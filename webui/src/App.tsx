@@ -16,6 +16,7 @@ const SwitchesPage = lazy(() => import('./pages/SwitchesPage'));
 const EventsPage = lazy(() => import('./pages/EventsPage'));
 const AuditPage = lazy(() => import('./pages/AuditPage'));
 const AdminPage = lazy(() => import('./pages/AdminPage'));
+const OverviewPage = lazy(() => import('./pages/OverviewPage'));
 
 function RequireAuth({ children }: { children: ReactNode }) {
   const { token } = useAuth();
@@ -38,7 +39,8 @@ export const routes = [
       {
         errorElement: <RouteError />,
         children: [
-          { index: true, element: <LiveSessionsPage /> },
+          { index: true, element: <OverviewPage /> },
+          { path: 'live', element: <LiveSessionsPage /> },
           { path: 'sessions/:id', element: <SessionDetailPage /> },
           { path: 'switches', element: <SwitchesPage /> },
           { path: 'events', element: <EventsPage /> },

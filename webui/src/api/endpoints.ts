@@ -29,6 +29,12 @@ export const api = {
       params: { path: { switch_id: switchId }, query: { from, resolution_s } },
     })),
 
+  agents: () => unwrap(client.GET('/api/v1/agents')),
+  congestion: (query: { since?: string; until?: string; switch?: string; open_only?: boolean }) =>
+    unwrap(client.GET('/api/v1/congestion', { params: { query } })),
+  activity: (from: string, step_s: number) =>
+    unwrap(client.GET('/api/v1/overview/activity', { params: { query: { from, step_s } } })),
+
   users: () => unwrap(client.GET('/api/v1/users')),
   createUser: (username: string, password: string, role: Role) =>
     unwrap(client.POST('/api/v1/users', { body: { username, password, role } })),

@@ -50,7 +50,13 @@ beforeEach(() => {
   fetchMock = vi.fn((req: Request) => {
     const url = new URL(req.url);
     if (url.pathname === '/api/v1/sessions') return json({ items: [makeSession(1, { call_id: 'snap@x' })], next_cursor: null });
-    if (url.pathname === '/api/v1/events') return json({ items: [makeEvent(9, 'congestion_onset', { dev_port: 2 })], next_cursor: null });
+    if (url.pathname === '/api/v1/congestion') {
+      // Open episodes only: an onset from days ago still counts.
+      expect(url.searchParams.get('open_only')).toBe('true');
+      return json([{
+        switch: 'sw1', dev_port: 2, queue: 0, started_at: '2025-12-29T00:00:00Z', ended_at: null, onset_event_id: 9, queue_delay_us: 800_000,
+      }]);
+    }
     if (url.pathname === '/api/v1/auth/me') {
       return tokenValid
         ? json({ kind: 'user', id: 1, name: 'noc', role: 'viewer', scope: null })

@@ -9,8 +9,8 @@ import { useAuth } from './auth';
 import { api } from './endpoints';
 import { LiveSessionStore } from './liveStore';
 import { parseLiveMessage, type LiveMessage } from './liveMessages';
-import type { LiveEventItem, LiveSession, SessionSummary } from './types';
-import { applyCongestion } from '../lib/congestion';
+import type { CongestionEpisode, LiveSession, SessionSummary } from './types';
+import { applyCongestion, fromEpisodes, type OpenEpisode } from '../lib/congestion';
 
 export type LiveStatus = 'connecting' | 'live' | 'reconnecting' | 'offline';
 
@@ -19,8 +19,8 @@ type RawListener = (m: LiveMessage) => void;
 export interface LiveCtx {
   store: LiveSessionStore;
   status: LiveStatus;
-  /** Open congestion episodes keyed by switch/port (onset seen, clear not yet). */
-  congestion: ReadonlyMap<string, LiveEventItem>;
+  /** Open congestion episodes keyed by switch/port/queue (onset seen, clear not yet). */
+  congestion: ReadonlyMap<string, OpenEpisode>;
   onMessage: (fn: RawListener) => () => void;
 }
 
@@ -40,10 +40,9 @@ async function loadActiveSessions(): Promise<SessionSummary[]> {
   }
 }
 
-async function loadCongestion(): Promise<LiveEventItem[]> {
-  const since = new Date(Date.now() - 24 * 3600 * 1000).toISOString();
-  const page = await api.events({ type: ['congestion_onset', 'congestion_clear'], since, limit: 1000 });
-  return page.items;
+/** Episodes open now, however long ago they began (the server pairs onsets and clears). */
+async function loadCongestion(): Promise<CongestionEpisode[]> {
+  return api.congestion({ since: new Date(Date.now() - 1000).toISOString(), open_only: true });
 }
 
 export function LiveProvider({ children }: { children: ReactNode }) {
@@ -51,7 +50,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
   const qc = useQueryClient();
   const [store] = useState(() => new LiveSessionStore());
   const [status, setStatus] = useState<LiveStatus>('connecting');
-  const [congestion, setCongestion] = useState<ReadonlyMap<string, LiveEventItem>>(() => new Map());
+  const [congestion, setCongestion] = useState<ReadonlyMap<string, OpenEpisode>>(() => new Map());
   const listeners = useRef(new Set<RawListener>());
 
   useEffect(() => {
@@ -85,7 +84,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
         (e: unknown) => { console.error('live: session snapshot failed', e); },
       );
       loadCongestion().then(
-        (events) => { setCongestion(applyCongestion(new Map(), events)); },
+        (episodes) => { setCongestion(fromEpisodes(episodes)); },
         (e: unknown) => { console.error('live: congestion snapshot failed', e); },
       );
     };

@@ -44,6 +44,10 @@ function withTheme(option: EChartsCoreOption): EChartsCoreOption {
   };
 }
 
+/** The container keeps its ECharts instance so a test (or an operator's devtools)
+ * can read what was drawn: `el.p4relayChart.getOption()`, axis extents, pixels. */
+export type ChartElement = HTMLDivElement & { p4relayChart?: echarts.ECharts };
+
 export default function Chart({ option, label, className = 'chart', onPointClick }: ChartProps) {
   const el = useRef<HTMLDivElement>(null);
   const inst = useRef<echarts.ECharts | null>(null);
@@ -55,8 +59,10 @@ export default function Chart({ option, label, className = 'chart', onPointClick
 
   useEffect(() => {
     if (!el.current) return;
-    const chart = echarts.init(el.current, undefined, { renderer: 'svg' });
+    const host: ChartElement = el.current;
+    const chart = echarts.init(host, undefined, { renderer: 'svg' });
     inst.current = chart;
+    host.p4relayChart = chart;
     chart.on('click', (p) => {
       clickRef.current?.(p);
     });
@@ -64,6 +70,7 @@ export default function Chart({ option, label, className = 'chart', onPointClick
     ro.observe(el.current);
     return () => {
       ro.disconnect();
+      delete host.p4relayChart;
       chart.dispose();
       inst.current = null;
     };

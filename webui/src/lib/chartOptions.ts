@@ -1,5 +1,5 @@
 // Pure builders of ECharts options (unit-tested without a browser).
-import type { EventItem, EventType, QualitySeries, QueueSeries } from '../api/types';
+import type { CongestionEpisode, EventItem, EventType, QualitySeries, QueueSeries } from '../api/types';
 
 type Point = [number, number | null];
 
@@ -42,6 +42,9 @@ export function timeSeriesOption(opts: {
   /** Shaded time spans (e.g. congestion episodes). */
   markAreasX?: { from: number; to: number; label: string }[];
   stepped?: boolean;
+  /** The x window (ms). Without one ECharts picks its own: a single timestamp
+   * becomes a two-day axis with the data lost in the middle. */
+  window?: TimeWindow;
 }): Record<string, unknown> {
   const areas = (opts.markAreasX ?? []).map((a) => [{ xAxis: a.from, name: a.label }, { xAxis: a.to }]);
   const marks = [
@@ -56,7 +59,7 @@ export function timeSeriesOption(opts: {
       trigger: 'axis',
       valueFormatter: (v: unknown) => (typeof v === 'number' ? `${+v.toFixed(3)} ${opts.unit}`.trim() : '–'),
     },
-    xAxis: { type: 'time', axisLabel: { hideOverlap: true } },
+    xAxis: { type: 'time', axisLabel: { hideOverlap: true }, min: opts.window?.from, max: opts.window?.to },
     yAxis: { type: 'value', name: opts.yName ?? opts.unit, min: opts.yMin, max: opts.yMax, scale: opts.yMin == null },
     series: opts.series.map((s, i) => ({
       name: s.name,
@@ -80,6 +83,46 @@ export function timeSeriesOption(opts: {
   };
 }
 
+export interface TimeWindow {
+  from: number;
+  to: number;
+}
+
+/** A window around [lo, hi] (ms): at least `minSpanMs` wide (a young call's
+ * few samples sit at the left of a growing window), padded by 3 % each side. */
+export function windowAround(lo: number, hi: number, minSpanMs = 60_000): TimeWindow {
+  const span = Math.max(hi - lo, minSpanMs);
+  const pad = span * 0.03;
+  return { from: lo - pad, to: lo + span + pad };
+}
+
+/** The quality charts' window: the call's first sample (or its start) to its
+ * end, or to now while it is up. */
+export function qualityWindow(
+  series: readonly QualitySeries[],
+  call: { started_at: string; ended_at?: string | null },
+  now = Date.now(),
+): TimeWindow {
+  const times = series.flatMap((s) => s.points.map((p) => Date.parse(p.ts))).filter((t) => !Number.isNaN(t));
+  const started = Date.parse(call.started_at);
+  const lo = times.length ? Math.min(...times) : started;
+  const last = times.length ? Math.max(...times) : started;
+  const ended = call.ended_at ? Date.parse(call.ended_at) : NaN;
+  const hi = Number.isNaN(ended) ? Math.max(last, now) : Math.max(last, Math.min(ended, last + 60_000));
+  return windowAround(Number.isNaN(lo) ? now : lo, Number.isNaN(hi) ? now : hi);
+}
+
+/** Congestion episodes as shaded spans, clipped to the window. */
+export function episodeAreas(episodes: readonly CongestionEpisode[], w: TimeWindow): { from: number; to: number; label: string }[] {
+  return episodes
+    .map((e) => ({
+      from: Math.max(Date.parse(e.started_at), w.from),
+      to: Math.min(e.ended_at ? Date.parse(e.ended_at) : w.to, w.to),
+      label: `${e.switch ?? '?'} port ${e.dev_port == null ? '?' : String(e.dev_port)} congested`,
+    }))
+    .filter((a) => !Number.isNaN(a.from) && !Number.isNaN(a.to) && a.to > a.from);
+}
+
 const DIRECTION_LABEL: Record<string, string> = {
   caller_to_callee: 'caller → callee',
   callee_to_caller: 'callee → caller',
@@ -93,22 +136,29 @@ export function pointsOf<P extends { ts: string }>(
   return seriesBy(points, () => '', value)[0]?.points ?? [];
 }
 
-export function qualityCharts(series: readonly QualitySeries[], events: readonly EventItem[] = []) {
-  // Reroutes drawn across every quality chart: cause next to effect.
+export function qualityCharts(
+  series: readonly QualitySeries[],
+  events: readonly EventItem[] = [],
+  opts: { window?: TimeWindow; congestion?: readonly CongestionEpisode[] } = {},
+) {
+  const window = opts.window;
+  // Reroutes drawn across every quality chart, congestion shaded: cause next to effect.
   const markLinesX = events
     .filter((e) => e.type === 'reroute')
     .map((e) => ({ ts: Date.parse(e.ts), label: 'reroute' }))
-    .filter((m) => !Number.isNaN(m.ts));
+    .filter((m) => !Number.isNaN(m.ts) && (!window || (m.ts >= window.from && m.ts <= window.to)));
+  const markAreasX = window ? episodeAreas(opts.congestion ?? [], window) : [];
   const spec = (value: (p: QualitySeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
     series.map((s) => ({ name: DIRECTION_LABEL[s.direction] ?? s.direction, points: pointsOf(s.points, value) }));
+  const common = { markLinesX, markAreasX, window };
   return {
     mos: timeSeriesOption({
       series: spec((p) => p.mos), unit: '', yName: 'MOS', yMin: 1, yMax: 5,
-      markLineY: { value: 3.6, label: 'MOS 3.6' }, markLinesX,
+      markLineY: { value: 3.6, label: 'MOS 3.6' }, ...common,
     }),
-    loss: timeSeriesOption({ series: spec((p) => p.loss_pct), unit: '%', yName: 'loss %', markLinesX }),
-    jitter: timeSeriesOption({ series: spec((p) => p.jitter_ms), unit: 'ms', yName: 'jitter ms', markLinesX }),
-    packets: timeSeriesOption({ series: spec((p) => p.packets), unit: 'pkts', yName: 'packets / interval', markLinesX }),
+    loss: timeSeriesOption({ series: spec((p) => p.loss_pct), unit: '%', yName: 'loss %', yMin: 0, ...common }),
+    jitter: timeSeriesOption({ series: spec((p) => p.jitter_ms), unit: 'ms', yName: 'jitter ms', yMin: 0, ...common }),
+    packets: timeSeriesOption({ series: spec((p) => p.packets), unit: 'pkts', yName: 'packets / interval', yMin: 0, ...common }),
   };
 }
 
@@ -135,8 +185,24 @@ export function congestionEpisodes(events: readonly EventItem[], now: number): {
   return out;
 }
 
-export function queueCharts(series: readonly QueueSeries[], events: readonly EventItem[] = [], now = Date.now()) {
-  const markAreasX = congestionEpisodes(events, now);
+/** Queue depth in the unit the samples carry: the collector reads bytes (cells
+ * × 80 B); packets only where a source reports packets and no bytes. */
+export function depthUnit(series: readonly QueueSeries[]): 'KiB' | 'pkts' {
+  const has = (f: (p: QueueSeries['points'][number]) => number | null) =>
+    series.some((s) => s.points.some((p) => f(p) != null));
+  return has((p) => p.depth_bytes) || !has((p) => p.depth_pkts) ? 'KiB' : 'pkts';
+}
+
+export function queueCharts(
+  series: readonly QueueSeries[],
+  events: readonly EventItem[] = [],
+  opts: { now?: number; window?: TimeWindow; episodes?: readonly CongestionEpisode[] } = {},
+) {
+  const window = opts.window;
+  // The server's episodes (onsets before the window included) when given, else paired from the events.
+  const markAreasX = opts.episodes && window
+    ? episodeAreas(opts.episodes, window)
+    : congestionEpisodes(events, opts.now ?? Date.now());
   const name = (s: QueueSeries) => `port ${s.dev_port}${s.queue ? ` q${s.queue}` : ''}`;
   const spec = (value: (p: QueueSeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
     series.map((s) => ({ name: name(s), points: pointsOf(s.points, value) }));
@@ -147,19 +213,23 @@ export function queueCharts(series: readonly QueueSeries[], events: readonly Eve
     (e) => (typeof e.payload.drops === 'number' ? e.payload.drops : null),
   ).map((x) => ({ ...x, kind: 'scatter' as const }));
   return {
-    depth: timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)', markAreasX }),
+    depth: depthUnit(series) === 'KiB'
+      ? timeSeriesOption({
+        series: spec((p) => (p.depth_bytes == null ? null : p.depth_bytes / 1024)), unit: 'KiB', yName: 'queue depth KiB', yMin: 0, markAreasX, window,
+      })
+      : timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)', yMin: 0, markAreasX, window }),
     delay: timeSeriesOption({
-      series: spec((p) => (p.queue_delay_us == null ? null : p.queue_delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms', markAreasX,
+      series: spec((p) => (p.queue_delay_us == null ? null : p.queue_delay_us / 1000)), unit: 'ms', yName: 'queueing delay ms', yMin: 0, markAreasX, window,
     }),
     utilisation: timeSeriesOption({
-      series: spec((p) => (p.utilisation == null ? null : p.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100,
+      series: spec((p) => (p.utilisation == null ? null : p.utilisation * 100)), unit: '%', yName: 'utilisation %', yMin: 0, yMax: 100, window,
     }),
     drops: timeSeriesOption({
       series: [
         ...series.map((s) => ({ name: `${name(s)} tail`, kind: 'bar' as const, points: pointsOf(s.points, (p) => p.drops) })),
         ...ired,
       ],
-      unit: 'pkts', yName: 'drops / interval',
+      unit: 'pkts', yName: 'drops / interval', yMin: 0, window,
     }),
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { applyCongestion } from './congestion';
+import { applyCongestion, fromEpisodes } from './congestion';
 import { makeEvent } from '../test/fixtures';
 
 describe('applyCongestion', () => {
@@ -15,6 +15,18 @@ describe('applyCongestion', () => {
     const oldClear = makeEvent(2, 'congestion_clear', { dev_port: 1 }, '2026-01-01T00:00:01Z');
     const open = applyCongestion(applyCongestion(new Map(), [onset]), [oldClear]);
     expect(open.size).toBe(1);
+  });
+  it('keys episodes per queue and starts from the server\'s open episodes', () => {
+    const open = fromEpisodes([
+      { switch: 'sw1', dev_port: 3, queue: 0, started_at: '2026-01-01T00:00:00Z', ended_at: null, onset_event_id: 1, queue_delay_us: null },
+      { switch: 'sw1', dev_port: 4, queue: 0, started_at: '2026-01-01T00:00:00Z', ended_at: '2026-01-01T00:00:09Z', onset_event_id: 2, queue_delay_us: null },
+    ]);
+    expect([...open.keys()]).toEqual(['sw1 port 3']);
+    const more = applyCongestion(open, [
+      makeEvent(5, 'congestion_onset', { dev_port: '3', queue: 1 }, '2026-01-01T00:00:05Z'),
+      makeEvent(6, 'congestion_clear', { dev_port: 3 }, '2026-01-01T00:00:06Z'),
+    ]);
+    expect([...more.keys()]).toEqual(['sw1 port 3 q1']);
   });
   it('ignores other event types', () => {
     expect(applyCongestion(new Map(), [makeEvent(1, 'reroute', {})]).size).toBe(0);

@@ -70,3 +70,13 @@ export function formatEndpoint(addr: string | null | undefined, port: number | n
   const host = addr.includes(':') ? `[${addr}]` : addr;
   return port == null ? host : `${host}:${port}`;
 }
+
+const clockFmt = new Intl.DateTimeFormat('en-GB', {
+  hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false, timeZone: 'UTC',
+});
+/** Time of day in UTC (`14:03:07`), for tables whose rows share a day. */
+export function formatClock(iso: string | null | undefined): string {
+  if (!iso) return '–';
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? '–' : clockFmt.format(t);
+}

@@ -13,13 +13,15 @@ interface FormState {
   offloaded: '' | 'true' | 'false';
   mos_min: string;
   mos_max: string;
+  loss_min: string;
+  jitter_min: string;
   call_id: string;
   address: string;
   switch: string;
 }
 
 const EMPTY: FormState = {
-  since: '', until: '', state: '', offloaded: '', mos_min: '', mos_max: '', call_id: '', address: '', switch: '',
+  since: '', until: '', state: '', offloaded: '', mos_min: '', mos_max: '', loss_min: '', jitter_min: '', call_id: '', address: '', switch: '',
 };
 
 /** datetime-local values are in the operator's zone; the API wants ISO 8601. */
@@ -43,6 +45,8 @@ export function toFilters(f: FormState): SessionQuery {
     offloaded: f.offloaded === '' ? undefined : f.offloaded === 'true',
     mos_min: num(f.mos_min),
     mos_max: num(f.mos_max),
+    loss_min: num(f.loss_min),
+    jitter_min: num(f.jitter_min),
     call_id: f.call_id.trim() || undefined,
     address: f.address.trim() || undefined,
     switch: f.switch.trim() || undefined,
@@ -119,6 +123,8 @@ export default function AuditPage() {
         </label>
         <label className="field">MOS ≥<input type="number" step="0.1" min="1" max="5" value={form.mos_min} onChange={set('mos_min')} style={{ width: '5rem' }} /></label>
         <label className="field">MOS ≤<input type="number" step="0.1" min="1" max="5" value={form.mos_max} onChange={set('mos_max')} style={{ width: '5rem' }} /></label>
+        <label className="field">Loss ≥ %<input type="number" step="0.1" min="0" max="100" value={form.loss_min} onChange={set('loss_min')} style={{ width: '5rem' }} /></label>
+        <label className="field">Max jitter ≥ ms<input type="number" step="0.1" min="0" value={form.jitter_min} onChange={set('jitter_min')} style={{ width: '6rem' }} /></label>
         <label className="field">Call-ID<input value={form.call_id} onChange={set('call_id')} /></label>
         <label className="field">Address<input value={form.address} onChange={set('address')} placeholder="198.18.1.10" /></label>
         <label className="field">Switch<input value={form.switch} onChange={set('switch')} style={{ width: '7rem' }} /></label>
@@ -145,7 +151,6 @@ export default function AuditPage() {
         columns={columns}
         getRowId={(s) => String(s.id)}
         label="Audit results"
-        manualSorting
         onRowClick={(s) => { void navigate(`/sessions/${String(s.id)}`); }}
         emptyText="No sessions match these filters."
       />

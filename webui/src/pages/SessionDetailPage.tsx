@@ -8,9 +8,9 @@ import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
 import { ScrollRegion } from '../components/ScrollRegion';
-import { qualityCharts } from '../lib/chartOptions';
+import { qualityCharts, qualityWindow } from '../lib/chartOptions';
 import type { Leg } from '../api/types';
-import { elapsedSeconds, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
+import { elapsedSeconds, formatClock, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
 
 const DIRECTION = { caller_to_callee: 'caller → callee', callee_to_caller: 'callee → caller' } as const;
 
@@ -54,7 +54,14 @@ export default function SessionDetailPage() {
       clearTimeout(pending);
     };
   }, [sessionId, onMessage, qc]);
-  const charts = useMemo(() => qualityCharts(q.data?.quality ?? [], q.data?.events), [q.data?.quality, q.data?.events]);
+  // x window: the call's samples (to now while it is up), not ECharts' guess.
+  const fetchedAt = q.dataUpdatedAt;
+  const charts = useMemo(() => {
+    const d = q.data;
+    if (!d) return null;
+    const window = qualityWindow(d.quality, d, fetchedAt);
+    return qualityCharts(d.quality, d.events, { window, congestion: d.congestion });
+  }, [q.data, fetchedAt]);
   // Active calls have no final counters yet: sum what the samples say.
   const sampled = useMemo(() => {
     let packets = 0;
@@ -68,10 +75,11 @@ export default function SessionDetailPage() {
   if (q.isError) return <p className="error" role="alert">Could not load session: {q.error.message}</p>;
   const s = q.data;
   const empty = s.quality.every((d) => d.points.length === 0);
+  if (!charts) return null;
 
   return (
     <article className="page" aria-labelledby="sd-title">
-      <p><Link to="/">← Live sessions</Link></p>
+      <p><Link to="/live">← Live sessions</Link></p>
       <h1 id="sd-title">Session <code>{s.call_id}</code></h1>
       <div className="grid-detail">
         <section className="card" aria-label="Summary">
@@ -118,8 +126,8 @@ export default function SessionDetailPage() {
                     <td className="mono">{formatEndpoint(l.relay_out.addr, l.relay_out.port)}</td>
                     <td className="mono">{formatEndpoint(l.dst.addr, l.dst.port)}</td>
                     <td>{l.installed ? `leg ${l.switch_leg == null ? '?' : String(l.switch_leg)}` : 'not installed'}</td>
-                    <td>{formatTime(l.installed_at)}</td>
-                    <td>{formatTime(l.removed_at)}</td>
+                    <td className="nowrap" title={l.installed_at ?? undefined}>{formatClock(l.installed_at)}</td>
+                    <td className="nowrap" title={l.removed_at ?? undefined}>{formatClock(l.removed_at)}</td>
                     <td className="num">{formatCount(l.packets)}</td>
                   </tr>
                 ))}
@@ -129,6 +137,11 @@ export default function SessionDetailPage() {
           </ScrollRegion>
         </section>
       </div>
+      {s.congestion.length > 0 && (
+        <p className="muted" data-testid="session-congestion">
+          Shaded on the charts: {s.congestion.map((e) => `${e.switch ?? '?'} port ${e.dev_port == null ? '?' : String(e.dev_port)} congested ${formatClock(e.started_at)}–${e.ended_at ? formatClock(e.ended_at) : 'now'}`).join('; ')}
+        </p>
+      )}
       <div className="grid-2">
         <ChartCard title="MOS over time" option={charts.mos} empty={empty} />
         <ChartCard title="Packet loss per direction" option={charts.loss} empty={empty} />

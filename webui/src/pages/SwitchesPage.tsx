@@ -50,7 +50,7 @@ const exact = new Intl.NumberFormat('en-US');
 export default function SwitchesPage() {
   const switches = useQuery({ queryKey: ['switches'], queryFn: api.switches, refetchInterval: 5000 });
   const sessions = useLiveSessions();
-  const { onMessage } = useLive();
+  const { onMessage, congestion } = useLive();
   const qc = useQueryClient();
   const [selected, setSelected] = useState<number | null>(null);
   const [win, setWin] = useState<(typeof WINDOWS)[number]>(WINDOWS[0]);
@@ -58,8 +58,13 @@ export default function SwitchesPage() {
 
   const series = useQuery({
     queryKey: ['queues', current?.id, win.seconds],
-    queryFn: () =>
-      api.queueSeries(current?.id ?? 0, new Date(Date.now() - win.seconds * 1000).toISOString(), win.resolution),
+    queryFn: async () => {
+      // The window the charts show is the one asked for: [from, answer time].
+      const from = Date.now() - win.seconds * 1000;
+      const data = await api.queueSeries(current?.id ?? 0, new Date(from).toISOString(), win.resolution);
+      // Buckets start at a multiple of the resolution, up to one before `from`.
+      return { from: from - win.resolution * 1000, to: Date.now(), data };
+    },
     enabled: current != null,
     // New samples are announced on the live stream; this is the fallback.
     refetchInterval: 5000,
@@ -68,8 +73,17 @@ export default function SwitchesPage() {
   const ired = useQuery({
     queryKey: ['events', 'switch', current?.name, win.seconds],
     queryFn: () => api.events({
-      type: ['ired_drop', 'congestion_onset', 'congestion_clear'], switch: current?.name,
+      type: ['ired_drop'], switch: current?.name,
       since: new Date(Date.now() - win.seconds * 1000).toISOString(), limit: 1000,
+    }),
+    enabled: current != null,
+    refetchInterval: 5000,
+  });
+  const episodes = useQuery({
+    // Re-read when the open episodes change (the stream's congestion events).
+    queryKey: ['congestion', current?.name, win.seconds, [...congestion.keys()].join(',')],
+    queryFn: () => api.congestion({
+      switch: current?.name, since: new Date(Date.now() - win.seconds * 1000).toISOString(),
     }),
     enabled: current != null,
     refetchInterval: 5000,
@@ -92,7 +106,11 @@ export default function SwitchesPage() {
     };
   }, [current, onMessage, qc]);
 
-  const charts = useMemo(() => queueCharts(series.data ?? [], ired.data?.items ?? []), [series.data, ired.data]);
+  // The window the operator picked, as asked of the server: never ECharts' own guess.
+  const charts = useMemo(() => {
+    const window = series.data ? { from: series.data.from, to: series.data.to } : undefined;
+    return queueCharts(series.data?.data ?? [], ired.data?.items ?? [], { window, episodes: episodes.data ?? [], now: window?.to });
+  }, [series.data, ired.data, episodes.data]);
   const offloadedBySwitch = useMemo(() => {
     const m = new Map<string, number>();
     for (const s of sessions) if (s.offloaded && s.switch) m.set(s.switch, (m.get(s.switch) ?? 0) + 1);
@@ -102,7 +120,7 @@ export default function SwitchesPage() {
   if (switches.isPending) return <p className="muted">Loading switches…</p>;
   if (switches.isError) return <p className="error" role="alert">Could not load switches: {switches.error.message}</p>;
   if (!current) return <p className="muted">No switches registered yet.</p>;
-  const empty = (series.data ?? []).every((s) => s.points.length === 0);
+  const empty = (series.data?.data ?? []).every((s) => s.points.length === 0);
 
   return (
     <section className="page" aria-labelledby="sw-title">

@@ -40,7 +40,7 @@ const liveDuration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.start
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
   cell: (c) => formatDuration(c.getValue()),
 });
-const started = col.accessor('started_at', { header: 'Started', size: 190, cell: (c) => formatTime(c.getValue()) });
+const started = col.accessor('started_at', { header: 'Started', size: 215, cell: (c) => formatTime(c.getValue()) });
 const duration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_at, s.ended_at) ?? 0, {
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
   cell: (c) => formatDuration(c.getValue()),
@@ -63,9 +63,24 @@ const mos = col.accessor((s) => currentMos(s) ?? undefined, {
   cell: (c) => <MosBadge mos={c.getValue()} />,
 });
 
-/** Live table: running duration and current quality; audit: start time, final values, state. */
+// Audit: the call's stored aggregates (mean and worst MOS, loss over the call, worst jitter).
+const mosMean = col.accessor((s) => s.mos_avg ?? undefined, {
+  id: 'mos', header: 'MOS mean', size: 95, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => <MosBadge mos={c.getValue()} />,
+});
+const mosMin = col.accessor((s) => s.mos_min ?? undefined, {
+  id: 'mos_min', header: 'MOS min', size: 90, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => <MosBadge mos={c.getValue()} />,
+});
+const jitterMax = col.accessor((s) => s.jitter_ms_max ?? undefined, {
+  id: 'jitter', header: 'Max jitter', size: 100, meta: { numeric: true }, sortUndefined: 'last',
+  cell: (c) => formatMs(c.getValue()),
+});
+
+/** Live table: running duration and current quality; audit: start time, state,
+ * the call's quality first (what an operator searches for), then who and where. */
 export function sessionColumns(opts: { live: boolean }) {
   return opts.live
     ? [callId, caller, callee, tags, relayedBy, sw, liveDuration, packets, loss, jitter, mos]
-    : [callId, started, caller, callee, tags, relayedBy, sw, duration, state, packets, loss, jitter, mos];
+    : [callId, started, duration, state, mosMean, mosMin, loss, jitterMax, packets, relayedBy, caller, callee, sw, tags];
 }
