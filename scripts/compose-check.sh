@@ -14,6 +14,7 @@
 #   7. `down -v` and removes the namespaces: nothing left behind.
 # Environment: CALLS (20), CALL_S (15), DRILL_CALLS (6), DRILL_CALL_S (40),
 # SIP (opensips|kamailio), KEEP=1 leaves the stack up for a look,
+# SKIP_BUILD=1 uses the images as they are (after a build of the same tree),
 # OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz).
 # Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
 # .11 management; namespaces and links named p4rc-*.
@@ -278,9 +279,17 @@ cleanup() {
 install_tools
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
-t_build=$(date +%s)
-build_images
-log "all images built in $(( $(date +%s) - t_build ))s"
+if [ "${SKIP_BUILD:-0}" = 1 ]; then
+    log "SKIP_BUILD=1: using the images as they are"
+    for t in postgres server collector rtpproxy rtpagent onswitch softswitch "sip-$SIP"; do
+        podman image exists "p4relay/$t:latest" || die "image p4relay/$t:latest missing"
+        SIZE[p4relay/$t:latest]=$(podman image inspect --format '{{.Size}}' "p4relay/$t:latest")
+    done
+else
+    t_build=$(date +%s)
+    build_images
+    log "all images built in $(( $(date +%s) - t_build ))s"
+fi
 
 trap cleanup EXIT
 testbed_up
