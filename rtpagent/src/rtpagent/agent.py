@@ -119,6 +119,11 @@ class Agent:
             return self._rewrite_stats(cmd, raw)
         return raw
 
+    def learn(self, body: str, raw: str) -> None:
+        """A command that passed through unchanged (at start, while the
+        journal was loading) and RTPProxy's answer: the sessions catch up."""
+        self._complete(parse_command(body), raw, None)
+
     async def handle(self, body: str) -> str | None:
         """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
         cmd, send, token = self._prepare(body)

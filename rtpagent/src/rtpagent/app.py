@@ -1,8 +1,11 @@
 """Wire the parts together; start-up recovery; shutdown.
 
-Start-up, for restart safety without a blind spell: the journal is loaded as
-it was (no round trip), the control socket opens at once, so SIP servers'
-commands pass through (and are tracked) from the first moment; the switch is
+Start-up, for restart safety without a blind spell: the control socket opens
+first, so SIP servers' commands pass through from the first moment; the
+journal is loaded as it was (no round trip) in slices between them, then the
+agent learns from the commands that passed meanwhile, in order, and handles
+every command from then on; the offloader takes the journalled sessions back
+in slices between commands; the switch is
 reconciled against the journal when it connects (stale entries swept,
 missing ones re-installed), and every journalled session is checked against
 RTPProxy in the background (`Q`, a few at a time, behind the SIP servers'
@@ -18,6 +21,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -41,6 +45,9 @@ log = structlog.get_logger("rtpagent")
 
 # Journalled sessions checked against RTPProxy at once after a restart.
 RECONCILE_WORKERS = 4
+# Journalled sessions loaded / taken back by the offloader per event-loop turn at start.
+LOAD_SLICE = 256
+RESTORE_SLICE = 256
 RECONCILED_GONE = Counter(
     "rtpagent_reconciled_gone_total",
     "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
@@ -90,6 +97,8 @@ class App:
             idle_ttl_ms=cfg.idle_ttl_ms,
             nat_nets=cfg.nat_nets,
             latch_always=cfg.latch_always,
+            learn_policy=cfg.learn_policy,
+            learn_window_ms=cfg.learn_window_ms,
             enabled=bool(cfg.switch),
             guard=cfg.relay_guard,
         )
@@ -114,6 +123,9 @@ class App:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._old_cwd = os.getcwd()
+        # Commands passed through (and their answers) while the journal loads;
+        # None once the agent handles every command itself.
+        self._passing: list[tuple[str, str]] | None = []
         # Set when every journalled session has been checked against RTPProxy.
         self.reconciled = asyncio.Event()
         self.reconcile_seconds = 0.0
@@ -132,6 +144,7 @@ class App:
             self.offloader,
             self.table,
             notify_socket=cfg.notify_listen or None,
+            sip_notify=cfg.sip_notify or None,
             rtpp_ttl=cfg.rtpproxy_ttl,
             default_asymmetric=cfg.default_asymmetric,
         )
@@ -140,15 +153,19 @@ class App:
                 parse_spec(cfg.notify_listen), self.agent.on_rtpproxy_timeout
             )
             await self.notify_listener.start()
-        journalled = self._load_journal()
-        self.offloader.start()
-        self.agent.start()
-        self.frontend = Frontend(
-            [parse_spec(s) for s in cfg.listen], self.agent.handle, self.agent.handle_cb
-        )
+        # Commands pass through from here on; until the journal is loaded
+        # they only pass (answers kept to be learnt from, in order, after).
+        self.frontend = Frontend([parse_spec(s) for s in cfg.listen], self._handle, self._handle_cb)
         await self.frontend.start()
+        journalled = await self._load_journal()
+        self.agent.start()
+        self._catch_up()
+        # What commands change for the switch waits (marked) until the
+        # journal's plans are back and the switch is connected.
+        await self._restore(journalled)
         if cfg.switch:
             await self.switch.start()
+        self.offloader.start()
         self._tasks += [
             asyncio.create_task(self.sampler.run(), name="sampler"),
             asyncio.create_task(self.sender.run(), name="sender"),
@@ -188,11 +205,61 @@ class App:
         self.embedded = start(control, self.cfg.relay_addr[0], lo, hi, extra)
         return control
 
-    def _load_journal(self) -> list[Session]:
+    # ------------------------------------------------------------ control socket
+    def _handle_cb(self, body: str, done: Callable[[str | None], None]) -> None:
+        if self._passing is None:
+            assert self.agent is not None
+            self.agent.handle_cb(body, done)
+            return
+        assert self.upstream is not None
+        backlog = self._passing
+
+        def answered(raw: str | None) -> None:
+            if raw is not None:
+                backlog.append((body, raw))
+            done(raw)
+
+        if self.upstream.spec.datagram:
+            self.upstream.call_cb(body, answered)
+        else:
+            t = asyncio.ensure_future(self._handle(body))
+            t.add_done_callback(lambda f: done(None if f.cancelled() else f.result()))
+
+    async def _handle(self, body: str) -> str | None:
+        if self._passing is None:
+            assert self.agent is not None
+            return await self.agent.handle(body)
+        assert self.upstream is not None
+        backlog = self._passing
+        try:
+            raw = await self.upstream.call(body)
+        except UpstreamTimeout:
+            return None
+        backlog.append((body, raw))
+        return raw
+
+    def _catch_up(self) -> None:
+        """The journal is loaded: learn from what passed meanwhile, in order;
+        from now on the agent handles every command."""
+        assert self.agent is not None
+        backlog, self._passing = self._passing or [], None
+        for body, raw in backlog:
+            try:
+                self.agent.learn(body, raw)
+            except Exception:
+                log.exception("catch_up_failed", command=body[:200])
+        if backlog:
+            log.info("caught_up", commands=len(backlog))
+
+    # ------------------------------------------------------------ recovery
+    async def _load_journal(self) -> list[Session]:
         """The journalled sessions, back in the table as they were (no round
-        trip: the control socket opens right after)."""
+        trip), LOAD_SLICE per event-loop turn while commands pass through."""
         loaded: list[Session] = []
-        for d in self.store.sessions():
+        docs = await asyncio.to_thread(self.store.sessions)
+        for n, d in enumerate(docs, 1):
+            if n % LOAD_SLICE == 0:
+                await asyncio.sleep(0)
             try:
                 s = Session.from_json(d)
             except (TypeError, ValueError, KeyError) as exc:
@@ -201,7 +268,6 @@ class App:
             self.table.add(s)
             if s.notify_token and self.agent is not None:
                 self.agent.notify_tokens[s.notify_token] = s.uid
-            self.offloader.restore(s)
             loaded.append(s)
         metrics.SESSIONS.set(len(self.table))
         if loaded:
@@ -209,6 +275,17 @@ class App:
         else:
             self.reconciled.set()
         return loaded
+
+    async def _restore(self, sessions: list[Session]) -> None:
+        """The offloader takes the journalled sessions back (legs, plans,
+        ports), RESTORE_SLICE per event-loop turn: commands get their turns
+        in between. One a command ended meanwhile is skipped (its entries
+        are swept when the switch is reconciled)."""
+        for n, s in enumerate(sessions, 1):
+            if s.uid in self.table.by_uid:
+                self.offloader.restore(s)
+            if n % RESTORE_SLICE == 0:
+                await asyncio.sleep(0)
 
     async def _reconcile_rtpproxy(self, sessions: list[Session]) -> None:
         """Ask RTPProxy about every journalled session, RECONCILE_WORKERS at a

@@ -308,17 +308,22 @@ class LegAllocator:
     reset them again. Unknown at start, so nothing is clean yet."""
 
     def __init__(self, size: int, first: int = 0) -> None:
+        self._range = range(first, first + size)
+        # Free legs, lowest last; a leg claimed after a restart stays in the
+        # list and is skipped when reached (removing it there is O(size), and
+        # a restart claims thousands).
         self._free = list(range(first + size - 1, first - 1, -1))
         self._used: set[int] = set()
         self.clean: set[int] = set()
 
     def take(self) -> int | None:
         """A free leg, or None when every leg is in use."""
-        if not self._free:
-            return None
-        leg = self._free.pop()
-        self._used.add(leg)
-        return leg
+        while self._free:
+            leg = self._free.pop()
+            if leg not in self._used:
+                self._used.add(leg)
+                return leg
+        return None
 
     def allocate(self) -> int:
         leg = self.take()
@@ -328,11 +333,7 @@ class LegAllocator:
 
     def claim(self, leg: int) -> bool:
         """Mark a leg used (rebuilding after a restart); False if it is not free."""
-        if leg in self._used:
-            return False
-        try:
-            self._free.remove(leg)
-        except ValueError:
+        if leg in self._used or leg not in self._range:
             return False
         self._used.add(leg)
         return True
