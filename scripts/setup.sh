@@ -22,6 +22,7 @@ APT_PACKAGES=(
   clang               # compiles the softswitch's XDP fast path (BPF target)
   libbpf-dev          # loads it (bpf_helpers.h to build, libbpf to link)
   chromium            # headless browser for the console's Playwright tests
+  prometheus          # promtool: checks and unit-tests the alert rules in deploy/prometheus (lint)
   jq
   shellcheck          # lints every shell script (make lint)
 )
