@@ -41,6 +41,9 @@ group() {
       local tests=(deploy/prometheus/tests/*.yml)
       ((${#rules[@]})) && step promtool check rules "${rules[@]}"
       ((${#tests[@]})) && step promtool test rules "${tests[@]}"
+      # The scrape configuration, and every metric the rules and dashboards query exported by a component.
+      step promtool check config --syntax-only deploy/prometheus/prometheus.yml
+      step uvr python deploy/grafana/check_metrics.py deploy/grafana/*.json "${rules[@]}"
       return 0 ;;
     *)
       echo "lint: unknown group '$1' (python mypy imports shell rust web rules)" >&2
