@@ -108,6 +108,42 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
         srv.close()
 
 
+async def test_default_sip_notify_for_a_u_without_socket(tmp_path: Path) -> None:
+    """A U that names no timeout socket (Kamailio's initial offer): with
+    --sip-notify the SIP server still hears of the media timeout, as
+    '<call-id> <from-tag>' (the dialog's from-tag, media number dropped)."""
+    import asyncio
+
+    from p4relay_testsupport import free_port
+
+    got: list[bytes] = []
+
+    async def sip_server(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        got.append(await r.readline())
+
+    port = free_port()
+    srv = await asyncio.start_server(sip_server, "127.0.0.1", port)
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, sip_notify=f"tcp:127.0.0.1:{port}")
+    try:
+        await cl.cmd("U c4@host 198.18.1.10 6000 fx9;1")
+        await cl.cmd("L c4@host 198.18.2.10 7000 fx9;1 ty;1")
+        await wait_for(lambda: fake.relays)
+        for k, r in list(fake.relays.items()):
+            if not r.rtcp:
+                fake.queue.put_nowait(
+                    RelayIdle(
+                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                    )
+                )
+        await wait_for(lambda: got)
+        assert got == [b"c4@host fx9\n"]
+    finally:
+        await app.stop()
+        cl.close()
+        srv.close()
+
+
 async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None:
     from p4relay_switch import Counters, LegQuality
 
