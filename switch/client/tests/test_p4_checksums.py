@@ -198,14 +198,14 @@ def _mutate(rel: str, old: str, new: str) -> dict[str, str]:
     [
         pytest.param(
             DEPARSER,
-            "                hdr.ipv4.dst_addr,\n                hdr.ipv4_options.w0.data,",
-            "                hdr.ipv4_options.w0.data,",
+            "            hdr.ipv4.dst_addr,\n            hdr.ipv4_options.w0.data,",
+            "            hdr.ipv4_options.w0.data,",
             id="ipv4-update-misses-dst",
         ),
         pytest.param(
             DEPARSER,
-            "                hdr.ipv4_options.w9.data\n",
-            "                hdr.ipv4.identification\n",
+            "            hdr.ipv4_options.w9.data\n",
+            "            hdr.ipv4.identification\n",
             id="ipv4-update-misses-last-option-word",
         ),
         pytest.param(

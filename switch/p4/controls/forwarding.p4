@@ -37,7 +37,6 @@ control Forwarding(
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-        ig_md.ipv4_csum_update = true;
     }
 
     @name(".Ingress.nexthop")

@@ -12,8 +12,7 @@
  * "Resources" has the stage map of every profile):
  *   relay (stages 0-2, its RAMs span three stages) -> relay_guard (4-5) and
  *   leg_rewrite (5-6) -> ipv4_lpm (7-8, rewritten destination) -> nexthop (9);
- *   clock slices -> 2 adds -> learn_filter (its output is the digest type);
- *   the deparser's conditional checksum updates take the last stages.
+ *   clock slices -> 2 adds -> learn_filter (9; its output is the digest type).
  */
 control Ingress(
         inout ingress_headers_t hdr,

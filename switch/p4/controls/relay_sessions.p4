@@ -85,7 +85,6 @@ control RelaySessions(
         hdr.udp.src_port = src_port + ig_md.rtcp_port_offset;
         hdr.udp.dst_port = dst_port + ig_md.rtcp_port_offset;
         ig_md.udp_csum_update = true;
-        ig_md.ipv4_csum_update = true;
     }
 
     @name(".Ingress.leg_rewrite")

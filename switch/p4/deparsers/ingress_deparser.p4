@@ -11,35 +11,37 @@ control IngressDeparser(
     Digest<learn_digest_t>() learn;
 
     apply {
-        if (ig_md.ipv4_csum_update) {
-            /* the whole header again, option words included (the words of
-             * options the packet does not have are not valid and count as 0) */
-            hdr.ipv4.hdr_checksum = ipv4_checksum.update({
-                hdr.ipv4.version,
-                hdr.ipv4.ihl,
-                hdr.ipv4.diffserv,
-                hdr.ipv4.total_len,
-                hdr.ipv4.identification,
-                hdr.ipv4.flag_reserved,
-                hdr.ipv4.flag_df,
-                hdr.ipv4.flag_mf,
-                hdr.ipv4.frag_offset,
-                hdr.ipv4.ttl,
-                hdr.ipv4.protocol,
-                hdr.ipv4.src_addr,
-                hdr.ipv4.dst_addr,
-                hdr.ipv4_options.w0.data,
-                hdr.ipv4_options.w1.data,
-                hdr.ipv4_options.w2.data,
-                hdr.ipv4_options.w3.data,
-                hdr.ipv4_options.w4.data,
-                hdr.ipv4_options.w5.data,
-                hdr.ipv4_options.w6.data,
-                hdr.ipv4_options.w7.data,
-                hdr.ipv4_options.w8.data,
-                hdr.ipv4_options.w9.data
-            });
-        }
+        /* The whole header again, option words included (the words of
+         * options the packet does not have are not valid and count as 0).
+         * Every IPv4 packet that leaves ingress has a new TTL (Forwarding),
+         * so it is always written: a conditional update would cost MAU
+         * stages at the end of the pipe. */
+        hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+            hdr.ipv4.version,
+            hdr.ipv4.ihl,
+            hdr.ipv4.diffserv,
+            hdr.ipv4.total_len,
+            hdr.ipv4.identification,
+            hdr.ipv4.flag_reserved,
+            hdr.ipv4.flag_df,
+            hdr.ipv4.flag_mf,
+            hdr.ipv4.frag_offset,
+            hdr.ipv4.ttl,
+            hdr.ipv4.protocol,
+            hdr.ipv4.src_addr,
+            hdr.ipv4.dst_addr,
+            hdr.ipv4_options.w0.data,
+            hdr.ipv4_options.w1.data,
+            hdr.ipv4_options.w2.data,
+            hdr.ipv4_options.w3.data,
+            hdr.ipv4_options.w4.data,
+            hdr.ipv4_options.w5.data,
+            hdr.ipv4_options.w6.data,
+            hdr.ipv4_options.w7.data,
+            hdr.ipv4_options.w8.data,
+            hdr.ipv4_options.w9.data
+        });
+
         if (ig_md.udp_csum_update) {
             /* Only set when the packet carried a checksum: zero stays zero.
              * A result of 0 is sent as 0xffff (RFC 768). */

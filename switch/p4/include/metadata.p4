@@ -17,7 +17,6 @@ struct ingress_metadata_t {
     bool    ipv4_malformed;       /* ihl < 5                                  */
     bit<16> udp_csum_residual;    /* UDP sum without the pseudo-header addresses and the ports */
     bool    udp_csum_update;      /* rewrite the UDP checksum in the deparser */
-    bool    ipv4_csum_update;
 
     /* forwarding */
     nexthop_id_t nexthop_id;

@@ -27,7 +27,6 @@ parser IngressParser(
         ig_md.ipv4_malformed = false;
         ig_md.udp_csum_residual = 0;
         ig_md.udp_csum_update = false;
-        ig_md.ipv4_csum_update = false;
         ig_md.nexthop_id = 0;
         ig_md.ingress_port = ig_intr_md.ingress_port;
         ig_md.relay_dst = false;
