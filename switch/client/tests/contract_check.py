@@ -67,11 +67,13 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
             d["singleton"]["name"]: d["singleton"] for d in t.get("data", []) if "singleton" in d
         }
         want_data: set[str] = set()
+        optional: set[str] = set()
         if ct.get("direct_counter"):
             want_data |= {"$COUNTER_SPEC_BYTES", "$COUNTER_SPEC_PKTS"}
         if ct.get("idle_timeout"):
             want_data.add("$ENTRY_TTL")
-        if set(data) != want_data:
+            optional.add("$ENTRY_HIT_STATE")  # bf-p4c lists it on idle-timeout tables
+        if set(data) - optional != want_data:
             errs.append(f"table {name}: data fields {sorted(data)} != contract {sorted(want_data)}")
         attrs = set(t.get("attributes", []))
         want_attrs: set[str] = set()
