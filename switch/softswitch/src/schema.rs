@@ -1,21 +1,73 @@
 //! The BfRt schema: ids for every table, key, action and data field, built from
 //! the contract, and the bfrt.json documents served over gRPC (`--dump-bfrt-json`).
 //!
-//! Shapes and reserved ids follow bf-p4c's bfrt.json: key/data ids count from
-//! 1, `$MATCH_PRIORITY` 65537, `$COUNTER_SPEC_BYTES`/`PKTS` 65553/65554,
-//! `$ENTRY_TTL` 65555, `$REGISTER_INDEX` 65556.
+//! Shapes and ids are bf-p4c's: key/data ids count from 1, `$MATCH_PRIORITY`
+//! 65537, `$ENTRY_TTL` 65543, `$ENTRY_HIT_STATE` 65544,
+//! `$COUNTER_SPEC_BYTES`/`PKTS` 65553/65554, `$REGISTER_INDEX` 65557; table,
+//! action (one id per action, shared by every table that lists it) and
+//! digest ids are taken from the compiler's bf-rt.json of the P4 program
+//! (`switch/p4/bfrt/standard.bf-rt.json`, compiled in), so a client sees the
+//! same ids on the Tofino and here.
 
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::contract::{Contract, KeyDef};
+use crate::contract::{names, Contract, KeyDef};
 
 pub const ID_MATCH_PRIORITY: u32 = 65537;
+pub const ID_ENTRY_TTL: u32 = 65543;
+pub const ID_ENTRY_HIT_STATE: u32 = 65544;
 pub const ID_COUNTER_BYTES: u32 = 65553;
 pub const ID_COUNTER_PKTS: u32 = 65554;
-pub const ID_ENTRY_TTL: u32 = 65555;
-pub const ID_REGISTER_INDEX: u32 = 65556;
+pub const ID_REGISTER_INDEX: u32 = 65557;
+
+/// The Tofino compiler's bf-rt.json of the P4 program (its ids are the reference).
+const COMPILER_BFRT_JSON: &str = include_str!("../../p4/bfrt/standard.bf-rt.json");
+
+/// Table, action and learn-filter ids by name, from the compiler's bf-rt.json.
+struct CompilerIds {
+    tables: HashMap<String, u32>,
+    actions: HashMap<String, u32>,
+    learn: HashMap<String, u32>,
+}
+
+impl CompilerIds {
+    fn load() -> CompilerIds {
+        let v: Value = serde_json::from_str(COMPILER_BFRT_JSON)
+            .expect("the compiler's bf-rt.json parses (tested)");
+        let mut ids = CompilerIds {
+            tables: HashMap::new(),
+            actions: HashMap::new(),
+            learn: HashMap::new(),
+        };
+        let id_of = |o: &Value| o["id"].as_u64().map(|i| i as u32);
+        for t in v["tables"].as_array().into_iter().flatten() {
+            if let (Some(name), Some(id)) = (t["name"].as_str(), id_of(t)) {
+                ids.tables.insert(name.to_string(), id);
+            }
+            for a in t["action_specs"].as_array().into_iter().flatten() {
+                if let (Some(name), Some(id)) = (a["name"].as_str(), id_of(a)) {
+                    ids.actions.insert(name.to_string(), id);
+                }
+            }
+        }
+        for l in v["learn_filters"].as_array().into_iter().flatten() {
+            if let (Some(name), Some(id)) = (l["name"].as_str(), id_of(l)) {
+                ids.learn.insert(name.to_string(), id);
+            }
+        }
+        ids
+    }
+
+    /// The compiler's id, or (an object the compiled program lacks) a
+    /// bf-p4c-style id of our own.
+    fn get(map: &HashMap<String, u32>, prefix: u8, name: &str) -> u32 {
+        map.get(name)
+            .copied()
+            .unwrap_or_else(|| object_id(prefix, name))
+    }
+}
 
 /// Which piece of the pipeline a BfRt table addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,7 +230,7 @@ fn key_json(k: &KeySchema, uint_key: bool) -> Value {
         bytes_type(k.bits)
     };
     json!({"id": k.id, "name": k.name, "repeated": false, "annotations": [],
-           "mandatory": k.name == "$MATCH_PRIORITY" || uint_key,
+           "mandatory": uint_key,
            "match_type": match_name(k.match_type), "type": ty})
 }
 
@@ -191,14 +243,19 @@ fn keys_of(defs: &[KeyDef]) -> Vec<KeySchema> {
     defs.iter()
         .enumerate()
         .map(|(i, k)| KeySchema {
-            id: if k.name == "$MATCH_PRIORITY" {
+            id: if k.name == names::MATCH_PRIORITY {
                 ID_MATCH_PRIORITY
             } else {
                 i as u32 + 1
             },
             name: k.name.clone(),
             match_type: match_type(&k.match_type),
-            bits: k.bits.unwrap_or(0),
+            // bf-p4c types $MATCH_PRIORITY uint32 (no width of its own).
+            bits: if k.name == names::MATCH_PRIORITY {
+                0
+            } else {
+                k.bits.unwrap_or(0)
+            },
         })
         .collect()
 }
@@ -206,16 +263,17 @@ fn keys_of(defs: &[KeyDef]) -> Vec<KeySchema> {
 impl Schema {
     /// Builds the schema with the software switch's table sizes.
     pub fn build(c: &Contract, relay_entries: u32, legs: u32) -> Schema {
+        let ids = CompilerIds::load();
         let mut tables = Vec::new();
         let mut json_tables = Vec::new();
         for t in &c.tables {
             let kind = match t.name.as_str() {
-                "pipe.Ingress.ipv4_lpm" => TableKind::Ipv4Lpm,
-                "pipe.Ingress.nexthop" => TableKind::Nexthop,
-                "pipe.Ingress.relay_addr" => TableKind::RelayAddr,
-                "pipe.Ingress.relay" => TableKind::Relay,
-                "pipe.Ingress.relay_guard" => TableKind::RelayGuard,
-                "pipe.Ingress.leg_rewrite" => TableKind::LegRewrite,
+                names::IPV4_LPM => TableKind::Ipv4Lpm,
+                names::NEXTHOP => TableKind::Nexthop,
+                names::RELAY_ADDR => TableKind::RelayAddr,
+                names::RELAY => TableKind::Relay,
+                names::RELAY_GUARD => TableKind::RelayGuard,
+                names::LEG_REWRITE => TableKind::LegRewrite,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             // A call has as many guard entries as relay entries (4).
@@ -231,7 +289,7 @@ impl Schema {
                 .map(|an| {
                     let a = c.action(an).expect("contract test: actions exist");
                     ActionSchema {
-                        id: object_id(0x01, &format!("{}/{}", t.name, an)),
+                        id: CompilerIds::get(&ids.actions, 0x01, an),
                         name: an.clone(),
                         params: a
                             .params
@@ -250,19 +308,24 @@ impl Schema {
             if t.direct_counter {
                 data.push(FieldSchema {
                     id: ID_COUNTER_BYTES,
-                    name: "$COUNTER_SPEC_BYTES".into(),
+                    name: names::COUNTER_SPEC_BYTES.into(),
                     bits: 64,
                 });
                 data.push(FieldSchema {
                     id: ID_COUNTER_PKTS,
-                    name: "$COUNTER_SPEC_PKTS".into(),
+                    name: names::COUNTER_SPEC_PKTS.into(),
                     bits: 64,
                 });
             }
             if t.idle_timeout.is_some() {
                 data.push(FieldSchema {
+                    id: ID_ENTRY_HIT_STATE,
+                    name: names::ENTRY_HIT_STATE.into(),
+                    bits: 0,
+                });
+                data.push(FieldSchema {
                     id: ID_ENTRY_TTL,
-                    name: "$ENTRY_TTL".into(),
+                    name: names::ENTRY_TTL.into(),
                     bits: 32,
                 });
             }
@@ -270,10 +333,8 @@ impl Schema {
                 .iter()
                 .find(|a| a.name == t.default_action)
                 .map(|a| a.id);
-            let mut attributes = vec![];
-            if t.entry_scope.is_some() {
-                attributes.push("EntryScope");
-            }
+            // bf-p4c lists EntryScope on every match table.
+            let mut attributes = vec!["EntryScope"];
             if t.idle_timeout.is_some() {
                 attributes.push("IdleTimeout");
             }
@@ -285,7 +346,7 @@ impl Schema {
                 ops.push("UpdateHitState");
             }
             json_tables.push(json!({
-                "name": t.name, "id": object_id(0x02, &t.name), "table_type": "MatchAction_Direct",
+                "name": t.name, "id": CompilerIds::get(&ids.tables, 0x02, &t.name), "table_type": "MatchAction_Direct",
                 "size": size, "annotations": [], "depends_on": [],
                 "has_const_default_action": false,
                 "key": keys.iter().map(|k| key_json(k, false)).collect::<Vec<_>>(),
@@ -296,14 +357,15 @@ impl Schema {
                         "read_only": false, "annotations": [], "type": bytes_type(p.bits)})).collect::<Vec<_>>()
                 })).collect::<Vec<_>>(),
                 "data": data.iter().map(|d| {
-                    let ty = if d.bits == 64 { json!({"type": "uint64", "default_value": 0}) }
+                    let ty = if d.id == ID_ENTRY_HIT_STATE { json!({"type": "string", "choices": ["ENTRY_IDLE", "ENTRY_ACTIVE"]}) }
+                             else if d.bits == 64 { json!({"type": "uint64", "default_value": 0}) }
                              else { json!({"type": "uint32", "default_value": 0}) };
                     singleton(d.id, &d.name, ty, false, false)
                 }).collect::<Vec<_>>(),
                 "supported_operations": ops, "attributes": attributes,
             }));
             tables.push(TableSchema {
-                id: object_id(0x02, &t.name),
+                id: CompilerIds::get(&ids.tables, 0x02, &t.name),
                 name: t.name.clone(),
                 kind,
                 size,
@@ -324,7 +386,7 @@ impl Schema {
             let short = r.name.trim_start_matches("pipe.");
             let keys = vec![KeySchema {
                 id: ID_REGISTER_INDEX,
-                name: "$REGISTER_INDEX".into(),
+                name: names::REGISTER_INDEX.into(),
                 match_type: MatchType::Exact,
                 bits: 0,
             }];
@@ -334,15 +396,15 @@ impl Schema {
                 bits: r.bits,
             }];
             json_tables.push(json!({
-                "name": r.name, "id": object_id(0x0f, &r.name), "table_type": "Register",
+                "name": r.name, "id": CompilerIds::get(&ids.tables, 0x0f, &r.name), "table_type": "Register",
                 "size": size, "annotations": [], "depends_on": [],
-                "key": [json!({"id": ID_REGISTER_INDEX, "name": "$REGISTER_INDEX", "repeated": false,
+                "key": [json!({"id": ID_REGISTER_INDEX, "name": names::REGISTER_INDEX, "repeated": false,
                         "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
                 "data": [singleton(1, &data[0].name, bytes_type(r.bits), false, true)],
                 "supported_operations": ["Sync"], "attributes": [],
             }));
             tables.push(TableSchema {
-                id: object_id(0x0f, &r.name),
+                id: CompilerIds::get(&ids.tables, 0x0f, &r.name),
                 name: r.name.clone(),
                 kind: TableKind::Register(reg),
                 size,
@@ -356,7 +418,7 @@ impl Schema {
             .digests
             .iter()
             .map(|d| DigestSchema {
-                id: object_id(0x03, &d.name),
+                id: CompilerIds::get(&ids.learn, 0x03, &d.name),
                 name: d.name.clone(),
                 fields: d
                     .fields
@@ -380,10 +442,10 @@ impl Schema {
         let mut fixed_json_tables = Vec::new();
         for f in &c.fixed_tables {
             let (kind, table_type) = match f.name.as_str() {
-                "$PORT" => (TableKind::Port, "PortConfigure"),
-                "$PORT_STAT" => (TableKind::PortStat, "PortStat"),
-                "tf1.tm.port.sched_shaping" => (TableKind::SchedShaping, "TmPortSchedShaping"),
-                "tf1.tm.counter.queue" => (TableKind::QueueCounter, "TmCounterQueue"),
+                names::PORT => (TableKind::Port, "PortConfigure"),
+                names::PORT_STAT => (TableKind::PortStat, "PortStat"),
+                names::SCHED_SHAPING => (TableKind::SchedShaping, "TmPortSchedShaping"),
+                names::QUEUE_COUNTER => (TableKind::QueueCounter, "TmCounterQueue"),
                 other => panic!("contract fixed table {other} has no implementation"),
             };
             let keys = keys_of(&f.keys);
@@ -501,5 +563,54 @@ mod tests {
         assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
         let f: Value = serde_json::from_str(&s.fixed_json).unwrap();
         assert_eq!(f["tables"].as_array().unwrap().len(), 4);
+    }
+
+    /// Every table, action and digest of the contract has the id the Tofino
+    /// compiler gave it (none falls back to an id of our own).
+    #[test]
+    fn ids_are_the_compilers() {
+        let ids = CompilerIds::load();
+        let s = Schema::build(&CONTRACT, 1000, 500);
+        for t in s.tables.iter().filter(|t| t.name.starts_with("pipe.")) {
+            assert_eq!(ids.tables.get(&t.name), Some(&t.id), "{}", t.name);
+            for a in &t.actions {
+                assert_eq!(ids.actions.get(&a.name), Some(&a.id), "{}", a.name);
+            }
+        }
+        for d in &s.digests {
+            assert_eq!(ids.learn.get(&d.name), Some(&d.id), "{}", d.name);
+        }
+        let relay = s.table_by_name(names::RELAY).unwrap();
+        assert_eq!(relay.data_by_name(names::ENTRY_TTL).unwrap().id, 65543);
+        assert_eq!(
+            relay.data_by_name(names::ENTRY_HIT_STATE).unwrap().id,
+            65544
+        );
+        let reg = s.table_by_name("pipe.Ingress.learn_filter").unwrap();
+        assert_eq!(reg.keys[0].id, 65557);
+        // One id per action, whichever table lists it.
+        let noaction = |t: &str| {
+            s.table_by_name(t)
+                .unwrap()
+                .action_by_name(names::NO_ACTION)
+                .unwrap()
+                .id
+        };
+        assert_eq!(noaction(names::RELAY), noaction(names::RELAY_GUARD));
+        let v: Value = serde_json::from_str(&s.bfrt_json).unwrap();
+        let ra = v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == names::RELAY_ADDR)
+            .unwrap();
+        let prio = ra["key"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == names::MATCH_PRIORITY)
+            .unwrap();
+        assert_eq!(prio["type"], serde_json::json!({"type": "uint32"}));
+        assert_eq!(prio["mandatory"], false);
     }
 }

@@ -86,6 +86,14 @@ impl<'a> Keys<'a> {
         Ok((ks, kf))
     }
 
+    /// An optional Exact key field (`$MATCH_PRIORITY`): absent is None.
+    pub fn exact_opt(&self, name: &str) -> Result<Option<u64>, Status> {
+        match self.table.key_by_name(name) {
+            Some(ks) if self.fields.contains_key(&ks.id) => self.exact(name).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     pub fn exact(&self, name: &str) -> Result<u64, Status> {
         let (ks, kf) = self.field(name)?;
         match &kf.match_type {

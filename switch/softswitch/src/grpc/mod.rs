@@ -1,7 +1,17 @@
 //! BfRt gRPC server (`bfrt_proto.BfRuntime`), wire-compatible with bf_switchd
-//! for the subset p4relay uses. Sessions follow bf_switchd: a client opens
-//! StreamChannel and Subscribes, then BINDs with SetForwardingPipelineConfig;
-//! Read/Write need a bound client id. When the stream ends the id is free.
+//! for the subset p4relay uses, and behaving as bf_switchd's server does
+//! where a client can tell (bf_rt_server_impl.cpp of P4 Studio):
+//! - sessions: a client opens StreamChannel and Subscribes, then BINDs with
+//!   SetForwardingPipelineConfig; Read/Write from a bound client id, or from
+//!   any client id that names the program (`p4_name`), subscribed or not.
+//!   When the stream ends the id is free. A `DigestListAck` ends the stream
+//!   with UNIMPLEMENTED "Not yet implemented" (bf_switchd does not implement it);
+//! - errors: a Write (Read) with failed updates (entities) fails with UNKNOWN
+//!   "Write Error Status" ("Read Error Status"), its details one
+//!   `bfrt_proto.Error` per update up to the last failure (the successes
+//!   before it as empty Errors); DATAPLANE_ATOMIC is UNIMPLEMENTED;
+//! - reads: a keyless TableEntry read returns every entry and then the
+//!   default entry; ObjectId and HandleId reads resolve names and handles.
 
 // tonic::Status is the API's error type end to end; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -9,6 +19,7 @@
 pub mod codec;
 pub mod entries;
 pub mod notify;
+mod objects;
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -76,6 +87,8 @@ pub struct Switch {
     pub writes_ok: AtomicU64,
     pub writes_failed: AtomicU64,
     pub notifications_dropped: AtomicU64,
+    /// Entry handles given out by HandleId reads.
+    handles: Mutex<objects::Handles>,
 }
 
 impl Switch {
@@ -95,6 +108,7 @@ impl Switch {
             writes_ok: AtomicU64::new(0),
             writes_failed: AtomicU64::new(0),
             notifications_dropped: AtomicU64::new(0),
+            handles: Mutex::new(objects::Handles::default()),
         }
     }
 
@@ -111,6 +125,22 @@ impl Switch {
             return Err(Status::not_found(format!(
                 "program {p4_name:?} is not loaded (only {P4_NAME:?})"
             )));
+        }
+        Ok(())
+    }
+
+    /// Who may Read/Write: a client naming the program (`p4_name`), whether
+    /// or not it subscribed (bf_switchd's independent clients), or one bound
+    /// to it.
+    fn check_session(
+        &self,
+        device: Option<&pb::TargetDevice>,
+        p4_name: &str,
+        client_id: u32,
+    ) -> Result<(), Status> {
+        self.check_target(device, p4_name)?;
+        if p4_name.is_empty() {
+            self.check_bound(client_id)?;
         }
         Ok(())
     }
@@ -145,47 +175,33 @@ impl Switch {
 
     /// Applies one Write batch with the request's atomicity.
     pub fn write_batch(&self, req: &pb::WriteRequest) -> Result<(), Status> {
-        self.check_target(req.target.as_ref(), &req.p4_name)?;
-        self.check_bound(req.client_id)?;
+        self.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         let atomicity = Atomicity::try_from(req.atomicity)
             .map_err(|_| Status::invalid_argument("unknown atomicity"))?;
-        let rollback = atomicity != Atomicity::ContinueOnError;
+        if atomicity == Atomicity::DataplaneAtomic {
+            return Err(Status::unimplemented(
+                "DATAPLANE_ATOMIC isn't implemented Not implemented",
+            ));
+        }
+        let rollback = atomicity == Atomicity::RollbackOnError;
         let _w = self.write_lock.lock();
         let mut undo = Vec::new();
-        let mut errors: Vec<pb::Error> = Vec::with_capacity(req.updates.len());
-        let mut first_err: Option<Status> = None;
+        let mut report = ErrorReporter::new(WRITE_ERROR_STATUS);
         for u in &req.updates {
             let r = self.apply_update(u, &mut undo);
-            match r {
-                Ok(()) => errors.push(pb::Error {
-                    canonical_code: 0,
-                    message: String::new(),
-                    space: String::new(),
-                    code: 0,
-                }),
-                Err(e) => {
-                    errors.push(pb::Error {
-                        canonical_code: e.code() as i32,
-                        message: e.message().to_string(),
-                        space: String::new(),
-                        code: e.code() as i32,
-                    });
-                    if first_err.is_none() {
-                        first_err = Some(e);
-                    }
-                    if rollback {
-                        break;
-                    }
-                }
+            let failed = r.is_err();
+            report.push(r);
+            if failed && rollback {
+                break;
             }
         }
         // The fast path mirrors the result (applied or rolled back) before we answer.
         let touched = entries::touched(&undo);
-        let Some(first) = first_err else {
+        if report.ok() {
             self.writes_ok.fetch_add(req.updates.len() as u64, Relaxed);
             self.mirror(&touched);
             return Ok(());
-        };
+        }
         self.writes_failed.fetch_add(1, Relaxed);
         if rollback {
             for u in undo.into_iter().rev() {
@@ -193,29 +209,7 @@ impl Switch {
             }
         }
         self.mirror(&touched);
-        let failed = errors.iter().filter(|e| e.canonical_code != 0).count();
-        // bf_switchd's shape: google.rpc.Status with one Any(bfrt_proto.Error) per update.
-        let details = google::rpc::Status {
-            code: first.code() as i32,
-            message: first.message().to_string(),
-            details: error_details(errors),
-        };
-        let msg = if req.updates.len() > 1 {
-            format!(
-                "{} of {} updates failed{}; first: {}",
-                failed,
-                req.updates.len(),
-                if rollback { " (batch rolled back)" } else { "" },
-                first.message()
-            )
-        } else {
-            first.message().to_string()
-        };
-        Err(Status::with_details(
-            first.code(),
-            msg,
-            details.encode_to_vec().into(),
-        ))
+        report.into_result()
     }
 
     fn apply_update(&self, u: &pb::Update, undo: &mut Vec<entries::Undo>) -> Result<(), Status> {
@@ -332,55 +326,32 @@ impl Switch {
         }
     }
 
-    /// Answers one Read: entries are sent in chunks as they are produced.
+    /// Answers one Read: entries are sent in chunks as they are produced;
+    /// an entity that fails is reported in the call's final status (after
+    /// whatever the others produced), as bf_switchd does.
     pub fn read(
         &self,
         req: &pb::ReadRequest,
         send: &mut dyn FnMut(pb::ReadResponse) -> bool,
     ) -> Result<(), Status> {
-        self.check_target(req.target.as_ref(), &req.p4_name)?;
-        self.check_bound(req.client_id)?;
+        self.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         const CHUNK: usize = 2048;
         let mut buf: Vec<pb::Entity> = Vec::new();
         let mut alive = true;
+        let mut report = ErrorReporter::new(READ_ERROR_STATUS);
         for e in &req.entities {
-            match e.entity.as_ref() {
-                Some(pb::entity::Entity::TableEntry(te)) => {
-                    self.read_entries(te, &mut |entry| {
-                        buf.push(pb::Entity {
-                            entity: Some(pb::entity::Entity::TableEntry(entry)),
-                        });
-                        if buf.len() >= CHUNK && alive {
-                            alive = send(pb::ReadResponse {
-                                entities: std::mem::take(&mut buf),
-                                status: vec![],
-                            });
-                        }
-                    })?;
-                }
-                Some(pb::entity::Entity::TableUsage(u)) => {
-                    let t = self.schema.table(u.table_id).ok_or_else(|| {
-                        Status::invalid_argument(format!("unknown table id {}", u.table_id))
-                    })?;
-                    buf.push(pb::Entity {
-                        entity: Some(pb::entity::Entity::TableUsage(pb::TableUsage {
-                            table_id: t.id,
-                            usage: self.usage(t),
-                            table_flags: None,
-                        })),
+            let mut out = |entity: pb::entity::Entity| {
+                buf.push(pb::Entity {
+                    entity: Some(entity),
+                });
+                if buf.len() >= CHUNK && alive {
+                    alive = send(pb::ReadResponse {
+                        entities: std::mem::take(&mut buf),
+                        status: vec![],
                     });
                 }
-                Some(pb::entity::Entity::TableAttribute(a)) => {
-                    buf.push(pb::Entity {
-                        entity: Some(pb::entity::Entity::TableAttribute(self.read_attribute(a)?)),
-                    });
-                }
-                _ => {
-                    return Err(Status::unimplemented(
-                        "only table entries, usage and attributes can be read",
-                    ))
-                }
-            }
+            };
+            report.push(self.read_entity(e, &mut out));
             if !alive {
                 return Ok(());
             }
@@ -391,7 +362,47 @@ impl Switch {
                 status: vec![],
             });
         }
-        Ok(())
+        report.into_result()
+    }
+
+    /// One entity of a Read.
+    fn read_entity(
+        &self,
+        e: &pb::Entity,
+        out: &mut dyn FnMut(pb::entity::Entity),
+    ) -> Result<(), Status> {
+        match e.entity.as_ref() {
+            Some(pb::entity::Entity::TableEntry(te)) => {
+                self.read_entries(te, &mut |entry| out(pb::entity::Entity::TableEntry(entry)))
+            }
+            Some(pb::entity::Entity::TableUsage(u)) => {
+                let t = self.schema.table(u.table_id).ok_or_else(|| {
+                    Status::invalid_argument(format!("unknown table id {}", u.table_id))
+                })?;
+                out(pb::entity::Entity::TableUsage(pb::TableUsage {
+                    table_id: t.id,
+                    usage: self.usage(t),
+                    table_flags: None,
+                }));
+                Ok(())
+            }
+            Some(pb::entity::Entity::TableAttribute(a)) => {
+                out(pb::entity::Entity::TableAttribute(self.read_attribute(a)?));
+                Ok(())
+            }
+            Some(pb::entity::Entity::ObjectId(o)) => {
+                out(pb::entity::Entity::ObjectId(self.read_object_id(o)?));
+                Ok(())
+            }
+            Some(pb::entity::Entity::Handle(h)) => {
+                out(pb::entity::Entity::Handle(self.read_handle(h)?));
+                Ok(())
+            }
+            Some(pb::entity::Entity::TableOperation(_)) => Err(Status::unimplemented(
+                "Read operation not available on TableOperation Not supported",
+            )),
+            None => Err(Status::invalid_argument("Invalid Read entity received")),
+        }
     }
 
     fn subscribe(
@@ -560,8 +571,7 @@ impl BfRuntime for Service {
         let sw = self.sw.clone();
         let req = request.into_inner();
         // Validate the session up front so errors come back as the call's status.
-        sw.check_target(req.target.as_ref(), &req.p4_name)?;
-        sw.check_bound(req.client_id)?;
+        sw.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         let (tx, rx) = mpsc::channel(4);
         tokio::task::spawn_blocking(move || {
             let mut send = |r: pb::ReadResponse| tx.blocking_send(Ok(r)).is_ok();
@@ -644,8 +654,18 @@ impl BfRuntime for Service {
                             }
                         }
                     }
-                    // Digests are not retransmitted, so acks need no bookkeeping.
-                    Some(pb::stream_message_request::Update::DigestAck(_)) | None => {}
+                    // bf_switchd: check_and_return(BF_NOT_SUPPORTED, "Not yet
+                    // implemented"), which ends the stream and with it the
+                    // client's subscription.
+                    Some(pb::stream_message_request::Update::DigestAck(_)) => {
+                        let _ = tx
+                            .send(Err(Status::unimplemented(
+                                "Not yet implemented Not supported",
+                            )))
+                            .await;
+                        break;
+                    }
+                    None => {}
                 }
             }
             if let Some(c) = client {
@@ -665,11 +685,73 @@ pub fn server(sw: Arc<Switch>) -> BfRuntimeServer<Service> {
 #[cfg(test)]
 mod tests;
 
+const WRITE_ERROR_STATUS: &str = "Write Error Status";
+const READ_ERROR_STATUS: &str = "Read Error Status";
+
+/// bf_switchd's BfRtServerErrorReporter: the outcome of each update (entity)
+/// of a call, turned into one status. All ok: OK. Otherwise UNKNOWN with the
+/// reporter's message and, in `grpc-status-details-bin`, a `google.rpc.Status`
+/// whose details are one `Any(bfrt_proto.Error)` per update up to the last
+/// failure: an empty Error for a success, `canonical_code` and `message` for
+/// a failure.
+struct ErrorReporter {
+    message: &'static str,
+    outcomes: Vec<pb::Error>,
+    last_failure: Option<usize>,
+}
+
+impl ErrorReporter {
+    fn new(message: &'static str) -> ErrorReporter {
+        ErrorReporter {
+            message,
+            outcomes: Vec::new(),
+            last_failure: None,
+        }
+    }
+
+    fn push(&mut self, r: Result<(), Status>) {
+        let e = match r {
+            Ok(()) => pb::Error::default(),
+            Err(e) => {
+                self.last_failure = Some(self.outcomes.len());
+                pb::Error {
+                    canonical_code: e.code() as i32,
+                    message: e.message().to_string(),
+                    space: String::new(),
+                    code: 0,
+                }
+            }
+        };
+        self.outcomes.push(e);
+    }
+
+    fn ok(&self) -> bool {
+        self.last_failure.is_none()
+    }
+
+    fn into_result(mut self) -> Result<(), Status> {
+        let Some(last) = self.last_failure else {
+            return Ok(());
+        };
+        self.outcomes.truncate(last + 1);
+        let details = google::rpc::Status {
+            code: tonic::Code::Unknown as i32,
+            message: self.message.to_string(),
+            details: error_details(self.outcomes),
+        };
+        Err(Status::with_details(
+            tonic::Code::Unknown,
+            self.message,
+            details.encode_to_vec().into(),
+        ))
+    }
+}
+
 /// gRPC clients refuse trailers over 8 KiB (grpc's default max metadata size),
 /// which would turn a large failed batch into an opaque RESOURCE_EXHAUSTED. Keep
 /// the details under that: the first failure keeps its text, later ones only
-/// their codes, and past the budget the list is cut (the call's code and message
-/// still name the first failure).
+/// their codes, and past the budget the list is cut (fewer details than
+/// updates: the ones after the cut are not reported).
 fn error_details(mut errors: Vec<pb::Error>) -> Vec<prost_types::Any> {
     const BUDGET: usize = 6 * 1024; // base64 in the trailer grows it by a third
     let mut seen_failure = false;

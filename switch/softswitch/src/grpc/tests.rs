@@ -117,7 +117,27 @@ impl Harness {
                 client_id: 1,
                 updates,
                 atomicity,
-                p4_name: "p4relay".into(),
+                p4_name: String::new(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// A Write naming the program, from any client id (bf_switchd's
+    /// independent clients).
+    async fn write_named(
+        &mut self,
+        client_id: u32,
+        p4_name: &str,
+        updates: Vec<pb::Update>,
+    ) -> Result<(), tonic::Status> {
+        self.client
+            .write(pb::WriteRequest {
+                target: None,
+                client_id,
+                updates,
+                atomicity: 0,
+                p4_name: p4_name.into(),
             })
             .await
             .map(|_| ())
@@ -206,6 +226,21 @@ fn relay_insert(h: &Harness, i: u64) -> pb::Update {
     )
 }
 
+/// bf_switchd's shape of a failed Write/Read: UNKNOWN "Write Error Status"
+/// (or "Read Error Status"), the details ending with the last failure.
+/// Returns the first failure's canonical code.
+fn failure(s: &tonic::Status) -> tonic::Code {
+    assert_eq!(s.code(), tonic::Code::Unknown, "{s:?}");
+    assert!(
+        ["Write Error Status", "Read Error Status"].contains(&s.message()),
+        "{s:?}"
+    );
+    let d = details(s);
+    assert_ne!(d.last().map(|e| e.canonical_code), Some(0), "{d:?}");
+    let first = d.iter().find(|e| e.canonical_code != 0).expect("a failure");
+    tonic::Code::from_i32(first.canonical_code)
+}
+
 fn details(s: &tonic::Status) -> Vec<pb::Error> {
     let st = google::rpc::Status::decode(s.details()).unwrap();
     st.details
@@ -239,6 +274,18 @@ async fn sessions_gate_writes_and_subscribe_answers() {
     );
     h.bind(1).await.unwrap();
     h.write(vec![up], 0).await.unwrap();
+    // A client that names the program needs no subscription; another program is not here.
+    h.write_named(7, "p4relay", vec![relay_insert(&h, 2)])
+        .await
+        .unwrap();
+    assert_eq!(h.sw.pipeline.relay.len(), 2);
+    assert_eq!(
+        h.write_named(7, "other", vec![relay_insert(&h, 3)])
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::NotFound
+    );
     let cfg = h
         .client
         .get_forwarding_pipeline_config(pb::GetForwardingPipelineConfigRequest {
@@ -266,24 +313,32 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
     let mut h = harness(4).await;
     h.subscribe(1).await;
     h.bind(1).await.unwrap();
-    // CONTINUE_ON_ERROR: the good ones stay, the call's code is the first failure's.
+    // CONTINUE_ON_ERROR: the good ones stay; details up to the last failure.
     let batch = vec![
         relay_insert(&h, 1),
         relay_insert(&h, 1),
         relay_insert(&h, 2),
     ];
     let e = h.write(batch, 0).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::AlreadyExists);
+    assert_eq!(failure(&e), tonic::Code::AlreadyExists);
     let d = details(&e);
     assert_eq!(
         d.iter().map(|x| x.canonical_code).collect::<Vec<_>>(),
-        vec![0, tonic::Code::AlreadyExists as i32, 0]
+        vec![0, tonic::Code::AlreadyExists as i32]
+    );
+    // DATAPLANE_ATOMIC: not implemented (bf_switchd), nothing written.
+    assert_eq!(
+        h.write(vec![relay_insert(&h, 3)], 2)
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::Unimplemented
     );
     assert_eq!(h.sw.pipeline.relay.len(), 2);
     // ROLLBACK_ON_ERROR: a failing batch leaves nothing behind.
     let batch = vec![relay_insert(&h, 3), relay_insert(&h, 1)];
     assert_eq!(
-        h.write(batch, 1).await.unwrap_err().code(),
+        failure(&h.write(batch, 1).await.unwrap_err()),
         tonic::Code::AlreadyExists
     );
     assert_eq!(h.sw.pipeline.relay.len(), 2);
@@ -292,7 +347,7 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         .await
         .unwrap();
     let e = h.write(vec![relay_insert(&h, 5)], 0).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(failure(&e), tonic::Code::ResourceExhausted);
     // Malformed: wrong width, unknown table, leg beyond the table.
     let mut bad = relay_insert(&h, 6);
     if let Some(pb::entity::Entity::TableEntry(te)) =
@@ -305,7 +360,7 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         }
     }
     assert_eq!(
-        h.write(vec![bad], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![bad], 0).await.unwrap_err()),
         tonic::Code::InvalidArgument
     );
     let relay = h.table("pipe.Ingress.relay").clone();
@@ -317,7 +372,7 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         &[("leg", 64), ("rtcp", 0)],
     );
     assert_eq!(
-        h.write(vec![too_big_leg], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![too_big_leg], 0).await.unwrap_err()),
         tonic::Code::InvalidArgument
     );
     let unknown = pb::Update {
@@ -330,7 +385,7 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         }),
     };
     assert_eq!(
-        h.write(vec![unknown], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![unknown], 0).await.unwrap_err()),
         tonic::Code::InvalidArgument
     );
     let reg = h.table("pipe.Egress.rtp_packets").clone();
@@ -345,12 +400,12 @@ async fn write_errors_carry_per_update_details_and_rollback_undoes() {
         }),
     };
     assert_eq!(
-        h.write(vec![default_reg], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![default_reg], 0).await.unwrap_err()),
         tonic::Code::InvalidArgument
     );
     let absent = update(pb::update::Type::Delete, &relay, &relay_key(99), None, &[]);
     assert_eq!(
-        h.write(vec![absent], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![absent], 0).await.unwrap_err()),
         tonic::Code::NotFound
     );
 }
@@ -381,7 +436,12 @@ async fn reads_return_entries_counters_registers_and_usage() {
         }])
         .await
         .unwrap();
-    assert_eq!(all.len(), 2);
+    // Every entry, then the default entry (as bf_switchd).
+    assert_eq!(all.len(), 3);
+    let Some(pb::entity::Entity::TableEntry(last)) = &all[2].entity else {
+        panic!()
+    };
+    assert!(last.is_default_entry && last.value.is_none());
     let one = h
         .read(vec![pb::Entity {
             entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
@@ -444,7 +504,7 @@ async fn reads_return_entries_counters_registers_and_usage() {
         })),
     };
     assert_eq!(
-        h.read(vec![oob]).await.unwrap_err().code(),
+        failure(&h.read(vec![oob]).await.unwrap_err()),
         tonic::Code::OutOfRange
     );
     let usage = h
@@ -597,7 +657,7 @@ async fn large_failed_batch_details_fit_grpc_metadata_limit() {
     // trailer limit of grpc clients and the caller would see a bogus error.
     let batch: Vec<_> = (0..2000).map(|_| relay_insert(&h, 1)).collect();
     let e = h.write(batch, 0).await.unwrap_err();
-    assert_eq!(e.code(), tonic::Code::AlreadyExists);
+    assert_eq!(failure(&e), tonic::Code::AlreadyExists);
     assert!(
         e.details().len() < 6 * 1024 + 512,
         "{} bytes",
@@ -672,15 +732,12 @@ async fn guard_entries_write_read_counters_and_rollback() {
     );
     // full table: RESOURCE_EXHAUSTED; rollback takes the batch's inserts back
     assert_eq!(
-        h.write(vec![ins(20004)], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![ins(20004)], 0).await.unwrap_err()),
         tonic::Code::ResourceExhausted
     );
     let del = |port: u64| update(pb::update::Type::Delete, &guard, &key(port), None, &[]);
     assert_eq!(
-        h.write(vec![del(20000), del(20009)], 1)
-            .await
-            .unwrap_err()
-            .code(),
+        failure(&h.write(vec![del(20000), del(20009)], 1).await.unwrap_err()),
         tonic::Code::NotFound
     );
     assert_eq!(h.sw.pipeline.guard.len(), 4);
@@ -702,7 +759,7 @@ async fn guard_entries_write_read_counters_and_rollback() {
             .id;
     }
     assert_eq!(
-        h.write(vec![foreign], 0).await.unwrap_err().code(),
+        failure(&h.write(vec![foreign], 0).await.unwrap_err()),
         tonic::Code::InvalidArgument
     );
     let disarm = update(

@@ -319,7 +319,9 @@ impl Switch {
         }
     }
 
-    /// Reads one TableEntry request (by key, wildcard, or default) into `out`.
+    /// Reads one TableEntry request into `out`: by key, by handle, the
+    /// default entry, or (no key) every entry and then the default entry, as
+    /// bf_switchd does.
     pub fn read_entries(
         &self,
         te: &pb::TableEntry,
@@ -329,10 +331,12 @@ impl Switch {
             .schema
             .table(te.table_id)
             .ok_or_else(|| invalid(format!("unknown table id {}", te.table_id)))?;
+        let by_handle;
         let key = match &te.value {
             Some(pb::table_entry::Value::Key(k)) if !k.fields.is_empty() => Some(k),
-            Some(pb::table_entry::Value::HandleId(_)) => {
-                return Err(Status::unimplemented("entry handles are not supported"))
+            Some(pb::table_entry::Value::HandleId(h)) => {
+                by_handle = self.key_of_handle(t.id, *h)?;
+                Some(&by_handle)
             }
             _ => None,
         };
@@ -342,20 +346,7 @@ impl Switch {
             entry_tgt: te.entry_tgt,
         };
         if te.is_default_entry {
-            let action = match t.kind {
-                TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => {
-                    small::default_data(&r)
-                }
-                TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
-                    action_only(t, names::NO_ACTION)
-                }
-                _ => return Err(invalid(format!("{} has no default entry", t.name))),
-            };
-            out(pb::TableEntry {
-                is_default_entry: true,
-                value: None,
-                ..r.entry(pb::TableKey::default(), action)
-            });
+            default_entry(&r, out);
             return Ok(());
         }
         let target = key.map_or(Target::All, Target::Key);
@@ -371,7 +362,11 @@ impl Switch {
             | TableKind::PortStat
             | TableKind::SchedShaping
             | TableKind::QueueCounter => fixed::read(&r, target, out),
+        }?;
+        if key.is_none() {
+            default_entry(&r, out);
         }
+        Ok(())
     }
 
     /// Entries in use (TableUsage).
@@ -388,6 +383,23 @@ impl Switch {
             _ => self.ports.len() as u32,
         }
     }
+}
+
+/// The table's default entry (`is_default_entry`, no key), if it has one
+/// (registers and fixed tables have none: nothing, as on bf_switchd).
+fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
+    let action = match r.t.kind {
+        TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::default_data(r),
+        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
+            action_only(r.t, names::NO_ACTION)
+        }
+        _ => return,
+    };
+    out(pb::TableEntry {
+        is_default_entry: true,
+        value: None,
+        ..r.entry(pb::TableKey::default(), action)
+    });
 }
 
 /// Match-action tables have a default entry; registers and fixed tables do not.

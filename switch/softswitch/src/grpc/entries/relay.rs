@@ -62,6 +62,13 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
         return done;
     }
     let k = key(&u.keys()?)?;
+    if u.data.has(names::ENTRY_HIT_STATE) {
+        return Err(invalid(format!(
+            "{}: {} is for the idle timeout's POLL mode; this table notifies ($ENTRY_TTL)",
+            u.t.name,
+            names::ENTRY_HIT_STATE
+        )));
+    }
     let action = action(u)?;
     let ttl = ttl(u)?;
     let counters = counters_of(&u.data)?;

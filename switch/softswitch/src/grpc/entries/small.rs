@@ -210,7 +210,8 @@ fn relay_addr_action(t: &TableSchema, d: &Data) -> Result<Option<RelayAddrAction
 fn relay_addr_key(k: &Keys) -> Result<RelayAddrKey, Status> {
     let (lo, hi) = k.range(names::KEY_UDP_DST)?;
     Ok(RelayAddrKey {
-        priority: k.exact(names::MATCH_PRIORITY)? as u32,
+        // bf-p4c: an optional uint32, 0 when absent.
+        priority: k.exact_opt(names::MATCH_PRIORITY)?.unwrap_or(0) as u32,
         dst: k.exact(names::KEY_IPV4_DST)? as u32,
         lo: lo as u16,
         hi: hi as u16,
