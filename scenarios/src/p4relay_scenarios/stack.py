@@ -259,6 +259,11 @@ class Stack:
         ]
         cmd += ["--relay-addr", RELAY_ADDR, "--relay-ports", f"{lo}-{hi}"]
         cmd += ["--notify-listen", AGENT_NOTIFY, "--rtpproxy-ttl", str(self.cfg.rtpproxy_ttl_s)]
+        # The SIP server's timeout socket for sessions whose U names none: Kamailio's
+        # rtpproxy module names its timeout_socket only on a U with a to-tag, so the
+        # agent tells this socket (the Kamailio listener) "<call-id> <from-tag>". OpenSIPS
+        # names its socket in every offer and answer (`n`); this changes nothing for it.
+        cmd += ["--sip-notify", SIP_TIMEOUT_SOCK]
         cmd += ["--switch", GRPC_ADDR if (self.cfg.offload and self.cfg.switch) else ""]
         cmd += ["--switch-name", SWITCH_NAME]
         cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
@@ -300,6 +305,11 @@ class Stack:
             return
         self.stop_sip_server()
         self.cfg.sip = sip
+        if self.cfg.agent and "rtpagent" in self.sup.procs:
+            # rtpagent keeps its connection to the notify socket and would write the
+            # next media timeout into the one the old SIP server closed.
+            self.sup.stop("rtpagent")
+            self.rtpagent()
         self.sip_server()
 
     def _sip_endpoints(self) -> SipEndpoints:
