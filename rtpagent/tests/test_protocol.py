@@ -220,6 +220,16 @@ TOKENS = st.sampled_from(
 def test_fuzz_command_never_raises(tokens: list[str]) -> None:
     c = parse_command(" ".join(tokens))
     assert isinstance(c.op, Op)
+    # Round trip: what the agent would send again parses to the same command.
+    again = parse_command(c.text)
+    assert (again.op, again.word, again.args, again.subcommands) == (
+        c.op,
+        c.word,
+        c.args,
+        c.subcommands,
+    )
+    assert (again.call_id, again.from_tag, again.to_tag) == (c.call_id, c.from_tag, c.to_tag)
+    assert words(c.text) == words(" ".join(tokens))
     if c.op is Op.UPDATE and c.parse_error is None and c.notify_socket is not None:
         assert with_notify(c, "tcp:127.0.0.1:1", "t").split()[0] == c.word
 

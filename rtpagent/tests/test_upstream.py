@@ -60,12 +60,39 @@ async def test_commands_beyond_the_cap_wait_in_order() -> None:
         await wait_for(lambda: len(rtpp.got) == 6)
         rtpp.answer(5)
         assert await asyncio.wait_for(task, 2.0) == "ok:Q"
-        # A command that waited here longer than a command may take is given
-        # up without being sent (the SIP server has retransmitted by then).
-        up._inflight = up.max_inflight
-        up._waiting.append((time.monotonic() - 10, "V6", replies.append))
-        up._release()
-        assert replies[-1] is None and len(rtpp.got) == 6
+    finally:
+        await up.close()
+        transport.close()
+
+
+async def test_commands_that_waited_too_long_are_given_up_unsent() -> None:
+    """RTPProxy not keeping up: a command that waited in the agent longer than
+    a command may take is answered None (the SIP server has retransmitted by
+    then) and never sent; nothing is sent later than that."""
+    loop = asyncio.get_running_loop()
+    transport, rtpp = await loop.create_datagram_endpoint(_Rtpp, local_addr=("127.0.0.1", 0))
+    port = transport.get_extra_info("sockname")[1]
+    limit = 0.3  # timeout x (retries + 1)
+    up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=limit, retries=0, max_inflight=1)
+    await up.start()
+    sent_at: dict[str, float] = {}
+    orig = rtpp.datagram_received
+
+    def stamp(data: bytes, addr: object) -> None:
+        sent_at.setdefault(data.decode().split()[1], time.monotonic())
+        orig(data, addr)
+
+    rtpp.datagram_received = stamp  # type: ignore[method-assign]
+    try:
+        replies: list[str | None] = []
+        t0 = time.monotonic()
+        for n in range(5):
+            up.call_cb(f"V{n}", replies.append)
+        await wait_for(lambda: len(replies) == 5, within=5.0)
+        assert replies == [None] * 5  # RTPProxy never answers here
+        assert "V0" in sent_at and len(sent_at) < 5  # some were given up unsent
+        for v, at in sent_at.items():
+            assert at - t0 <= limit + 0.1, (v, at - t0)
     finally:
         await up.close()
         transport.close()

@@ -21,19 +21,20 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
 from prometheus_client import Counter
 
 from . import __version__, metrics
+from .admission import Admission
 from .agent import Agent
 from .config import Settings
 from .frontend import Frontend
 from .notify import NotifyListener
 from .offload import Offloader
-from .protocol import ECODE_SESUNKN, parse_reply
+from .protocol import ECODE_SESUNKN, parse_command, parse_reply
 from .reporter import Reporter, Sampler, Sender
 from .sockets import parse_spec
 from .state import Session, SessionTable
@@ -48,6 +49,10 @@ RECONCILE_WORKERS = 4
 # Journalled sessions loaded / taken back by the offloader per event-loop turn at start.
 LOAD_SLICE = 256
 RESTORE_SLICE = 256
+AGED_OUT = Counter(
+    "rtpagent_sessions_aged_out_total",
+    "Sessions RTPProxy no longer had when asked after a TTL without commands (ended)",
+)
 RECONCILED_GONE = Counter(
     "rtpagent_reconciled_gone_total",
     "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
@@ -106,6 +111,13 @@ class App:
         self.agent: Agent | None = None
         self.frontend: Frontend | None = None
         self.notify_listener: NotifyListener | None = None
+        self.admission = Admission(
+            self.table,
+            cfg.new_sessions_per_second,
+            cfg.new_sessions_burst,
+            cfg.max_sessions_per_source,
+        )
+        self.offloader.listeners.append(self.admission.on_event)
         self.reporter = Reporter(self.store, self.offloader, cfg.switch_name)
         self.sampler = Sampler(self.offloader, self.store, cfg.sample_interval)
         self.sampler.reporter = self.reporter
@@ -155,7 +167,9 @@ class App:
             await self.notify_listener.start()
         # Commands pass through from here on; until the journal is loaded
         # they only pass (answers kept to be learnt from, in order, after).
-        self.frontend = Frontend([parse_spec(s) for s in cfg.listen], self._handle, self._handle_cb)
+        self.frontend = Frontend(
+            [parse_spec(s) for s in cfg.listen], self._handle, self._handle_cb, self._admit
+        )
         await self.frontend.start()
         journalled = await self._load_journal()
         self.agent.start()
@@ -171,6 +185,7 @@ class App:
             asyncio.create_task(self.sender.run(), name="sender"),
             asyncio.create_task(self._stats_cache(), name="stats-cache"),
             asyncio.create_task(self._reconcile_rtpproxy(journalled), name="reconcile-rtpproxy"),
+            asyncio.create_task(self._age(), name="age-sessions"),
         ]
         self.store.enqueue(
             "event",
@@ -206,6 +221,12 @@ class App:
         return control
 
     # ------------------------------------------------------------ control socket
+    def _admit(self, source: str, body: str) -> int | None:
+        """Only a `U` may create a session: the others go on unparsed here."""
+        if body[:1] not in ("U", "u"):
+            return None
+        return self.admission.check(source, parse_command(body))
+
     def _handle_cb(self, body: str, done: Callable[[str | None], None]) -> None:
         if self._passing is None:
             assert self.agent is not None
@@ -266,6 +287,7 @@ class App:
                 log.warning("journal_entry_unreadable", error=str(exc))
                 continue
             self.table.add(s)
+            self.admission.restore(s)
             if s.notify_token and self.agent is not None:
                 self.agent.notify_tokens[s.notify_token] = s.uid
             loaded.append(s)
@@ -323,6 +345,42 @@ class App:
             unknown=unknown,
             seconds=round(self.reconcile_seconds, 3),
         )
+
+    async def _age(self) -> None:
+        """Sessions age out with RTPProxy's: one on RTPProxy (not offloaded:
+        the agent keeps those alive itself) that no command touched for a TTL
+        is asked about (`Q`), at most once per TTL, and ended if RTPProxy no
+        longer has it (it timed out there and nobody was told, or the SIP
+        server's `D` went to RTPProxy some other way)."""
+        ttl = self.cfg.rtpproxy_ttl
+        period = max(0.5, ttl / 2)
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            due = [
+                s
+                for s in self.table
+                if s.uid not in self.offloader.plans and now - s.last_refresh >= ttl
+            ]
+            todo = iter(due)
+            try:
+                await asyncio.gather(*(self._age_some(todo) for _ in range(RECONCILE_WORKERS)))
+            except Exception:
+                log.exception("ageing_failed")
+
+    async def _age_some(self, todo: Iterator[Session]) -> None:
+        for s in todo:
+            if s.uid not in self.table.by_uid:
+                continue
+            seen = s.last_refresh
+            alive = await self._alive_in_rtpproxy(s)
+            if s.uid not in self.table.by_uid or s.last_refresh != seen:
+                continue  # a command came meanwhile
+            if alive is False:
+                AGED_OUT.inc()
+                self._end_gone(s)
+            else:
+                s.last_refresh = time.monotonic()  # next look in a TTL
 
     def _end_gone(self, s: Session) -> None:
         """RTPProxy no longer has it (ended while the agent was away): as a `D`

@@ -100,6 +100,20 @@ class Settings(BaseSettings):
         "which would latch and relay them; off only for a switch without that table",
     )
     default_asymmetric: bool = Field(default=False, description="RTPProxy runs with -A")
+    new_sessions_per_second: float = Field(
+        default=5000.0,
+        gt=0,
+        description="new sessions one command source (SIP server address) may create per "
+        "second; more are answered E98 and never reach RTPProxy",
+    )
+    new_sessions_burst: int = Field(
+        default=10000, ge=1, description="new sessions one source may create at once"
+    )
+    max_sessions_per_source: int = Field(
+        default=200000,
+        ge=1,
+        description="sessions one command source may hold; a U for one more is answered E98",
+    )
     state_file: str = Field(
         default="/var/lib/rtpagent/state.sqlite", description="journal + report spool"
     )

@@ -39,12 +39,28 @@ REPLY_CACHE_MAX = 65536
 
 
 CallbackHandler = Callable[[str, Callable[[str | None], None]], None]
+# (source address, command) -> None to go on, or the E code to answer with.
+Admit = Callable[[str, str], int | None]
+
+
+def _source(addr: object) -> str:
+    """A datagram sender's address, port left out (a SIP server may send
+    from several ports; its limits are per host)."""
+    if isinstance(addr, tuple) and addr:
+        return str(addr[0])
+    return str(addr or "local")  # a unix socket's peer has no address
 
 
 class _DgramServer(asyncio.DatagramProtocol):
-    def __init__(self, handler: Handler, handler_cb: CallbackHandler | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        handler_cb: CallbackHandler | None = None,
+        admit: Admit | None = None,
+    ) -> None:
         self.handler = handler
         self.handler_cb = handler_cb
+        self.admit = admit
         self.transport: asyncio.DatagramTransport | None = None
         self.cache: OrderedDict[tuple[object, str], tuple[float, bytes | None]] = OrderedDict()
         self.tasks: set[asyncio.Task[None]] = set()
@@ -73,6 +89,11 @@ class _DgramServer(asyncio.DatagramProtocol):
         self.cache[key] = (now, None)
         while len(self.cache) > REPLY_CACHE_MAX:
             self.cache.popitem(last=False)
+        if self.admit is not None:
+            refused = self.admit(_source(addr), dg.body)
+            if refused is not None:
+                self._deliver(dg.cookie, error_reply(refused), addr, key)
+                return
         if self.handler_cb is not None:
             cookie = dg.cookie
 
@@ -111,11 +132,16 @@ class _DgramServer(asyncio.DatagramProtocol):
 
 class Frontend:
     def __init__(
-        self, specs: list[SocketSpec], handler: Handler, handler_cb: CallbackHandler | None = None
+        self,
+        specs: list[SocketSpec],
+        handler: Handler,
+        handler_cb: CallbackHandler | None = None,
+        admit: Admit | None = None,
     ) -> None:
         self.specs = specs
         self.handler = handler
         self.handler_cb = handler_cb
+        self.admit = admit
         self._closers: list[Callable[[], None]] = []
         self._servers: list[asyncio.AbstractServer] = []
 
@@ -127,7 +153,7 @@ class Frontend:
                     socket.AF_INET6 if spec.kind == "udp6" or ":" in spec.host else socket.AF_INET
                 )
                 transport, _ = await loop.create_datagram_endpoint(
-                    lambda: _DgramServer(self.handler, self.handler_cb),
+                    lambda: _DgramServer(self.handler, self.handler_cb, self.admit),
                     local_addr=(spec.host, spec.port),
                     family=family,
                 )
@@ -167,7 +193,10 @@ class Frontend:
                     writer.write(error_reply(5).encode())
                     await writer.drain()
                     continue
-                reply = await self.handler(body)
+                refused = None
+                if self.admit is not None:
+                    refused = self.admit(_source(writer.get_extra_info("peername")), body)
+                reply = error_reply(refused) if refused is not None else await self.handler(body)
                 if reply is None:
                     return  # RTPProxy silent: the client times out as it would
                 writer.write(reply.encode(WIRE))

@@ -296,7 +296,8 @@ def parse_command(body: str) -> Command:
         subc = tuple(tokens[cut:])
         tokens = tokens[:cut]
         if not tokens:
-            return Command(Op.UNKNOWN, "", (), parse_error=ProtocolError(ECODE_PARSE_1, "&&"))
+            err = ProtocolError(ECODE_PARSE_1, "&&")
+            return Command(Op.UNKNOWN, "", (), subcommands=subc, parse_error=err)
     word, args = tokens[0], tuple(tokens[1:])
     op, mods = _op_of(word)
     base = Command(op, word, args, mods, subcommands=subc)

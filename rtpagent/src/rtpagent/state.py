@@ -103,6 +103,9 @@ class Session:
     # The last `seq` of this session's reports (journalled: a restarted agent
     # goes on from it; the server ignores a report whose seq is not higher).
     report_seq: int = 0
+    # The command source (SIP server address) whose `U` created it: what
+    # that source holds counts against its limit (admission.py).
+    source: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -175,6 +178,7 @@ class Session:
             "refresh_cmd": self.refresh_cmd,
             "notify_token": self.notify_token,
             "report_seq": self.report_seq,
+            "source": self.source,
         }
 
     @classmethod
