@@ -42,9 +42,10 @@ export function sessionKey(i: number): string {
   return `${callId(i)};ft${String(i)}`;
 }
 
-export function session(i: number, now: number, over: Partial<SessionUpsert> = {}): SessionUpsert {
+/** Call `i`, started 2-8 minutes before `now` (or `startedAgoS` seconds). */
+export function session(i: number, now: number, over: Partial<SessionUpsert> = {}, startedAgoS?: number): SessionUpsert {
   const offloaded = i % 5 !== 0;
-  const started = now - (120 + (i % 50) * 7) * 1000;
+  const started = now - (startedAgoS ?? 120 + (i % 50) * 7) * 1000;
   const uacPort = 6000 + 2 * i;
   const relayPort = 20000 + 4 * (i % 2500);
   return {
@@ -148,9 +149,7 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   // The agent: active and ended calls, their quality, their events.
   const sessions: SessionUpsert[] = [];
   for (let i = 1; i <= ACTIVE_CALLS; i++) {
-    sessions.push(i === YOUNG
-      ? session(i, now, { started_at: iso(now - 5000), answered_at: iso(now - 4000) })
-      : session(i, now));
+    sessions.push(session(i, now, {}, i === YOUNG ? 6 : undefined));
   }
   for (let i = ACTIVE_CALLS + 1; i <= ACTIVE_CALLS + ENDED_CALLS; i++) {
     sessions.push(session(i, now - 3_600_000, { state: 'ended', ended_at: iso(now - 3_000_000), packets: 60_000, lost: i % 30 }));

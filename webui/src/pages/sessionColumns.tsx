@@ -65,11 +65,11 @@ const mos = col.accessor((s) => currentMos(s) ?? undefined, {
 
 // Audit: the call's stored aggregates (mean and worst MOS, loss over the call, worst jitter).
 const mosMean = col.accessor((s) => s.mos_avg ?? undefined, {
-  id: 'mos', header: 'MOS mean', size: 95, meta: { numeric: true }, sortUndefined: 'last',
+  id: 'mos', header: 'MOS mean', size: 112, meta: { numeric: true }, sortUndefined: 'last',
   cell: (c) => <MosBadge mos={c.getValue()} />,
 });
 const mosMin = col.accessor((s) => s.mos_min ?? undefined, {
-  id: 'mos_min', header: 'MOS min', size: 90, meta: { numeric: true }, sortUndefined: 'last',
+  id: 'mos_min', header: 'MOS min', size: 104, meta: { numeric: true }, sortUndefined: 'last',
   cell: (c) => <MosBadge mos={c.getValue()} />,
 });
 const jitterMax = col.accessor((s) => s.jitter_ms_max ?? undefined, {
