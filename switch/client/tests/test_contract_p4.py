@@ -45,7 +45,7 @@ TARGET_TABLE_TYPES = {
     "DynHashConfigure",
     "DynHashCompute",
 }
-TARGET_DATA_FIELDS = {"$ENTRY_HIT_STATE"}
+TARGET_DATA_FIELDS = frozenset({"$ENTRY_HIT_STATE"})
 
 
 def compiled(profile: str) -> dict[str, Any]:
@@ -58,8 +58,11 @@ def compiled(profile: str) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
-def strip_target_objects(bfrt: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The program's own objects, and a sorted list of what was set aside."""
+def strip_target_objects(
+    bfrt: dict[str, Any], data_fields: frozenset[str] = TARGET_DATA_FIELDS
+) -> tuple[dict[str, Any], list[str]]:
+    """The program's own objects, and a sorted list of what was set aside
+    (target tables, and the given target-generated data fields)."""
     out = json.loads(json.dumps(bfrt))
     removed: list[str] = []
     kept = []
@@ -70,7 +73,7 @@ def strip_target_objects(bfrt: dict[str, Any]) -> tuple[dict[str, Any], list[str
         data = []
         for d in t.get("data", []):
             name = d.get("singleton", {}).get("name")
-            if name in TARGET_DATA_FIELDS:
+            if name in data_fields:
                 removed.append(f"{t['name']}: {name}")
                 continue
             data.append(d)
@@ -108,11 +111,12 @@ def _field(f: dict[str, Any]) -> tuple[str, str, Any]:
     return (f["name"], ty.get("type", ""), ty.get("width"))
 
 
-def schema_shape(bfrt: dict[str, Any]) -> dict[str, Any]:
+def schema_shape(bfrt: dict[str, Any], data_fields: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Everything a client resolves by name, without ids and sizes: per table its
     keys (name, match type, type, width), data fields, actions and their
-    parameters, attributes; per digest its fields."""
-    program, _ = strip_target_objects(bfrt)
+    parameters, attributes; per digest its fields. Target-generated data
+    fields (e.g. $ENTRY_HIT_STATE) are kept unless named in data_fields."""
+    program, _ = strip_target_objects(bfrt, data_fields)
     shape: dict[str, Any] = {}
     for t in program["tables"]:
         shape[t["name"]] = {
@@ -131,8 +135,8 @@ def schema_shape(bfrt: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_ids(bfrt: dict[str, Any]) -> dict[str, int]:
-    """Every id a client sends, by a path of names."""
-    program, _ = strip_target_objects(bfrt)
+    """Every id a client sends, by a path of names (target tables aside)."""
+    program, _ = strip_target_objects(bfrt, frozenset())
     ids: dict[str, int] = {}
     for t in program["tables"]:
         ids[t["name"]] = t["id"]
@@ -160,20 +164,6 @@ def shape_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
             if a[n][part] != b[n].get(part):
                 errs.append(f"{n} {part}: {a[n][part]} != {b[n].get(part)}")
     return errs
-
-
-# Where the software switch's schema differs from bf_switchd's today (it is being
-# aligned with bf_switchd). A difference not listed here fails the test; one
-# that disappears is progress (remove it from the list).
-KNOWN_SHAPE_DIFFERENCES = [
-    "pipe.Ingress.ipv4_lpm attributes: ['EntryScope'] != []",
-    "pipe.Ingress.nexthop attributes: ['EntryScope'] != []",
-    "pipe.Ingress.relay_addr keys: [('hdr.ipv4.dst_addr', 'bytes', 32, 'Exact'), "
-    "('hdr.udp.dst_port', 'bytes', 16, 'Range'), ('$MATCH_PRIORITY', 'uint32', None, 'Exact')] "
-    "!= [('hdr.ipv4.dst_addr', 'bytes', 32, 'Exact'), ('hdr.udp.dst_port', 'bytes', 16, 'Range'), "
-    "('$MATCH_PRIORITY', 'bytes', 32, 'Exact')]",
-    "pipe.Ingress.relay_addr attributes: ['EntryScope'] != []",
-]
 
 
 @pytest.fixture(scope="module")
@@ -251,82 +241,41 @@ def test_large_profile_changes_sizes_only(contract: dict[str, Any]) -> None:
 def test_softswitch_schema_is_the_compilers(
     committed: dict[str, Any], softswitch: dict[str, Any]
 ) -> None:
-    """Table, key and data field names, types, widths, match types, actions and
-    their parameters, attributes, registers and digest fields: the software
-    switch serves what bf_switchd serves for this program (sizes differ by
-    design), apart from the listed differences."""
+    """Table, key and data field names (incl. $ENTRY_HIT_STATE), types, widths,
+    match types, actions and their parameters, attributes, registers and digest
+    fields: the software switch serves what bf_switchd serves for this program
+    (sizes differ by design)."""
     diffs = shape_differences(schema_shape(committed), schema_shape(softswitch))
-    new = [d for d in diffs if d not in KNOWN_SHAPE_DIFFERENCES]
-    assert not new, "softswitch schema differs from bf-p4c's:\n" + "\n".join(new)
-
-
-# Ids bf-p4c assigns that the software switch does not serve yet (tables,
-# actions and digests get name-hashed ids; $ENTRY_TTL is 65543 and
-# $REGISTER_INDEX 65557 in bf-p4c). Clients resolve ids by name from the served
-# schema, so these do not break them; a new difference fails the test.
-KNOWN_ID_DIFFERENCES = {
-    "pipe.Egress.rtp_jitter",
-    "pipe.Egress.rtp_jitter key $REGISTER_INDEX",
-    "pipe.Egress.rtp_last_seen",
-    "pipe.Egress.rtp_last_seen key $REGISTER_INDEX",
-    "pipe.Egress.rtp_lost",
-    "pipe.Egress.rtp_lost key $REGISTER_INDEX",
-    "pipe.Egress.rtp_max_seq",
-    "pipe.Egress.rtp_max_seq key $REGISTER_INDEX",
-    "pipe.Egress.rtp_packets",
-    "pipe.Egress.rtp_packets key $REGISTER_INDEX",
-    "pipe.Egress.rtp_payload_type",
-    "pipe.Egress.rtp_payload_type key $REGISTER_INDEX",
-    "pipe.Egress.rtp_reordered",
-    "pipe.Egress.rtp_reordered key $REGISTER_INDEX",
-    "pipe.Egress.rtp_transit",
-    "pipe.Egress.rtp_transit key $REGISTER_INDEX",
-    "pipe.Ingress.ipv4_lpm",
-    "pipe.Ingress.ipv4_lpm action Ingress.drop",
-    "pipe.Ingress.ipv4_lpm action Ingress.set_nexthop",
-    "pipe.Ingress.learn_filter",
-    "pipe.Ingress.learn_filter key $REGISTER_INDEX",
-    "pipe.Ingress.leg_rewrite",
-    "pipe.Ingress.leg_rewrite action Ingress.rewrite",
-    "pipe.Ingress.leg_rewrite action NoAction",
-    "pipe.Ingress.nexthop",
-    "pipe.Ingress.nexthop action Ingress.drop",
-    "pipe.Ingress.nexthop action Ingress.forward",
-    "pipe.Ingress.relay",
-    "pipe.Ingress.relay action Ingress.relay_leg",
-    "pipe.Ingress.relay action NoAction",
-    "pipe.Ingress.relay data $ENTRY_TTL",
-    "pipe.Ingress.relay_addr",
-    "pipe.Ingress.relay_addr action Ingress.mark_relay",
-    "pipe.Ingress.relay_addr action NoAction",
-    "pipe.Ingress.relay_guard",
-    "pipe.Ingress.relay_guard action Ingress.guard_drop",
-    "pipe.Ingress.relay_guard action NoAction",
-    "pipe.IngressDeparser.learn",
-}
+    assert not diffs, "softswitch schema differs from bf-p4c's:\n" + "\n".join(diffs)
 
 
 def test_softswitch_ids(committed: dict[str, Any], softswitch: dict[str, Any]) -> None:
     """Every id a client sends (table, key, data field, action, parameter,
-    digest, digest field): the software switch's equal bf-p4c's, apart from the
-    listed differences; the ones that differ are printed."""
+    digest, digest field) is bf-p4c's."""
     p4 = schema_ids(committed)
     soft = schema_ids(softswitch)
     assert set(p4) == set(soft), sorted(set(p4) ^ set(soft))
-    differing = sorted(k for k in p4 if p4[k] != soft[k])
-    print("\n".join(f"{k}: bf-p4c {p4[k]} softswitch {soft[k]}" for k in differing))
-    new = [k for k in differing if k not in KNOWN_ID_DIFFERENCES]
-    assert not new, "ids differ from bf-p4c's: " + ", ".join(
-        f"{k} ({p4[k]} != {soft[k]})" for k in new
-    )
+    differing = [
+        f"{k}: bf-p4c {p4[k]}, softswitch {soft[k]}" for k in sorted(p4) if p4[k] != soft[k]
+    ]
+    assert not differing, "ids differ from bf-p4c's:\n" + "\n".join(differing)
 
 
-def test_known_differences_are_real(committed: dict[str, Any]) -> None:
-    """The lists above name objects of the program (a typo would hide nothing)."""
-    ids = schema_ids(committed)
-    assert set(ids) >= KNOWN_ID_DIFFERENCES
-    shape = schema_shape(committed)
-    assert all(d.split(" ")[0] in shape for d in KNOWN_SHAPE_DIFFERENCES)
+def test_id_comparison_catches_a_changed_id(softswitch: dict[str, Any]) -> None:
+    """The id comparison itself: a changed action id, field id or table id shows."""
+    ids = schema_ids(softswitch)
+    broken = json.loads(json.dumps(softswitch))
+    relay = _table(broken, "pipe.Ingress.relay")
+    relay["id"] += 1
+    relay["action_specs"][0]["id"] += 1
+    ttl = next(d for d in relay["data"] if d["singleton"]["name"] == "$ENTRY_TTL")
+    ttl["singleton"]["id"] = 65555
+    changed = schema_ids(broken)
+    assert sorted(k for k in ids if ids[k] != changed[k]) == [
+        "pipe.Ingress.relay",
+        "pipe.Ingress.relay action Ingress.relay_leg",
+        "pipe.Ingress.relay data $ENTRY_TTL",
+    ]
 
 
 def test_checker_catches_disagreements(contract: dict[str, Any], committed: dict[str, Any]) -> None:
