@@ -21,14 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from p4relay_testsupport import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SOFTSWITCH = ROOT / "switch" / "target" / "release" / "p4relay-softswitch"
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pct(xs: list[float], p: float) -> float:
