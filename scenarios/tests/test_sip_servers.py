@@ -3,7 +3,7 @@
 A config check (`opensips -c`, `kamailio -c`) passes configs that fail at start
 (a function's parameters are fixed up only then; mi_fifo needs its directory),
 so each server is started with the command line the stack uses and must stay
-up and answer an OPTIONS ping.
+up, answer an OPTIONS ping and refuse an in-dialog request of no dialog it knows.
 """
 
 from __future__ import annotations
@@ -49,9 +49,13 @@ def _free_sip_port() -> int:
     raise RuntimeError("no free port for UDP and TCP")
 
 
-def _options_ping(port: int, timeout_s: float) -> str:
-    """Send OPTIONS to the server until it answers; returns the status line ('' if none)."""
+def _request(port: int, method: str, timeout_s: float, *, to_tag: str = "") -> str:
+    """Send a request to the server until it answers; returns the status line ('' if none).
+
+    With to_tag the request claims to be in a dialog (an in-dialog request with no Route,
+    addressed to a third party)."""
     deadline = time.monotonic() + timeout_s
+    ruri = "sip:victim@192.0.2.99:5060" if to_tag else f"sip:127.0.0.1:{port}"
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         me = s.getsockname()[1]
@@ -60,13 +64,13 @@ def _options_ping(port: int, timeout_s: float) -> str:
         while time.monotonic() < deadline:
             n += 1
             msg = (
-                f"OPTIONS sip:127.0.0.1:{port} SIP/2.0\r\n"
+                f"{method} {ruri} SIP/2.0\r\n"
                 f"Via: SIP/2.0/UDP 127.0.0.1:{me};branch=z9hG4bK-p4r-{os.getpid()}-{n}\r\n"
                 "Max-Forwards: 70\r\n"
                 f"From: <sip:probe@127.0.0.1:{me}>;tag=p4r{n}\r\n"
-                f"To: <sip:127.0.0.1:{port}>\r\n"
-                f"Call-ID: p4r-options-{os.getpid()}-{n}@127.0.0.1\r\n"
-                f"CSeq: {n} OPTIONS\r\n"
+                f"To: <{ruri}>" + (f";tag={to_tag}" if to_tag else "") + "\r\n"
+                f"Call-ID: p4r-{method.lower()}-{os.getpid()}-{n}@127.0.0.1\r\n"
+                f"CSeq: {n} {method}\r\n"
                 f"Contact: <sip:probe@127.0.0.1:{me}>\r\n"
                 "Content-Length: 0\r\n\r\n"
             )
@@ -100,9 +104,13 @@ def test_sip_server_starts_and_answers(sip: SipServer, tmp_path: Path) -> None:
             cmd, stdout=out, stderr=subprocess.STDOUT, cwd=run_dir, start_new_session=True
         )
     try:
-        status = _options_ping(port, 20.0)
+        status = _request(port, "OPTIONS", 20.0)
         assert proc.poll() is None, f"{sip} exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
         assert status == "SIP/2.0 200 OK", f"{sip} answered {status!r}:\n{log.read_text()[-3000:]}"
+        # A request claiming a dialog the server does not know (no Route header) is
+        # refused, not relayed to its Request-URI: the dialog fallback is no open relay.
+        status = _request(port, "BYE", 5.0, to_tag="forged")
+        assert status.startswith("SIP/2.0 404"), f"{sip} answered a forged BYE with {status!r}"
         if sip == "opensips":
             assert (run_dir / "opensips_fifo").exists(), "mi_fifo made no FIFO in the run dir"
         text = log.read_text(errors="replace")
