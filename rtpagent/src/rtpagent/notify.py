@@ -3,7 +3,8 @@
 * `NotifyListener`: the agent's own socket, which `U` commands name instead of
   the SIP server's, so RTPProxy's timeouts come to the agent first.
 * `Notifier`: delivers `<tag>\\n` to a SIP server's socket (tcp: or unix:),
-  keeping one connection per target like RTPProxy does.
+  keeping one connection per target like RTPProxy does; a connection the SIP
+  server closed (it restarted) is replaced before the next notification.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ class NotifyListener:
 class Notifier:
     def __init__(self, timeout: float = 2.0) -> None:
         self.timeout = timeout
-        self._conns: dict[str, asyncio.StreamWriter] = {}
+        self._conns: dict[str, tuple[asyncio.StreamReader, asyncio.StreamWriter]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def send(self, target: str, tag: str) -> bool:
@@ -81,28 +82,33 @@ class Notifier:
                 except (OSError, ValueError, TimeoutError) as exc:
                     old = self._conns.pop(target, None)
                     if old is not None:
-                        old.close()
+                        old[1].close()
                     if attempt == 2:
                         log.warning("notify_failed", target=target, error=str(exc))
             return False
 
     async def _writer(self, target: str) -> asyncio.StreamWriter:
         cur = self._conns.get(target)
-        if cur is not None and not cur.is_closing():
-            return cur
+        if cur is not None:
+            reader, w = cur
+            if not w.is_closing() and not reader.at_eof():
+                return w
+            # The SIP server closed it (restarted): a write would be lost.
+            del self._conns[target]
+            w.close()
         spec = parse_spec(target)
         if spec.kind == "unix":
-            _, w = await asyncio.wait_for(asyncio.open_unix_connection(spec.path), self.timeout)
+            r, w = await asyncio.wait_for(asyncio.open_unix_connection(spec.path), self.timeout)
         elif spec.kind in ("tcp", "tcp6"):
-            _, w = await asyncio.wait_for(
+            r, w = await asyncio.wait_for(
                 asyncio.open_connection(spec.host, spec.port), self.timeout
             )
         else:
             raise ValueError(f"unsupported notify target {target}")
-        self._conns[target] = w
+        self._conns[target] = (r, w)
         return w
 
     async def close(self) -> None:
-        for w in self._conns.values():
+        for _, w in self._conns.values():
             w.close()
         self._conns.clear()
