@@ -361,3 +361,39 @@ async def test_control_socket_opens_before_rtpproxy_answers(tmp_path: Path) -> N
     finally:
         cl.close()
         await app.stop()
+
+
+async def test_commands_while_the_journal_loads_are_learnt(tmp_path: Path) -> None:
+    """A call set up while a large journal is still loading passes through to
+    RTPProxy at once and is tracked (and offloaded) once the journal is in."""
+    from rtpagent.state import Session
+    from rtpagent.store import Store
+
+    store = Store(tmp_path / "state.sqlite")
+    for n in range(20000):
+        s = Session(f"j{n}", "f;1", to_tag="t;1")
+        store.put_session(s.uid, s.to_json)
+    store.close()
+    fake = FakeSwitch()
+    cfg = settings(tmp_path, switch="fake:1")
+    app = App(cfg, switch=fake)
+    starting = asyncio.ensure_future(app.start())
+    cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+    try:
+        await wait_for(lambda: cl.cmd("V", wait=0.05), within=20.0, interval=0.0)
+        assert not starting.done()  # the journal is still loading
+        assert await cl.cmd("U early 198.18.1.10 6000 f;1")
+        assert await cl.cmd("L early 198.18.2.10 7000 f;1 t;1")
+        await asyncio.wait_for(starting, 60.0)
+        assert app.passed_through >= 3
+        assert len(app.table) == 20001
+        early = [s for s in app.table if s.call_id == "early"]
+        assert len(early) == 1 and early[0].to_tag == "t;1"
+        await wait_for(lambda: len(fake.relays) == 4)  # offloaded like any call
+        assert await cl.cmd("D early f t") == "0\n"
+        await wait_for(lambda: not fake.relays)
+    finally:
+        if not starting.done():
+            await asyncio.wait_for(starting, 60.0)
+        await app.stop()
+        cl.close()

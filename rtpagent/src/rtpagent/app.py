@@ -138,6 +138,7 @@ class App:
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
         self._passing: list[tuple[str, str]] | None = []
+        self.passed_through = 0  # commands that passed while the journal loaded
         # Set when every journalled session has been checked against RTPProxy.
         self.reconciled = asyncio.Event()
         self.reconcile_seconds = 0.0
@@ -269,6 +270,7 @@ class App:
                 self.agent.learn(body, raw)
             except Exception:
                 log.exception("catch_up_failed", command=body[:200])
+        self.passed_through = len(backlog)
         if backlog:
             log.info("caught_up", commands=len(backlog))
 
