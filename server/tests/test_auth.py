@@ -130,27 +130,28 @@ def test_token_lifecycle(client: TestClient, auth: Auth, clean: Engine) -> None:
     assert client.delete("/api/v1/tokens/99999", headers=auth.admin).status_code == 404
 
 
-def test_expired_token_and_jwt(client: TestClient, auth: Auth, app: object) -> None:
-    past = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)).isoformat()
+def test_expired_token_and_jwt(client: TestClient, auth: Auth, app: object, clean: Engine) -> None:
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
     tok = client.post(
         "/api/v1/tokens",
-        json={"name": "old", "scope": "read", "expires_at": past},
+        json={"name": "old", "scope": "read", "expires_at": soon},
         headers=auth.admin,
     ).json()
-    assert (
-        client.get(
-            "/api/v1/sessions", headers={"Authorization": f"Bearer {tok['token']}"}
-        ).status_code
-        == 401
-    )
+    h = {"Authorization": f"Bearer {tok['token']}"}
+    assert client.get("/api/v1/sessions", headers=h).status_code == 200
+    with clean.begin() as c:  # its time has come
+        c.exec_driver_sql(
+            "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE name = 'old'"
+        )
+    assert client.get("/api/v1/sessions", headers=h).status_code == 401
     jwt_key = app.state.jwt_key  # type: ignore[attr-defined]
-    stale, _ = security.issue_jwt(1, "admin", jwt_key, dt.timedelta(seconds=-5))
+    stale, _ = security.issue_jwt(1, "admin", 0, jwt_key, dt.timedelta(seconds=-5))
     assert (
         client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {stale}"}).status_code
         == 401
     )
     forged, _ = security.issue_jwt(
-        1, "admin", "another-key-entirely-0123456789abcdef", dt.timedelta(minutes=5)
+        1, "admin", 0, "another-key-entirely-0123456789abcdef", dt.timedelta(minutes=5)
     )
     assert (
         client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {forged}"}).status_code

@@ -52,7 +52,7 @@ def test_models_and_migrations_agree(fresh_url: str) -> None:
     finally:
         eng.dispose()
     assert diff == [], f"models and migrations differ: {diff}"
-    assert version == "0002"
+    assert version == "0003"
 
 
 def test_0002_adds_relay_occupancy_to_existing_switches(fresh_url: str) -> None:
@@ -71,5 +71,35 @@ def test_0002_adds_relay_occupancy_to_existing_switches(fresh_url: str) -> None:
         run_alembic(settings, ["downgrade", "0001"])
         with eng.connect() as conn:
             assert conn.execute(text("SELECT name FROM switches")).scalar_one() == "old-sw"
+    finally:
+        eng.dispose()
+
+
+def test_0003_scopes_idempotency_keys_per_token_on_existing_data(fresh_url: str) -> None:
+    settings = Settings(database_url=fresh_url)
+    run_alembic(settings, ["upgrade", "0002"])
+    eng = create_engine(fresh_url)
+    try:
+        with eng.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO users (username, password_hash, role) VALUES ('u', 'h', 'viewer');"
+                    "INSERT INTO api_tokens (name, prefix, secret_hash, scope) "
+                    "VALUES ('a', 'p1', 'h', 'ingest');"
+                    "INSERT INTO ingest_batches (idempotency_key, token_id) "
+                    "SELECT 'key-with-token', id FROM api_tokens;"
+                    "INSERT INTO ingest_batches (idempotency_key) VALUES ('key-without-token')"
+                )
+            )
+        run_alembic(settings, ["upgrade", "head"])
+        with eng.connect() as conn:
+            keys = conn.execute(text("SELECT idempotency_key, body_hash FROM ingest_batches")).all()
+            version = conn.execute(text("SELECT token_version FROM users")).scalar_one()
+        assert [tuple(k) for k in keys] == [("key-with-token", None)]
+        assert version == 0
+        run_alembic(settings, ["downgrade", "0002"])
+        with eng.connect() as conn:
+            left = conn.execute(text("SELECT idempotency_key FROM ingest_batches")).scalars().all()
+        assert left == ["key-with-token"]
     finally:
         eng.dispose()

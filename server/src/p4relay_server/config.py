@@ -49,16 +49,6 @@ class Retention(BaseModel):
     interval_minutes: float = 60.0  # `serve` runs retention this often; 0: only the command
 
 
-class Collector(BaseModel):
-    server_url: str = "http://127.0.0.1:8000"
-    token: SecretStr | None = None
-    interval_s: float = 1.0
-    metrics_port: int = 9103
-    metrics_host: str = "127.0.0.1"
-    bfrt_timeout_s: float = 2.0
-    client_name: str = "p4relay-collector"
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="P4RELAY_", env_nested_delimiter="__", extra="ignore"
@@ -71,7 +61,15 @@ class Settings(BaseSettings):
     # Signing key for login tokens. Without one, a random key is made at start
     # (logins then do not survive a restart); there is no built-in default.
     jwt_secret: SecretStr | None = None
-    jwt_ttl_minutes: int = 12 * 60
+    jwt_ttl_minutes: int = Field(
+        default=15, ge=1, description="login token lifetime; POST /auth/refresh renews it"
+    )
+    jwt_max_login_hours: float = Field(
+        default=12.0, gt=0, description="refreshes end this long after the login"
+    )
+    live_recheck_s: float = Field(
+        default=30.0, gt=0, description="WS /live re-checks its credentials this often"
+    )
     cors_origins: list[str] = Field(default_factory=list)
     console_dir: Path = Field(default_factory=_default_console_dir)
     migrations_dir: Path = Field(default_factory=_default_migrations_dir)
@@ -83,7 +81,6 @@ class Settings(BaseSettings):
     live_queue_size: int = 1000
     limits: Limits = Field(default_factory=Limits)
     retention: Retention = Field(default_factory=Retention)
-    collector: Collector = Field(default_factory=Collector)
 
     @classmethod
     def settings_customise_sources(

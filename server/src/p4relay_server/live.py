@@ -27,14 +27,18 @@ class Subscriber:
     queue: asyncio.Queue[Message]
     overflowed: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set when some credential was revoked or changed: re-check this stream's.
+    recheck: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class LiveHub:
     def __init__(self, queue_size: int = 1000) -> None:
         self._queue_size = queue_size
         self._subs: set[Subscriber] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def subscribe(self, topics: Iterable[str]) -> Subscriber:
+        self._loop = asyncio.get_running_loop()
         sub = Subscriber(frozenset(topics) & TOPICS, asyncio.Queue(self._queue_size))
         self._subs.add(sub)
         LIVE_SUBSCRIBERS.set(len(self._subs))
@@ -47,6 +51,15 @@ class LiveHub:
     @property
     def subscriber_count(self) -> int:
         return len(self._subs)
+
+    def credentials_changed(self) -> None:
+        """A token was revoked or a user's logins ended: every stream re-checks
+        its credentials now. Callable from any thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for sub in list(self._subs):
+            loop.call_soon_threadsafe(sub.recheck.set)
 
     def publish(self, messages: Iterable[Message]) -> None:
         """Must run on the event loop thread."""

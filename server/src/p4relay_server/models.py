@@ -265,6 +265,9 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(16))
     disabled: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     created_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
+    # Login JWTs carry the version they were issued under; bumping it (logout,
+    # password, role or disabled change) ends every login issued before.
+    token_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
 
 
 class ApiToken(Base):
@@ -284,10 +287,15 @@ class ApiToken(Base):
 
 
 class IngestBatchRecord(Base):
-    """Seen ingest batches by idempotency key, with the answer given."""
+    """Seen ingest batches by (token, idempotency key), with a hash of the
+    batch and the answer given: a key is a token's own, and reusing it for a
+    different batch is refused."""
 
     __tablename__ = "ingest_batches"
+    token_id: Mapped[int] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="CASCADE"), primary_key=True
+    )
     idempotency_key: Mapped[str] = mapped_column(String(128), primary_key=True)
-    token_id: Mapped[int | None] = mapped_column(ForeignKey("api_tokens.id", ondelete="SET NULL"))
+    body_hash: Mapped[str | None] = mapped_column(String(64))  # SHA-256 of the batch, hex
     received_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now(), index=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONB)

@@ -70,17 +70,51 @@ def secret_matches(secret: str, secret_hash: str) -> bool:
     return hmac.compare_digest(hash_secret(secret), secret_hash)
 
 
-def issue_jwt(user_id: int, role: str, key: str, ttl: dt.timedelta) -> tuple[str, dt.datetime]:
+@dataclass(frozen=True)
+class LoginClaims:
+    """What a valid login JWT says: whose it is, the user's token version it
+    was issued under (a password, role or disabled change, or a logout, bumps
+    the version and so ends every older login), and when the login happened
+    (refreshes keep it, so a login cannot be stretched forever)."""
+
+    user_id: int
+    version: int
+    auth_time: dt.datetime
+
+
+def issue_jwt(
+    user_id: int,
+    role: str,
+    version: int,
+    key: str,
+    ttl: dt.timedelta,
+    auth_time: dt.datetime | None = None,
+) -> tuple[str, dt.datetime]:
     now = dt.datetime.now(dt.UTC)
     exp = now + ttl
-    claims = {"sub": str(user_id), "role": role, "iat": now, "exp": exp}
+    claims = {
+        "sub": str(user_id),
+        "role": role,
+        "ver": version,
+        "iat": now,
+        "exp": exp,
+        "auth_time": int((auth_time or now).timestamp()),
+    }
     return jwt.encode(claims, key, algorithm=JWT_ALG), exp
 
 
-def decode_jwt(token: str, key: str) -> int | None:
-    """User id from a valid, unexpired token; None otherwise."""
+def decode_jwt(token: str, key: str) -> LoginClaims | None:
+    """The claims of a valid, unexpired login token; None otherwise."""
     try:
-        claims = jwt.decode(token, key, algorithms=[JWT_ALG], options={"require": ["sub", "exp"]})
-        return int(claims["sub"])
-    except (jwt.PyJWTError, ValueError, KeyError):
+        claims = jwt.decode(
+            token,
+            key,
+            algorithms=[JWT_ALG],
+            options={"require": ["sub", "exp", "ver", "auth_time"]},
+        )
+        ver, auth_time = claims["ver"], claims["auth_time"]
+        if not isinstance(ver, int) or not isinstance(auth_time, int):
+            return None
+        return LoginClaims(int(claims["sub"]), ver, dt.datetime.fromtimestamp(auth_time, dt.UTC))
+    except (jwt.PyJWTError, ValueError, KeyError, OverflowError, OSError):
         return None

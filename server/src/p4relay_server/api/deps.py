@@ -26,6 +26,7 @@ class Principal:
     name: str
     role: Literal["viewer", "admin"] | None = None
     scope: Literal["ingest", "read"] | None = None
+    login_at: dt.datetime | None = None  # users: when they logged in (refreshes keep it)
 
     @property
     def can_read(self) -> bool:
@@ -80,14 +81,16 @@ def resolve_token(db: Session, token: str, jwt_key: str) -> Principal | None:
             db.commit()
         scope: Literal["ingest", "read"] = "ingest" if row.scope == "ingest" else "read"
         return Principal("token", row.id, row.name, scope=scope)
-    user_id = security.decode_jwt(token, jwt_key)
-    if user_id is None:
+    claims = security.decode_jwt(token, jwt_key)
+    if claims is None:
         return None
-    user = db.get(User, user_id)
-    if user is None or user.disabled:
+    user = db.get(User, claims.user_id)
+    # A logout or a change of password, role or state bumps the version: every
+    # login issued before it ends.
+    if user is None or user.disabled or user.token_version != claims.version:
         return None
     role: Literal["viewer", "admin"] = "admin" if user.role == "admin" else "viewer"
-    return Principal("user", user.id, user.username, role=role)
+    return Principal("user", user.id, user.username, role=role, login_at=claims.auth_time)
 
 
 def principal(
@@ -101,6 +104,23 @@ def principal(
     if who is None:
         raise _UNAUTHORIZED
     return who
+
+
+def metrics_reader(
+    request: Request,
+    db: DB,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> None:
+    """/metrics: a read credential (401 otherwise), unless `metrics_public`."""
+    if get_settings(request).metrics_public:
+        return
+    who = principal(request, db, creds)
+    if not who.can_read:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "a read token is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 # Role checks are async: FastAPI runs sync dependencies in the threadpool,

@@ -15,10 +15,6 @@ from p4relay_server.metrics import HTTP_LATENCY, HTTP_REQUESTS
 log = structlog.get_logger("p4relay.http")
 
 
-class _TooLarge(Exception):
-    pass
-
-
 async def _send_413(send: Send, limit: int) -> None:
     body = json.dumps({"detail": f"request body over the limit of {limit} bytes"}).encode()
     await send(
@@ -35,8 +31,10 @@ async def _send_413(send: Send, limit: int) -> None:
 
 
 class BodyLimit:
-    """Refuses bodies over `limit` bytes with 413, by Content-Length or while
-    streaming (chunked uploads), before the application parses anything."""
+    """Refuses bodies over `limit` bytes with 413 before the application parses
+    anything: by Content-Length, or, for a body without one (chunked
+    uploads), by reading it up to the limit first and handing the application
+    the body read."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -46,38 +44,44 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        length: int | None = None
         for name, value in scope["headers"]:
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.limit
+                    length = int(value)
                 except ValueError:
-                    too_big = False
-                if too_big:
-                    await _send_413(send, self.limit)
-                    return
-        seen = 0
-        started = False
-
-        async def limited_receive() -> Message:
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge
-            return msg
-
-        async def tracking_send(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
+                    length = None
+        if length is not None:
+            if length > self.limit:
                 await _send_413(send, self.limit)
+                return
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            msg = await receive()
+            if msg["type"] != "http.request":  # the client went away
+                return
+            chunk = msg.get("body", b"")
+            seen += len(chunk)
+            if seen > self.limit:
+                await _send_413(send, self.limit)
+                return
+            chunks.append(chunk)
+            if not msg.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def buffered_receive() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, buffered_receive, send)
 
 
 class RequestMetrics:

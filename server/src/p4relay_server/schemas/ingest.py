@@ -29,6 +29,8 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
+    StrictBool,
     StringConstraints,
     model_validator,
 )
@@ -53,8 +55,27 @@ SessionKey = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 IdempotencyKey = Annotated[
     str, StringConstraints(min_length=8, max_length=128, pattern=r"^[A-Za-z0-9._:\-]+$")
 ]
-Port = Annotated[int, Field(ge=0, le=65535)]
-Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+# Numbers are strict: `"seq": "1"`, `1.0` for an integer or `"yes"` for a boolean
+# is a producer bug and is refused (422), not coerced.
+Bool = StrictBool
+Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
+
+# Counters are bounded by what the switch can count, so no stored value, and
+# no running sum of them, can overflow its column:
+# - per interval (a quality sample): the Egress quality registers are 32 bits;
+#   bytes at most that many frames of the largest (9216-byte) frame;
+MAX_INTERVAL_PACKETS = 2**32 - 1
+MAX_INTERVAL_BYTES = MAX_INTERVAL_PACKETS * 9216
+# - per session, leg or queue interval (64-bit switch counters): 2^48 packets
+#   (10 years at 1 Mpps) and 2^56 bytes; sums of these over a session's samples
+#   saturate at the bigint maximum instead of failing.
+MAX_TOTAL_PACKETS = 2**48
+MAX_TOTAL_BYTES = 2**56
+IntervalPackets = Annotated[int, Strict(), Field(ge=0, le=MAX_INTERVAL_PACKETS)]
+IntervalBytes = Annotated[int, Strict(), Field(ge=0, le=MAX_INTERVAL_BYTES)]
+TotalPackets = Annotated[int, Strict(), Field(ge=0, le=MAX_TOTAL_PACKETS)]
+TotalBytes = Annotated[int, Strict(), Field(ge=0, le=MAX_TOTAL_BYTES)]
+Seq = Annotated[int, Strict(), Field(ge=0, le=2**62)]
 
 SessionState = Literal["setup", "active", "ended", "failed"]
 Direction = Literal["caller_to_callee", "callee_to_caller"]
@@ -72,6 +93,7 @@ EVENT_TYPES = (
     "agent_down",
     "switch_up",
     "switch_down",
+    "learn_refused",
 )
 EventType = Literal[
     "offload_installed",
@@ -86,6 +108,7 @@ EventType = Literal[
     "agent_down",
     "switch_up",
     "switch_down",
+    "learn_refused",
 ]
 Severity = Literal["info", "warning", "error"]
 
@@ -142,10 +165,10 @@ class AgentInfo(_Strict):
 
 
 class PortInfo(_Strict):
-    dev_port: Annotated[int, Field(ge=0, le=511)]
+    dev_port: Annotated[int, Strict(), Field(ge=0, le=511)]
     name: Annotated[str, StringConstraints(max_length=64)] | None = None
-    speed_mbps: Annotated[int, Field(ge=0)] | None = None
-    up: bool | None = None
+    speed_mbps: Annotated[int, Strict(), Field(ge=0, le=10_000_000)] | None = None
+    up: Bool | None = None
 
 
 class SwitchInfo(_Strict):
@@ -153,13 +176,13 @@ class SwitchInfo(_Strict):
 
     name: Name
     grpc_address: Text | None = None
-    device_id: Annotated[int, Field(ge=0)] = 0
-    up: bool = True
+    device_id: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] = 0
+    up: Bool = True
     ports: list[PortInfo] = Field(default_factory=list)
-    relay_table_used: Annotated[int, Field(ge=0, le=2**40)] | None = Field(
+    relay_table_used: Annotated[int, Strict(), Field(ge=0, le=2**40)] | None = Field(
         default=None, description="entries in the relay table (absent: keep the last reading)"
     )
-    relay_table_capacity: Annotated[int, Field(ge=0, le=2**40)] | None = Field(
+    relay_table_capacity: Annotated[int, Strict(), Field(ge=0, le=2**40)] | None = Field(
         default=None, description="the relay table's size"
     )
 
@@ -172,19 +195,19 @@ class LegIn(_Strict):
     """
 
     direction: Direction
-    media_index: Annotated[int, Field(ge=0, le=63)] = 0
-    switch_leg: Annotated[int, Field(ge=0)] | None = Field(
+    media_index: Annotated[int, Strict(), Field(ge=0, le=63)] = 0
+    switch_leg: Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)] | None = Field(
         default=None, description="leg_rewrite index in the switch, when offloaded"
     )
     src: Endpoint
     relay_in: Endpoint
     relay_out: Endpoint
     dst: Endpoint
-    installed: bool = False
+    installed: Bool = False
     installed_at: Timestamp | None = None
     removed_at: Timestamp | None = None
-    packets: Count | None = None
-    bytes: Count | None = None
+    packets: TotalPackets | None = None
+    bytes: TotalBytes | None = None
 
 
 class SessionUpsert(_Strict):
@@ -193,12 +216,12 @@ class SessionUpsert(_Strict):
     session_key: SessionKey = Field(
         description="producer's stable id of the session, e.g. '<call-id>;<from-tag>'"
     )
-    seq: Count = Field(description="per-session update counter; increases with every change")
+    seq: Seq = Field(description="per-session update counter; increases with every change")
     call_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
     from_tag: Annotated[str, StringConstraints(max_length=256)] = ""
     to_tag: Annotated[str, StringConstraints(max_length=256)] | None = None
     state: SessionState
-    offloaded: bool
+    offloaded: Bool
     offload_reason: Text | None = Field(
         default=None,
         description="why the call was left on RTPProxy or fell back (when not offloaded)",
@@ -206,15 +229,15 @@ class SessionUpsert(_Strict):
     codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
         default=None, description="e.g. PCMU, PCMA, G729; drives the MOS codec impairment"
     )
-    plc: bool = Field(default=True, description="whether receivers use packet loss concealment")
+    plc: Bool = Field(default=True, description="whether receivers use packet loss concealment")
     switch: Name | None = None
     started_at: Timestamp
     answered_at: Timestamp | None = None
     ended_at: Timestamp | None = None
     legs: list[LegIn] = Field(default_factory=list)
-    packets: Count | None = Field(default=None, description="final packets, both directions")
-    bytes: Count | None = None
-    lost: Count | None = None
+    packets: TotalPackets | None = Field(default=None, description="final packets, both directions")
+    bytes: TotalBytes | None = None
+    lost: TotalPackets | None = None
 
 
 class QualitySampleIn(_Strict):
@@ -227,16 +250,16 @@ class QualitySampleIn(_Strict):
     session_key: SessionKey
     direction: Direction
     ts: Timestamp
-    interval_ms: Annotated[int, Field(ge=1, le=3_600_000)] = 1000
-    packets: Count
-    bytes: Count = 0
-    lost: Count = 0
-    reordered: Count = 0
-    jitter_ms: Annotated[float, Field(ge=0, le=60_000)] = 0.0
-    delay_ms: Annotated[float, Field(ge=0, le=60_000)] | None = Field(
+    interval_ms: Annotated[int, Strict(), Field(ge=1, le=3_600_000)] = 1000
+    packets: IntervalPackets
+    bytes: IntervalBytes = 0
+    lost: IntervalPackets = 0
+    reordered: IntervalPackets = 0
+    jitter_ms: Annotated[float, Strict(), Field(ge=0, le=60_000)] = 0.0
+    delay_ms: Annotated[float, Strict(), Field(ge=0, le=60_000)] | None = Field(
         default=None, description="one-way delay, when known"
     )
-    burst_ratio: Annotated[float, Field(ge=1, le=1000)] | None = Field(
+    burst_ratio: Annotated[float, Strict(), Field(ge=1, le=1000)] | None = Field(
         default=None, description="G.107 BurstR; 1 = random loss (the default)"
     )
     codec: Annotated[str, StringConstraints(max_length=32)] | None = Field(
@@ -248,18 +271,18 @@ class QueueSampleIn(_Strict):
     """One egress queue of one switch port over the interval ending at `ts`."""
 
     switch: Name
-    dev_port: Annotated[int, Field(ge=0, le=511)]
-    queue: Annotated[int, Field(ge=0, le=127)] = 0
+    dev_port: Annotated[int, Strict(), Field(ge=0, le=511)]
+    queue: Annotated[int, Strict(), Field(ge=0, le=127)] = 0
     ts: Timestamp
-    depth_pkts: Count | None = None
-    depth_bytes: Count | None = None
-    queue_delay_us: Annotated[float, Field(ge=0, le=1e9)] | None = None
-    utilisation: Annotated[float, Field(ge=0, le=1)] | None = Field(
+    depth_pkts: Annotated[int, Strict(), Field(ge=0, le=2**32 - 1)] | None = None
+    depth_bytes: Annotated[int, Strict(), Field(ge=0, le=2**40)] | None = None
+    queue_delay_us: Annotated[float, Strict(), Field(ge=0, le=1e9)] | None = None
+    utilisation: Annotated[float, Strict(), Field(ge=0, le=1)] | None = Field(
         default=None, description="egress utilisation of the port, 0..1"
     )
-    drops: Count = 0
-    tx_packets: Count | None = None
-    tx_bytes: Count | None = None
+    drops: TotalPackets = 0
+    tx_packets: TotalPackets | None = None
+    tx_bytes: TotalBytes | None = None
 
 
 class EventIn(_Strict):
@@ -267,7 +290,10 @@ class EventIn(_Strict):
 
     Payload keys by type (extra keys are kept): reroute needs `flow`,
     `from_path`, `to_path`, `trigger`; ired_drop `dev_port`, `drops`;
-    congestion_onset/clear `dev_port`; offload_failed/fallback `reason`.
+    congestion_onset/clear `dev_port`; offload_failed/fallback `reason`;
+    learn_refused (media from a source the learning policy did not accept;
+    security) `source` ("addr:port"), optionally `expected`, `policy`,
+    `relay_port`, `reason`.
     """
 
     event_id: Annotated[str, StringConstraints(min_length=8, max_length=128)] = Field(
@@ -298,6 +324,7 @@ REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "congestion_clear": ("dev_port",),
     "offload_failed": ("reason",),
     "fallback": ("reason",),
+    "learn_refused": ("source",),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -22,6 +22,38 @@ def create_user(db: Session, username: str, password: str, role: str) -> User:
         raise Conflict(f"user {username!r} already exists")
     user = User(username=username, password_hash=security.hash_password(password), role=role)
     db.add(user)
+    db.commit()
+    db.refresh(user)
+    return user
+
+
+def end_logins(db: Session, user: User) -> None:
+    """Every login JWT issued to `user` so far stops being valid."""
+    db.execute(update(User).where(User.id == user.id).values(token_version=User.token_version + 1))
+    db.commit()
+
+
+def update_user(
+    db: Session,
+    user: User,
+    *,
+    password: str | None = None,
+    role: str | None = None,
+    disabled: bool | None = None,
+) -> User:
+    """Changes a user; a new password, role or state ends the user's logins."""
+    changed = False
+    if password is not None:
+        user.password_hash = security.hash_password(password)
+        changed = True
+    if role is not None and role != user.role:
+        user.role = role
+        changed = True
+    if disabled is not None and disabled != user.disabled:
+        user.disabled = disabled
+        changed = True
+    if changed:
+        user.token_version += 1
     db.commit()
     db.refresh(user)
     return user

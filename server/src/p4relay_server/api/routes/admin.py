@@ -5,10 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from sqlalchemy import select
 
-from p4relay_server import security
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, Admin, IntId
 from p4relay_server.models import ApiToken, Switch, User
 from p4relay_server.schemas import api
@@ -33,17 +32,15 @@ def create_user(body: api.UserCreate, db: DB, _: Admin) -> User:
 
 
 @router.patch("/users/{user_id}", response_model=api.UserOut, responses=_404)
-def update_user(user_id: IntId, body: api.UserUpdate, db: DB, who: Admin) -> User:
+def update_user(user_id: IntId, body: api.UserUpdate, db: DB, request: Request, _: Admin) -> User:
+    """A new password, role or state ends the user's logins (and live streams)."""
     user = db.get(User, user_id)
     if user is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such user")
-    if body.password is not None:
-        user.password_hash = security.hash_password(body.password)
-    if body.role is not None:
-        user.role = body.role
-    if body.disabled is not None:
-        user.disabled = body.disabled
-    db.commit()
+    user = accounts.update_user(
+        db, user, password=body.password, role=body.role, disabled=body.disabled
+    )
+    request.app.state.live.credentials_changed()
     return user
 
 
@@ -54,6 +51,17 @@ def list_tokens(db: DB, _: Admin) -> list[ApiToken]:
 
 @router.post("/tokens", response_model=api.TokenCreated, status_code=201)
 def create_token(body: api.TokenCreate, db: DB, _: Admin) -> api.TokenCreated:
+    if body.expires_at is not None and body.expires_at <= dt.datetime.now(dt.UTC):
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [
+                {
+                    "loc": ["body", "expires_at"],
+                    "msg": "expires_at must be in the future",
+                    "type": "value_error",
+                }
+            ],
+        )
     row, token = accounts.create_token(db, body.name, body.scope, body.expires_at)
     return api.TokenCreated.model_validate(
         {**api.TokenOut.model_validate(row).model_dump(), "token": token}
@@ -61,13 +69,15 @@ def create_token(body: api.TokenCreate, db: DB, _: Admin) -> api.TokenCreated:
 
 
 @router.delete("/tokens/{token_id}", status_code=204, responses=_404)
-def revoke_token(token_id: IntId, db: DB, _: Admin) -> Response:
+def revoke_token(token_id: IntId, db: DB, request: Request, _: Admin) -> Response:
+    """The token stops working at once; live streams opened with it close (4401)."""
     row = db.get(ApiToken, token_id)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such token")
     if row.revoked_at is None:
         row.revoked_at = dt.datetime.now(dt.UTC)
         db.commit()
+        request.app.state.live.credentials_changed()
     return Response(status_code=204)
 
 

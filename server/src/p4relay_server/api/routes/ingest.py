@@ -14,12 +14,13 @@ from p4relay_server.metrics import INGEST_BATCHES, INGEST_ITEMS
 from p4relay_server.models import Switch
 from p4relay_server.schemas import api
 from p4relay_server.schemas.ingest import IngestBatch, IngestResult
-from p4relay_server.services.ingest import apply_batch
+from p4relay_server.services.ingest import IdempotencyConflict, apply_batch
 
 router = APIRouter(tags=["ingest"], responses=AUTH_RESPONSES)
 
-_413: dict[int | str, dict[str, Any]] = {
-    413: {"description": "batch over a limit (items or bytes); nothing stored"}
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    409: {"description": "this token used the idempotency key for a different batch"},
+    413: {"description": "batch over a limit (items or bytes); nothing stored"},
 }
 
 
@@ -41,16 +42,20 @@ def check_limits(batch: IngestBatch, limits: Limits) -> None:
         )
 
 
-@router.post("/ingest", response_model=IngestResult, responses=_413)
+@router.post("/ingest", response_model=IngestResult, responses=_RESPONSES)
 async def ingest(batch: IngestBatch, request: Request, who: Ingester) -> IngestResult:
-    """Store a batch (idempotent by `idempotency_key`); see server/README.md."""
+    """Store a batch (idempotent by the token's `idempotency_key`); see server/README.md."""
     check_limits(batch, request.app.state.settings.limits)
 
     def work() -> tuple[IngestResult, list[dict[str, Any]]]:
         with request.app.state.sessionmaker() as db:
             return apply_batch(db, batch, who.id)
 
-    result, messages = await run_in_threadpool(work)
+    try:
+        result, messages = await run_in_threadpool(work)
+    except IdempotencyConflict as e:
+        INGEST_BATCHES.labels("conflict").inc()
+        raise HTTPException(status.HTTP_409_CONFLICT, str(e)) from e
     INGEST_BATCHES.labels("replayed" if result.replayed else "applied").inc()
     if not result.replayed:
         INGEST_ITEMS.labels("sample", "stored").inc(result.samples_stored)
