@@ -32,6 +32,8 @@ OPENSIPS_TARBALL=${OPENSIPS_TARBALL:-$ROOT/../shared/vendor/opensips-$OPENSIPS_V
 PODMAN_COMPOSE_VERSION=1.6.0
 PC_VENV=/opt/p4relay-podman-compose
 PROJECT=p4relay
+# Docker image format: the OCI format has no HEALTHCHECK, and podman would drop it.
+export BUILDAH_FORMAT=docker
 NS_SW=p4rc-sw NS_RELAY=p4rc-relay NS_UAC=p4rc-uac NS_UAS=p4rc-uas
 RELAY_IP=198.18.8.10 UAC_IP=198.18.9.10 UAS_IP=198.18.10.10 MGMT_SW=198.18.11.1 MGMT_RELAY=198.18.11.10
 WORK=$(mktemp -d /tmp/p4rc-compose.XXXXXX)
@@ -93,7 +95,7 @@ build() {  # build TAG DOCKERFILE [extra podman build args...]
     local tag=$1 file=$2; shift 2
     local t0; t0=$(date +%s)
     log "building $tag ($file)"
-    if ! nice -n 19 podman build -q -f "$file" -t "$tag" \
+    if ! nice -n 19 podman build --format docker -q -f "$file" -t "$tag" \
         --build-arg COMMIT="$COMMIT" --build-arg VERSION="$VERSION" "$@" . >"$WORK/build-${tag//\//_}.log" 2>&1; then
         tail -n 30 "$WORK/build-${tag//\//_}.log"
         die "image $tag did not build"
