@@ -3,13 +3,16 @@ flag in --help; bad settings end the program with a message, not a traceback."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from p4relay_collector.cli import main, parser
 from p4relay_collector.config import ConfigError, Settings, load, parse_listen
+from p4relay_testsupport import free_port, wait_until
 
 BIN = Path(sys.executable).parent / "p4relay-collector"
 
@@ -92,3 +95,47 @@ def test_parse_listen() -> None:
     for bad in ("9103", "host:", "host:0", "host:70000", "host:x"):
         with pytest.raises(ValueError):
             parse_listen(bad)
+
+
+def test_cli_serves_metrics_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """The real command: metrics on the configured port while it runs (a
+    server that cannot be reached is retried, not fatal), exit 0 on SIGTERM."""
+    port = free_port()
+    token = tmp_path / "token"
+    token.write_text("p4r_x_y\n")
+    proc = subprocess.Popen(
+        [
+            str(BIN),
+            "--server-url",
+            f"http://127.0.0.1:{free_port()}",
+            "--token-file",
+            str(token),
+            "--metrics-listen",
+            f"127.0.0.1:{port}",
+            "--interval-s",
+            "0.2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def serving() -> bool:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
+            except httpx.HTTPError:
+                return False
+            return "p4relay_collector_backlog_batches" in r.text
+
+        wait_until(serving, within=20, what="collector /metrics")
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        for name in ("p4relay_collector_congested_queues", "p4relay_collector_dropped_batches"):
+            assert name in text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert b"cannot list switches" in proc.communicate()[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

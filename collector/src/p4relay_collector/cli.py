@@ -92,12 +92,20 @@ def setup_logging(level: str, json: bool) -> None:
 
 
 async def _run(cfg: Settings, once: bool) -> int:
-    collector = Collector(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):  # loops without signal support
             loop.add_signal_handler(sig, stop.set)
+    # Metrics after the handlers: once it answers, a SIGTERM stops it cleanly.
+    if cfg.metrics_listen and not once:
+        host, port = parse_listen(cfg.metrics_listen)
+        try:
+            start_http_server(port, addr=host)
+        except OSError as e:
+            print(f"p4relay-collector: metrics on {cfg.metrics_listen}: {e}", file=sys.stderr)
+            return 2
+    collector = Collector(cfg)
     await collector.run(once=once, stop=stop)
     return 0
 
@@ -116,13 +124,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"p4relay-collector: configuration error: {e}", file=sys.stderr)
         return 2
     setup_logging(cfg.log_level, cfg.log_json)
-    if cfg.metrics_listen and not a.once:
-        host, port = parse_listen(cfg.metrics_listen)
-        try:
-            start_http_server(port, addr=host)
-        except OSError as e:
-            print(f"p4relay-collector: metrics on {cfg.metrics_listen}: {e}", file=sys.stderr)
-            return 2
     return asyncio.run(_run(cfg, a.once))
 
 
