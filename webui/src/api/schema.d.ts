@@ -38,6 +38,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Logout
+         * @description Ends every login of the calling user (their tokens stop working at once,
+         *     open live streams close with 4401).
+         */
+        post: operations["logout_api_v1_auth_logout_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/auth/me": {
         parameters: {
             query?: never;
@@ -49,6 +70,26 @@ export interface paths {
         get: operations["me_api_v1_auth_me_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Refresh
+         * @description A fresh login token for a valid one, until `jwt_max_login_hours` after the login.
+         */
+        post: operations["refresh_api_v1_auth_refresh_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -107,7 +148,7 @@ export interface paths {
         put?: never;
         /**
          * Ingest
-         * @description Store a batch (idempotent by `idempotency_key`); see server/README.md.
+         * @description Store a batch (idempotent by the token's `idempotency_key`); see server/README.md.
          */
         post: operations["ingest_api_v1_ingest_post"];
         delete?: never;
@@ -346,7 +387,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke Token */
+        /**
+         * Revoke Token
+         * @description The token stops working at once; live streams opened with it close (4401).
+         */
         delete: operations["revoke_token_api_v1_tokens__token_id__delete"];
         options?: never;
         head?: never;
@@ -384,7 +428,10 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        /** Update User */
+        /**
+         * Update User
+         * @description A new password, role or state ends the user's logins (and live streams).
+         */
         patch: operations["update_user_api_v1_users__user_id__patch"];
         trace?: never;
     };
@@ -570,7 +617,10 @@ export interface components {
          *
          *     Payload keys by type (extra keys are kept): reroute needs `flow`,
          *     `from_path`, `to_path`, `trigger`; ired_drop `dev_port`, `drops`;
-         *     congestion_onset/clear `dev_port`; offload_failed/fallback `reason`.
+         *     congestion_onset/clear `dev_port`; offload_failed/fallback `reason`;
+         *     learn_refused (media from a source the learning policy did not accept;
+         *     security) `source` ("addr:port"), optionally `expected`, `policy`,
+         *     `relay_port`, `reason`.
          */
         EventIn: {
             /** Agent */
@@ -605,7 +655,7 @@ export interface components {
              * Type
              * @enum {string}
              */
-            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down";
+            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused";
         };
         /** EventOut */
         EventOut: {
@@ -1540,6 +1590,45 @@ export interface operations {
             };
         };
     };
+    logout_api_v1_auth_logout_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     me_api_v1_auth_me_get: {
         parameters: {
             query?: never;
@@ -1556,6 +1645,47 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Me"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    refresh_api_v1_auth_refresh_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginResponse"];
                 };
             };
             /** @description missing or invalid credentials */
@@ -1633,7 +1763,7 @@ export interface operations {
     list_events_api_v1_events_get: {
         parameters: {
             query?: {
-                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down")[] | null;
+                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused")[] | null;
                 severity?: ("info" | "warning" | "error") | null;
                 switch?: string | null;
                 session_id?: number | null;
@@ -1711,6 +1841,13 @@ export interface operations {
             };
             /** @description credentials lack the needed role or scope */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description this token used the idempotency key for a different batch */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
