@@ -41,7 +41,7 @@ python3 switch/p4/resources.py junit "$RESULTS/$STAGE.xml" "$STAGE" "${dirs[@]}"
 echo
 python3 switch/p4/resources.py summary "${dirs[@]}"
 fresh="$out/p4relay-standard/bf-rt.json"
-if [ -f "$fresh" ] && ! cmp -s "$fresh" switch/p4/bfrt/standard.bf-rt.json; then
+if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" switch/p4/bfrt/standard.bf-rt.json; then
   if [ "${P4RELAY_UPDATE_BFRT:-}" = 1 ]; then
     cp "$fresh" switch/p4/bfrt/standard.bf-rt.json
     echo "p4: switch/p4/bfrt/standard.bf-rt.json regenerated"

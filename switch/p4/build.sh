@@ -11,7 +11,7 @@
 #
 # standard  default profile, contract sizes (64K relay + guard entries, 32K legs)
 # lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN)
-# large     standard with P4RELAY_SCALE_LARGE (96K relay + guard entries, 48K legs)
+# large     standard with P4RELAY_SCALE_LARGE (112K relay + guard entries, 56K legs)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT

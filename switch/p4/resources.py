@@ -12,6 +12,10 @@ Reads, per build directory (switch/p4/build.sh's output, build/p4relay-<profile>
   resources.py table DIR...              the README's table: stages, SRAM, TCAM, calls
   resources.py stages DIR                stage map: what each stage holds, per gress
   resources.py junit OUT SUITE DIR...    JUnit XML, one test case per profile
+  resources.py same-schema A B           exit 0 when two bf-rt.json declare the same
+                                         program (the snapshot debug tables, which
+                                         the compiler orders differently run to run,
+                                         aside)
 
 Standard library only: it runs before the Python environment exists.
 """
@@ -270,11 +274,28 @@ def junit(out: Path, suite: str, profiles: list[Profile]) -> None:
     out.write_text(xml)
 
 
+def program_schema(bfrt: dict[str, object]) -> dict[str, object]:
+    """A bf-rt.json without its snapshot tables, tables keyed by name."""
+    tables = bfrt.get("tables", [])
+    assert isinstance(tables, list)
+    return {
+        "tables": {
+            str(t["name"]): t
+            for t in tables
+            if isinstance(t, dict) and not str(t.get("table_type", "")).startswith("Snapshot")
+        },
+        "learn_filters": bfrt.get("learn_filters", []),
+    }
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) < 2 or argv[0] not in {"summary", "table", "stages", "junit"}:
+    if len(argv) < 2 or argv[0] not in {"summary", "table", "stages", "junit", "same-schema"}:
         print(__doc__, file=sys.stderr)
         return 2
     cmd = argv[0]
+    if cmd == "same-schema":
+        a, b = (json.loads(Path(f).read_text()) for f in argv[1:3])
+        return 0 if program_schema(a) == program_schema(b) else 1
     if cmd == "junit":
         if len(argv) < 4:
             print("junit OUT SUITE DIR...", file=sys.stderr)

@@ -189,11 +189,13 @@ def test_committed_schema_matches_contract(
 
 
 def test_committed_schema_is_the_compilers(committed: dict[str, Any]) -> None:
-    """switch/p4/bfrt/standard.bf-rt.json is what the current source compiles to."""
-    fresh = compiled("standard")
-    assert fresh == committed, (
-        "switch/p4/bfrt/standard.bf-rt.json is stale: the p4 stage regenerates it "
-        "(cp build/p4relay-standard/bf-rt.json switch/p4/bfrt/standard.bf-rt.json)"
+    """switch/p4/bfrt/standard.bf-rt.json is what the current source compiles to
+    (the snapshot debug tables aside: the compiler orders them differently from
+    one run to the next)."""
+    fresh = _resources().program_schema(compiled("standard"))
+    assert fresh == _resources().program_schema(committed), (
+        "switch/p4/bfrt/standard.bf-rt.json is stale: "
+        "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
     )
 
 

@@ -8,18 +8,18 @@
 #ifndef _P4RELAY_SIZES_P4_
 #define _P4RELAY_SIZES_P4_
 
-/* Large build: 24K calls per pipe, the largest the compiler places in 12
+/* Large build: 28K calls per pipe, the largest the compiler places in 12
  * stages with the per-entry counters of relay and relay_guard (README
  * "Resources", from the compiler's logs). */
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 98304
+#define RELAY_TABLE_SIZE 114688
 #endif
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 49152
+#define LEG_TABLE_SIZE 57344
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 98304
+#define RELAY_GUARD_TABLE_SIZE 114688
 #endif
 #endif
 
