@@ -234,3 +234,11 @@ def test_server_knows_nothing_of_bfrt() -> None:
 
 
 FORBIDDEN = ("grpc", "p4relay_switch")
+
+
+def test_cli_refuses_a_token_lifetime_that_has_ended(db_url: str) -> None:
+    for bad in ("-1", "0", "nan", "soon"):
+        r = _cli(db_url, "create-token", "--name", "t", "--scope", "read", "--expires-days", bad)
+        assert r.returncode == 2 and "--expires-days" in r.stderr, (bad, r.stderr)
+    ok = _cli(db_url, "create-token", "--name", "t", "--scope", "read", "--expires-days", "0.5")
+    assert ok.returncode == 0 and ok.stdout.startswith("p4r_")

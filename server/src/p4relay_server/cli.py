@@ -138,6 +138,16 @@ def cmd_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from e
+    if not 0 < days <= 36_500:
+        raise argparse.ArgumentTypeError("must be more than 0 and at most 36500 days")
+    return days
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4relay-server",
@@ -181,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="ingest: agents and the collector; read: read-only API and /metrics",
     )
-    s.add_argument("--expires-days", type=float, help="lifetime (default: no expiry)")
+    s.add_argument("--expires-days", type=_positive_days, help="lifetime, > 0 (default: no expiry)")
     s.set_defaults(func=cmd_create_token)
 
     s = sub.add_parser(
