@@ -219,6 +219,18 @@ pub fn render(sw: &Switch) -> String {
                 "Relay entries the XDP map refused (full): relayed in user space",
                 status.relay_full,
             ),
+            (
+                "p4relay_xdp_relay_entries",
+                "gauge",
+                "Relay entries in the XDP fast path's map",
+                status.relay_entries,
+            ),
+            (
+                "p4relay_xdp_relay_spilled_entries",
+                "gauge",
+                "Relay entries not in the XDP fast path's map (map full: their packets take the user-space pipeline)",
+                (pl.relay.len() as u64).saturating_sub(status.relay_entries),
+            ),
         ] {
             family(&mut o, name, kind, help);
             let _ = writeln!(o, "{name} {v}");

@@ -136,6 +136,9 @@ pub struct FastPath {
     /// Relay entries the kernel map refused (full): relayed by user space.
     pub relay_full: AtomicU64,
     pub relay_mirrored: AtomicU64,
+    /// Relay entries in the kernel's map (Writes are serialised; only they
+    /// add or remove entries).
+    relay_entries: AtomicU64,
     /// Legs the kernel map refused (full).
     pub legs_full: AtomicU64,
     links: parking_lot::Mutex<Vec<(u32, c_int)>>,
@@ -181,6 +184,7 @@ impl FastPath {
             _obj: obj,
             relay_full: AtomicU64::new(0),
             relay_mirrored: AtomicU64::new(0),
+            relay_entries: AtomicU64::new(0),
             legs_full: AtomicU64::new(0),
             links: parking_lot::Mutex::new(Vec::new()),
         };
@@ -276,7 +280,8 @@ impl FastPathMaps for FastPath {
         let kc = key_c(k);
         match leg {
             Some((leg, rtcp)) => {
-                let mut v: RelayVal = sys::lookup(self.relay, &kc).unwrap_or_default();
+                let cur: Option<RelayVal> = sys::lookup(self.relay, &kc);
+                let mut v = cur.unwrap_or_default();
                 if v.leg == leg && v.rtcp == u32::from(rtcp) && v.last_hit_ms != 0 {
                     return;
                 }
@@ -286,17 +291,26 @@ impl FastPathMaps for FastPath {
                 match sys::update(self.relay, &kc, &v, sys::BPF_ANY) {
                     Ok(()) => {
                         self.relay_mirrored.fetch_add(1, Relaxed);
+                        if cur.is_none() {
+                            self.relay_entries.fetch_add(1, Relaxed);
+                        }
                     }
                     Err(e) => {
                         // Full (E2BIG) or out of memory: user space relays it.
                         if self.relay_full.fetch_add(1, Relaxed) == 0 {
-                            tracing::warn!(error = %e, "XDP relay map refused an entry; such entries are relayed in user space");
+                            tracing::warn!(
+                                error = %e,
+                                entries = self.relay_entries.load(Relaxed),
+                                "XDP relay map full: further relay entries spill to the user-space pipeline (p4relay_xdp_relay_spilled_entries; raise --xdp-entries)"
+                            );
                         }
                     }
                 }
             }
             None => {
-                let _ = sys::delete(self.relay, &kc);
+                if sys::delete(self.relay, &kc).is_ok() {
+                    self.relay_entries.fetch_sub(1, Relaxed);
+                }
             }
         }
     }
@@ -339,6 +353,7 @@ impl FastPathMaps for FastPath {
         for k in sys::keys::<RelayKeyC>(self.relay) {
             let _ = sys::delete(self.relay, &k);
         }
+        self.relay_entries.store(0, Relaxed);
     }
 
     /// Mirrors one leg: a valid route is stored, anything else removed (the
@@ -365,6 +380,7 @@ impl FastPathMaps for FastPath {
         FastPathStatus {
             ports: self.links() as u64,
             relay_mirrored: self.relay_mirrored.load(Relaxed),
+            relay_entries: self.relay_entries.load(Relaxed),
             relay_full: self.relay_full.load(Relaxed),
             legs_full: self.legs_full.load(Relaxed),
         }

@@ -209,3 +209,33 @@ fn a_write_reaches_the_kernel_before_it_returns() {
     });
     assert_eq!(sys::test_run(fp.prog, &rtcp, LO).unwrap().0, XDP_PASS);
 }
+
+/// A full kernel map: the entries beyond it stay in user space and are
+/// counted (entries in the map, refusals); removals and clears keep the count.
+#[test]
+fn relay_entries_beyond_the_map_spill_and_are_counted() {
+    let fp = FastPath::load(XdpMode::Generic, 2, 100, 8000, 4)
+        .expect("load the XDP program (the Rust tests run as root)");
+    let key = |sport: u16| crate::tables::relay::RelayKey {
+        src: UAC,
+        dst: RELAY,
+        sport,
+        dport: 20000,
+    };
+    for s in 0..3 {
+        fp.mirror_relay(&key(s), Some((1, false)));
+    }
+    let st = fp.status();
+    assert_eq!((st.relay_entries, st.relay_full), (2, 1));
+    assert!(fp.relay_counts(&key(2)).is_none());
+    // Re-pointing an entry does not count it twice.
+    fp.mirror_relay(&key(0), Some((2, false)));
+    assert_eq!(fp.status().relay_entries, 2);
+    fp.mirror_relay(&key(0), None);
+    fp.mirror_relay(&key(0), None);
+    assert_eq!(fp.status().relay_entries, 1);
+    fp.mirror_relay(&key(2), Some((1, false)));
+    assert_eq!(fp.status().relay_entries, 2);
+    fp.clear_relay();
+    assert_eq!(fp.status().relay_entries, 0);
+}

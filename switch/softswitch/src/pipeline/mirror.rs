@@ -80,6 +80,8 @@ pub struct FastPathStatus {
     /// Ports it is attached to.
     pub ports: u64,
     pub relay_mirrored: u64,
+    /// Relay entries in its map.
+    pub relay_entries: u64,
     /// Relay entries its map refused (full): relayed by user space.
     pub relay_full: u64,
     /// Legs its map refused (full).
