@@ -182,16 +182,20 @@ def test_learner_windows() -> None:
     # Same address as signalled (any port): at once.
     assert ln.judge("u", 1, Endpoint("10.0.0.5", 1), nat, False, 0.0).verdict is Verdict.LATCH
     # Untrusted: a window; one source -> latch; a window that expired starts over.
-    assert ln.judge("u", 1, caller, nat, False, 0.0).verdict is Verdict.WAIT
+    first = ln.judge("u", 1, caller, nat, False, 0.0)
+    assert first.verdict is Verdict.WAIT and first.opened == 0.0
+    assert ln.judge("u", 1, caller, nat, False, 0.5).opened is None  # same window
     assert ln.candidate("u", 1) == caller
-    j = ln.window_closed("u", 1)
+    j = ln.window_closed("u", 1, 0.0)
     assert j is not None and j.verdict is Verdict.LATCH
-    assert ln.window_closed("u", 1) is None
+    assert ln.window_closed("u", 1, 0.0) is None
     ln.judge("u", 1, caller, nat, False, 0.0)
-    ln.judge("u", 1, other, nat, False, 2.0)  # after the window: a new one
-    assert ln.candidate("u", 1) == other
+    again = ln.judge("u", 1, other, nat, False, 2.0)  # after the window: a new one
+    assert again.opened == 2.0 and ln.candidate("u", 1) == other
+    # The first window's timer, late: it must not close the second window.
+    assert ln.window_closed("u", 1, 0.0) is None
     ln.judge("u", 1, caller, nat, False, 2.5)
-    j = ln.window_closed("u", 1)
+    j = ln.window_closed("u", 1, 2.0)
     assert j is not None and j.verdict is Verdict.REFUSE and list(j.refused) == [other, caller]
     # Trusted and different: refused at once.
     pub = Endpoint("198.18.1.10", 6000)

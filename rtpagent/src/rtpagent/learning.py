@@ -46,6 +46,7 @@ class Judgement:
     verdict: Verdict
     reason: str = ""
     refused: tuple[Endpoint, ...] = ()  # for REFUSE: every source refused now
+    opened: float | None = None  # for WAIT: a new window opened at this time
 
 
 @dataclass
@@ -96,17 +97,19 @@ class Learner:
         w = self._windows.get(key)
         if w is None or now - w.opened > self.window_s:
             self._windows[key] = _Window(now, [src])
-            return Judgement(Verdict.WAIT)
+            return Judgement(Verdict.WAIT, opened=now)
         if src not in w.sources:
             w.sources.append(src)
         return Judgement(Verdict.WAIT)
 
-    def window_closed(self, uid: str, side: int) -> Judgement | None:
-        """The stream's window is over: the one source seen latches; several
-        are all refused. None if there is no window (decided meanwhile)."""
-        w = self._windows.pop((uid, side), None)
-        if w is None:
+    def window_closed(self, uid: str, side: int, opened: float) -> Judgement | None:
+        """The window opened at `opened` is over: the one source seen latches;
+        several are all refused. None if that window is gone (decided
+        meanwhile, or replaced by a later one)."""
+        w = self._windows.get((uid, side))
+        if w is None or w.opened != opened:
             return None
+        del self._windows[(uid, side)]
         if len(w.sources) == 1:
             return Judgement(Verdict.LATCH)
         return Judgement(Verdict.REFUSE, "several_sources", tuple(w.sources))

@@ -102,18 +102,18 @@ class SwitchEventHandler:
             self._latch(s, i, src)
         elif j.verdict is Verdict.REFUSE:
             self._refuse_learn(s, i, j)
-        elif self.learner.candidate(s.uid, i) == src:
-            # The window's first source: decided when the window closes.
-            loop.call_later(self.learner.window_s, self._window_closed, s.uid, i)
+        elif j.opened is not None:
+            # A new learning window: decided when it closes.
+            loop.call_later(self.learner.window_s, self._window_closed, s.uid, i, j.opened)
 
     def _latch(self, s: Session, i: int, src: Endpoint) -> None:
         s.streams[i].learned = src
         log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
         self.view.touch(s)
 
-    def _window_closed(self, uid: str, i: int) -> None:
+    def _window_closed(self, uid: str, i: int, opened: float) -> None:
         src = self.learner.candidate(uid, i)
-        j = self.learner.window_closed(uid, i)
+        j = self.learner.window_closed(uid, i, opened)
         s = self.view.table.by_uid.get(uid)
         if j is None or s is None or s.streams[i].learned is not None:
             return
