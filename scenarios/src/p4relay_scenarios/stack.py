@@ -305,11 +305,6 @@ class Stack:
             return
         self.stop_sip_server()
         self.cfg.sip = sip
-        if self.cfg.agent and "rtpagent" in self.sup.procs:
-            # rtpagent keeps its connection to the notify socket and would write the
-            # next media timeout into the one the old SIP server closed.
-            self.sup.stop("rtpagent")
-            self.rtpagent()
         self.sip_server()
 
     def _sip_endpoints(self) -> SipEndpoints:

@@ -8,8 +8,7 @@ cluster.
 The stack comes up once per module (`base_stack`); a case gets it through the
 `stack` fixture with its SIP server running: OpenSIPS unless the case is
 marked `each_sip_server`, which runs it once with every SIP server (the
-fixture swaps the SIP server, and restarts rtpagent so its notify connection is
-to the new one; the rest of the stack stays). Within a
+fixture swaps the SIP server only, the rest of the stack stays). Within a
 module the cases keep their file order per SIP server: OpenSIPS's first, then
 Kamailio's, and cases marked `takes_switch_down` (they take the softswitch
 away for good) after all others.
