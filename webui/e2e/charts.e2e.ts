@@ -163,6 +163,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
   it('Live sessions: table and header, one click from the overview', async () => {
     await page.getByRole('link', { name: 'Live sessions table →' }).click();
     await expect.poll(() => page.getByTestId('live-count').textContent(), { timeout: 10_000 }).toBe(`${String(ACTIVE_CALLS)} of ${String(ACTIVE_CALLS)} sessions`);
+    await columnsVisible('Live sessions', ['Call-ID', 'Duration', 'MOS', 'Loss', 'Jitter', 'Packets']);
     await headerFits();
     await screenshot(page, `charts-${tag}-2-live`);
   });

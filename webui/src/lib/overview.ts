@@ -129,6 +129,6 @@ export function reasonsOption(rows: readonly { reason: string; count: number }[]
     tooltip: { trigger: 'axis' },
     xAxis: { type: 'value', minInterval: 1, name: 'calls' },
     yAxis: { type: 'category', data: top.map((r) => r.reason), axisLabel: { width: 180, overflow: 'truncate' } },
-    series: [{ name: 'calls on RTPProxy', type: 'bar', data: top.map((r) => r.count), label: { show: true, position: 'right' } }],
+    series: [{ name: 'calls on RTPProxy', type: 'bar', data: top.map((r) => r.count), label: { show: true, position: 'right', textBorderWidth: 0, fontWeight: 'bold' } }],
   };
 }

@@ -77,10 +77,11 @@ const jitterMax = col.accessor((s) => s.jitter_ms_max ?? undefined, {
   cell: (c) => formatMs(c.getValue()),
 });
 
-/** Live table: running duration and current quality; audit: start time, state,
- * the call's quality first (what an operator searches for), then who and where. */
+/** Live table: running duration and current quality first (in view on a
+ * 1280 px screen), then who and where; audit: start time, state, the call's
+ * quality (what an operator searches for), then who and where. */
 export function sessionColumns(opts: { live: boolean }) {
   return opts.live
-    ? [callId, caller, callee, tags, relayedBy, sw, liveDuration, packets, loss, jitter, mos]
+    ? [callId, liveDuration, mos, loss, jitter, packets, caller, callee, relayedBy, sw, tags]
     : [callId, started, duration, state, mosMean, mosMin, loss, jitterMax, packets, relayedBy, caller, callee, sw, tags];
 }
