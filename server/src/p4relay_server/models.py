@@ -288,14 +288,14 @@ class ApiToken(Base):
 
 class IngestBatchRecord(Base):
     """Seen ingest batches by (token, idempotency key), with a hash of the
-    batch and the answer given: a key is a token's own, and reusing it for a
-    different batch is refused."""
+    request body and the answer given: a key is a token's own, and reusing it
+    for another body is refused."""
 
     __tablename__ = "ingest_batches"
     token_id: Mapped[int] = mapped_column(
         ForeignKey("api_tokens.id", ondelete="CASCADE"), primary_key=True
     )
     idempotency_key: Mapped[str] = mapped_column(String(128), primary_key=True)
-    body_hash: Mapped[str | None] = mapped_column(String(64))  # SHA-256 of the batch, hex
+    body_hash: Mapped[str | None] = mapped_column(String(64))  # SHA-256 of the body, hex
     received_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now(), index=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSONB)

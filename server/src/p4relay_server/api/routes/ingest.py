@@ -14,7 +14,7 @@ from p4relay_server.metrics import INGEST_BATCHES, INGEST_ITEMS
 from p4relay_server.models import Switch
 from p4relay_server.schemas import api
 from p4relay_server.schemas.ingest import IngestBatch, IngestResult
-from p4relay_server.services.ingest import IdempotencyConflict, apply_batch
+from p4relay_server.services.ingest import IdempotencyConflict, apply_batch, body_hash
 
 router = APIRouter(tags=["ingest"], responses=AUTH_RESPONSES)
 
@@ -46,10 +46,11 @@ def check_limits(batch: IngestBatch, limits: Limits) -> None:
 async def ingest(batch: IngestBatch, request: Request, who: Ingester) -> IngestResult:
     """Store a batch (idempotent by the token's `idempotency_key`); see server/README.md."""
     check_limits(batch, request.app.state.settings.limits)
+    digest = body_hash(await request.body())  # read once by FastAPI already; cached
 
     def work() -> tuple[IngestResult, list[dict[str, Any]]]:
         with request.app.state.sessionmaker() as db:
-            return apply_batch(db, batch, who.id)
+            return apply_batch(db, batch, who.id, digest)
 
     try:
         result, messages = await run_in_threadpool(work)
