@@ -10,7 +10,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 kind=${1:?test|bench}; filter=${2:-}
-# Runs given their own P4RELAY_TEST_PG_PORT (engineers testing side by side in one
+# Runs given their own P4RELAY_TEST_PG_PORT (test runs side by side in one
 # checkout) get their own results folder too, so one run's start does not wipe
 # another's JUnit files.
 suffix=""

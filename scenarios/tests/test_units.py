@@ -124,9 +124,9 @@ def test_timeout_notification_forms(line: str, expected: Notification | None) ->
 
 
 def test_profiles() -> None:
-    seed = PROFILES["seed"]
-    assert (seed.rate, seed.calls) == (30.0, 900)
-    assert seed.duration_s == pytest.approx(300.0)
+    paper = PROFILES["paper"]
+    assert (paper.rate, paper.calls) == (30.0, 900)
+    assert paper.duration_s == pytest.approx(300.0)
     assert PROFILES["smoke"].calls == 5
     for n in (750, 1500, 1800):
         assert level(n).concurrent == n

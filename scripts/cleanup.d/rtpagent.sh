@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop what rtpagent test runs started and left behind: processes recorded as
 # "<pid> <owner test pid>" and namespaces p4ra-<owner pid>-*, only where the
-# owning test process is gone. Every engineer's test run calls every hook (and
+# owning test process is gone. Every test run calls every hook (and
 # $RESULTS is shared), so a live run's children and namespaces are left alone.
 pids="${RESULTS:-/tmp}/rtpagent.pids"
 gone() { [ -n "$1" ] && ! kill -0 "$1" 2>/dev/null; }

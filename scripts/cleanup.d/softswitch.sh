@@ -2,7 +2,7 @@
 # Removes what the softswitch benchmark leaves behind: its processes (by the
 # pid files it writes) and its p4rb* network namespaces.
 RUN=${P4RELAY_BENCH_RUN:-/tmp/p4rb-run}
-# A benchmark still running owns its namespaces: leave them (other engineers'
+# A benchmark still running owns its namespaces: leave them (other
 # test runs call every cleanup hook). The benchmark itself forces cleanup.
 if [ -z "${P4RB_FORCE_CLEANUP:-}" ] && [ -f "$RUN/bench.pid" ] && kill -0 "$(cat "$RUN/bench.pid")" 2>/dev/null; then
   exit 0

@@ -1,6 +1,6 @@
 """Packet captures of the relay path and the metrics drawn from them.
 
-The seed measures a packet's delay from the switch's UAC-facing port to its
+The paper measures a packet's delay from the switch's UAC-facing port to its
 UAS-facing port. We capture one veth hop further out, as the UAC host sends
 and as the UAS host receives (the softswitch's XDP fast path forwards before
 a capture on the switch's own ports could see the packet, as a hardware

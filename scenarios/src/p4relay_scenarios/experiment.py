@@ -1,4 +1,4 @@
-"""The seed's relay experiment: server-based relay against switch-based relay.
+"""The paper's relay experiment (Kfoury et al.): server-based relay against switch-based relay.
 
 For each mode (server: rtpagent installs no entries and RTPProxy relays every
 packet; switch: rtpagent offloads each call to the switch) and each
@@ -571,18 +571,18 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(
         prog="python -m p4relay_scenarios.experiment",
-        description="Server-based vs switch-based relay at increasing concurrency (the seed's "
+        description="Server-based vs switch-based relay at increasing concurrency (the paper's "
         "experiment): delay, delay variation, loss, MOS, relay CPU; table + PNG plots.",
     )
     p.add_argument(
         "--levels",
         default="50,150,300,500,750",
-        help="concurrent-call levels, comma separated (seed: 750,1500,1800)",
+        help="concurrent-call levels, comma separated (the paper: 750,1500,1800)",
     )
     p.add_argument("--modes", default="server,switch", help="server, switch or both")
     p.add_argument("--sip", choices=SIP_SERVERS, default="opensips", help="the SIP server")
     p.add_argument("--hold", type=float, default=25.0, help="seconds each call lasts")
-    p.add_argument("--rate", type=float, default=30.0, help="calls per second (seed: 30)")
+    p.add_argument("--rate", type=float, default=30.0, help="calls per second (the paper: 30)")
     p.add_argument("--out", type=Path, default=ROOT / "scenarios" / "results" / "relay-experiment")
     p.add_argument("--run-dir", type=Path, default=ROOT / "build" / "experiment")
     p.add_argument(

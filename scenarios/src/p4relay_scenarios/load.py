@@ -40,14 +40,14 @@ class Profile:
 
 
 def level(n: int, hold_s: float = 300.0, rate: float = 30.0) -> Profile:
-    """n concurrent calls, as in the seed's 750/1500/1800 runs (30 calls/s ramp)."""
+    """n concurrent calls, as in the paper's 750/1500/1800 runs (30 calls/s ramp)."""
     return Profile(f"c{n}", rate, n, max(hold_s, n / rate), n, f"{n} concurrent calls")
 
 
 PROFILES: dict[str, Profile] = {
     "smoke": Profile("smoke", 5.0, 5, 8.0, about="5 calls, 8 s each"),
-    "seed": Profile(
-        "seed", 30.0, 900, 270.0, about="the seed's run: 30 calls/s, 900 calls, 300 s in all"
+    "paper": Profile(
+        "paper", 30.0, 900, 270.0, about="the paper's run: 30 calls/s, 900 calls, 300 s in all"
     ),
     "c750": level(750),
     "c1500": level(1500),
