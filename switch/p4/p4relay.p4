@@ -1,8 +1,9 @@
 /* p4relay — SIP media relay offload for Tofino 1 (TNA, bf-p4c).
  *
- * Build: see README.md (bf-p4c --target tofino --arch tna --bf-rt-schema ...).
+ * Build: switch/p4/build.sh [standard|lean|large] (README.md "Build").
  * Control-plane names follow switch/contract.toml; the contract test
- * (switch/client/tests/test_contract_p4.py) checks them against this source.
+ * (switch/client/tests/test_contract_p4.py) checks the compiler's bf-rt.json
+ * against it.
  */
 #include <core.p4>
 #include <tna.p4>
