@@ -4,6 +4,8 @@
 # Alembic round trip, schemathesis against our OpenAPI, the collector against
 # the real softswitch binary.
 set -euo pipefail
+export COVERAGE_FILE="$RESULTS/$STAGE.coverage"  # coverage table printed at the end
 : "${P4RELAY_TEST_DATABASE_URL:?needs the PostgreSQL started by the runner (make test STAGE=server)}"
 exec uv run --frozen --no-sync pytest server/tests -q -p no:cacheprovider \
-  --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE"
+  --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE" \
+  --cov=p4relay_server --cov-report=term:skip-covered
