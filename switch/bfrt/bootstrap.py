@@ -35,8 +35,8 @@ PROGRAM = "p4relay"
 CONFIG_ENV = "P4RELAY_BFRT_CONFIG"
 DEFAULT_CONFIG = "/etc/p4relay/bfrt.json"
 
-# Contract names (switch/contract.toml) this script writes; the contract test
-# (switch/client/tests/test_contract_p4.py) checks them.
+# Contract names (switch/contract.toml) this script writes; the bootstrap test
+# (switch/client/tests/test_bfrt_bootstrap.py) checks them.
 TABLE_IPV4_LPM = "pipe.Ingress.ipv4_lpm"
 TABLE_NEXTHOP = "pipe.Ingress.nexthop"
 TABLE_RELAY_ADDR = "pipe.Ingress.relay_addr"
