@@ -7,6 +7,7 @@ reported down once. Everything is checked through the server's read API."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import subprocess
 import tomllib
 
@@ -14,7 +15,7 @@ from conftest import LINKS, NS, ROOT, Server
 from p4relay_collector.config import Settings
 from p4relay_collector.poller import SwitchPoller
 from p4relay_collector.service import Collector
-from p4relay_collector.wire import IngestBatch
+from p4relay_collector.wire import IngestBatch, QueueSample, SwitchInfo
 from p4relay_switch import Endpoint, Nexthop, Pipeline, RelayCall, SwitchClient
 from p4relay_testsupport import Softswitch, free_port
 from pydantic import SecretStr
@@ -181,3 +182,42 @@ def test_poller_reports_unreachable_switch() -> None:
     up, n, kinds, message = asyncio.run(go())
     assert (up, n, kinds) == (False, 0, ["switch_down"])
     assert message is not None and "BfRt poll failed" in message
+
+
+def test_backlog_survives_a_refused_token_and_the_server_replays_retries(server: Server) -> None:
+    """Batches the server will not take yet (wrong token) stay in order; once
+    the token is right they are delivered, and re-sending one is a replay."""
+    batch = IngestBatch(
+        idempotency_key="collector-test-0001",
+        switch=SwitchInfo(name="soft-9", up=True),
+        queue_samples=[
+            QueueSample(
+                switch="soft-9", dev_port=3, ts=dt.datetime.now(dt.UTC), depth_bytes=800, drops=2
+            )
+        ],
+    )
+
+    async def scenario() -> tuple[int, int]:
+        col = Collector(settings(server).model_copy(update={"token": SecretStr("p4r_no_tok")}))
+        try:
+            col.backlog.append(batch)
+            await col.flush()
+            kept = len(col.backlog)
+            col.http.headers["Authorization"] = f"Bearer {server.ingest_token}"
+            await col.flush()
+            assert not col.backlog
+            r = await col.http.post(
+                "/api/v1/ingest",
+                content=batch.model_dump_json(exclude_none=True),
+                headers={"Content-Type": "application/json"},
+            )
+            assert r.status_code == 200 and r.json()["replayed"] is True
+            return kept, len(col.backlog)
+        finally:
+            await col.close()
+
+    assert asyncio.run(scenario()) == (1, 0)
+    (sw,) = server.get("/api/v1/switches").json()
+    assert sw["name"] == "soft-9"
+    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=3).json()
+    assert [pt["drops"] for s in series for pt in s["points"]] == [2]

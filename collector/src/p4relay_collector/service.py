@@ -3,9 +3,10 @@ congestion episodes, and send one batch per switch to the server.
 
 A batch the server does not take (unreachable, 5xx) is kept and re-sent with
 the same idempotency key, so a retry after a lost answer is a replay on the
-server side; the backlog is bounded (`backlog_max`) and overflow is counted
-and logged. A 4xx answer cannot be helped by re-sending: it is logged with the
-server's reason and the batch is dropped.
+server side; a refused token (401, 403) is retried the same way, so nothing
+is lost while an operator fixes it. The backlog is bounded (`backlog_max`) and
+overflow is counted and logged. Any other 4xx answer cannot be helped by
+re-sending: it is logged with the server's reason and the batch is dropped.
 """
 
 from __future__ import annotations
@@ -126,6 +127,12 @@ class Collector:
             if r.status_code >= 500:
                 metrics.SENT.labels("retry").inc()
                 log.warning("server error; will re-send", status=r.status_code)
+                return
+            if r.status_code in (401, 403):
+                # The token is wrong or revoked: nothing is lost while an
+                # operator fixes it (the backlog bounds what is kept).
+                metrics.SENT.labels("retry").inc()
+                log.error("server refused the token; will re-send", status=r.status_code)
                 return
             self.backlog.popleft()
             metrics.BACKLOG.set(len(self.backlog))
