@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from contract_check import check_program, load_contract
-from softswitch_proc import dump
+from p4relay_testsupport import dump_softswitch as dump
 
 ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
