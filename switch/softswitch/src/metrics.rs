@@ -3,6 +3,7 @@
 use std::fmt::Write;
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::contract::names;
 use crate::grpc::Switch;
 use crate::pipeline::DropReason;
 
@@ -159,20 +160,24 @@ pub fn render(sw: &Switch) -> String {
     family(&mut o, "p4relay_table_size", "gauge", "Capacity per table");
     let small = pl.small.load();
     for (name, used, size) in [
-        ("pipe.Ingress.relay", pl.relay.len(), pl.relay.capacity()),
+        (names::RELAY, pl.relay.len(), pl.relay.capacity()),
+        (names::RELAY_GUARD, pl.guard.len(), pl.guard.capacity()),
+        (names::LEG_REWRITE, pl.legs.len(), pl.legs.capacity()),
         (
-            "pipe.Ingress.relay_guard",
-            pl.guard.len(),
-            pl.guard.capacity(),
+            names::IPV4_LPM,
+            small.lpm.len(),
+            schema_size(sw, names::IPV4_LPM),
         ),
         (
-            "pipe.Ingress.leg_rewrite",
-            pl.legs.len(),
-            pl.legs.capacity(),
+            names::NEXTHOP,
+            small.nexthop.len(),
+            schema_size(sw, names::NEXTHOP),
         ),
-        ("pipe.Ingress.ipv4_lpm", small.lpm.len(), 16384),
-        ("pipe.Ingress.nexthop", small.nexthop.len(), 4096),
-        ("pipe.Ingress.relay_addr", small.relay_addr.len(), 64),
+        (
+            names::RELAY_ADDR,
+            small.relay_addr.len(),
+            schema_size(sw, names::RELAY_ADDR),
+        ),
     ] {
         let _ = writeln!(o, "p4relay_table_entries{{table=\"{name}\"}} {used}\np4relay_table_size{{table=\"{name}\"}} {size}");
     }
@@ -252,4 +257,11 @@ pub fn render(sw: &Switch) -> String {
         let _ = writeln!(o, "{name} {}", v.load(Relaxed));
     }
     o
+}
+
+/// A table's size as served in bfrt.json.
+fn schema_size(sw: &Switch, table: &str) -> usize {
+    sw.schema
+        .table_by_name(table)
+        .map_or(0, |t| t.size as usize)
 }

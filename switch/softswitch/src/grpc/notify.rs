@@ -6,7 +6,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::codec::{df_int, key_of};
+use super::codec::df_int;
 use super::{pb, Switch, DEVICE_ID};
 use crate::pipeline::LearnDigest;
 use crate::schema::TableKind;
@@ -122,15 +122,7 @@ pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
             .sweep_idle_with(now_ms(), |k| pl.fast_last_hit(k), |k| expired.push(k));
         last_sweep = t0.elapsed();
         for k in expired {
-            let key = key_of(
-                t,
-                &[
-                    ("hdr.ipv4.src_addr", u64::from(k.src)),
-                    ("hdr.ipv4.dst_addr", u64::from(k.dst)),
-                    ("hdr.udp.src_port", u64::from(k.sport)),
-                    ("hdr.udp.dst_port", u64::from(k.dport)),
-                ],
-            );
+            let key = super::entries::relay::key_pb(t, &k);
             let msg = pb::StreamMessageResponse {
                 update: Some(
                     pb::stream_message_response::Update::IdleTimeoutNotification(

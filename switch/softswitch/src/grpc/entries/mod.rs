@@ -10,7 +10,7 @@ mod fixed;
 mod guard;
 mod legs;
 mod register;
-mod relay;
+pub(super) mod relay;
 mod small;
 
 use std::sync::Arc;

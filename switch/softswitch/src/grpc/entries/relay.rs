@@ -120,7 +120,8 @@ pub(super) fn read(
     Ok(())
 }
 
-fn key_pb(t: &TableSchema, k: &RelayKey) -> pb::TableKey {
+/// A relay key as BfRt key fields (reads, idle-timeout notifications).
+pub(in crate::grpc) fn key_pb(t: &TableSchema, k: &RelayKey) -> pb::TableKey {
     let f = |n: &str, v: u64| key_exact(t.key_by_name(n).expect("schema"), v);
     pb::TableKey {
         fields: vec![
