@@ -301,15 +301,26 @@ write_env
 mkdir -p "$WORK/media/media"
 python3 -c 'import sys; sys.stdout.buffer.write(bytes([0xd5]) * 80000)' > "$WORK/media/media/tone.alaw"
 
-log "compose up (profiles softswitch, $SIP)"
+log "compose up (profiles softswitch, $SIP), in dependency order"
+# podman 4.3 (Debian 12) cannot start a container whose `--requires` names a
+# one-shot that has exited (init, switch-bootstrap), nor wait for `healthy`:
+# start each tier with --no-deps and wait for its healthchecks and one-shots
+# here, the order depends_on gives under docker compose.
 t_up=$(date +%s)
-COMPOSE up -d >"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up failed"; }
-wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
-wait_healthy postgres 60 || die "postgres not healthy"
+up() { COMPOSE up -d --no-deps "$@" >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up $* failed"; }; }
+up postgres softswitch rtpproxy
+wait_healthy postgres 90 || die "postgres not healthy"
 wait_healthy softswitch 60 || die "softswitch not healthy"
+wait_healthy rtpproxy 60 || die "rtpproxy not healthy"
+up init switch-bootstrap
+wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
 wait_exited_ok switch-bootstrap 120 && ok "switch-bootstrap: routes and relay range written over BfRt gRPC" \
     || die "switch-bootstrap failed"
-for s in server collector rtpproxy rtpagent "$SIP"; do
+up server rtpagent
+wait_healthy server 120 || die "server not healthy"
+wait_healthy rtpagent 120 || die "rtpagent not healthy"
+up collector "$SIP"
+for s in collector "$SIP"; do
     wait_healthy "$s" 120 || die "$s not healthy"
 done
 ok "stack healthy in $(( $(date +%s) - t_up ))s: $(podman ps --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | sed "s/${PROJECT}_//; s/_1\$//" | sort | xargs)"
