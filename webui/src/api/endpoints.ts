@@ -7,6 +7,11 @@ export const api = {
   login: (username: string, password: string) =>
     unwrap(client.POST('/api/v1/auth/login', { body: { username, password } })),
   me: () => unwrap(client.GET('/api/v1/auth/me')),
+  /** A fresh login token for the current one (until 12 h after the login). */
+  refresh: () => unwrap(client.POST('/api/v1/auth/refresh')),
+  /** Ends every login of this user on the server. */
+  logout: (token: string) =>
+    unwrap(client.POST('/api/v1/auth/logout', { headers: { Authorization: `Bearer ${token}` } })),
 
   sessions: (query: SessionQuery) => unwrap(client.GET('/api/v1/sessions', { params: { query } })),
   session: (id: number) => unwrap(client.GET('/api/v1/sessions/{session_id}', { params: { path: { session_id: id } } })),

@@ -17,13 +17,24 @@ export class ApiError extends Error {
 type Listener = () => void;
 const unauthorizedListeners = new Set<Listener>();
 
+const EXPIRES_KEY = 'p4relay.token.expires';
+
 export const tokenStore = {
   get(): string | null {
     return localStorage.getItem(TOKEN_KEY);
   },
-  set(token: string | null): void {
+  /** The token and, for a login, when it expires (ISO 8601; refreshed before then). */
+  set(token: string | null, expiresAt?: string): void {
     if (token) localStorage.setItem(TOKEN_KEY, token);
     else localStorage.removeItem(TOKEN_KEY);
+    if (token && expiresAt) localStorage.setItem(EXPIRES_KEY, expiresAt);
+    else localStorage.removeItem(EXPIRES_KEY);
+  },
+  /** Expiry in ms since the epoch; null when unknown. */
+  expiresAt(): number | null {
+    const v = localStorage.getItem(EXPIRES_KEY);
+    const t = v ? Date.parse(v) : NaN;
+    return Number.isNaN(t) ? null : t;
   },
   onUnauthorized(fn: Listener): () => void {
     unauthorizedListeners.add(fn);

@@ -111,7 +111,9 @@ export function LiveProvider({ children }: { children: ReactNode }) {
         if (stopped) return;
         // 1008: the server refused our token (expired, user disabled). Asking
         // who-am-I gets the 401 that logs the console out.
-        if (ev.code === 1008) void api.me().catch(() => undefined);
+        // 4401: the login behind this socket expired or was revoked: the same
+        // question tells a refreshed console to go on and a revoked one to log out.
+        if (ev.code === 1008 || ev.code === 4401) void api.me().catch(() => undefined);
         setStatus('reconnecting');
         attempt += 1;
         retry = setTimeout(connect, Math.min(10_000, 250 * 2 ** Math.min(attempt, 6)));
