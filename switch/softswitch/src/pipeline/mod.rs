@@ -4,8 +4,8 @@
 //! (relay_sessions.rs: relay_addr, relay, relay_guard, leg_rewrite),
 //! `learning` (learn_filter.rs) and `forwarding` (forwarding.rs: ipv4_lpm,
 //! nexthop), then the deparser's checksum. It works in place on the frame,
-//! no allocation. Egress (`egress_depart`, egress.p4): the RTP quality
-//! registers, updated when the packet leaves its egress queue, from what
+//! no allocation. Egress (`egress_depart`, egress.p4, calling `rtp_quality`):
+//! the RTP quality registers, updated when the packet leaves its egress queue, from what
 //! ingress bridged with it (`Bridged`), so tail drops show as loss and
 //! queueing delay variation as jitter. mirror.rs keeps the XDP fast path's
 //! maps (`FastPathMaps`) in step with the tables.
@@ -223,15 +223,23 @@ impl Pipeline {
     }
 
     /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
-    /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch).
-    /// Relayed RTP updates its leg's quality (`RtpQuality`, rtp_quality.p4).
+    /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch, the
+    /// egress timestamp); a relayed RTP packet goes through `rtp_quality`.
     #[inline]
     pub fn egress_depart(&self, b: &Bridged, now_ns: u64) {
         if b.relayed_rtp && !b.rtcp {
-            self.stats.rtp_packets.fetch_add(1, Relaxed);
-            let now_ms = (now_ns / 1_000_000) as u32;
-            self.quality.update(b.leg as usize, &b.rtp, now_ns, now_ms);
+            self.rtp_quality(b, now_ns);
         }
+    }
+
+    /// `RtpQuality` (switch/p4/controls/rtp_quality.p4) with `ms_clock` and
+    /// `rtp_clock` (rtp_clock.p4): the leg's quality registers
+    /// (registers.rs, shared with the XDP fast path).
+    #[inline]
+    fn rtp_quality(&self, b: &Bridged, now_ns: u64) {
+        self.stats.rtp_packets.fetch_add(1, Relaxed);
+        let now_ms = (now_ns / 1_000_000) as u32; // ms_clock
+        self.quality.update(b.leg as usize, &b.rtp, now_ns, now_ms);
     }
 
     /// `Ingress.apply` (switch/p4/controls/ingress.p4): the parser's checks,
