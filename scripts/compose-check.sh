@@ -221,7 +221,7 @@ wait_exited_ok() {  # wait_exited_ok SERVICE TIMEOUT_S
 }
 metric() {  # metric NS HOST:PORT NAME_REGEX: sum of the matching samples
     in_ns "$1" curl -fsS "http://$2/metrics" 2>/dev/null \
-        | awk -v re="^($3)([{ ])" '$0 ~ re {s += $NF} END {printf "%d\n", s}'
+        | awk -v re="^($3)([{ ,}])" '$0 ~ re {s += $NF} END {printf "%d\n", s}'
 }
 api() {  # api PATH: GET with the admin's bearer token, from the switch host
     in_ns "$NS_SW" curl -fsS -H "Authorization: Bearer $JWT" "http://$MGMT_SW:8000$1"
@@ -238,11 +238,13 @@ page = json.load(sys.stdin)
 items = page.get("items", page if isinstance(page, list) else [])
 print(len(items), sum(1 for s in items if s.get("offloaded")))'
 }
-uas_start() {
-    cd "$WORK/media" && in_ns "$NS_UAS" sipp -sf "$ROOT/scenarios/sipp/uas.xml" -i "$UAS_IP" -mi "$UAS_IP" -p 5060 \
-        -nostdin -bg -trace_err -error_file "$WORK/uas-errors.log" >/dev/null 2>&1 \
-        || die "SIPp UAS did not start"
-    cd "$ROOT"
+uas_start() {  # in the background, in its media directory; ended with its namespace
+    (cd "$WORK/media" && exec ip netns exec "$NS_UAS" sipp -sf "$ROOT/scenarios/sipp/uas.xml" \
+        -i "$UAS_IP" -mi "$UAS_IP" -p 5060 -nostdin -trace_err -error_file "$WORK/uas-errors.log" \
+        >"$WORK/uas.log" 2>&1) &
+    UAS_PID=$!
+    sleep 1
+    kill -0 "$UAS_PID" 2>/dev/null || { cat "$WORK/uas.log"; die "SIPp UAS did not start"; }
 }
 # uac CALLS CALL_S TAG: run CALLS calls of CALL_S seconds; prints "sent completed".
 uac() {
@@ -265,7 +267,9 @@ cleanup() {
     local rc=$?
     if [ "${KEEP:-0}" = 1 ]; then log "KEEP=1: stack and namespaces left up ($WORK)"; return; fi
     log "tearing down"
-    [ -f "$WORK/env" ] && COMPOSE down -v -t 10 >"$WORK/down.log" 2>&1 || true
+    if [ -f "$WORK/env" ] && ! COMPOSE down -v -t 10 >"$WORK/down.log" 2>&1; then
+        tail -n 20 "$WORK/down.log"
+    fi
     testbed_down
     local left
     left=$(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" -q | wc -l)
