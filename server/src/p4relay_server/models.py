@@ -241,6 +241,13 @@ class Event(Base):
         Index("ix_events_ts_id", "ts", "id"),
         Index("ix_events_session_id", "session_id"),
         Index("ix_events_unlinked", "session_key", postgresql_where=text("session_id IS NULL")),
+        # Congestion episodes are read by type over a time range.
+        Index(
+            "ix_events_congestion",
+            "ts",
+            "id",
+            postgresql_where=text("type IN ('congestion_onset', 'congestion_clear')"),
+        ),
     )
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     event_id: Mapped[str] = mapped_column(String(128), unique=True)
