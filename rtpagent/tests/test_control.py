@@ -142,7 +142,11 @@ async def test_no_false_rtpproxy_timeout_for_offloaded(tmp_path: Path) -> None:
     srv, port, got = await _sip_notify_server()
     fake = FakeSwitch()
     app, cl = await start(
-        tmp_path, fake, rtpproxy_ttl=2.0, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+        tmp_path,
+        fake,
+        rtpproxy_ttl=2.0,
+        embedded_args=["-n", f"tcp:127.0.0.1:{port}"],
+        notify_allow=[f"tcp:127.0.0.1:{port}"],
     )
     try:
         await cl.cmd(f"U tt 198.18.1.10 6000 f;1 tcp:127.0.0.1:{port} tag1")
@@ -164,7 +168,11 @@ async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -
     fake = FakeSwitch()
     fake.up = False  # the call stays on RTPProxy (fail-open)
     app, cl = await start(
-        tmp_path, fake, rtpproxy_ttl=2.0, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+        tmp_path,
+        fake,
+        rtpproxy_ttl=2.0,
+        embedded_args=["-n", f"tcp:127.0.0.1:{port}"],
+        notify_allow=[f"tcp:127.0.0.1:{port}"],
     )
     try:
         await cl.cmd(f"U to 198.18.1.10 6000 f;1 tcp:127.0.0.1:{port} dlg%3A7")

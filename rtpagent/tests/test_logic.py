@@ -86,7 +86,12 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
     port = free_port()
     srv = await asyncio.start_server(sip_server, "127.0.0.1", port)
     fake = FakeSwitch()
-    app, cl = await start(tmp_path, fake, embedded_args=["-n", f"tcp:127.0.0.1:{port}"])
+    app, cl = await start(
+        tmp_path,
+        fake,
+        embedded_args=["-n", f"tcp:127.0.0.1:{port}"],
+        notify_allow=[f"tcp:127.0.0.1:{port}"],
+    )
     try:
         await cl.cmd(f"U c3 198.18.1.10 6000 ft;1 tcp:127.0.0.1:{port} dlg%3A42")
         await cl.cmd("L c3 198.18.2.10 7000 ft;1 tt;1")

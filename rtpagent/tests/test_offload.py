@@ -233,7 +233,11 @@ async def test_switch_idle_ends_call(tmp_path: Path, sw: Softswitch) -> None:
     port = free_port()
     srv = await asyncio.start_server(sip_server, "127.0.0.1", port)
     cfg = settings(
-        tmp_path, switch=sw.address, idle_ttl_ms=1500, embedded_args=["-n", f"tcp:127.0.0.1:{port}"]
+        tmp_path,
+        switch=sw.address,
+        idle_ttl_ms=1500,
+        embedded_args=["-n", f"tcp:127.0.0.1:{port}"],
+        notify_allow=[f"tcp:127.0.0.1:{port}"],
     )
     async with running_agent(cfg) as app:
         cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))

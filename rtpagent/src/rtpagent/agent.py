@@ -13,7 +13,7 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from urllib.parse import quote_from_bytes
 
 import structlog
@@ -32,6 +32,7 @@ from .protocol import (
     unquote_tag,
     with_notify,
 )
+from .sockets import SocketSpec, parse_spec
 from .state import OffloadState, Session, SessionTable
 from .tracker import Outcome, Tracker
 from .upstream import Upstream, UpstreamTimeout
@@ -49,6 +50,7 @@ class Agent:
         notify_socket: str | None,
         notifier: Notifier | None = None,
         sip_notify: str | None = None,
+        notify_allow: Iterable[str] = (),
         rtpp_ttl: float = 60.0,
         default_asymmetric: bool = False,
     ) -> None:
@@ -59,6 +61,12 @@ class Agent:
         self.notify_socket = notify_socket  # ours; None: do not rewrite
         # The SIP server's socket for sessions whose U names none.
         self.sip_notify = sip_notify or None
+        # The timeout sockets a U may name (the SIP server's, always allowed):
+        # the agent connects to no other.
+        self.notify_allow = NotifyAllow(
+            [*notify_allow, *([self.sip_notify] if self.sip_notify else [])]
+        )
+        self._refused_logged: dict[str, float] = {}
         self.notifier = notifier or Notifier()
         self.rtpp_ttl = rtpp_ttl
         self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
@@ -99,12 +107,32 @@ class Agent:
         if (
             cmd.op is Op.UPDATE
             and cmd.understood
+            and cmd.notify_socket is not None
+            and self.notify_socket is not None
+            and not self.notify_allow.permits(cmd.notify_socket)
+        ):
+            # Not ours to reach: RTPProxy gets the U as sent (and applies its
+            # own -n list); the session keeps no notify socket of the agent's.
+            self._refuse_notify(cmd.notify_socket)
+            return cmd, body, None
+        if (
+            cmd.op is Op.UPDATE
+            and cmd.understood
             and (cmd.notify_socket is not None or self.sip_notify is not None)
             and self.notify_socket is not None
         ):
             token = f"{self._tok_prefix}_{next(self._tok):x}"
             return cmd, with_notify(cmd, self.notify_socket, token), token
         return cmd, body, None
+
+    def _refuse_notify(self, socket: str) -> None:
+        metrics.NOTIFY_REFUSED.inc()
+        now = time.monotonic()
+        if now - self._refused_logged.get(socket, -1e9) >= 60.0:  # once a minute per socket
+            if len(self._refused_logged) >= 1024:
+                self._refused_logged.clear()
+            self._refused_logged[socket] = now
+            log.warning("notify_socket_refused", socket=socket[:200])
 
     def _complete(self, cmd: Command, raw: str, token: str | None) -> str:
         """RTPProxy answered: update sessions; the reply (I/G with switch counts)."""
@@ -340,6 +368,34 @@ class Agent:
     def _notify_sip(self, s: Session) -> None:
         if s.notify_socket and s.notify_tag is not None:
             self._spawn(self.notifier.send(s.notify_socket, unquote_tag(s.notify_tag)))
+
+
+class NotifyAllow:
+    """The permitted timeout sockets, compared by what they name (protocol,
+    address, port; or path), never through DNS: a name that is not a literal
+    address matches only an entry spelled the same."""
+
+    def __init__(self, entries: Iterable[str]) -> None:
+        self.texts = frozenset(entries)
+        self.keys = frozenset(k for k in map(_notify_key, self.texts) if k is not None)
+
+    def permits(self, socket: str) -> bool:
+        if socket in self.texts:
+            return True
+        key = _notify_key(socket)
+        return key is not None and key in self.keys
+
+
+def _notify_key(text: str) -> tuple[str, str, int] | None:
+    try:
+        spec: SocketSpec = parse_spec(text)
+    except ValueError:
+        return None
+    if spec.kind == "unix":
+        return ("unix", spec.path, 0)
+    if spec.kind in ("tcp", "tcp6"):
+        return ("tcp", spec.host, spec.port)
+    return None
 
 
 def _result(f: asyncio.Future[str | None]) -> str | None:

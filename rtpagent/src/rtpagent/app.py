@@ -158,6 +158,7 @@ class App:
             self.table,
             notify_socket=cfg.notify_listen or None,
             sip_notify=cfg.sip_notify or None,
+            notify_allow=cfg.notify_allow,
             rtpp_ttl=cfg.rtpproxy_ttl,
             default_asymmetric=cfg.default_asymmetric,
         )

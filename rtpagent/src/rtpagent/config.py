@@ -80,6 +80,12 @@ class Settings(BaseSettings):
         "to notify it and tells this socket '<call-id> <from-tag>' when the media times out; "
         "empty: only sessions whose U named a socket are notified",
     )
+    notify_allow: list[str] = Field(
+        default_factory=list,
+        description="timeout sockets a U may name (tcp:ADDRESS:PORT with a literal address, "
+        "unix:/path), besides --sip-notify, which is always allowed: the agent notifies only "
+        "these; a U naming another goes to RTPProxy unchanged and the agent never connects to it",
+    )
     learn_policy: Literal["strict", "first"] = Field(
         default="strict",
         description="which media source a stream latches to: strict = only the signalled "
@@ -138,6 +144,21 @@ class Settings(BaseSettings):
     def _listen(cls, v: list[str]) -> list[str]:
         for s in v:
             parse_spec(s)
+        return v
+
+    @field_validator("notify_allow")
+    @classmethod
+    def _notify_allow(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if parse_spec(s).kind not in ("tcp", "tcp6", "unix"):
+                raise ValueError(f"notify socket {s!r}: must be tcp: or unix:")
+        return v
+
+    @field_validator("sip_notify")
+    @classmethod
+    def _sip_notify(cls, v: str) -> str:
+        if v and parse_spec(v).kind not in ("tcp", "tcp6", "unix"):
+            raise ValueError(f"sip_notify {v!r}: must be tcp: or unix:")
         return v
 
     @field_validator("event_loop")

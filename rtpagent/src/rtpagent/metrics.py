@@ -51,6 +51,10 @@ IDLE_TIMEOUTS = Counter(
 RTPP_TIMEOUTS = Counter(
     "rtpagent_rtpproxy_timeouts_total", "Timeout notifications from RTPProxy", ["action"]
 )
+NOTIFY_REFUSED = Counter(
+    "rtpagent_notify_refused_total",
+    "U commands naming a timeout socket outside the allow list (forwarded unchanged, not notified)",
+)
 REFRESHES = Counter("rtpagent_refreshes_total", "Session timer refreshes sent to RTPProxy")
 SWITCH_UP = Gauge("rtpagent_switch_connected", "1 when the switch is reachable")
 SPOOL_DEPTH = Gauge("rtpagent_spool_depth", "Reports waiting in the durable spool")
