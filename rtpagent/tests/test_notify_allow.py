@@ -197,3 +197,40 @@ def test_notify_allow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     for bad in ("udp:127.0.0.1:5", "tcp:sip.example.com:5", "tcp:1.2.3.4", "unix:", "x"):
         with pytest.raises(ValidationError):
             Settings(notify_allow=[bad])
+
+
+async def test_switch_idle_notifies_no_socket_outside_the_list(tmp_path: Path) -> None:
+    """A session holding a socket the list no longer permits (journalled under
+    another list) ends on the switch's idle timeout without a connection to it."""
+    from p4relay_switch import Endpoint, RelayIdle
+
+    allowed = Listener()
+    foreign = Listener()
+    await allowed.start()
+    await foreign.start()
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, notify_allow=[allowed.spec])
+    try:
+        await cl.cmd(f"U si1 198.18.1.10 6000 f;1 {allowed.spec} dlg%3A3")
+        await cl.cmd("L si1 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: fake.relays)
+        s = next(iter(app.table))
+        assert s.notify_socket == allowed.spec
+        s.notify_socket = foreign.spec
+        before = refused()
+        for k, r in list(fake.relays.items()):
+            if not r.rtcp:
+                fake.queue.put_nowait(
+                    RelayIdle(
+                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                    )
+                )
+        await wait_for(lambda: len(app.table) == 0)
+        await wait_for(lambda: refused() > before)
+        await asyncio.sleep(0.5)
+        assert foreign.connections == 0 and allowed.connections == 0
+    finally:
+        await app.stop()
+        cl.close()
+        allowed.close()
+        foreign.close()

@@ -366,6 +366,10 @@ class Agent:
             metrics.SESSIONS.set(len(self.table))
 
     def _notify_sip(self, s: Session) -> None:
+        if s.notify_socket and not self.notify_allow.permits(s.notify_socket):
+            # Journalled under a different allow list: not reached now either.
+            self._refuse_notify(s.notify_socket)
+            return
         if s.notify_socket and s.notify_tag is not None:
             self._spawn(self.notifier.send(s.notify_socket, unquote_tag(s.notify_tag)))
 
