@@ -21,8 +21,10 @@ examples:
 
 RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
 (the value of --notify-listen) to its flags; the SIP server's own socket stays
-in its own -n. Every setting can be given as a flag, as RTPAGENT_<NAME> in the
-environment, or in the TOML file (keys named like the flags, with _).
+in its own -n. The agent notifies only --sip-notify and the --notify-allow
+sockets; a U naming another is forwarded unchanged. Every setting can be
+given as a flag, as RTPAGENT_<NAME> in the environment, or in the TOML file
+(keys named like the flags, with _).
 """
 
 
