@@ -15,6 +15,8 @@
 # Environment: CALLS (20), CALL_S (15), DRILL_CALLS (6), DRILL_CALL_S (40),
 # SIP (opensips|kamailio), KEEP=1 leaves the stack up for a look,
 # SKIP_BUILD=1 uses the images as they are (after a build of the same tree),
+# ONSWITCH=1 runs the on-switch image (bootstrap + rtpagent + collector in one
+# container) in place of the rtpagent and collector services,
 # OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz).
 # Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
 # .11 management; namespaces and links named p4rc-*.
@@ -86,8 +88,10 @@ cgroup_manager = "cgroupfs"
 EOF
     fi
 }
+AGENT=rtpagent COLLECTOR=collector PROFILES=(--profile softswitch --profile "$SIP")
+if [ "${ONSWITCH:-0}" = 1 ]; then AGENT=onswitch COLLECTOR=onswitch PROFILES+=(--profile onswitch); fi
 COMPOSE() { "$PC_VENV/bin/podman-compose" -p "$PROJECT" --env-file "$WORK/env" \
-    -f docker-compose.yml -f deploy/compose/testbed.yml --profile softswitch --profile "$SIP" "$@"; }
+    -f docker-compose.yml -f deploy/compose/testbed.yml "${PROFILES[@]}" "$@"; }
 
 # ---------------------------------------------------------------- 2-3. images
 declare -A BUILD_S SIZE
@@ -320,11 +324,11 @@ up init switch-bootstrap
 wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
 wait_exited_ok switch-bootstrap 120 && ok "switch-bootstrap: routes and relay range written over BfRt gRPC" \
     || die "switch-bootstrap failed"
-up server rtpagent
+up server "$AGENT"
 wait_healthy server 120 || die "server not healthy"
-wait_healthy rtpagent 120 || die "rtpagent not healthy"
-up collector "$SIP"
-for s in collector "$SIP"; do
+wait_healthy "$AGENT" 120 || die "$AGENT not healthy"
+up "$COLLECTOR" "$SIP"
+for s in "$COLLECTOR" "$SIP"; do
     wait_healthy "$s" 120 || die "$s not healthy"
 done
 ok "stack healthy in $(( $(date +%s) - t_up ))s: $(podman ps --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | sed "s/${PROJECT}_//; s/_1\$//" | sort | xargs)"
@@ -351,25 +355,25 @@ read -r nsess noff < <(session_count)
     || bad "server API: $nsess sessions ($noff offloaded), expected >= $CALLS"
 
 # ---------------------------------------------------------------- 6. drills
-log "drill 1: SIGKILL rtpagent during $DRILL_CALLS calls of ${DRILL_CALL_S}s"
-before=$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")
+log "drill 1: SIGKILL $AGENT during $DRILL_CALLS calls of ${DRILL_CALL_S}s"
+before=$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")
 uac "$DRILL_CALLS" "$DRILL_CALL_S" drill1 > "$WORK/drill1.out" &
 uacpid=$!
 sleep $(( DRILL_CALLS / 5 + 8 ))
 tx_a=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
-kill -9 "$(podman inspect --format '{{.State.Pid}}' "$(cname rtpagent)")"
-log "rtpagent killed; waiting for its restart"
+kill -9 "$(podman inspect --format '{{.State.Pid}}' "$(cname "$AGENT")")"
+log "$AGENT killed; waiting for its restart"
 for _ in $(seq 60); do
-    [ "$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")" -gt "$before" ] \
-        && [ "$(state rtpagent)" = "running 0" ] && break
+    [ "$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")" -gt "$before" ] \
+        && [ "$(state "$AGENT")" = "running 0" ] && break
     sleep 1
 done
 sleep 5
 tx_b=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
-restarts=$(podman inspect --format '{{.RestartCount}}' "$(cname rtpagent)")
-[ "$restarts" -gt "$before" ] && ok "rtpagent restarted by its policy (restart count $restarts)" \
-    || bad "rtpagent not restarted (state $(state rtpagent))"
-wait_healthy rtpagent 60 && ok "rtpagent healthy again" || bad "rtpagent not healthy after restart"
+restarts=$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")
+[ "$restarts" -gt "$before" ] && ok "$AGENT restarted by its policy (restart count $restarts)" \
+    || bad "$AGENT not restarted (state $(state "$AGENT"))"
+wait_healthy "$AGENT" 90 && ok "$AGENT healthy again" || bad "$AGENT not healthy after restart"
 [ $(( tx_b - tx_a )) -gt $(( DRILL_CALLS * 50 * 3 )) ] && ok "media kept flowing through the switch meanwhile (+$(( tx_b - tx_a )) packets)" \
     || bad "media stalled during the rtpagent restart (+$(( tx_b - tx_a )) packets)"
 wait "$uacpid" || true
