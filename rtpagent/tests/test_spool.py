@@ -7,6 +7,7 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from fakeswitch import FakeSwitch
 from harness import Client, settings
 from p4relay_testsupport import free_port, wait_for
 from rtpagent.app import App
+from rtpagent.reporter import Sender
 from rtpagent.store import Store
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -55,6 +57,7 @@ class Server:
         self.port = port
         self.env = {**os.environ, "P4RELAY_DATABASE_URL": db_url}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115  # closed in stop(); stderr shown if it exits
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -70,21 +73,27 @@ class Server:
             ],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log,
         )
-        deadline = time.monotonic() + 30
+        # Generous: importing the server takes seconds on a busy 2-core machine.
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.log.seek(0)
+                err = self.log.read()
+                raise RuntimeError(f"server exited {self.proc.returncode}: {err[-2000:]!r}")
             try:
                 if httpx.get(f"http://127.0.0.1:{self.port}/docs", timeout=0.5).status_code < 500:
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
-        raise TimeoutError("server did not start")
+        raise TimeoutError("server did not start within 120 s")
 
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.terminate()
             self.proc.wait(10)
+        self.log.close()
 
 
 async def test_spool_replays_when_server_returns(
@@ -143,3 +152,47 @@ def test_spool_survives_restart(tmp_path: Path) -> None:
     s2.spool_ack([rows[0][0]])
     assert [k for _, k, _ in s2.spool_head(10)] == ["sample"]
     s2.close()
+
+
+async def test_rows_resent_by_an_upgraded_agent_are_taken(
+    tmp_path: Path, server_db: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server applied a batch but its answer was lost; the agent restarts
+    with another version and re-sends the same rows. The server takes them
+    (its entities upsert) instead of answering 409 for ever."""
+    db_url, token = server_db
+    port = free_port()
+    cfg = settings(tmp_path, switch="fake:1", agent_name="agent-upgrade")
+    fake = FakeSwitch()
+    app = App(cfg, switch=fake)
+    await app.start()
+    cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+    try:
+        await cl.cmd("U up0 198.18.1.10 6000 f;1")
+        await cl.cmd("L up0 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4)
+        await wait_for(lambda: app.store.spool_depth() > 0 and app.store.pending_writes == 0)
+    finally:
+        await app.stop()
+        cl.close()
+    store = Store(Path(cfg.state_file))
+    depth = store.spool_depth()
+    assert depth > 0
+    server = Server(db_url, port)
+    server.start()
+    url = f"http://127.0.0.1:{port}/api/v1/ingest"
+    agent = {"name": "agent-upgrade", "rtpproxy": "udp:127.0.0.1:7722", "switch": "fake:1"}
+    try:
+        before = Sender(store, url, token, {**agent, "version": "1.0"})
+        with monkeypatch.context() as m:
+            m.setattr(store, "spool_ack", lambda ids: None)  # the answer is lost
+            assert await before.send_once()
+        assert store.spool_depth() == depth
+        await before.close()
+        after = Sender(store, url, token, {**agent, "version": "1.1"})
+        assert await after.send_once()
+        assert store.spool_depth() == 0
+        await after.close()
+    finally:
+        server.stop()
+        store.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import json
 import time
 import uuid
 from datetime import UTC, datetime
@@ -242,6 +244,9 @@ class Sampler:
         return n
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 class Sender:
     def __init__(
         self,
@@ -287,17 +292,16 @@ class Sender:
             return True
         first, last = rows[0][0], rows[-1][0]
         body: dict[str, Any] = {
-            # Same rows -> same key: a retry after a lost answer is a replay.
-            "idempotency_key": f"{self.agent['name']}-{self.store_id()}-{first}-{last}"[:128],
             "agent": self.agent,
             "sessions": [d for _, k, d in rows if k == "session"],
             "samples": [d for _, k, d in rows if k == "sample"],
             "events": [d for _, k, d in rows if k == "event"],
         }
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        body["idempotency_key"] = self.batch_key(body, first, last)
+        headers = {"Authorization": f"Bearer {self.token}", **JSON} if self.token else JSON
         assert self.url is not None
         try:
-            r = await self.client.post(self.url, json=body, headers=headers)
+            r = await self.client.post(self.url, content=json.dumps(body), headers=headers)
         except httpx.HTTPError as exc:
             metrics.SPOOL_ERRORS.labels("network").inc()
             log.info("ingest_unreachable", error=str(exc) or type(exc).__name__, depth=len(rows))
@@ -310,11 +314,15 @@ class Sender:
         if r.status_code == 413 and len(rows) > 1:
             self.batch = max(1, self.batch // 2)
             return False
-        if r.status_code == 422:
-            # A payload the server will never take: keep it out of the way but
-            # never silently: logged with the server's reasons, counted.
-            metrics.SPOOL_ERRORS.labels("rejected").inc()
-            log.error("ingest_rejected", detail=r.text[:2000], first=first, last=last)
+        if r.status_code in (409, 422):
+            # 422: a payload the server will never take. 409: the server holds
+            # another body under this key, which a content-derived key rules out
+            # short of a server fault; retrying would stall the spool forever.
+            # Kept out of the way but never silently: logged with the server's
+            # reasons, counted.
+            reason = "conflict" if r.status_code == 409 else "rejected"
+            metrics.SPOOL_ERRORS.labels(reason).inc()
+            log.error(f"ingest_{reason}", detail=r.text[:2000], first=first, last=last)
             if len(rows) == 1:
                 self.store.spool_ack([first])
                 return True
@@ -323,6 +331,16 @@ class Sender:
         metrics.SPOOL_ERRORS.labels(f"http_{r.status_code}").inc()
         log.warning("ingest_failed", status=r.status_code, body=r.text[:500])
         return False
+
+    def batch_key(self, body: dict[str, Any], first: int, last: int) -> str:
+        """The batch's idempotency key. The same rows with the same agent
+        details give the same key, so a retry after a lost answer is a replay;
+        a changed body (the agent restarted with another version or RTPProxy
+        address) gets a new key instead of the server's 409. Re-applying rows
+        is harmless: the server upserts every entity."""
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        tail = f"-{self.store_id()}-{first}-{last}-{digest}"
+        return self.agent["name"][: 128 - len(tail)] + tail
 
     def store_id(self) -> str:
         sid = self.store.meta("spool_id")
