@@ -340,7 +340,7 @@ class Sender:
         is harmless: the server upserts every entity."""
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         tail = f"-{self.store_id()}-{first}-{last}-{digest}"
-        return self.agent["name"][: 128 - len(tail)] + tail
+        return str(self.agent["name"])[: 128 - len(tail)] + tail
 
     def store_id(self) -> str:
         sid = self.store.meta("spool_id")
