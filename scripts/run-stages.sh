@@ -38,7 +38,7 @@ else
   echo "run-stages: could not start PostgreSQL; suites that need it will fail" >&2
 fi
 
-status=0; declare -a rows=()
+status=0; declare -a rows=() failed=()
 for stage in scripts/${kind}-stages/*.sh; do
   name=$(basename "$stage" .sh)
   [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && continue
@@ -54,7 +54,13 @@ for stage in scripts/${kind}-stages/*.sh; do
   dt=$(( $(date +%s) - t0 ))
   verdict=$(uv run --frozen --no-sync python scripts/stage_summary.py stage "$kind" "$name" "$rc")
   rows+=("$(printf '%-28s %5ss  %s' "$name" "$dt" "$verdict")")
-  case "$verdict" in FAIL*) status=1 ;; esac
+  case "$verdict" in FAIL*) status=1; failed+=("$name") ;; esac
+done
+
+# A long run's output is read from its end: repeat each failed stage's last lines there.
+for name in "${failed[@]}"; do
+  printf '\n==== end of the failed stage %s (full log: %s) ====\n' "$name" "$RESULTS/$name.log"
+  tail -n 60 "$RESULTS/$name.log"
 done
 
 printf '\n==== %s stages ====\n' "$kind"
