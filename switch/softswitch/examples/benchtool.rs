@@ -1,8 +1,11 @@
 //! Helpers for scripts/bench-stages/10-softswitch.sh (not part of the switch):
 //!
 //! - `frames`:  writes a trafgen config of G.711 RTP frames (214 bytes) for N flows
-//! - `send`:    sends timestamped RTP frames at a fixed rate (latency probe)
+//! - `send`:    paced sender: RTP frames at a fixed rate in 1 ms slots (each
+//!   slot's frames in one TX-ring flush), optionally timestamped (latency
+//!   probe); reports what it sent and its own CPU time
 //! - `recv`:    counts RTP frames arriving on an interface; latency percentiles
+//!   and its own CPU time
 //! - `program`: installs routes and N relay calls in a softswitch over BfRt gRPC
 //! - `insert`:  inserts N sessions (4 relay + 2 leg_rewrite entries each) in
 //!   batches over BfRt gRPC and reports the rate
@@ -18,7 +21,7 @@ use p4relay_softswitch::grpc::codec::{df_int, key_of};
 use p4relay_softswitch::grpc::pb::{self, bf_runtime_client::BfRuntimeClient};
 use p4relay_softswitch::packet::{fold, ipv4_checksum, ones_sum, wr16, wr32};
 use p4relay_softswitch::schema::{Schema, TableSchema};
-use p4relay_softswitch::sys::now_real_ns;
+use p4relay_softswitch::sys::{now_mono_ns, now_real_ns};
 
 /// RTP payload bytes: 214-byte frames = 14 Ethernet + 20 IPv4 + 8 UDP + 12 RTP + 160.
 const G711_PAYLOAD: usize = 160;
@@ -80,6 +83,12 @@ enum Cmd {
         pps: u32,
         #[arg(long, default_value_t = 3.0)]
         secs: f64,
+        /// Pacing slot: each slot sends the frames due by its end in one flush
+        #[arg(long, default_value_t = 1000)]
+        slot_us: u64,
+        /// Stamp every frame with its send time (latency probe)
+        #[arg(long)]
+        stamp: bool,
     },
     Recv {
         #[arg(long)]
@@ -186,36 +195,112 @@ fn frames(f: &Flow) -> Result<()> {
     Ok(())
 }
 
-fn send(ifname: &str, f: &Flow, pps: u32, secs: f64) -> Result<()> {
-    let mut ring = Ring::tx(ifname, 256)?;
+/// On-CPU time of every thread of this process, ns (exact, from the
+/// scheduler: /proc/self/task/*/schedstat; softirq work done on our time
+/// is included, as this kernel has no separate IRQ time accounting).
+fn own_cpu_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Most frames one TX-ring flush sends.
+const FLUSH_MAX: usize = 256;
+
+/// Paced sender: slot k (of `slot_us`) sends the frames due by its end, so the
+/// offered rate holds at the 1 ms scale (no burst then silence). If the host
+/// stalls the sender, the next slot catches up and the stall is reported.
+fn send(ifname: &str, f: &Flow, pps: u32, secs: f64, slot_us: u64, stamp: bool) -> Result<()> {
+    if pps == 0 || slot_us == 0 || secs <= 0.0 {
+        bail!("--pps, --slot-us and --secs must be positive");
+    }
+    let per_slot = (u64::from(pps) * slot_us).div_ceil(1_000_000) as usize;
+    let mut ring = Ring::tx(ifname, (per_slot * 16).clamp(1024, 65536))?;
     let n = (f64::from(pps) * secs) as u64;
-    let gap = Duration::from_secs_f64(1.0 / f64::from(pps));
-    let t0 = Instant::now();
-    for k in 0..n {
-        let due = t0 + gap * k as u32;
-        while Instant::now() < due {
-            std::thread::sleep(
-                due.saturating_duration_since(Instant::now())
-                    .min(Duration::from_micros(200)),
-            );
+    let prebuilt: Vec<Vec<u8>> = (0..f.flows)
+        .map(|i| rtp_frame(f, i, 1, None))
+        .collect::<Result<_>>()?;
+    let slot_ns = slot_us * 1000;
+    let cpu0 = own_cpu_ns();
+    let t0 = now_mono_ns();
+    let (mut sent, mut late_slots, mut ring_full, mut max_lag_ns) = (0u64, 0u64, 0u64, 0u64);
+    let mut k = 0u64;
+    while sent < n {
+        let due_at = t0 + k * slot_ns;
+        let now = now_mono_ns();
+        if now < due_at {
+            sleep_until(due_at);
+        } else if now - due_at > slot_ns {
+            // Started more than a slot late: the host did not run us in time.
+            late_slots += 1;
+            max_lag_ns = max_lag_ns.max(now - due_at);
         }
-        let fr = rtp_frame(
-            f,
-            (k % u64::from(f.flows)) as u16,
-            k as u16,
-            Some(now_real_ns()),
-        )?;
-        if !ring.tx_put(&fr) {
-            bail!("TX ring full");
+        // Frames due by the end of this slot, by elapsed time (catches up after a stall).
+        let elapsed = now_mono_ns().saturating_sub(t0);
+        let due = (u128::from(pps) * u128::from(elapsed + slot_ns) / 1_000_000_000)
+            .min(u128::from(n)) as u64;
+        let mut batch = 0;
+        while sent < due {
+            if batch == FLUSH_MAX {
+                // A catch-up burst goes out in slot-sized flushes, so the
+                // receiving CPU's backlog (netdev_max_backlog) is not what
+                // overflows after a stall of the sender.
+                ring.tx_flush()?;
+                batch = 0;
+            }
+            let i = (sent % u64::from(f.flows)) as u16;
+            let ok = if stamp {
+                ring.tx_put(&rtp_frame(f, i, sent as u16, Some(now_real_ns()))?)
+            } else {
+                ring.tx_put(&prebuilt[usize::from(i)])
+            };
+            if ok {
+                sent += 1;
+                batch += 1;
+            } else {
+                // The kernel has not taken the previous flush yet.
+                ring_full += 1;
+                ring.tx_flush()?;
+                std::thread::yield_now();
+            }
         }
         ring.tx_flush()?;
+        k = (k + 1).max(elapsed / slot_ns + 1);
     }
-    println!("{{\"sent\": {n}}}");
+    let dt = (now_mono_ns() - t0) as f64 / 1e9;
+    let cpu = own_cpu_ns().saturating_sub(cpu0);
+    println!(
+        "{{\"sent\": {sent}, \"seconds\": {dt:.4}, \"achieved_pps\": {:.0}, \"late_slots\": {late_slots}, \"max_lag_us\": {}, \"ring_full\": {ring_full}, \"cpu_ns\": {cpu}}}",
+        sent as f64 / dt,
+        max_lag_ns / 1000
+    );
     Ok(())
 }
 
+fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as i64,
+        tv_nsec: (deadline_ns % 1_000_000_000) as i64,
+    };
+    // SAFETY: valid timespec; a NULL remainder is allowed with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
 fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()> {
-    let mut ring = Ring::rx(ifname, 65536, None)?;
+    // 16K frames hold 16 ms of traffic at 1 Mpps, far more than one 1 ms gathering pass.
+    let mut ring = Ring::rx(ifname, 16384, None)?;
+    // The ring's setup (allocating and zeroing it) is not per-packet work.
+    let cpu0 = own_cpu_ns();
     let mut pfd = libc::pollfd {
         fd: ring.fd(),
         events: libc::POLLIN,
@@ -250,11 +335,17 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()>
             }
             ring.rx_release();
         }
-        if !got {
+        if got {
+            // While frames flow, gather them 1 ms at a time (the ring holds far
+            // more): a wake-up per frame would make the receiver's cost depend
+            // on how the device under test spaces its output.
+            sleep_until(now_mono_ns() + 1_000_000);
+        } else {
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut pfd, 1, 50) };
         }
     }
+    let drops = ring.rx_drops();
     lat_ns.sort_unstable();
     let pct = |q: f64| {
         if lat_ns.is_empty() {
@@ -264,10 +355,11 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()>
         }
     };
     println!(
-        "{{\"packets\": {count}, \"other\": {other}, \"latency_samples\": {}, \"p50_us\": {:.1}, \"p99_us\": {:.1}}}",
+        "{{\"packets\": {count}, \"other\": {other}, \"ring_drops\": {drops}, \"latency_samples\": {}, \"p50_us\": {:.1}, \"p99_us\": {:.1}, \"cpu_ns\": {}}}",
         lat_ns.len(),
         pct(0.5),
-        pct(0.99)
+        pct(0.99),
+        own_cpu_ns().saturating_sub(cpu0)
     );
     Ok(())
 }
@@ -570,7 +662,9 @@ fn main() -> Result<()> {
             flow,
             pps,
             secs,
-        } => send(&ifname, &flow, pps, secs),
+            slot_us,
+            stamp,
+        } => send(&ifname, &flow, pps, secs, slot_us, stamp),
         Cmd::Recv {
             ifname,
             secs,

@@ -71,15 +71,18 @@ pub struct Args {
     /// packet; an isolated packet is never delayed. 0 = wake per packet [default: 200]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_COALESCE_US")]
     pub rx_coalesce_us: Option<u32>,
-    /// XDP fast path for relay hits: generic (skb mode, any interface),
-    /// native (driver mode) or off. Relay entries whose egress port is
-    /// unshaped and enabled are forwarded in the kernel; everything else takes
-    /// the user-space pipeline. If it cannot attach, the switch runs without
-    /// it and logs why [default: generic]
+    /// XDP fast path for relay hits: auto (native when every port is a
+    /// physical NIC whose driver takes it, else generic; the choice is
+    /// logged), generic (skb mode, any interface), native (driver mode) or
+    /// off. Relay entries whose egress port is unshaped and enabled are
+    /// forwarded in the kernel; everything else takes the user-space
+    /// pipeline. If it cannot attach, the switch runs without it and logs
+    /// why [default: auto]
     #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_XDP")]
     pub xdp: Option<XdpMode>,
     /// Relay entries the XDP fast path holds (kernel memory, allocated as
-    /// entries arrive); entries beyond are relayed in user space [default: 131072]
+    /// entries arrive); entries beyond are relayed in user space, counted
+    /// and logged [default: --relay-entries, up to 67108864: every entry]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_XDP_ENTRIES")]
     pub xdp_entries: Option<u32>,
     /// Log filter (tracing EnvFilter syntax) [default: info]
@@ -143,8 +146,11 @@ pub struct Config {
 pub enum XdpMode {
     /// No fast path: every packet through the user-space pipeline.
     Off,
-    /// Generic (skb) XDP: works on every interface, veth included.
+    /// Native where every port is a NIC whose driver attaches it, otherwise
+    /// (veth and other virtual interfaces, or a driver refusing) generic.
     #[default]
+    Auto,
+    /// Generic (skb) XDP: works on every interface, veth included.
     Generic,
     /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
     Native,
@@ -261,7 +267,11 @@ impl Config {
         if rx_coalesce_us > 10_000 {
             bail!("--rx-coalesce-us {rx_coalesce_us}: must be 0..=10000");
         }
-        let xdp_entries = args.xdp_entries.or(file.xdp_entries).unwrap_or(131_072);
+        // Every relay entry fits the fast path unless the operator caps it.
+        let xdp_entries = args
+            .xdp_entries
+            .or(file.xdp_entries)
+            .unwrap_or(relay_entries.min(1 << 26));
         if !(1..=1 << 26).contains(&xdp_entries) {
             bail!("--xdp-entries {xdp_entries}: must be 1..=67108864");
         }

@@ -133,9 +133,53 @@ fn load_fastpath(config: &config::Config) -> Option<Arc<fastpath::FastPath>> {
     }
 }
 
-fn attach_fastpath(fp: &fastpath::FastPath, config: &config::Config, sw: &grpc::Switch) {
+/// `--xdp auto`: attaches natively when every port is a physical NIC and
+/// each driver takes it (true); otherwise attaches nothing (false: the caller
+/// attaches in generic mode). Logged either way.
+fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool {
+    let virt: Vec<&str> = config
+        .ports
+        .values()
+        .filter(|pc| fastpath::is_virtual(&pc.ifname))
+        .map(|pc| pc.ifname.as_str())
+        .collect();
+    if !virt.is_empty() || config.ports.is_empty() {
+        tracing::info!(
+            virtual_ports = ?virt,
+            "XDP auto: generic mode (virtual interfaces: native XDP on veth costs more per packet and needs the peer's NAPI)"
+        );
+        return false;
+    }
     for (&id, pc) in &config.ports {
-        match fp.attach(id, &pc.ifname) {
+        if let Err(e) = fp.attach(id, &pc.ifname, config::XdpMode::Native) {
+            fp.detach_all();
+            tracing::warn!(
+                port = id,
+                ifname = %pc.ifname,
+                error = format!("{e:#}"),
+                "XDP auto: the driver refused native mode; generic mode on every port"
+            );
+            return false;
+        }
+    }
+    tracing::info!("XDP auto: native mode on every port");
+    true
+}
+
+fn attach_fastpath(fp: &fastpath::FastPath, config: &config::Config, sw: &grpc::Switch) {
+    let auto = config.xdp == config::XdpMode::Auto;
+    if auto && attach_auto_native(fp, config) {
+        sw.sync_fast_ports();
+        tracing::info!(mode = ?fp.mode(), ports = fp.links(), "XDP fast path attached");
+        return;
+    }
+    let mode = if auto {
+        config::XdpMode::Generic
+    } else {
+        config.xdp
+    };
+    for (&id, pc) in &config.ports {
+        match fp.attach(id, &pc.ifname, mode) {
             Ok(()) => {}
             Err(e) => tracing::warn!(
                 port = id,
@@ -146,7 +190,7 @@ fn attach_fastpath(fp: &fastpath::FastPath, config: &config::Config, sw: &grpc::
         }
     }
     sw.sync_fast_ports();
-    tracing::info!(mode = ?fp.mode, ports = fp.links(), "XDP fast path attached");
+    tracing::info!(mode = ?fp.mode(), ports = fp.links(), "XDP fast path attached");
 }
 
 async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {

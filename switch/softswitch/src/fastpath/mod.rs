@@ -31,12 +31,20 @@ const PROGRAM: &str = "p4relay_fastpath";
 /// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
 pub const MAX_PORTS: u32 = 64;
 
-/// The XDP attach flags of a mode (`Off` never attaches).
+/// The XDP attach flags of a resolved mode (`Off` never attaches; `Auto`
+/// is resolved to native or generic before attaching).
 fn xdp_flags(mode: XdpMode) -> u32 {
     match mode {
         XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
         _ => sys::XDP_FLAGS_SKB_MODE,
     }
+}
+
+/// An interface with no device behind it (veth, bridge, tunnel): its XDP is
+/// generic, or native at a cost (veth: native redirect needs the peer's NAPI
+/// and costs more per packet than generic; docs/benchmarks/10-softswitch.md).
+pub fn is_virtual(ifname: &str) -> bool {
+    !std::path::Path::new(&format!("/sys/class/net/{ifname}/device")).exists()
 }
 
 // Map layouts: bpf/fastpath.bpf.c (keep in lockstep).
@@ -124,7 +132,8 @@ struct ConfigVal {
 }
 
 pub struct FastPath {
-    pub mode: XdpMode,
+    /// The mode the ports are attached in (`Auto` until they are).
+    mode: parking_lot::Mutex<XdpMode>,
     _obj: sys::Object,
     prog: c_int,
     relay: c_int,
@@ -173,7 +182,7 @@ impl FastPath {
         let quality_fd = obj.map_fd("quality")?;
         let quality = mmap_quality(quality_fd, legs.max(1) as usize)?;
         let fp = FastPath {
-            mode,
+            mode: parking_lot::Mutex::new(mode),
             prog: obj.prog_fd(PROGRAM)?,
             relay: obj.map_fd("relay")?,
             legs: obj.map_fd("legs")?,
@@ -198,14 +207,29 @@ impl FastPath {
         Ok(fp)
     }
 
-    /// Attaches the program to a port's interface (detached when we exit).
-    pub fn attach(&self, port: u32, ifname: &str) -> Result<()> {
+    /// Attaches the program to a port's interface in `mode` (native or
+    /// generic; detached when we exit or by `detach_all`).
+    pub fn attach(&self, port: u32, ifname: &str, mode: XdpMode) -> Result<()> {
         let ifindex = ifindex_of(ifname)?;
         self.register_port(port, ifindex)?;
-        let link = sys::xdp_link(self.prog, ifindex, xdp_flags(self.mode))
-            .with_context(|| format!("attach XDP ({:?}) to {ifname}", self.mode))?;
+        let link = sys::xdp_link(self.prog, ifindex, xdp_flags(mode))
+            .with_context(|| format!("attach XDP ({mode:?}) to {ifname}"))?;
         self.links.lock().push((port, link));
+        *self.mode.lock() = mode;
         Ok(())
+    }
+
+    /// Detaches the program from every port (closing a link detaches it).
+    pub fn detach_all(&self) {
+        for (_, link) in self.links.lock().drain(..) {
+            // SAFETY: a link fd we own and no longer use.
+            unsafe { libc::close(link) };
+        }
+    }
+
+    /// The mode the ports are attached in.
+    pub fn mode(&self) -> XdpMode {
+        *self.mode.lock()
     }
 
     /// Dev port `port` is interface `ifindex` (both directions).
