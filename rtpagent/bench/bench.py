@@ -2,7 +2,10 @@
 
 * calls/s through the agent (U + L + D per call; embedded RTPProxy; software switch)
 * control-path latency added by the agent vs talking to RTPProxy directly
-  (same commands, interleaved, one in flight)
+  (same commands, interleaved, one in flight), and at a paced call rate
+  (calls started every 1/rate s, agent and RTPProxy in alternating blocks)
+* the Python client's batched insert rate through `Pipeline.write`, the call
+  rtpagent makes (encoding included)
 * offload latency: answer reply received -> the call's relay entries readable
   in the switch (polled over BfRt by a second client)
 """
@@ -80,7 +83,11 @@ async def throughput(port: int, calls: int, inflight: int) -> float:
 Samples = dict[str, list[float]]  # command letter -> round-trip times, ms
 
 
-async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[Samples, Samples]:
+async def latency(
+    agent_port: int, rtpp_port: int, calls: int, hold_ms: float = 0.0
+) -> tuple[Samples, Samples]:
+    """One command in flight. `hold_ms`: pause between L and D (a call's
+    duration): with none, D meets the agent still offloading that very call."""
     ta, pa = await endpoint(agent_port)
     td, pd = await endpoint(rtpp_port)
     via: Samples = {"U": [], "L": [], "D": []}
@@ -92,12 +99,107 @@ async def latency(agent_port: int, rtpp_port: int, calls: int) -> tuple[Samples,
                 f"L lt{tag}{i} 198.18.2.10 7000 f;1 t;1",
                 f"D lt{tag}{i} f t",
             ):
+                if body[0] == "D" and hold_ms:
+                    await asyncio.sleep(hold_ms / 1000)
                 t0 = time.perf_counter()
                 await cmd(t, p, body)
                 out[body[0]].append((time.perf_counter() - t0) * 1000)
     ta.close()
     td.close()
     return via, direct
+
+
+async def paced_latency(
+    agent_port: int, rtpp_port: int, rate: int, secs: float, blocks: int
+) -> tuple[Samples, Samples]:
+    """Round trips of U, L and D with calls started at `rate`/s (each call's
+    commands in turn, calls overlapping), against the agent and against
+    RTPProxy directly in alternating blocks of `secs`, so both see the same
+    host load."""
+    ta, pa = await endpoint(agent_port)
+    td, pd = await endpoint(rtpp_port)
+    via: Samples = {"U": [], "L": [], "D": [], "lost": []}
+    direct: Samples = {"U": [], "L": [], "D": [], "lost": []}
+    loop = asyncio.get_running_loop()
+
+    async def call(t: asyncio.DatagramTransport, p: Ctl, out: Samples, cid: str, i: int) -> None:
+        a = 10 + (i % 200)
+        for body in (
+            f"U {cid} 198.18.1.{a} {6000 + 2 * (i % 1000)} f;1",
+            f"L {cid} 198.18.2.{a} {7000 + 2 * (i % 1000)} f;1 t;1",
+            f"D {cid} f t",
+        ):
+            t0 = time.perf_counter()
+            try:
+                await cmd(t, p, body)
+            except TimeoutError:
+                # No answer in 5 s: counted (a control datagram lost), the call abandoned.
+                out["lost"].append(1.0)
+                return
+            out[body[0]].append((time.perf_counter() - t0) * 1000)
+
+    n = 0
+    for b in range(blocks * 2):
+        t, p, out, tag = (ta, pa, via, "a") if b % 2 == 0 else (td, pd, direct, "d")
+        tasks = []
+        start = loop.time()
+        for k in range(int(rate * secs)):
+            due = start + k / rate
+            if (wait := due - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            n += 1
+            tasks.append(asyncio.create_task(call(t, p, out, f"pl{tag}{n}", n)))
+        await asyncio.gather(*tasks)
+    ta.close()
+    td.close()
+    return via, direct
+
+
+async def insert_rate(switch: str, calls: int, per_write: int) -> tuple[float, float]:
+    """Batched inserts through `Pipeline.write` (rtpagent's call, encoding
+    included): `per_write` calls per Write, each call 2 legs (+ their quality
+    reset), 4 relay entries and 4 guards. Returns (relay entries/s, table
+    entries/s: relay + leg + guard)."""
+    from p4relay_switch import Endpoint, EntryBatch, Pipeline, RelayCall, Subscription, SwitchClient
+
+    client = SwitchClient(
+        switch, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    await client.connect()
+    pipeline = Pipeline(client)
+
+    def one(i: int) -> RelayCall:
+        host = f"198.19.{i // 250 % 250}.{i % 250 + 1}"
+        return RelayCall.between(
+            Endpoint.of(host, 10000),
+            Endpoint.of("127.0.0.1", 20000 + 4 * (i % 10000)),
+            Endpoint.of(host, 30000),
+            Endpoint.of("127.0.0.1", 20002 + 4 * (i % 10000)),
+            legs=(2 * i + 1, 2 * i + 2),
+        )
+
+    def merged(cs: list[RelayCall]) -> EntryBatch:
+        bs = [c.install(guard=False) for c in cs]
+        return EntryBatch(
+            reset_legs=tuple(x for b in bs for x in b.reset_legs),
+            add_legs=tuple(x for b in bs for x in b.add_legs),
+            add_relays=tuple(x for b in bs for x in b.add_relays),
+        )
+
+    try:
+        built = [one(i) for i in range(calls)]
+        t0 = time.perf_counter()
+        for i in range(0, calls, per_write):
+            await pipeline.write(merged(built[i : i + per_write]))
+        dt = time.perf_counter() - t0
+        for i in range(0, calls, per_write):
+            await pipeline.write(EntryBatch(
+                del_relays=tuple(k for c in built[i : i + per_write] for k in c.flow_keys()),
+                del_legs=tuple(x for c in built[i : i + per_write] for x in c.legs),
+            ))  # fmt: skip
+    finally:
+        await client.close()
+    return calls * 4 / dt, calls * 6 / dt
 
 
 async def offload_latency(agent_port: int, switch: str, calls: int) -> list[float]:
@@ -164,6 +266,12 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process (and its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loop_seconds(pid: int) -> float:
+    """On-CPU time of the agent's event-loop thread (the main thread; RTPProxy's
+    engine runs in its own threads of the same process), exact from schedstat."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
 
 
 def raw_buckets(metrics_port: int) -> list[tuple[float, float]]:
@@ -267,14 +375,18 @@ async def main_async(a: argparse.Namespace) -> int:
             await wait_ready(port)
             await throughput(port, 200, a.inflight)  # warm-up
             b0 = raw_buckets(metrics_port)
-            c0 = cpu_seconds(agent.pid)
+            c0, l0 = cpu_seconds(agent.pid), loop_seconds(agent.pid)
             cps = await throughput(port, a.calls, a.inflight)
             cpu_per_call = (cpu_seconds(agent.pid) - c0) / a.calls * 1e6
+            loop_per_call = (loop_seconds(agent.pid) - l0) / a.calls * 1e6
             b1 = raw_buckets(metrics_port)
             via_by, direct_by = await latency(port, port + 1, a.latency_calls)
+            held_via, held_direct = await latency(port, port + 1, a.latency_calls, a.hold_ms)
             b2 = raw_buckets(metrics_port)
             off = await offload_latency(port, sw, a.offload_calls) if sw else []
             internal = quantiles(b2, raw_buckets(metrics_port))
+            pvia, pdirect = await paced_latency(port, port + 1, a.rate, a.block_secs, a.blocks)
+            ins = await insert_rate(sw, a.insert_calls, a.insert_per_write) if sw else None
             loaded = quantiles(b0, b1)
         finally:
             agent.terminate()
@@ -290,6 +402,13 @@ async def main_async(a: argparse.Namespace) -> int:
         ("calls/s through agent (U+L+D)", f"{cps:,.0f}", ">= 1,000", cps >= 1000),
         ("agent+RTPProxy CPU per call (us)", f"{cpu_per_call:,.0f}", "", None),
         ("calls/s per core at that CPU cost", f"{1e6 / max(cpu_per_call, 1):,.0f}", "", None),
+        ("agent's event-loop thread CPU per call (us)", f"{loop_per_call:,.0f}", "", None),
+        (
+            "calls/s per agent core (event loop)",
+            f"{1e6 / max(loop_per_call, 1):,.0f}",
+            ">= 4,000",
+            loop_per_call <= 250,
+        ),
         (
             "RTPProxy direct p50 / p99 (ms)",
             f"{statistics.median(direct):.3f} / {pct(direct, 99):.3f}",
@@ -315,6 +434,39 @@ async def main_async(a: argparse.Namespace) -> int:
                 f"{statistics.median(via_by[k]):.3f}, {pct(via_by[k], 99):.3f}",
                 "",
                 None,
+            )
+            for k in "ULD"
+        ),
+        (
+            f"  D after a {a.hold_ms:g} ms hold: direct / via agent p50, p99 (ms)",
+            f"{statistics.median(held_direct['D']):.3f}, {pct(held_direct['D'], 99):.3f} / "
+            f"{statistics.median(held_via['D']):.3f}, {pct(held_via['D'], 99):.3f}",
+            "",
+            None,
+        ),
+        *(
+            (
+                f"  {k} @ {a.rate:,} calls/s: direct / via agent p50, p99 (ms)",
+                f"{statistics.median(pdirect[k]):.3f}, {pct(pdirect[k], 99):.3f} / "
+                f"{statistics.median(pvia[k]):.3f}, {pct(pvia[k], 99):.3f}",
+                "",
+                None,
+            )
+            for k in "ULD"
+        ),
+        (
+            f"  commands unanswered in 5 s @ {a.rate:,} calls/s: direct / via agent",
+            f"{len(pdirect['lost'])} / {len(pvia['lost'])}",
+            "0",
+            not pvia["lost"],
+        ),
+        *(
+            (
+                f"  {k} @ {a.rate:,} calls/s: added p50 / p99 (ms)",
+                f"{statistics.median(pvia[k]) - statistics.median(pdirect[k]):.3f} / "
+                f"{pct(pvia[k], 99) - pct(pdirect[k], 99):.3f}",
+                "p99 <= 2",
+                pct(pvia[k], 99) - pct(pdirect[k], 99) <= 2.0,
             )
             for k in "ULD"
         ),
@@ -353,6 +505,23 @@ async def main_async(a: argparse.Namespace) -> int:
                 None,
             )
         )
+    if ins:
+        rows.append(
+            (
+                f"Python client insert, Pipeline.write, {a.insert_per_write} calls/Write: relay entries/s",
+                f"{ins[0]:,.0f}",
+                "",
+                None,
+            )
+        )
+        rows.append(
+            (
+                "  table entries/s (relay + leg_rewrite)",
+                f"{ins[1]:,.0f}",
+                ">= 100,000",
+                ins[1] >= 100_000,
+            )
+        )
     if not sw:
         rows.append(("offload latency", "n/a (software switch not running)", "p99 <= 10", False))
     w = max(len(r[0]) for r in rows)
@@ -374,6 +543,16 @@ def main() -> int:
     ap.add_argument("--inflight", type=int, default=64)
     ap.add_argument("--latency-calls", type=int, default=300)
     ap.add_argument("--offload-calls", type=int, default=300)
+    ap.add_argument(
+        "--rate", type=int, default=1000, help="paced latency: calls started per second"
+    )
+    ap.add_argument(
+        "--block-secs", type=float, default=1.0, help="paced latency: length of a block"
+    )
+    ap.add_argument("--blocks", type=int, default=3, help="paced latency: blocks per side")
+    ap.add_argument("--hold-ms", type=float, default=50.0, help="L-to-D pause of the held run")
+    ap.add_argument("--insert-calls", type=int, default=20000)
+    ap.add_argument("--insert-per-write", type=int, default=250)
     return asyncio.run(main_async(ap.parse_args()))
 
 
