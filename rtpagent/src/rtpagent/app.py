@@ -20,9 +20,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import structlog
 from prometheus_client import Counter
@@ -80,7 +80,7 @@ def setup_logging(level: str, json: bool) -> None:
 class App:
     def __init__(self, cfg: Settings, switch: Switch | None = None) -> None:
         self.cfg = cfg
-        self.embedded: Any = None
+        self.embedded: asyncio.subprocess.Process | None = None
         self.table = SessionTable()
         self.store = Store(cfg.state_file)
         if switch is None:
@@ -134,7 +134,6 @@ class App:
             },
         )
         self._tasks: list[asyncio.Task[None]] = []
-        self._old_cwd = os.getcwd()
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
         self._passing: list[tuple[str, str]] | None = []
@@ -147,7 +146,7 @@ class App:
         cfg = self.cfg
         rtpp = cfg.rtpproxy
         if rtpp == "embedded":
-            rtpp = self._start_embedded()
+            rtpp = await self._start_embedded()
         self.upstream = Upstream(
             parse_spec(rtpp), cfg.reply_timeout, cfg.reply_retries, cfg.rtpproxy_inflight
         )
@@ -202,25 +201,55 @@ class App:
             "started", listen=cfg.listen, rtpproxy=rtpp, switch=cfg.switch, sessions=len(self.table)
         )
 
-    def _start_embedded(self) -> str:
-        from .embedded import start
-
+    async def _start_embedded(self) -> str:
+        """RTPProxy (rtp.io) as the agent's child process, as production runs
+        the daemon beside it: a fault in RTPProxy's C engine ends RTPProxy,
+        not the agent and its switch state."""
         control = "udp:127.0.0.1:22223"
         ports = [parse_spec(s).port for s in self.cfg.listen if parse_spec(s).port]
         if ports:  # next to the agent's own port, as the port plan has it
             control = f"udp:127.0.0.1:{ports[0] + 1}"
-        lo, hi = Settings.port_range(self.cfg.embedded_ports)
-        # RTPProxy's log goes through Python logging in rtp.io: per-command INFO
-        # lines cost the agent's interpreter time, so errors only by default.
+        # RTPProxy's log goes through Python logging in rtp.io: errors only by default.
         extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), "-d", "ERR", *self.cfg.embedded_args]
         if self.cfg.notify_listen:
             extra += ["-n", self.cfg.notify_listen]
-        # rtp.io's RTPProxy appends its accounting (rtpproxy_acct.csv) relative
-        # to the working directory on every session end: keep it with the state.
-        self._old_cwd = os.getcwd()
-        os.chdir(os.path.dirname(os.path.abspath(self.cfg.state_file)))
-        self.embedded = start(control, self.cfg.relay_addr[0], lo, hi, extra)
+        workdir = _state_dir(self.cfg.state_file)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "rtpagent.embedded",
+            "--control",
+            control,
+            "--listen",
+            self.cfg.relay_addr[0],
+            "--ports",
+            self.cfg.embedded_ports,
+            # its accounting (rtpproxy_acct.csv) is kept with the agent's state
+            "--workdir",
+            workdir,
+            "--",
+            *extra,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 60.0)
+        except TimeoutError:
+            line = b""
+        if b"ready" not in line:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"embedded RTPProxy did not start (exit {proc.returncode})")
+        self.embedded = proc
+        self._tasks.append(asyncio.create_task(self._watch_embedded(proc)))
+        log.info("embedded_rtpproxy_started", pid=proc.pid, control=control)
         return control
+
+    async def _watch_embedded(self, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        if self.embedded is proc:  # not stopped by us
+            log.error("embedded_rtpproxy_exited", pid=proc.pid, returncode=code)
 
     # ------------------------------------------------------------ control socket
     def _admit(self, source: str, body: str) -> int | None:
@@ -443,8 +472,18 @@ class App:
         await self.switch.close()
         self.store.close()
         if self.embedded is not None:
-            self.embedded = None
-            os.chdir(self._old_cwd)
+            proc, self.embedded = self.embedded, None
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 10.0)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+def _state_dir(state_file: str) -> str:
+    return os.path.dirname(os.path.abspath(state_file))
 
 
 def _now() -> str:

@@ -1,9 +1,9 @@
-"""RTPProxy through PyPI rtp.io: in-process (development) or as its own process.
+"""RTPProxy through PyPI rtp.io, in its own process.
 
 `python -m rtpagent.embedded --control udp:127.0.0.1:22223 --listen 127.0.0.1
 --ports 35000-35999 [-- extra RTPProxy flags]` runs the real RTPProxy as a
-separate process, as production runs the daemon; the agent test for restart
-safety needs exactly that.
+separate process, as production runs the daemon. `rtpagent --rtpproxy embedded`
+starts it as the agent's child; the restart-safety tests start it themselves.
 """
 
 from __future__ import annotations
