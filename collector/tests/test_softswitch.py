@@ -39,6 +39,7 @@ async def install_call(address: str, n: int) -> None:
             b=Endpoint.of("198.18.2.10", 7000 + 2 * n),
             relay_b=Endpoint.of("198.18.0.10", 20002 + 4 * n),
             legs=(2 * n, 2 * n + 1),
+            ports=(1, 2),
         )
         await Pipeline(sw).install_call(call, ttl_ms=600_000)
 

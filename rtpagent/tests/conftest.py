@@ -1,15 +1,18 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
+from harness import route_all
 from p4relay_switch import Subscription, SwitchClient
 from p4relay_testsupport import Softswitch, softswitch
 
 
 @pytest.fixture
-def sw() -> Iterator[Softswitch]:
+async def sw() -> AsyncIterator[Softswitch]:
+    """A softswitch with every address routed to port 1."""
     with softswitch() as s:
+        await route_all(s.address)
         yield s
 
 

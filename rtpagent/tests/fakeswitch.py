@@ -4,6 +4,7 @@ tested against the real softswitch in the integration tests)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import AsyncIterator
 
 from p4relay_switch import (
@@ -15,12 +16,35 @@ from p4relay_switch import (
     LegQuality,
     LegRewrite,
     RelayEntry,
+    Routes,
 )
 from rtpagent.switchport import OffloadRefused, SwitchEvent, SwitchUp
+
+# Hosts of 198.18.N.0/24 behind port N, everything else (the relay, NAT'd
+# parties' public addresses) behind port 3.
+ROUTES = Routes(
+    tuple(
+        (ipaddress.IPv4Network(net), port)
+        for net, port in (
+            ("198.18.1.0/24", 1),
+            ("198.18.2.0/24", 2),
+            ("198.18.4.0/24", 4),
+            ("0.0.0.0/0", 3),
+        )
+    )
+)
+
+
+def port_of(addr: str) -> int:
+    """The port a source's packets arrive on (its route)."""
+    port = ROUTES.port_for(addr)
+    assert port is not None
+    return port
 
 
 class FakeSwitch:
     def __init__(self, capacity: int = 1 << 20) -> None:
+        self.routes = ROUTES
         self.capacity = capacity
         self.relays: dict[FlowKey, RelayEntry] = {}
         self.legs: dict[int, LegRewrite] = {}
@@ -80,6 +104,11 @@ class FakeSwitch:
 
     async def dump(self) -> EntryDump:
         return EntryDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))
+
+    async def read_routes(self) -> Routes:
+        if not self.up:
+            raise OffloadRefused("switch_unreachable", "down")
+        return self.routes
 
     async def events(self) -> AsyncIterator[SwitchEvent]:
         while True:

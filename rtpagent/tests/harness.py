@@ -34,6 +34,7 @@ __all__ = [
     "free_port",
     "free_udp_pair",
     "record_pid",
+    "route_all",
     "running_agent",
     "settings",
     "softswitch",
@@ -128,9 +129,21 @@ def settings(tmp: Path, **kw: Any) -> Settings:
         "reply_retries": 1,
         "log_json": False,
         "log_level": "warning",
+        "route_refresh_s": 0.5,
     }
     base.update(kw)
     return Settings(**base)
+
+
+async def route_all(address: str, port: int = 1) -> None:
+    """What a bootstrap does: every address routed to `port` (the agent binds
+    each party's relay entries to the port its address is routed to)."""
+    from p4relay_switch import Nexthop, Pipeline, SwitchClient
+
+    async with SwitchClient(address, client_id=7) as c:
+        p = Pipeline(c)
+        await p.add_nexthops([Nexthop(1, port, "02:00:00:00:00:01", "02:00:00:00:00:02")])
+        await p.add_routes([("0.0.0.0/0", 1)])
 
 
 @contextlib.asynccontextmanager

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-from fakeswitch import FakeSwitch
+from fakeswitch import FakeSwitch, port_of
 from p4relay_switch import Endpoint as SwEndpoint
 from p4relay_switch import FlowKey, LearnEvent
 from p4relay_testsupport import wait_for
@@ -42,11 +42,16 @@ class Rig:
         self.off.touch(s)
         return s
 
-    def packet(self, src: tuple[str, int], relay_port: int) -> None:
+    def packet(self, src: tuple[str, int], relay_port: int, port: int | None = None) -> None:
         """The switch's learn digest for a packet from `src` to a relay port
-        that no relay entry matched."""
+        that no relay entry matched, arriving on switch port `port` (default:
+        the port `src` is routed to)."""
         self.fake.queue.put_nowait(
-            LearnEvent(SwEndpoint.of(*src), SwEndpoint.of(RELAY, relay_port), 1)
+            LearnEvent(
+                SwEndpoint.of(*src),
+                SwEndpoint.of(RELAY, relay_port),
+                port_of(src[0]) if port is None else port,
+            )
         )
 
     def refused(self) -> list[dict[str, object]]:
@@ -66,6 +71,7 @@ async def rig_with(**kw: object) -> Rig:
     r = Rig(fake, table, off)
     off.listeners.append(lambda kind, _s, payload: r.events.append((kind, payload)))
     off.start()
+    await off.refresh_routes()
     return r
 
 
@@ -99,7 +105,9 @@ async def test_early_media_attacker_before_caller_is_refused(rig: Rig) -> None:
     await wait_for(lambda: rig.refused())
     await settle()
     assert s.streams[1].learned is None
-    assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT)
+    assert rig.caller_relay() == FlowKey(
+        "198.18.1.10", RELAY, 6000, CALLER_PORT, port_of("198.18.1.10")
+    )
     assert len(rig.fake.guards) == 4  # the guard keeps the stranger out
     ev = rig.refused()[0]
     assert ev["source"] == "198.18.4.10:4000" and ev["expected"] == "198.18.1.10:6000"
@@ -107,7 +115,12 @@ async def test_early_media_attacker_before_caller_is_refused(rig: Rig) -> None:
     assert refused_total() - before == 1
     # The caller's own first packet, from another port of its address (a NAT): latched.
     rig.packet(("198.18.1.10", 61000), CALLER_PORT)
-    await wait_for(lambda: rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 61000, CALLER_PORT))
+    await wait_for(
+        lambda: (
+            rig.caller_relay()
+            == FlowKey("198.18.1.10", RELAY, 61000, CALLER_PORT, port_of("198.18.1.10"))
+        )
+    )
     assert s.streams[1].learned == Endpoint("198.18.1.10", 61000)
 
 
@@ -121,7 +134,9 @@ async def test_slow_caller_attacker_never_latched(rig: Rig) -> None:
         rig.packet(ATTACKER, CALLER_PORT)  # the learn filter reports a flow again
         await asyncio.sleep(WINDOW_MS / 1000 * 1.5)
     assert s.streams[1].learned is None
-    assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT)
+    assert rig.caller_relay() == FlowKey(
+        "198.18.1.10", RELAY, 6000, CALLER_PORT, port_of("198.18.1.10")
+    )
     assert [e["source"] for e in rig.refused()] == ["198.18.4.10:4000"]  # reported once
 
 
@@ -135,7 +150,9 @@ async def test_natted_caller_latches_after_the_window(rig: Rig) -> None:
     await settle()
     assert s.streams[1].learned is None  # not before the window closes
     await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
-    assert rig.caller_relay() == FlowKey("198.18.3.10", RELAY, 40000, CALLER_PORT)
+    assert rig.caller_relay() == FlowKey(
+        "198.18.3.10", RELAY, 40000, CALLER_PORT, port_of("198.18.3.10")
+    )
     assert s.state is OffloadState.OFFLOADED and not rig.refused()
 
 
@@ -171,6 +188,58 @@ async def test_first_policy_latches_the_first_source() -> None:
         rig.packet(ATTACKER, CALLER_PORT)
         await wait_for(lambda: s.streams[1].learned is not None)
         assert s.streams[1].learned == Endpoint(*ATTACKER)
+    finally:
+        await rig.off.stop()
+
+
+async def test_spoofed_caller_on_another_port_is_refused(rig: Rig) -> None:
+    """A stranger behind port 4 sends with the caller's own address and port:
+    the relay entries stay bound to the caller's port (1), nothing is
+    latched, and the spoof is reported with the port it came in on."""
+    s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    bound = FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT, 1)
+    assert rig.caller_relay() == bound
+    rig.packet(("198.18.1.10", 6000), CALLER_PORT, port=4)
+    rig.packet(("198.18.1.10", 6001), CALLER_PORT + 1, port=4)
+    await wait_for(lambda: len(rig.refused()) == 2)
+    await settle()
+    assert {(e["reason"], e["ingress_port"]) for e in rig.refused()} == {("ingress_port", 4)}
+    assert s.streams[1].learned is None and s.streams[1].learned_rtcp is None
+    assert rig.caller_relay() == bound
+    assert s.streams[1].ingress_port == 1
+
+
+async def test_spoofed_natted_source_on_another_port_is_not_latched(rig: Rig) -> None:
+    """A NAT'd caller's public source spoofed from port 4 during learning does
+    not open or join the window; the real source on its route's port latches."""
+    s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT, port=4)
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)
+    await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
+    assert rig.caller_relay() == FlowKey("198.18.3.10", RELAY, 40000, CALLER_PORT, 3)
+    assert [e["reason"] for e in rig.refused()] == ["ingress_port"]
+    assert s.state is OffloadState.OFFLOADED
+
+
+async def test_learned_binding_takes_the_first_packets_port() -> None:
+    """`--port-binding learned`: a signalled caller waits for its first packet
+    and is bound to the port it arrived on; the same source on another port
+    afterwards is refused."""
+    rig = await rig_with(port_binding="learned")
+    try:
+        s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
+        await rig.off.drained()
+        assert s.state is OffloadState.LEARNING and not rig.fake.relays
+        rig.packet(("198.18.2.10", 7000), CALLEE_PORT, port=2)
+        rig.packet(("198.18.1.10", 6000), CALLER_PORT, port=5)
+        await wait_for(lambda: rig.caller_relay() is not None)
+        assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT, 5)
+        rig.packet(("198.18.1.10", 6000), CALLER_PORT, port=4)
+        await wait_for(lambda: rig.refused())
+        assert rig.refused()[0]["reason"] == "ingress_port"
+        assert rig.caller_relay() == FlowKey("198.18.1.10", RELAY, 6000, CALLER_PORT, 5)
     finally:
         await rig.off.stop()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fakeswitch import FakeSwitch
+from fakeswitch import FakeSwitch, port_of
 from harness import Client, settings
 from p4relay_switch import Endpoint, FlowKey, GuardKey, LearnEvent, RelayIdle
 from p4relay_testsupport import wait_for
@@ -15,7 +15,7 @@ from rtpagent.state import OffloadState
 
 def learn(src: str, sport: int, dst: str, dport: int) -> LearnEvent:
     """A learn digest as the switch reports it (ingress port 1)."""
-    return LearnEvent(Endpoint.of(src, sport), Endpoint.of(dst, dport), 1)
+    return LearnEvent(Endpoint.of(src, sport), Endpoint.of(dst, dport), port_of(src))
 
 
 async def start(tmp: Path, fake: FakeSwitch, **kw: object) -> tuple[App, Client]:
@@ -35,10 +35,10 @@ async def test_offload_then_delete(tmp_path: Path) -> None:
         pb, pa = int(r_u.split()[0]), int(r_l.split()[0])
         await wait_for(lambda: app.offloader.plans)
         assert set(fake.relays) == {
-            FlowKey("198.18.1.10", "127.0.0.1", 6000, pa),
-            FlowKey("198.18.1.10", "127.0.0.1", 6001, pa + 1),
-            FlowKey("198.18.2.10", "127.0.0.1", 7000, pb),
-            FlowKey("198.18.2.10", "127.0.0.1", 7001, pb + 1),
+            FlowKey("198.18.1.10", "127.0.0.1", 6000, pa, port_of("198.18.1.10")),
+            FlowKey("198.18.1.10", "127.0.0.1", 6001, pa + 1, port_of("198.18.1.10")),
+            FlowKey("198.18.2.10", "127.0.0.1", 7000, pb, port_of("198.18.2.10")),
+            FlowKey("198.18.2.10", "127.0.0.1", 7001, pb + 1, port_of("198.18.2.10")),
         }
         assert len(fake.legs) == 2
         # Each side's relay port and port + 1 guarded: nothing else may reach RTPProxy there.
@@ -65,7 +65,7 @@ async def test_nat_waits_for_latch(tmp_path: Path) -> None:
         fake.queue.put_nowait(learn("198.18.3.10", 40000, "127.0.0.1", pa))
         await wait_for(lambda: fake.relays)
         assert len(fake.guards) == 4
-        assert FlowKey("198.18.3.10", "127.0.0.1", 40000, pa) in fake.relays
+        assert FlowKey("198.18.3.10", "127.0.0.1", 40000, pa, port_of("198.18.3.10")) in fake.relays
         rewrite_to_caller = [lg for lg in fake.legs.values() if lg.dst_addr == "198.18.3.10"]
         assert rewrite_to_caller and rewrite_to_caller[0].dst_port == 40000
     finally:
@@ -100,7 +100,10 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
             if not r.rtcp:
                 fake.queue.put_nowait(
                     RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                        Endpoint.of(k.src_addr, k.src_port),
+                        Endpoint.of(k.dst_addr, k.dst_port),
+                        k.ingress_port,
+                        0,
                     )
                 )
         await wait_for(lambda: got)
@@ -138,7 +141,10 @@ async def test_default_sip_notify_for_a_u_without_socket(tmp_path: Path) -> None
             if not r.rtcp:
                 fake.queue.put_nowait(
                     RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                        Endpoint.of(k.src_addr, k.src_port),
+                        Endpoint.of(k.dst_addr, k.dst_port),
+                        k.ingress_port,
+                        0,
                     )
                 )
         await wait_for(lambda: got)
@@ -160,7 +166,7 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         assert r_l
         pa = int(r_l.split()[0])
         await wait_for(lambda: fake.relays)
-        caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa)
+        caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa, port_of("198.18.1.10"))
         leg = fake.relays[caller_key].leg
         fake_quality = {leg: LegQuality(leg, 50, 2, 0, 0, 0, 16 * 8, 0, 8)}
 
@@ -311,6 +317,7 @@ async def test_reused_relay_port_takes_the_guard_over() -> None:
     table = SessionTable()
     off = Offloader(table, fake)
     off.start()
+    await off.refresh_routes()
 
     def call(cid: str, port0: int, port1: int, n: int) -> Session:
         s = Session(cid, "f;1", to_tag="t;1")

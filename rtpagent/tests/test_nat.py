@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Client, running_agent, settings
+from harness import Client, route_all, running_agent, settings
 from p4relay_testsupport import Softswitch, wait_for
 from rtpagent.state import OffloadState
 
@@ -52,6 +52,7 @@ async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[s
     sw = Softswitch(["--port", f"1={ifname}"])
     sw.start()
     try:
+        await route_all(sw.address)
         cfg = settings(tmp_path, switch=sw.address)
         async with running_agent(cfg) as app:
             cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
@@ -67,7 +68,7 @@ async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[s
             send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a)
             await wait_for(lambda: app.offloader.plans, within=10.0)
             keys = {r.key for r in app.offloader.plans[s.uid].relays}
-            assert ("198.18.3.10", "127.0.0.1", 41000, port_a) in {tuple(k) for k in keys}
+            assert ("198.18.3.10", "127.0.0.1", 41000, port_a, 1) in {tuple(k) for k in keys}
             # The callee's packets go to the latched address, not the SDP one.
             to_caller = app.offloader.plans[s.uid].legs[0]
             assert (to_caller.dst_addr, to_caller.dst_port) == ("198.18.3.10", 41000)

@@ -222,7 +222,10 @@ async def test_switch_idle_notifies_no_socket_outside_the_list(tmp_path: Path) -
             if not r.rtcp:
                 fake.queue.put_nowait(
                     RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port), 0
+                        Endpoint.of(k.src_addr, k.src_port),
+                        Endpoint.of(k.dst_addr, k.dst_port),
+                        k.ingress_port,
+                        0,
                     )
                 )
         await wait_for(lambda: len(app.table) == 0)

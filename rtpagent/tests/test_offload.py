@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import Client, running_agent, settings
+from harness import Client, route_all, running_agent, settings
 from p4relay_switch import SwitchClient
 from p4relay_testsupport import Softswitch, softswitch, wait_for
 from rtpagent.state import OffloadState
@@ -164,6 +164,7 @@ async def test_fail_open_switch_unreachable(tmp_path: Path) -> None:
 
 async def test_fail_open_table_full(tmp_path: Path, probe: SwitchClient) -> None:
     with softswitch(["--relay-entries", "4"]) as small:
+        await route_all(small.address)
         cfg = settings(tmp_path, switch=small.address)
         async with running_agent(cfg) as app:
             cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
@@ -190,6 +191,7 @@ async def test_fail_open_guard_table_full(tmp_path: Path) -> None:
     from p4relay_switch.pipeline import A_GUARD_DROP, RELAY_GUARD
 
     with softswitch(["--relay-entries", "8"]) as small:
+        await route_all(small.address)
         cfg = settings(tmp_path, switch=small.address)
         sc = SwitchClient(small.address, client_id=8)
         await sc.connect()

@@ -3,9 +3,17 @@ what makes the switch hold exactly the planned entries."""
 
 from __future__ import annotations
 
+from fakeswitch import ROUTES, port_of
 from p4relay_switch import EntryDump, FlowKey, GuardKey, LegRewrite, RelayEntry
-from rtpagent.planner import Planner, reconciliation
+from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
+
+
+def planner(**kw: object) -> Planner:
+    """A planner that has read the test routes (198.18.N.0/24 behind port N)."""
+    p = Planner(**kw)  # type: ignore[arg-type]
+    p.routes = ROUTES
+    return p
 
 
 def session(caller: str = "198.18.1.10") -> Session:
@@ -18,32 +26,32 @@ def session(caller: str = "198.18.1.10") -> Session:
 
 
 def test_plan_of_a_call() -> None:
-    p = Planner().plan(session(), [1, 2])
+    p = planner().plan(session(), [1, 2])
     # Leg 1 carries what the callee (stream 0) sends, to the caller.
     assert p.legs == (
         LegRewrite(1, "127.0.0.1", "198.18.1.10", 36002, 6000),
         LegRewrite(2, "127.0.0.1", "198.18.2.10", 36000, 7000),
     )
     assert [r.key for r in p.relays] == [
-        FlowKey("198.18.2.10", "127.0.0.1", 7000, 36000),
-        FlowKey("198.18.2.10", "127.0.0.1", 7001, 36001),
-        FlowKey("198.18.1.10", "127.0.0.1", 6000, 36002),
-        FlowKey("198.18.1.10", "127.0.0.1", 6001, 36003),
+        FlowKey("198.18.2.10", "127.0.0.1", 7000, 36000, port_of("198.18.2.10")),
+        FlowKey("198.18.2.10", "127.0.0.1", 7001, 36001, port_of("198.18.2.10")),
+        FlowKey("198.18.1.10", "127.0.0.1", 6000, 36002, port_of("198.18.1.10")),
+        FlowKey("198.18.1.10", "127.0.0.1", 6001, 36003, port_of("198.18.1.10")),
     ]
     assert set(p.guards) == {GuardKey("127.0.0.1", q) for q in (36000, 36001, 36002, 36003)}
-    assert Planner(guard=False).plan(session(), [1, 2]).guards == ()
+    assert planner(guard=False).plan(session(), [1, 2]).guards == ()
 
 
 def test_desired_state() -> None:
-    pl = Planner()
+    pl = planner()
     assert pl.desired(session(), switch_connected=True) == (OffloadState.OFFLOADED, None)
     assert pl.desired(session(), switch_connected=False) == (
         OffloadState.FALLBACK,
         "switch_unreachable",
     )
     assert pl.desired(session("10.1.2.3"), True) == (OffloadState.LEARNING, None)
-    assert Planner(latch_always=True).desired(session(), True)[0] is OffloadState.LEARNING
-    assert Planner(enabled=False).desired(session(), True) == (
+    assert planner(latch_always=True).desired(session(), True)[0] is OffloadState.LEARNING
+    assert planner(enabled=False).desired(session(), True) == (
         OffloadState.FALLBACK,
         "offload_disabled",
     )
@@ -51,8 +59,8 @@ def test_desired_state() -> None:
 
 
 def test_reconciliation_sweeps_stale_and_reinstalls_missing() -> None:
-    p = Planner().plan(session(), [1, 2])
-    stale_key = FlowKey("198.18.9.9", "127.0.0.1", 1, 36100)
+    p = planner().plan(session(), [1, 2])
+    stale_key = FlowKey("198.18.9.9", "127.0.0.1", 1, 36100, port_of("198.18.9.9"))
     moved_leg = LegRewrite(2, "127.0.0.1", "198.18.2.99", 36000, 7000)
     have = EntryDump(
         relays=[*p.relays[:3], RelayEntry(stale_key, 9, False)],
@@ -69,3 +77,27 @@ def test_reconciliation_sweeps_stale_and_reinstalls_missing() -> None:
     # A switch that holds exactly the plan: nothing to do.
     exact = reconciliation([p], EntryDump(list(p.relays), list(p.legs), list(p.guards)))
     assert not exact.stale and not exact.missing
+
+
+def test_relay_entries_are_bound_to_the_route_port() -> None:
+    s = session()
+    p = planner().plan(s, [1, 2])
+    assert {r.key.ingress_port for r in p.relays} == {1, 2}
+    assert [st.ingress_port for st in s.streams] == [2, 1]
+    # A party the switch has no route for cannot be bound: it stays on RTPProxy.
+    pl = planner()
+    pl.routes = type(ROUTES)(tuple(x for x in ROUTES.prefixes if x[0].prefixlen))
+    assert pl.desired(session("203.0.113.9"), True) == (OffloadState.FALLBACK, "no_ingress_route")
+    # Routes not read yet: nothing is bound, the session waits.
+    assert Planner().desired(session(), True) == (OffloadState.PENDING, None)
+
+
+def test_learned_binding_waits_for_the_first_packet() -> None:
+    pl = planner(port_binding=PortBinding.LEARNED)
+    s = session()
+    assert pl.desired(s, True) == (OffloadState.LEARNING, None)
+    s.streams[0].ingress_port, s.streams[1].ingress_port = 7, 8
+    assert pl.desired(s, True) == (OffloadState.OFFLOADED, None)
+    assert {r.key.ingress_port for r in pl.plan(s, [1, 2]).relays} == {7, 8}
+    assert pl.accepts_port(s, 0, "198.18.2.10", 7)
+    assert not pl.accepts_port(s, 0, "198.18.2.10", 8)

@@ -9,13 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fakeswitch import FakeSwitch
+from fakeswitch import FakeSwitch, port_of
 from harness import (
     Client,
     RtpproxyProcess,
     Softswitch,
     free_port,
     free_udp_pair,
+    route_all,
     settings,
     wait_for,
 )
@@ -112,6 +113,7 @@ async def test_switch_restart_reinstalls(tmp_path: Path, sw: Softswitch) -> None
         await wait_for(lambda: app.offloader.plans)
         sw.stop()
         sw.start()  # same address, empty tables
+        await route_all(sw.address)  # the bootstrap's routes
         probe = SwitchClient(sw.address, client_id=9)
         await probe.connect()
 
@@ -284,7 +286,7 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
         assert await cl.cmd("U gone 198.18.1.10 6100 f;1")
         assert await cl.cmd("L gone 198.18.2.10 7100 f;1 t;1")
         await wait_for(lambda: len(fake.relays) == 8)
-        key = FlowKey("198.18.1.10", "127.0.0.1", 6000, int(r.split()[0]))
+        key = FlowKey("198.18.1.10", "127.0.0.1", 6000, int(r.split()[0]), port_of("198.18.1.10"))
         leg = fake.relays[key].leg
         fake.counters[key] = Counters(100, 17200)
         quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)

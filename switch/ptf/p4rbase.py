@@ -174,6 +174,7 @@ class P4RelayTest(BaseTest):  # type: ignore[misc]
             b=Endpoint.of(HOST_IP[2], b_port),
             relay_b=Endpoint.of(RELAY_IP, 20002),
             legs=legs,
+            ports=(self.dev[1], self.dev[2]),
         )
 
     # ------------------------------------------------------------ packet helpers

@@ -104,6 +104,8 @@ class App:
             latch_always=cfg.latch_always,
             learn_policy=cfg.learn_policy,
             learn_window_ms=cfg.learn_window_ms,
+            port_binding=cfg.port_binding,
+            route_refresh_s=cfg.route_refresh_s,
             enabled=bool(cfg.switch),
             guard=cfg.relay_guard,
         )

@@ -26,6 +26,7 @@ from p4relay_switch import (
     LegQuality,
     Pipeline,
     Reconnected,
+    Routes,
     Subscription,
     SwitchClient,
     SwitchError,
@@ -149,6 +150,9 @@ class BfrtSwitch:
 
     async def dump(self) -> EntryDump:
         return await _refusing(self.pipeline.dump())
+
+    async def read_routes(self) -> Routes:
+        return await _refusing(self.pipeline.read_routes())
 
     # ------------------------------------------------------------------ events
     def _put(self, ev: SwitchEvent) -> None:

@@ -93,6 +93,20 @@ class Settings(BaseSettings):
         "over learn_window_ms; first = the first packet's source (RTPProxy's own rule, open to "
         "RTP Bleed)",
     )
+    port_binding: Literal["route", "learned"] = Field(
+        default="route",
+        description="which switch port a party's relay entries match on (media from the "
+        "party's address arriving on any other port is a spoofed source, never relayed): "
+        "route = the port the switch routes the party's address to (reverse path, read from "
+        "the switch; needs symmetric routing); learned = the port the party's first packet "
+        "arrived on (asymmetric routing; a stranger spoofing the party first can take it)",
+    )
+    route_refresh_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="route binding: how often the agent re-reads the switch's routes",
+    )
     learn_window_ms: int = Field(
         default=2000,
         ge=50,

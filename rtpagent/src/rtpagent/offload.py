@@ -39,7 +39,14 @@ from p4relay_switch import EntryBatch as Batch
 from . import metrics
 from .guards import GuardRegistry
 from .learning import Learner, LearnPolicy
-from .planner import DEFAULT_NAT_NETS, Plan, Planner, add_counts, reconciliation
+from .planner import (
+    DEFAULT_NAT_NETS,
+    Plan,
+    Planner,
+    PortBinding,
+    add_counts,
+    reconciliation,
+)
 from .state import OffloadState, Session, SessionTable
 from .switch_events import SwitchEventHandler
 from .switchport import (
@@ -78,6 +85,8 @@ class Offloader:
         guard: bool = True,
         learn_policy: LearnPolicy | str = LearnPolicy.STRICT,
         learn_window_ms: int = 2000,
+        port_binding: PortBinding | str = PortBinding.ROUTE,
+        route_refresh_s: float = 10.0,
     ) -> None:
         self.table = table
         self.switch = switch
@@ -87,8 +96,14 @@ class Offloader:
         self.learner = Learner(LearnPolicy(learn_policy), learn_window_ms / 1000.0)
         self.events = SwitchEventHandler(self, self.learner)
         self.planner = Planner(
-            nat_nets=nat_nets, latch_always=latch_always, enabled=enabled, guard=guard
+            nat_nets=nat_nets,
+            latch_always=latch_always,
+            enabled=enabled,
+            guard=guard,
+            port_binding=port_binding,
         )
+        self.route_refresh_s = route_refresh_s
+        self._routes_task: asyncio.Task[None] | None = None
         self.listeners: list[Listener] = []
         # (relay addr, relay port) -> (session uid, stream index); rtcp ports too.
         self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
@@ -124,9 +139,11 @@ class Offloader:
         self._task = asyncio.create_task(self._worker(), name="offload-worker")
         self._reaper_task = asyncio.create_task(self._reaper(), name="offload-reaper")
         self._events_task = asyncio.create_task(self._switch_events(), name="switch-events")
+        if self.planner.port_binding is PortBinding.ROUTE:
+            self._routes_task = asyncio.create_task(self._routes_loop(), name="switch-routes")
 
     async def stop(self) -> None:
-        tasks = (self._task, self._events_task, self._reaper_task)
+        tasks = (self._task, self._events_task, self._reaper_task, self._routes_task)
         for t in tasks:
             if t is not None:
                 t.cancel()
@@ -210,6 +227,14 @@ class Offloader:
         """Take back a journalled session after a restart: its ports, and if it
         was offloaded its legs, plan and guards as installed (the switch is
         reconciled against them at the next connect)."""
+        if (
+            s.state is OffloadState.OFFLOADED
+            and s.legs
+            and any(st.ingress_port is None for st in s.streams)
+        ):
+            # Journalled without its ports: planned afresh once connected.
+            s.state, s.legs = OffloadState.PENDING, None
+            self._dirty[s.uid] = s
         if s.state is OffloadState.OFFLOADED and s.legs:
             for leg in s.legs:
                 self.legs.claim(leg)
@@ -646,12 +671,41 @@ class Offloader:
                 elif isinstance(ev, RelayIdle):
                     self.events.on_idle(ev)
                 elif isinstance(ev, SwitchUp):
+                    await self.refresh_routes()
                     await self.reconcile(restarted=ev.restarted)
                 elif isinstance(ev, SwitchDown):
                     log.warning("switch_down", reason=ev.reason)
                     metrics.SWITCH_UP.set(0)
             except Exception:
                 log.exception("switch_event_failed", event=repr(ev))
+
+    async def refresh_routes(self) -> None:
+        """Route binding: read the switch's routes; when they changed, every
+        session that depends on them is planned again (a moved route re-binds
+        its calls' relay entries to the new port)."""
+        if self.planner.port_binding is not PortBinding.ROUTE or not self.switch.connected:
+            return
+        try:
+            routes = await self.switch.read_routes()
+        except OffloadRefused as exc:
+            log.warning("routes_unread", reason=exc.reason, detail=exc.detail)
+            return
+        if routes == self.planner.routes:
+            return
+        first = self.planner.routes is None
+        self.planner.routes = routes
+        log.info("routes_read", prefixes=len(routes.prefixes), first=first)
+        for s in self.table:
+            if s.uid in self.plans or s.state in (OffloadState.PENDING, OffloadState.FALLBACK):
+                self.touch(s)
+
+    async def _routes_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.route_refresh_s)
+            try:
+                await self.refresh_routes()
+            except Exception:
+                log.exception("routes_refresh_failed")
 
     @property
     def on_timeout(self) -> Callable[[Session], None] | None:

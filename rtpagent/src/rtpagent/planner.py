@@ -7,6 +7,7 @@ offloaded now and why not (`Planner.desired`), and which entries carry it
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from p4relay_switch import (
     GuardKey,
     LegRewrite,
     RelayEntry,
+    Routes,
 )
 
 from .state import Endpoint, OffloadState, Session
@@ -30,6 +32,27 @@ DEFAULT_NAT_NETS = (
     "100.64.0.0/10",
     "169.254.0.0/16",
 )
+
+
+class PortBinding(enum.StrEnum):
+    """Which switch port a party's relay entries are bound to (the switch
+    relays a flow only when it arrives on that port; the party's address and
+    ports sent from any other port are a spoofed source and never relayed).
+
+    * ``route`` (default): the port the switch routes the party's source
+      address to (reverse path, like strict uRPF), read from the switch's own
+      `ipv4_lpm` and `nexthop` tables. A spoofed packet cannot change it; a
+      learn digest from any other port is refused. Needs symmetric routing.
+    * ``learned``: the port the learn digest that latched the source arrived
+      on, for networks whose media may arrive on another port than the route
+      back (asymmetric routing, several uplinks). A party whose signalled
+      address is trusted then waits for its first packet too, and a stranger
+      who spoofs that address first can still take the stream: the learning
+      policy is the only check.
+    """
+
+    ROUTE = "route"
+    LEARNED = "learned"
 
 
 @dataclass(frozen=True)
@@ -70,12 +93,35 @@ class Planner:
         latch_always: bool = False,
         enabled: bool = True,
         guard: bool = True,
+        port_binding: PortBinding | str = PortBinding.ROUTE,
     ) -> None:
         self.nat_nets = [ipaddress.ip_network(n) for n in nat_nets]
         self._trust_cache: dict[str, bool] = {}
         self.latch_always = latch_always
         self.enabled = enabled
         self.guard = guard
+        self.port_binding = PortBinding(port_binding)
+        self.routes: Routes | None = None  # the switch's, once read
+
+    def route_port(self, addr: str) -> int | None:
+        """The port the switch routes `addr` to (None: no route, or routes not read yet)."""
+        return None if self.routes is None else self.routes.port_for(addr)
+
+    def accepts_port(self, s: Session, i: int, addr: str, port: int) -> bool:
+        """May media from `addr` arriving on `port` be stream i's source?"""
+        if self.port_binding is PortBinding.ROUTE:
+            return self.route_port(addr) == port
+        bound = s.streams[i].ingress_port
+        return bound is None or bound == port
+
+    def bind(self, s: Session) -> None:
+        """Route binding: each stream's port from its current source's route
+        (kept as it is while the routes are unknown: a restart restores it)."""
+        if self.port_binding is not PortBinding.ROUTE or self.routes is None:
+            return
+        for i, st in enumerate(s.streams):
+            ep = st.learned or st.sdp
+            st.ingress_port = None if ep is None else self.route_port(source(s, i).addr)
 
     def trusted(self, ep: Endpoint) -> bool:
         """Is signalling's address for a party its real media source (not
@@ -115,9 +161,18 @@ class Planner:
         for st in s.streams:
             if st.learned is None and st.sdp is not None and not self.trusted(st.sdp):
                 return OffloadState.LEARNING, None
+        self.bind(s)
+        for st in s.streams:
+            if st.ingress_port is None:
+                if self.port_binding is PortBinding.LEARNED:
+                    return OffloadState.LEARNING, None  # the party's first packet names it
+                if self.routes is None:
+                    return OffloadState.PENDING, None  # the switch's routes not read yet
+                return OffloadState.FALLBACK, "no_ingress_route"
         return OffloadState.OFFLOADED, None
 
     def plan(self, s: Session, legs: list[int]) -> Plan:
+        self.bind(s)
         rewrites = []
         relays = []
         guards = []
@@ -129,12 +184,16 @@ class Planner:
             rewrites.append(LegRewrite(legs[i], other.laddr, dst.addr, other.port, dst.port))
             src = source(s, i)
             rtcp_src = me.learned_rtcp or Endpoint(src.addr, src.port + 1)
+            port = me.ingress_port
+            assert port is not None
             relays.append(
-                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port), legs[i], False)
+                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port, port), legs[i], False)
             )
             relays.append(
                 RelayEntry(
-                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1), legs[i], True
+                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1, port),
+                    legs[i],
+                    True,
                 )
             )
             if self.guard:

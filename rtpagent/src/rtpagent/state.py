@@ -52,6 +52,9 @@ class Stream:
     sdp: Endpoint | None = None  # where signalling says the party is
     learned: Endpoint | None = None  # real source, from the switch's learn digest
     learned_rtcp: Endpoint | None = None
+    # The switch port (dev port) this party's media arrives on: its relay
+    # entries match there only (see planner.PortBinding).
+    ingress_port: int | None = None
     asymmetric: bool = False
     on_hold: bool = False
     codecs: tuple[int, ...] = ()
@@ -145,6 +148,7 @@ class Session:
                     "sdp": ep(st.sdp),
                     "learned": ep(st.learned),
                     "learned_rtcp": ep(st.learned_rtcp),
+                    "ingress_port": st.ingress_port,
                     "asymmetric": st.asymmetric,
                     "on_hold": st.on_hold,
                     "codecs": list(st.codecs),

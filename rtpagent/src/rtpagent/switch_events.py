@@ -55,6 +55,9 @@ class SwitchEventHandler:
         self.view = view
         self.learner = learner
         self.on_timeout: Callable[[Session], None] | None = None
+        # The port of the first digest of an open learning window (a second
+        # source in the window, from any port, refuses both).
+        self._window_port: dict[tuple[str, int], int] = {}
 
     async def on_learn(self, ev: LearnEvent) -> None:
         hit = self.view.at_port(str(ev.dst.addr), ev.dst.port)
@@ -68,6 +71,13 @@ class SwitchEventHandler:
         st = s.streams[i]
         src = Endpoint(str(ev.src.addr), ev.src.port)
         p = self.view.plan_of(s.uid)
+        planner = self.view.planner
+        if not planner.accepts_port(s, i, src.addr, ev.ingress_port):
+            # The party's address (or anyone's) on a port its media does not
+            # arrive on: a spoofed source. Its packets miss the relay entries
+            # (the guard drops them on an offloaded call); never latched.
+            self._spoofed(s, i, ev, src)
+            return
         if rtcp:
             if st.learned_rtcp is None and self._rtcp_acceptable(s, i, src, p is not None):
                 st.learned_rtcp = src
@@ -77,6 +87,10 @@ class SwitchEventHandler:
                 self._foreign(s, ev, src)
             return
         if st.learned == src or (st.learned is None and st.sdp == src and p is not None):
+            if st.ingress_port is None:
+                # Learned binding: the signalled source's first packet names its port.
+                st.ingress_port = ev.ingress_port
+                self.view.touch(s)
             return
         if st.learned is not None:
             # Latched already: packets from elsewhere are not relayed (RTPProxy
@@ -99,26 +113,59 @@ class SwitchEventHandler:
         loop = asyncio.get_running_loop()
         j = self.learner.judge(s.uid, i, src, expected, trusted, loop.time())
         if j.verdict is Verdict.LATCH:
-            self._latch(s, i, src)
+            self._latch(s, i, src, ev.ingress_port)
         elif j.verdict is Verdict.REFUSE:
             self._refuse_learn(s, i, j)
         elif j.opened is not None:
             # A new learning window: decided when it closes.
+            self._window_port[(s.uid, i)] = ev.ingress_port
             loop.call_later(self.learner.window_s, self._window_closed, s.uid, i, j.opened)
 
-    def _latch(self, s: Session, i: int, src: Endpoint) -> None:
-        s.streams[i].learned = src
-        log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key())
+    def _latch(self, s: Session, i: int, src: Endpoint, port: int) -> None:
+        st = s.streams[i]
+        st.learned = src
+        st.ingress_port = port
+        log.info("latched", call_id=s.call_id, tag=s.tag, side=i, src=src.key(), port=port)
         self.view.touch(s)
+
+    def _spoofed(self, s: Session, i: int, ev: LearnEvent, src: Endpoint) -> None:
+        """A source on the wrong switch port: counted, logged and reported
+        once per source (up to FOREIGN_SOURCES_KEPT per call)."""
+        metrics.LEARN_REFUSED.labels("ingress_port").inc()
+        text = f"{src.addr}:{src.port}"
+        if not self.learner.note_refused(s.uid, f"{text}@{ev.ingress_port}", FOREIGN_SOURCES_KEPT):
+            return
+        st = s.streams[i]
+        expected = self.view.planner.route_port(src.addr) if st.ingress_port is None else None
+        log.warning(
+            "spoofed_source",
+            call_id=s.call_id,
+            tag=s.tag,
+            side=i,
+            src=text,
+            ingress_port=ev.ingress_port,
+            bound_port=st.ingress_port if st.ingress_port is not None else expected,
+        )
+        self.view.emit(
+            "learn_refused",
+            s,
+            source=text,
+            expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+            policy=str(self.learner.policy),
+            relay_port=st.port,
+            reason="ingress_port",
+            ingress_port=ev.ingress_port,
+        )
 
     def _window_closed(self, uid: str, i: int, opened: float) -> None:
         src = self.learner.candidate(uid, i)
         j = self.learner.window_closed(uid, i, opened)
         s = self.view.table.by_uid.get(uid)
+        port = self._window_port.pop((uid, i), None)
         if j is None or s is None or s.streams[i].learned is not None:
             return
-        if j.verdict is Verdict.LATCH and src is not None:
-            self._latch(s, i, src)
+        if j.verdict is Verdict.LATCH and src is not None and port is not None:
+            self._latch(s, i, src, port)
         elif j.verdict is Verdict.REFUSE:
             self._refuse_learn(s, i, j)
 

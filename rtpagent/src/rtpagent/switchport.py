@@ -21,6 +21,7 @@ from p4relay_switch import (
     LearnEvent,
     LegQuality,
     RelayIdle,
+    Routes,
 )
 
 
@@ -76,5 +77,9 @@ class Switch(Protocol):
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]: ...
 
     async def dump(self) -> EntryDump: ...
+
+    async def read_routes(self) -> Routes:
+        """The switch's routes with their ports (reverse-path binding)."""
+        ...
 
     def events(self) -> AsyncIterator[SwitchEvent]: ...

@@ -144,6 +144,7 @@ class Tracker:
                 # RTPProxy prefills the new address and latches afresh.
                 peer.learned = None
                 peer.learned_rtcp = None
+                peer.ingress_port = None
             peer.sdp = ep
             peer.on_hold = False
         elif hold:

@@ -25,7 +25,7 @@ from p4relay_testsupport import softswitch
 
 ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
-KEY = FlowKey("198.18.1.10", "127.0.0.1", 6001, 40001)
+KEY = FlowKey("198.18.1.10", "127.0.0.1", 6001, 40001, 1)
 GKEY = GuardKey("127.0.0.1", 40001)
 LEG = LegRewrite(300, "127.0.0.1", "198.18.2.10", 40002, 7000)
 
@@ -57,6 +57,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
         pl.K_DST_ADDR: "127.0.0.1",
         pl.K_SRC_PORT: 6001,
         pl.K_DST_PORT: 40001,
+        pl.K_INGRESS_PORT: 1,
     }
     gkey = {pl.K_DST_ADDR: "127.0.0.1", pl.K_DST_PORT: 40001}
     lg_data = {"src_addr": "127.0.0.1", "dst_addr": "198.18.2.10", "src_port": 40002}
@@ -124,6 +125,7 @@ async def test_guards_inserted_after_relays_and_deleted_before(sw: SwitchClient)
         pl.Endpoint.of("198.18.2.10", 7000),
         pl.Endpoint.of("127.0.0.1", 36010),
         (1, 2),
+        (1, 2),
     )
     enc = Encoder(sw.schema)
 
@@ -172,7 +174,7 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
 async def test_counters_of_absent_entries_left_out(sw: SwitchClient) -> None:
     p = Pipeline(sw)
     await p.write(EntryBatch(add_legs=(LEG,), add_relays=(RelayEntry(KEY, 300, True),)), 5000)
-    other = FlowKey("198.18.1.11", "127.0.0.1", 6001, 40001)
+    other = FlowKey("198.18.1.11", "127.0.0.1", 6001, 40001, 1)
     got = await p.read_counters([KEY, other])
     assert list(got) == [KEY] and got[KEY].packets == 0
     await p.write(EntryBatch(del_relays=(KEY, other), del_legs=(300,)))  # absent: fine

@@ -61,6 +61,7 @@ def call(i: int = 0, legs: tuple[int, int] = (0, 1)) -> RelayCall:
         b=Endpoint.of("198.18.2.10", 7000 + 2 * i),
         relay_b=Endpoint.of("198.18.0.10", 20002 + 4 * i),
         legs=legs,
+        ports=(1, 2),
     )
 
 

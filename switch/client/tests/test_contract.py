@@ -104,7 +104,7 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.K_DST_PORT,
     ]
     assert tables[pipeline.RELAY_GUARD]["direct_counter"] is True
-    assert contract["program"]["contract_version"] == 2
+    assert contract["program"]["contract_version"] == 3
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
@@ -117,6 +117,7 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.K_DST_ADDR,
         pipeline.K_SRC_PORT,
         pipeline.K_DST_PORT,
+        pipeline.K_INGRESS_PORT,
     ]
     assert [k["name"] for k in tables[pipeline.LEG_REWRITE]["keys"]] == [pipeline.K_LEG]
     assert contract["config"]["rtp_clock_hz"] == pipeline.RTP_CLOCK_HZ

@@ -6,6 +6,8 @@
  * recently reported flows: a slot reports again once its timestamp is older
  * than LEARN_FILTER_AGE_MS, so a digest lost while the agent restarts comes
  * back. Two flows sharing a slot delay each other by at most that age.
+ * The ingress port is part of the flow: a spoofed copy of a party's flow
+ * arriving on another port does not suppress the party's own digest.
  */
 control LearnFilter(
         in ingress_headers_t hdr,
@@ -37,7 +39,8 @@ control LearnFilter(
             hdr.ipv4.src_addr,
             hdr.ipv4.dst_addr,
             hdr.udp.src_port,
-            hdr.udp.dst_port
+            hdr.udp.dst_port,
+            ig_md.ingress_port
         }));
     }
 }

@@ -3,16 +3,20 @@
  * relay_addr: which destination address:port-range is a relay (RTPProxy)
  *   address. A hit there that misses `relay` is forwarded unchanged (to the
  *   relay server) and may raise the learning digest (LearnFilter).
- * relay: exact 4-tuple of UDP -> (leg, rtcp). One entry carries only 22 bits
- *   of action data (immediate in the match word), so a relay entry fits one
- *   128-bit SRAM word; direct counter and idle timeout (notify mode, set via
- *   the IdleTimeout attribute) per entry.
+ relay: exact UDP 4-tuple and ingress port -> (leg, rtcp). The port binds
+ *   a leg to where its party's packets arrive: a packet spoofing the party's
+ *   address and port from another port misses, so it is neither relayed to
+ *   the other party nor (with the guard) handed to the relay server. One
+ *   entry carries only 22 bits of action data (immediate in the match word),
+ *   so a relay entry fits one 128-bit SRAM word; direct counter and idle
+ *   timeout (notify mode, set via the IdleTimeout attribute) per entry.
  * leg_rewrite: leg -> the rewrite (two addresses, two ports), once per session
  *   direction; RTCP entries add 1 to both ports (RTPProxy allocates RTCP on
  *   RTP + 1 on both sides).
  * relay_guard: relay address:port of an offloaded call -> drop. Applied only
  *   when relay_addr marked the packet and relay missed, i.e. to a packet from
- *   a source that is not the call's party: RTPProxy must not see it, or it
+ *   a source that is not the call's party (another address or port, or the
+ *   party's address arriving on another switch port): RTPProxy must not see it, or it
  *   would latch its (idle, unlatched) stream to that source and relay the
  *   sender's media to the callee. The learn digest is still raised (Ingress),
  *   so the agent sees the foreign source. 4 entries per call (each leg's RTP
@@ -66,6 +70,7 @@ control RelaySessions(
             hdr.ipv4.dst_addr : exact;
             hdr.udp.src_port  : exact;
             hdr.udp.dst_port  : exact;
+            ig_md.ingress_port : exact;
         }
         actions = {
             relay_leg;

@@ -38,6 +38,7 @@ struct relay_key { // host byte order, = RelayKey
     __u32 dst;
     __u16 sport;
     __u16 dport;
+    __u32 port;    // ingress dev port (ig_md.ingress_port)
 };
 
 struct relay_val {
@@ -241,6 +242,7 @@ int p4relay_fastpath(struct xdp_md *ctx)
         .dst = bpf_ntohl(ip->daddr),
         .sport = bpf_ntohs(udp->source),
         .dport = bpf_ntohs(udp->dest),
+        .port = *in_port,
     };
     struct relay_val *rv = bpf_map_lookup_elem(&relay, &k);
     if (!rv)

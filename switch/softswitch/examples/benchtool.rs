@@ -446,7 +446,8 @@ fn entry(t: &TableSchema, key: &[(&str, u64)], action: &str, params: &[(&str, u6
     }
 }
 
-/// The 6 entries of one call: legs 2c (A→B) and 2c+1 (B→A), RTP and RTCP.
+/// The 6 entries of one call: legs 2c (A→B) and 2c+1 (B→A), RTP and RTCP;
+/// A's packets arrive on dev port 1, B's on 2 (the bench's `--port 1=sa,2=sb`).
 fn call_updates(
     s: &Schema,
     c: u32,
@@ -462,7 +463,7 @@ fn call_updates(
         .expect("contract");
     let (la, lb) = (u64::from(2 * c), u64::from(2 * c + 1));
     let mut v = Vec::with_capacity(6);
-    for (from, to_port, leg) in [(a, ra, la), (b, rb, lb)] {
+    for (from, to_port, leg, in_port) in [(a, ra, la, 1u64), (b, rb, lb, 2)] {
         for rtcp in [0u16, 1] {
             v.push(entry(
                 relay_t,
@@ -471,6 +472,7 @@ fn call_updates(
                     ("hdr.ipv4.dst_addr", u64::from(relay)),
                     ("hdr.udp.src_port", u64::from(from.1 + rtcp)),
                     ("hdr.udp.dst_port", u64::from(to_port + rtcp)),
+                    ("ig_md.ingress_port", in_port),
                 ],
                 "Ingress.relay_leg",
                 &[("leg", leg), ("rtcp", u64::from(rtcp))],

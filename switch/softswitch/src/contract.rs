@@ -138,6 +138,7 @@ pub mod names {
     pub const KEY_IPV4_DST: &str = "hdr.ipv4.dst_addr";
     pub const KEY_UDP_SRC: &str = "hdr.udp.src_port";
     pub const KEY_UDP_DST: &str = "hdr.udp.dst_port";
+    pub const KEY_INGRESS_PORT: &str = "ig_md.ingress_port";
     pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
     pub const KEY_LEG: &str = "ig_md.leg";
 
@@ -250,7 +251,13 @@ mod tests {
         };
         assert_eq!(
             keys(RELAY),
-            [KEY_IPV4_SRC, KEY_IPV4_DST, KEY_UDP_SRC, KEY_UDP_DST]
+            [
+                KEY_IPV4_SRC,
+                KEY_IPV4_DST,
+                KEY_UDP_SRC,
+                KEY_UDP_DST,
+                KEY_INGRESS_PORT
+            ]
         );
         assert_eq!(keys(RELAY_GUARD), [KEY_IPV4_DST, KEY_UDP_DST]);
         assert_eq!(

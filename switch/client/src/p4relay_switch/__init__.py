@@ -48,6 +48,7 @@ from p4relay_switch.model import (
     RelayDirection,
     RelayEntry,
     RelayIdle,
+    Routes,
 )
 from p4relay_switch.names import JITTER_SHIFT, RTP_CLOCK_HZ
 from p4relay_switch.pipeline import Pipeline
@@ -89,6 +90,7 @@ __all__ = [
     "RelayDirection",
     "RelayEntry",
     "RelayIdle",
+    "Routes",
     "Schema",
     "SchemaError",
     "Subscription",

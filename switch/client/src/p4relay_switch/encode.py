@@ -35,6 +35,7 @@ from p4relay_switch.names import (
     COUNTER_PKTS,
     K_DST_ADDR,
     K_DST_PORT,
+    K_INGRESS_PORT,
     K_LEG,
     K_SRC_ADDR,
     K_SRC_PORT,
@@ -95,12 +96,13 @@ def _ip(addr: str) -> bytes:
     return socket.inet_aton(addr)
 
 
-def _flow(k: FlowKey) -> tuple[bytes, bytes, bytes, bytes]:
+def _flow(k: FlowKey, port_bytes: int) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     return (
         _ip(k.src_addr),
         _ip(k.dst_addr),
         k.src_port.to_bytes(2, "big"),
         k.dst_port.to_bytes(2, "big"),
+        k.ingress_port.to_bytes(port_bytes, "big"),
     )
 
 
@@ -170,6 +172,7 @@ class Encoder:
         self.relay_id = r.id
         self.k_src, self.k_dst = r.key(K_SRC_ADDR).id, r.key(K_DST_ADDR).id
         self.k_sport, self.k_dport = r.key(K_SRC_PORT).id, r.key(K_DST_PORT).id
+        self.k_port = r.key(K_INGRESS_PORT)
         a = r.action(A_RELAY_LEG)
         self.relay_action = a.id
         self.p_leg, self.p_rtcp = a.param("leg"), a.param("rtcp")
@@ -208,18 +211,19 @@ class Encoder:
                 + exact(self.k_dst, v[1])
                 + exact(self.k_sport, v[2])
                 + exact(self.k_dport, v[3])
+                + exact(self.k_port.id, v[4])
             )
 
         def relay_insert(v: list[bytes]) -> bytes:
             data = (
                 uint(_TD_ACTION, self.relay_action)
-                + stream(self.p_leg.id, v[4])
-                + stream(self.p_rtcp.id, v[5])
-                + stream(self.ttl.id, v[6])
+                + stream(self.p_leg.id, v[5])
+                + stream(self.p_rtcp.id, v[6])
+                + stream(self.ttl.id, v[7])
             )
             return update(INSERT, self.relay_id, relay_key(v), data)
 
-        flow = [4, 4, 2, 2]
+        flow = [4, 4, 2, 2, self.k_port.nbytes]
         self._relay_key_t = Template(relay_key, flow)
         n = len(self._relay_key_t.fill(*(bytes(w) for w in flow)))
         self._relay_read_t = Template(lambda v: hw_read(self.relay_id, v[0]), [n])
@@ -313,19 +317,23 @@ class Encoder:
     # ------------------------------------------------------------------ relay
     def relay_insert(self, r: RelayEntry, ttl_ms: int) -> bytes:
         return self._relay_insert_t.fill(
-            *_flow(r.key),
+            *_flow(r.key, self.k_port.nbytes),
             r.leg.to_bytes(self.p_leg.nbytes, "big"),
             int(r.rtcp).to_bytes(self.p_rtcp.nbytes, "big"),
             ttl_ms.to_bytes(self.ttl.nbytes, "big"),
         )
 
     def relay_delete(self, k: FlowKey) -> bytes:
-        return self._relay_delete_t.fill(*_flow(k))
+        return self._relay_delete_t.fill(*_flow(k, self.k_port.nbytes))
 
     def relay_reads(self, keys: list[FlowKey]) -> tuple[list[bytes], dict[bytes, FlowKey]]:
         """Read entities for these entries, and each key's encoding -> the key
         (to match what comes back without decoding it field by field)."""
-        return _reads(keys, lambda k: self._relay_key_t.fill(*_flow(k)), self._relay_read_t)
+        return _reads(
+            keys,
+            lambda k: self._relay_key_t.fill(*_flow(k, self.k_port.nbytes)),
+            self._relay_read_t,
+        )
 
     def decode_counters(
         self, ents: list[pb.Entity], sent: dict[bytes, FlowKey]
@@ -343,6 +351,7 @@ class Encoder:
                 socket.inet_ntoa(kv[self.k_dst]),
                 int.from_bytes(kv[self.k_sport], "big"),
                 int.from_bytes(kv[self.k_dport], "big"),
+                int.from_bytes(kv[self.k_port.id], "big"),
             )
         except (KeyError, OSError):
             return None

@@ -35,12 +35,15 @@ def ip(value: str | int | Addr) -> Addr:
 
 
 class FlowKey(NamedTuple):
-    """Exact key of `pipe.Ingress.relay`: a sender's packets to a relay port."""
+    """Exact key of `pipe.Ingress.relay`: a sender's packets to a relay port,
+    arriving on switch port ``ingress_port`` (dev port). The same addresses
+    and ports arriving on any other port do not match."""
 
     src_addr: str
     dst_addr: str
     src_port: int
     dst_port: int
+    ingress_port: int
 
 
 class GuardKey(NamedTuple):
@@ -175,18 +178,24 @@ class Endpoint:
 
 @dataclass(frozen=True, slots=True)
 class RelayDirection:
-    """Packets ``src -> relay`` leave as ``out_src -> out_dst``; quality by ``leg``."""
+    """Packets ``src -> relay`` arriving on dev port ``ingress_port`` leave as
+    ``out_src -> out_dst``; quality by ``leg``."""
 
     leg: int
     src: Endpoint
     relay: Endpoint
     out_src: Endpoint
     out_dst: Endpoint
+    ingress_port: int
 
     def flow_key(self, rtcp: bool = False) -> FlowKey:
         d = 1 if rtcp else 0
         return FlowKey(
-            str(self.src.addr), str(self.relay.addr), self.src.port + d, self.relay.port + d
+            str(self.src.addr),
+            str(self.relay.addr),
+            self.src.port + d,
+            self.relay.port + d,
+            self.ingress_port,
         )
 
     def guard_key(self, rtcp: bool = False) -> GuardKey:
@@ -222,12 +231,14 @@ class RelayCall:
         b: Endpoint,
         relay_b: Endpoint,
         legs: tuple[int, int],
+        ports: tuple[int, int],
     ) -> RelayCall:
         """``relay_a``: the relay's address:port facing A (A sends RTP there);
-        ``relay_b`` the one facing B. ``legs``: (a_to_b, b_to_a) leg indexes."""
+        ``relay_b`` the one facing B. ``legs``: (a_to_b, b_to_a) leg indexes;
+        ``ports``: the dev ports A's and B's packets arrive on."""
         return cls(
-            a_to_b=RelayDirection(legs[0], a, relay_a, relay_b, b),
-            b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a),
+            a_to_b=RelayDirection(legs[0], a, relay_a, relay_b, b, ports[0]),
+            b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a, ports[1]),
         )
 
     @property
@@ -270,6 +281,28 @@ class Nexthop:
     dst_mac: str
 
 
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """The switch's routes as ports: prefix -> the dev port `ipv4_lpm` +
+    `nexthop` send that prefix to (None: the route drops).
+
+    A relay entry is bound to the port its sender's packets arrive on; with
+    symmetric routing that is the port the switch routes the sender's address
+    to (reverse path), which a spoofed packet from elsewhere cannot change."""
+
+    prefixes: tuple[tuple[ipaddress.IPv4Network, int | None], ...] = ()
+
+    def port_for(self, addr: str | int | Addr) -> int | None:
+        """The port of the longest prefix holding ``addr`` (None: no route, or
+        a route that drops)."""
+        a = ip(addr)
+        best: tuple[int, int | None] | None = None
+        for net, port in self.prefixes:
+            if a in net and (best is None or net.prefixlen > best[0]):
+                best = (net.prefixlen, port)
+        return None if best is None else best[1]
+
+
 # ---------------------------------------------------------------- notifications
 
 
@@ -289,12 +322,15 @@ class RelayIdle:
 
     src: Endpoint
     dst: Endpoint
+    ingress_port: int
     pipe: int
     idle: bool = True
 
     @property
     def key(self) -> FlowKey:
-        return FlowKey(str(self.src.addr), str(self.dst.addr), self.src.port, self.dst.port)
+        return FlowKey(
+            str(self.src.addr), str(self.dst.addr), self.src.port, self.dst.port, self.ingress_port
+        )
 
 
 # ---------------------------------------------------------------- legs

@@ -50,6 +50,7 @@ from p4relay_switch.model import (
     RelayDirection,
     RelayEntry,
     RelayIdle,
+    Routes,
     ip,
 )
 from p4relay_switch.names import (
@@ -66,6 +67,7 @@ from p4relay_switch.names import (
     JITTER_SHIFT,
     K_DST_ADDR,
     K_DST_PORT,
+    K_INGRESS_PORT,
     K_LEG,
     K_NEXTHOP_ID,
     K_PRIORITY,
@@ -105,6 +107,7 @@ __all__ = [
     "JITTER_SHIFT",
     "K_DST_ADDR",
     "K_DST_PORT",
+    "K_INGRESS_PORT",
     "K_LEG",
     "K_NEXTHOP_ID",
     "K_PRIORITY",
@@ -144,6 +147,7 @@ __all__ = [
     "RelayDirection",
     "RelayEntry",
     "RelayIdle",
+    "Routes",
 ]
 
 log = structlog.get_logger("p4relay_switch.pipeline")
@@ -215,6 +219,27 @@ class Pipeline:
             await self.client.insert_or_modify(IPV4_LPM, entries)
         else:
             await self.client.insert(IPV4_LPM, entries)
+
+    async def read_routes(self) -> Routes:
+        """Every route with the port its next hop sends to (reverse-path
+        lookups: `Routes.port_for`)."""
+        ports: dict[int, int | None] = {}
+        for e in await self.client.read(NEXTHOP, from_hw=False):
+            if e.is_default:
+                continue
+            ports[_int(e.key[K_NEXTHOP_ID])] = (
+                _int(e.data["port"]) if e.action == A_FORWARD and "port" in e.data else None
+            )
+        prefixes: list[tuple[ipaddress.IPv4Network, int | None]] = []
+        for e in await self.client.read(IPV4_LPM, from_hw=False):
+            k = e.key.get(K_DST_ADDR)
+            if e.is_default or not isinstance(k, Lpm):
+                continue
+            net = ipaddress.IPv4Network((_int(k.value), k.prefix_len), strict=False)
+            nh = e.data.get("nexthop_id")
+            port = ports.get(_int(nh)) if e.action == A_SET_NEXTHOP and nh is not None else None
+            prefixes.append((net, port))
+        return Routes(tuple(prefixes))
 
     async def delete_routes(self, prefixes: Iterable[str | ipaddress.IPv4Network]) -> None:
         entries = []
@@ -459,6 +484,7 @@ class Pipeline:
                         _ip(r.key[K_DST_ADDR]),
                         _int(r.key[K_SRC_PORT]),
                         _int(r.key[K_DST_PORT]),
+                        _int(r.key[K_INGRESS_PORT]),
                     ),
                     _int(r.data.get("leg", 0)),
                     bool(_int(r.data.get("rtcp", 0))),
@@ -521,6 +547,7 @@ class Pipeline:
         return RelayIdle(
             src=Endpoint(ip(num(K_SRC_ADDR)), num(K_SRC_PORT)),
             dst=Endpoint(ip(num(K_DST_ADDR)), num(K_DST_PORT)),
+            ingress_port=num(K_INGRESS_PORT),
             pipe=n.pipe,
             idle=n.idle,
         )

@@ -55,6 +55,7 @@ struct RelayKeyC {
     dst: u32,
     sport: u16,
     dport: u16,
+    port: u32,
 }
 
 #[repr(C)]
@@ -159,6 +160,7 @@ fn key_c(k: &RelayKey) -> RelayKeyC {
         dst: k.dst,
         sport: k.sport,
         dport: k.dport,
+        port: u32::from(k.port),
     }
 }
 
@@ -357,6 +359,7 @@ impl FastPathMaps for FastPath {
                     dst: kc.dst,
                     sport: kc.sport,
                     dport: kc.dport,
+                    port: kc.port as u16,
                 };
                 Some((k, v.counts()))
             })

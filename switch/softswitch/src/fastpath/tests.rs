@@ -138,6 +138,7 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
             dst: RELAY,
             sport: key.0,
             dport: key.1,
+            port: 1,
         };
         let got = p.with_fast_counts(p.relay.get(&k, 5).unwrap(), 5);
         let want = r.relay.get(&k, 5).unwrap();
@@ -181,6 +182,7 @@ fn a_write_reaches_the_kernel_before_it_returns() {
         dst: RELAY,
         sport: 4000,
         dport: 20000,
+        port: 1,
     };
     p.relay.delete(&k).unwrap();
     p.mirror(&Touched {
@@ -221,6 +223,7 @@ fn relay_entries_beyond_the_map_spill_and_are_counted() {
         dst: RELAY,
         sport,
         dport: 20000,
+        port: 1,
     };
     for s in 0..3 {
         fp.mirror_relay(&key(s), Some((1, false)));

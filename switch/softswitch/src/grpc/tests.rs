@@ -207,12 +207,13 @@ fn update(
     }
 }
 
-fn relay_key(i: u64) -> [(&'static str, u64); 4] {
+fn relay_key(i: u64) -> [(&'static str, u64); 5] {
     [
         ("hdr.ipv4.src_addr", 0xc612_010a),
         ("hdr.ipv4.dst_addr", 0xc612_000a),
         ("hdr.udp.src_port", 4000 + i),
         ("hdr.udp.dst_port", 20000),
+        ("ig_md.ingress_port", 1),
     ]
 }
 

@@ -13,7 +13,8 @@ impl Pipeline {
     pub(super) fn learning(&self, key: &RelayKey, m: &Meta) {
         let h = key.src.wrapping_mul(0x9e37_79b1)
             ^ key.dst.rotate_left(7).wrapping_mul(0x85eb_ca77)
-            ^ ((u32::from(key.sport) << 16) | u32::from(key.dport)).wrapping_mul(0xc2b2_ae3d);
+            ^ ((u32::from(key.sport) << 16) | u32::from(key.dport)).wrapping_mul(0xc2b2_ae3d)
+            ^ u32::from(key.port).wrapping_mul(0x27d4_eb2f);
         if !self.learn_filter.admit(h ^ (h >> 15), m.now_ms) {
             self.stats.learn_suppressed.fetch_add(1, Relaxed);
             return;
@@ -23,7 +24,7 @@ impl Pipeline {
             dst: key.dst,
             sport: key.sport,
             dport: key.dport,
-            ingress_port: m.ingress_port,
+            ingress_port: key.port,
         };
         match self.digests.try_send(d) {
             Ok(()) => {

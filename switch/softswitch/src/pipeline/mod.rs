@@ -253,7 +253,7 @@ impl Pipeline {
         if p.fragment {
             self.stats.fragments.fetch_add(1, Relaxed);
         }
-        let mut md = IngressMeta::new(&p);
+        let mut md = IngressMeta::new(&p, m.ingress_port);
         self.relay_sessions(frame, &p, m, &mut md);
         if md.relay_hit && !md.rtcp && md.rewritten {
             *b = self.bridge(frame, &p, &md).unwrap_or_default();
@@ -290,7 +290,7 @@ impl Pipeline {
 /// `ingress_metadata_t`: what the ingress controls tell each other.
 #[derive(Debug, Clone, Copy)]
 struct IngressMeta {
-    /// The UDP 4-tuple (relay's key, the learn digest's fields).
+    /// The UDP 4-tuple and the ingress port (relay's key, the learn digest's fields).
     flow: RelayKey,
     /// relay_addr: the destination is a relay (RTPProxy) address and port.
     relay_dst: bool,
@@ -307,7 +307,7 @@ struct IngressMeta {
 }
 
 impl IngressMeta {
-    fn new(p: &packet::Parsed) -> IngressMeta {
+    fn new(p: &packet::Parsed, ingress_port: u16) -> IngressMeta {
         let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
         IngressMeta {
             flow: RelayKey {
@@ -315,6 +315,7 @@ impl IngressMeta {
                 dst: p.dst,
                 sport,
                 dport,
+                port: ingress_port,
             },
             relay_dst: false,
             relay_hit: false,

@@ -180,6 +180,7 @@ pub(crate) fn install_call(p: &Pipeline) {
                 dst: RELAY,
                 sport: 4000,
                 dport: 20000,
+                port: 1,
             },
             RelayAction::Leg {
                 leg: 7,
@@ -196,6 +197,7 @@ pub(crate) fn install_call(p: &Pipeline) {
                 dst: RELAY,
                 sport: 4001,
                 dport: 20001,
+                port: 1,
             },
             RelayAction::Leg { leg: 7, rtcp: true },
             0,
@@ -258,6 +260,7 @@ fn relays_rtp_and_rtcp_with_valid_checksums() {
                 dst: RELAY,
                 sport: 4000,
                 dport: 20000,
+                port: 1,
             },
             6,
         )
@@ -502,6 +505,7 @@ fn leg_without_rewrite_forwards_unchanged() {
                 dst: UAS,
                 sport: 1,
                 dport: 2,
+                port: 1,
             },
             RelayAction::Leg {
                 leg: 50,
@@ -565,4 +569,70 @@ proptest::proptest! {
         g[i] = g[i].wrapping_add(1);
         let _ = p.process(&mut g, &meta(1));
     }
+}
+
+#[test]
+fn relay_entries_match_only_their_ingress_port() {
+    let (p, rx) = setup();
+    install_call(&p);
+    let on = |port: u16, ms: u32| Meta {
+        ingress_port: port,
+        ..meta(ms)
+    };
+    let spoofed = || {
+        Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport: 4000,
+            dport: 20000,
+            payload: rtp(0, 1, 1, 20),
+            ..Udp4::default()
+        }
+        .build()
+    };
+    // The caller's exact flow arriving on port 3 misses the entry bound to
+    // port 1: it goes to the relay server unchanged, never to the callee.
+    let mut f = spoofed();
+    assert_eq!(p.process(&mut f, &on(3, 10)), Verdict::Forward(3));
+    let q = parse(&f).unwrap();
+    assert_eq!((q.src, q.dst), (UAC, RELAY));
+    let d = rx.try_recv().unwrap();
+    assert_eq!((d.src, d.sport, d.ingress_port), (UAC, 4000, 3));
+    assert_eq!(p.quality.read(Reg::Packets, 7), Some(0));
+    // With the call's relay ports guarded it is dropped.
+    p.guard
+        .insert(
+            GuardKey {
+                dst: RELAY,
+                dport: 20000,
+            },
+            GuardAction::Drop,
+            0,
+            0,
+        )
+        .unwrap();
+    assert_eq!(
+        p.process(&mut spoofed(), &on(3, 20)),
+        Verdict::Drop(DropReason::Guarded)
+    );
+    // The same flow on its own port is relayed, and its digest is not
+    // suppressed by the spoofed copy's (the port is part of the flow).
+    assert_eq!(p.process(&mut spoofed(), &on(1, 30)), Verdict::Forward(2));
+    p.relay
+        .delete(&RelayKey {
+            src: UAC,
+            dst: RELAY,
+            sport: 4000,
+            dport: 20000,
+            port: 1,
+        })
+        .unwrap();
+    p.guard
+        .delete(&GuardKey {
+            dst: RELAY,
+            dport: 20000,
+        })
+        .unwrap();
+    assert_eq!(p.process(&mut spoofed(), &on(1, 40)), Verdict::Forward(3));
+    assert_eq!(rx.try_recv().unwrap().ingress_port, 1);
 }

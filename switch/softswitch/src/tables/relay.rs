@@ -1,6 +1,6 @@
 //! `pipe.Ingress.relay`: exact match on (src addr, dst addr, src port, dst
-//! port); 40-byte entries (12-byte key, action word, TTL, direct counters) in
-//! the shared exact-match table (`exact.rs`).
+//! port, ingress port); entries (14-byte key, action word, TTL, direct
+//! counters) in the shared exact-match table (`exact.rs`).
 
 use super::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 
@@ -10,13 +10,16 @@ pub struct RelayKey {
     pub dst: u32,
     pub sport: u16,
     pub dport: u16,
+    /// `ig_md.ingress_port`: the dev port the flow arrives on.
+    pub port: u16,
 }
 
 impl ExactKey for RelayKey {
     #[inline]
     fn hash64(&self) -> u64 {
         let a = (u64::from(self.src) << 32) | u64::from(self.dst);
-        let b = (u64::from(self.sport) << 16) | u64::from(self.dport);
+        let b =
+            (u64::from(self.port) << 32) | (u64::from(self.sport) << 16) | u64::from(self.dport);
         let h = (a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
         h ^ (h >> 29)
     }
@@ -68,6 +71,7 @@ mod tests {
             dst: 0xc612_000a,
             sport: (i & 0xffff) as u16,
             dport: 20000 + (i % 7) as u16,
+            port: (i % 3) as u16,
         }
     }
 

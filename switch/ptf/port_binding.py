@@ -1,0 +1,79 @@
+"""A leg is bound to the switch port its party's packets arrive on: the
+party's exact address and ports sent from another port (a spoofed source)
+miss the relay entry, so they are never relayed to the other party nor
+counted as the party's media. Unguarded they reach the relay server as any
+unmatched flow does (with a digest naming the port they came in on); with
+the call's relay ports guarded they are dropped and counted there."""
+
+from __future__ import annotations
+
+from learning import LearnBase
+from p4rbase import HOST_IP, RELAY_IP, forwarded, rtp_payload, udp_packet
+from scapy.packet import Packet
+
+ATTACKER_PORT = 4
+
+
+def spoof(seq: int, *, src_port: int = 6000, relay_port: int = 20000) -> Packet:
+    """The caller's own flow (HOST_IP[1]:6000 -> relay), sent from port 4."""
+    return udp_packet(
+        in_port=ATTACKER_PORT,
+        src=HOST_IP[1],
+        dst=RELAY_IP,
+        sport=src_port,
+        dport=relay_port,
+        payload=rtp_payload(seq, seq * 160, ssrc=0xBAD),
+        ip_id=seq,
+    )
+
+
+class SpoofedSourceOtherPortNotRelayed(LearnBase):
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        for seq in range(5):
+            bad = spoof(seq)
+            self.send(ATTACKER_PORT, bad)
+            # to the relay server, unchanged: the callee never sees it
+            self.expect(forwarded(bad, 3), 3)
+        rtcp = spoof(0, src_port=6001, relay_port=20001)
+        self.send(ATTACKER_PORT, rtcp)
+        self.expect(forwarded(rtcp, 3), 3)
+        self.expect_nothing()
+        # reported once per flow, with the port it arrived on
+        self.assertEqual(
+            sorted(
+                (str(e.src.addr), e.src.port, e.dst.port, e.ingress_port) for e in self.learned(1.0)
+            ),
+            [
+                (HOST_IP[1], 6000, 20000, self.dev[ATTACKER_PORT]),
+                (HOST_IP[1], 6001, 20001, self.dev[ATTACKER_PORT]),
+            ],
+        )
+        # nothing of it counted as the caller's media
+        counts = self.sw.run(self.p.call_counters(call))
+        self.assertEqual(counts[call.a_to_b.leg].rtp.packets, 0)
+        self.assertEqual(counts[call.a_to_b.leg].rtcp.packets, 0)
+        q = self.sw.run(self.p.read_quality([call.a_to_b.leg]))
+        self.assertEqual(q[call.a_to_b.leg].packets, 0)
+        # the caller's packets on its own port are relayed
+        self.relay_round_trip(1)
+        self.expect_nothing()
+
+
+class SpoofedSourceOtherPortGuarded(LearnBase):
+    def runTest(self) -> None:
+        call = self.call()
+        self.sw.run(self.p.install_call(call, guard=True))
+        for seq in range(5):
+            self.send(ATTACKER_PORT, spoof(seq))
+        self.expect_nothing()
+        drops = self.sw.run(self.p.guard_counters(call))
+        self.assertEqual(drops[20000].packets, 5)
+        self.assertEqual(
+            [(e.src.port, e.ingress_port) for e in self.learned(1.0)],
+            [(6000, self.dev[ATTACKER_PORT])],
+        )
+        self.relay_round_trip(1)
+        self.expect_nothing()
+        self.assertEqual(self.sw.run(self.p.guard_counters(call))[20000].packets, 5)
