@@ -2,7 +2,7 @@
 // rerouted call, a 4-second-old call, queue samples on 4 ports with port 2
 // congested, congestion onset/clear events), every chart on every page must
 // draw the expected series with its points inside the plot area and an x
-// axis around the data, at 1280x800 and 1920x1080, light and dark. The header
+// axis around the data, at 1280x800, 1440x900 and 1920x1080, light and dark. The header
 // must fit one row of tools, the legs table its columns, the audit table its
 // quality columns. One screenshot per page and variant in webui/test-artifacts/.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +111,7 @@ const VARIANTS = [
   { width: 1920, height: 1080, theme: 'dark', queueWindow: '1 h' },
   { width: 1280, height: 800, theme: 'dark', queueWindow: '1 h' },
   { width: 1920, height: 1080, theme: 'light', queueWindow: '1 h' },
+  { width: 1440, height: 900, theme: 'light', queueWindow: '1 h' }, // a common laptop NOC screen
 ] as const;
 
 /** How long ago the seed ran: an active call's window grows with its age. */
