@@ -18,6 +18,9 @@
 #include "controls/rtp_clock.p4"
 #include "controls/relay_sessions.p4"
 #include "controls/learn_filter.p4"
+#ifdef WITH_REROUTE
+#include "controls/reroute.p4"
+#endif
 #include "controls/forwarding.p4"
 #include "controls/ingress.p4"
 #include "deparsers/ingress_deparser.p4"

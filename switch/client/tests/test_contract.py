@@ -122,3 +122,36 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     assert [k["name"] for k in tables[pipeline.LEG_REWRITE]["keys"]] == [pipeline.K_LEG]
     assert contract["config"]["rtp_clock_hz"] == pipeline.RTP_CLOCK_HZ
     assert contract["config"]["jitter_shift"] == pipeline.JITTER_SHIFT
+
+
+def test_client_reroute_names_are_the_contracts(contract: dict[str, Any]) -> None:
+    from p4relay_switch import names
+
+    tables = {t["name"]: t for t in contract["table"]}
+    actions = {a["name"]: a for a in contract["action"]}
+    registers = {r["name"] for r in contract["register"]}
+    watch = tables[names.REROUTE_WATCH]
+    assert [k["name"] for k in watch["keys"]] == [names.K_DST_ADDR]
+    assert watch["actions"] == [names.A_REROUTE_BACKUP, names.A_REROUTE_NOTIFY, "NoAction"]
+    cls = tables[names.REROUTE_CLASS]
+    assert [k["name"] for k in cls["keys"]] == [names.K_RR_CLASS]
+    assert cls["actions"] == [names.A_REROUTE_THRESHOLDS, "NoAction"]
+    assert [p["name"] for p in actions[names.A_REROUTE_BACKUP]["params"]] == [
+        "slot",
+        "flow_class",
+        "backup_nexthop_id",
+        "primary_port",
+    ]
+    assert [p["name"] for p in actions[names.A_REROUTE_THRESHOLDS]["params"]] == [
+        "t_q_ns",
+        "m",
+        "hold_ms",
+    ]
+    assert {
+        names.REG_REROUTE_ACTIVE,
+        names.REG_REROUTE_RUN,
+        names.REG_REROUTE_PORT_HOT,
+    } <= registers
+    assert names.REROUTE_DIGEST in {d["name"] for d in contract["digest"]}
+    assert contract["config"]["reroute_slots"] == names.REROUTE_SLOTS
+    assert contract["config"]["reroute_notice_ethertype"] == names.REROUTE_NOTICE_ETHERTYPE

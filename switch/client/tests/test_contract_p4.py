@@ -225,19 +225,39 @@ def test_compiled_profile_matches_contract(contract: dict[str, Any], profile: st
     assert not errs, f"{profile}: bf-rt.json disagrees with contract.toml:\n" + "\n".join(errs)
 
 
-def test_lean_profile_drops_only_quality_registers(contract: dict[str, Any]) -> None:
+def _reroute_missing(contract: dict[str, Any]) -> list[str]:
+    """What a build without congestion reroute lacks, as contract_errors says it."""
+    tables = [t["name"] for t in contract["table"] if ".reroute_" in t["name"]]
+    regs = [r["name"] for r in contract["register"] if ".reroute_" in r["name"]]
+    assert len(tables) == 2 and len(regs) == 3
+    digests = sorted(d["name"] for d in contract["digest"])
+    without = sorted(d for d in digests if not d.endswith(".reroute"))
+    return (
+        [f"table {n} missing" for n in tables]
+        + [f"register {n} missing" for n in regs]
+        + [f"digests {without} != contract {digests}"]
+    )
+
+
+def test_lean_profile_drops_only_quality_registers_and_reroute(contract: dict[str, Any]) -> None:
     errs = contract_errors(contract, compiled("lean"))
     quality = [r["name"] for r in contract["register"] if r["name"].startswith("pipe.Egress.rtp_")]
     assert len(quality) == 8
-    assert errs == [f"register {n} missing" for n in quality]
+    want = [f"register {n} missing" for n in quality] + _reroute_missing(contract)
+    assert sorted(errs) == sorted(want)
 
 
-def test_large_profile_changes_sizes_only(contract: dict[str, Any]) -> None:
+def test_large_profile_changes_sizes_only_and_has_no_reroute(contract: dict[str, Any]) -> None:
+    """Large: every ingress stage goes to the relay tables, so no reroute."""
     large = compiled("large")
     errs = contract_errors(contract, large)
-    assert errs, "the large build has other sizes than the contract's defaults"
-    assert all("size" in e for e in errs), errs
-    assert shape_differences(schema_shape(large), schema_shape(compiled("standard"))) == []
+    missing = _reroute_missing(contract)
+    sized = [e for e in errs if e not in missing]
+    assert sized, "the large build has other sizes than the contract's defaults"
+    assert all("size" in e for e in sized), errs
+    assert sorted(set(errs) - set(sized)) == sorted(missing)
+    diffs = shape_differences(schema_shape(large), schema_shape(compiled("standard")))
+    assert diffs and all("reroute" in d and "only in the second" in d for d in diffs), diffs
 
 
 def test_softswitch_schema_is_the_compilers(

@@ -44,8 +44,25 @@ control Egress(
         eg_md.l3_overrun = eg_md.l3_end |-| eg_intr_md.pkt_length;
     }
 
+#ifdef WITH_REROUTE
+    RerouteDetect() reroute_detect;
+#define REROUTE_COPY hdr.reroute_notice.isValid()
+#else
+#define REROUTE_COPY false
+#endif
+
+#ifdef WITH_QUEUE_DELAY
+    /* the traffic manager's enqueue-to-dequeue time of this packet */
+    action queue_delay() {
+        eg_md.queue_delay_ns = (bit<32>)eg_intr_md.deq_timedelta;
+    }
+#endif
+
     apply {
-        if (hdr.ipv4.isValid()) {
+#ifdef WITH_QUEUE_DELAY
+        queue_delay();
+#endif
+        if (hdr.ipv4.isValid() && !REROUTE_COPY) {
             if (hdr.vlan_tag.isValid()) {
                 l3_end_vlan();
             } else {
@@ -68,7 +85,14 @@ control Egress(
         }
         /* applied once (it holds the registers); it picks the packets itself:
          * write-back copies, and relayed RTP that passed the length check */
-        rtp_quality.apply(hdr, eg_md, eg_dprsr_md);
+        if (!REROUTE_COPY) {
+            rtp_quality.apply(hdr, eg_md, eg_dprsr_md);
+        }
+#endif
+#ifdef WITH_REROUTE
+        /* after RtpQuality: a notice copy replaces that packet's jitter
+         * write-back copy (one mirror per packet; one jitter sample lost) */
+        reroute_detect.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
 #endif
     }
 }

@@ -1,10 +1,13 @@
 /* p4relay — IPv4 forwarding: longest-prefix match to a next hop, which sets
  * the egress port and rewrites both MACs; TTL is decremented here (the
  * caller has already dropped TTL <= 1). The default route is an ipv4_lpm
- * entry 0.0.0.0/0 (switch/bfrt/bootstrap.py installs it). */
+ * entry 0.0.0.0/0 (switch/bfrt/bootstrap.py installs it). With WITH_REROUTE,
+ * Reroute (reroute.p4) runs beside ipv4_lpm: a watched flow on its backup
+ * then gets the backup's nexthop_id, and congestion notices end there. */
 control Forwarding(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md,
+        in ingress_intrinsic_metadata_t ig_intr_md,
         inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
         inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
@@ -52,9 +55,32 @@ control Forwarding(
         size = NEXTHOP_TABLE_SIZE;
     }
 
+#ifdef WITH_REROUTE
+    Reroute() reroute;
+#endif
+
     apply {
+#ifdef WITH_REROUTE
+        /* Reroute's reroute_watch is keyed on the same destination as
+         * ipv4_lpm and independent of it: applied after it in program order
+         * (before it, the compiler chains them) so the two sit side by side. */
+        bool routed = ipv4_lpm.apply().hit;
+        reroute.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+        if (routed) {
+            if (ig_md.rr_active != 0) {
+                /* the flow's backup next hop */
+                ig_md.nexthop_id = ig_md.rr_backup;
+            }
+            if (!hdr.reroute_notice.isValid()) {
+                nexthop.apply();
+            } else if (ig_md.rr_kind != REROUTE_NOTIFIED) {
+                drop();
+            }
+        }
+#else
         if (ipv4_lpm.apply().hit) {
             nexthop.apply();
         }
+#endif
     }
 }

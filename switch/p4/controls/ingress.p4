@@ -14,6 +14,12 @@
  *   leg_rewrite (5-6) -> ipv4_lpm (7-8, rewritten destination) -> nexthop (9);
  *   clock slices -> 2 adds -> learn_filter (9; its output is the digest type).
  */
+#ifdef WITH_REROUTE
+#define REROUTE_NOTICE hdr.reroute_notice.isValid()
+#else
+#define REROUTE_NOTICE false
+#endif
+
 control Ingress(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md,
@@ -37,17 +43,22 @@ control Ingress(
             ig_dprsr_md.drop_ctl = 1;
         } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err) {
             ig_dprsr_md.drop_ctl = 1;
-        } else if (hdr.ipv4.ttl <= 1) {
+        } else if (hdr.ipv4.ttl <= 1 && !REROUTE_NOTICE) {
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
         } else {
             clock.apply(ig_intr_md.ingress_mac_tstamp, ig_md.now_ms);
-            relay_sessions.apply(hdr, ig_md);
+            /* A congestion notice (REROUTE_NOTICE: its IPv4 header is the
+             * flow's packet's) is no session's packet: it goes by its
+             * destination through Forwarding to Reroute, which consumes it. */
+            if (!REROUTE_NOTICE) {
+                relay_sessions.apply(hdr, ig_md);
+            }
 
             /* hdr.bridged (parser constants, relay_leg's fields) goes to
              * Egress first and is stripped there: RtpQuality runs after the
              * queue, on relay hits that are not RTCP. */
-            if (ig_md.relay_dst && !ig_md.relay_hit) {
+            if (ig_md.relay_dst && !ig_md.relay_hit && !REROUTE_NOTICE) {
                 /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);
             }
@@ -58,7 +69,7 @@ control Ingress(
                  * dropped packets, as switch.p4's STP learning state relies on) */
                 ig_dprsr_md.drop_ctl = 1;
             } else {
-                forwarding.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+                forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
             }
         }
     }

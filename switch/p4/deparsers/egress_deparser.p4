@@ -22,7 +22,24 @@ control EgressDeparser(
             });
         }
 #endif
+#ifdef WITH_REROUTE
+        if (eg_dprsr_md.mirror_type == MIRROR_TYPE_REROUTE_NOTICE) {
+            /* reroute_mirror_h, from the fields where they are */
+            mirror.emit<reroute_mirror_h>(eg_md.rr_session, {
+                eg_md.rr_pkt_type,
+                hdr.bridged.rr_class,
+                hdr.bridged._rr_pad2,
+                hdr.bridged.rr_ingress_port,
+                hdr.bridged.rr_slot,
+                eg_md.rr_run,
+                eg_md.queue_delay_ns
+            });
+        }
+#endif
         pkt.emit(hdr.ethernet);
+#ifdef WITH_REROUTE
+        pkt.emit(hdr.reroute_notice);
+#endif
         pkt.emit(hdr.vlan_tag);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.ipv4_options);

@@ -9,6 +9,9 @@ control IngressDeparser(
     Checksum() ipv4_checksum;
     Checksum() udp_checksum;
     Digest<learn_digest_t>() learn;
+#ifdef WITH_REROUTE
+    Digest<reroute_digest_t>() reroute;
+#endif
 
     apply {
         /* The whole header again, option words included (the words of
@@ -64,6 +67,19 @@ control IngressDeparser(
             });
         }
 
+#ifdef WITH_REROUTE
+        if (ig_dprsr_md.digest_type == DIGEST_TYPE_REROUTE) {
+            reroute.pack({
+                hdr.ipv4.dst_addr,
+                ig_md.rr_slot,
+                ig_md.rr_kind,
+                hdr.reroute_notice.port,
+                hdr.reroute_notice.queue_delay_ns,
+                hdr.reroute_notice.run,
+                hdr.reroute_notice.flow_class
+            });
+        }
+#endif
         pkt.emit(hdr);
     }
 }

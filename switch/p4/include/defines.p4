@@ -61,4 +61,29 @@ const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_
 /* RTP sequence numbers are "newer" when (seq - max) mod 2^16 is below half the space. */
 #define RTP_SEQ_HALF_RANGE 16w0x8000
 
+/* Congestion reroute (controls/reroute.p4). A congestion notice is an
+ * Ethernet frame of this type (IEEE 802 local experimental ethertype 1): the
+ * notice header, then the IPv4 header of the flow's packet. */
+const ether_type_t ETHERTYPE_REROUTE_NOTICE = 16w0x88B5;
+/* reroute_notice_h.kind */
+/* this switch's Egress to its own Ingress (recirculated): the mirror header's
+ * pkt_type, so the copy's mirror header is the notice header unchanged */
+const bit<8> REROUTE_NOTICE_LOCAL = 3;
+const bit<8> REROUTE_NOTICE_UPSTREAM = 4;   /* to the switch the flow came from */
+/* pipe.IngressDeparser.reroute kind */
+const bit<8> REROUTE_MOVED = 1;             /* the flow now takes its backup next hop */
+const bit<8> REROUTE_NOTIFIED = 2;          /* no backup here: notice sent upstream */
+const bit<3> DIGEST_TYPE_REROUTE = 2;
+#define PKT_TYPE_REROUTE_NOTICE 8w3         /* E2E mirror copy (reroute_mirror_h) */
+#define MIRROR_TYPE_REROUTE_NOTICE 3w2
+/* Mirror session of a notice about a flow that entered on pipe p: BASE + p,
+ * to that pipe's recirculation port (the flow's reroute_active lives in its
+ * ingress pipe). switch/bfrt/bootstrap.py creates them ("reroute_notice"). */
+#ifndef REROUTE_NOTICE_SESSION_BASE
+#define REROUTE_NOTICE_SESSION_BASE 1010
+#endif
+/* Pipe-local number of the recirculation port (68, 196, 324, 452 on Tofino 1):
+ * only a notice arriving there may claim to be LOCAL. */
+#define RECIRC_PORT_LOCAL 7w68
+
 #endif /* _P4RELAY_DEFINES_P4_ */

@@ -84,7 +84,43 @@ header bridged_h {
     bit<1> rtcp;       /* the relay entry's rtcp bit */
     bit<1> _pad;
     leg_t  leg;        /* the relay entry's leg: quality register index */
+#ifdef WITH_REROUTE
+    bit<1>   rr_detect;       /* a watched flow on its primary next hop: count its packets over t_q */
+    bit<7>   _rr_pad;
+    bit<8>   rr_class;        /* its flow class (pipe.Egress.reroute_class); 0 = unwatched */
+    bit<16>  rr_slot;         /* its state slot (reroute_active, reroute_run) */
+    bit<7>   _rr_pad2;
+    PortId_t rr_ingress_port; /* where it came from: where a notice for it goes upstream */
+#endif
 }
+
+#ifdef WITH_REROUTE
+/* Congestion notice (ETHERTYPE_REROUTE_NOTICE), followed by the IPv4 header
+ * of the flow's packet (its dst_addr names the flow for the receiver's
+ * reroute_watch). 12 bytes. */
+header reroute_notice_h {
+    bit<8>   kind;            /* REROUTE_NOTICE_LOCAL (= PKT_TYPE_REROUTE_NOTICE) or _UPSTREAM */
+    bit<8>   flow_class;
+    bit<7>   _pad;
+    PortId_t port;            /* the flow's ingress port at the congested switch */
+    bit<16>  slot;            /* that switch's slot for the flow */
+    bit<16>  run;             /* consecutive packets over t_q (= m) */
+    bit<32>  queue_delay_ns;  /* queueing delay of the m-th packet */
+}
+
+/* Mirror header of a notice copy (E2E mirror, RerouteDetect): the notice
+ * header's layout, pkt_type in place of kind; the copy's egress parser
+ * extracts it as hdr.reroute_notice. 12 bytes. */
+header reroute_mirror_h {
+    bit<8>   pkt_type;        /* PKT_TYPE_REROUTE_NOTICE */
+    bit<8>   flow_class;
+    bit<7>   _pad;
+    PortId_t port;
+    bit<16>  slot;
+    bit<16>  run;
+    bit<32>  queue_delay_ns;
+}
+#endif
 
 /* Mirror header of the jitter write-back copy (E2E mirror, RtpQuality):
  * the leg and its new RFC 3550 jitter, computed when the RTP packet left the
@@ -99,6 +135,9 @@ header jitter_writeback_h {
 struct ingress_headers_t {
     bridged_h      bridged;       /* emitted first; only egress reads it */
     ethernet_h     ethernet;
+#ifdef WITH_REROUTE
+    reroute_notice_h reroute_notice;
+#endif
     vlan_tag_h     vlan_tag;
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;
@@ -113,6 +152,9 @@ struct ingress_headers_t {
 struct egress_headers_t {
     bridged_h      bridged;
     ethernet_h     ethernet;
+#ifdef WITH_REROUTE
+    reroute_notice_h reroute_notice;   /* made valid on a notice copy's pass */
+#endif
     vlan_tag_h     vlan_tag;
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;

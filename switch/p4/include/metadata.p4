@@ -11,6 +11,20 @@ struct learn_digest_t {
     PortId_t    ingress_port;
 }
 
+#ifdef WITH_REROUTE
+/* contract digest pipe.IngressDeparser.reroute: one per reroute or upstream
+ * notice, fields by member name. */
+struct reroute_digest_t {
+    ipv4_addr_t dst_addr;        /* the flow's destination (reroute_watch key) */
+    bit<16>     slot;
+    bit<8>      kind;            /* REROUTE_MOVED or REROUTE_NOTIFIED */
+    PortId_t    port;            /* the flow's ingress port at the switch that saw the congestion */
+    bit<32>     queue_delay_ns;  /* trigger values from the notice */
+    bit<16>     run;
+    bit<8>      flow_class;
+}
+#endif
+
 struct ingress_metadata_t {
     /* parser results */
     bool    ipv4_checksum_err;    /* header checksum wrong (ihl == 5 only)   */
@@ -31,6 +45,15 @@ struct ingress_metadata_t {
 
     /* time (MsClock) */
     bit<32> now_ms;               /* ingress MAC time in ms (wraps at 2^32) */
+#ifdef WITH_REROUTE
+    /* reroute (Reroute) */
+    bool         rr_has_backup;   /* reroute_watch hit with reroute_backup */
+    bit<16>      rr_slot;
+    nexthop_id_t rr_backup;
+    PortId_t     rr_primary_port; /* an upstream notice is accepted only from here */
+    bit<8>       rr_active;       /* reroute_active before this packet: 1 = on the backup */
+    bit<8>       rr_kind;         /* digest kind */
+#endif
 
 }
 
@@ -38,6 +61,22 @@ struct egress_metadata_t {
     /* length check */
     bit<16> l3_end;               /* L2 header + total_len: where IPv4 claims to end */
     bit<16> l3_overrun;           /* bytes claimed beyond the frame (0 = fits)    */
+#ifdef WITH_QUEUE_DELAY
+    /* queueing delay, ns: eg_intr_md.deq_timedelta, the traffic manager's
+     * enqueue-to-dequeue time (18 bits on Tofino 1: saturates near 262 us;
+     * the software switch measures its FIFO's full delay). */
+    bit<32> queue_delay_ns;
+#endif
+#ifdef WITH_REROUTE
+    /* reroute detection (RerouteDetect) */
+    bit<32> rr_t_q;               /* the class's threshold, ns                   */
+    bit<16> rr_m;                 /* the class's m                               */
+    bit<32> rr_over;              /* queue_delay_ns - t_q, saturating: 0 = clear */
+    bit<16> rr_run;               /* consecutive packets over t_q, this one incl. */
+    bit<16> rr_left;              /* m - run: 0 = this packet is the m-th        */
+    bit<8>  rr_pkt_type;          /* PKT_TYPE_REROUTE_NOTICE (parser constant): the mirror header's first byte */
+    MirrorId_t rr_session;        /* BASE + the flow's ingress pipe              */
+#endif
 #ifdef WITH_RTP_QUALITY
     /* jitter write-back: the copy's mirror header. Extracted by the parser on
      * the copy's own egress pass; filled (setValid) on the RTP packet's pass. */

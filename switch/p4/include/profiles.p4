@@ -23,14 +23,27 @@
 #error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
 #endif
 
-#ifdef P4RELAY_PROFILE_STANDARD
-#define WITH_RTP_QUALITY
-#endif
-
 /* Not in this program: defining one of these is a build error rather than a
  * silent no-op. */
-#if defined(WITH_IRED) || defined(WITH_INT) || defined(WITH_REROUTE)
-#error "iRED / INT / reroute are not in this program"
+#if defined(WITH_IRED) || defined(WITH_INT)
+#error "iRED / INT are not in this program"
+#endif
+
+#ifdef P4RELAY_PROFILE_STANDARD
+#define WITH_RTP_QUALITY
+/* Congestion reroute (controls/reroute.p4): on in the standard profile. Not
+ * with P4RELAY_SCALE_LARGE, whose relay tables take all 12 ingress stages,
+ * and off with -DP4RELAY_NO_REROUTE. It sends its notices through the egress
+ * mirror the RTP quality step already uses, so it needs WITH_RTP_QUALITY. */
+#if !defined(P4RELAY_SCALE_LARGE) && !defined(P4RELAY_NO_REROUTE)
+#define WITH_REROUTE
+#endif
+#endif
+
+/* The per-packet queueing delay (egress_metadata_t.queue_delay_ns, from the
+ * bridged ingress timestamp): what reroute detection compares with t_q. */
+#ifdef WITH_REROUTE
+#define WITH_QUEUE_DELAY
 #endif
 
 #endif /* _P4RELAY_PROFILES_P4_ */

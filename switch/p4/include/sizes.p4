@@ -52,5 +52,19 @@
 #ifndef LEARN_FILTER_INDEX_BITS
 #define LEARN_FILTER_INDEX_BITS 12
 #endif
+/* Congestion reroute: watched destinations (reroute_watch entries), their
+ * state slots (reroute_active, reroute_run; REROUTE_SLOT_BITS = log2), the
+ * per-port register (every dev_port of a 4-pipe part) and the flow classes. */
+#ifndef REROUTE_WATCH_TABLE_SIZE
+#define REROUTE_WATCH_TABLE_SIZE 4096
+#endif
+#ifndef REROUTE_SLOTS
+#define REROUTE_SLOTS 4096
+#endif
+#ifndef REROUTE_SLOT_BITS
+#define REROUTE_SLOT_BITS 12
+#endif
+#define REROUTE_PORTS 512
+#define REROUTE_CLASSES 256
 
 #endif /* _P4RELAY_SIZES_P4_ */

@@ -24,6 +24,18 @@ parser EgressParser(
         pkt.extract(eg_intr_md);
         eg_md.l3_end = 0;
         eg_md.l3_overrun = 0;
+#ifdef WITH_QUEUE_DELAY
+        eg_md.queue_delay_ns = 0;
+#endif
+#ifdef WITH_REROUTE
+        eg_md.rr_t_q = 0;
+        eg_md.rr_m = 0;
+        eg_md.rr_over = 0;
+        eg_md.rr_run = 0;
+        eg_md.rr_left = 0;
+        eg_md.rr_session = 0;
+        eg_md.rr_pkt_type = PKT_TYPE_REROUTE_NOTICE;
+#endif
 #ifdef WITH_RTP_QUALITY
         eg_md.now_ms = 0;
         eg_md.rtp_count_before = 0;
@@ -71,6 +83,9 @@ parser EgressParser(
 #ifdef WITH_RTP_QUALITY
             PKT_TYPE_JITTER_WRITEBACK : parse_jitter_writeback;
 #endif
+#ifdef WITH_REROUTE
+            PKT_TYPE_REROUTE_NOTICE : parse_reroute_mirror;
+#endif
             default : accept;
         }
     }
@@ -83,6 +98,15 @@ parser EgressParser(
     }
 #endif
 
+#ifdef WITH_REROUTE
+    /* A notice copy: its mirror header (extracted as the notice header, the
+     * same layout), then the packet (truncated), whose Ethernet and IPv4
+     * headers the notice frame keeps. */
+    state parse_reroute_mirror {
+        pkt.extract(hdr.reroute_notice);
+        transition parse_ethernet;
+    }
+#endif
     state parse_bridged {
         pkt.extract(hdr.bridged);
         transition parse_ethernet;

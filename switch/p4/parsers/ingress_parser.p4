@@ -41,6 +41,20 @@ parser IngressParser(
         hdr.bridged.rtcp = 0;
         hdr.bridged._pad = 0;
         hdr.bridged.leg = 0;
+#ifdef WITH_REROUTE
+        hdr.bridged.rr_detect = 0;
+        hdr.bridged._rr_pad = 0;
+        hdr.bridged.rr_class = 0;
+        hdr.bridged.rr_slot = 0;
+        hdr.bridged._rr_pad2 = 0;
+        hdr.bridged.rr_ingress_port = ig_intr_md.ingress_port;
+        ig_md.rr_has_backup = false;
+        ig_md.rr_slot = 0;
+        ig_md.rr_backup = 0;
+        ig_md.rr_primary_port = 0;
+        ig_md.rr_active = 0;
+        ig_md.rr_kind = 0;
+#endif
         /* nothing is resubmitted: every packet starts with port metadata */
         transition parse_port_metadata;
     }
@@ -55,10 +69,20 @@ parser IngressParser(
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN : parse_vlan;
             ETHERTYPE_IPV4 : parse_ipv4;
+#ifdef WITH_REROUTE
+            ETHERTYPE_REROUTE_NOTICE : parse_reroute_notice;
+#endif
             default : accept;
         }
     }
 
+#ifdef WITH_REROUTE
+    /* a congestion notice: its header, then the flow's packet's IPv4 header */
+    state parse_reroute_notice {
+        pkt.extract(hdr.reroute_notice);
+        transition parse_ipv4;
+    }
+#endif
     state parse_vlan {
         pkt.extract(hdr.vlan_tag);
         transition select(hdr.vlan_tag.ether_type) {

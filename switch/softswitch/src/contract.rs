@@ -47,6 +47,8 @@ pub struct ContractConfig {
     pub legs_p4: u32,
     pub legs_softswitch: u32,
     pub max_ports: u32,
+    pub reroute_slots: u32,
+    pub reroute_notice_ethertype: u16,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,14 +126,21 @@ pub mod names {
     pub const RELAY: &str = "pipe.Ingress.relay";
     pub const RELAY_GUARD: &str = "pipe.Ingress.relay_guard";
     pub const LEG_REWRITE: &str = "pipe.Ingress.leg_rewrite";
-    pub const TABLES: [&str; 6] = [
+    pub const REROUTE_WATCH: &str = "pipe.Ingress.reroute_watch";
+    pub const REROUTE_CLASS: &str = "pipe.Egress.reroute_class";
+    pub const TABLES: [&str; 8] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
         RELAY,
         RELAY_GUARD,
         LEG_REWRITE,
+        REROUTE_WATCH,
+        REROUTE_CLASS,
     ];
+    // Digests.
+    pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
+    pub const REROUTE_DIGEST: &str = "pipe.IngressDeparser.reroute";
 
     // Match keys.
     pub const KEY_IPV4_SRC: &str = "hdr.ipv4.src_addr";
@@ -141,6 +150,7 @@ pub mod names {
     pub const KEY_INGRESS_PORT: &str = "ig_md.ingress_port";
     pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
     pub const KEY_LEG: &str = "ig_md.leg";
+    pub const KEY_RR_CLASS: &str = "hdr.bridged.rr_class";
 
     // Actions and their parameters.
     pub const SET_NEXTHOP: &str = "Ingress.set_nexthop";
@@ -160,6 +170,16 @@ pub mod names {
     pub const P_SRC_PORT: &str = "src_port";
     pub const P_DST_PORT: &str = "dst_port";
     pub const GUARD_DROP: &str = "Ingress.guard_drop";
+    pub const REROUTE_BACKUP: &str = "Ingress.reroute_backup";
+    pub const REROUTE_NOTIFY: &str = "Ingress.reroute_notify";
+    pub const P_SLOT: &str = "slot";
+    pub const P_FLOW_CLASS: &str = "flow_class";
+    pub const P_BACKUP_NEXTHOP_ID: &str = "backup_nexthop_id";
+    pub const P_PRIMARY_PORT: &str = "primary_port";
+    pub const REROUTE_THRESHOLDS: &str = "Egress.reroute_thresholds";
+    pub const P_T_Q_NS: &str = "t_q_ns";
+    pub const P_M: &str = "m";
+    pub const P_HOLD_MS: &str = "hold_ms";
     pub const NO_ACTION: &str = "NoAction";
 
     // Fixed tables, their keys and data fields.
@@ -267,6 +287,8 @@ mod tests {
         assert_eq!(keys(IPV4_LPM), [KEY_IPV4_DST]);
         assert_eq!(keys(NEXTHOP), [KEY_NEXTHOP_ID]);
         assert_eq!(keys(LEG_REWRITE), [KEY_LEG]);
+        assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
+        assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         let params = |a: &str| {
             c.action(a)
                 .unwrap_or_else(|| panic!("{a}"))
@@ -282,6 +304,15 @@ mod tests {
             params(REWRITE),
             [P_SRC_ADDR, P_DST_ADDR, P_SRC_PORT, P_DST_PORT]
         );
+        assert_eq!(
+            params(REROUTE_BACKUP),
+            [P_SLOT, P_FLOW_CLASS, P_BACKUP_NEXTHOP_ID, P_PRIMARY_PORT]
+        );
+        assert_eq!(params(REROUTE_NOTIFY), [P_SLOT, P_FLOW_CLASS]);
+        assert_eq!(params(REROUTE_THRESHOLDS), [P_T_Q_NS, P_M, P_HOLD_MS]);
+        for d in [LEARN_DIGEST, REROUTE_DIGEST] {
+            assert!(c.digests.iter().any(|x| x.name == d), "{d}");
+        }
         for a in [DROP, MARK_RELAY, GUARD_DROP, NO_ACTION] {
             assert!(params(a).is_empty());
         }

@@ -52,6 +52,7 @@ fn init_logging(config: &config::Config) -> Result<()> {
 pub fn run(config: config::Config) -> Result<()> {
     init_logging(&config)?;
     let (digest_tx, digest_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
+    let (reroute_tx, reroute_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
     let port_ids: Vec<u32> = config.ports.keys().copied().collect();
     let mut pipeline = pipeline::Pipeline::new(
         &CONTRACT,
@@ -59,7 +60,8 @@ pub fn run(config: config::Config) -> Result<()> {
         config.legs as usize,
         &port_ids,
         digest_tx,
-    );
+    )
+    .with_reroute_digests(reroute_tx);
     let fast = load_fastpath(&config);
     if let Some(fp) = &fast {
         pipeline = pipeline.with_fastpath(&CONTRACT, fp.clone());
@@ -88,6 +90,12 @@ pub fn run(config: config::Config) -> Result<()> {
         std::thread::Builder::new()
             .name("digests".into())
             .spawn(move || grpc::notify::run_digests(sw, digest_rx))?;
+    }
+    {
+        let sw = sw.clone();
+        std::thread::Builder::new()
+            .name("reroute-digests".into())
+            .spawn(move || grpc::notify::run_reroute_digests(sw, reroute_rx))?;
     }
     let idle = {
         let (sw, stop) = (sw.clone(), stop.clone());

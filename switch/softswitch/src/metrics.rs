@@ -252,6 +252,12 @@ pub fn render(sw: &Switch) -> String {
         ("p4relay_grpc_updates_total", "BfRt updates applied", &sw.writes_ok),
         ("p4relay_grpc_write_failures_total", "BfRt Write calls that failed", &sw.writes_failed),
         ("p4relay_notifications_dropped_total", "Stream notifications lost to a slow or gone client", &sw.notifications_dropped),
+        ("p4relay_reroute_notices_total", "Congestion notices made by detection (m consecutive packets over t_q)", &sw.pipeline.rr_stats.notices),
+        ("p4relay_reroute_notices_lost_total", "Congestion notices lost to a full recirculation queue", &sw.pipeline.rr_stats.notices_lost),
+        ("p4relay_reroute_moves_total", "Watched flows moved to their backup next hop", &sw.pipeline.rr_stats.moves),
+        ("p4relay_reroute_upstream_total", "Congestion notices sent upstream (no backup here)", &sw.pipeline.rr_stats.upstream_sent),
+        ("p4relay_reroute_refused_total", "Congestion notices dropped without effect (unwatched, forged, wrong port, already moved)", &sw.pipeline.rr_stats.refused),
+        ("p4relay_reroute_digests_lost_total", "Reroute digests lost to a full digest queue", &sw.pipeline.rr_stats.digests_lost),
     ] {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {}", v.load(Relaxed));

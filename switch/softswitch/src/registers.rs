@@ -129,7 +129,7 @@ impl QualityRegs {
             Reg::Jitter => q.jitter.load(Relaxed).into(),
             Reg::LastSeen => q.last_seen.load(Relaxed).into(),
             Reg::PayloadType => q.payload_type.load(Relaxed).into(),
-            Reg::LearnFilter => return None,
+            _ => return None,
         })
     }
 
@@ -147,7 +147,7 @@ impl QualityRegs {
             Reg::Jitter => q.jitter.store(v as u32, Relaxed),
             Reg::LastSeen => q.last_seen.store(v as u32, Relaxed),
             Reg::PayloadType => q.payload_type.store(v as u8, Relaxed),
-            Reg::LearnFilter => return false,
+            _ => return false,
         }
         true
     }
@@ -219,6 +219,51 @@ impl LearnFilter {
 
     pub fn clear(&self) {
         self.slots.iter().for_each(|s| s.store(0, Relaxed));
+    }
+}
+
+/// Congestion reroute state (`pipe.Ingress.reroute_active`,
+/// `pipe.Egress.reroute_run` per slot; `pipe.Egress.reroute_port_hot` per
+/// egress dev_port), used by pipeline/reroute.rs.
+pub struct RerouteRegs {
+    pub active: Vec<AtomicU8>,
+    pub run: Vec<AtomicU16>,
+    pub port_hot: Vec<AtomicU32>,
+}
+
+impl RerouteRegs {
+    pub fn new(slots: usize, ports: usize) -> RerouteRegs {
+        RerouteRegs {
+            active: zeroed(slots),
+            run: zeroed(slots),
+            port_hot: zeroed(ports),
+        }
+    }
+
+    pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
+        Some(match reg {
+            Reg::RerouteActive => self.active.get(i)?.load(Relaxed).into(),
+            Reg::RerouteRun => self.run.get(i)?.load(Relaxed).into(),
+            Reg::ReroutePortHot => self.port_hot.get(i)?.load(Relaxed).into(),
+            _ => return None,
+        })
+    }
+
+    /// Register write (truncated to the register width, as on Tofino).
+    pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
+        match reg {
+            Reg::RerouteActive => self.active.get(i).map(|c| c.store(v as u8, Relaxed)),
+            Reg::RerouteRun => self.run.get(i).map(|c| c.store(v as u16, Relaxed)),
+            Reg::ReroutePortHot => self.port_hot.get(i).map(|c| c.store(v as u32, Relaxed)),
+            _ => None,
+        }
+        .is_some()
+    }
+
+    pub fn clear(&self) {
+        self.active.iter().for_each(|c| c.store(0, Relaxed));
+        self.run.iter().for_each(|c| c.store(0, Relaxed));
+        self.port_hot.iter().for_each(|c| c.store(0, Relaxed));
     }
 }
 

@@ -78,6 +78,8 @@ pub enum TableKind {
     Relay,
     RelayGuard,
     LegRewrite,
+    RerouteWatch,
+    RerouteClass,
     Register(Reg),
     Port,
     PortStat,
@@ -97,6 +99,9 @@ pub enum Reg {
     LastSeen,
     PayloadType,
     LearnFilter,
+    RerouteActive,
+    RerouteRun,
+    ReroutePortHot,
 }
 
 impl Reg {
@@ -111,6 +116,9 @@ impl Reg {
             "rtp_last_seen" => Reg::LastSeen,
             "rtp_payload_type" => Reg::PayloadType,
             "learn_filter" => Reg::LearnFilter,
+            "reroute_active" => Reg::RerouteActive,
+            "reroute_run" => Reg::RerouteRun,
+            "reroute_port_hot" => Reg::ReroutePortHot,
             _ => return None,
         })
     }
@@ -274,6 +282,8 @@ impl Schema {
                 names::RELAY => TableKind::Relay,
                 names::RELAY_GUARD => TableKind::RelayGuard,
                 names::LEG_REWRITE => TableKind::LegRewrite,
+                names::REROUTE_WATCH => TableKind::RerouteWatch,
+                names::REROUTE_CLASS => TableKind::RerouteClass,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             // A call has as many guard entries as relay entries (4).
@@ -378,10 +388,10 @@ impl Schema {
         for r in &c.registers {
             let reg = Reg::from_name(&r.name)
                 .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
-            let size = if reg == Reg::LearnFilter {
-                c.config.learn_filter_size
-            } else {
-                legs
+            let size = match reg {
+                Reg::LearnFilter => c.config.learn_filter_size,
+                Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => r.size_p4,
+                _ => legs,
             };
             let short = r.name.trim_start_matches("pipe.");
             let keys = vec![KeySchema {

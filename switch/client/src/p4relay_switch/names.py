@@ -10,6 +10,17 @@ RELAY = "pipe.Ingress.relay"
 RELAY_GUARD = "pipe.Ingress.relay_guard"
 LEG_REWRITE = "pipe.Ingress.leg_rewrite"
 LEARN_DIGEST = "pipe.IngressDeparser.learn"
+# Congestion reroute (standard profile).
+REROUTE_WATCH = "pipe.Ingress.reroute_watch"
+REROUTE_CLASS = "pipe.Egress.reroute_class"
+REROUTE_DIGEST = "pipe.IngressDeparser.reroute"
+REG_REROUTE_ACTIVE = "pipe.Ingress.reroute_active"
+REG_REROUTE_RUN = "pipe.Egress.reroute_run"
+REG_REROUTE_PORT_HOT = "pipe.Egress.reroute_port_hot"
+A_REROUTE_BACKUP = "Ingress.reroute_backup"
+A_REROUTE_NOTIFY = "Ingress.reroute_notify"
+A_REROUTE_THRESHOLDS = "Egress.reroute_thresholds"
+K_RR_CLASS = "hdr.bridged.rr_class"
 
 A_SET_NEXTHOP = "Ingress.set_nexthop"
 A_FORWARD = "Ingress.forward"
@@ -56,3 +67,5 @@ COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
 # contract.toml [config]
 RTP_CLOCK_HZ = 8000
 JITTER_SHIFT = 4
+REROUTE_SLOTS = 4096
+REROUTE_NOTICE_ETHERTYPE = 0x88B5

@@ -104,13 +104,14 @@ impl Fifo {
     /// Moves what the line rate allows by `now_ns` into `tx` (the caller
     /// flushes it, outside the queue lock). Returns the time the next queued
     /// packet may leave (for the worker's wake-up), if any remain, and whether
-    /// anything was moved. `depart` sees each moved packet's bridged metadata.
+    /// anything was moved. `depart` sees each moved packet's bridged metadata,
+    /// its queueing delay (ns) and the frame.
     pub fn drain(
         &mut self,
         now_ns: u64,
         tx: &mut impl TxSink,
         st: &EgressStats,
-        mut depart: impl FnMut(&Bridged),
+        mut depart: impl FnMut(&Bridged, u64, &[u8]),
     ) -> (Option<u64>, bool) {
         let rate = st.rate_bps.load(Relaxed);
         let mut sent = false;
@@ -128,7 +129,11 @@ impl Fifo {
                 break;
             }
             sent = true;
-            depart(&self.bridged[i]);
+            depart(
+                &self.bridged[i],
+                now_ns.saturating_sub(self.enq_ns[i]),
+                &self.buf[i * SLOT..i * SLOT + n],
+            );
             if let Some(tx_ns) = ((n as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).checked_div(rate)
             {
                 let start = self.next_free_ns.max(now_ns.saturating_sub(MAX_CATCHUP_NS));
@@ -186,10 +191,10 @@ mod tests {
             room: 2,
             ..Sink::default()
         };
-        assert!(q.drain(10, &mut s, &st, |_| {}).0.is_some());
+        assert!(q.drain(10, &mut s, &st, |_, _, _| {}).0.is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
-        assert_eq!(q.drain(20, &mut s, &st, |_| {}).0, None);
+        assert_eq!(q.drain(20, &mut s, &st, |_, _, _| {}).0, None);
         assert_eq!(
             s.frames.iter().map(|f| f[0]).collect::<Vec<_>>(),
             vec![0, 1, 2]
@@ -215,7 +220,7 @@ mod tests {
             ..Sink::default()
         };
         let mut departed = vec![];
-        q.drain(1, &mut s, &st, |b| departed.push(b.leg));
+        q.drain(1, &mut s, &st, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1]);
         assert_eq!(st.tail_drops.load(Relaxed), 2);
         // a packet the TX ring refuses has not left yet
@@ -229,10 +234,10 @@ mod tests {
             &st,
         );
         s.room = 2;
-        q.drain(3, &mut s, &st, |b| departed.push(b.leg));
+        q.drain(3, &mut s, &st, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1]);
         s.room = 3;
-        q.drain(4, &mut s, &st, |b| departed.push(b.leg));
+        q.drain(4, &mut s, &st, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1, 9]);
     }
 
@@ -250,18 +255,21 @@ mod tests {
             room: 100,
             ..Sink::default()
         };
-        assert_eq!(q.drain(t0, &mut s, &st, |_| {}).0, Some(t0 + 1_000_000));
+        assert_eq!(
+            q.drain(t0, &mut s, &st, |_, _, _| {}).0,
+            Some(t0 + 1_000_000)
+        );
         assert_eq!(s.frames.len(), 1);
         assert_eq!(
-            q.drain(t0 + 500_000, &mut s, &st, |_| {}).0,
+            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| {}).0,
             Some(t0 + 1_000_000)
         );
         assert_eq!(s.frames.len(), 1);
         // a late wake-up catches up (bounded), keeping the average rate
-        q.drain(t0 + 3_000_000, &mut s, &st, |_| {});
+        q.drain(t0 + 3_000_000, &mut s, &st, |_, _, _| {});
         assert_eq!(s.frames.len(), 3);
         for ms in 4..=10 {
-            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_| {});
+            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_, _, _| {});
             assert_eq!(s.frames.len() as u64, ms);
         }
         assert!(q.is_empty());

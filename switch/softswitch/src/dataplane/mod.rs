@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use parking_lot::Mutex;
 
 use crate::config::Config;
-use crate::pipeline::{DropReason, Meta, Pipeline, Verdict};
+use crate::pipeline::{Departure, DropReason, Meta, Pipeline, Verdict};
 use crate::sys::{now_mono_ns, now_real_ns};
 use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
@@ -234,7 +234,11 @@ impl Worker {
                 work += n;
             }
             let now = now_mono_ns();
-            let wake = self.drain_egress(now, &mut pending);
+            let mut wake = self.drain_egress(now, &mut pending);
+            if self.recirculate(&mut pending) {
+                // notices sent upstream wait in a queue now
+                wake = Some(now);
+            }
             if more {
                 continue;
             }
@@ -287,8 +291,13 @@ impl Worker {
                     }
                     // The packet leaves its egress queue here (and only here):
                     // the Egress control's quality registers see it now.
-                    fifo.drain(now, &mut *ring, &port.stats.egress, |b| {
-                        self.pipeline.egress_depart(b, now_real)
+                    fifo.drain(now, &mut *ring, &port.stats.egress, |b, delay, frame| {
+                        let d = Departure {
+                            port: port.id as u16,
+                            queue_delay_ns: delay,
+                            frame,
+                        };
+                        self.pipeline.egress_depart(b, now_real, &d)
                     })
                 };
                 if sent {
@@ -304,6 +313,37 @@ impl Worker {
             pending[pi] = false;
         }
         wake
+    }
+
+    /// Congestion notices the egress made (reroute.rs): their pass through
+    /// ingress from the recirculation port; one sent upstream is queued on
+    /// its port. True if one was queued.
+    fn recirculate(&self, pending: &mut [bool]) -> bool {
+        let mut queued = false;
+        while let Some(mut frame) = self.pipeline.take_notice() {
+            let ts = now_real_ns();
+            let meta = Meta {
+                ingress_port: crate::pipeline::reroute::RECIRC_PORT,
+                now_ns: ts,
+                now_ms: (ts / 1_000_000) as u32,
+            };
+            let (verdict, bridged) = self.pipeline.ingress(&mut frame, &meta);
+            if let Verdict::Forward(port) = verdict {
+                let oi = self.port_index[usize::from(port) & 63];
+                if let Some(out) = self.ports.get(usize::from(oi)) {
+                    if out.enabled.load(Relaxed) {
+                        out.fifo
+                            .lock()
+                            .push(&frame, bridged, now_mono_ns(), &out.stats.egress);
+                        pending[usize::from(oi)] = true;
+                        queued = true;
+                    } else {
+                        out.stats.disabled_drops.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }
+        queued
     }
 
     fn rx_batch(&mut self, ri: usize, scratch: &mut [u8], pending: &mut [bool]) -> usize {

@@ -101,7 +101,7 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
             let m = meta(5);
             let (v, b) = r.ingress(&mut want, &m);
             if let Verdict::Forward(_) = v {
-                r.egress_depart(&b, m.now_ns);
+                r.egress_depart(&b, m.now_ns, &Default::default());
             }
             match verdict {
                 XDP_REDIRECT => {
@@ -115,7 +115,7 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
                     let mut g = f.clone();
                     let (v2, b2) = p.ingress(&mut g, &m);
                     if let Verdict::Forward(_) = v2 {
-                        p.egress_depart(&b2, m.now_ns);
+                        p.egress_depart(&b2, m.now_ns, &Default::default());
                     }
                     prop_assert_eq!(v2, v);
                 }

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::codec::df_int;
 use super::{pb, Switch, DEVICE_ID};
-use crate::pipeline::LearnDigest;
+use crate::contract::names;
+use crate::pipeline::{LearnDigest, RerouteDigest};
 use crate::schema::TableKind;
 use crate::sys::now_ms;
 
@@ -47,7 +48,12 @@ impl Switch {
 
 /// Collects digests from the data plane and sends them as DigestLists.
 pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
-    let d = &sw.schema.digests[0];
+    let d = sw
+        .schema
+        .digests
+        .iter()
+        .find(|d| d.name == names::LEARN_DIGEST)
+        .expect("contract digest");
     let field = |name: &str| {
         d.fields
             .iter()
@@ -101,6 +107,87 @@ pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
         };
         let n = sw.broadcast(msg, |s| s.learn);
         tracing::debug!(digests = batch.len(), subscribers = n, "learn digests sent");
+    }
+}
+
+/// `pipe.IngressDeparser.reroute` digests, batched like learn digests; sent
+/// to the clients that enabled learn notifications (bf_switchd has one flag
+/// for every digest).
+pub fn run_reroute_digests(sw: Arc<Switch>, rx: Receiver<RerouteDigest>) {
+    let d = sw
+        .schema
+        .digests
+        .iter()
+        .find(|d| d.name == names::REROUTE_DIGEST)
+        .expect("contract digest");
+    let field = |name: &str| {
+        d.fields
+            .iter()
+            .find(|f| f.name == name)
+            .expect("contract digest field")
+    };
+    let f = [
+        field("dst_addr"),
+        field("slot"),
+        field("kind"),
+        field("port"),
+        field("queue_delay_ns"),
+        field("run"),
+        field("flow_class"),
+    ];
+    let mut list_id = 0u32;
+    loop {
+        let first = match rx.recv() {
+            Ok(x) => x,
+            Err(_) => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < DIGEST_BATCH {
+            match rx.recv_timeout(DIGEST_LINGER) {
+                Ok(x) => batch.push(x),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        list_id = list_id.wrapping_add(1);
+        let data = batch
+            .iter()
+            .map(|g| {
+                let v = [
+                    u64::from(g.dst_addr),
+                    u64::from(g.slot),
+                    u64::from(g.kind),
+                    u64::from(g.port),
+                    u64::from(g.queue_delay_ns),
+                    u64::from(g.run),
+                    u64::from(g.flow_class),
+                ];
+                pb::TableData {
+                    action_id: 0,
+                    fields: f
+                        .iter()
+                        .zip(v)
+                        .map(|(f, v)| df_int(f.id, v, f.bits))
+                        .collect(),
+                }
+            })
+            .collect();
+        let msg = pb::StreamMessageResponse {
+            update: Some(pb::stream_message_response::Update::Digest(
+                pb::DigestList {
+                    digest_id: d.id,
+                    list_id,
+                    data,
+                    target: Some(target()),
+                },
+            )),
+        };
+        let n = sw.broadcast(msg, |s| s.learn);
+        tracing::info!(
+            digests = batch.len(),
+            subscribers = n,
+            "reroute digests sent"
+        );
     }
 }
 

@@ -1,6 +1,6 @@
 //! `Forwarding` (switch/p4/controls/forwarding.p4): ipv4_lpm → nexthop.
 
-use super::{DropReason, IngressMeta, Pipeline};
+use super::{Bridged, DropReason, IngressMeta, Meta, Pipeline};
 use crate::packet;
 use crate::tables::small::{LpmAction, NexthopAction};
 
@@ -13,18 +13,24 @@ pub(super) struct Egress {
 }
 
 impl Pipeline {
-    /// `Forwarding.apply`: the route of the (possibly rewritten) destination.
-    /// `forward` decrements the TTL, so an expiring packet is dropped here;
-    /// so is one to a port the switch does not have.
+    /// `Forwarding.apply`: the route of the (possibly rewritten) destination;
+    /// `reroute` (reroute.rs) beside ipv4_lpm may replace the next hop by the
+    /// flow's backup. `forward` decrements the TTL, so an expiring packet is
+    /// dropped here; so is one to a port the switch does not have.
     pub(super) fn forwarding(
         &self,
         p: &packet::Parsed,
         md: &IngressMeta,
+        m: &Meta,
+        b: &mut Bridged,
     ) -> Result<Egress, DropReason> {
         let small = self.small.load();
-        let LpmAction::SetNexthop(id) = small.lpm_lookup(md.dst_addr) else {
+        let routed = small.lpm_lookup(md.dst_addr);
+        let backup = self.reroute(&small, md.dst_addr, m.ingress_port, b);
+        let LpmAction::SetNexthop(id) = routed else {
             return Err(DropReason::NoRoute); // drop
         };
+        let id = backup.unwrap_or(id);
         let NexthopAction::Forward {
             port,
             src_mac,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::Pipeline;
 use crate::registers::LegQuality;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
-use crate::tables::small::{LpmAction, NexthopAction};
+use crate::tables::small::{LpmAction, NexthopAction, RerouteWatchAction};
 
 /// What the pipeline needs of a fast path that forwards relay hits outside
 /// it (the XDP program, crate::fastpath): maps to mirror the tables into and
@@ -164,6 +164,11 @@ impl Pipeline {
             return LegRoute::default();
         };
         let small = self.small.load();
+        // A watched destination's next hop depends on reroute_active, which
+        // the kernel does not see: its packets take the user-space pipeline.
+        if small.reroute_watch_lookup(rw.dst) != RerouteWatchAction::NoAction {
+            return LegRoute::default();
+        }
         let LpmAction::SetNexthop(id) = small.lpm_lookup(rw.dst) else {
             return LegRoute::default();
         };

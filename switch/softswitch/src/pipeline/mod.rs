@@ -18,12 +18,14 @@ mod forwarding;
 mod learn_filter;
 pub mod mirror;
 mod relay_sessions;
+pub mod reroute;
 
 pub use mirror::{FastPathMaps, Touched};
+pub use reroute::{RerouteDigest, RerouteStats};
 
 use crate::contract::Contract;
 use crate::packet::{self, wr16, ParseError, Rtp};
-use crate::registers::{LearnFilter, QualityRegs};
+use crate::registers::{LearnFilter, QualityRegs, RerouteRegs};
 use crate::tables::guard::GuardTable;
 use crate::tables::legs::LegTable;
 use crate::tables::relay::{RelayKey, RelayTable};
@@ -52,10 +54,12 @@ pub enum DropReason {
     NoSuchPort,
     /// relay_guard hit: a foreign source to an offloaded call's relay port.
     Guarded,
+    /// A congestion notice ends here (used, or refused: reroute.rs).
+    RerouteNotice,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::Truncated,
         DropReason::NotIpv4,
         DropReason::BadIpv4,
@@ -64,6 +68,7 @@ impl DropReason {
         DropReason::TtlExpired,
         DropReason::NoSuchPort,
         DropReason::Guarded,
+        DropReason::RerouteNotice,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -75,6 +80,7 @@ impl DropReason {
             DropReason::TtlExpired => "ttl_expired",
             DropReason::NoSuchPort => "no_such_port",
             DropReason::Guarded => "relay_guard",
+            DropReason::RerouteNotice => "reroute_notice",
         }
     }
     pub fn index(self) -> usize {
@@ -125,8 +131,14 @@ pub struct Pipeline {
     pub legs: LegTable,
     pub quality: QualityRegs,
     pub learn_filter: LearnFilter,
+    pub reroute_regs: RerouteRegs,
     pub stats: PipelineStats,
+    pub rr_stats: RerouteStats,
     digests: SyncSender<LearnDigest>,
+    reroute_digests: SyncSender<RerouteDigest>,
+    /// Notice copies waiting for their ingress pass (reroute.rs).
+    notices: parking_lot::Mutex<std::collections::VecDeque<Vec<u8>>>,
+    notice_ethertype: u16,
     /// dev_port → egress exists (bitmap over contract max_ports).
     ports: u64,
     /// The XDP fast path, when attached: relay hits it forwards never reach
@@ -144,6 +156,21 @@ pub struct Bridged {
     /// The relay entry's rtcp bit: RTCP never touches the quality registers.
     pub rtcp: bool,
     pub rtp: Rtp,
+    /// Reroute (reroute.rs): a watched flow on its primary next hop, counted
+    /// by detection; its flow class, slot, and the port it came in on.
+    pub rr_detect: bool,
+    pub rr_class: u8,
+    pub rr_slot: u16,
+    pub rr_ingress_port: u16,
+}
+
+/// How a packet leaves its egress queue (`egress_depart`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Departure<'a> {
+    pub port: u16,
+    /// Time in the queue, ns (Tofino: `eg_intr_md.deq_timedelta`).
+    pub queue_delay_ns: u64,
+    pub frame: &'a [u8],
 }
 
 /// Per-packet metadata the I/O layer provides.
@@ -174,8 +201,20 @@ impl Pipeline {
                 c.config.learn_filter_size as usize,
                 c.config.learn_filter_age_ms,
             ),
+            reroute_regs: RerouteRegs::new(
+                c.config.reroute_slots as usize,
+                c.registers
+                    .iter()
+                    .find(|r| r.name.ends_with(".reroute_port_hot"))
+                    .map_or(512, |r| r.size_p4 as usize),
+            ),
             stats: PipelineStats::default(),
+            rr_stats: RerouteStats::default(),
             digests,
+            // Until `with_reroute_digests`: digests are counted as lost.
+            reroute_digests: std::sync::mpsc::sync_channel(0).0,
+            notices: Default::default(),
+            notice_ethertype: c.config.reroute_notice_ethertype,
             ports: ports
                 .iter()
                 .filter(|&&p| p < 64)
@@ -189,6 +228,12 @@ impl Pipeline {
         self.quality =
             QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift);
         self.fastpath = Some(fp);
+        self
+    }
+
+    /// Where `pipe.IngressDeparser.reroute` digests go.
+    pub fn with_reroute_digests(mut self, tx: SyncSender<RerouteDigest>) -> Pipeline {
+        self.reroute_digests = tx;
         self
     }
 
@@ -207,6 +252,8 @@ impl Pipeline {
         self.legs.clear();
         self.quality.clear();
         self.learn_filter.clear();
+        self.reroute_regs.clear();
+        self.notices.lock().clear();
         self.mirror_cleared();
     }
 
@@ -224,12 +271,15 @@ impl Pipeline {
 
     /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
     /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch, the
-    /// egress timestamp); a relayed RTP packet goes through `rtp_quality`.
+    /// egress timestamp); a relayed RTP packet goes through `rtp_quality`,
+    /// every packet through `reroute_detect`.
     #[inline]
-    pub fn egress_depart(&self, b: &Bridged, now_ns: u64) {
+    pub fn egress_depart(&self, b: &Bridged, now_ns: u64, d: &Departure<'_>) {
         if b.relayed_rtp && !b.rtcp {
             self.rtp_quality(b, now_ns);
         }
+        let now_ms = (now_ns / 1_000_000) as u32; // ms_clock
+        self.reroute_detect(b, d.port, d.queue_delay_ns, now_ms, d.frame);
     }
 
     /// `RtpQuality` (switch/p4/controls/rtp_quality.p4) with `ms_clock` and
@@ -246,6 +296,10 @@ impl Pipeline {
     /// `relay_sessions`, the bridged header, `learning` (learn_filter),
     /// `relay_guard`'s drop, `forwarding`, then the deparser's checksum.
     fn ingress_into(&self, frame: &mut [u8], m: &Meta, b: &mut Bridged) -> Verdict {
+        if self.is_notice(frame) {
+            // the parser's notice state: no session's packet (reroute.rs)
+            return self.reroute_notice(frame, m);
+        }
         let p = match packet::parse(frame) {
             Ok(p) => p,
             Err(e) => return Verdict::Drop(e.into()),
@@ -266,7 +320,7 @@ impl Pipeline {
         if md.guard_drop {
             return Verdict::Drop(DropReason::Guarded);
         }
-        let out = match self.forwarding(&p, &md) {
+        let out = match self.forwarding(&p, &md, m, b) {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
@@ -283,6 +337,7 @@ impl Pipeline {
             leg: md.leg,
             rtcp: md.rtcp,
             rtp,
+            ..Bridged::default()
         })
     }
 }

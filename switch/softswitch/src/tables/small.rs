@@ -1,4 +1,5 @@
-//! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`.
+//! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`,
+//! `reroute_watch`, `reroute_class`.
 //! The data path reads an immutable snapshot; each write publishes a new one.
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,6 +32,29 @@ pub enum RelayAddrAction {
     NoAction,
 }
 
+/// `pipe.Ingress.reroute_watch`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerouteWatchAction {
+    Backup {
+        slot: u16,
+        flow_class: u8,
+        backup_nexthop_id: u16,
+        primary_port: u16,
+    },
+    Notify {
+        slot: u16,
+        flow_class: u8,
+    },
+    NoAction,
+}
+
+/// `pipe.Egress.reroute_class`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RerouteClassAction {
+    Thresholds { t_q_ns: u32, m: u16, hold_ms: u32 },
+    NoAction,
+}
+
 /// Key of a `relay_addr` entry: destination, inclusive port range, priority
 /// (`$MATCH_PRIORITY`: lower value wins, as on Tofino).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -53,6 +77,12 @@ pub struct SmallTables {
     /// Sorted by key, so by priority first.
     pub relay_addr: BTreeMap<RelayAddrKey, RelayAddrAction>,
     pub relay_addr_default: RelayAddrAction,
+    /// (prefix, length) → action, and its data-path index, as for ipv4_lpm.
+    pub reroute_watch: BTreeMap<(u32, u8), RerouteWatchAction>,
+    watch_by_len: Vec<(u8, HashMap<u32, RerouteWatchAction>)>,
+    pub reroute_watch_default: RerouteWatchAction,
+    pub reroute_class: HashMap<u8, RerouteClassAction>,
+    pub reroute_class_default: RerouteClassAction,
 }
 
 impl Default for SmallTables {
@@ -65,6 +95,11 @@ impl Default for SmallTables {
             nexthop_default: NexthopAction::Drop,
             relay_addr: BTreeMap::new(),
             relay_addr_default: RelayAddrAction::NoAction,
+            reroute_watch: BTreeMap::new(),
+            watch_by_len: Vec::new(),
+            reroute_watch_default: RerouteWatchAction::NoAction,
+            reroute_class: HashMap::new(),
+            reroute_class_default: RerouteClassAction::NoAction,
         }
     }
 }
@@ -104,6 +139,53 @@ impl SmallTables {
             }
         }
         self.relay_addr_default
+    }
+
+    #[inline]
+    pub fn reroute_watch_lookup(&self, dst: u32) -> RerouteWatchAction {
+        for (len, m) in &self.watch_by_len {
+            if let Some(a) = m.get(&(dst & prefix_mask(*len))) {
+                return *a;
+            }
+        }
+        self.reroute_watch_default
+    }
+
+    #[inline]
+    pub fn reroute_class_lookup(&self, class: u8) -> RerouteClassAction {
+        self.reroute_class
+            .get(&class)
+            .copied()
+            .unwrap_or(self.reroute_class_default)
+    }
+
+    pub fn reroute_watch_write(
+        &mut self,
+        prefix: u32,
+        len: u8,
+        a: Option<RerouteWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if len > 32 {
+            return Err(TableError::Invalid(format!("prefix length {len} > 32")));
+        }
+        let k = (prefix & prefix_mask(len), len);
+        write_map(&mut self.reroute_watch, k, a, insert)?;
+        let mut by_len: BTreeMap<u8, HashMap<u32, RerouteWatchAction>> = BTreeMap::new();
+        for (&(p, l), &a) in &self.reroute_watch {
+            by_len.entry(l).or_default().insert(p, a);
+        }
+        self.watch_by_len = by_len.into_iter().rev().collect();
+        Ok(())
+    }
+
+    pub fn reroute_class_write(
+        &mut self,
+        class: u8,
+        a: Option<RerouteClassAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        write_map(&mut self.reroute_class, class, a, insert)
     }
 
     fn reindex_lpm(&mut self) {

@@ -2,7 +2,8 @@
 //! and the fixed port/queue tables. One module per table kind, each with its
 //! decode (BfRt key/data → table types), apply, read and encode:
 //! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (ipv4_lpm,
-//! nexthop, relay_addr), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
+//! nexthop, relay_addr), `reroute` (reroute_watch, reroute_class),
+//! `register`, `fixed` ($PORT, $PORT_STAT, shaping,
 //! queue counters). Each applied write records how to undo it, so a
 //! ROLLBACK_ON_ERROR batch can be taken back.
 
@@ -11,6 +12,7 @@ mod guard;
 mod legs;
 mod register;
 pub(super) mod relay;
+mod reroute;
 mod small;
 
 use std::sync::Arc;
@@ -296,6 +298,7 @@ impl Switch {
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
             TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::apply(&mut u),
+            TableKind::RerouteWatch | TableKind::RerouteClass => reroute::apply(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
             TableKind::Port
             | TableKind::PortStat
@@ -357,6 +360,7 @@ impl Switch {
             TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => {
                 small::read(&r, target, out)
             }
+            TableKind::RerouteWatch | TableKind::RerouteClass => reroute::read(&r, target, out),
             TableKind::Register(reg) => register::read(&r, reg, target, out),
             TableKind::Port
             | TableKind::PortStat
@@ -379,6 +383,8 @@ impl Switch {
             TableKind::Ipv4Lpm => p.small.load().lpm.len() as u32,
             TableKind::Nexthop => p.small.load().nexthop.len() as u32,
             TableKind::RelayAddr => p.small.load().relay_addr.len() as u32,
+            TableKind::RerouteWatch => p.small.load().reroute_watch.len() as u32,
+            TableKind::RerouteClass => p.small.load().reroute_class.len() as u32,
             TableKind::Register(_) => t.size,
             _ => self.ports.len() as u32,
         }
@@ -390,6 +396,7 @@ impl Switch {
 fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
     let action = match r.t.kind {
         TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::default_data(r),
+        TableKind::RerouteWatch | TableKind::RerouteClass => reroute::default_data(r),
         TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
             action_only(r.t, names::NO_ACTION)
         }
@@ -412,5 +419,7 @@ fn has_default_entry(kind: TableKind) -> bool {
             | TableKind::Ipv4Lpm
             | TableKind::Nexthop
             | TableKind::RelayAddr
+            | TableKind::RerouteWatch
+            | TableKind::RerouteClass
     )
 }

@@ -1,4 +1,5 @@
-//! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter`):
+//! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter`, the
+//! reroute registers):
 //! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`).
 
 use tonic::Status;
@@ -11,20 +12,22 @@ use crate::schema::{Reg, TableSchema};
 
 fn read_one(sw: &Switch, reg: Reg, i: usize) -> Option<u64> {
     let p = &sw.pipeline;
-    if reg == Reg::LearnFilter {
-        p.learn_filter.read(i)
-    } else {
-        p.quality.read(reg, i)
+    match reg {
+        Reg::LearnFilter => p.learn_filter.read(i),
+        Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => p.reroute_regs.read(reg, i),
+        _ => p.quality.read(reg, i),
     }
 }
 
 /// Writes one slot (also the undo of a write); false: index out of range.
 pub(super) fn write(sw: &Switch, reg: Reg, i: usize, v: u64) -> bool {
     let p = &sw.pipeline;
-    if reg == Reg::LearnFilter {
-        p.learn_filter.write(i, v)
-    } else {
-        p.quality.write(reg, i, v)
+    match reg {
+        Reg::LearnFilter => p.learn_filter.write(i, v),
+        Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => {
+            p.reroute_regs.write(reg, i, v)
+        }
+        _ => p.quality.write(reg, i, v),
     }
 }
 

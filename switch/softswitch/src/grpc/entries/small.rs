@@ -25,13 +25,16 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
 }
 
 /// Which entry of a small table a write addresses, decoded.
-enum Entry<K> {
+pub(super) enum Entry<K> {
     Default,
     All,
     Key(K),
 }
 
-fn entry<K>(u: &Update, key: impl FnOnce(&Keys) -> Result<K, Status>) -> Result<Entry<K>, Status> {
+pub(super) fn entry<K>(
+    u: &Update,
+    key: impl FnOnce(&Keys) -> Result<K, Status>,
+) -> Result<Entry<K>, Status> {
     Ok(match u.target {
         Target::Default => Entry::Default,
         Target::All if u.op != Op::Delete => {
@@ -43,7 +46,7 @@ fn entry<K>(u: &Update, key: impl FnOnce(&Keys) -> Result<K, Status>) -> Result<
 }
 
 /// Applies `f` to a copy of the tables and publishes it; records the undo.
-fn update(
+pub(super) fn update(
     u: &mut Update,
     f: impl FnOnce(&mut SmallTables) -> Result<(), TableError>,
 ) -> Result<(), Status> {
@@ -56,15 +59,15 @@ fn update(
 
 /// Whether a keyed write inserts (else modifies or deletes) an entry that
 /// `exists` or not.
-fn inserts(op: Op, exists: bool) -> bool {
+pub(super) fn inserts(op: Op, exists: bool) -> bool {
     op == Op::Insert || (op == Op::Upsert && !exists)
 }
 
-fn need<T>(a: Option<T>, t: &TableSchema) -> Result<T, TableError> {
+pub(super) fn need<T>(a: Option<T>, t: &TableSchema) -> Result<T, TableError> {
     a.ok_or_else(|| TableError::Invalid(format!("{}: an action is required", t.name)))
 }
 
-fn not_allowed(t: &TableSchema, a: &str) -> Status {
+pub(super) fn not_allowed(t: &TableSchema, a: &str) -> Status {
     invalid(format!("{}: action {a} not allowed", t.name))
 }
 

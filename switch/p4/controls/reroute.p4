@@ -1,0 +1,249 @@
+/* p4relay — congestion reroute in the data plane (WITH_REROUTE).
+ *
+ * Per watched destination (reroute_watch, LPM on the destination the packet
+ * is routed on, i.e. after the relay rewrite) the control plane installs a
+ * slot, a flow class and either a backup next hop (reroute_backup) or none
+ * (reroute_notify: this switch asks the one upstream to move the flow).
+ *
+ * Detection (RerouteDetect, in Egress, after the queue): a watched packet
+ * leaving by its primary next hop is "hot" when its queueing delay exceeds
+ * the class's t_q (pipe.Egress.reroute_class); reroute_run counts consecutive
+ * hot packets of the slot and any clear packet resets it. The m-th hot packet
+ * in a row sends one notice: an E2E mirror copy through session
+ * REROUTE_NOTICE_SESSION_BASE + (the flow's ingress pipe) to that pipe's
+ * recirculation port; the copy's egress pass turns it into a congestion
+ * notice frame (reroute_notice_h + the packet's IPv4 header), which re-enters
+ * Ingress (the mirror header becomes the notice header as it is: same
+ * layout, and its pkt_type is the kind REROUTE_NOTICE_LOCAL). Every hot departure also stamps reroute_port_hot[egress port] with
+ * the time: the control plane returns a flow to its primary only after that
+ * port's stamp stayed unchanged for the class's hold time.
+ *
+ * Reaction (Reroute, in Ingress beside ipv4_lpm, before nexthop), no
+ * control plane in the loop:
+ *  - a data packet of a slot whose reroute_active is 1 takes the backup next
+ *    hop (and is not counted by detection there);
+ *  - a LOCAL notice (only from a recirculation port) for a slot with a
+ *    backup sets reroute_active to 1: the flow's next packet takes the
+ *    backup. Without a backup it becomes an UPSTREAM notice sent out of the
+ *    port the flow came in on;
+ *  - an UPSTREAM notice (only from the primary next hop's port of the
+ *    receiver's own watch entry) sets reroute_active of the receiver's slot.
+ * Each move (0 -> 1) and each upstream notice raises one
+ * pipe.IngressDeparser.reroute digest; the control plane records it and, after
+ * the hold time, writes reroute_active back to 0. Notices never reach the
+ * relay tables, learning or nexthop; they are dropped after use.
+ */
+control Reroute(
+        inout ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md,
+        in ingress_intrinsic_metadata_t ig_intr_md,
+        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+        inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+
+    /* 0: the slot's flow takes its primary next hop; 1: its backup. */
+    @name(".Ingress.reroute_active")
+    Register<bit<8>, bit<REROUTE_SLOT_BITS>>(REROUTE_SLOTS, 0) reroute_active;
+
+    RegisterAction<bit<8>, bit<REROUTE_SLOT_BITS>, bit<8>>(reroute_active) read_active = {
+        void apply(inout bit<8> active, out bit<8> rv) {
+            rv = active;
+        }
+    };
+    /* Returns the old value: a digest only on the move itself. */
+    RegisterAction<bit<8>, bit<REROUTE_SLOT_BITS>, bit<8>>(reroute_active) move_to_backup = {
+        void apply(inout bit<8> active, out bit<8> rv) {
+            rv = active;
+            active = 1;
+        }
+    };
+
+    @name(".Ingress.reroute_backup")
+    action reroute_backup(bit<16> slot, bit<8> flow_class, nexthop_id_t backup_nexthop_id,
+                          PortId_t primary_port) {
+        ig_md.rr_has_backup = true;
+        ig_md.rr_slot = slot;
+        ig_md.rr_backup = backup_nexthop_id;
+        ig_md.rr_primary_port = primary_port;
+        hdr.bridged.rr_class = flow_class;
+        hdr.bridged.rr_slot = slot;
+    }
+
+    @name(".Ingress.reroute_notify")
+    action reroute_notify(bit<16> slot, bit<8> flow_class) {
+        ig_md.rr_has_backup = false;
+        ig_md.rr_slot = slot;
+        hdr.bridged.rr_class = flow_class;
+        hdr.bridged.rr_slot = slot;
+    }
+
+    @name(".Ingress.reroute_watch")
+    table reroute_watch {
+        key = {
+            hdr.ipv4.dst_addr : lpm;
+        }
+        actions = {
+            reroute_backup;
+            reroute_notify;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = REROUTE_WATCH_TABLE_SIZE;
+    }
+
+    action notice_digest(bit<8> kind) {
+        ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
+        ig_md.rr_kind = kind;
+    }
+
+    /* No backup here: the notice goes to the switch the flow came from. */
+    action notice_upstream() {
+        hdr.reroute_notice.kind = REROUTE_NOTICE_UPSTREAM;
+        ig_tm_md.ucast_egress_port = hdr.reroute_notice.port;
+        ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
+        ig_md.rr_kind = REROUTE_NOTIFIED;
+    }
+
+    apply {
+        bool watched = reroute_watch.apply().hit;
+        if (hdr.reroute_notice.isValid()) {
+            bool local = hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                         && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL;
+            bool upstream = hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                            && ig_intr_md.ingress_port == ig_md.rr_primary_port;
+            if (watched && ig_md.rr_has_backup && (local || upstream)) {
+                ig_md.rr_active = move_to_backup.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+                if (ig_md.rr_active == 0) {
+                    notice_digest(REROUTE_MOVED);
+                }
+            } else if (watched && !ig_md.rr_has_backup && local) {
+                notice_upstream();
+            }
+            /* Forwarding drops every notice but one sent upstream (drop_ctl
+             * written there, after ipv4_lpm's own drop): used, unwatched,
+             * forged or from the wrong port */
+        } else if (watched) {
+            if (ig_md.rr_has_backup) {
+                ig_md.rr_active = read_active.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+                if (ig_md.rr_active == 0) {
+                    hdr.bridged.rr_detect = 1;
+                }   /* else Forwarding takes rr_backup after ipv4_lpm */
+            } else {
+                hdr.bridged.rr_detect = 1;
+            }
+        }
+    }
+}
+
+/* Egress half: detection, the port stamp and the notice copy; and, on the
+ * copy's own pass, the notice frame. */
+control RerouteDetect(
+        inout egress_headers_t hdr,
+        inout egress_metadata_t eg_md,
+        in egress_intrinsic_metadata_t eg_intr_md,
+        inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+
+    /* consecutive hot departures of the slot's flow by its primary next hop */
+    @name(".Egress.reroute_run")
+    Register<bit<16>, bit<REROUTE_SLOT_BITS>>(REROUTE_SLOTS, 0) reroute_run;
+    /* ms time of the last departure over t_q, per egress dev_port */
+    @name(".Egress.reroute_port_hot")
+    Register<bit<32>, bit<9>>(REROUTE_PORTS, 0) reroute_port_hot;
+
+    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, bit<16>>(reroute_run) run_hot = {
+        void apply(inout bit<16> run, out bit<16> rv) {
+            run = run |+| 1;
+            rv = run;
+        }
+    };
+    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, bit<16>>(reroute_run) run_clear = {
+        void apply(inout bit<16> run) {
+            run = 0;
+        }
+    };
+    RegisterAction<bit<32>, bit<9>, bit<32>>(reroute_port_hot) stamp_port = {
+        void apply(inout bit<32> hot_ms) {
+            hot_ms = eg_md.now_ms;
+        }
+    };
+
+    /* Knobs per flow class: t_q (ns), m (packets), and the hold time the
+     * control plane waits before moving a flow back (ms; not used here). */
+    @name(".Egress.reroute_thresholds")
+    action reroute_thresholds(bit<32> t_q_ns, bit<16> m, bit<32> hold_ms) {
+        eg_md.rr_t_q = t_q_ns;
+        eg_md.rr_m = m;
+    }
+
+    @name(".Egress.reroute_class")
+    table reroute_class {
+        key = {
+            hdr.bridged.rr_class : exact;
+        }
+        actions = {
+            reroute_thresholds;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = REROUTE_CLASSES;
+    }
+
+    action over() {
+        eg_md.rr_over = (bit<32>)eg_intr_md.deq_timedelta |-| eg_md.rr_t_q;
+    }
+
+    action left() {
+        eg_md.rr_left = eg_md.rr_m - eg_md.rr_run;
+    }
+
+    /* The mirror header is emitted from these fields as they are
+     * (EgressDeparser): nothing to copy here. */
+    action send_notice() {
+        eg_dprsr_md.mirror_type = MIRROR_TYPE_REROUTE_NOTICE;
+    }
+
+    /* the session of the flow's ingress pipe (a constant per branch: an add
+     * of the port's pipe bits would tie rr_session to its PHV container) */
+    action session(MirrorId_t s) {
+        eg_md.rr_session = s;
+    }
+
+    /* The copy's pass: the parser extracted its mirror header as the
+     * notice (same layout; pkt_type is the kind LOCAL); the notice goes in
+     * front of the packet's IPv4 header. */
+    action make_notice() {
+        hdr.ethernet.ether_type = ETHERTYPE_REROUTE_NOTICE;
+        hdr.vlan_tag.setInvalid();
+    }
+
+    apply {
+        if (hdr.reroute_notice.isValid()) {
+            make_notice();
+        } else if (reroute_class.apply().hit) {
+            over();
+            if (eg_md.rr_over != 0) {
+                stamp_port.execute(eg_intr_md.egress_port);
+                if (hdr.bridged.rr_detect == 1) {
+                    eg_md.rr_run = run_hot.execute(
+                        (bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
+                    left();
+                    if (eg_md.rr_left == 0) {
+                        send_notice();
+                        if (hdr.bridged.rr_ingress_port[8:7] == 0) {
+                            session(REROUTE_NOTICE_SESSION_BASE + 0);
+                        } else if (hdr.bridged.rr_ingress_port[8:7] == 1) {
+                            session(REROUTE_NOTICE_SESSION_BASE + 1);
+                        } else if (hdr.bridged.rr_ingress_port[8:7] == 2) {
+                            session(REROUTE_NOTICE_SESSION_BASE + 2);
+                        } else {
+                            session(REROUTE_NOTICE_SESSION_BASE + 3);
+                        }
+                    }
+                }
+            } else if (hdr.bridged.rr_detect == 1) {
+                run_clear.execute((bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
+            }
+        }
+    }
+}
