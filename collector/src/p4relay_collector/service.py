@@ -100,6 +100,12 @@ class Collector:
         await self.flush()
         return batches
 
+    async def submit(self, batch: IngestBatch) -> None:
+        """Queues a batch from another producer (the reroute daemon) and sends
+        the backlog, with the same ordering, retries and bounds."""
+        self._enqueue(batch)
+        await self.flush()
+
     def _enqueue(self, batch: IngestBatch) -> None:
         if len(self.backlog) >= self.cfg.backlog_max:
             lost = self.backlog.popleft()

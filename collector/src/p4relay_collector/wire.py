@@ -11,7 +11,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Severity = Literal["info", "warning", "error"]
-CollectorEventType = Literal["switch_up", "switch_down", "congestion_onset", "congestion_clear"]
+CollectorEventType = Literal[
+    "switch_up", "switch_down", "congestion_onset", "congestion_clear", "reroute"
+]
 PayloadValue = str | int | float | bool | None
 
 

@@ -1,0 +1,94 @@
+"""`p4relay-reroute` command line: the reroute control plane of one switch."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+from p4relay_collector.cli import setup_logging
+from p4relay_collector.config import ConfigError, load
+from p4relay_collector.reroute import RerouteAgent, load_config
+from p4relay_collector.service import Collector
+
+EPILOG = """\
+The TOML file holds the server settings in [collector] (server_url, token or
+token_file: an ingest token) and the switch's reroute in [reroute]:
+
+  [reroute]
+  switch = "s1"                    # its name at the server
+  grpc_address = "198.19.0.1:50052"
+  poll_ms = 100                    # how often primaries are checked for the return
+  [[reroute.classes]]              # class 0: packets of unwatched destinations
+  flow_class = 0                   # (they only stamp their port as hot)
+  t_q_us = 1000
+  m = 1
+  hold_ms = 2000
+  [[reroute.classes]]
+  flow_class = 1
+  t_q_us = 1000                    # queueing delay threshold
+  m = 5                            # consecutive packets over it
+  hold_ms = 2000                   # primary clear this long -> move back
+  [[reroute.watch]]
+  prefix = "198.18.2.0/24"
+  slot = 0
+  flow_class = 1
+  primary_port = 2                 # dev_port of the primary next hop
+  backup_nexthop_id = 3            # omit: notify the upstream switch instead
+  backup_port = 3
+
+example:
+  p4relay-reroute --config /etc/p4relay/reroute.toml
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="p4relay-reroute",
+        description="Congestion reroute control plane of one switch: installs flow classes and "
+        "watched destinations, records every data-plane reroute as a server event, and moves "
+        "flows back after their primary stayed clear for the hold time.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--config", type=Path, required=True, help="TOML file ([collector], [reroute])")
+    ap.add_argument("--check-config", action="store_true", help="print the settings and exit")
+    return ap
+
+
+async def _run(agent_cfg_path: Path, collector: Collector) -> int:
+    cfg = load_config(agent_cfg_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    agent = RerouteAgent(cfg, collector.submit)
+    try:
+        await agent.run(stop)
+    finally:
+        await collector.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        settings = load(a.config, {})
+        cfg = load_config(a.config)
+        if a.check_config:
+            print(cfg.model_dump_json(indent=2))
+            return 0
+        settings.ingest_token()
+    except ConfigError as e:
+        print(f"p4relay-reroute: configuration error: {e}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, settings.log_json)
+    return asyncio.run(_run(a.config, Collector(settings)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
