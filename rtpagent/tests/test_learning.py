@@ -223,6 +223,20 @@ async def test_spoofed_natted_source_on_another_port_is_not_latched(rig: Rig) ->
     assert s.state is OffloadState.OFFLOADED
 
 
+async def test_digest_before_the_routes_are_read_is_deferred(rig: Rig) -> None:
+    """Route binding with the switch's routes not read yet: a digest is neither
+    latched nor reported as spoofed (the learn filter reports it again)."""
+    rig.off.planner.routes = None
+    s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
+    await rig.off.drained()
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)
+    await asyncio.sleep(WINDOW_MS / 1000 * 1.5)
+    assert s.streams[1].learned is None and not rig.refused() and not rig.fake.relays
+    await rig.off.refresh_routes()
+    rig.packet(("198.18.3.10", 40000), CALLER_PORT)
+    await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
+
+
 async def test_learned_binding_takes_the_first_packets_port() -> None:
     """`--port-binding learned`: a signalled caller waits for its first packet
     and is bound to the port it arrived on; the same source on another port

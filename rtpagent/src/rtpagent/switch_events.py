@@ -19,7 +19,7 @@ from p4relay_switch import FlowKey, LearnEvent, RelayIdle
 
 from . import metrics
 from .learning import Judgement, Learner, LearnPolicy, Verdict
-from .planner import Plan, Planner, source
+from .planner import Plan, Planner, PortBinding, source
 from .state import Endpoint, OffloadState, Session, SessionTable
 from .switchport import Switch
 
@@ -72,6 +72,11 @@ class SwitchEventHandler:
         src = Endpoint(str(ev.src.addr), ev.src.port)
         p = self.view.plan_of(s.uid)
         planner = self.view.planner
+        if planner.port_binding is PortBinding.ROUTE and planner.routes is None:
+            # The switch's routes are not read yet: no port can be judged. The
+            # learn filter reports the flow again (learn_filter_age_ms).
+            log.info("learn_deferred_no_routes", call_id=s.call_id, src=src.key())
+            return
         if not planner.accepts_port(s, i, src.addr, ev.ingress_port):
             # The party's address (or anyone's) on a port its media does not
             # arrive on: a spoofed source. Its packets miss the relay entries

@@ -314,6 +314,96 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     )
 
 
+def agent_metric_or_zero(sample: str) -> float:
+    """A labelled sample (`name{label="v"}`); 0 until the agent first counts it."""
+    text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=5).text
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+async def caller_flows() -> list[tuple[int, int, int]]:
+    """(src port, relay port, ingress port) of the caller's installed relay entries."""
+    from p4relay_switch.client import SwitchClient
+
+    sw = SwitchClient(GRPC_ADDR, client_id=8, reconnect=False, connect_timeout_s=30.0)
+    await sw.connect()
+    try:
+        caller = int.from_bytes(bytes(map(int, topology.UAC.addr.split("."))), "big")
+        return [
+            (
+                int(e.key["hdr.udp.src_port"]),
+                int(e.key["hdr.udp.dst_port"]),  # type: ignore[arg-type]
+                int(e.key["ig_md.ingress_port"]),
+            )  # type: ignore[arg-type]
+            for e in await sw.read(switchcfg.T_RELAY)
+            if e.key["hdr.ipv4.src_addr"] == caller
+        ]
+    finally:
+        await sw.close()
+
+
+def test_spoofed_caller_on_another_port_is_not_relayed(stack: Stack, tmp_path: Path) -> None:
+    """The attacker host sends the caller's exact flows (its address, its media
+    ports, to its relay ports) from its own switch port while the call is up:
+    the relay entries are bound to the caller's port, so nothing of it reaches
+    the callee; rtpagent refuses the spoofed source (reason ingress_port)."""
+    caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
+    refused = 'rtpagent_learn_refused_total{reason="ingress_port"}'
+    refused0 = agent_metric_or_zero(refused)
+    spoofers: list[subprocess.Popen[bytes]] = []
+    seen: dict[str, list[tuple[int, int, int]]] = {}
+
+    def spoof_once_installed() -> bool:
+        if spoofers:
+            return False
+        flows = asyncio.run(caller_flows())
+        if len(flows) < 2:
+            return False
+        seen["flows"] = flows
+        # Raw IPv4 with the caller's source address (IP_HDRINCL), RTP marked by SSRC.
+        code = (
+            "import socket,struct,time\n"
+            "s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)\n"
+            f"src=socket.inet_aton('{topology.UAC.addr}');dst=socket.inet_aton('{topology.RELAY.addr}')\n"
+            f"flows={[(sp, dp) for sp, dp, _ in flows]!r}\n"
+            "for n in range(100):\n"
+            " for sp,dp in flows:\n"
+            "  rtp=struct.pack('!BBHII',0x80,8,n,0,0x5B00F)+bytes(160)\n"
+            "  udp=struct.pack('!HHHH',sp,dp,8+len(rtp),0)+rtp\n"
+            "  ip=struct.pack('!BBHHHBBH4s4s',0x45,0,20+len(udp),n,0,64,17,0,src,dst)\n"
+            "  s.sendto(ip+udp,(socket.inet_ntoa(dst),0))\n"
+            " time.sleep(0.02)\n"
+        )
+        spoofers.append(
+            subprocess.Popen(
+                ["ip", "netns", "exec", topology.ATTACKER.netns, "python3", "-c", code]
+            )
+        )
+        return False
+
+    try:
+        result = calls(stack, "e2e-spoof", 1, 8.0, stop=spoof_once_installed)
+    finally:
+        for sp in spoofers:
+            sp.wait(30)
+    capture.stop_captures(stack.sup, caps)
+    assert result.stats.successful == 1, f"SIPp: {result.stats} (log {result.log})"
+    assert spoofers and spoofers[0].returncode == 0, "the spoofer never ran"
+    assert {port for _, _, port in seen["flows"]} == {topology.UAC.port}, seen
+    for cap in caps:
+        got = capture.read_rtp(cap.path)
+        leaked = int((got[:, 1] == 0x5B00F).sum())
+        assert leaked == 0, f"{leaked} spoofed packets left the switch ({cap.path})"
+    assert len(capture.read_rtp(caps[1].path)) > 6 * 50, "the caller's own media was relayed"
+    wait_for(
+        lambda: agent_metric_or_zero(refused) > refused0 or None,
+        10,
+        "rtpagent refusing the spoofed source",
+    )
+
+
 @pytest.mark.each_sip_server
 def test_media_stop_ends_the_dialog(
     stack: Stack, tmp_path: Path, request: pytest.FixtureRequest
