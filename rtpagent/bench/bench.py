@@ -176,6 +176,7 @@ async def insert_rate(switch: str, calls: int, per_write: int) -> tuple[float, f
             Endpoint.of(host, 30000),
             Endpoint.of("127.0.0.1", 20002 + 4 * (i % 10000)),
             legs=(2 * i + 1, 2 * i + 2),
+            ports=(1, 2),
         )
 
     def merged(cs: list[RelayCall]) -> EntryBatch:
@@ -223,6 +224,7 @@ async def offload_latency(agent_port: int, switch: str, calls: int) -> list[floa
             "hdr.ipv4.dst_addr": int(ipaddress.IPv4Address("127.0.0.1")),
             "hdr.udp.src_port": 6000,
             "hdr.udp.dst_port": port,
+            "ig_md.ingress_port": 1,  # A's party: routed to port 1 (`routes`)
         }
         while True:
             with contextlib.suppress(Exception):
@@ -235,6 +237,28 @@ async def offload_latency(agent_port: int, switch: str, calls: int) -> list[floa
     t.close()
     await probe.close()
     return out
+
+
+async def routes(switch: str) -> None:
+    """The parties' networks behind ports 1 (A, 198.18.1.0/24) and 2 (B,
+    198.18.2.0/24): the agent binds each leg to the port its party routes to."""
+    from p4relay_switch import Nexthop, Pipeline, Subscription, SwitchClient
+
+    c = SwitchClient(
+        switch, client_id=10, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    await c.connect()
+    try:
+        pl = Pipeline(c)
+        await pl.add_nexthops(
+            [
+                Nexthop(1, 1, "02:00:00:00:00:fe", "02:00:00:00:01:01"),
+                Nexthop(2, 2, "02:00:00:00:00:fe", "02:00:00:00:02:01"),
+            ]
+        )
+        await pl.add_routes([("198.18.1.0/24", 1), ("198.18.2.0/24", 2)])
+    finally:
+        await c.close()
 
 
 def start_switch() -> tuple[subprocess.Popen[bytes] | None, str | None]:
@@ -263,14 +287,23 @@ def start_switch() -> tuple[subprocess.Popen[bytes] | None, str | None]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process (and its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """On-CPU time of a process and its descendants (the embedded RTPProxy
+    runs as the agent's child), every thread, exact from schedstat."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            for t in Path(f"/proc/{p}/task").iterdir():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    total += int((t / "schedstat").read_text().split()[0])
+                with contextlib.suppress(OSError, ValueError):
+                    todo.extend(int(c) for c in (t / "children").read_text().split())
+    return total / 1e9
 
 
 def loop_seconds(pid: int) -> float:
-    """On-CPU time of the agent's event-loop thread (the main thread; RTPProxy's
-    engine runs in its own threads of the same process), exact from schedstat."""
+    """On-CPU time of the agent's event-loop thread (its main thread), exact
+    from schedstat."""
     return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
 
 
@@ -360,6 +393,8 @@ async def wait_ready(port: int) -> None:
 
 async def main_async(a: argparse.Namespace) -> int:
     sw_proc, sw = start_switch()
+    if sw:
+        await routes(sw)
     port = free_port(socket.SOCK_DGRAM)
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
