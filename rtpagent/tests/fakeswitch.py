@@ -51,6 +51,7 @@ class FakeSwitch:
         self.counters: dict[FlowKey, Counters] = {}
         self.guards: set[GuardKey] = set()
         self.guard_counters: dict[GuardKey, Counters] = {}
+        self.quality: dict[int, LegQuality] = {}
         self.guard_capacity = 1 << 20
         self.up = True
         self.writes = 0
@@ -100,7 +101,7 @@ class FakeSwitch:
         return {k: self.guard_counters.get(k, Counters(0, 0)) for k in keys if k in self.guards}
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
-        return {leg: LegQuality.zero(leg) for leg in legs}
+        return {leg: self.quality.get(leg, LegQuality.zero(leg)) for leg in legs}
 
     async def dump(self) -> EntryDump:
         return EntryDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))

@@ -26,7 +26,8 @@ async def start(tmp: Path, fake: FakeSwitch | None = None, **kw: object) -> tupl
 
 async def test_replies_pass_through_like_rtpproxy(tmp_path: Path) -> None:
     app, cl = await start(tmp_path)
-    direct = Client(int(app.upstream.spec.port))  # type: ignore[union-attr]
+    assert app.upstream is not None
+    direct = Client(int(app.upstream.spec.port))
     try:
         for body in (
             "V",

@@ -64,10 +64,10 @@ class Rig:
         )
 
 
-async def rig_with(**kw: object) -> Rig:
+async def rig_with(learn_policy: LearnPolicy = LearnPolicy.STRICT) -> Rig:
     fake = FakeSwitch()
     table = SessionTable()
-    off = Offloader(table, fake, learn_window_ms=WINDOW_MS, **kw)  # type: ignore[arg-type]
+    off = Offloader(table, fake, learn_window_ms=WINDOW_MS, learn_policy=learn_policy)
     r = Rig(fake, table, off)
     off.listeners.append(lambda kind, _s, payload: r.events.append((kind, payload)))
     off.start()
@@ -153,7 +153,7 @@ async def test_natted_caller_latches_after_the_window(rig: Rig) -> None:
     assert rig.caller_relay() == FlowKey(
         "198.18.3.10", RELAY, 40000, CALLER_PORT, port_of("198.18.3.10")
     )
-    assert s.state is OffloadState.OFFLOADED and not rig.refused()
+    assert next(iter(rig.table)).state is OffloadState.OFFLOADED and not rig.refused()
 
 
 async def test_attacker_racing_natted_caller_refused_both(rig: Rig) -> None:
@@ -181,7 +181,7 @@ async def test_strangers_rtcp_does_not_latch_a_learning_stream(rig: Rig) -> None
 
 async def test_first_policy_latches_the_first_source() -> None:
     """`--learn-policy first`: RTPProxy's own rule (the stranger wins the race)."""
-    rig = await rig_with(learn_policy="first")
+    rig = await rig_with(learn_policy=LearnPolicy.FIRST)
     try:
         s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
         await rig.off.drained()

@@ -50,7 +50,8 @@ async def test_sessions_per_source_are_bounded(tmp_path: Path) -> None:
         assert REFUSED.labels("sessions")._value.get() == before + 2
         r = await a.cmd("U s0 198.18.1.10 6000 f;1")  # an existing session: never refused
         assert r is not None and r.split()[0].isdigit(), r
-        rtpp = Client(int(app.upstream.spec.port))  # type: ignore[union-attr]
+        assert app.upstream is not None
+        rtpp = Client(int(app.upstream.spec.port))
         info = await rtpp.cmd("I")
         rtpp.close()
         assert info is not None and active_sessions(info.encode()) == 3  # E98 never got there

@@ -168,12 +168,7 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         await wait_for(lambda: fake.relays)
         caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa, port_of("198.18.1.10"))
         leg = fake.relays[caller_key].leg
-        fake_quality = {leg: LegQuality(leg, 50, 2, 0, 0, 0, 16 * 8, 0, 8)}
-
-        async def rq(legs: list[int]) -> dict[int, LegQuality]:
-            return {lg: fake_quality.get(lg, LegQuality.zero(lg)) for lg in legs}
-
-        fake.read_quality = rq  # type: ignore[method-assign]
+        fake.quality[leg] = LegQuality(leg, 50, 2, 0, 0, 0, 16 * 8, 0, 8)
         fake.counters[caller_key] = Counters(50, 8600)
         # Q from the caller's side: npkts_ina counts the caller's packets.
         q = await cl.cmd("Q c4 ft;1 tt;1")

@@ -23,7 +23,10 @@ def netns_port() -> Iterator[tuple[str, str]]:
     """(switch-side ifname, namespace) of a veth pair; the peer lives in the namespace."""
     tag = secrets.token_hex(3)
     ns, a, b = f"p4ra-{tag}", f"p4ra{tag}a", f"p4ra{tag}b"
-    run = lambda *c: subprocess.run(c, check=True, capture_output=True)  # noqa: E731
+
+    def run(*c: str) -> None:
+        subprocess.run(c, check=True, capture_output=True)
+
     run("ip", "netns", "add", ns)
     try:
         run("ip", "link", "add", a, "type", "veth", "peer", "name", b)

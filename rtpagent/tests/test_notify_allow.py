@@ -156,6 +156,7 @@ async def test_foreign_u_reaches_rtpproxy_unchanged(tmp_path: Path) -> None:
         rec.got.clear()
         await cl.cmd(f"U na3 198.18.1.10 6000 f;1 {allowed} tag1")
         sent = rec.got[0].decode(WIRE)
+        assert app.cfg.notify_listen is not None
         assert allowed not in sent and app.cfg.notify_listen in sent
         assert refused() == before + 4
     finally:

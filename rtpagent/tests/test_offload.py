@@ -2,42 +2,52 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 from harness import Client, route_all, running_agent, settings
 from p4relay_switch import SwitchClient
+from p4relay_switch.codec import ReadValue
 from p4relay_testsupport import Softswitch, softswitch, wait_for
 from rtpagent.state import OffloadState
 
 
-async def relays(c: SwitchClient) -> dict[tuple[str, str, int, int], dict[str, object]]:
-    import ipaddress
+def _int(v: object) -> int:
+    """A key or data field read back: every field these tables hold is an integer."""
+    assert isinstance(v, int), v
+    return v
 
+
+def _addr(v: object) -> str:
+    return str(ipaddress.IPv4Address(_int(v)))
+
+
+async def relays(c: SwitchClient) -> dict[tuple[str, str, int, int], dict[str, ReadValue]]:
     out = {}
     for e in await c.read("pipe.Ingress.relay"):
         k = e.key
         out[
             (
-                str(ipaddress.IPv4Address(k["hdr.ipv4.src_addr"])),
-                str(ipaddress.IPv4Address(k["hdr.ipv4.dst_addr"])),
-                int(k["hdr.udp.src_port"]),  # type: ignore[arg-type]
-                int(k["hdr.udp.dst_port"]),  # type: ignore[arg-type]
+                _addr(k["hdr.ipv4.src_addr"]),
+                _addr(k["hdr.ipv4.dst_addr"]),
+                _int(k["hdr.udp.src_port"]),
+                _int(k["hdr.udp.dst_port"]),
             )
         ] = dict(e.data)
     return out
 
 
 async def guards(c: SwitchClient) -> set[tuple[str, int]]:
-    import ipaddress
-
     return {
-        (str(ipaddress.IPv4Address(e.key["hdr.ipv4.dst_addr"])), int(e.key["hdr.udp.dst_port"]))  # type: ignore[arg-type]
+        (_addr(e.key["hdr.ipv4.dst_addr"]), _int(e.key["hdr.udp.dst_port"]))
         for e in await c.read("pipe.Ingress.relay_guard")
     }
 
 
-async def legs(c: SwitchClient) -> dict[int, dict[str, object]]:
-    return {int(e.key["ig_md.leg"]): dict(e.data) for e in await c.read("pipe.Ingress.leg_rewrite")}  # type: ignore[arg-type]
+async def legs(c: SwitchClient) -> dict[int, dict[str, ReadValue]]:
+    return {
+        _int(e.key["ig_md.leg"]): dict(e.data) for e in await c.read("pipe.Ingress.leg_rewrite")
+    }
 
 
 async def test_call_offloaded_and_removed(
@@ -67,10 +77,8 @@ async def test_call_offloaded_and_removed(
         lg = await legs(probe)
         assert len(lg) == 2
         caller_leg = got[("198.18.1.10", "127.0.0.1", 6000, port_a)]["leg"]
-        import ipaddress
-
-        rw = lg[int(caller_leg)]  # type: ignore[arg-type]
-        assert str(ipaddress.IPv4Address(rw["dst_addr"])) == "198.18.2.10"  # type: ignore[arg-type]
+        rw = lg[_int(caller_leg)]
+        assert _addr(rw["dst_addr"]) == "198.18.2.10"
         assert rw["dst_port"] == 7000 and rw["src_port"] == int(port_b)
         # Q answered (RTPProxy's format, the switch's counts added).
         q = await cl.cmd("Q call1 ftag;1 ttag;1")
@@ -102,7 +110,7 @@ async def test_reinvite_rekeys(tmp_path: Path, sw: Softswitch, probe: SwitchClie
         assert len(got) == 4
         assert {k[2] for k in got} == {6000, 6001, 7100, 7101}
         lg = await legs(probe)
-        assert sorted(v["dst_port"] for v in lg.values()) == [6000, 7100]  # type: ignore[type-var]
+        assert sorted(_int(v["dst_port"]) for v in lg.values()) == [6000, 7100]
         s = next(iter(app.table))
         assert s.state is OffloadState.OFFLOADED
         await cl.cmd("D call2 f1 t1")

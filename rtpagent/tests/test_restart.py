@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,9 @@ from rtpagent.switchport import Switch
 
 
 async def _scenario(
-    tmp: Path, make_switch: Callable[[], Switch], count: Callable[[], object]
+    tmp: Path,
+    make_switch: Callable[[], Switch],
+    count: Callable[[], Awaitable[tuple[int, int, int]]],
 ) -> None:
     port = free_udp_pair()
     notify = free_port()
@@ -51,7 +53,7 @@ async def _scenario(
             assert await cl.cmd(f"U {call} 198.18.1.10 {6000 if call == 'keep' else 6100} f;1")
             assert await cl.cmd(f"L {call} 198.18.2.10 {7000 if call == 'keep' else 7100} f;1 t;1")
         await wait_for(lambda: len(app1.offloader.plans) == 2)
-        before = await count()  # type: ignore[misc]
+        before = await count()
         assert before == (8, 4, 8)  # relays, legs, guards
         await app1.stop()
         # While the agent is down the SIP server's D reaches RTPProxy some other way.
@@ -263,12 +265,6 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
     )
     rtpp.start()
     fake = FakeSwitch()  # the switch keeps its entries and counts across the crash
-    quality: dict[int, LegQuality] = {}
-
-    async def rq(legs: list[int]) -> dict[int, LegQuality]:
-        return {lg: quality.get(lg, LegQuality.zero(lg)) for lg in legs}
-
-    fake.read_quality = rq  # type: ignore[method-assign]
     kw = dict(
         port=port,
         rtpproxy=f"udp:127.0.0.1:{port + 1}",
@@ -289,7 +285,7 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
         key = FlowKey("198.18.1.10", "127.0.0.1", 6000, int(r.split()[0]), port_of("198.18.1.10"))
         leg = fake.relays[key].leg
         fake.counters[key] = Counters(100, 17200)
-        quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
+        fake.quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
 
         def sampled(app: App) -> list[int]:
             app.store.flush()
@@ -310,7 +306,7 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
         assert await direct.cmd("D gone f t") == "0\n"
         direct.close()
         fake.counters[key] = Counters(150, 25800)
-        quality[leg] = LegQuality(leg, 150, 0, 0, 0, 0, 0, 0, 0)
+        fake.quality[leg] = LegQuality(leg, 150, 0, 0, 0, 0, 0, 0, 0)
 
         app2 = App(settings(tmp_path, state_file=str(crashed), **kw), switch=fake)
         await app2.start()

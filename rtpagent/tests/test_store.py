@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from pathlib import Path
 
 from rtpagent.store import DOCS_PER_SLICE, Store
@@ -14,8 +15,8 @@ async def test_sliced_flush_keeps_order_and_loses_nothing_when_cut_short(tmp_pat
     n = 3 * DOCS_PER_SLICE
     for i in range(n):
         st.enqueue("event", {"e": i})
-        st.enqueue_session(f"u{i}", lambda i=i: {"s": i})
-        st.put_session(f"u{i}", lambda i=i: {"j": i})
+        st.enqueue_session(f"u{i}", functools.partial(dict, s=i))
+        st.put_session(f"u{i}", functools.partial(dict, j=i))
     t = asyncio.ensure_future(st.take_sliced())
     await asyncio.sleep(0)  # the first slice is built, then the sender is cancelled
     t.cancel()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, cast
 
 from harness import wait_for
 from rtpagent.sockets import parse_spec
@@ -11,22 +12,25 @@ from rtpagent.upstream import Upstream
 
 
 class _Rtpp(asyncio.DatagramProtocol):
-    """Records commands; answers only when told."""
+    """Records commands and when each body first arrived; answers only when told."""
 
     def __init__(self) -> None:
-        self.got: list[tuple[str, object]] = []
+        self.got: list[tuple[str, tuple[Any, ...]]] = []
+        self.first_seen: dict[str, float] = {}
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A datagram endpoint's transport (3.11's selector one does not subclass the ABC).
+        self.transport = cast(asyncio.DatagramTransport, transport)
 
-    def datagram_received(self, data: bytes, addr: object) -> None:
+    def datagram_received(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        self.first_seen.setdefault(data.decode().split()[1], time.monotonic())
         self.got.append((data.decode(), addr))
 
     def answer(self, i: int) -> None:
         cookie, _, body = self.got[i][0].partition(" ")
         assert self.transport is not None
-        self.transport.sendto(f"{cookie} ok:{body}".encode(), self.got[i][1])  # type: ignore[arg-type]
+        self.transport.sendto(f"{cookie} ok:{body}".encode(), self.got[i][1])
 
 
 async def test_commands_beyond_the_cap_wait_in_order() -> None:
@@ -75,14 +79,7 @@ async def test_commands_that_waited_too_long_are_given_up_unsent() -> None:
     limit = 0.3  # timeout x (retries + 1)
     up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=limit, retries=0, max_inflight=1)
     await up.start()
-    sent_at: dict[str, float] = {}
-    orig = rtpp.datagram_received
-
-    def stamp(data: bytes, addr: object) -> None:
-        sent_at.setdefault(data.decode().split()[1], time.monotonic())
-        orig(data, addr)
-
-    rtpp.datagram_received = stamp  # type: ignore[method-assign]
+    sent_at = rtpp.first_seen
     try:
         replies: list[str | None] = []
         t0 = time.monotonic()

@@ -194,7 +194,7 @@ def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
     from p4relay_scenarios import experiment
 
     def row(mode: str, calls: int, loss: float) -> dict[str, object]:
-        fields = {f.name: 1.0 for f in dataclasses.fields(experiment.Row)}
+        fields: dict[str, object] = {f.name: 1.0 for f in dataclasses.fields(experiment.Row)}
         fields.update(mode=mode, calls=calls, loss_pct=loss, mos_median=4.4, mos_min=4.3)
         return fields
 

@@ -2,4 +2,4 @@
 # rtpagent: a long differential fuzz corpus into RTPProxy directly and through
 # the agent; every answer class must match. Prints a table.
 set -euo pipefail
-exec uv run --frozen --no-sync python rtpagent/bench/differential.py "$@"
+exec uv run --frozen --no-sync python rtpagent/bench/differential_fuzz.py "$@"

@@ -377,8 +377,8 @@ def main() -> int:
     )
     for col in ("measure", "p50 / value", "p99", "target"):
         table.add_column(col, justify="left" if col == "measure" else "right")
-    for r in rows:
-        table.add_row(*r)
+    for row in rows:
+        table.add_row(*row)
     Console(width=120).print(table)
     print("targets met" if ok else "TARGETS MISSED")
     return 0 if ok else 1

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from p4relay_server.app import create_app
 from p4relay_server.config import Settings
@@ -19,6 +20,7 @@ from p4relay_server.db import make_sessionmaker
 from p4relay_server.logs import configure_logging
 from p4relay_server.migrate import run_alembic
 from p4relay_server.services import accounts
+from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -90,19 +92,19 @@ def clean(engine: Engine) -> Iterator[Engine]:
 def settings(db_url: str, tmp_path: Any) -> Settings:
     return Settings(
         database_url=db_url,
-        jwt_secret="test-secret-key-which-is-long-enough-0123456789",
+        jwt_secret=SecretStr("test-secret-key-which-is-long-enough-0123456789"),
         console_dir=tmp_path / "no-console",
         cors_origins=["http://console.example"],
     )
 
 
 @pytest.fixture
-def app(settings: Settings, clean: Engine) -> Any:
+def app(settings: Settings, clean: Engine) -> FastAPI:
     return create_app(settings, clean)
 
 
 @pytest.fixture
-def client(app: Any) -> Iterator[TestClient]:
+def client(app: FastAPI) -> Iterator[TestClient]:
     with TestClient(app) as c:
         yield c
 

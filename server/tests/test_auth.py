@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 from conftest import ADMIN_PASSWORD, Auth, batch
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from p4relay_server import security
 from p4relay_server.models import ApiToken, User
@@ -130,7 +131,7 @@ def test_token_lifecycle(client: TestClient, auth: Auth, clean: Engine) -> None:
     assert client.delete("/api/v1/tokens/99999", headers=auth.admin).status_code == 404
 
 
-def test_expired_token_and_jwt(client: TestClient, auth: Auth, app: object, clean: Engine) -> None:
+def test_expired_token_and_jwt(client: TestClient, auth: Auth, app: FastAPI, clean: Engine) -> None:
     soon = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
     tok = client.post(
         "/api/v1/tokens",
@@ -144,7 +145,7 @@ def test_expired_token_and_jwt(client: TestClient, auth: Auth, app: object, clea
             "UPDATE api_tokens SET expires_at = now() - interval '1 second' WHERE name = 'old'"
         )
     assert client.get("/api/v1/sessions", headers=h).status_code == 401
-    jwt_key = app.state.jwt_key  # type: ignore[attr-defined]
+    jwt_key = app.state.jwt_key
     stale, _ = security.issue_jwt(1, "admin", 0, jwt_key, dt.timedelta(seconds=-5))
     assert (
         client.get("/api/v1/sessions", headers={"Authorization": f"Bearer {stale}"}).status_code

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import T0, VIEWER_PASSWORD, Auth, batch, iso, sample_item, session_item
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from p4relay_server import security
 from p4relay_server.models import CallSession, User
@@ -60,7 +61,7 @@ def test_logout_ends_the_users_logins(client: TestClient, auth: Auth) -> None:
 
 
 def test_refresh_renews_until_the_login_is_too_old(
-    client: TestClient, auth: Auth, app: Any
+    client: TestClient, auth: Auth, app: FastAPI
 ) -> None:
     r = client.post("/api/v1/auth/refresh", headers=auth.viewer)
     assert r.status_code == 200, r.text
@@ -84,7 +85,7 @@ def test_default_login_lifetime_is_short(client: TestClient, auth: Auth) -> None
     assert expires - dt.datetime.now(dt.UTC) <= dt.timedelta(minutes=15)
 
 
-def test_jwt_without_version_is_refused(client: TestClient, auth: Auth, app: Any) -> None:
+def test_jwt_without_version_is_refused(client: TestClient, auth: Auth, app: FastAPI) -> None:
     import jwt
 
     now = dt.datetime.now(dt.UTC)
@@ -116,7 +117,7 @@ def test_token_expiry_in_the_past_is_refused(client: TestClient, auth: Auth) -> 
 
 # ------------------------------------------------------------- live stream
 @pytest.fixture
-def fast_recheck(app: Any) -> Iterator[None]:
+def fast_recheck(app: FastAPI) -> Iterator[None]:
     app.state.settings.live_recheck_s = 0.2
     yield
 
@@ -220,8 +221,8 @@ def test_out_of_range_and_loosely_typed_values_are_refused(
     client: TestClient, auth: Auth, item: str, field: str, value: object
 ) -> None:
     parts: dict[str, Any] = {
-        "session": {"sessions": [session_item("bad;1", **{field: value})]},
-        "sample": {"samples": [sample_item("bad;1", T0, **{field: value})]},
+        "session": {"sessions": [{**session_item("bad;1"), field: value}]},
+        "sample": {"samples": [{**sample_item("bad;1", T0), field: value}]},
         "queue": {"queue_samples": [{"switch": "sw1", "dev_port": 1, "ts": iso(T0), field: value}]},
     }[item]
     r = client.post("/api/v1/ingest", json=batch(**parts), headers=auth.ingest)
@@ -258,7 +259,7 @@ def test_largest_values_cannot_poison_a_session(
     assert packets == 52 * MAX_INTERVAL_PACKETS
 
 
-def test_chunked_body_over_the_limit_is_413(client: TestClient, auth: Auth, app: Any) -> None:
+def test_chunked_body_over_the_limit_is_413(client: TestClient, auth: Auth, app: FastAPI) -> None:
     limit = app.state.settings.limits.max_body_bytes
 
     def chunks() -> Iterator[bytes]:

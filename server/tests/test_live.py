@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import pytest
 from conftest import T0, Auth, batch, iso, sample_item, session_item
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
@@ -75,7 +75,7 @@ def test_live_requires_read_credentials(client: TestClient, auth: Auth, query: s
     assert e.value.code == 1008
 
 
-def test_slow_subscriber_is_told_and_closed(client: TestClient, auth: Auth, app: Any) -> None:
+def test_slow_subscriber_is_told_and_closed(client: TestClient, auth: Auth, app: FastAPI) -> None:
     app.state.live._queue_size = 2
     with client.websocket_connect(f"/api/v1/live?token={auth.viewer_jwt}&topics=samples") as ws:
         ws.receive_json()

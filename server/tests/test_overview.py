@@ -57,7 +57,10 @@ def test_congestion_episodes_pair_onset_and_clear_per_port(client: TestClient, a
     )
     eps = get(client, auth, "/api/v1/congestion", since=iso(m(0)), until=iso(m(60)))
     got = [(e["switch"], e["dev_port"], e["queue"], e["started_at"], e["ended_at"]) for e in eps]
-    z = lambda t: t.isoformat().replace("+00:00", "Z")  # noqa: E731
+
+    def z(t: dt.datetime) -> str:
+        return t.isoformat().replace("+00:00", "Z")
+
     assert got == [
         ("sw1", 1, 0, z(m(-30)), z(m(5))),
         ("sw1", 2, 0, z(m(10)), z(m(20))),

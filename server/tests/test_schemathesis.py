@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, Phase, settings
 from p4relay_server.app import create_app
 from p4relay_server.config import Settings
 from p4relay_server.db import make_sessionmaker
+from pydantic import SecretStr
 from schemathesis import checks
 from sqlalchemy import Engine, create_engine
 
@@ -27,7 +28,7 @@ _PLACEHOLDER = "postgresql+psycopg://unset@127.0.0.1:1/unset"
 APP = create_app(
     Settings(
         database_url=_PLACEHOLDER,
-        jwt_secret="schemathesis-secret-0123456789abcdef",
+        jwt_secret=SecretStr("schemathesis-secret-0123456789abcdef"),
         console_dir=Path("/nonexistent"),
     ),
     create_engine(_PLACEHOLDER),

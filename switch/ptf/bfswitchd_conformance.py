@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import grpc
-from google.rpc import status_pb2  # type: ignore[import-untyped]
+from google.rpc import status_pb2
 from p4rbase import RELAY_IP, P4RelayTest, param
 from p4relay_switch import pipeline as pl
 from p4relay_switch.proto import bfruntime_pb2 as pb
@@ -52,7 +52,7 @@ class Raw:
 
     def __init__(self) -> None:
         self.channel = grpc.insecure_channel(str(param("grpc_addr", "127.0.0.1:50052")))
-        self.stub: Any = pbg.BfRuntimeStub(self.channel)  # type: ignore[no-untyped-call]
+        self.stub: Any = pbg.BfRuntimeStub(self.channel)
         cfg = self.stub.GetForwardingPipelineConfig(
             pb.GetForwardingPipelineConfigRequest(device_id=0, client_id=99), timeout=10
         )

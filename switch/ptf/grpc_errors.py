@@ -117,8 +117,8 @@ class DuplicateAndAbsent(P4RelayTest):
 class MalformedWrites(P4RelayTest):
     """Requests our client would never send, built by hand at the protobuf level."""
 
-    def write_raw(self, te: pb.TableEntry, kind: int = pb.Update.INSERT) -> None:
-        update = pb.Update(type=kind, entity=pb.Entity(table_entry=te))  # type: ignore[arg-type]
+    def write_raw(self, te: pb.TableEntry, kind: pb.Update.Type = pb.Update.INSERT) -> None:
+        update = pb.Update(type=kind, entity=pb.Entity(table_entry=te))
         self.sw.run(self.client.write([update]))
 
     def expect_reject(self, name: str, fn: Callable[[], None]) -> None:
@@ -281,7 +281,7 @@ class GarbageRpc(P4RelayTest):
             for junk in (b"\xff\xff\xff\xff", b"\x1a\x05\x08"):  # bad varint; truncated field
                 with self.assertRaises(grpc.RpcError) as cm:
                     write(junk, timeout=5)
-                self.assertNotEqual(cm.exception.code(), grpc.StatusCode.OK)  # type: ignore[attr-defined]
+                self.assertNotEqual(cm.exception.code(), grpc.StatusCode.OK)
             # well-formed but from a client id that never subscribed/bound and
             # names no program (bf_switchd accepts one that names the program)
             stub_write = ch.unary_unary(

@@ -22,7 +22,8 @@ class IdleTimeoutNotify(P4RelayTest):
         ttl_ms = 1500  # generous: a loaded CI machine may pause the sender
         self.sw.run(self.p.install_call(call, ttl_ms=ttl_ms))
         rows = self.sw.run(self.client.read(pl.RELAY))
-        self.assertTrue(all(0 < int(r.data[pl.TTL]) <= ttl_ms for r in rows), rows)  # type: ignore[call-overload]
+        ttls = [r.data[pl.TTL] for r in rows]
+        self.assertTrue(all(isinstance(t, int) and 0 < t <= ttl_ms for t in ttls), rows)
         busy = udp_packet(
             in_port=1,
             src=HOST_IP[1],

@@ -119,7 +119,7 @@ def forwarded(pkt: Packet, out_port: int, **ip_changes: Any) -> Packet:
     return Ether(bytes(e))
 
 
-class P4RelayTest(BaseTest):  # type: ignore[misc]
+class P4RelayTest(BaseTest):  # type: ignore[misc]  # ptf has no types: BaseTest is Any
     """Connects, clears the pipeline, routes the four host subnets."""
 
     def setUp(self) -> None:

@@ -94,13 +94,13 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
             continue
         if t.get("table_type") != "Register":
             errs.append(f"register {name}: table_type {t.get('table_type')!r} != 'Register'")
-        keys = [k["name"] for k in t.get("key", [])]
-        if keys != ["$REGISTER_INDEX"]:
-            errs.append(f"register {name}: key {keys} != ['$REGISTER_INDEX']")
+        reg_keys = [k["name"] for k in t.get("key", [])]
+        if reg_keys != ["$REGISTER_INDEX"]:
+            errs.append(f"register {name}: key {reg_keys} != ['$REGISTER_INDEX']")
         field = name.removeprefix("pipe.") + ".f1"
-        data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
-        if data != [(field, cr["bits"])]:
-            errs.append(f"register {name}: data {data} != [({field!r}, {cr['bits']})]")
+        reg_data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
+        if reg_data != [(field, cr["bits"])]:
+            errs.append(f"register {name}: data {reg_data} != [({field!r}, {cr['bits']})]")
 
     learns = {d["name"]: d for d in bfrt.get("learn_filters", [])}
     want_learns = {d["name"] for d in contract.get("digest", [])}

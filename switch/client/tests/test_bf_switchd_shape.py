@@ -15,7 +15,7 @@ import grpc
 import grpc.aio
 import pytest
 from google.protobuf import any_pb2
-from google.rpc import status_pb2  # type: ignore[import-untyped]
+from google.rpc import status_pb2
 from p4relay_switch import (
     Digest,
     Entry,
@@ -167,7 +167,7 @@ class BfSwitchdLike(pb_grpc.BfRuntimeServicer):
 async def server() -> AsyncIterator[tuple[BfSwitchdLike, str]]:
     srv = grpc.aio.server()
     svc = BfSwitchdLike()
-    pb_grpc.add_BfRuntimeServicer_to_server(svc, srv)  # type: ignore[no-untyped-call]
+    pb_grpc.add_BfRuntimeServicer_to_server(svc, srv)
     port = srv.add_insecure_port("127.0.0.1:0")
     await srv.start()
     yield svc, f"127.0.0.1:{port}"

@@ -19,6 +19,7 @@ from p4relay_switch import (
 )
 from p4relay_switch import pipeline as pl
 from p4relay_switch.client import Entry
+from p4relay_switch.codec import DataValue, KeyValue
 from p4relay_switch.encode import Encoder
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_testsupport import softswitch
@@ -52,15 +53,19 @@ def _register_field(c: SwitchClient, name: str) -> str:
 
 async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     c = sw
-    rkey = {
+    rkey: dict[str, KeyValue] = {
         pl.K_SRC_ADDR: "198.18.1.10",
         pl.K_DST_ADDR: "127.0.0.1",
         pl.K_SRC_PORT: 6001,
         pl.K_DST_PORT: 40001,
         pl.K_INGRESS_PORT: 1,
     }
-    gkey = {pl.K_DST_ADDR: "127.0.0.1", pl.K_DST_PORT: 40001}
-    lg_data = {"src_addr": "127.0.0.1", "dst_addr": "198.18.2.10", "src_port": 40002}
+    gkey: dict[str, KeyValue] = {pl.K_DST_ADDR: "127.0.0.1", pl.K_DST_PORT: 40001}
+    lg_data: dict[str, DataValue] = {
+        "src_addr": "127.0.0.1",
+        "dst_addr": "198.18.2.10",
+        "src_port": 40002,
+    }
     lg_data["dst_port"] = 7000
     want = [
         c.update(pb.Update.DELETE, pl.RELAY_GUARD, Entry(gkey)),

@@ -128,7 +128,8 @@ async def test_call_install_counters_remove(sw: SwitchClient) -> None:
     assert await sw.usage(pl.LEG_REWRITE) == 2
     rows = await sw.read(pl.RELAY)
     assert {(r.data["leg"], r.data["rtcp"]) for r in rows} == {(0, 0), (0, 1), (1, 0), (1, 1)}
-    assert all(0 < int(r.data[pl.TTL]) <= 5000 for r in rows)  # type: ignore[call-overload]
+    ttls = [r.data[pl.TTL] for r in rows]
+    assert all(isinstance(t, int) and 0 < t <= 5000 for t in ttls), ttls
     [rw] = await sw.read(pl.LEG_REWRITE, [{pl.K_LEG: 0}])
     assert rw.data == {
         "src_addr": int(c.a_to_b.out_src.addr),

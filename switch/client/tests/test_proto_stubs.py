@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from google.protobuf.message import Message
+
 HERE = Path(__file__).resolve().parent
 CLIENT = HERE.parent
 STUBS = CLIENT / "src" / "p4relay_switch" / "proto"
@@ -24,8 +26,8 @@ def test_wire_names_and_numbers() -> None:
     """Spot checks of field numbers the public bfruntime.proto fixes (wire format)."""
     from p4relay_switch.proto import bfruntime_pb2 as pb
 
-    def num(msg: type, field: str) -> int:
-        return int(msg.DESCRIPTOR.fields_by_name[field].number)  # type: ignore[attr-defined]
+    def num(msg: type[Message], field: str) -> int:
+        return msg.DESCRIPTOR.fields_by_name[field].number
 
     assert pb.DESCRIPTOR.package == "bfrt_proto"
     assert [m.name for m in pb.DESCRIPTOR.services_by_name["BfRuntime"].methods] == [

@@ -232,7 +232,7 @@ class SwitchClient:
             raise SwitchUnavailableError(
                 f"switch at {self.address} not reachable within {self.connect_timeout_s}s"
             ) from None
-        self._stub = pb_grpc.BfRuntimeStub(channel)  # type: ignore[no-untyped-call]
+        self._stub = pb_grpc.BfRuntimeStub(channel)
         await self._subscribe()
         await self._bind()
         await self._load_schema()

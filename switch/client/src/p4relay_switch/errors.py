@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import grpc
 import grpc.aio
-from google.rpc import status_pb2  # type: ignore[import-untyped]
+from google.rpc import status_pb2
 
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
