@@ -16,8 +16,9 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TypedDict
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 PY_SOURCES = ["server/src", "collector/src", "rtpagent/src"]
@@ -91,12 +92,29 @@ def dashboard_exprs(doc: dict[str, object]) -> list[tuple[str, str]]:
     return found
 
 
-def rule_exprs(doc: dict[str, object]) -> tuple[list[tuple[str, str]], set[str]]:
+class Rule(TypedDict, total=False):
+    alert: str
+    record: str
+    expr: str
+
+
+class RuleGroup(TypedDict, total=False):
+    name: str
+    rules: list[Rule]
+
+
+class RuleFile(TypedDict, total=False):
+    """A Prometheus rule file, as far as it is read here."""
+
+    groups: list[RuleGroup]
+
+
+def rule_exprs(doc: RuleFile) -> tuple[list[tuple[str, str]], set[str]]:
     found: list[tuple[str, str]] = []
     recorded: set[str] = set()
-    for g in doc.get("groups") or []:  # type: ignore[attr-defined]
+    for g in doc.get("groups") or []:
         for r in g.get("rules") or []:
-            found.append((r.get("alert") or r.get("record"), r["expr"]))
+            found.append((r.get("alert") or r.get("record") or "?", r["expr"]))
             if "record" in r:
                 recorded.add(r["record"])
     return found, recorded

@@ -16,6 +16,7 @@ from p4relay_testsupport import wait_for
 from prometheus_client import REGISTRY
 from rtpagent.learning import Learner, LearnPolicy, Verdict
 from rtpagent.offload import Offloader
+from rtpagent.planner import PortBinding
 from rtpagent.state import Endpoint, OffloadState, Session, SessionTable, Stream
 
 RELAY = "127.0.0.1"
@@ -64,10 +65,18 @@ class Rig:
         )
 
 
-async def rig_with(learn_policy: LearnPolicy = LearnPolicy.STRICT) -> Rig:
+async def rig_with(
+    learn_policy: LearnPolicy = LearnPolicy.STRICT, port_binding: PortBinding = PortBinding.ROUTE
+) -> Rig:
     fake = FakeSwitch()
     table = SessionTable()
-    off = Offloader(table, fake, learn_window_ms=WINDOW_MS, learn_policy=learn_policy)
+    off = Offloader(
+        table,
+        fake,
+        learn_window_ms=WINDOW_MS,
+        learn_policy=learn_policy,
+        port_binding=port_binding,
+    )
     r = Rig(fake, table, off)
     off.listeners.append(lambda kind, _s, payload: r.events.append((kind, payload)))
     off.start()
@@ -241,7 +250,7 @@ async def test_learned_binding_takes_the_first_packets_port() -> None:
     """`--port-binding learned`: a signalled caller waits for its first packet
     and is bound to the port it arrived on; the same source on another port
     afterwards is refused."""
-    rig = await rig_with(port_binding="learned")
+    rig = await rig_with(port_binding=PortBinding.LEARNED)
     try:
         s = rig.call(caller=("198.18.1.10", 6000), callee=("198.18.2.10", 7000))
         await rig.off.drained()

@@ -9,9 +9,15 @@ from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
 
 
-def planner(**kw: object) -> Planner:
+def planner(
+    *,
+    latch_always: bool = False,
+    enabled: bool = True,
+    guard: bool = True,
+    port_binding: PortBinding = PortBinding.ROUTE,
+) -> Planner:
     """A planner that has read the test routes (198.18.N.0/24 behind port N)."""
-    p = Planner(**kw)  # type: ignore[arg-type]
+    p = Planner(latch_always=latch_always, enabled=enabled, guard=guard, port_binding=port_binding)
     p.routes = ROUTES
     return p
 

@@ -205,7 +205,7 @@ class P4RelayTest(BaseTest):  # type: ignore[misc]  # ptf has no types: BaseTest
         self.send(2, b)
         self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20000, dport=6000), 1)
 
-    def send(self, port: int, pkt: Packet, count: int = 1) -> None:
+    def send(self, port: int, pkt: Packet | bytes, count: int = 1) -> None:
         tu.send_packet(self, port, bytes(pkt), count)
 
     def expect(self, pkt: Packet, port: int, timeout: float = 2.0) -> None:

@@ -323,6 +323,12 @@ def agent_metric_or_zero(sample: str) -> float:
     return 0.0
 
 
+def _int(v: object) -> int:
+    """An exact key read back from the relay table: an integer."""
+    assert isinstance(v, int), v
+    return v
+
+
 async def caller_flows() -> list[tuple[int, int, int]]:
     """(src port, relay port, ingress port) of the caller's installed relay entries."""
     from p4relay_switch.client import SwitchClient
@@ -333,10 +339,10 @@ async def caller_flows() -> list[tuple[int, int, int]]:
         caller = int.from_bytes(bytes(map(int, topology.UAC.addr.split("."))), "big")
         return [
             (
-                int(e.key["hdr.udp.src_port"]),
-                int(e.key["hdr.udp.dst_port"]),  # type: ignore[arg-type]
-                int(e.key["ig_md.ingress_port"]),
-            )  # type: ignore[arg-type]
+                _int(e.key["hdr.udp.src_port"]),
+                _int(e.key["hdr.udp.dst_port"]),
+                _int(e.key["ig_md.ingress_port"]),
+            )
             for e in await sw.read(switchcfg.T_RELAY)
             if e.key["hdr.ipv4.src_addr"] == caller
         ]
