@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build p4relay for Tofino 1 with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh [standard|lean|large|int] [--model] [-- extra bf-p4c args]
 #   switch/p4/build.sh --list         the profiles, one a line
 #   switch/p4/build.sh --compiler     the compiler this script would run
 #
@@ -12,6 +12,9 @@
 # standard  default profile, contract sizes (64K relay + guard entries, 32K legs)
 # lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN)
 # large     standard with P4RELAY_SCALE_LARGE (112K relay + guard entries, 56K legs)
+# int       standard with in-band network telemetry instead of reroute
+#           (P4RELAY_WITH_INT, P4RELAY_NO_REROUTE: INT-MD source/transit/sink
+#           and telemetry reports, controls/int_*.p4)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
@@ -26,10 +29,11 @@ case "$profile" in
   standard) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
-  --list) echo standard; echo lean; echo large; exit 0 ;;
+  int) defines+=(-DP4RELAY_WITH_INT -DP4RELAY_NO_REROUTE) ;;
+  --list) echo standard; echo lean; echo large; echo int; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, lean, large, int)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -11,6 +11,7 @@
 #include "include/profiles.p4"
 #include "include/sizes.p4"
 #include "include/defines.p4"
+#include "include/int_headers.p4"
 #include "include/headers.p4"
 #include "include/metadata.p4"
 
@@ -22,12 +23,19 @@
 #include "controls/reroute.p4"
 #endif
 #include "controls/forwarding.p4"
+#ifdef WITH_INT
+#include "controls/int_source.p4"
+#endif
 #include "controls/ingress.p4"
 #include "deparsers/ingress_deparser.p4"
 
 #include "parsers/egress_parser.p4"
 #ifdef WITH_RTP_QUALITY
 #include "controls/rtp_quality.p4"
+#endif
+#ifdef WITH_INT
+#include "controls/int_transit.p4"
+#include "controls/int_sink.p4"
 #endif
 #include "controls/egress.p4"
 #include "deparsers/egress_deparser.p4"

@@ -12,6 +12,8 @@
  *    from Ingress) that passed the length check, timed by the egress global
  *    timestamp, i.e. at departure. Its jitter write-back copies (E2E mirror)
  *    come back here, write rtp_jitter and are dropped.
+ * 3. INT (WITH_INT): source and transit hop (IntTransit), sink strip and
+ *    the sink's report copy (IntSink).
  *
  * Dependency chains (MAU stages, compiler placement in README "Resources"):
  *   l3_end -> l3_overrun -> drop / RtpQuality's gate
@@ -30,6 +32,10 @@ control Egress(
     MsClock() ms_clock;
     RtpClock() rtp_clock;
     RtpQuality() rtp_quality;
+#endif
+#ifdef WITH_INT
+    IntTransit() int_transit;
+    IntSink() int_sink;
 #endif
 
     action l3_end_ethernet() {
@@ -85,7 +91,11 @@ control Egress(
         }
         /* applied once (it holds the registers); it picks the packets itself:
          * write-back copies, and relayed RTP that passed the length check */
+#ifdef WITH_INT
+        if (!REROUTE_COPY && !hdr.int_report_mirror.isValid()) {
+#else
         if (!REROUTE_COPY) {
+#endif
             rtp_quality.apply(hdr, eg_md, eg_dprsr_md);
         }
 #endif
@@ -93,6 +103,18 @@ control Egress(
         /* after RtpQuality: a notice copy replaces that packet's jitter
          * write-back copy (one mirror per packet; one jitter sample lost) */
         reroute_detect.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+#endif
+#ifdef WITH_INT
+        /* 3. INT: this switch's hop (source, transit), then the sink's strip
+         * or, on the sink's report copy, the report (int_transit.p4,
+         * int_sink.p4) */
+        /* mutually exclusive: the placement may overlap their stages */
+        if (hdr.int_report_mirror.isValid()
+                || (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1)) {
+            int_sink.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+        } else {
+            int_transit.apply(hdr, eg_md, eg_intr_md, eg_prsr_md);
+        }
 #endif
     }
 }

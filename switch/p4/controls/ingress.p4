@@ -32,17 +32,31 @@ control Ingress(
     RelaySessions() relay_sessions;
     LearnFilter() learning;
     Forwarding() forwarding;
+#ifdef WITH_INT
+    IntCheck() int_check;
+    IntWatch() int_watch;
+    IntSource() int_source;
+#endif
 
     apply {
         if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             ig_tm_md.ucast_egress_port = CPU_PORT;
             ig_tm_md.bypass_egress = 1;
             hdr.bridged.setInvalid();   /* egress bypassed: nothing strips it */
+#ifdef WITH_INT
+            hdr.int_bridged.setInvalid();
+#endif
         } else if (!hdr.ipv4.isValid()) {
             /* no L2 switching: non-IP frames end here */
             ig_dprsr_md.drop_ctl = 1;
         } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err) {
             ig_dprsr_md.drop_ctl = 1;
+#ifdef WITH_INT
+        } else if (ig_md.int_malformed) {
+            /* INT the parser rejected (int_source.p4): dropped, counted */
+            ig_dprsr_md.drop_ctl = 1;
+            int_check.apply();
+#endif
         } else if (hdr.ipv4.ttl <= 1 && !REROUTE_NOTICE) {
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
@@ -51,9 +65,18 @@ control Ingress(
             /* A congestion notice (REROUTE_NOTICE: its IPv4 header is the
              * flow's packet's) is no session's packet: it goes by its
              * destination through Forwarding to Reroute, which consumes it. */
+#ifdef WITH_INT
+            /* INT packets are routed, not relayed: the relay switch is the
+             * source of its sessions' INT */
+            if (!REROUTE_NOTICE && !hdr.int_shim.isValid()) {
+                relay_sessions.apply(hdr, ig_md);
+            }
+            int_watch.apply(hdr, ig_md);
+#else
             if (!REROUTE_NOTICE) {
                 relay_sessions.apply(hdr, ig_md);
             }
+#endif
 
             /* hdr.bridged (parser constants, relay_leg's fields) goes to
              * Egress first and is stripped there: RtpQuality runs after the
@@ -70,6 +93,10 @@ control Ingress(
                 ig_dprsr_md.drop_ctl = 1;
             } else {
                 forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+#ifdef WITH_INT
+                /* roles of the next hop, the sink's report copy */
+                int_source.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+#endif
             }
         }
     }

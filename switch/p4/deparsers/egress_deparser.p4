@@ -10,6 +10,10 @@ control EgressDeparser(
 #ifdef WITH_RTP_QUALITY
     Mirror() mirror;
 #endif
+#ifdef WITH_INT
+    Checksum() ipv4_checksum;
+    Checksum() report_checksum;
+#endif
 
     apply {
 #ifdef WITH_RTP_QUALITY
@@ -36,6 +40,58 @@ control EgressDeparser(
             });
         }
 #endif
+#ifdef WITH_INT
+        /* INT changed DSCP and total_len (source, transit, sink) */
+        if (eg_md.int_csum) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update({
+                hdr.ipv4.version,
+                hdr.ipv4.ihl,
+                hdr.ipv4.diffserv,
+                hdr.ipv4.total_len,
+                hdr.ipv4.identification,
+                hdr.ipv4.flag_reserved,
+                hdr.ipv4.flag_df,
+                hdr.ipv4.flag_mf,
+                hdr.ipv4.frag_offset,
+                hdr.ipv4.ttl,
+                hdr.ipv4.protocol,
+                hdr.ipv4.src_addr,
+                hdr.ipv4.dst_addr,
+                hdr.ipv4_options.w0.data,
+                hdr.ipv4_options.w1.data,
+                hdr.ipv4_options.w2.data,
+                hdr.ipv4_options.w3.data,
+                hdr.ipv4_options.w4.data,
+                hdr.ipv4_options.w5.data,
+                hdr.ipv4_options.w6.data,
+                hdr.ipv4_options.w7.data,
+                hdr.ipv4_options.w8.data,
+                hdr.ipv4_options.w9.data
+            });
+        }
+        if (hdr.report_ipv4.isValid()) {
+            hdr.report_ipv4.hdr_checksum = report_checksum.update({
+                hdr.report_ipv4.version,
+                hdr.report_ipv4.ihl,
+                hdr.report_ipv4.diffserv,
+                hdr.report_ipv4.total_len,
+                hdr.report_ipv4.identification,
+                hdr.report_ipv4.flag_reserved,
+                hdr.report_ipv4.flag_df,
+                hdr.report_ipv4.flag_mf,
+                hdr.report_ipv4.frag_offset,
+                hdr.report_ipv4.ttl,
+                hdr.report_ipv4.protocol,
+                hdr.report_ipv4.src_addr,
+                hdr.report_ipv4.dst_addr
+            });
+        }
+        pkt.emit(hdr.report_ethernet);
+        pkt.emit(hdr.report_ipv4);
+        pkt.emit(hdr.report_udp);
+        pkt.emit(hdr.report_group);
+        pkt.emit(hdr.report_individual);
+#endif
         pkt.emit(hdr.ethernet);
 #ifdef WITH_REROUTE
         pkt.emit(hdr.reroute_notice);
@@ -44,6 +100,11 @@ control EgressDeparser(
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.ipv4_options);
         pkt.emit(hdr.udp);
+#ifdef WITH_INT
+        pkt.emit(hdr.int_shim);
+        pkt.emit(hdr.int_md);
+        pkt.emit(hdr.int_hop);
+#endif
         pkt.emit(hdr.rtp);
     }
 }

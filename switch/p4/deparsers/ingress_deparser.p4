@@ -12,6 +12,9 @@ control IngressDeparser(
 #ifdef WITH_REROUTE
     Digest<reroute_digest_t>() reroute;
 #endif
+#ifdef WITH_INT
+    Mirror() mirror;
+#endif
 
     apply {
         /* The whole header again, option words included (the words of
@@ -77,6 +80,20 @@ control IngressDeparser(
                 hdr.reroute_notice.queue_delay_ns,
                 hdr.reroute_notice.run,
                 hdr.reroute_notice.flow_class
+            });
+        }
+#endif
+#ifdef WITH_INT
+        /* the sink's report copy (IntSource): the packet as it leaves
+         * here, INT on board, after its mirror header */
+        if (ig_dprsr_md.mirror_type == MIRROR_TYPE_INT_REPORT) {
+            mirror.emit<int_report_mirror_h>(ig_md.int_mirror_session, {
+                ig_md.int_mirror.pkt_type,
+                ig_md.int_mirror.flow_slot,
+                ig_md.int_mirror.ds_flags,
+                ig_md.int_mirror.frame_len,
+                ig_md.int_mirror._pad,
+                ig_md.int_mirror._pad2
             });
         }
 #endif

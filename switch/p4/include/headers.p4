@@ -134,6 +134,9 @@ header jitter_writeback_h {
 
 struct ingress_headers_t {
     bridged_h      bridged;       /* emitted first; only egress reads it */
+#ifdef WITH_INT
+    int_bridged_h  int_bridged;   /* emitted second; only egress reads it */
+#endif
     ethernet_h     ethernet;
 #ifdef WITH_REROUTE
     reroute_notice_h reroute_notice;
@@ -142,8 +145,11 @@ struct ingress_headers_t {
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;
     udp_h          udp;
+#ifdef WITH_INT
+    int_shim_h     int_shim;      /* parsed to check it; never rewritten here */
+    int_md_h       int_md;
+#endif
     rtp_h          rtp;
-    /* INT shim/report headers go here (WITH_INT). */
 }
 
 /* Egress parses the bridged header, then IPv4 (the length check needs
@@ -151,6 +157,16 @@ struct ingress_headers_t {
  * header (RtpQuality). The deparser emits everything but `bridged`. */
 struct egress_headers_t {
     bridged_h      bridged;
+#ifdef WITH_INT
+    int_bridged_h       int_bridged;
+    int_report_mirror_h int_report_mirror;   /* the sink's report copy */
+    /* the report's encapsulation, emitted before the copied frame */
+    ethernet_h      report_ethernet;
+    ipv4_h          report_ipv4;
+    udp_h           report_udp;
+    tr_group_h      report_group;
+    tr_individual_h report_individual;
+#endif
     ethernet_h     ethernet;
 #ifdef WITH_REROUTE
     reroute_notice_h reroute_notice;   /* made valid on a notice copy's pass */
@@ -159,6 +175,11 @@ struct egress_headers_t {
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;
     udp_h          udp;
+#ifdef WITH_INT
+    int_shim_h     int_shim;
+    int_md_h       int_md;
+    int_hop_h      int_hop;       /* this switch's hop, pushed on the stack */
+#endif
     rtp_h          rtp;
 }
 

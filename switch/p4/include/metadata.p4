@@ -55,9 +55,32 @@ struct ingress_metadata_t {
     bit<8>       rr_kind;         /* digest kind */
 #endif
 
+#ifdef WITH_INT
+    /* INT (int_source.p4) */
+    bool    int_malformed;        /* the parser rejected the INT stack */
+    bool    int_watched;          /* hit int_watch */
+    int_report_mirror_h int_mirror;   /* the report copy's mirror header */
+    MirrorId_t int_mirror_session;
+#endif
 }
 
 struct egress_metadata_t {
+#ifdef WITH_INT
+    /* INT hop (int_transit.p4) and report (int_sink.p4) */
+    bit<32> int_switch_id;
+    bit<32> int_onset_cells_d;    /* onset threshold |-| occupancy: 0 = at/over */
+    bit<32> int_onset_ns_d;
+    bit<32> int_clear_cells_d;    /* occupancy |-| clear threshold: != 0 = over */
+    bit<32> int_clear_ns_d;
+    bit<16> int_word;             /* this hop's path-signature word */
+    bit<16> int_strip;            /* bytes the sink removes */
+    bool    int_csum;             /* IPv4 header changed: new checksum */
+    bit<16> int_sig16;            /* the report copy's path signature */
+    bit<16> int_path_changed;
+    bit<8>  int_cong_want;        /* 1 onset, 0 clear, 2 keep */
+    bit<8>  int_cong_was;         /* congestion change: 0 none, 1 clear, 2 onset */
+    bit<32> int_interval_due;
+#endif
     /* length check */
     bit<16> l3_end;               /* L2 header + total_len: where IPv4 claims to end */
     bit<16> l3_overrun;           /* bytes claimed beyond the frame (0 = fits)    */

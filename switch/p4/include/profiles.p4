@@ -5,6 +5,10 @@
  *       learning digest, per-leg RTP quality in Egress incl. exact RFC 3550
  *       jitter (one egress-to-egress write-back copy per RTP packet of an
  *       offloaded leg, dropped after its egress pass).
+ *   P4RELAY_WITH_INT (with the standard profile; build.sh profile "int"):
+ *       in-band network telemetry, WITH_INT: INT-MD over UDP source, transit
+ *       and sink, telemetry report copies (controls/int_*.p4). Its tables
+ *       and registers are not in the contract yet.
  *   P4RELAY_PROFILE_LEAN: forwarding, relay, relay guard, learning digest
  *       only. No quality registers, no write-back copies: the most sessions
  *       per pipe. The quality registers of the contract are then absent from
@@ -23,10 +27,10 @@
 #error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
 #endif
 
-/* Not in this program: defining one of these is a build error rather than a
- * silent no-op. */
-#if defined(WITH_IRED) || defined(WITH_INT)
-#error "iRED / INT are not in this program"
+/* Not in this program: defining it is a build error rather than a silent
+ * no-op. */
+#if defined(WITH_IRED)
+#error "iRED is not in this program"
 #endif
 
 #ifdef P4RELAY_PROFILE_STANDARD
@@ -38,11 +42,25 @@
 #if !defined(P4RELAY_SCALE_LARGE) && !defined(P4RELAY_NO_REROUTE)
 #define WITH_REROUTE
 #endif
+/* In-band network telemetry (controls/int_*.p4): with P4RELAY_WITH_INT
+ * (build.sh profile "int", which also sets P4RELAY_NO_REROUTE: both do not
+ * fit the 12 stages together). */
+#ifdef P4RELAY_WITH_INT
+#define WITH_INT
+#endif
 #endif
 
-/* The per-packet queueing delay (egress_metadata_t.queue_delay_ns, from the
- * bridged ingress timestamp): what reroute detection compares with t_q. */
-#ifdef WITH_REROUTE
+#if defined(P4RELAY_WITH_INT) && !defined(WITH_INT)
+#error "INT needs the standard profile (its egress parses UDP with RtpQuality's parser)"
+#endif
+#if defined(WITH_INT) && defined(WITH_REROUTE)
+#error "INT and reroute do not fit 12 stages together: add -DP4RELAY_NO_REROUTE"
+#endif
+
+/* The per-packet queueing delay (egress_metadata_t.queue_delay_ns, the
+ * traffic manager's deq_timedelta): what reroute detection compares with t_q
+ * and the INT hop reports as its hop latency. */
+#if defined(WITH_REROUTE) || defined(WITH_INT)
 #define WITH_QUEUE_DELAY
 #endif
 

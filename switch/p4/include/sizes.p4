@@ -67,4 +67,12 @@
 #define REROUTE_PORTS 512
 #define REROUTE_CLASSES 256
 
+/* INT watch list (ternary) and per-port roles. */
+#ifndef INT_WATCH_TABLE_SIZE
+#define INT_WATCH_TABLE_SIZE 256
+#endif
+#ifndef INT_PORT_TABLE_SIZE
+#define INT_PORT_TABLE_SIZE 512
+#endif
+
 #endif /* _P4RELAY_SIZES_P4_ */

@@ -36,6 +36,21 @@ parser EgressParser(
         eg_md.rr_session = 0;
         eg_md.rr_pkt_type = PKT_TYPE_REROUTE_NOTICE;
 #endif
+#ifdef WITH_INT
+        eg_md.int_switch_id = 0;
+        eg_md.int_onset_cells_d = 1;
+        eg_md.int_onset_ns_d = 1;
+        eg_md.int_clear_cells_d = 0;
+        eg_md.int_clear_ns_d = 0;
+        eg_md.int_word = 0;
+        eg_md.int_strip = 0;
+        eg_md.int_csum = false;
+        eg_md.int_sig16 = 0;
+        eg_md.int_path_changed = 0;
+        eg_md.int_cong_want = 2;
+        eg_md.int_cong_was = 0;
+        eg_md.int_interval_due = 0;
+#endif
 #ifdef WITH_RTP_QUALITY
         eg_md.now_ms = 0;
         eg_md.rtp_count_before = 0;
@@ -80,6 +95,9 @@ parser EgressParser(
 #endif
         transition select(pkt.lookahead<bit<8>>()) {
             PKT_TYPE_BRIDGED : parse_bridged;
+#ifdef WITH_INT
+            PKT_TYPE_INT_REPORT : parse_int_report_copy;
+#endif
 #ifdef WITH_RTP_QUALITY
             PKT_TYPE_JITTER_WRITEBACK : parse_jitter_writeback;
 #endif
@@ -107,8 +125,22 @@ parser EgressParser(
         transition parse_ethernet;
     }
 #endif
+#ifdef WITH_INT
+    /* The sink's report copy: its mirror header, then the bridged headers
+     * the copy was taken with (skipped: not emitted again), then the frame,
+     * which stays payload: the report carries it unchanged. */
+    state parse_int_report_copy {
+        pkt.extract(hdr.int_report_mirror);
+        pkt.advance(56);   /* bridged_h 32 + int_bridged_h 24 */
+        transition accept;
+    }
+#endif
+
     state parse_bridged {
         pkt.extract(hdr.bridged);
+#ifdef WITH_INT
+        pkt.extract(hdr.int_bridged);
+#endif
         transition parse_ethernet;
     }
 
@@ -135,7 +167,11 @@ parser EgressParser(
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
         transition select(hdr.ipv4.ihl) {
+#ifdef WITH_INT
+            4w5 : parse_ipv4_l4_no_options;
+#else
             4w5 : parse_ipv4_l4;
+#endif
             4w6 : parse_ipv4_options_1;
             4w7 : parse_ipv4_options_2;
             4w8 : parse_ipv4_options_3;
@@ -207,6 +243,45 @@ parser EgressParser(
             default : accept;
         }
     }
+
+#ifdef WITH_INT
+    /* as the ingress parser: only a header without options may carry INT */
+    state parse_ipv4_l4_no_options {
+        transition select(hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol,
+                          hdr.ipv4.diffserv[7:2]) {
+            (0, 0, IP_PROTOCOLS_UDP, INT_DSCP) : parse_udp_int;
+            (0, 0, IP_PROTOCOLS_UDP, _) : parse_udp;
+            default : accept;
+        }
+    }
+#endif
+
+#ifdef WITH_INT
+    /* Ingress dropped malformed INT: shim and MD header are trusted here. A
+     * transit emits them again with its hop after them (the old stack stays
+     * payload); a sink skips the stack (advance: it is not emitted again). */
+    state parse_udp_int {
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.int_shim);
+        pkt.extract(hdr.int_md);
+        /* rsvd = 1: Ingress chose the sink role (IntSource) */
+        transition select(hdr.int_shim.rsvd, hdr.int_md.remaining_hop_cnt) {
+            (1, 1) : skip_int_hops_1;
+            (1, 0) : skip_int_hops_2;
+            default : accept;
+        }
+    }
+
+    state skip_int_hops_1 {
+        pkt.advance(160);
+        transition accept;
+    }
+
+    state skip_int_hops_2 {
+        pkt.advance(320);
+        transition accept;
+    }
+#endif
 
     state parse_udp {
         pkt.extract(hdr.udp);

@@ -55,6 +55,17 @@ parser IngressParser(
         ig_md.rr_active = 0;
         ig_md.rr_kind = 0;
 #endif
+#ifdef WITH_INT
+        ig_md.int_malformed = false;
+        ig_md.int_watched = false;
+        ig_md.int_mirror_session = 0;
+        hdr.int_bridged.setValid();
+        hdr.int_bridged.source = 0;
+        hdr.int_bridged.transit = 0;
+        hdr.int_bridged.sink = 0;
+        hdr.int_bridged._pad = 0;
+        hdr.int_bridged.ingress_port = 0;   /* IntSource deposits the port */
+#endif
         /* nothing is resubmitted: every packet starts with port metadata */
         transition parse_port_metadata;
     }
@@ -98,7 +109,11 @@ parser IngressParser(
 
         /* version 4 and ihl >= 5; anything else is malformed and dropped */
         transition select(hdr.ipv4.version, hdr.ipv4.ihl) {
+#ifdef WITH_INT
+            (4w4, 4w5) : parse_ipv4_l4_no_options;
+#else
             (4w4, 4w5) : parse_ipv4_l4;
+#endif
             (4w4, 4w6) : parse_ipv4_options_1;
             (4w4, 4w7) : parse_ipv4_options_2;
             (4w4, 4w8) : parse_ipv4_options_3;
@@ -191,6 +206,77 @@ parser IngressParser(
             default : accept;
         }
     }
+
+#ifdef WITH_INT
+    /* parse_ipv4_l4 for a header without options; DSCP INT_DSCP here means
+     * INT-MD follows the UDP header (INT packets carry no IPv4 options) */
+    state parse_ipv4_l4_no_options {
+        ig_md.ipv4_checksum_err = ipv4_verify.verify();
+        transition select(hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol,
+                          hdr.ipv4.diffserv[7:2]) {
+            (0, 0, IP_PROTOCOLS_UDP, INT_DSCP) : parse_udp_int;
+            (0, 0, IP_PROTOCOLS_UDP, _) : parse_udp;
+            default : accept;
+        }
+    }
+#endif
+
+#ifdef WITH_INT
+    /* UDP as in parse_udp (the checksum is 0 while INT is on board; the
+     * residual is kept the same way), then the INT shim and MD header. The
+     * hop stack is not parsed in Ingress. */
+    state parse_udp_int {
+        pkt.extract(hdr.udp);
+        udp_residual.subtract({hdr.udp.checksum});
+        udp_residual.subtract({hdr.udp.src_port, hdr.udp.dst_port});
+        udp_residual.subtract_all_and_deposit(ig_md.udp_csum_residual);
+        transition select(hdr.udp.hdr_length) {
+            16w0x0000 &&& 16w0xffe0 : parse_int_malformed;   /* < 32: no shim + MD */
+            default : parse_int_shim;
+        }
+    }
+
+    /* Well-formed: INT-MD, version 2, 5-word hops, our instructions, and 1
+     * or 2 hops with shim length and remaining hop count agreeing (4 + 5h
+     * words, INT_MAX_HOPS - h remaining). A few fields per state: the
+     * parser has 32 bits of match registers. */
+    state parse_int_shim {
+        pkt.extract(hdr.int_shim);
+        transition select(hdr.int_shim.int_type, hdr.int_shim.npt, hdr.int_shim.len) {
+            (INT_TYPE_MD, 0, 9) : parse_int_md_1;
+            (INT_TYPE_MD, 0, 14) : parse_int_md_2;
+            default : parse_int_malformed;
+        }
+    }
+
+    state parse_int_md_1 {
+        pkt.extract(hdr.int_md);
+        transition select(hdr.int_md.ver, hdr.int_md.remaining_hop_cnt) {
+            (INT_VERSION, 1) : parse_int_md_check;
+            default : parse_int_malformed;
+        }
+    }
+
+    state parse_int_md_2 {
+        pkt.extract(hdr.int_md);
+        transition select(hdr.int_md.ver, hdr.int_md.remaining_hop_cnt) {
+            (INT_VERSION, 0) : parse_int_md_check;
+            default : parse_int_malformed;
+        }
+    }
+
+    state parse_int_md_check {
+        transition select(hdr.int_md.hop_ml, hdr.int_md.instruction_bitmap) {
+            (INT_HOP_WORDS, INT_INSTRUCTIONS) : accept;
+            default : parse_int_malformed;
+        }
+    }
+
+    state parse_int_malformed {
+        ig_md.int_malformed = true;
+        transition accept;
+    }
+#endif
 
     state parse_udp {
         pkt.extract(hdr.udp);

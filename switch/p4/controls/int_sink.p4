@@ -1,0 +1,214 @@
+/* p4relay — INT in Egress, sink: the packet leaves the INT domain, and the
+ * report copy becomes a telemetry report (or is dropped).
+ *
+ * strip (the packet, at a sink port; the parser skipped the hop stack): the
+ * shim and MD header go, the DSCP and the UDP checksum come back from them,
+ * UDP and IPv4 lengths shrink by the shim's length, the deparser recomputes
+ * the IPv4 header checksum: the datagram is the one the source received,
+ * with this path's TTL and MACs.
+ *
+ * report (the copy IntSource mirrored, on its egress pass to the collector's
+ * port): suppression in the data plane, per flow slot (mirror header):
+ *   int_flow_path       last path signature; a different one: REASON_PATH
+ *   int_flow_congested  0/1 with hysteresis: a hop at/over onset sets it
+ *                       (REASON_ONSET), no hop over clear clears it
+ *                       (REASON_CLEAR), in between it stays
+ *   int_flow_reported   last report time (ms); INT_REPORT_INTERVAL_MS after
+ *                       it: REASON_INTERVAL (so at most one report per flow
+ *                       and interval besides the changes above)
+ * No reason: the copy is dropped. Else it is sent to the collector as a
+ * Telemetry Report v2.0 (int_report: addresses per collector port; seq_no
+ * from int_report_seq), the copied frame with its INT stack as payload.
+ */
+control IntSink(
+        inout egress_headers_t hdr,
+        inout egress_metadata_t eg_md,
+        in egress_intrinsic_metadata_t eg_intr_md,
+        inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+
+    bit<16> rep_words = 0;
+    bit<32> seq = 0;
+
+    @name(".Egress.int_flow_path")
+    Register<bit<16>, bit<12>>(INT_FLOW_SLOTS, 0) int_flow_path;
+    RegisterAction<bit<16>, bit<12>, bit<16>>(int_flow_path) path_swap = {
+        void apply(inout bit<16> stored, out bit<16> changed) {
+            if (stored == eg_md.int_sig16) {
+                changed = 0;
+            } else {
+                changed = 1;
+            }
+            stored = eg_md.int_sig16;
+        }
+    };
+
+    @name(".Egress.int_flow_congested")
+    Register<bit<8>, bit<12>>(INT_FLOW_SLOTS, 0) int_flow_congested;
+    /* returns the change: 0 none, 1 clear (want 0), 2 onset (want 1) */
+    RegisterAction<bit<8>, bit<12>, bit<8>>(int_flow_congested) congestion = {
+        void apply(inout bit<8> state, out bit<8> change) {
+            if (eg_md.int_cong_want != 2 && state != eg_md.int_cong_want) {
+                state = eg_md.int_cong_want;
+                change = eg_md.int_cong_want + 1;
+            } else {
+                change = 0;
+            }
+        }
+    };
+
+    @name(".Egress.int_flow_reported")
+    Register<bit<32>, bit<12>>(INT_FLOW_SLOTS, 0) int_flow_reported;
+    RegisterAction<bit<32>, bit<12>, bit<32>>(int_flow_reported) interval = {
+        void apply(inout bit<32> last, out bit<32> due) {
+            if (eg_md.now_ms - last >= INT_REPORT_INTERVAL_MS) {
+                last = eg_md.now_ms;
+                due = 1;
+            } else {
+                due = 0;
+            }
+        }
+    };
+
+    @name(".Egress.int_report_seq")
+    Register<bit<32>, bit<1>>(1, 0) int_report_seq;
+    RegisterAction<bit<32>, bit<1>, bit<32>>(int_report_seq) next_seq = {
+        void apply(inout bit<32> n, out bit<32> before) {
+            before = n;
+            n = n + 1;
+        }
+    };
+
+    /* the ingress parser admitted 1 or 2 hops: 36 or 56 bytes of INT */
+    action strip_one_hop() {
+        eg_md.int_strip = INT_SOURCE_BYTES;
+    }
+
+    action strip_two_hops() {
+        eg_md.int_strip = INT_SOURCE_BYTES + INT_HOP_BYTES;
+    }
+
+    action strip() {
+        hdr.ipv4.diffserv[7:2] = hdr.int_shim.dscp;
+        hdr.udp.checksum = hdr.int_md.ds_instruction;
+        hdr.int_shim.setInvalid();
+        hdr.int_md.setInvalid();
+        eg_md.int_csum = true;
+    }
+
+    action restore_lengths() {
+        hdr.udp.hdr_length = hdr.udp.hdr_length - eg_md.int_strip;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - eg_md.int_strip;
+    }
+
+    @name(".Egress.int_report_encap")
+    action int_report_encap(mac_addr_t src_mac, mac_addr_t dst_mac,
+                            ipv4_addr_t src_addr, ipv4_addr_t dst_addr,
+                            l4_port_t dst_port, bit<32> switch_id) {
+        hdr.report_ethernet.setValid();
+        hdr.report_ethernet.dst_addr = dst_mac;
+        hdr.report_ethernet.src_addr = src_mac;
+        hdr.report_ethernet.ether_type = ETHERTYPE_IPV4;
+        hdr.report_ipv4.setValid();
+        hdr.report_ipv4.version = 4;
+        hdr.report_ipv4.ihl = 5;
+        hdr.report_ipv4.diffserv = 0;
+        hdr.report_ipv4.total_len = hdr.int_report_mirror.frame_len + 48;
+        hdr.report_ipv4.identification = 0;
+        hdr.report_ipv4.flag_reserved = 0;
+        hdr.report_ipv4.flag_df = 1;
+        hdr.report_ipv4.flag_mf = 0;
+        hdr.report_ipv4.frag_offset = 0;
+        hdr.report_ipv4.ttl = 64;
+        hdr.report_ipv4.protocol = IP_PROTOCOLS_UDP;
+        hdr.report_ipv4.hdr_checksum = 0;
+        hdr.report_ipv4.src_addr = src_addr;
+        hdr.report_ipv4.dst_addr = dst_addr;
+        hdr.report_udp.setValid();
+        hdr.report_udp.src_port = dst_port;
+        hdr.report_udp.dst_port = dst_port;
+        hdr.report_udp.hdr_length = hdr.int_report_mirror.frame_len + 28;
+        hdr.report_udp.checksum = 0;
+        hdr.report_group.setValid();
+        hdr.report_group.ver = 2;
+        hdr.report_group.hw_id = 0;
+        hdr.report_group.seq_no = seq[21:0];
+        hdr.report_group.node_id = switch_id;
+        hdr.report_individual.setValid();
+        hdr.report_individual.rep_type = 1;
+        hdr.report_individual.in_type = 3;
+        hdr.report_individual.md_len = 0;
+        hdr.report_individual.d = 0;
+        hdr.report_individual.q = 0;
+        hdr.report_individual.f = 1;
+        hdr.report_individual.i = 1;
+        hdr.report_individual.rsvd = 0;
+        hdr.report_individual.rep_md_bits = 0;
+        hdr.report_individual.ds_id = INT_DS_ID;
+        hdr.report_individual.ds_md_bits = 0;
+        hdr.report_individual.ds_md_status = 0;
+        rep_words = hdr.int_report_mirror.frame_len + 15;
+    }
+
+    @name(".Egress.int_report")
+    table int_report {
+        key = {
+            eg_intr_md.egress_port : exact;
+        }
+        actions = {
+            int_report_encap;
+            @defaultonly NoAction;
+        }
+        default_action = NoAction();
+        size = INT_PORT_TABLE_SIZE;
+    }
+
+    action report_len() {
+        /* words after the group header: 3 + frame, rounded up */
+        hdr.report_individual.rep_len = (bit<8>)(rep_words >> 2);
+    }
+
+    action want_onset() {
+        eg_md.int_cong_want = 1;
+    }
+
+    action want_clear() {
+        eg_md.int_cong_want = 0;
+    }
+
+    apply {
+        if (hdr.int_report_mirror.isValid()) {
+            eg_md.int_sig16 = hdr.int_report_mirror.ds_flags & INT_SIG_MASK;
+            if (hdr.int_report_mirror.ds_flags & INT_FLAG_ONSET != 0) {
+                want_onset();
+            } else if (hdr.int_report_mirror.ds_flags & INT_FLAG_OVER_CLEAR == 0) {
+                want_clear();
+            }
+            eg_md.int_path_changed = path_swap.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            eg_md.int_cong_was = congestion.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            eg_md.int_interval_due = interval.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            /* no reason: suppressed (one 32-bit comparison per gateway) */
+            if (eg_md.int_interval_due == 0) {
+                if (eg_md.int_path_changed == 0 && eg_md.int_cong_was == 0) {
+                    eg_dprsr_md.drop_ctl = 1;
+                }
+            }
+            if (eg_dprsr_md.drop_ctl == 0) {
+                seq = next_seq.execute(0);
+                if (int_report.apply().hit) {
+                    report_len();
+                } else {
+                    eg_dprsr_md.drop_ctl = 1;   /* no collector on this port */
+                }
+            }
+        } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
+                   && hdr.int_md.isValid()) {
+            if (hdr.int_md.remaining_hop_cnt == 1) {
+                strip_one_hop();
+            } else {
+                strip_two_hops();
+            }
+            strip();
+            restore_lengths();
+        }
+    }
+}
