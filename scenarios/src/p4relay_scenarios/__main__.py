@@ -4,6 +4,7 @@ testbed up|down|ports|rate ...   the namespace testbed (p4relay_scenarios.topolo
 demo                             the whole system with live calls (make demo)
 experiment ...                   server- vs switch-based relay (make bench STAGE=relay)
 reroute-experiment ...           loss and MOS without / with congestion reroute (three switches)
+reroute-detection ...            reaction time: data-plane detection vs a polling controller
 run PROFILE                      the stack plus one SIPp load profile, with a summary
 cleanup                          stop recorded processes, remove the testbed
 """
@@ -48,6 +49,10 @@ def main(argv: list[str]) -> int:
         from p4relay_scenarios.reroute_experiment import main as rr_main
 
         return rr_main(rest)
+    if cmd == "reroute-detection":
+        from p4relay_scenarios.reroute_detection import main as rd_main
+
+        return rd_main(rest)
     if cmd in ("demo", "run"):
         from p4relay_scenarios.demo import main as demo_main
 

@@ -109,17 +109,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_one(
-    cross: float,
-    reroute: bool,
-    *,
-    streams: int,
-    seconds: float,
-    rate_bps: int,
-    t_q_us: float,
-    m: int,
-    run_dir: Path,
-) -> Row:
+def start_switches(
+    run_dir: Path, rate_bps: int
+) -> tuple[dict[str, subprocess.Popen[bytes]], dict[str, str]]:
+    """The bed with its three softswitches running and programmed."""
     bed.down()
     bed.up()
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -144,6 +137,35 @@ def run_one(
         for name, addr in addrs.items():
             _wait_port(addr)
             asyncio.run(bed.program(name, addr))
+    except BaseException:
+        stop_switches(procs)
+        raise
+    return procs, addrs
+
+
+def stop_switches(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    bed.down()
+
+
+def run_one(
+    cross: float,
+    reroute: bool,
+    *,
+    streams: int,
+    seconds: float,
+    rate_bps: int,
+    t_q_us: float,
+    m: int,
+    run_dir: Path,
+) -> Row:
+    procs, addrs = start_switches(run_dir, rate_bps)
+    try:
         events: list[IngestBatch] = []
         moved_at: list[float] = []
 
@@ -211,13 +233,7 @@ def run_one(
         cross_loss = float(json.loads(cross_run.stdout)["end"]["sum"]["lost_percent"])
         return _row(cross, reroute, rows, n, seconds, cross_loss, moved_at, t_cross)
     finally:
-        for proc in procs.values():
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        bed.down()
+        stop_switches(procs)
 
 
 def _row(
