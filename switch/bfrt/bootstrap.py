@@ -2,8 +2,9 @@
 
 Ports and speeds, next hops and routes (including the default route), the
 relay addresses and port ranges (relay_addr), per-pipe entry scope of the
-session tables, mirror sessions, and the jitter write-back sessions the
-program's egress RTP quality needs (one per pipe). Sessions themselves (relay, leg_rewrite,
+session tables, mirror sessions, the jitter write-back sessions the
+program's egress RTP quality needs and the congestion reroute notice sessions
+(one per pipe each). Sessions themselves (relay, leg_rewrite,
 relay_guard) are written by rtpagent over BfRt gRPC, never here.
 
 On the switch, inside bfshell (bfrt_python provides the global ``bfrt``)::
@@ -76,6 +77,13 @@ MAX_SID = 1015  # Tofino 1 normal mirror sessions 1..1015
 WRITEBACK_SESSION_BASE = 1000
 WRITEBACK_PORTS = (68, 196)
 WRITEBACK_MAX_PKT_LEN = 64  # the copy needs only its 8-byte mirror header
+# Congestion reroute notices (switch/p4/controls/reroute.p4): the m-th hot
+# packet of a watched flow sends an E2E mirror copy through session BASE + (the
+# flow's ingress pipe) to that pipe's recirculation port, where it re-enters
+# Ingress as a notice. BASE is the build's REROUTE_NOTICE_SESSION_BASE.
+NOTICE_SESSION_BASE = 1010
+NOTICE_PORTS = (68, 196)
+NOTICE_MAX_PKT_LEN = 128  # mirror header, Ethernet, the flow's IPv4 header and a little more
 
 
 class ConfigError(ValueError):
@@ -179,6 +187,7 @@ KNOWN_KEYS = {
     "mirror_sessions",
     "session_entry_scope",
     "jitter_writeback",
+    "reroute_notice",
 }
 
 
@@ -289,7 +298,7 @@ def plan(config: dict[str, Any]) -> list[Op]:
             )
         )
 
-    writeback_ops = _writeback_sessions(config)
+    writeback_ops = _writeback_sessions(config) + _notice_sessions(config)
     sids = {op.kwargs["sid"] for op in writeback_ops}
     for i, m in enumerate(_list(config, "mirror_sessions")):
         where = f"mirror_sessions[{i}]"
@@ -325,25 +334,55 @@ def plan(config: dict[str, Any]) -> list[Op]:
 def _writeback_sessions(config: dict[str, Any]) -> list[Op]:
     """One egress mirror session per pipe for the jitter write-back copies;
     ``"jitter_writeback": null`` for a build without them (LEAN profile)."""
-    wb = config.get("jitter_writeback", {})
+    return _pipe_sessions(
+        config,
+        "jitter_writeback",
+        WRITEBACK_SESSION_BASE,
+        WRITEBACK_PORTS,
+        WRITEBACK_MAX_PKT_LEN,
+        "jitter write-back session",
+    )
+
+
+def _notice_sessions(config: dict[str, Any]) -> list[Op]:
+    """One egress mirror session per pipe for the congestion reroute notices,
+    to the pipe's recirculation port; ``"reroute_notice": null`` for a build
+    without reroute (LEAN, large)."""
+    return _pipe_sessions(
+        config,
+        "reroute_notice",
+        NOTICE_SESSION_BASE,
+        NOTICE_PORTS,
+        NOTICE_MAX_PKT_LEN,
+        "reroute notice session",
+    )
+
+
+def _pipe_sessions(
+    config: dict[str, Any],
+    key: str,
+    default_base: int,
+    default_ports: tuple[int, ...],
+    max_pkt_len: int,
+    what: str,
+) -> list[Op]:
+    wb = config.get(key, {})
     if wb is None:
         return []
     if not isinstance(wb, dict) or set(wb) - {"session_base", "ports"}:
-        raise ConfigError(
-            "jitter_writeback: expected null or an object with session_base and ports"
-        )
-    ports = wb.get("ports", list(WRITEBACK_PORTS))
+        raise ConfigError(f"{key}: expected null or an object with session_base and ports")
+    ports = wb.get("ports", list(default_ports))
     if not isinstance(ports, list) or not 1 <= len(ports) <= 4:
-        raise ConfigError("jitter_writeback.ports: expected one dev port per pipe (1 to 4)")
+        raise ConfigError(f"{key}.ports: expected one dev port per pipe (1 to 4)")
     base = _int(
-        wb.get("session_base", WRITEBACK_SESSION_BASE),
-        "jitter_writeback.session_base",
+        wb.get("session_base", default_base),
+        f"{key}.session_base",
         1,
         MAX_SID + 1 - len(ports),
     )
     ops: list[Op] = []
     for pipe, value in enumerate(ports):
-        where = f"jitter_writeback.ports[{pipe}]"
+        where = f"{key}.ports[{pipe}]"
         port = _int(value, where, 0, MAX_DEV_PORT)
         if port >> 7 != pipe:
             raise ConfigError(
@@ -358,10 +397,10 @@ def _writeback_sessions(config: dict[str, Any]) -> list[Op]:
                     "session_enable": True,
                     "ucast_egress_port": port,
                     "ucast_egress_port_valid": True,
-                    "max_pkt_len": WRITEBACK_MAX_PKT_LEN,
+                    "max_pkt_len": max_pkt_len,
                 },
                 fallback="mod_with_normal",
-                what=f"jitter write-back session {base + pipe} -> port {port} (pipe {pipe})",
+                what=f"{what} {base + pipe} -> port {port} (pipe {pipe})",
             )
         )
     return ops

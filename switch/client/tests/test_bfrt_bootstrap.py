@@ -185,3 +185,25 @@ def test_bootstrap_apply_modifies_existing_and_keeps_scope() -> None:
     assert not any("symmetric_mode_set" in c for c in fake.calls)
     assert any(c.startswith("port.port.add") and "('DEV_PORT', 101)" in c for c in fake.calls)
     assert sum("mod_with_forward" in c for c in fake.calls) == 4
+
+
+def test_bootstrap_creates_the_programs_reroute_notice_sessions() -> None:
+    """One egress session per pipe at the build's REROUTE_NOTICE_SESSION_BASE, to
+    each pipe's recirculation port (the notice re-enters that pipe's Ingress);
+    none when the config says null; sessions never overlap the write-back ones."""
+    boot = _bootstrap()
+    text = (P4_ROOT / "include" / "defines.p4").read_text()
+    m = re.search(r"#define REROUTE_NOTICE_SESSION_BASE (\d+)", text)
+    assert m is not None, "defines.p4 lost REROUTE_NOTICE_SESSION_BASE"
+    base = int(m.group(1))
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    ops = boot.plan(config)
+    rr = [op for op in ops if op.what.startswith("reroute notice")]
+    assert [op.kwargs["sid"] for op in rr] == [base, base + 1]
+    assert [op.kwargs["ucast_egress_port"] & 0x7F for op in rr] == [68, 68]
+    wb = {op.kwargs["sid"] for op in ops if op.what.startswith("jitter write-back")}
+    assert not wb & {op.kwargs["sid"] for op in rr}
+    config["reroute_notice"] = None
+    assert not [op for op in boot.plan(config) if op.what.startswith("reroute notice")]
+    with pytest.raises(boot.ConfigError, match="must stay in pipe 1"):
+        boot.plan({"reroute_notice": {"ports": [68, 68]}})
