@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     metrics_listen: str = Field(
         default="127.0.0.1:9103", description="Prometheus /metrics host:port; empty: off"
     )
+    int_report_listen: str = Field(
+        default="",
+        description="UDP host:port for INT telemetry reports from the switches' sinks; empty: off",
+    )
     congestion_onset_delay_ms: NonNegative = Field(
         default=20.0, description="queueing delay that starts a congestion episode; 0: not used"
     )

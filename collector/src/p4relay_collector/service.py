@@ -22,8 +22,9 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from p4relay_collector import metrics
-from p4relay_collector.config import Settings
+from p4relay_collector.config import Settings, parse_listen
 from p4relay_collector.congestion import CongestionDetector, Thresholds
+from p4relay_collector.int_reports import IntTelemetry, listen
 from p4relay_collector.poller import Poll, SwitchPoller
 from p4relay_collector.wire import IngestBatch, RegisteredSwitch
 
@@ -43,6 +44,7 @@ class Collector:
         self.pollers: dict[str, SwitchPoller] = {}
         self.congestion = CongestionDetector(Thresholds.from_settings(settings))
         self.backlog: collections.deque[IngestBatch] = collections.deque()
+        self.int_telemetry = IntTelemetry()
 
     async def refresh_switches(self) -> None:
         """Follows the server's list of registered switches (added, moved, removed)."""
@@ -91,10 +93,27 @@ class Collector:
             events=events,
         )
 
+    def _int_batch(self) -> IngestBatch | None:
+        """What the INT reports since the last poll turned into, as one batch."""
+        samples, events = self.int_telemetry.drain()
+        if not samples and not events:
+            return None
+        for ev in events:
+            metrics.CONGESTION_EVENTS.labels(ev.type).inc()
+            log.info(ev.type, switch=ev.switch, message=ev.message)
+        return IngestBatch(
+            idempotency_key=f"collector-int-{uuid.uuid4()}",
+            queue_samples=samples,
+            events=events,
+        )
+
     async def poll_once(self) -> list[IngestBatch]:
         """Polls every switch and sends one batch per switch; returns the batches."""
         polls = await asyncio.gather(*(p.poll() for p in self.pollers.values()))
         batches = [self._batch(p) for p in polls]
+        int_batch = self._int_batch()
+        if int_batch is not None:
+            batches.append(int_batch)
         for b in batches:
             self._enqueue(b)
         await self.flush()
@@ -152,6 +171,14 @@ class Collector:
         """Polls every `interval_s` until `stop` is set (or once)."""
         stop = stop or asyncio.Event()
         next_refresh = 0.0
+        reports: asyncio.DatagramTransport | None = None
+        if self.cfg.int_report_listen:
+            host, port = parse_listen(self.cfg.int_report_listen)
+            try:
+                reports = await listen(self.int_telemetry, host, port)
+            except OSError as e:
+                raise OSError(f"INT report listener on {self.cfg.int_report_listen}: {e}") from e
+            log.info("INT report listener", listen=self.cfg.int_report_listen)
         try:
             while not stop.is_set():
                 t0 = time.monotonic()
@@ -168,6 +195,8 @@ class Collector:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=wait)
         finally:
+            if reports is not None:
+                reports.close()
             await self.close()
 
     async def close(self) -> None:

@@ -1,0 +1,310 @@
+"""Telemetry reports from INT sinks (switch/p4 `int` profile): a UDP listener,
+the report decoder, and what the reports become — per switch/port/queue
+samples, per-flow path records, congestion_onset/congestion_clear events.
+
+Wire format (switch/p4/include/int_headers.p4): Telemetry Report v2.0 group
+header (8 bytes) and individual report (12 bytes, rep_type 1 = INT, in_type 3
+= Ethernet), then the sink's frame: Ethernet (optional 802.1Q), IPv4 without
+options marked with DSCP 0x17, UDP, INT-MD shim (4), metadata header (12) and
+1..2 hops of 20 bytes (newest first): switch id, ingress and egress port, hop
+latency (ns in the egress queue), queue id + occupancy (80-byte cells), the
+egress port's tx byte count. ds_flags: bit 15 a hop was at/over its onset
+threshold, bit 14 a hop was over its clear threshold, bits 13..0 path
+signature. A report that does not decode is counted by reason and dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import Counter, Gauge
+
+from p4relay_collector.wire import Event, QueueSample
+
+INT_DSCP = 0x17
+INT_TYPE_MD = 1
+INT_VERSION = 2
+HOP_WORDS = 5
+HOP_BYTES = 20
+MAX_HOPS = 2
+INSTRUCTIONS = 0xF100
+CELL_BYTES = 80
+FLAG_ONSET = 0x8000
+FLAG_OVER_CLEAR = 0x4000
+SIG_MASK = 0x3FFF
+
+REPORTS = Counter("p4relay_collector_int_reports_total", "telemetry reports decoded", ["switch"])
+BAD_REPORTS = Counter(
+    "p4relay_collector_int_reports_bad_total", "telemetry reports dropped", ["reason"]
+)
+PATH_CHANGES = Counter(
+    "p4relay_collector_int_path_changes_total", "flows seen on a new path of switches"
+)
+HOP_QUEUE_CELLS = Gauge(
+    "p4relay_collector_int_queue_cells",
+    "queue occupancy at dequeue in the last report naming the queue (80-byte cells)",
+    ["switch", "port", "queue"],
+)
+HOP_LATENCY = Gauge(
+    "p4relay_collector_int_hop_latency_seconds",
+    "time in the egress queue in the last report naming the queue",
+    ["switch", "port", "queue"],
+)
+FLOWS = Gauge("p4relay_collector_int_flows", "flows with a path record")
+CONGESTED_FLOWS = Gauge("p4relay_collector_int_congested_flows", "flows in a congestion episode")
+
+
+class ReportError(ValueError):
+    """A datagram that is not a telemetry report this collector reads; `reason`
+    is the metric label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Hop:
+    switch_id: int
+    ingress_port: int
+    egress_port: int
+    latency_ns: int
+    queue_id: int
+    queue_cells: int
+    tx_bytes: int
+
+
+@dataclass(frozen=True)
+class Flow:
+    src: str
+    dst: str
+    sport: int
+    dport: int
+
+    def __str__(self) -> str:
+        return f"{self.src}:{self.sport}->{self.dst}:{self.dport}"
+
+
+@dataclass(frozen=True)
+class Report:
+    node_id: int
+    seq: int
+    flow: Flow
+    onset: bool
+    over_clear: bool
+    path_sig: int
+    hop_limit_hit: bool
+    hops: tuple[Hop, ...]  # newest first, as on the wire
+
+    @property
+    def path(self) -> tuple[int, ...]:
+        """Switch ids from the source onwards."""
+        return tuple(h.switch_id for h in reversed(self.hops))
+
+
+def _need(data: bytes, end: int, what: str) -> None:
+    if len(data) < end:
+        raise ReportError("truncated", f"{what} needs {end} bytes, report has {len(data)}")
+
+
+def _ip(b: bytes) -> str:
+    return ".".join(str(x) for x in b)
+
+
+def parse_report(data: bytes) -> Report:
+    """Decodes one report datagram (the UDP payload); raises ReportError."""
+    _need(data, 20, "report headers")
+    w0, node_id = struct.unpack_from("!II", data, 0)
+    if w0 >> 28 != 2:
+        raise ReportError("version", f"group header version {w0 >> 28}, want 2")
+    seq = w0 & 0x3FFFFF
+    rep_type = data[8] >> 4
+    in_type = data[8] & 0xF
+    if rep_type != 1 or in_type != 3:
+        raise ReportError("type", f"rep_type {rep_type} in_type {in_type}, want INT over Ethernet")
+    off = 20
+    _need(data, off + 14, "Ethernet")
+    ether = struct.unpack_from("!H", data, off + 12)[0]
+    off += 14
+    if ether == 0x8100:
+        _need(data, off + 4, "802.1Q")
+        ether = struct.unpack_from("!H", data, off + 2)[0]
+        off += 4
+    if ether != 0x0800:
+        raise ReportError("not_ipv4", f"ether type {ether:#06x}")
+    _need(data, off + 20, "IPv4")
+    vihl, tos = data[off], data[off + 1]
+    if vihl != 0x45:
+        raise ReportError("ipv4", f"version/ihl {vihl:#04x}: INT packets carry no options")
+    if tos >> 2 != INT_DSCP:
+        raise ReportError("no_int", f"DSCP {tos >> 2} is not the INT marker")
+    if data[off + 9] != 17:
+        raise ReportError("no_int", f"IP protocol {data[off + 9]} is not UDP")
+    src, dst = _ip(data[off + 12 : off + 16]), _ip(data[off + 16 : off + 20])
+    off += 20
+    _need(data, off + 8 + 16, "UDP + INT shim + MD header")
+    sport, dport, udp_len = struct.unpack_from("!HHH", data, off)
+    off += 8
+    shim_type, shim_len = data[off] >> 4, data[off + 1]
+    if shim_type != INT_TYPE_MD or (data[off] >> 2) & 3 != 0:
+        raise ReportError("int", f"shim type {shim_type}, want INT-MD with NPT 0")
+    md = off + 4
+    ver, hop_ml = data[md] >> 4, data[md + 2] & 0x1F
+    e_bit = bool(data[md] & 0x04)
+    remaining = data[md + 3]
+    bitmap, _ds_id, _csum, ds_flags = struct.unpack_from("!HHHH", data, md + 4)
+    if ver != INT_VERSION or hop_ml != HOP_WORDS or bitmap != INSTRUCTIONS:
+        raise ReportError("int", f"version {ver}, hop size {hop_ml}, instructions {bitmap:#06x}")
+    hops_n = (shim_len - 4) // HOP_WORDS
+    if shim_len != 4 + HOP_WORDS * hops_n or not 1 <= hops_n <= MAX_HOPS:
+        raise ReportError("int", f"shim length {shim_len} words")
+    if remaining != MAX_HOPS - hops_n:
+        raise ReportError("int", f"{remaining} hops remaining with {hops_n} on board")
+    if udp_len < 8 + 4 * shim_len:
+        raise ReportError("int", f"UDP length {udp_len} shorter than its INT")
+    off = md + 12
+    _need(data, off + HOP_BYTES * hops_n, "hop stack")
+    hops = []
+    for i in range(hops_n):
+        sw, inp, outp, lat, q, tx = struct.unpack_from("!IHHIII", data, off + i * HOP_BYTES)
+        hops.append(Hop(sw, inp, outp, lat, q >> 24, q & 0xFFFFFF, tx))
+    return Report(
+        node_id=node_id,
+        seq=seq,
+        flow=Flow(src, dst, sport, dport),
+        onset=bool(ds_flags & FLAG_ONSET),
+        over_clear=bool(ds_flags & FLAG_OVER_CLEAR),
+        path_sig=ds_flags & SIG_MASK,
+        hop_limit_hit=e_bit,
+        hops=tuple(hops),
+    )
+
+
+@dataclass
+class _FlowState:
+    path: tuple[int, ...]
+    congested: bool = False
+    last_seen: float = 0.0
+
+
+@dataclass
+class IntTelemetry:
+    """Turns reports into samples, path records and congestion events; the
+    collector drains them into its ingest batches. Congestion per flow with
+    the switches' hysteresis: onset when a hop reports at/over its onset
+    threshold, clear when no hop is over its clear threshold any more.
+    `names` maps switch ids to the names the server knows (default: the id)."""
+
+    names: dict[int, str] = field(default_factory=dict)
+    max_flows: int = 100_000
+    _flows: dict[Flow, _FlowState] = field(default_factory=dict)
+    _samples: list[QueueSample] = field(default_factory=list)
+    _events: list[Event] = field(default_factory=list)
+
+    def name(self, switch_id: int) -> str:
+        return self.names.get(switch_id, str(switch_id))
+
+    def path(self, flow: Flow) -> tuple[str, ...] | None:
+        st = self._flows.get(flow)
+        return None if st is None else tuple(self.name(s) for s in st.path)
+
+    def handle(self, data: bytes, now: dt.datetime) -> Report | None:
+        """One datagram; a bad one is counted and dropped (None)."""
+        try:
+            r = parse_report(data)
+        except ReportError as e:
+            BAD_REPORTS.labels(e.reason).inc()
+            return None
+        self.record(r, now)
+        return r
+
+    def record(self, r: Report, now: dt.datetime) -> None:
+        sink = self.name(r.node_id)
+        REPORTS.labels(sink).inc()
+        for h in r.hops:
+            sw, port, q = self.name(h.switch_id), str(h.egress_port), str(h.queue_id)
+            HOP_QUEUE_CELLS.labels(sw, port, q).set(h.queue_cells)
+            HOP_LATENCY.labels(sw, port, q).set(h.latency_ns / 1e9)
+            if h.egress_port <= 511 and h.queue_id <= 127:
+                self._samples.append(
+                    QueueSample(
+                        switch=sw,
+                        dev_port=h.egress_port,
+                        queue=h.queue_id,
+                        ts=now,
+                        depth_bytes=h.queue_cells * CELL_BYTES,
+                        queue_delay_us=h.latency_ns / 1000,
+                    )
+                )
+        st = self._flows.get(r.flow)
+        if st is None:
+            if len(self._flows) >= self.max_flows:
+                # forget the longest-silent flow: memory stays bounded
+                oldest = min(self._flows, key=lambda f: self._flows[f].last_seen)
+                del self._flows[oldest]
+            st = self._flows[r.flow] = _FlowState(path=r.path)
+        elif st.path != r.path:
+            PATH_CHANGES.inc()
+            st.path = r.path
+        st.last_seen = now.timestamp()
+        if r.onset and not st.congested:
+            st.congested = True
+            self._event("congestion_onset", "warning", sink, r, now)
+        elif st.congested and not r.over_clear and not r.onset:
+            st.congested = False
+            self._event("congestion_clear", "info", sink, r, now)
+        FLOWS.set(len(self._flows))
+        CONGESTED_FLOWS.set(sum(1 for s in self._flows.values() if s.congested))
+
+    def _event(self, kind: str, severity: str, sink: str, r: Report, now: dt.datetime) -> None:
+        hot = max(r.hops, key=lambda h: (h.queue_cells, h.latency_ns))
+        self._events.append(
+            Event(
+                event_id=str(uuid.uuid4()),
+                type="congestion_onset" if kind == "congestion_onset" else "congestion_clear",
+                ts=now,
+                severity="warning" if severity == "warning" else "info",
+                switch=self.name(hot.switch_id),
+                message=f"{kind.replace('_', ' ')} on the path of {r.flow} (INT)",
+                payload={
+                    "source": "int",
+                    "flow": str(r.flow),
+                    "path": ",".join(self.name(s) for s in r.path),
+                    "dev_port": hot.egress_port,
+                    "queue": hot.queue_id,
+                    "depth_bytes": hot.queue_cells * CELL_BYTES,
+                    "queue_delay_us": hot.latency_ns / 1000,
+                    "reported_by": sink,
+                },
+            )
+        )
+
+    def drain(self) -> tuple[list[QueueSample], list[Event]]:
+        """What arrived since the last drain, for the next ingest batch."""
+        samples, events = self._samples, self._events
+        self._samples, self._events = [], []
+        return samples, events
+
+
+class ReportListener(asyncio.DatagramProtocol):
+    """The UDP side: every datagram goes to `telemetry`; nothing raises."""
+
+    def __init__(self, telemetry: IntTelemetry) -> None:
+        self.telemetry = telemetry
+
+    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
+        self.telemetry.handle(data, dt.datetime.now(dt.UTC))
+
+
+async def listen(telemetry: IntTelemetry, host: str, port: int) -> asyncio.DatagramTransport:
+    """Binds the report listener; close the transport to stop it."""
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(
+        lambda: ReportListener(telemetry), local_addr=(host, port)
+    )
+    return transport

@@ -1,0 +1,218 @@
+"""Telemetry reports: decoding the sink's Telemetry Report v2.0 + INT-MD frames
+(the layout of switch/p4/include/int_headers.p4), bad reports counted and
+dropped, path records, congestion onset/clear with hysteresis, and the UDP
+listener on a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import socket
+import struct
+
+import pytest
+from conftest import Server
+from p4relay_collector.config import Settings
+from p4relay_collector.int_reports import (
+    Flow,
+    IntTelemetry,
+    ReportError,
+    listen,
+    parse_report,
+)
+from p4relay_collector.service import Collector
+from prometheus_client import REGISTRY
+from pydantic import SecretStr
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def hop(sw: int, inp: int, outp: int, lat_ns: int, qid: int, cells: int, tx: int) -> bytes:
+    return struct.pack("!IHHIII", sw, inp, outp, lat_ns, (qid << 24) | cells, tx)
+
+
+def report(
+    hops: list[bytes],
+    *,
+    flags: int = 0,
+    node: int = 9,
+    seq: int = 5,
+    dscp: int = 0x17,
+    remaining: int | None = None,
+    shim_len: int | None = None,
+    bitmap: int = 0xF100,
+    vlan: bool = False,
+    payload: bytes = b"\x80" + b"\x00" * 11,
+) -> bytes:
+    """A report as the sink's egress emits it (without its Ethernet/IPv4/UDP)."""
+    n = len(hops)
+    slen = 4 + 5 * n if shim_len is None else shim_len
+    rem = 2 - n if remaining is None else remaining
+    shim = bytes([0x10, slen, 0, 0x2E << 2 & 0xFC])
+    md = bytes([0x20, 0x00, 5, rem]) + struct.pack("!HHHH", bitmap, 0x7072, 0xBEEF, flags)
+    udp_payload = shim + md + b"".join(hops) + payload
+    udp = struct.pack("!HHHH", 4000, 5000, 8 + len(udp_payload), 0) + udp_payload
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        dscp << 2,
+        20 + len(udp),
+        0,
+        0,
+        63,
+        17,
+        0,
+        bytes([10, 0, 1, 2]),
+        bytes([10, 0, 2, 3]),
+    )
+    eth = b"\x02" * 6 + b"\x04" * 6
+    eth += b"\x81\x00\x00\x07\x08\x00" if vlan else b"\x08\x00"
+    frame = eth + ip + udp
+    group = struct.pack("!II", (2 << 28) | seq, node)
+    individual = bytes([0x13, (12 + len(frame) + 3) // 4, 0, 0x30]) + struct.pack(
+        "!HHHH", 0, 0x7072, 0, 0
+    )
+    return group + individual + frame
+
+
+FLOW = Flow("10.0.1.2", "10.0.2.3", 4000, 5000)
+
+
+def test_decodes_hops_newest_first_and_the_path_from_the_source() -> None:
+    r = parse_report(
+        report([hop(3, 2, 1, 1500, 0, 40, 99), hop(1, 5, 2, 200, 0, 1, 7)], flags=0x8000 | 0x12)
+    )
+    assert r.node_id == 9 and r.seq == 5 and r.flow == FLOW
+    assert r.path == (1, 3)
+    assert r.hops[0].queue_cells == 40 and r.hops[0].latency_ns == 1500
+    assert r.hops[1].ingress_port == 5 and r.hops[1].egress_port == 2
+    assert r.onset and not r.over_clear and r.path_sig == 0x12
+    assert parse_report(report([hop(1, 5, 2, 0, 0, 0, 0)], vlan=True)).path == (1,)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "truncated"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)])[:60], "truncated"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], dscp=0), "no_int"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], bitmap=0xFFFF), "int"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], remaining=0), "int"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], shim_len=200), "int"),
+        (b"\x10" + report([hop(1, 1, 2, 0, 0, 0, 0)])[1:], "version"),
+    ],
+)
+def test_bad_reports_are_counted_by_reason_and_dropped(data: bytes, reason: str) -> None:
+    with pytest.raises(ReportError) as e:
+        parse_report(data)
+    assert e.value.reason == reason
+    t = IntTelemetry()
+    before = (
+        REGISTRY.get_sample_value("p4relay_collector_int_reports_bad_total", {"reason": reason})
+        or 0.0
+    )
+    assert t.handle(data, T0) is None
+    after = REGISTRY.get_sample_value("p4relay_collector_int_reports_bad_total", {"reason": reason})
+    assert after == before + 1
+    assert t.drain() == ([], [])
+
+
+def test_samples_paths_and_congestion_with_hysteresis() -> None:
+    t = IntTelemetry(names={1: "s1", 3: "s3"})
+    calm = report([hop(3, 2, 1, 100, 0, 2, 0), hop(1, 5, 2, 50, 0, 1, 0)])
+    hot = report([hop(3, 2, 1, 100, 0, 2, 0), hop(1, 5, 2, 9_000_000, 0, 500, 0)], flags=0xC000)
+    between = report([hop(3, 2, 1, 100, 0, 2, 0), hop(1, 5, 2, 400_000, 0, 30, 0)], flags=0x4000)
+    t.handle(calm, T0)
+    assert t.path(FLOW) == ("s1", "s3")
+    samples, events = t.drain()
+    assert events == []
+    assert {(s.switch, s.dev_port, s.depth_bytes) for s in samples} == {
+        ("s3", 1, 160),
+        ("s1", 2, 80),
+    }
+    t.handle(hot, T0)
+    _, events = t.drain()
+    assert [e.type for e in events] == ["congestion_onset"]
+    assert events[0].switch == "s1" and events[0].payload["depth_bytes"] == 500 * 80
+    # over the clear threshold but under onset: the episode stays open
+    t.handle(between, T0)
+    t.handle(hot, T0)
+    assert t.drain()[1] == []
+    t.handle(calm, T0)
+    assert [e.type for e in t.drain()[1]] == ["congestion_clear"]
+    # a new path is recorded
+    t.handle(report([hop(2, 4, 1, 0, 0, 0, 0), hop(1, 5, 3, 0, 0, 0, 0)]), T0)
+    assert t.path(FLOW) == ("s1", "2")
+
+
+def test_flow_records_are_bounded() -> None:
+    t = IntTelemetry(max_flows=2)
+    for i, port in enumerate((1, 2, 3)):
+        data = bytearray(report([hop(1, 1, 2, 0, 0, 0, 0)]))
+        struct.pack_into("!H", data, 20 + 14 + 20, port)  # UDP source port
+        t.handle(bytes(data), T0 + dt.timedelta(seconds=i))
+    assert t.path(Flow("10.0.1.2", "10.0.2.3", 1, 5000)) is None
+    assert t.path(Flow("10.0.1.2", "10.0.2.3", 3, 5000)) == ("1",)
+
+
+def test_listener_on_a_real_socket_survives_garbage() -> None:
+    async def run() -> IntTelemetry:
+        t = IntTelemetry()
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        transport = await listen(t, "127.0.0.1", port)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(b"\xff" * 3, ("127.0.0.1", port))
+                s.sendto(report([hop(1, 5, 2, 0, 0, 3, 0)], flags=0x8000), ("127.0.0.1", port))
+            for _ in range(100):
+                if t.path(FLOW) is not None:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            transport.close()
+        return t
+
+    t = asyncio.run(run())
+    assert t.path(FLOW) == ("1",)
+    assert [e.type for e in t.drain()[1]] == ["congestion_onset"]
+
+
+def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Server) -> None:
+    """Reports reach the collector's listener (its --int-report-listen), and
+    its next poll sends what they became to the server's ingest."""
+
+    async def run() -> None:
+        probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        cfg = Settings(
+            server_url=server.url,
+            token=SecretStr(server.ingest_token),
+            int_report_listen=f"127.0.0.1:{port}",
+        )
+        c = Collector(cfg)
+        stop = asyncio.Event()
+        task = asyncio.create_task(c.run(stop=stop))
+        try:
+            for _ in range(200):
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                    s.sendto(
+                        report([hop(1, 5, 2, 2000, 0, 7, 0)], flags=0x8000), ("127.0.0.1", port)
+                    )
+                if c.int_telemetry.path(FLOW) is not None:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(cfg.interval_s * 1.5)  # one poll sends the batch
+        finally:
+            stop.set()
+            await task
+
+    asyncio.run(run())
+    events = server.get("/api/v1/events", type="congestion_onset").json()["items"]
+    assert [e["switch"] for e in events] == ["1"]
+    assert events[0]["payload"]["source"] == "int"
+    assert events[0]["payload"]["depth_bytes"] == 560
