@@ -13,7 +13,8 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from typing import Any
 from urllib.parse import quote_from_bytes
 
 import structlog
@@ -72,7 +73,7 @@ class Agent:
         self.notify_tokens: dict[str, str] = {}  # our notify tag -> session uid
         self._tok = itertools.count(1)
         self._tok_prefix = "p4r" + uuid.uuid4().hex[:10]
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[object]] = set()
         self._queries: set[asyncio.Future[str | None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
         # Switch-carried packets (all sessions), refreshed by the sampler: added
@@ -91,8 +92,8 @@ class Agent:
             t.cancel()
         await self.notifier.close()
 
-    def _spawn(self, coro: object) -> None:
-        t = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        t = asyncio.ensure_future(coro)
         self._tasks.add(t)
         t.add_done_callback(self._tasks.discard)
 

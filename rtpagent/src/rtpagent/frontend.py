@@ -15,7 +15,7 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import cast
+from typing import Any, cast
 
 import structlog
 
@@ -41,9 +41,12 @@ REPLY_CACHE_MAX = 65536
 CallbackHandler = Callable[[str, Callable[[str | None], None]], None]
 # (source address, command) -> None to go on, or the E code to answer with.
 Admit = Callable[[str, str], int | None]
+# A datagram's sender: (host, port, ...) over IP, a path over a unix socket, None
+# for a unix peer that never bound one.
+Address = tuple[Any, ...] | str | None
 
 
-def _source(addr: object) -> str:
+def _source(addr: Address) -> str:
     """A datagram sender's address, port left out (a SIP server may send
     from several ports; its limits are per host)."""
     if isinstance(addr, tuple) and addr:
@@ -62,13 +65,13 @@ class _DgramServer(asyncio.DatagramProtocol):
         self.handler_cb = handler_cb
         self.admit = admit
         self.transport: asyncio.DatagramTransport | None = None
-        self.cache: OrderedDict[tuple[object, str], tuple[float, bytes | None]] = OrderedDict()
+        self.cache: OrderedDict[tuple[Address, str], tuple[float, bytes | None]] = OrderedDict()
         self.tasks: set[asyncio.Task[None]] = set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
 
-    def datagram_received(self, data: bytes, addr: object) -> None:
+    def datagram_received(self, data: bytes, addr: Address) -> None:
         try:
             dg = split_cookie(data)
         except ProtocolError as exc:
@@ -77,14 +80,14 @@ class _DgramServer(asyncio.DatagramProtocol):
             if self.transport is not None:
                 # RTPProxy's answer: with the cookie when it could read one.
                 head = f"{exc.cookie} " if exc.cookie else ""
-                self.transport.sendto(f"{head}{error_reply(exc.code)}".encode(WIRE), addr)  # type: ignore[arg-type]
+                self.transport.sendto(f"{head}{error_reply(exc.code)}".encode(WIRE), addr)
             return
         key = (addr, dg.cookie)
         hit = self.cache.get(key)
         now = time.monotonic()
         if hit is not None and now - hit[0] < REPLY_CACHE_SECONDS:
             if hit[1] is not None and self.transport is not None:
-                self.transport.sendto(hit[1], addr)  # type: ignore[arg-type]
+                self.transport.sendto(hit[1], addr)
             return  # in flight (None) or answered: never execute twice
         self.cache[key] = (now, None)
         while len(self.cache) > REPLY_CACHE_MAX:
@@ -110,7 +113,7 @@ class _DgramServer(asyncio.DatagramProtocol):
         self.tasks.add(t)
         t.add_done_callback(self.tasks.discard)
 
-    async def _run(self, cookie: str, body: str, addr: object, key: tuple[object, str]) -> None:
+    async def _run(self, cookie: str, body: str, addr: Address, key: tuple[Address, str]) -> None:
         try:
             reply = await self.handler(body)
         except Exception:
@@ -119,7 +122,7 @@ class _DgramServer(asyncio.DatagramProtocol):
         self._deliver(cookie, reply, addr, key)
 
     def _deliver(
-        self, cookie: str, reply: str | None, addr: object, key: tuple[object, str]
+        self, cookie: str, reply: str | None, addr: Address, key: tuple[Address, str]
     ) -> None:
         if reply is None:
             self.cache.pop(key, None)  # let a retransmission try again
@@ -127,7 +130,7 @@ class _DgramServer(asyncio.DatagramProtocol):
         out = f"{cookie} {reply}".encode(WIRE)
         self.cache[key] = (time.monotonic(), out)
         if self.transport is not None:
-            self.transport.sendto(out, addr)  # type: ignore[arg-type]
+            self.transport.sendto(out, addr)
 
 
 class Frontend:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,7 +223,7 @@ class SessionTable:
     def __len__(self) -> int:
         return len(self.by_uid)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Session]:
         return iter(list(self.by_uid.values()))
 
     def add(self, s: Session) -> None:

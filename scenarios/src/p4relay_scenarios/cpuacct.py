@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-import psutil  # type: ignore[import-untyped]
+import psutil
 
 TICK = os.sysconf("SC_CLK_TCK")
 

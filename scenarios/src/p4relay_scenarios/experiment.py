@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
-import psutil  # type: ignore[import-untyped]
+import psutil
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -278,12 +278,18 @@ def table(rows: list[Row]) -> Table:
 
 
 def markdown(rows: list[Row], meta: dict[str, object]) -> str:
+    machine = meta.get("machine")
     lines = [
         "# Relay experiment: server-based vs switch-based relay",
         "",
         f"Command: `{meta['command']}`",
         "",
-        "Machine: " + ", ".join(f"{k} {v}" for k, v in dict(meta["machine"]).items()),  # type: ignore[call-overload]
+        "Machine: "
+        + (
+            ", ".join(f"{k} {v}" for k, v in machine.items())
+            if isinstance(machine, dict)
+            else str(machine)
+        ),
         "",
         f"SIP server: {meta.get('sip_server') or 'not recorded'} (its rtpproxy module talks to "
         "rtpagent in both modes; server-based relay: rtpagent offloads nothing).",

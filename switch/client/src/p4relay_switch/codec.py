@@ -92,22 +92,28 @@ def key_field(f: FieldInfo, value: KeyValue) -> pb.KeyField:
             raise EncodeError(f"key {f.name} is Exact; got {type(value).__name__}")
         kf.exact.value = encode_int(value, f)
     elif mt == "LPM":
+        if isinstance(value, Ternary | Range):
+            raise EncodeError(f"key {f.name} is LPM; got {type(value).__name__}")
         if not isinstance(value, Lpm):
-            value = Lpm(value, f.bits)  # type: ignore[arg-type]
+            value = Lpm(value, f.bits)
         if not 0 <= value.prefix_len <= f.bits:
             raise EncodeError(f"prefix length {value.prefix_len} out of range for {f.name}")
         kf.lpm.value = encode_int(value.value, f)
         kf.lpm.prefix_len = value.prefix_len
     elif mt == "Range":
+        if isinstance(value, Lpm | Ternary):
+            raise EncodeError(f"key {f.name} is Range; got {type(value).__name__}")
         if not isinstance(value, Range):
-            value = Range(value, value)  # type: ignore[arg-type]
+            value = Range(value, value)
         lo, hi = encode_int(value.low, f), encode_int(value.high, f)
         if decode_int(lo) > decode_int(hi):
             raise EncodeError(f"range {f.name}: low > high")
         kf.range.low, kf.range.high = lo, hi
     elif mt == "Ternary":
+        if isinstance(value, Lpm | Range):
+            raise EncodeError(f"key {f.name} is Ternary; got {type(value).__name__}")
         if not isinstance(value, Ternary):
-            value = Ternary(value, (1 << f.bits) - 1)  # type: ignore[arg-type]
+            value = Ternary(value, (1 << f.bits) - 1)
         kf.ternary.value = encode_int(value.value, f)
         kf.ternary.mask = encode_int(value.mask, f)
     else:
