@@ -19,7 +19,7 @@ MYPY_PATHS=(switch/client/src server/src rtpagent/src scenarios/src collector/sr
 # `conftest`: one suite an entry). Each entry keeps its own cache.
 MYPY_DIRS=(
   switch/client/tests switch/ptf rtpagent/tests:rtpagent/bench
-  server/tests collector/tests scenarios/tests
+  server/tests collector/tests:collector/bench scenarios/tests
   switch/softswitch/bench:switch/bfrt:switch/p4:server/bench:deploy/grafana:deploy/onswitch:migrations
 )
 

@@ -155,6 +155,16 @@ def test_flow_records_are_bounded() -> None:
     assert t.path(Flow("10.0.1.2", "10.0.2.3", 3, 5000)) == ("1",)
 
 
+def test_forged_switch_ids_cannot_grow_state_without_bound() -> None:
+    t = IntTelemetry(max_switches=3, max_queues=4)
+    for sw in range(10):
+        data = bytearray(report([hop(sw, 1, 2, 0, 0, 0, 0)]))
+        struct.pack_into("!I", data, 4, sw)  # the group header's node id
+        t.handle(bytes(data), T0)
+    samples, _ = t.drain()
+    assert len(t._reports) == 3 and len(samples) == 3
+
+
 def test_listener_on_a_real_socket_survives_garbage() -> None:
     async def run() -> IntTelemetry:
         t = IntTelemetry()

@@ -15,9 +15,10 @@ signature. A report that does not decode is counted by reason and dropped.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
+import socket
 import struct
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,12 +48,12 @@ PATH_CHANGES = Counter(
 )
 HOP_QUEUE_CELLS = Gauge(
     "p4relay_collector_int_queue_cells",
-    "queue occupancy at dequeue in the last report naming the queue (80-byte cells)",
+    "deepest queue occupancy at dequeue reported in the last interval (80-byte cells)",
     ["switch", "port", "queue"],
 )
 HOP_LATENCY = Gauge(
     "p4relay_collector_int_hop_latency_seconds",
-    "time in the egress queue in the last report naming the queue",
+    "longest time in the egress queue reported in the last interval",
     ["switch", "port", "queue"],
 )
 FLOWS = Gauge("p4relay_collector_int_flows", "flows with a path record")
@@ -193,6 +194,17 @@ class _FlowState:
 
 
 @dataclass
+class _QueueAgg:
+    """One queue's hops since the last drain: the deepest and the longest."""
+
+    ts: dt.datetime
+    cells: int
+    latency_ns: int
+    cells_g: Any
+    latency_g: Any
+
+
+@dataclass
 class IntTelemetry:
     """Turns reports into samples, path records and congestion events; the
     collector drains them into its ingest batches. Congestion per flow with
@@ -202,9 +214,16 @@ class IntTelemetry:
 
     names: dict[int, str] = field(default_factory=dict)
     max_flows: int = 100_000
+    # bounds a stream of forged switch ids cannot push memory or label sets past
+    max_queues: int = 4096
+    max_switches: int = 256
     _flows: dict[Flow, _FlowState] = field(default_factory=dict)
-    _samples: list[QueueSample] = field(default_factory=list)
+    _queues: dict[tuple[int, int, int], _QueueAgg] = field(default_factory=dict)
     _events: list[Event] = field(default_factory=list)
+    _congested: int = 0
+    _reports: dict[int, Any] = field(default_factory=dict)
+    # the listener's thread records, the poll loop drains
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def name(self, switch_id: int) -> str:
         return self.names.get(switch_id, str(switch_id))
@@ -220,46 +239,54 @@ class IntTelemetry:
         except ReportError as e:
             BAD_REPORTS.labels(e.reason).inc()
             return None
-        self.record(r, now)
+        with self._lock:
+            self.record(r, now)
         return r
 
     def record(self, r: Report, now: dt.datetime) -> None:
-        sink = self.name(r.node_id)
-        REPORTS.labels(sink).inc()
+        rep = self._reports.get(r.node_id)
+        if rep is None:
+            if len(self._reports) >= self.max_switches:
+                BAD_REPORTS.labels("too_many_switches").inc()
+                return
+            rep = self._reports[r.node_id] = REPORTS.labels(self.name(r.node_id))
+        rep.inc()
         for h in r.hops:
-            sw, port, q = self.name(h.switch_id), str(h.egress_port), str(h.queue_id)
-            HOP_QUEUE_CELLS.labels(sw, port, q).set(h.queue_cells)
-            HOP_LATENCY.labels(sw, port, q).set(h.latency_ns / 1e9)
-            if h.egress_port <= 511 and h.queue_id <= 127:
-                self._samples.append(
-                    QueueSample(
-                        switch=sw,
-                        dev_port=h.egress_port,
-                        queue=h.queue_id,
-                        ts=now,
-                        depth_bytes=h.queue_cells * CELL_BYTES,
-                        queue_delay_us=h.latency_ns / 1000,
-                    )
+            key = (h.switch_id, h.egress_port, h.queue_id)
+            q = self._queues.get(key)
+            if q is None:
+                if len(self._queues) >= self.max_queues:
+                    continue
+                labels = (self.name(h.switch_id), str(h.egress_port), str(h.queue_id))
+                q = self._queues[key] = _QueueAgg(
+                    now, -1, -1, HOP_QUEUE_CELLS.labels(*labels), HOP_LATENCY.labels(*labels)
                 )
+            # a sample per queue and drain, like a poll: its deepest and longest
+            q.ts = now
+            q.cells = max(q.cells, h.queue_cells)
+            q.latency_ns = max(q.latency_ns, h.latency_ns)
         st = self._flows.get(r.flow)
         if st is None:
             if len(self._flows) >= self.max_flows:
                 # forget the longest-silent flow: memory stays bounded
                 oldest = min(self._flows, key=lambda f: self._flows[f].last_seen)
-                del self._flows[oldest]
+                self._congested -= self._flows.pop(oldest).congested
             st = self._flows[r.flow] = _FlowState(path=r.path)
+            FLOWS.set(len(self._flows))
         elif st.path != r.path:
             PATH_CHANGES.inc()
             st.path = r.path
         st.last_seen = now.timestamp()
         if r.onset and not st.congested:
             st.congested = True
-            self._event("congestion_onset", "warning", sink, r, now)
+            self._congested += 1
+            self._event("congestion_onset", "warning", self.name(r.node_id), r, now)
+            CONGESTED_FLOWS.set(self._congested)
         elif st.congested and not r.over_clear and not r.onset:
             st.congested = False
-            self._event("congestion_clear", "info", sink, r, now)
-        FLOWS.set(len(self._flows))
-        CONGESTED_FLOWS.set(sum(1 for s in self._flows.values() if s.congested))
+            self._congested -= 1
+            self._event("congestion_clear", "info", self.name(r.node_id), r, now)
+            CONGESTED_FLOWS.set(self._congested)
 
     def _event(self, kind: str, severity: str, sink: str, r: Report, now: dt.datetime) -> None:
         hot = max(r.hops, key=lambda h: (h.queue_cells, h.latency_ns))
@@ -285,26 +312,66 @@ class IntTelemetry:
         )
 
     def drain(self) -> tuple[list[QueueSample], list[Event]]:
-        """What arrived since the last drain, for the next ingest batch."""
-        samples, events = self._samples, self._events
-        self._samples, self._events = [], []
+        """What arrived since the last drain, for the next ingest batch: one
+        sample per queue (deepest occupancy, longest queue time), the events."""
+        with self._lock:
+            return self._drain()
+
+    def _drain(self) -> tuple[list[QueueSample], list[Event]]:
+        samples = []
+        for (sw, port, queue), q in self._queues.items():
+            if q.cells < 0:
+                continue  # no hop since the last drain
+            q.cells_g.set(q.cells)
+            q.latency_g.set(q.latency_ns / 1e9)
+            if port <= 511 and queue <= 127:
+                samples.append(
+                    QueueSample(
+                        switch=self.name(sw),
+                        dev_port=port,
+                        queue=queue,
+                        ts=q.ts,
+                        depth_bytes=q.cells * CELL_BYTES,
+                        queue_delay_us=q.latency_ns / 1000,
+                    )
+                )
+            q.cells = q.latency_ns = -1
+        events, self._events = self._events, []
         return samples, events
 
 
-class ReportListener(asyncio.DatagramProtocol):
-    """The UDP side: every datagram goes to `telemetry`; nothing raises."""
+class ReportListener:
+    """The UDP side: a thread receiving into `telemetry` (a blocking receive
+    loop costs a fraction of an event-loop callback per datagram; the socket
+    buffer absorbs bursts). Nothing a datagram holds makes it raise."""
 
-    def __init__(self, telemetry: IntTelemetry) -> None:
+    def __init__(self, telemetry: IntTelemetry, host: str, port: int, rcvbuf: int = 4 << 20):
         self.telemetry = telemetry
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.bind((host, port))
+        self.sock.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="int-reports", daemon=True)
+        self._thread.start()
 
-    def datagram_received(self, data: bytes, addr: tuple[str | Any, int]) -> None:
-        self.telemetry.handle(data, dt.datetime.now(dt.UTC))
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self.sock.recv(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.telemetry.handle(data, dt.datetime.now(dt.UTC))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        self.sock.close()
 
 
-async def listen(telemetry: IntTelemetry, host: str, port: int) -> asyncio.DatagramTransport:
-    """Binds the report listener; close the transport to stop it."""
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.create_datagram_endpoint(
-        lambda: ReportListener(telemetry), local_addr=(host, port)
-    )
-    return transport
+async def listen(telemetry: IntTelemetry, host: str, port: int) -> ReportListener:
+    """Binds the report listener (OSError when the address is taken); close()
+    stops it."""
+    return ReportListener(telemetry, host, port)

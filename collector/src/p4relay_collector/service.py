@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from p4relay_collector import metrics
 from p4relay_collector.config import Settings, parse_listen
 from p4relay_collector.congestion import CongestionDetector, Thresholds
-from p4relay_collector.int_reports import IntTelemetry, listen
+from p4relay_collector.int_reports import IntTelemetry, ReportListener, listen
 from p4relay_collector.poller import Poll, SwitchPoller
 from p4relay_collector.wire import IngestBatch, RegisteredSwitch
 
@@ -171,7 +171,7 @@ class Collector:
         """Polls every `interval_s` until `stop` is set (or once)."""
         stop = stop or asyncio.Event()
         next_refresh = 0.0
-        reports: asyncio.DatagramTransport | None = None
+        reports: ReportListener | None = None
         if self.cfg.int_report_listen:
             host, port = parse_listen(self.cfg.int_report_listen)
             try:
