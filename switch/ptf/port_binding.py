@@ -77,3 +77,29 @@ class SpoofedSourceOtherPortGuarded(LearnBase):
         self.relay_round_trip(1)
         self.expect_nothing()
         self.assertEqual(self.sw.run(self.p.guard_counters(call))[20000].packets, 5)
+
+
+class SpoofedCopyDoesNotSuppressThePartysDigest(LearnBase):
+    """The learn filter's flow includes the ingress port: a spoofed copy of a
+    party's not yet installed flow, sent first from another port, does not
+    silence the party's own digest (which names the party's port)."""
+
+    def runTest(self) -> None:
+        bad = spoof(1)
+        self.send(ATTACKER_PORT, bad)
+        self.expect(forwarded(bad, 3), 3)
+        own = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(1, 160),
+        )
+        self.send(1, own)
+        self.expect(forwarded(own, 3), 3)
+        self.assertEqual(
+            sorted(e.ingress_port for e in self.learned(1.0)),
+            sorted([self.dev[ATTACKER_PORT], self.dev[1]]),
+        )
+        self.expect_nothing()
