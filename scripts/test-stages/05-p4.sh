@@ -40,14 +40,18 @@ done
 python3 switch/p4/resources.py junit "$RESULTS/$STAGE.xml" "$STAGE" "${dirs[@]}"
 echo
 python3 switch/p4/resources.py summary "${dirs[@]}"
-fresh="$out/p4relay-standard/bf-rt.json"
-if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" switch/p4/bfrt/standard.bf-rt.json; then
-  if [ "${P4RELAY_UPDATE_BFRT:-}" = 1 ]; then
-    cp "$fresh" switch/p4/bfrt/standard.bf-rt.json
-    echo "p4: switch/p4/bfrt/standard.bf-rt.json regenerated"
-  else
-    echo "p4: switch/p4/bfrt/standard.bf-rt.json is stale (the contract test fails);"
-    echo "    P4RELAY_UPDATE_BFRT=1 scripts/test-stages/05-p4.sh regenerates it"
+# The committed schemas: standard, and ired for the iRED objects (switch/p4/bfrt/).
+for p in standard ired; do
+  fresh="$out/p4relay-$p/bf-rt.json"
+  committed="switch/p4/bfrt/$p.bf-rt.json"
+  if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" "$committed"; then
+    if [ "${P4RELAY_UPDATE_BFRT:-}" = 1 ]; then
+      cp "$fresh" "$committed"
+      echo "p4: $committed regenerated"
+    else
+      echo "p4: $committed is stale (the contract test fails);"
+      echo "    P4RELAY_UPDATE_BFRT=1 scripts/test-stages/05-p4.sh regenerates it"
+    fi
   fi
-fi
+done
 exit $status

@@ -84,6 +84,12 @@ WRITEBACK_MAX_PKT_LEN = 64  # the copy needs only its 8-byte mirror header
 NOTICE_SESSION_BASE = 1010
 NOTICE_PORTS = (68, 196)
 NOTICE_MAX_PKT_LEN = 128  # mirror header, Ethernet, the flow's IPv4 header and a little more
+# iRED feedback copies (P4RELAY_IRED): session IRED_SESSION_BASE + pipe to
+# that pipe's recirculation port, where the copy re-enters Ingress and sets
+# the drop flag; truncated, it needs only its 4-byte mirror header.
+IRED_SESSION_BASE = 1004
+IRED_PORTS = (68, 196)
+IRED_MAX_PKT_LEN = 64
 
 
 class ConfigError(ValueError):
@@ -188,6 +194,7 @@ KNOWN_KEYS = {
     "session_entry_scope",
     "jitter_writeback",
     "reroute_notice",
+    "ired_feedback",
 }
 
 
@@ -298,7 +305,18 @@ def plan(config: dict[str, Any]) -> list[Op]:
             )
         )
 
-    writeback_ops = _writeback_sessions(config) + _notice_sessions(config)
+    writeback_ops = (
+        _writeback_sessions(config)
+        + _notice_sessions(config)
+        + _pipe_sessions(
+            config,
+            "ired_feedback",
+            IRED_SESSION_BASE,
+            IRED_PORTS,
+            IRED_MAX_PKT_LEN,
+            "iRED feedback session",
+        )
+    )
     sids = {op.kwargs["sid"] for op in writeback_ops}
     for i, m in enumerate(_list(config, "mirror_sessions")):
         where = f"mirror_sessions[{i}]"

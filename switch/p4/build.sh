@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build p4relay for Tofino 1 with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large|int] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh [standard|lean|large|int|ired] [--model] [-- extra bf-p4c args]
 #   switch/p4/build.sh --list         the profiles, one a line
 #   switch/p4/build.sh --compiler     the compiler this script would run
 #
@@ -15,6 +15,7 @@
 # int       standard with in-band network telemetry instead of reroute
 #           (P4RELAY_WITH_INT, P4RELAY_NO_REROUTE: INT-MD source/transit/sink
 #           and telemetry reports, controls/int_*.p4)
+# ired      lean with iRED (P4RELAY_IRED): drop decisions in Egress, drops in Ingress
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
@@ -30,10 +31,11 @@ case "$profile" in
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
   int) defines+=(-DP4RELAY_WITH_INT -DP4RELAY_NO_REROUTE) ;;
-  --list) echo standard; echo lean; echo large; echo int; exit 0 ;;
+  ired) defines+=(-DP4RELAY_PROFILE_LEAN -DP4RELAY_IRED) ;;
+  --list) echo standard; echo lean; echo large; echo int; echo ired; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large, int)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, lean, large, int, ired)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -17,6 +17,9 @@
 
 #include "parsers/ingress_parser.p4"
 #include "controls/rtp_clock.p4"
+#ifdef WITH_IRED
+#include "controls/ired.p4"
+#endif
 #include "controls/relay_sessions.p4"
 #include "controls/learn_filter.p4"
 #ifdef WITH_REROUTE

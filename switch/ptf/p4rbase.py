@@ -83,11 +83,12 @@ def udp_packet(
     payload: bytes = b"p4relay-ptf" * 4,
     ip_id: int = 1,
     udp_chksum: int | None = None,
+    tos: int = 0,
 ) -> Packet:
     """A frame as a host behind ``in_port`` sends it to its gateway (the switch)."""
     return (
         Ether(src=HOST_MAC[in_port], dst=SW_MAC[in_port])
-        / IP(src=src, dst=dst, ttl=ttl, id=ip_id)
+        / IP(src=src, dst=dst, ttl=ttl, id=ip_id, tos=tos)
         / UDP(sport=sport, dport=dport, chksum=udp_chksum)
         / Raw(payload)
     )

@@ -20,3 +20,24 @@ CONGESTION_EVENTS = Counter(
 CONGESTED_QUEUES = Gauge(
     "p4relay_collector_congested_queues", "egress queues in an open congestion episode"
 )
+
+# iRED, per switch and egress port (collector/src/p4relay_collector/ired.py)
+IRED_QAVG_BYTES = Gauge(
+    "p4relay_collector_ired_qavg_bytes", "iRED queue average of a port", ["switch", "dev_port"]
+)
+IRED_DROPS = Counter(
+    "p4relay_collector_ired_drops_total", "packets iRED dropped in Ingress", ["switch", "dev_port"]
+)
+IRED_DECISIONS = Counter(
+    "p4relay_collector_ired_decisions_total", "iRED drop decisions", ["switch", "dev_port"]
+)
+IRED_SPARED = Counter(
+    "p4relay_collector_ired_spared_total",
+    "protected packets (relay hits, DSCP EF) iRED let pass",
+    ["switch", "dev_port"],
+)
+IRED_TAIL_DROPS = Counter(
+    "p4relay_collector_ired_tail_drops_total",
+    "packets dropped by iRED's tail-drop comparison mode",
+    ["switch", "dev_port"],
+)

@@ -1,8 +1,9 @@
 """One registered switch: its BfRt session, the previous readings, and one poll.
 
 A poll reads the fixed tables ($PORT, $PORT_STAT, tf1.tm.port.sched_shaping,
-tf1.tm.counter.queue) and the relay table's occupancy (BfRt TableUsage of
-`pipe.Ingress.relay`, its size from bfrt.json), through `p4relay_switch`.
+tf1.tm.counter.queue), the relay table's occupancy (BfRt TableUsage of
+`pipe.Ingress.relay`, its size from bfrt.json) and iRED's ports (ired.py),
+through `p4relay_switch`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import structlog
 from p4relay_switch import ReadEntry, SchemaError, Subscription, SwitchClient, SwitchError
 
 from p4relay_collector import metrics
+from p4relay_collector.ired import IredReading, IredTracker
 from p4relay_collector.queues import PortReading, derive_sample, line_rate
 from p4relay_collector.wire import Event, PortInfo, QueueSample, Severity, SwitchInfo
 
@@ -52,6 +54,7 @@ class SwitchPoller:
         self.up: bool | None = None  # None until the first poll
         self.prev: dict[int, PortReading] = {}
         self.prev_t: float | None = None
+        self.ired = IredTracker(name)
 
     async def _connected(self) -> SwitchClient:
         if self.client is None:
@@ -89,14 +92,17 @@ class SwitchPoller:
             return None
         return await sw.usage(RELAY_TABLE), size
 
-    async def read(self) -> tuple[list[PortReading], tuple[int, int] | None]:
-        """Every port's reading, and the relay table's (used, size)."""
+    async def read(
+        self,
+    ) -> tuple[list[PortReading], tuple[int, int] | None, list[IredReading]]:
+        """Every port's reading, the relay table's (used, size), iRED's ports."""
         sw = await self._connected()
         relay = await self.read_relay_table(sw)
+        ired = await self.ired.read(sw)
         ports = sorted(await sw.read("$PORT"), key=_dev_port)
         dev_ports = [_dev_port(e) for e in ports]
         if not dev_ports:
-            return [], relay
+            return [], relay, ired
         shaping = {
             _int(e.key.get("dev_port")): _int(e.data.get("max_rate"))
             for e in await sw.read(
@@ -121,19 +127,20 @@ class SwitchPoller:
                     queue_drops=q.get("drop_count_packets", 0),
                 )
             )
-        return out, relay
+        return out, relay, ired
 
     async def poll(self) -> Poll:
         """One reading turned into switch info, queue samples and up/down events."""
         now = dt.datetime.now(dt.UTC)
         t0 = time.monotonic()
         try:
-            readings, relay = await asyncio.wait_for(self.read(), timeout=self.timeout_s * 4)
+            readings, relay, ired = await asyncio.wait_for(self.read(), timeout=self.timeout_s * 4)
         except (SwitchError, TimeoutError, OSError) as e:
             metrics.POLLS.labels(self.name, "error").inc()
             metrics.SWITCH_UP.labels(self.name).set(0)
             await self.close()
             self.prev, self.prev_t = {}, None
+            self.ired.reset()
             events: list[Event] = []
             if self.up is not False:
                 events.append(self._event("switch_down", now, "error", f"BfRt poll failed: {e!r}"))
@@ -157,6 +164,7 @@ class SwitchPoller:
         ]
         self.prev = {r.dev_port: r for r in readings}
         self.prev_t = t0
+        events += self.ired.events(ired, now)
         info = SwitchInfo(
             name=self.name,
             grpc_address=self.address,

@@ -12,7 +12,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Severity = Literal["info", "warning", "error"]
 CollectorEventType = Literal[
-    "switch_up", "switch_down", "congestion_onset", "congestion_clear", "reroute"
+    "switch_up",
+    "switch_down",
+    "congestion_onset",
+    "congestion_clear",
+    "reroute",
+    "ired_drop",
 ]
 PayloadValue = str | int | float | bool | None
 

@@ -155,3 +155,24 @@ def test_client_reroute_names_are_the_contracts(contract: dict[str, Any]) -> Non
     assert names.REROUTE_DIGEST in {d["name"] for d in contract["digest"]}
     assert contract["config"]["reroute_slots"] == names.REROUTE_SLOTS
     assert contract["config"]["reroute_notice_ethertype"] == names.REROUTE_NOTICE_ETHERTYPE
+
+
+def test_client_ired_names_are_the_contracts(contract: dict[str, Any]) -> None:
+    from p4relay_switch import names
+
+    tables = {t["name"]: t for t in contract["table"]}
+    actions = {a["name"]: a for a in contract["action"]}
+    registers = {r["name"] for r in contract["register"]}
+    t = tables[names.IRED_PORT]
+    assert [k["name"] for k in t["keys"]] == [names.K_EGRESS_PORT]
+    assert t["actions"] == [names.A_IRED_SET, "NoAction"]
+    assert [p["name"] for p in actions[names.A_IRED_SET]["params"]] == [
+        "max_len_queue",
+        "n_drop",
+        "ewma_n",
+        "tail_drop",
+        "protect",
+    ]
+    assert set(names.IRED_REGISTERS) == {r for r in registers if ".ired_" in r}
+    assert contract["config"]["ired_ewma_n_max"] == names.IRED_EWMA_N_MAX
+    assert contract["config"]["ired_cell_bytes"] == names.IRED_CELL_BYTES

@@ -27,8 +27,11 @@ from p4relay_testsupport import dump_softswitch as dump
 ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
 COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
+# The ired profile (lean + iRED): the compiler's ids and shapes of the iRED
+# objects, which the standard profile does not build.
+COMMITTED_IRED = P4_ROOT / "bfrt" / "ired.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
-PROFILES = ("standard", "lean", "large")
+PROFILES = ("standard", "lean", "large", "ired")
 
 # Objects bf-p4c adds to every program, which no client of ours addresses: the
 # snapshot (debug capture) tables, the table debug counters, the parser's port
@@ -177,14 +180,31 @@ def committed() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def committed_ired() -> dict[str, Any]:
+    return dict(json.loads(COMMITTED_IRED.read_text()))
+
+
+def is_ired(name: str) -> bool:
+    return ".ired_" in name
+
+
+def with_ired(standard: dict[str, Any], ired: dict[str, Any]) -> dict[str, Any]:
+    """The standard profile's schema plus the ired profile's iRED objects:
+    everything the contract names, as the software switch serves it."""
+    out = json.loads(json.dumps(standard))
+    out["tables"] += [t for t in ired["tables"] if is_ired(t["name"])]
+    return out
+
+
+@pytest.fixture(scope="module")
 def softswitch() -> dict[str, Any]:
     return dict(json.loads(dump("--dump-bfrt-json")))
 
 
 def test_committed_schema_matches_contract(
-    contract: dict[str, Any], committed: dict[str, Any]
+    contract: dict[str, Any], committed: dict[str, Any], committed_ired: dict[str, Any]
 ) -> None:
-    errs = contract_errors(contract, committed)
+    errs = contract_errors(contract, with_ired(committed, committed_ired))
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
 
 
@@ -195,6 +215,15 @@ def test_committed_schema_is_the_compilers(committed: dict[str, Any]) -> None:
     fresh = _resources().program_schema(compiled("standard"))
     assert fresh == _resources().program_schema(committed), (
         "switch/p4/bfrt/standard.bf-rt.json is stale: "
+        "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
+    )
+
+
+def test_committed_ired_schema_is_the_compilers(committed_ired: dict[str, Any]) -> None:
+    """switch/p4/bfrt/ired.bf-rt.json is what the ired profile compiles to."""
+    fresh = _resources().program_schema(compiled("ired"))
+    assert fresh == _resources().program_schema(committed_ired), (
+        "switch/p4/bfrt/ired.bf-rt.json is stale: "
         "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
     )
 
@@ -219,10 +248,9 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
     ]
 
 
-@pytest.mark.parametrize("profile", ["standard"])
-def test_compiled_profile_matches_contract(contract: dict[str, Any], profile: str) -> None:
-    errs = contract_errors(contract, compiled(profile))
-    assert not errs, f"{profile}: bf-rt.json disagrees with contract.toml:\n" + "\n".join(errs)
+def test_standard_profile_is_the_contract_without_ired(contract: dict[str, Any]) -> None:
+    errs = contract_errors(contract, compiled("standard"))
+    assert sorted(errs) == sorted(ired_objects(contract)), errs
 
 
 def _reroute_missing(contract: dict[str, Any]) -> list[str]:
@@ -239,19 +267,40 @@ def _reroute_missing(contract: dict[str, Any]) -> list[str]:
     )
 
 
-def test_lean_profile_drops_only_quality_registers_and_reroute(contract: dict[str, Any]) -> None:
-    errs = contract_errors(contract, compiled("lean"))
+def ired_objects(contract: dict[str, Any]) -> list[str]:
+    """What P4RELAY_IRED adds: its table and registers, as contract_errors names them missing."""
+    tables = [t["name"] for t in contract["table"] if ".ired_" in t["name"]]
+    regs = [r["name"] for r in contract["register"] if ".ired_" in r["name"]]
+    assert len(tables) == 1 and len(regs) == 9
+    return [f"table {n} missing" for n in tables] + [f"register {n} missing" for n in regs]
+
+
+def _quality_missing(contract: dict[str, Any]) -> list[str]:
     quality = [r["name"] for r in contract["register"] if r["name"].startswith("pipe.Egress.rtp_")]
     assert len(quality) == 8
-    want = [f"register {n} missing" for n in quality] + _reroute_missing(contract)
+    return [f"register {n} missing" for n in quality]
+
+
+def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[str, Any]) -> None:
+    errs = contract_errors(contract, compiled("lean"))
+    want = _quality_missing(contract) + _reroute_missing(contract) + ired_objects(contract)
     assert sorted(errs) == sorted(want)
 
 
-def test_large_profile_changes_sizes_only_and_has_no_reroute(contract: dict[str, Any]) -> None:
-    """Large: every ingress stage goes to the relay tables, so no reroute."""
+def test_ired_profile_is_lean_with_ired(contract: dict[str, Any]) -> None:
+    """The ired profile builds every iRED object of the contract, as lean
+    builds everything but the quality registers and reroute."""
+    errs = contract_errors(contract, compiled("ired"))
+    assert sorted(errs) == sorted(_quality_missing(contract) + _reroute_missing(contract)), errs
+
+
+def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
+    contract: dict[str, Any],
+) -> None:
+    """Large: every ingress stage goes to the relay tables, so no reroute or iRED."""
     large = compiled("large")
     errs = contract_errors(contract, large)
-    missing = _reroute_missing(contract)
+    missing = _reroute_missing(contract) + ired_objects(contract)
     sized = [e for e in errs if e not in missing]
     assert sized, "the large build has other sizes than the contract's defaults"
     assert all("size" in e for e in sized), errs
@@ -261,20 +310,24 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute(contract: dict[str,
 
 
 def test_softswitch_schema_is_the_compilers(
-    committed: dict[str, Any], softswitch: dict[str, Any]
+    committed: dict[str, Any], committed_ired: dict[str, Any], softswitch: dict[str, Any]
 ) -> None:
     """Table, key and data field names (incl. $ENTRY_HIT_STATE), types, widths,
     match types, actions and their parameters, attributes, registers and digest
     fields: the software switch serves what bf_switchd serves for this program
     (sizes differ by design)."""
-    diffs = shape_differences(schema_shape(committed), schema_shape(softswitch))
+    diffs = shape_differences(
+        schema_shape(with_ired(committed, committed_ired)), schema_shape(softswitch)
+    )
     assert not diffs, "softswitch schema differs from bf-p4c's:\n" + "\n".join(diffs)
 
 
-def test_softswitch_ids(committed: dict[str, Any], softswitch: dict[str, Any]) -> None:
+def test_softswitch_ids(
+    committed: dict[str, Any], committed_ired: dict[str, Any], softswitch: dict[str, Any]
+) -> None:
     """Every id a client sends (table, key, data field, action, parameter,
-    digest, digest field) is bf-p4c's."""
-    p4 = schema_ids(committed)
+    digest, digest field) is bf-p4c's (iRED's from the ired profile)."""
+    p4 = schema_ids(with_ired(committed, committed_ired))
     soft = schema_ids(softswitch)
     assert set(p4) == set(soft), sorted(set(p4) ^ set(soft))
     differing = [

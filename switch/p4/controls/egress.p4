@@ -14,6 +14,9 @@
  *    come back here, write rtp_jitter and are dropped.
  * 3. INT (WITH_INT): source and transit hop (IntTransit), sink strip and
  *    the sink's report copy (IntSink).
+ * 4. Ired (P4RELAY_IRED): the port's queue average and drop decision; a
+ *    decision leaves as an E2E mirror copy to the recirculation port
+ *    (controls/ired.p4).
  *
  * Dependency chains (MAU stages, compiler placement in README "Resources"):
  *   l3_end -> l3_overrun -> drop / RtpQuality's gate
@@ -36,6 +39,9 @@ control Egress(
 #ifdef WITH_INT
     IntTransit() int_transit;
     IntSink() int_sink;
+#endif
+#ifdef WITH_IRED
+    Ired() ired;
 #endif
 
     action l3_end_ethernet() {
@@ -114,6 +120,20 @@ control Egress(
             int_sink.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
         } else {
             int_transit.apply(hdr, eg_md, eg_intr_md, eg_prsr_md);
+        }
+#endif
+#ifdef WITH_IRED
+        /* packets from Ingress only (not the copies' own passes) */
+        if (hdr.bridged.isValid()) {
+            ired.apply(hdr, eg_md, eg_intr_md);
+        }
+        /* Ired's verdicts take effect here, last: one write point for
+         * drop_ctl and mirror_type keeps its chain parallel to the others */
+        if (eg_md.ired_tail_dropped == 1) {
+            eg_dprsr_md.drop_ctl = 1;
+        }
+        if (eg_md.ired_mirror.isValid()) {
+            eg_dprsr_md.mirror_type = MIRROR_TYPE_IRED;
         }
 #endif
     }

@@ -13,6 +13,8 @@
  *   relay (stages 0-2, its RAMs span three stages) -> relay_guard (4-5) and
  *   leg_rewrite (5-6) -> ipv4_lpm (7-8, rewritten destination) -> nexthop (9);
  *   clock slices -> 2 adds -> learn_filter (9; its output is the digest type).
+ * IredDrop (P4RELAY_IRED) follows nexthop: the flag register, then its
+ * counters.
  */
 #ifdef WITH_REROUTE
 #define REROUTE_NOTICE hdr.reroute_notice.isValid()
@@ -36,6 +38,9 @@ control Ingress(
     IntCheck() int_check;
     IntWatch() int_watch;
     IntSource() int_source;
+#endif
+#ifdef WITH_IRED
+    IredDrop() ired_drop;
 #endif
 
     apply {
@@ -99,5 +104,11 @@ control Ingress(
 #endif
             }
         }
+#ifdef WITH_IRED
+        /* after Forwarding (it needs the egress port); also takes the
+         * recirculated feedback copies, which the chain above dropped as
+         * non-IPv4 */
+        ired_drop.apply(hdr, ig_md, ig_tm_md, ig_dprsr_md);
+#endif
     }
 }

@@ -1,13 +1,14 @@
 /* p4relay — egress deparser: strips the bridged header (it is never
  * emitted) and sends the jitter write-back copy (E2E mirror) RtpQuality asked
- * for; headers otherwise go out as ingress left them. */
+ * for, or iRED's feedback copy (Ired); headers otherwise go out as ingress
+ * left them. A feedback copy's own pass emits its header first. */
 control EgressDeparser(
         packet_out pkt,
         inout egress_headers_t hdr,
         in egress_metadata_t eg_md,
         in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
-#ifdef WITH_RTP_QUALITY
+#if defined(WITH_RTP_QUALITY) || defined(WITH_IRED)
     Mirror() mirror;
 #endif
 #ifdef WITH_INT
@@ -91,6 +92,17 @@ control EgressDeparser(
         pkt.emit(hdr.report_udp);
         pkt.emit(hdr.report_group);
         pkt.emit(hdr.report_individual);
+#endif
+#ifdef WITH_IRED
+        if (eg_dprsr_md.mirror_type == MIRROR_TYPE_IRED) {
+            mirror.emit<ired_feedback_h>(eg_md.ired_session, {
+                eg_md.ired_mirror.pkt_type,
+                eg_md.ired_mirror._pad,
+                eg_md.ired_mirror.port,
+                eg_md.ired_mirror.flag
+            });
+        }
+        pkt.emit(hdr.ired_feedback);
 #endif
         pkt.emit(hdr.ethernet);
 #ifdef WITH_REROUTE

@@ -28,6 +28,21 @@ const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_
 /* eg_dprsr_md.mirror_type of the jitter write-back copy. */
 #define MIRROR_TYPE_JITTER_WRITEBACK 3w1     /* Tofino 1: 3 bits */
 
+/* iRED feedback copy (E2E mirror, recirculated to Ingress): pkt_type and
+ * mirror_type. Its mirror session is IRED_SESSION_BASE + pipe (bootstrap:
+ * "ired_feedback", to the pipe's recirculation port, truncated). */
+/* 0x81: a recirculated frame starts with a unicast MAC (low bit 0), so the
+ * ingress parser never takes one for a feedback copy. */
+#define PKT_TYPE_IRED_FEEDBACK 8w0x81
+#define MIRROR_TYPE_IRED 3w3
+#ifndef IRED_SESSION_BASE
+#define IRED_SESSION_BASE 1004
+#endif
+/* Registers indexed by the 9-bit dev_port. */
+#define IRED_PORTS 512
+/* DSCP Expedited Forwarding (RFC 3246): voice, spared by iRED's protection. */
+#define DSCP_EF 6w46
+
 /* Mirror sessions of the jitter write-back copies: session BASE + p sends to a
  * port of pipe p (the copy must pass the egress pipe whose registers it
  * writes). switch/bfrt/bootstrap.py creates them ("jitter_writeback"). */

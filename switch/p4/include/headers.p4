@@ -132,10 +132,25 @@ header jitter_writeback_h {
     bit<32> jitter;
 }
 
+/* iRED feedback copy (E2E mirror of the deciding packet, truncated): which
+ * port's ingress drop flag to set and to what (1, or 3 = spare protected
+ * packets). Re-enters Ingress through the recirculation port. 32 bits;
+ * (_pad, port) is laid out like the egress intrinsic metadata's port field,
+ * so it is copied as one 16-bit container. */
+header ired_feedback_h {
+    bit<8> pkt_type;   /* PKT_TYPE_IRED_FEEDBACK */
+    bit<7> _pad;
+    bit<9> port;
+    bit<8> flag;
+}
+
 struct ingress_headers_t {
     bridged_h      bridged;       /* emitted first; only egress reads it */
 #ifdef WITH_INT
     int_bridged_h  int_bridged;   /* emitted second; only egress reads it */
+#endif
+#ifdef WITH_IRED
+    ired_feedback_h ired_feedback; /* a recirculated feedback copy (dropped in Ingress) */
 #endif
     ethernet_h     ethernet;
 #ifdef WITH_REROUTE
@@ -156,6 +171,9 @@ struct ingress_headers_t {
  * total_len) and, with RTP quality, the option words, UDP and the RTP fixed
  * header (RtpQuality). The deparser emits everything but `bridged`. */
 struct egress_headers_t {
+#ifdef WITH_IRED
+    ired_feedback_h ired_feedback; /* the feedback copy's own pass: emitted first */
+#endif
     bridged_h      bridged;
 #ifdef WITH_INT
     int_bridged_h       int_bridged;

@@ -62,6 +62,12 @@ struct ingress_metadata_t {
     int_report_mirror_h int_mirror;   /* the report copy's mirror header */
     MirrorId_t int_mirror_session;
 #endif
+#ifdef WITH_IRED
+    /* IredDrop */
+    bit<8>  ired_flag;            /* the egress port's drop flag as found */
+    bool    ired_protected;       /* relay hit or DSCP EF                 */
+#endif
+
 }
 
 struct egress_metadata_t {
@@ -119,6 +125,34 @@ struct egress_metadata_t {
     bit<32> jitter_plus_8;        /* J + 8                                       */
     bit<32> jitter_decay;         /* (J + 8) >> 4                                */
     bit<32> jitter_grown;         /* J + |D|                                     */
+#endif
+#ifdef WITH_IRED
+    /* Ired: the port's configuration (ired_port) and the decision's steps */
+    ired_feedback_h ired_mirror;  /* the feedback copy's mirror header          */
+    MirrorId_t ired_session;      /* IRED_SESSION_BASE + this egress pipe       */
+    bit<1>  ired_on;
+    bit<1>  ired_tail_drop;
+    bit<1>  ired_tail_dropped;    /* tail-drop mode: Egress drops the packet    */
+    bit<1>  ired_protect;
+    bit<3>  ired_ewma_n;
+    bit<32> ired_max_len;         /* maxLenQueue, cells                         */
+    bit<32> ired_n_drop;          /* N, cells                                   */
+    bit<32> ired_cur;             /* deq_qdepth                                 */
+    bit<32> ired_enq;             /* enq_qdepth                                 */
+    bit<32> ired_prev;            /* the previous sample                        */
+    bit<32> ired_prev_decay;      /* prev >> n                                  */
+    bit<32> ired_cur_n;           /* cur >> n                                   */
+    bit<32> ired_prev_kept;       /* prev - (prev >> n)                         */
+    bit<32> ired_avg;             /* qAvg = prev - (prev >> n) + (cur >> n)     */
+    bit<32> ired_half;            /* maxLenQueue / 2                            */
+    bit<32> ired_min;             /* minThsld                                   */
+    bit<32> ired_max;             /* maxThsld                                   */
+    bit<32> ired_below;           /* minThsld -| qAvg: 0 = qAvg >= minThsld     */
+    bit<32> ired_above;           /* qAvg -| maxThsld: 0 = qAvg <= maxThsld     */
+    bit<32> ired_band;            /* below | above: 0 = in the band             */
+    bit<32> ired_room;            /* maxLenQueue -| enq_qdepth: 0 = full        */
+    bit<16> ired_rand;
+    bit<8>  ired_coin;            /* 1: the band's coin says drop               */
 #endif
 }
 

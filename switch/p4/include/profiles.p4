@@ -13,8 +13,11 @@
  *       only. No quality registers, no write-back copies: the most sessions
  *       per pipe. The quality registers of the contract are then absent from
  *       bfrt.json; the bridged header stays (4 bytes inside the switch).
+ *   P4RELAY_IRED (the "ired" profile of build.sh: LEAN + iRED): iRED, drop
+ *       decisions in Egress, drops in Ingress.
  * P4RELAY_SCALE_LARGE (sizes.p4) sizes either profile up; switch/p4/build.sh
- * names the combinations the p4 test stage compiles (standard, lean, large).
+ * names the combinations the p4 test stage compiles (standard, lean, large,
+ * ired).
  */
 #ifndef _P4RELAY_PROFILES_P4_
 #define _P4RELAY_PROFILES_P4_
@@ -25,12 +28,6 @@
 
 #if defined(P4RELAY_PROFILE_LEAN) && defined(P4RELAY_PROFILE_STANDARD)
 #error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
-#endif
-
-/* Not in this program: defining it is a build error rather than a silent
- * no-op. */
-#if defined(WITH_IRED)
-#error "iRED is not in this program"
 #endif
 
 #ifdef P4RELAY_PROFILE_STANDARD
@@ -62,6 +59,18 @@
  * and the INT hop reports as its hop latency. */
 #if defined(WITH_REROUTE) || defined(WITH_INT)
 #define WITH_QUEUE_DELAY
+#endif
+
+/* P4RELAY_IRED: iRED ingress-drop AQM (controls/ired.p4). Built by the
+ * "ired" profile (LEAN + P4RELAY_IRED, build.sh); with the standard
+ * profile's RTP quality the two egress chains need 16 stages (README
+ * "iRED"). Its two ingress stages follow nexthop (the large build has none
+ * left). */
+#if defined(P4RELAY_IRED) && defined(P4RELAY_SCALE_LARGE)
+#error "P4RELAY_IRED does not fit the large build"
+#endif
+#ifdef P4RELAY_IRED
+#define WITH_IRED
 #endif
 
 #endif /* _P4RELAY_PROFILES_P4_ */

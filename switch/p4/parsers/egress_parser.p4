@@ -8,7 +8,8 @@
  * the bridged relay/rtcp bits whether RtpQuality runs. (Selecting on those
  * bits here would need them kept in parser match registers across three
  * states; parsing UDP/RTP of every packet costs nothing extra in PHV.)
- * Only IPv4 reaches egress; ARP to the CPU bypasses it.
+ * Only IPv4 reaches egress; ARP to the CPU bypasses it. An iRED feedback
+ * copy (pkt_type 3) keeps its header, which the deparser emits first.
  * No checksums here: egress rewrites nothing the checksums cover.
  * The jitter write-back mirror session of this egress pipe (BASE + pipe,
  * selected by the egress port's pipe bits) is a parser constant: computed in
@@ -63,6 +64,32 @@ parser EgressParser(
         eg_md.jitter_decay = 0;
         eg_md.jitter_grown = 0;
         eg_md.writeback.setInvalid();
+#endif
+#ifdef WITH_IRED
+        eg_md.ired_mirror.setInvalid();
+        eg_md.ired_on = 0;
+        eg_md.ired_tail_drop = 0;
+        eg_md.ired_tail_dropped = 0;
+        eg_md.ired_protect = 0;
+        eg_md.ired_ewma_n = 0;
+        eg_md.ired_max_len = 0;
+        eg_md.ired_n_drop = 0;
+        eg_md.ired_enq = 0;
+        eg_md.ired_prev = 0;
+        eg_md.ired_prev_decay = 0;
+        eg_md.ired_cur_n = 0;
+        eg_md.ired_prev_kept = 0;
+        eg_md.ired_avg = 0;
+        eg_md.ired_half = 0;
+        eg_md.ired_min = 0;
+        eg_md.ired_max = 0;
+        eg_md.ired_below = 0;
+        eg_md.ired_above = 0;
+        eg_md.ired_room = 0;
+        eg_md.ired_band = 0;
+        eg_md.ired_coin = 0;
+#endif
+#if defined(WITH_RTP_QUALITY) || defined(WITH_IRED)
         transition select(eg_intr_md.egress_port[8:7]) {
             0 : session_pipe_0;
             1 : session_pipe_1;
@@ -72,22 +99,42 @@ parser EgressParser(
     }
 
     state session_pipe_0 {
+#ifdef WITH_RTP_QUALITY
         eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 0;
+#endif
+#ifdef WITH_IRED
+        eg_md.ired_session = IRED_SESSION_BASE + 0;
+#endif
         transition parse_pkt_type;
     }
 
     state session_pipe_1 {
+#ifdef WITH_RTP_QUALITY
         eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 1;
+#endif
+#ifdef WITH_IRED
+        eg_md.ired_session = IRED_SESSION_BASE + 1;
+#endif
         transition parse_pkt_type;
     }
 
     state session_pipe_2 {
+#ifdef WITH_RTP_QUALITY
         eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 2;
+#endif
+#ifdef WITH_IRED
+        eg_md.ired_session = IRED_SESSION_BASE + 2;
+#endif
         transition parse_pkt_type;
     }
 
     state session_pipe_3 {
+#ifdef WITH_RTP_QUALITY
         eg_md.writeback_session = JITTER_WRITEBACK_SESSION_BASE + 3;
+#endif
+#ifdef WITH_IRED
+        eg_md.ired_session = IRED_SESSION_BASE + 3;
+#endif
         transition parse_pkt_type;
     }
 
@@ -103,6 +150,9 @@ parser EgressParser(
 #endif
 #ifdef WITH_REROUTE
             PKT_TYPE_REROUTE_NOTICE : parse_reroute_mirror;
+#endif
+#ifdef WITH_IRED
+            PKT_TYPE_IRED_FEEDBACK : parse_ired_feedback;
 #endif
             default : accept;
         }
@@ -132,6 +182,14 @@ parser EgressParser(
     state parse_int_report_copy {
         pkt.extract(hdr.int_report_mirror);
         pkt.advance(56);   /* bridged_h 32 + int_bridged_h 24 */
+        transition accept;
+    }
+#endif
+#ifdef WITH_IRED
+    /* iRED feedback copy on its way to the recirculation port: the header is
+     * emitted again, the truncated packet behind it is payload. */
+    state parse_ired_feedback {
+        pkt.extract(hdr.ired_feedback);
         transition accept;
     }
 #endif

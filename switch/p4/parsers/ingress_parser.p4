@@ -35,6 +35,10 @@ parser IngressParser(
         ig_md.leg = 0;
         ig_md.rtcp_port_offset = 0;
         ig_md.now_ms = 0;
+#ifdef WITH_IRED
+        ig_md.ired_flag = 0;
+        ig_md.ired_protected = false;
+#endif
         hdr.bridged.setValid();
         hdr.bridged.pkt_type = PKT_TYPE_BRIDGED;
         hdr.bridged.relay = 0;
@@ -72,8 +76,23 @@ parser IngressParser(
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
+#ifdef WITH_IRED
+        /* an iRED feedback copy comes back through a recirculation port
+         * (no front-panel port has that local number) */
+        transition select(ig_intr_md.ingress_port[6:0], pkt.lookahead<bit<8>>()) {
+            (RECIRC_PORT_LOCAL, PKT_TYPE_IRED_FEEDBACK) : parse_ired_feedback;
+            default : parse_ethernet;
+        }
+    }
+
+    state parse_ired_feedback {
+        pkt.extract(hdr.ired_feedback);
+        transition accept;
+    }
+#else
         transition parse_ethernet;
     }
+#endif
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);

@@ -49,6 +49,8 @@ pub struct ContractConfig {
     pub max_ports: u32,
     pub reroute_slots: u32,
     pub reroute_notice_ethertype: u16,
+    pub ired_ewma_n_max: u32,
+    pub ired_cell_bytes: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,7 +130,8 @@ pub mod names {
     pub const LEG_REWRITE: &str = "pipe.Ingress.leg_rewrite";
     pub const REROUTE_WATCH: &str = "pipe.Ingress.reroute_watch";
     pub const REROUTE_CLASS: &str = "pipe.Egress.reroute_class";
-    pub const TABLES: [&str; 8] = [
+    pub const IRED_PORT: &str = "pipe.Egress.ired_port";
+    pub const TABLES: [&str; 9] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -137,6 +140,7 @@ pub mod names {
         LEG_REWRITE,
         REROUTE_WATCH,
         REROUTE_CLASS,
+        IRED_PORT,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -151,6 +155,7 @@ pub mod names {
     pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
     pub const KEY_LEG: &str = "ig_md.leg";
     pub const KEY_RR_CLASS: &str = "hdr.bridged.rr_class";
+    pub const KEY_EGRESS_PORT: &str = "eg_intr_md.egress_port";
 
     // Actions and their parameters.
     pub const SET_NEXTHOP: &str = "Ingress.set_nexthop";
@@ -180,6 +185,12 @@ pub mod names {
     pub const P_T_Q_NS: &str = "t_q_ns";
     pub const P_M: &str = "m";
     pub const P_HOLD_MS: &str = "hold_ms";
+    pub const IRED_SET: &str = "Egress.ired_set";
+    pub const P_MAX_LEN_QUEUE: &str = "max_len_queue";
+    pub const P_N_DROP: &str = "n_drop";
+    pub const P_EWMA_N: &str = "ewma_n";
+    pub const P_TAIL_DROP: &str = "tail_drop";
+    pub const P_PROTECT: &str = "protect";
     pub const NO_ACTION: &str = "NoAction";
 
     // Fixed tables, their keys and data fields.
@@ -289,6 +300,7 @@ mod tests {
         assert_eq!(keys(LEG_REWRITE), [KEY_LEG]);
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
+        assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);
         let params = |a: &str| {
             c.action(a)
                 .unwrap_or_else(|| panic!("{a}"))
@@ -313,6 +325,10 @@ mod tests {
         for d in [LEARN_DIGEST, REROUTE_DIGEST] {
             assert!(c.digests.iter().any(|x| x.name == d), "{d}");
         }
+        assert_eq!(
+            params(IRED_SET),
+            [P_MAX_LEN_QUEUE, P_N_DROP, P_EWMA_N, P_TAIL_DROP, P_PROTECT]
+        );
         for a in [DROP, MARK_RELAY, GUARD_DROP, NO_ACTION] {
             assert!(params(a).is_empty());
         }

@@ -22,8 +22,11 @@ pub const ID_COUNTER_BYTES: u32 = 65553;
 pub const ID_COUNTER_PKTS: u32 = 65554;
 pub const ID_REGISTER_INDEX: u32 = 65557;
 
-/// The Tofino compiler's bf-rt.json of the P4 program (its ids are the reference).
+/// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
+/// reference): the standard profile, then the ired profile for the iRED
+/// objects the standard one does not build.
 const COMPILER_BFRT_JSON: &str = include_str!("../../p4/bfrt/standard.bf-rt.json");
+const COMPILER_IRED_BFRT_JSON: &str = include_str!("../../p4/bfrt/ired.bf-rt.json");
 
 /// Table, action and learn-filter ids by name, from the compiler's bf-rt.json.
 struct CompilerIds {
@@ -34,30 +37,37 @@ struct CompilerIds {
 
 impl CompilerIds {
     fn load() -> CompilerIds {
-        let v: Value = serde_json::from_str(COMPILER_BFRT_JSON)
-            .expect("the compiler's bf-rt.json parses (tested)");
         let mut ids = CompilerIds {
             tables: HashMap::new(),
             actions: HashMap::new(),
             learn: HashMap::new(),
         };
+        ids.add(COMPILER_BFRT_JSON);
+        ids.add(COMPILER_IRED_BFRT_JSON);
+        ids
+    }
+
+    /// Adds the ids of one compiled profile; names already known keep theirs.
+    fn add(&mut self, json: &str) {
+        let v: Value =
+            serde_json::from_str(json).expect("the compiler's bf-rt.json parses (tested)");
+        let ids = self;
         let id_of = |o: &Value| o["id"].as_u64().map(|i| i as u32);
         for t in v["tables"].as_array().into_iter().flatten() {
             if let (Some(name), Some(id)) = (t["name"].as_str(), id_of(t)) {
-                ids.tables.insert(name.to_string(), id);
+                ids.tables.entry(name.to_string()).or_insert(id);
             }
             for a in t["action_specs"].as_array().into_iter().flatten() {
                 if let (Some(name), Some(id)) = (a["name"].as_str(), id_of(a)) {
-                    ids.actions.insert(name.to_string(), id);
+                    ids.actions.entry(name.to_string()).or_insert(id);
                 }
             }
         }
         for l in v["learn_filters"].as_array().into_iter().flatten() {
             if let (Some(name), Some(id)) = (l["name"].as_str(), id_of(l)) {
-                ids.learn.insert(name.to_string(), id);
+                ids.learn.entry(name.to_string()).or_insert(id);
             }
         }
-        ids
     }
 
     /// The compiler's id, or (an object the compiled program lacks) a
@@ -80,6 +90,7 @@ pub enum TableKind {
     LegRewrite,
     RerouteWatch,
     RerouteClass,
+    IredPort,
     Register(Reg),
     Port,
     PortStat,
@@ -102,6 +113,21 @@ pub enum Reg {
     RerouteActive,
     RerouteRun,
     ReroutePortHot,
+    Ired(IredReg),
+}
+
+/// The iRED registers (pipeline/ired.rs), indexed by dev_port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IredReg {
+    QdepthPrev,
+    Qavg,
+    DropProb,
+    Decisions,
+    TailDrops,
+    DropFlag,
+    FlagsSet,
+    Drops,
+    Spared,
 }
 
 impl Reg {
@@ -119,6 +145,15 @@ impl Reg {
             "reroute_active" => Reg::RerouteActive,
             "reroute_run" => Reg::RerouteRun,
             "reroute_port_hot" => Reg::ReroutePortHot,
+            "ired_qdepth_prev" => Reg::Ired(IredReg::QdepthPrev),
+            "ired_qavg" => Reg::Ired(IredReg::Qavg),
+            "ired_drop_prob" => Reg::Ired(IredReg::DropProb),
+            "ired_decisions" => Reg::Ired(IredReg::Decisions),
+            "ired_tail_drops" => Reg::Ired(IredReg::TailDrops),
+            "ired_drop_flag" => Reg::Ired(IredReg::DropFlag),
+            "ired_flags_set" => Reg::Ired(IredReg::FlagsSet),
+            "ired_drops" => Reg::Ired(IredReg::Drops),
+            "ired_spared" => Reg::Ired(IredReg::Spared),
             _ => return None,
         })
     }
@@ -284,12 +319,14 @@ impl Schema {
                 names::LEG_REWRITE => TableKind::LegRewrite,
                 names::REROUTE_WATCH => TableKind::RerouteWatch,
                 names::REROUTE_CLASS => TableKind::RerouteClass,
+                names::IRED_PORT => TableKind::IredPort,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             // A call has as many guard entries as relay entries (4).
             let size = match kind {
                 TableKind::Relay | TableKind::RelayGuard => relay_entries,
                 TableKind::LegRewrite => legs,
+                TableKind::IredPort => c.config.max_ports,
                 _ => t.size_p4,
             };
             let keys = keys_of(&t.keys);
@@ -391,6 +428,7 @@ impl Schema {
             let size = match reg {
                 Reg::LearnFilter => c.config.learn_filter_size,
                 Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => r.size_p4,
+                Reg::Ired(_) => c.config.max_ports,
                 _ => legs,
             };
             let short = r.name.trim_start_matches("pipe.");

@@ -69,3 +69,31 @@ RTP_CLOCK_HZ = 8000
 JITTER_SHIFT = 4
 REROUTE_SLOTS = 4096
 REROUTE_NOTICE_ETHERTYPE = 0x88B5
+
+# iRED (Egress decides, Ingress drops), per egress dev_port.
+IRED_PORT = "pipe.Egress.ired_port"
+A_IRED_SET = "Egress.ired_set"
+K_EGRESS_PORT = "eg_intr_md.egress_port"
+REG_IRED_QDEPTH_PREV = "pipe.Egress.ired_qdepth_prev"
+REG_IRED_QAVG = "pipe.Egress.ired_qavg"
+REG_IRED_DROP_PROB = "pipe.Egress.ired_drop_prob"
+REG_IRED_DECISIONS = "pipe.Egress.ired_decisions"
+REG_IRED_TAIL_DROPS = "pipe.Egress.ired_tail_drops"
+REG_IRED_DROP_FLAG = "pipe.Ingress.ired_drop_flag"
+REG_IRED_FLAGS_SET = "pipe.Ingress.ired_flags_set"
+REG_IRED_DROPS = "pipe.Ingress.ired_drops"
+REG_IRED_SPARED = "pipe.Ingress.ired_spared"
+IRED_REGISTERS = (
+    REG_IRED_QDEPTH_PREV,
+    REG_IRED_QAVG,
+    REG_IRED_DROP_PROB,
+    REG_IRED_DECISIONS,
+    REG_IRED_TAIL_DROPS,
+    REG_IRED_DROP_FLAG,
+    REG_IRED_FLAGS_SET,
+    REG_IRED_DROPS,
+    REG_IRED_SPARED,
+)
+# contract.toml [config]
+IRED_EWMA_N_MAX = 4
+IRED_CELL_BYTES = 80

@@ -1,7 +1,10 @@
 //! Egress port queue: a real FIFO of `depth` packets drained at the port's
 //! line rate, so queue depth and queueing delay are measured, not modelled.
-//! Tail drop when full. Each slot keeps the packet's bridged metadata, handed
-//! to the caller's `depart` when the packet leaves (egress quality registers).
+//! Tail drop when full. Each slot keeps the packet's bridged metadata and the
+//! queue depth it found (enq_qdepth, cells). When it reaches the head, the
+//! caller's `egress` sees it with both depths (iRED's decision, which may
+//! drop it without spending line time), then `depart` once it is handed to
+//! the TX ring, or dropped by `egress` (egress quality registers).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -28,6 +31,8 @@ pub struct EgressStats {
     pub tx_packets: AtomicU64,
     pub tx_bytes: AtomicU64,
     pub tail_drops: AtomicU64,
+    /// Dropped at the head by Egress (iRED's tail-drop mode).
+    pub egress_drops: AtomicU64,
     pub depth_pkts: AtomicU32,
     pub depth_bytes: AtomicU64,
     pub watermark_cells: AtomicU32,
@@ -45,6 +50,10 @@ pub struct Fifo {
     buf: Vec<u8>,
     lens: Vec<u16>,
     enq_ns: Vec<u64>,
+    /// Cells queued ahead of the packet when it arrived (enq_qdepth).
+    enq_cells: Vec<u32>,
+    /// `egress` already kept the packet (a full TX ring made it wait).
+    egressed: Vec<bool>,
     bridged: Vec<Bridged>,
     head: usize,
     len: usize,
@@ -58,6 +67,8 @@ impl Fifo {
             buf: vec![0; depth * SLOT],
             lens: vec![0; depth],
             enq_ns: vec![0; depth],
+            enq_cells: vec![0; depth],
+            egressed: vec![false; depth],
             bridged: vec![Bridged::default(); depth],
             head: 0,
             len: 0,
@@ -92,6 +103,8 @@ impl Fifo {
         self.buf[i * SLOT..i * SLOT + frame.len()].copy_from_slice(frame);
         self.lens[i] = frame.len() as u16;
         self.enq_ns[i] = now_ns;
+        self.enq_cells[i] = self.cells as u32;
+        self.egressed[i] = false;
         self.bridged[i] = b;
         self.len += 1;
         self.cells += cells(frame.len());
@@ -104,13 +117,16 @@ impl Fifo {
     /// Moves what the line rate allows by `now_ns` into `tx` (the caller
     /// flushes it, outside the queue lock). Returns the time the next queued
     /// packet may leave (for the worker's wake-up), if any remain, and whether
-    /// anything was moved. `depart` sees each moved packet's bridged metadata,
+    /// anything was moved. `egress(bridged, deq_cells, enq_cells)` decides
+    /// once per packet at the head whether it goes on (false: dropped, no
+    /// line time spent); `depart` sees each moved packet's bridged metadata,
     /// its queueing delay (ns) and the frame.
     pub fn drain(
         &mut self,
         now_ns: u64,
         tx: &mut impl TxSink,
         st: &EgressStats,
+        mut egress: impl FnMut(&Bridged, u32, u32) -> bool,
         mut depart: impl FnMut(&Bridged, u64, &[u8]),
     ) -> (Option<u64>, bool) {
         let rate = st.rate_bps.load(Relaxed);
@@ -123,6 +139,23 @@ impl Fifo {
             }
             let i = self.head;
             let n = usize::from(self.lens[i]);
+            if !self.egressed[i] {
+                let deq_cells = (self.cells - cells(n)) as u32;
+                if !egress(&self.bridged[i], deq_cells, self.enq_cells[i]) {
+                    // Tofino's Egress runs RtpQuality before this drop takes
+                    // effect: the packet counts as departed there too.
+                    depart(
+                        &self.bridged[i],
+                        now_ns.saturating_sub(self.enq_ns[i]),
+                        &self.buf[i * SLOT..i * SLOT + n],
+                    );
+                    st.egress_drops.fetch_add(1, Relaxed);
+                    st.depth_bytes.fetch_sub(n as u64, Relaxed);
+                    self.pop(n);
+                    continue;
+                }
+                self.egressed[i] = true;
+            }
             if !tx.put(&self.buf[i * SLOT..i * SLOT + n]) {
                 // TX ring full: retry shortly.
                 wake = Some(now_ns + 20_000);
@@ -144,12 +177,17 @@ impl Fifo {
             st.tx_packets.fetch_add(1, Relaxed);
             st.tx_bytes.fetch_add(n as u64, Relaxed);
             st.depth_bytes.fetch_sub(n as u64, Relaxed);
-            self.head = (self.head + 1) % self.depth();
-            self.len -= 1;
-            self.cells -= cells(n);
+            self.pop(n);
         }
         st.depth_pkts.store(self.len as u32, Relaxed);
         (wake, sent)
+    }
+
+    /// Removes the head packet (`n` bytes).
+    fn pop(&mut self, n: usize) {
+        self.head = (self.head + 1) % self.depth();
+        self.len -= 1;
+        self.cells -= cells(n);
     }
 
     pub fn cells(&self) -> usize {
@@ -191,10 +229,10 @@ mod tests {
             room: 2,
             ..Sink::default()
         };
-        assert!(q.drain(10, &mut s, &st, |_, _, _| {}).0.is_some());
+        assert!(q.drain(10, &mut s, &st, |_, _, _| true, |_, _, _| {}).0.is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
-        assert_eq!(q.drain(20, &mut s, &st, |_, _, _| {}).0, None);
+        assert_eq!(q.drain(20, &mut s, &st, |_, _, _| true, |_, _, _| {}).0, None);
         assert_eq!(
             s.frames.iter().map(|f| f[0]).collect::<Vec<_>>(),
             vec![0, 1, 2]
@@ -220,7 +258,7 @@ mod tests {
             ..Sink::default()
         };
         let mut departed = vec![];
-        q.drain(1, &mut s, &st, |b, _, _| departed.push(b.leg));
+        q.drain(1, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1]);
         assert_eq!(st.tail_drops.load(Relaxed), 2);
         // a packet the TX ring refuses has not left yet
@@ -234,10 +272,10 @@ mod tests {
             &st,
         );
         s.room = 2;
-        q.drain(3, &mut s, &st, |b, _, _| departed.push(b.leg));
+        q.drain(3, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1]);
         s.room = 3;
-        q.drain(4, &mut s, &st, |b, _, _| departed.push(b.leg));
+        q.drain(4, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
         assert_eq!(departed, vec![0, 1, 9]);
     }
 
@@ -256,20 +294,20 @@ mod tests {
             ..Sink::default()
         };
         assert_eq!(
-            q.drain(t0, &mut s, &st, |_, _, _| {}).0,
+            q.drain(t0, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
             Some(t0 + 1_000_000)
         );
         assert_eq!(s.frames.len(), 1);
         assert_eq!(
-            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| {}).0,
+            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
             Some(t0 + 1_000_000)
         );
         assert_eq!(s.frames.len(), 1);
         // a late wake-up catches up (bounded), keeping the average rate
-        q.drain(t0 + 3_000_000, &mut s, &st, |_, _, _| {});
+        q.drain(t0 + 3_000_000, &mut s, &st, |_, _, _| true, |_, _, _| {});
         assert_eq!(s.frames.len(), 3);
         for ms in 4..=10 {
-            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_, _, _| {});
+            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_, _, _| true, |_, _, _| {});
             assert_eq!(s.frames.len() as u64, ms);
         }
         assert!(q.is_empty());

@@ -291,14 +291,21 @@ impl Worker {
                     }
                     // The packet leaves its egress queue here (and only here):
                     // the Egress control's quality registers see it now.
-                    fifo.drain(now, &mut *ring, &port.stats.egress, |b, delay, frame| {
-                        let d = Departure {
-                            port: port.id as u16,
-                            queue_delay_ns: delay,
-                            frame,
-                        };
-                        self.pipeline.egress_depart(b, now_real, &d)
-                    })
+                    let id = port.id as u16;
+                    fifo.drain(
+                        now,
+                        &mut *ring,
+                        &port.stats.egress,
+                        |b, deq, enq| self.pipeline.ired(id, b, deq, enq),
+                        |b, delay, frame| {
+                            let d = Departure {
+                                port: id,
+                                queue_delay_ns: delay,
+                                frame,
+                            };
+                            self.pipeline.egress_depart(b, now_real, &d)
+                        },
+                    )
                 };
                 if sent {
                     ring.flush();
@@ -312,6 +319,8 @@ impl Worker {
             }
             pending[pi] = false;
         }
+        // The decisions' feedback copies reach Ingress (recirculation).
+        self.pipeline.ired_feedback();
         wake
     }
 

@@ -10,7 +10,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::codec::{df_int, key_of};
 use super::pb::{self, bf_runtime_client::BfRuntimeClient};
 use super::{google, Switch};
-use crate::contract::CONTRACT;
+use crate::contract::{names, CONTRACT};
 use crate::pipeline::{LearnDigest, Pipeline};
 use crate::schema::{Schema, TableSchema};
 
@@ -787,4 +787,44 @@ async fn guard_entries_write_read_counters_and_rollback() {
     );
     h.write(vec![del(20000), del(20001)], 0).await.unwrap();
     assert_eq!(h.sw.pipeline.guard.len(), 2);
+}
+
+#[tokio::test]
+async fn ired_port_refuses_what_the_pipeline_cannot_run() {
+    let mut h = harness(4).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    let t = h.table(names::IRED_PORT).clone();
+    let set = |port: u64, max: u64, n_drop: u64, n: u64| {
+        update(
+            pb::update::Type::Insert,
+            &t,
+            &[(names::KEY_EGRESS_PORT, port)],
+            Some(names::IRED_SET),
+            &[
+                (names::P_MAX_LEN_QUEUE, max),
+                (names::P_N_DROP, n_drop),
+                (names::P_EWMA_N, n),
+                (names::P_TAIL_DROP, 0),
+                (names::P_PROTECT, 1),
+            ],
+        )
+    };
+    for (bad, why) in [
+        (set(2, 64, 32, 1), "n_drop"), // N >= maxLenQueue / 2
+        (set(2, 64, 0, 1), "n_drop"),
+        (set(2, 64, 4, 0), "ewma_n"),
+        (set(2, 64, 4, 5), "ewma_n"),
+        (set(2, 1 << 19, 4, 1), "max_len_queue"),
+        (set(9, 64, 4, 1), "not a port"), // the harness has ports 1 and 2
+    ] {
+        let e = h.write(vec![bad], 0).await.unwrap_err();
+        assert_eq!(failure(&e), tonic::Code::InvalidArgument);
+        let d = details(&e);
+        assert!(d[0].message.contains(why), "{why}: {:?}", d[0].message);
+    }
+    assert!(h.sw.pipeline.small.load().ired_port.is_empty());
+    h.write(vec![set(2, 64, 4, 1)], 0).await.unwrap();
+    let c = h.sw.pipeline.small.load().ired_lookup(2).unwrap();
+    assert_eq!((c.min_thsld(), c.max_thsld(), c.protect), (28, 56, true));
 }

@@ -7,14 +7,18 @@
 //! no allocation. Egress (`egress_depart`, egress.p4, calling `rtp_quality`):
 //! the RTP quality registers, updated when the packet leaves its egress queue, from what
 //! ingress bridged with it (`Bridged`), so tail drops show as loss and
-//! queueing delay variation as jitter. mirror.rs keeps the XDP fast path's
-//! maps (`FastPathMaps`) in step with the tables.
+//! queueing delay variation as jitter. iRED (ired.rs, controls/ired.p4):
+//! `ired` decides in Egress as a packet leaves its FIFO, `ired_feedback`
+//! sets the drop flag from the recirculated copy, `ired_drop` drops in
+//! Ingress after `forwarding`. mirror.rs keeps the XDP fast path's maps
+//! (`FastPathMaps`) in step with the tables.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 mod forwarding;
+pub mod ired;
 mod learn_filter;
 pub mod mirror;
 mod relay_sessions;
@@ -56,6 +60,8 @@ pub enum DropReason {
     Guarded,
     /// A congestion notice ends here (used, or refused: reroute.rs).
     RerouteNotice,
+    /// iRED: the egress port's drop flag was set (IredDrop).
+    Ired,
 }
 
 impl DropReason {
@@ -69,6 +75,7 @@ impl DropReason {
         DropReason::NoSuchPort,
         DropReason::Guarded,
         DropReason::RerouteNotice,
+        DropReason::Ired,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -81,6 +88,7 @@ impl DropReason {
             DropReason::NoSuchPort => "no_such_port",
             DropReason::Guarded => "relay_guard",
             DropReason::RerouteNotice => "reroute_notice",
+            DropReason::Ired => "ired",
         }
     }
     pub fn index(self) -> usize {
@@ -132,6 +140,7 @@ pub struct Pipeline {
     pub quality: QualityRegs,
     pub learn_filter: LearnFilter,
     pub reroute_regs: RerouteRegs,
+    pub ired: ired::IredRegs,
     pub stats: PipelineStats,
     pub rr_stats: RerouteStats,
     digests: SyncSender<LearnDigest>,
@@ -208,6 +217,7 @@ impl Pipeline {
                     .find(|r| r.name.ends_with(".reroute_port_hot"))
                     .map_or(512, |r| r.size_p4 as usize),
             ),
+            ired: ired::IredRegs::default(),
             stats: PipelineStats::default(),
             rr_stats: RerouteStats::default(),
             digests,
@@ -254,6 +264,7 @@ impl Pipeline {
         self.learn_filter.clear();
         self.reroute_regs.clear();
         self.notices.lock().clear();
+        self.ired.clear();
         self.mirror_cleared();
     }
 
@@ -294,7 +305,7 @@ impl Pipeline {
 
     /// `Ingress.apply` (switch/p4/controls/ingress.p4): the parser's checks,
     /// `relay_sessions`, the bridged header, `learning` (learn_filter),
-    /// `relay_guard`'s drop, `forwarding`, then the deparser's checksum.
+    /// `relay_guard`'s drop, `forwarding`, `ired_drop`, then the deparser's checksum.
     fn ingress_into(&self, frame: &mut [u8], m: &Meta, b: &mut Bridged) -> Verdict {
         if self.is_notice(frame) {
             // the parser's notice state: no session's packet (reroute.rs)
@@ -324,6 +335,10 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
+        let protected = md.relay_hit || frame[p.l3 + 1] >> 2 == ired::DSCP_EF;
+        if self.ired_drop(out.port, protected) {
+            return Verdict::Drop(DropReason::Ired);
+        }
         deparse(frame, &p, &out);
         Verdict::Forward(out.port)
     }

@@ -1,5 +1,5 @@
 //! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`,
-//! `reroute_watch`, `reroute_class`.
+//! `reroute_watch`, `reroute_class`, and Egress's `ired_port`.
 //! The data path reads an immutable snapshot; each write publishes a new one.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,6 +9,10 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::TableError;
+use crate::pipeline::ired::IredConfig;
+
+/// dev_ports `ired_port` can name (contract max_ports).
+pub const IRED_PORTS: usize = 64;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LpmAction {
@@ -83,6 +87,10 @@ pub struct SmallTables {
     pub reroute_watch_default: RerouteWatchAction,
     pub reroute_class: HashMap<u8, RerouteClassAction>,
     pub reroute_class_default: RerouteClassAction,
+    /// `ired_port` entries by dev_port (the control-plane view) ...
+    pub ired_port: BTreeMap<u16, IredConfig>,
+    /// ... and the data path's index.
+    ired_by_port: [Option<IredConfig>; IRED_PORTS],
 }
 
 impl Default for SmallTables {
@@ -100,6 +108,8 @@ impl Default for SmallTables {
             reroute_watch_default: RerouteWatchAction::NoAction,
             reroute_class: HashMap::new(),
             reroute_class_default: RerouteClassAction::NoAction,
+            ired_port: BTreeMap::new(),
+            ired_by_port: [None; IRED_PORTS],
         }
     }
 }
@@ -186,6 +196,30 @@ impl SmallTables {
         insert: bool,
     ) -> Result<(), TableError> {
         write_map(&mut self.reroute_class, class, a, insert)
+    }
+
+    /// The `ired_port` entry of an egress port, if iRED is on there.
+    #[inline]
+    pub fn ired_lookup(&self, port: u16) -> Option<IredConfig> {
+        self.ired_by_port.get(usize::from(port)).copied().flatten()
+    }
+
+    /// Writes an `ired_port` entry; `c` is validated by the caller (it needs
+    /// the switch's ports).
+    pub fn ired_port_write(
+        &mut self,
+        port: u16,
+        c: Option<IredConfig>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if usize::from(port) >= IRED_PORTS {
+            return Err(TableError::Invalid(format!(
+                "ired_port: port {port} is not a port of this switch"
+            )));
+        }
+        write_map(&mut self.ired_port, port, c, insert)?;
+        self.ired_by_port[usize::from(port)] = self.ired_port.get(&port).copied();
+        Ok(())
     }
 
     fn reindex_lpm(&mut self) {

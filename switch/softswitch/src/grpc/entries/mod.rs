@@ -62,7 +62,11 @@ pub fn touched(undo: &[Undo]) -> Touched {
         match u {
             Undo::Relay(k, _) => t.relay.push(*k),
             Undo::Leg(leg, _) => t.legs.push(*leg),
-            Undo::Small(_) => t.routes = true,
+            Undo::Small(_) => {
+                t.routes = true;
+                // ired_port decides which ports the fast path may send on.
+                t.ports = true;
+            }
             Undo::PortEnable(..) | Undo::Rate(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
             Undo::Guard(..) | Undo::Register(..) => {}
@@ -297,7 +301,10 @@ impl Switch {
             TableKind::Relay => relay::apply(&mut u),
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
-            TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::apply(&mut u),
+            TableKind::Ipv4Lpm
+            | TableKind::Nexthop
+            | TableKind::RelayAddr
+            | TableKind::IredPort => small::apply(&mut u),
             TableKind::RerouteWatch | TableKind::RerouteClass => reroute::apply(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
             TableKind::Port
@@ -357,9 +364,10 @@ impl Switch {
             TableKind::Relay => relay::read(&r, target, out),
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
-            TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => {
-                small::read(&r, target, out)
-            }
+            TableKind::Ipv4Lpm
+            | TableKind::Nexthop
+            | TableKind::RelayAddr
+            | TableKind::IredPort => small::read(&r, target, out),
             TableKind::RerouteWatch | TableKind::RerouteClass => reroute::read(&r, target, out),
             TableKind::Register(reg) => register::read(&r, reg, target, out),
             TableKind::Port
@@ -385,6 +393,7 @@ impl Switch {
             TableKind::RelayAddr => p.small.load().relay_addr.len() as u32,
             TableKind::RerouteWatch => p.small.load().reroute_watch.len() as u32,
             TableKind::RerouteClass => p.small.load().reroute_class.len() as u32,
+            TableKind::IredPort => p.small.load().ired_port.len() as u32,
             TableKind::Register(_) => t.size,
             _ => self.ports.len() as u32,
         }
@@ -395,7 +404,9 @@ impl Switch {
 /// (registers and fixed tables have none: nothing, as on bf_switchd).
 fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
     let action = match r.t.kind {
-        TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr => small::default_data(r),
+        TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr | TableKind::IredPort => {
+            small::default_data(r)
+        }
         TableKind::RerouteWatch | TableKind::RerouteClass => reroute::default_data(r),
         TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
             action_only(r.t, names::NO_ACTION)
@@ -421,5 +432,6 @@ fn has_default_entry(kind: TableKind) -> bool {
             | TableKind::RelayAddr
             | TableKind::RerouteWatch
             | TableKind::RerouteClass
+            | TableKind::IredPort
     )
 }

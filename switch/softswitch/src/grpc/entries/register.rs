@@ -1,5 +1,5 @@
 //! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter`, the
-//! reroute registers):
+//! reroute registers, iRED's `pipe.{Egress,Ingress}.ired_*`):
 //! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`).
 
 use tonic::Status;
@@ -15,6 +15,7 @@ fn read_one(sw: &Switch, reg: Reg, i: usize) -> Option<u64> {
     match reg {
         Reg::LearnFilter => p.learn_filter.read(i),
         Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => p.reroute_regs.read(reg, i),
+        Reg::Ired(r) => p.ired.read(r, i),
         _ => p.quality.read(reg, i),
     }
 }
@@ -27,6 +28,7 @@ pub(super) fn write(sw: &Switch, reg: Reg, i: usize, v: u64) -> bool {
         Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => {
             p.reroute_regs.write(reg, i, v)
         }
+        Reg::Ired(r) => p.ired.write(r, i, v),
         _ => p.quality.write(reg, i, v),
     }
 }

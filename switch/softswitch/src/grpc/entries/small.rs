@@ -1,7 +1,9 @@
 //! The small tables, kept in one snapshot the data path reads without locks:
 //! `pipe.Ingress.ipv4_lpm` (prefix → `set_nexthop` | `drop`),
 //! `pipe.Ingress.nexthop` (id → `forward(port, src_mac, dst_mac)` | `drop`) and
-//! `pipe.Ingress.relay_addr` (address, port range, priority → `mark_relay`).
+//! `pipe.Ingress.relay_addr` (address, port range, priority → `mark_relay`)
+//! and `pipe.Egress.ired_port` (egress port → `ired_set(...)`, validated:
+//! a port of this switch, 1 <= ewma_n <= contract max, 0 < N < maxLenQueue / 2).
 //! Writes replace the snapshot; the undo is the snapshot before.
 
 use tonic::Status;
@@ -10,6 +12,7 @@ use super::{action_only, params, table_status, Op, Reader, Target, Undo, Update}
 use crate::contract::names;
 use crate::grpc::codec::{invalid, key_exact, key_lpm, key_range, Data, Keys};
 use crate::grpc::{pb, Switch};
+use crate::pipeline::ired::IredConfig;
 use crate::schema::{TableKind, TableSchema};
 use crate::tables::small::{
     prefix_mask, LpmAction, NexthopAction, RelayAddrAction, RelayAddrKey, SmallTables,
@@ -20,6 +23,7 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     match u.t.kind {
         TableKind::Ipv4Lpm => apply_lpm(u),
         TableKind::Nexthop => apply_nexthop(u),
+        TableKind::IredPort => apply_ired_port(u),
         _ => apply_relay_addr(u),
     }
 }
@@ -265,6 +269,88 @@ fn relay_addr_key_pb(t: &TableSchema, k: &RelayAddrKey) -> pb::TableKey {
     }
 }
 
+// ---------------------------------------------------------------- ired_port
+
+fn ired_action(u: &Update) -> Result<Option<IredConfig>, Status> {
+    let (t, d) = (u.t, &u.data);
+    Ok(match d.action_name() {
+        Some(names::IRED_SET) => {
+            let c = IredConfig {
+                max_len_queue: d.int(names::P_MAX_LEN_QUEUE)? as u32,
+                n_drop: d.int(names::P_N_DROP)? as u32,
+                ewma_n: d.int(names::P_EWMA_N)? as u8,
+                tail_drop: d.int(names::P_TAIL_DROP)? != 0,
+                protect: d.int(names::P_PROTECT)? != 0,
+            };
+            c.validate(crate::contract::CONTRACT.config.ired_ewma_n_max)
+                .map_err(|m| invalid(format!("{}: {m}", t.name)))?;
+            Some(c)
+        }
+        None => None,
+        Some(o) => return Err(not_allowed(t, o)),
+    })
+}
+
+fn ired_key(u: &Update) -> Result<u16, Status> {
+    let port = u.keys()?.exact(names::KEY_EGRESS_PORT)?;
+    if !u.sw.pipeline.has_port(port as u32) {
+        return Err(invalid(format!(
+            "{}: port {port} is not a port of this switch",
+            u.t.name
+        )));
+    }
+    Ok(port as u16)
+}
+
+fn apply_ired_port(u: &mut Update) -> Result<(), Status> {
+    let t = u.t;
+    let op = u.op;
+    match u.target {
+        Target::Default => {
+            return match u.data.action_name() {
+                None | Some(names::NO_ACTION) => Ok(()),
+                Some(a) => Err(invalid(format!(
+                    "{}: default action is fixed to NoAction, not {a}",
+                    t.name
+                ))),
+            }
+        }
+        Target::All if op != Op::Delete => return Err(invalid(format!("{}: key missing", t.name))),
+        Target::All => {
+            return update(u, |s| {
+                for p in s.ired_port.keys().copied().collect::<Vec<_>>() {
+                    s.ired_port_write(p, None, false)?;
+                }
+                Ok(())
+            })
+        }
+        Target::Key(_) => {}
+    }
+    let port = ired_key(u)?;
+    if op == Op::Delete {
+        return update(u, |s| s.ired_port_write(port, None, false));
+    }
+    let c = ired_action(u)?;
+    update(u, |s| {
+        let exists = s.ired_port.contains_key(&port);
+        s.ired_port_write(port, Some(need(c, t)?), inserts(op, exists))
+    })
+}
+
+fn ired_data(t: &TableSchema, c: &IredConfig) -> pb::TableData {
+    params(
+        t,
+        names::IRED_SET,
+        &[
+            (names::P_MAX_LEN_QUEUE, u64::from(c.max_len_queue)),
+            (names::P_N_DROP, u64::from(c.n_drop)),
+            (names::P_EWMA_N, u64::from(c.ewma_n)),
+            (names::P_TAIL_DROP, u64::from(c.tail_drop)),
+            (names::P_PROTECT, u64::from(c.protect)),
+        ],
+    )
+}
+
 // ---------------------------------------------------------------- reads
 
 pub(super) fn undo(sw: &Switch, snapshot: &SmallTables) {
@@ -280,6 +366,7 @@ pub(super) fn default_data(r: &Reader) -> pb::TableData {
     match r.t.kind {
         TableKind::Ipv4Lpm => lpm_data(r.t, small.lpm_default),
         TableKind::Nexthop => nexthop_data(r.t, small.nexthop_default),
+        TableKind::IredPort => action_only(r.t, names::NO_ACTION),
         _ => relay_addr_data(r.t, small.relay_addr_default),
     }
 }
@@ -337,6 +424,25 @@ pub(super) fn read(
                     ids.sort_by_key(|(id, _)| **id);
                     ids.into_iter().for_each(|(id, a)| out(row(*id, *a)));
                 }
+            }
+        }
+        TableKind::IredPort => {
+            let ks = t.key_by_name(names::KEY_EGRESS_PORT).expect("schema");
+            let row = |port: u16, c: &IredConfig| {
+                r.entry(
+                    pb::TableKey {
+                        fields: vec![key_exact(ks, u64::from(port))],
+                    },
+                    ired_data(t, c),
+                )
+            };
+            match keys {
+                Some(keys) => {
+                    let port = keys.exact(names::KEY_EGRESS_PORT)? as u16;
+                    let c = small.ired_port.get(&port).ok_or_else(|| r.not_found())?;
+                    out(row(port, c));
+                }
+                None => small.ired_port.iter().for_each(|(p, c)| out(row(*p, c))),
             }
         }
         _ => {

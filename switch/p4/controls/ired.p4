@@ -1,0 +1,311 @@
+/* p4relay — iRED: ingress-drop active queue management (de Almeida et al.,
+ * CNSM 2022, Algorithms 1 and 2), with media protection.
+ *
+ * Ired (in Egress) decides; IredDrop (in Ingress) drops.
+ *
+ * Ired, for every packet leaving a port that has a pipe.Egress.ired_port
+ * entry (Algorithm 1):
+ *   minThsld = maxLenQueue / 2 - N, maxThsld = 2 * minThsld;
+ *   qAvg = oldQdepth * (1 - 2^-n) + qdepth * 2^-n, where qdepth is
+ *   eg_intr_md.deq_qdepth (cells) and oldQdepth the port's previous sample
+ *   (ired_qdepth_prev), as the authors' program keeps it. A recursive
+ *   average would need the stored value shifted by n inside the register's
+ *   ALU, which Tofino 1's stateful ALU cannot do (rtp_quality.p4 explains the
+ *   same limit for the jitter). In integers (the paper's x10 form only
+ *   avoids fractions): qAvg = oldQdepth - (oldQdepth >> n) + (qdepth >> n),
+ *   each shift truncating (under one cell off for n = 1).
+ *   Between the thresholds the packet decides a drop when a 16-bit random
+ *   number is below the port's ired_drop_prob (chance x 65536); above
+ *   maxThsld always. A decision is an egress-to-egress mirror copy with
+ *   ired_feedback_h (session IRED_SESSION_BASE + pipe, to the pipe's
+ *   recirculation port); the packet itself leaves unchanged. A relayed RTP
+ *   packet already carries the jitter write-back copy (one mirror per packet
+ *   on Tofino 1), so it never carries a decision: the next packet does.
+ *   tail_drop = 1 (comparison mode): no decisions; a packet that found
+ *   enq_qdepth >= maxLenQueue when it was queued is dropped here, i.e. the
+ *   port behaves as a tail-drop queue of maxLenQueue cells.
+ *
+ * IredDrop (Algorithm 2): the recirculated copy sets the port's flag in
+ * ired_drop_flag (1, or 3 when the port protects media) and is dropped. The
+ * next packet routed to a flagged port is dropped and clears the flag. With
+ * protection, packets that hit pipe.Ingress.relay (offloaded calls) and
+ * packets marked DSCP EF are never dropped by the flag: they pass, are
+ * counted in ired_spared, and the flag waits for the next other packet.
+ *
+ * Every register is indexed by the 9-bit dev_port, one copy per pipe. The
+ * flag lives in the ingress pipe the copy re-enters (the pipe of the mirror
+ * session's recirculation port): on a multi-pipe switch, point the port's
+ * session at the pipe its bulk traffic enters through (README "iRED").
+ */
+
+control Ired(
+        in egress_headers_t hdr,
+        inout egress_metadata_t eg_md,
+        in egress_intrinsic_metadata_t eg_intr_md) {
+
+    Random<bit<16>>() rng;
+    /* the 19-bit queue depths widened to whole 32-bit containers (through
+     * the hash unit: a cast in an action would write half a container) */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) widen_deq;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) widen_enq;
+
+    @name(".Egress.ired_set")
+    action ired_set(bit<32> max_len_queue, bit<32> n_drop, bit<3> ewma_n,
+                    bit<1> tail_drop, bit<1> protect) {
+        eg_md.ired_on = 1;
+        eg_md.ired_max_len = max_len_queue;
+        eg_md.ired_n_drop = n_drop;
+        eg_md.ired_ewma_n = ewma_n;
+        eg_md.ired_tail_drop = tail_drop;
+        eg_md.ired_protect = protect;
+    }
+
+    @name(".Egress.ired_port")
+    table ired_port {
+        key = {
+            eg_intr_md.egress_port : exact;
+        }
+        actions = {
+            ired_set;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = IRED_PORTS;
+    }
+
+    @name(".Egress.ired_qdepth_prev")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_qdepth_prev;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_qdepth_prev) swap_sample = {
+        void apply(inout bit<32> prev, out bit<32> old) {
+            old = prev;
+            prev = eg_md.ired_cur;
+        }
+    };
+
+    @name(".Egress.ired_qavg")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_qavg;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_qavg) store_avg = {
+        void apply(inout bit<32> avg) {
+            avg = eg_md.ired_avg;
+        }
+    };
+
+    @name(".Egress.ired_drop_prob")
+    Register<bit<16>, PortId_t>(IRED_PORTS, 0) ired_drop_prob;
+    RegisterAction<bit<16>, PortId_t, bit<8>>(ired_drop_prob) flip_coin = {
+        void apply(inout bit<16> prob, out bit<8> hit) {
+            if (eg_md.ired_rand < prob) {
+                hit = 1;
+            } else {
+                hit = 0;
+            }
+        }
+    };
+
+    @name(".Egress.ired_decisions")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_decisions;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_decisions) count_decision = {
+        void apply(inout bit<32> n) {
+            n = n + 1;
+        }
+    };
+
+    @name(".Egress.ired_tail_drops")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_tail_drops;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_tail_drops) count_tail_drop = {
+        void apply(inout bit<32> n) {
+            n = n + 1;
+        }
+    };
+
+    /* one immediate source (hash or random) per action */
+    action sample_deq() {
+        eg_md.ired_cur = widen_deq.get({13w0, eg_intr_md.deq_qdepth});
+    }
+
+    action sample_enq() {
+        eg_md.ired_enq = widen_enq.get({13w0, eg_intr_md.enq_qdepth});
+    }
+
+    action draw() {
+        eg_md.ired_rand = rng.get();
+    }
+
+    action half_and_room() {
+        eg_md.ired_half = eg_md.ired_max_len >> 1;
+        eg_md.ired_room = eg_md.ired_max_len |-| eg_md.ired_enq;
+    }
+
+    /* >> n by constant shifts, one action per n (no variable shifts) */
+    action shr_1() {
+        eg_md.ired_prev_decay = eg_md.ired_prev >> 1;
+        eg_md.ired_cur_n = eg_md.ired_cur >> 1;
+    }
+    action shr_2() {
+        eg_md.ired_prev_decay = eg_md.ired_prev >> 2;
+        eg_md.ired_cur_n = eg_md.ired_cur >> 2;
+    }
+    action shr_3() {
+        eg_md.ired_prev_decay = eg_md.ired_prev >> 3;
+        eg_md.ired_cur_n = eg_md.ired_cur >> 3;
+    }
+    action shr_4() {
+        eg_md.ired_prev_decay = eg_md.ired_prev >> 4;
+        eg_md.ired_cur_n = eg_md.ired_cur >> 4;
+    }
+
+    action min_thsld() {
+        eg_md.ired_min = eg_md.ired_half - eg_md.ired_n_drop;
+        eg_md.ired_prev_kept = eg_md.ired_prev - eg_md.ired_prev_decay;
+    }
+
+    action average() {
+        eg_md.ired_avg = eg_md.ired_prev_kept + eg_md.ired_cur_n;
+        eg_md.ired_max = eg_md.ired_min << 1;
+    }
+
+    action compare() {
+        eg_md.ired_below = eg_md.ired_min |-| eg_md.ired_avg;
+        eg_md.ired_above = eg_md.ired_avg |-| eg_md.ired_max;
+    }
+
+    /* 0: minThsld <= qAvg <= maxThsld (one 32-bit gateway operand) */
+    action in_band() {
+        eg_md.ired_band = eg_md.ired_below | eg_md.ired_above;
+    }
+
+    /* the feedback copy's mirror header: flag 1, or 3 = spare protected;
+     * Egress sets mirror_type from it last (RtpQuality writes mirror_type
+     * too, for other packets: one write point keeps the chains parallel) */
+    action decide(bit<8> flag) {
+        eg_md.ired_mirror.setValid();
+        eg_md.ired_mirror.pkt_type = PKT_TYPE_IRED_FEEDBACK;
+        eg_md.ired_mirror._pad = 0;
+        eg_md.ired_mirror.flag = flag;
+        eg_md.ired_mirror.port = eg_intr_md.egress_port;
+    }
+
+    apply {
+        /* unconditional: they need nothing, so they share stage 0 with ired_port */
+        sample_deq();
+        sample_enq();
+        draw();
+        ired_port.apply();
+        if (eg_md.ired_on == 1) {
+            eg_md.ired_prev = swap_sample.execute(eg_intr_md.egress_port);
+            half_and_room();
+            if (eg_md.ired_tail_drop == 1 && eg_md.ired_room == 0) {
+                /* Egress drops it (one drop_ctl write point) */
+                eg_md.ired_tail_dropped = 1;
+                count_tail_drop.execute(eg_intr_md.egress_port);
+            }
+            if (eg_md.ired_ewma_n == 1) {
+                shr_1();
+            } else if (eg_md.ired_ewma_n == 2) {
+                shr_2();
+            } else if (eg_md.ired_ewma_n == 3) {
+                shr_3();
+            } else {
+                shr_4();
+            }
+            min_thsld();
+            average();
+            compare();
+            store_avg.execute(eg_intr_md.egress_port);
+            if (eg_md.ired_tail_drop == 0) {
+                in_band();
+                if (eg_md.ired_band == 0) {
+                    eg_md.ired_coin = flip_coin.execute(eg_intr_md.egress_port);
+                }
+                if (eg_md.ired_above != 0 || eg_md.ired_coin == 1) {
+                    if (!(hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid())) {
+                        if (eg_md.ired_protect == 1) {
+                            decide(3);
+                        } else {
+                            decide(1);
+                        }
+                        count_decision.execute(eg_intr_md.egress_port);
+                    }
+                }
+            }
+        }
+    }
+}
+
+control IredDrop(
+        in ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md,
+        in ingress_intrinsic_metadata_for_tm_t ig_tm_md,
+        inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+
+    @name(".Ingress.ired_drop_flag")
+    Register<bit<8>, PortId_t>(IRED_PORTS, 0) ired_drop_flag;
+    RegisterAction<bit<8>, PortId_t, bit<8>>(ired_drop_flag) set_flag = {
+        void apply(inout bit<8> flag) {
+            flag = (bit<8>)hdr.ired_feedback.flag;
+        }
+    };
+    /* an eligible packet takes the flag */
+    RegisterAction<bit<8>, PortId_t, bit<8>>(ired_drop_flag) take_flag = {
+        void apply(inout bit<8> flag, out bit<8> found) {
+            found = flag;
+            flag = 0;
+        }
+    };
+    /* a protected packet takes only a flag set without protection */
+    RegisterAction<bit<8>, PortId_t, bit<8>>(ired_drop_flag) peek_flag = {
+        void apply(inout bit<8> flag, out bit<8> found) {
+            found = flag;
+            if (flag == 1) {
+                flag = 0;
+            }
+        }
+    };
+
+    @name(".Ingress.ired_flags_set")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_flags_set;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_flags_set) count_flag_set = {
+        void apply(inout bit<32> n) {
+            n = n + 1;
+        }
+    };
+
+    @name(".Ingress.ired_drops")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_drops;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_drops) count_drop = {
+        void apply(inout bit<32> n) {
+            n = n + 1;
+        }
+    };
+
+    @name(".Ingress.ired_spared")
+    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_spared;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_spared) count_spared = {
+        void apply(inout bit<32> n) {
+            n = n + 1;
+        }
+    };
+
+    apply {
+        if (hdr.ired_feedback.isValid()) {
+            /* Algorithm 2, lines 2-4: the recirculated copy sets the flag and ends */
+            set_flag.execute(hdr.ired_feedback.port);
+            count_flag_set.execute(hdr.ired_feedback.port);
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (hdr.ipv4.isValid() && ig_dprsr_md.drop_ctl == 0) {
+            /* lines 7-10, for a packet Forwarding routed */
+            if (ig_md.relay_hit || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
+                ig_md.ired_protected = true;
+                ig_md.ired_flag = peek_flag.execute(ig_tm_md.ucast_egress_port);
+            } else {
+                ig_md.ired_flag = take_flag.execute(ig_tm_md.ucast_egress_port);
+            }
+            if (ig_md.ired_flag == 1 || (ig_md.ired_flag == 3 && !ig_md.ired_protected)) {
+                ig_dprsr_md.drop_ctl = 1;
+                count_drop.execute(ig_tm_md.ucast_egress_port);
+            } else if (ig_md.ired_flag == 3) {
+                count_spared.execute(ig_tm_md.ucast_egress_port);
+            }
+        }
+    }
+}

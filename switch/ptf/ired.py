@@ -1,0 +1,277 @@
+"""iRED: a port shaped below the offered load builds a queue; Egress decides
+drops from the queue average (thresholds minThsld = maxLenQueue/2 - N,
+maxThsld = 2 minThsld, a coin between them), Ingress drops the next eligible
+packet to that port and clears the flag. Media (relay hits, DSCP EF) is
+spared when the port protects it. Depths are in cells (80 bytes) on every
+target; the packets here are 1000 bytes = 13 cells.
+
+Every test reads the iRED registers through p4relay_switch.ired, so it runs
+unchanged on tofino-model (where the feedback mirror sessions must exist).
+"""
+
+from __future__ import annotations
+
+import time
+
+import ptf.testutils as tu
+from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, forwarded, param, rtp_payload, udp_packet
+from p4relay_switch import InvalidArgumentError
+from p4relay_switch.ired import IredPortState, IredSettings, clear_ired, ired_state, set_ired
+from p4relay_switch.names import REG_IRED_DROP_FLAG
+from scapy.packet import Packet
+
+RATE_KBPS = 1000  # 1 Mbit/s: 125 packets/s of 1000 bytes, 8 ms each
+FRAME = 1000
+CELLS = (FRAME + 79) // 80  # 13 cells a packet
+
+
+def pkt_to(port: int, tos: int = 0) -> Packet:
+    """A 1000-byte UDP packet from host 1 to the host behind `port`."""
+    return udp_packet(
+        in_port=1,
+        src=HOST_IP[1],
+        dst=HOST_IP[port],
+        sport=1,
+        dport=2,
+        payload=b"i" * (FRAME - 42),
+        tos=tos,
+    )
+
+
+class IredTest(P4RelayTest):
+    """Port 2 shaped to RATE_KBPS; iRED settings per test; everything reset after."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        for p in (2, 4):
+            self.sw.run(clear_ired(self.client, self.dev[p]))
+        self.sw.run(self.client.set_port_shaping(self.dev[2], RATE_KBPS))
+
+    def tearDown(self) -> None:
+        try:
+            for p in (2, 4):
+                self.sw.run(clear_ired(self.client, self.dev[p]))
+            self.sw.run(self.client.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0))))
+        finally:
+            super().tearDown()
+
+    def configure(self, s: IredSettings, port: int = 2) -> None:
+        self.sw.run(set_ired(self.client, self.dev[port], s))
+
+    def state(self, port: int = 2) -> IredPortState:
+        d = self.dev[port]
+        return self.sw.run(ired_state(self.client, [d]))[d]
+
+    def burst(self, n: int, port: int = 2, tos: int = 0) -> int:
+        """Sends n packets to `port` back to back; returns how many left it."""
+        pkt = pkt_to(port, tos=tos)
+        for _ in range(n):
+            self.send(1, pkt)
+        return self.count_received(port, timeout=1.0)
+
+    def one_by_one(self, n: int, port: int = 2, tos: int = 0) -> int:
+        """Sends n packets with the queue empty between them; returns how many arrived."""
+        got = 0
+        for _ in range(n):
+            self.send(1, pkt_to(port, tos=tos))
+            got += self.count_received(port, timeout=0.3)
+        return got
+
+
+def band(min_pkts: int, drop_prob: float, **kw: object) -> IredSettings:
+    """Thresholds at min_pkts and 2 min_pkts packets of 1000 bytes (N = 4 packets)."""
+    n_drop = 4 * CELLS
+    return IredSettings(
+        max_len_queue=2 * (min_pkts * CELLS + n_drop),
+        n_drop=n_drop,
+        ewma_n=1,
+        drop_prob=drop_prob,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+class IredThresholds(IredTest):
+    """No decision while the average stays below minThsld or inside the band
+    with a zero chance; every departure above maxThsld decides."""
+
+    def runTest(self) -> None:
+        s = band(20, 0.0)
+        self.assertEqual((s.min_thsld, s.max_thsld), (20 * CELLS, 40 * CELLS))
+        self.configure(s)
+        got = self.burst(15)  # at most 14 behind any departure: below minThsld
+        st = self.state()
+        self.assertEqual(got, 15)
+        self.assertEqual((st.decisions, st.flags_set, st.drops), (0, 0, 0))
+        got = self.burst(38)  # up to 37 behind: inside the band, chance 0
+        st = self.state()
+        self.assertEqual(got, 38)
+        self.assertEqual(st.decisions, 0)
+        self.assertGreaterEqual(st.qdepth_prev, 0)
+        sent = 60  # up to 59 behind (queue depth 64): above maxThsld
+        got = self.burst(sent)
+        st = self.state()
+        self.assertGreater(st.decisions, 0, "no decision above maxThsld")
+        # each feedback copy set the flag; each ingress drop took one flag
+        self.assertEqual(st.flags_set, st.decisions)
+        self.assertLessEqual(st.drops, st.flags_set)
+        self.assertEqual(got + st.drops, sent, "a packet vanished without being counted")
+        q = self.sw.run(self.client.queue_stats(self.dev[2]))
+        self.assertEqual(q["usage_cells"], 0)
+
+
+class IredProbabilityBand(IredTest):
+    """Inside the band a packet decides with the port's drop probability."""
+
+    def decisions(self, p: float, bursts: int) -> int:
+        self.configure(band(10, p))
+        before = self.state().decisions
+        for _ in range(bursts):
+            self.burst(19)  # departures with 10..18 behind are in the band, none above
+        return self.state().decisions - before
+
+    def runTest(self) -> None:
+        all_in_band = self.decisions(1.0, 3)
+        self.assertGreater(all_in_band, 10)
+        half = self.decisions(0.5, 3)
+        none = self.decisions(0.0, 3)
+        self.assertEqual(none, 0)
+        # binomial(all_in_band, 0.5) within 4 standard deviations
+        sd = (all_in_band * 0.25) ** 0.5
+        self.assertLess(abs(half - all_in_band / 2), 4 * sd + 2, (all_in_band, half))
+
+
+class IredFlagConsumedOnce(IredTest):
+    """A decision sets the flag; exactly the next packet to the port is
+    dropped, in Ingress, and the flag is cleared."""
+
+    def runTest(self) -> None:
+        self.configure(band(10, 1.0, protect=False))
+        self.burst(19)  # the last departures in the band leave the flag set
+        st = self.state()
+        self.assertGreater(st.decisions, 0)
+        self.assertEqual(st.drop_flag, 1)
+        got = self.one_by_one(4)
+        after = self.state()
+        self.assertEqual(got, 3, "exactly one packet dropped by the flag")
+        self.assertEqual(after.drops, st.drops + 1)
+        self.assertEqual(after.drop_flag, 0)
+        # an empty queue decides nothing more
+        self.assertEqual(after.decisions, st.decisions)
+        self.assertEqual(after.flags_set, st.flags_set)
+
+
+class IredProtectsMedia(IredTest):
+    """With protection, DSCP EF and relayed call packets pass a set flag
+    (counted as spared); the flag waits for the next other packet."""
+
+    def runTest(self) -> None:
+        self.configure(band(10, 1.0, protect=True))
+        self.burst(19)
+        st = self.state()
+        self.assertEqual(st.drop_flag, 3)
+        # EF (DSCP 46 = TOS 0xb8) passes, the flag stays
+        self.assertEqual(self.one_by_one(3, tos=0xB8), 3)
+        mid = self.state()
+        self.assertEqual(mid.spared, st.spared + 3)
+        self.assertEqual(mid.drop_flag, 3)
+        # a relayed RTP packet of an offloaded call passes too
+        call = self.call()
+        self.sw.run(self.p.install_call(call))
+        a = udp_packet(
+            in_port=1,
+            src=HOST_IP[1],
+            dst=RELAY_IP,
+            sport=6000,
+            dport=20000,
+            payload=rtp_payload(1, 160),
+        )
+        self.send(1, a)
+        self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        mid2 = self.state()
+        self.assertEqual(mid2.spared, mid.spared + 1)
+        # the next plain packet takes the flag
+        self.assertEqual(self.one_by_one(2), 1)
+        end = self.state()
+        self.assertEqual(end.drops, st.drops + 1)
+        self.assertEqual(end.drop_flag, 0)
+        self.sw.run(self.p.remove_call(call))
+
+
+class IredWithoutProtection(IredTest):
+    """Without protection an EF packet is as eligible as any other."""
+
+    def runTest(self) -> None:
+        self.configure(band(10, 1.0, protect=False))
+        self.burst(19)
+        st = self.state()
+        self.assertEqual(st.drop_flag, 1)
+        self.assertEqual(self.one_by_one(2, tos=0xB8), 1)
+        self.assertEqual(self.state().spared, 0)
+
+
+class IredPerPort(IredTest):
+    """A flag on port 2 touches nothing on port 4 and the reverse."""
+
+    def runTest(self) -> None:
+        self.configure(band(10, 1.0, protect=False))
+        self.configure(band(10, 1.0, protect=False), port=4)
+        self.burst(19)
+        self.assertEqual(self.state().drop_flag, 1)
+        self.assertEqual(self.one_by_one(3, port=4), 3)
+        p4 = self.state(4)
+        self.assertEqual((p4.decisions, p4.flags_set, p4.drops, p4.drop_flag), (0, 0, 0, 0))
+        self.assertEqual(self.state().drop_flag, 1)
+        # a port without iRED never decides: port 4 unconfigured, port 2 off
+        self.sw.run(clear_ired(self.client, self.dev[2], reset=False))
+        flag = self.sw.run(self.client.read_register(REG_IRED_DROP_FLAG, [self.dev[2]]))
+        self.assertEqual(flag[self.dev[2]][0], 1)
+        before = self.state().decisions
+        self.burst(30)
+        self.assertEqual(self.state().decisions, before)
+
+
+class IredTailDropMode(IredTest):
+    """tail_drop: no decisions; packets that found maxLenQueue or more queued
+    are dropped in Egress, so the port acts as a maxLenQueue-cell queue."""
+
+    def runTest(self) -> None:
+        self.configure(
+            IredSettings(max_len_queue=10 * CELLS, n_drop=CELLS, tail_drop=True, drop_prob=1.0)
+        )
+        q0 = self.sw.run(self.client.queue_stats(self.dev[2]))
+        sent = 40
+        got = self.burst(sent)
+        st = self.state()
+        q1 = self.sw.run(self.client.queue_stats(self.dev[2]))
+        self.assertEqual(st.decisions, 0)
+        self.assertGreater(st.tail_drops, 0)
+        self.assertEqual(got + st.tail_drops, sent)
+        self.assertLess(got, 20)
+        self.assertEqual(q1["drop_count_packets"], q0["drop_count_packets"])
+
+
+class IredConfigErrors(IredTest):
+    """Settings the pipeline cannot run are refused with InvalidArgumentError
+    and nothing is written."""
+
+    def runTest(self) -> None:
+        bad = [
+            IredSettings(max_len_queue=64 * CELLS, n_drop=32 * CELLS),  # N >= maxLenQueue/2
+            IredSettings(max_len_queue=64 * CELLS, n_drop=0),
+            IredSettings(max_len_queue=64 * CELLS, n_drop=4 * CELLS, ewma_n=0),
+            IredSettings(max_len_queue=64 * CELLS, n_drop=4 * CELLS, ewma_n=5),
+            IredSettings(max_len_queue=1 << 19, n_drop=4 * CELLS),
+        ]
+        for s in bad:
+            with self.assertRaises(InvalidArgumentError, msg=str(s)) as cm:
+                self.configure(s)
+            self.assertIn("pipe.Egress.ired_port", str(cm.exception))
+        unknown = max(self.sw.run(self.client.ports())) + 1
+        with self.assertRaises(InvalidArgumentError) as cm:
+            self.sw.run(set_ired(self.client, unknown, IredSettings(max_len_queue=640, n_drop=52)))
+        self.assertIn("not a port", str(cm.exception))
+        self.assertEqual(self.sw.run(self.client.read("pipe.Egress.ired_port")), [])
+        # still forwarding plainly
+        self.assertEqual(self.one_by_one(2), 2)
+        time.sleep(0.05)
+        tu.verify_no_other_packets(self, timeout=0.2)
