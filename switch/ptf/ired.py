@@ -145,8 +145,10 @@ class IredFlagConsumedOnce(IredTest):
     dropped, in Ingress, and the flag is cleared."""
 
     def runTest(self) -> None:
-        self.configure(band(10, 1.0, protect=False))
-        self.burst(19)  # the last departures in the band leave the flag set
+        # minThsld 2 packets: the last deciding departure (2 behind) comes
+        # after every arrival of the burst, so the flag it sets stays
+        self.configure(band(2, 1.0, protect=False))
+        self.burst(30)
         st = self.state()
         self.assertGreater(st.decisions, 0)
         self.assertEqual(st.drop_flag, 1)
@@ -165,8 +167,8 @@ class IredProtectsMedia(IredTest):
     (counted as spared); the flag waits for the next other packet."""
 
     def runTest(self) -> None:
-        self.configure(band(10, 1.0, protect=True))
-        self.burst(19)
+        self.configure(band(2, 1.0, protect=True))
+        self.burst(30)
         st = self.state()
         self.assertEqual(st.drop_flag, 3)
         # EF (DSCP 46 = TOS 0xb8) passes, the flag stays
@@ -201,8 +203,8 @@ class IredWithoutProtection(IredTest):
     """Without protection an EF packet is as eligible as any other."""
 
     def runTest(self) -> None:
-        self.configure(band(10, 1.0, protect=False))
-        self.burst(19)
+        self.configure(band(2, 1.0, protect=False))
+        self.burst(30)
         st = self.state()
         self.assertEqual(st.drop_flag, 1)
         self.assertEqual(self.one_by_one(2, tos=0xB8), 1)
@@ -213,9 +215,9 @@ class IredPerPort(IredTest):
     """A flag on port 2 touches nothing on port 4 and the reverse."""
 
     def runTest(self) -> None:
-        self.configure(band(10, 1.0, protect=False))
-        self.configure(band(10, 1.0, protect=False), port=4)
-        self.burst(19)
+        self.configure(band(2, 1.0, protect=False))
+        self.configure(band(2, 1.0, protect=False), port=4)
+        self.burst(30)
         self.assertEqual(self.state().drop_flag, 1)
         self.assertEqual(self.one_by_one(3, port=4), 3)
         p4 = self.state(4)

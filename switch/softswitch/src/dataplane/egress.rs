@@ -229,10 +229,16 @@ mod tests {
             room: 2,
             ..Sink::default()
         };
-        assert!(q.drain(10, &mut s, &st, |_, _, _| true, |_, _, _| {}).0.is_some());
+        assert!(q
+            .drain(10, &mut s, &st, |_, _, _| true, |_, _, _| {})
+            .0
+            .is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
-        assert_eq!(q.drain(20, &mut s, &st, |_, _, _| true, |_, _, _| {}).0, None);
+        assert_eq!(
+            q.drain(20, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
+            None
+        );
         assert_eq!(
             s.frames.iter().map(|f| f[0]).collect::<Vec<_>>(),
             vec![0, 1, 2]
@@ -258,7 +264,13 @@ mod tests {
             ..Sink::default()
         };
         let mut departed = vec![];
-        q.drain(1, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
+        q.drain(
+            1,
+            &mut s,
+            &st,
+            |_, _, _| true,
+            |b, _, _| departed.push(b.leg),
+        );
         assert_eq!(departed, vec![0, 1]);
         assert_eq!(st.tail_drops.load(Relaxed), 2);
         // a packet the TX ring refuses has not left yet
@@ -272,10 +284,22 @@ mod tests {
             &st,
         );
         s.room = 2;
-        q.drain(3, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
+        q.drain(
+            3,
+            &mut s,
+            &st,
+            |_, _, _| true,
+            |b, _, _| departed.push(b.leg),
+        );
         assert_eq!(departed, vec![0, 1]);
         s.room = 3;
-        q.drain(4, &mut s, &st, |_, _, _| true, |b, _, _| departed.push(b.leg));
+        q.drain(
+            4,
+            &mut s,
+            &st,
+            |_, _, _| true,
+            |b, _, _| departed.push(b.leg),
+        );
         assert_eq!(departed, vec![0, 1, 9]);
     }
 
@@ -299,7 +323,8 @@ mod tests {
         );
         assert_eq!(s.frames.len(), 1);
         assert_eq!(
-            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
+            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| true, |_, _, _| {})
+                .0,
             Some(t0 + 1_000_000)
         );
         assert_eq!(s.frames.len(), 1);
@@ -307,7 +332,13 @@ mod tests {
         q.drain(t0 + 3_000_000, &mut s, &st, |_, _, _| true, |_, _, _| {});
         assert_eq!(s.frames.len(), 3);
         for ms in 4..=10 {
-            q.drain(t0 + ms * 1_000_000, &mut s, &st, |_, _, _| true, |_, _, _| {});
+            q.drain(
+                t0 + ms * 1_000_000,
+                &mut s,
+                &st,
+                |_, _, _| true,
+                |_, _, _| {},
+            );
             assert_eq!(s.frames.len() as u64, ms);
         }
         assert!(q.is_empty());

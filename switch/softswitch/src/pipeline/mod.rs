@@ -65,7 +65,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::Truncated,
         DropReason::NotIpv4,
         DropReason::BadIpv4,
