@@ -245,7 +245,25 @@ def direct(tb: Testbed) -> Dut:
                [B_PORT + 2 * i for i in range(FLOWS)], "—")  # fmt: skip
 
 
-def softswitch(tb: Testbed, xdp: str | None, name: str, shaped: bool = False) -> Dut:
+# iRED on the shaped port with thresholds above any queue the bench builds:
+# every packet pays the decision, none is dropped (relay hits are protected).
+IRED_ON = """
+import asyncio
+from p4relay_switch import SwitchClient
+from p4relay_switch.ired import IredSettings, set_ired
+
+async def main() -> None:
+    async with SwitchClient("127.0.0.1:50052", client_id=9) as sw:
+        s = IredSettings(max_len_queue=(1 << 19) - 1, n_drop=1000, drop_prob=0.0)
+        await set_ired(sw, 2, s)
+
+asyncio.run(main())
+"""
+
+
+def softswitch(
+    tb: Testbed, xdp: str | None, name: str, shaped: bool = False, ired: bool = False
+) -> Dut:
     # Defaults for everything but the ports (and the XDP mode or a port rate, where named).
     args = ["--port", "1=sa", "--port", "2=sb"]
     settings = (
@@ -277,6 +295,11 @@ def softswitch(tb: Testbed, xdp: str | None, name: str, shaped: bool = False) ->
         "--route", f"1,{GW_MAC},{tb.macs['a0']},198.18.1.0/24",
         "--route", f"2,{GW_MAC},{tb.macs['b0']},198.18.2.0/24",
     )  # fmt: skip
+    if ired:
+        nsx(tb.sw, str(PY), "-c", IRED_ON)
+        settings += (
+            ", iRED on port 2 (thresholds above any queue: every packet decides, none dropped)"
+        )
     dports = [20000 + 4 * i for i in range(FLOWS)]
     return Dut(name, tb, GW_MAC, RELAY_IP, dports, settings, p.pid, lambda: stop_bg(log, p))
 
@@ -590,6 +613,9 @@ def report(
     for num in names:
         for den in ("bridge, netfilter on", "bridge, netfilter off", "RTPProxy"):
             ratio_row(f"{num} / {den}", num, den)
+    # iRED's cost per relayed packet, side by side in this run
+    ired, plain = "softswitch, shaped port + iRED", "softswitch, shaped port"
+    ratio_row(f"{ired} / {plain}", ired, plain)
     w("")
     k0 = RATES[0]
     w(
@@ -686,6 +712,12 @@ def main() -> int:
             ("sn", lambda tb: softswitch(tb, "native", "softswitch, XDP native")),
             ("su", lambda tb: softswitch(tb, "off", "softswitch, user space")),
             ("ss", lambda tb: softswitch(tb, None, "softswitch, shaped port", shaped=True)),
+            (
+                "si",
+                lambda tb: softswitch(
+                    tb, None, "softswitch, shaped port + iRED", shaped=True, ired=True
+                ),
+            ),
             ("rp", rtpproxy),
         ]
         for tag, make in makers:
