@@ -52,6 +52,7 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     assert p["dev_port"] == 2 and p["mode"] == "ired" and p["protect"] is True
     assert isinstance(p["decisions"], int) and p["decisions"] > 0
     assert isinstance(p["ingress_drops"], int) and 0 < p["ingress_drops"] <= p["decisions"]
+    assert isinstance(p["tail_drops"], int)
     assert p["drops"] == p["ingress_drops"] + p["tail_drops"]
     assert p["flags_set"] == p["decisions"]
     assert p["min_thsld_bytes"] == s.min_thsld * 80 and p["max_thsld_bytes"] == s.max_thsld * 80

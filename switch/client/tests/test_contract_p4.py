@@ -191,7 +191,7 @@ def is_ired(name: str) -> bool:
 def with_ired(standard: dict[str, Any], ired: dict[str, Any]) -> dict[str, Any]:
     """The standard profile's schema plus the ired profile's iRED objects:
     everything the contract names, as the software switch serves it."""
-    out = json.loads(json.dumps(standard))
+    out: dict[str, Any] = json.loads(json.dumps(standard))
     out["tables"] += [t for t in ired["tables"] if is_ired(t["name"])]
     return out
 
