@@ -135,39 +135,47 @@ def sh(*cmd: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True, timeout=20)
 
 
-def teardown_net() -> None:
-    for link in LINKS:
+def teardown_net(ns: str = NS, links: tuple[str, ...] = LINKS) -> None:
+    for link in links:
         subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
 
 
-@pytest.fixture
-def veths() -> Iterator[None]:
-    """Two switch ports; traffic from NS to 198.18.99.0/24 enters by port 1."""
-    teardown_net()
-    sh("ip", "netns", "add", NS)
+@contextlib.contextmanager
+def two_port_net(ns: str = NS, links: tuple[str, ...] = LINKS) -> Iterator[None]:
+    """Two switch ports `links` whose peers sit in namespace `ns` (198.18.91.10
+    and 198.18.92.10); traffic from `ns` to 198.18.99.0/24 enters by port 1."""
+    teardown_net(ns, links)
+    sh("ip", "netns", "add", ns)
     try:
-        for i, link in enumerate(LINKS, start=1):
-            sh("ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}n", "netns", NS)
+        for i, link in enumerate(links, start=1):
+            sh("ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}n", "netns", ns)
             sh("ip", "link", "set", link, "up")
-            sh("ip", "-n", NS, "link", "set", f"{link}n", "up")
-            sh("ip", "-n", NS, "addr", "add", f"198.18.9{i}.10/24", "dev", f"{link}n")
-        sh("ip", "-n", NS, "route", "add", "198.18.99.0/24", "dev", f"{LINKS[0]}n")
+            sh("ip", "-n", ns, "link", "set", f"{link}n", "up")
+            sh("ip", "-n", ns, "addr", "add", f"198.18.9{i}.10/24", "dev", f"{link}n")
+        sh("ip", "-n", ns, "route", "add", "198.18.99.0/24", "dev", f"{links[0]}n")
         sh(
             "ip",
             "-n",
-            NS,
+            ns,
             "neigh",
             "add",
             "198.18.99.10",
             "lladdr",
             "02:00:00:00:00:02",
             "dev",
-            f"{LINKS[0]}n",
+            f"{links[0]}n",
         )
         yield
     finally:
-        teardown_net()
+        teardown_net(ns, links)
+
+
+@pytest.fixture
+def veths() -> Iterator[None]:
+    """Two switch ports; traffic from NS to 198.18.99.0/24 enters by port 1."""
+    with two_port_net():
+        yield
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LINE_RATE, QUEUE_DEPTH, Server, sh
+from conftest import LINE_RATE, QUEUE_DEPTH, Server, two_port_net
 from p4relay_collector.config import ConfigError, Settings
 from p4relay_collector.reroute import RerouteAgent, RerouteConfig, load_config
 from p4relay_collector.service import Collector
@@ -30,37 +30,10 @@ NS = "p4rrrt"
 LINKS = ("p4rrt1", "p4rrt2")
 
 
-def _teardown() -> None:
-    for link in LINKS:
-        subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True, check=False)
-
-
 @pytest.fixture
 def rr_switch(tmp_path: Path) -> Iterator[Softswitch]:
     """Two ports at 10 Mbit/s; traffic from NS to 198.18.99.0/24 enters by port 1."""
-    _teardown()
-    sh("ip", "netns", "add", NS)
-    sw: Softswitch | None = None
-    try:
-        for i, link in enumerate(LINKS, start=1):
-            sh("ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}n", "netns", NS)
-            sh("ip", "link", "set", link, "up")
-            sh("ip", "-n", NS, "link", "set", f"{link}n", "up")
-            sh("ip", "-n", NS, "addr", "add", f"198.18.9{i}.10/24", "dev", f"{link}n")
-        sh("ip", "-n", NS, "route", "add", "198.18.99.0/24", "dev", f"{LINKS[0]}n")
-        sh(
-            "ip",
-            "-n",
-            NS,
-            "neigh",
-            "add",
-            "198.18.99.10",
-            "lladdr",
-            "02:00:00:00:00:02",
-            "dev",
-            f"{LINKS[0]}n",
-        )
+    with two_port_net(NS, LINKS):
         softswitch_binary()
         sw = Softswitch(
             [
@@ -75,12 +48,11 @@ def rr_switch(tmp_path: Path) -> Iterator[Softswitch]:
             ],
             log_path=tmp_path / "softswitch.log",
         )
-        sw.start()
-        yield sw
-    finally:
-        if sw is not None:
+        try:
+            sw.start()
+            yield sw
+        finally:
             sw.stop()
-        _teardown()
 
 
 def send_udp(n: int, size: int) -> None:
