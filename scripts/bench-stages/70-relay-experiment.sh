@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seed's relay experiment: server-based relay (RTPProxy relays) against
+# The relay paper's experiment: server-based relay (RTPProxy relays) against
 # switch-based relay (rtpagent offloads to the software switch) at increasing
 # concurrency; per-packet delay, delay variation, loss, MOS, relay CPU from
 # captures at the switch's ports. Prints the table; writes it with PNG plots to

@@ -11,7 +11,7 @@ from p4relay_server import mos as m
 
 
 def test_g711_without_impairment_is_4_4() -> None:
-    # G.107 default parameters give R = 93.2, MOS 4.41 (the seed's "G.711 max ~4.4").
+    # G.107 default parameters give R = 93.2, MOS 4.41 (the relay paper's "G.711 max ~4.4").
     r, score = m.mos("PCMU", packets=500, lost=0) or (0, 0)
     assert r == pytest.approx(93.2)
     assert score == pytest.approx(4.41, abs=0.005)

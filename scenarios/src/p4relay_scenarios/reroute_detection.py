@@ -1,4 +1,4 @@
-"""Congestion reroute, the seed's Fig. 6 (Turkovic et al.) on the three-switch
+"""Congestion reroute, Fig. 6 of Turkovic et al. on the three-switch
 testbed: how long after congestion starts the watched stream is on its
 backup, with detection in the data plane (m = 1, 2, 5, 10 packets over t_q)
 against a controller that polls the bottleneck's queue register every 1, 2,

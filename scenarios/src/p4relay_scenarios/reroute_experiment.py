@@ -1,4 +1,4 @@
-"""Congestion reroute, the seed's Tables I and II on the three-switch testbed:
+"""Congestion reroute, Tables I and II of the MRI port-forwarding paper on the three-switch testbed:
 media streams UAC -> UAS (G.711 sized: 172-byte payloads, 50 packets/s each)
 share the shaped s1-s2 link with iperf3 UDP cross traffic at 2x and 4x its
 rate, without and with data-plane reroute; per stream: loss, max
@@ -278,7 +278,7 @@ def _row(
 
 
 PAPERS = (
-    "Beside the papers: the seed's Tables I and II (Esquivel Morel et al., MRI + port-forwarding "
+    "Beside the papers: Tables I and II of Esquivel Morel et al. (MRI + port-forwarding "
     "reroute) report 59.8 % and 66.5 % loss without and 0 % with reroute; Turkovic et al. move the "
     "flow on the m-th packet over the threshold in the data plane. Here the streams lose the share "
     "the cross traffic leaves them without reroute, and nothing with it: the data plane moves them "
