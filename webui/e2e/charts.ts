@@ -118,7 +118,7 @@ export interface ChartExpect {
   series: SeriesExpect[];
   /** Time charts: the x extent must lie within [from, to] and be at most `maxSpanMs` wide. */
   window?: { from: number; to: number; maxSpanMs: number };
-  /** Shaded spans (markArea labels) the chart must carry. */
+  /** Shaded spans the chart must carry (a label, alone or among those of overlapping spans). */
   areas?: (string | RegExp)[];
 }
 
@@ -152,7 +152,7 @@ export function checkChart(drawn: ChartDrawn | undefined, want: ChartExpect): st
     }
   }
   for (const a of want.areas ?? []) {
-    if (!drawn.series.some((s) => s.markAreas.some((m) => matches(m, a)))) bad.push(`${t}: no shaded span ${String(a)}`);
+    if (!drawn.series.some((s) => s.markAreas.some((m) => m.split(' · ').some((part) => matches(part, a))))) bad.push(`${t}: no shaded span ${String(a)}`);
   }
   return bad;
 }

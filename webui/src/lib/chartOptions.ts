@@ -46,7 +46,9 @@ export function timeSeriesOption(opts: {
    * becomes a two-day axis with the data lost in the middle. */
   window?: TimeWindow;
 }): Record<string, unknown> {
-  const areas = (opts.markAreasX ?? []).map((a) => [{ xAxis: a.from, name: a.label }, { xAxis: a.to }]);
+  // A label is about a quarter of a chart wide: spans closer than that share one.
+  const gap = opts.window ? (opts.window.to - opts.window.from) / 4 : 0;
+  const areas = mergeOverlapping(opts.markAreasX ?? [], gap).map((a) => [{ xAxis: a.from, name: a.label }, { xAxis: a.to }]);
   const marks = [
     ...(opts.markLineY ? [{ yAxis: opts.markLineY.value, label: { formatter: opts.markLineY.label, position: 'insideEndTop' } }] : []),
     ...(opts.markLinesX ?? []).map((m) => ({ xAxis: m.ts, label: { formatter: m.label, position: 'insideEndTop' } })),
@@ -81,6 +83,25 @@ export function timeSeriesOption(opts: {
           : undefined,
     })),
   };
+}
+
+/** Time spans that overlap, or lie less than `gap` apart, become one span
+ * naming them all: their labels would otherwise be drawn on top of each other. */
+export function mergeOverlapping(
+  spans: readonly { from: number; to: number; label: string }[],
+  gap = 0,
+): { from: number; to: number; label: string }[] {
+  const out: { from: number; to: number; labels: string[] }[] = [];
+  for (const a of [...spans].sort((x, y) => x.from - y.from)) {
+    const last = out[out.length - 1];
+    if (last && a.from <= last.to + gap) {
+      last.to = Math.max(last.to, a.to);
+      if (!last.labels.includes(a.label)) last.labels.push(a.label);
+    } else {
+      out.push({ from: a.from, to: a.to, labels: [a.label] });
+    }
+  }
+  return out.map((a) => ({ from: a.from, to: a.to, label: a.labels.join(' · ') }));
 }
 
 export interface TimeWindow {

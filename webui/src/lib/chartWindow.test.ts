@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { depthUnit, episodeAreas, qualityCharts, qualityWindow, queueCharts, windowAround } from './chartOptions';
+import { depthUnit, episodeAreas, mergeOverlapping, qualityCharts, qualityWindow, queueCharts, windowAround } from './chartOptions';
 import type { QualitySeries, QueueSeries } from '../api/types';
 
 const T = Date.parse('2026-01-01T10:00:00Z');
@@ -67,5 +67,31 @@ describe('queue depth', () => {
     const series = qs(null, 42);
     expect(depthUnit(series)).toBe('pkts');
     expect((queueCharts(series).depth as unknown as Opt).series[0]?.data).toEqual([[T + 1000, 42]]);
+  });
+});
+
+describe('mergeOverlapping', () => {
+  it('joins spans that overlap and keeps apart those that do not', () => {
+    const merged = mergeOverlapping([
+      { from: 30, to: 50, label: 'sw1 port 3 congested' },
+      { from: 0, to: 10, label: 'sw1 port 1 congested' },
+      { from: 20, to: 40, label: 'sw1 port 2 congested' },
+      { from: 45, to: 60, label: 'sw1 port 2 congested' },
+    ]);
+    expect(merged).toEqual([
+      { from: 0, to: 10, label: 'sw1 port 1 congested' },
+      { from: 20, to: 60, label: 'sw1 port 2 congested · sw1 port 3 congested' },
+    ]);
+  });
+});
+
+describe('mergeOverlapping with a gap', () => {
+  it('joins spans closer than the gap', () => {
+    const spans = [
+      { from: 0, to: 10, label: 'a' },
+      { from: 14, to: 20, label: 'b' },
+    ];
+    expect(mergeOverlapping(spans, 5)).toEqual([{ from: 0, to: 20, label: 'a · b' }]);
+    expect(mergeOverlapping(spans, 3)).toHaveLength(2);
   });
 });
