@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
+import time
 from pathlib import Path
 
-from rtpagent.store import DOCS_PER_SLICE, Store
+import pytest
+from rtpagent.store import DOCS_PER_SLICE, Store, StoreClosed, Taken
 
 
 async def test_sliced_flush_keeps_order_and_loses_nothing_when_cut_short(tmp_path: Path) -> None:
@@ -35,3 +38,22 @@ async def test_sliced_flush_keeps_order_and_loses_nothing_when_cut_short(tmp_pat
     assert [d for _, k, d in st.spool_head(1000)][-2:] == [{"e": n}, {"s": n}]
     assert len(st.sessions()) == n - 1
     st.close()
+
+
+def test_close_waits_for_a_write_in_another_thread(tmp_path: Path) -> None:
+    """The sender commits in a worker thread; the agent closing the store at
+    shutdown meanwhile must wait for it (closing under SQLite's feet crashes
+    the process), and a write after close is refused by name."""
+    st = Store(tmp_path / "state.sqlite")
+    n = 200_000
+    batch: Taken = ([], [], [("event", '{"e":1}')] * n, [])
+    writer = threading.Thread(target=st.write, args=(batch,))
+    writer.start()
+    time.sleep(0.01)  # the writer holds the connection
+    st.close()
+    writer.join()
+    with pytest.raises(StoreClosed):
+        st.write(batch)
+    again = Store(tmp_path / "state.sqlite")
+    assert again.spool_depth() == n
+    again.close()

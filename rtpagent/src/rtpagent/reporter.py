@@ -272,7 +272,15 @@ class Sender:
 
     async def run(self, flush_interval: float = 0.05) -> None:
         while True:
-            await asyncio.to_thread(self.store.write, await self.store.take_sliced())
+            batch = await self.store.take_sliced()
+            write = asyncio.ensure_future(asyncio.to_thread(self.store.write, batch))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # Cancelling cannot stop the writer thread: let it commit what
+                # was taken before the agent goes on to close the store.
+                await write
+                raise
             depth = self.store.spool_depth()
             metrics.SPOOL_DEPTH.set(depth)
             if depth and self.url:

@@ -49,6 +49,10 @@ Taken = tuple[
 DOCS_PER_SLICE = 4  # reports encoded per event-loop turn (10-40 us each)
 
 
+class StoreClosed(RuntimeError):
+    """A write reached the store after it was closed."""
+
+
 def _json(doc: Doc) -> str:
     return json.dumps(doc, separators=(",", ":"), default=str)
 
@@ -79,13 +83,18 @@ class Store:
         self._sampled: dict[SampledKey, tuple[int, ...] | None] = {}
         self._staged_sampled: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
+        self._closed = False
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
         # and the sender asks after every flush.
         (self._depth,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
 
     def close(self) -> None:
         self.flush()
-        self.db.close()
+        # Under the lock: closing a connection another thread is writing
+        # through crashes the process inside SQLite.
+        with self._lock:
+            self.db.close()
+            self._closed = True
 
     # ------------------------------------------------------------ buffered writes
     def put_session(self, uid: str, doc: Callable[[], dict[str, Any]]) -> None:
@@ -178,7 +187,20 @@ class Store:
         up, dl, spool, sampled = batch
         if not (up or dl or spool or sampled):
             return
-        with self._lock, self.db:
+        with self._lock:
+            if self._closed:
+                raise StoreClosed(f"{self.path}: write after close ({len(spool)} reports)")
+            self._commit(up, dl, spool, sampled)
+        self._depth += len(spool)
+
+    def _commit(
+        self,
+        up: list[tuple[str, str]],
+        dl: list[tuple[str]],
+        spool: list[tuple[str, str]],
+        sampled: list[tuple[str, int, str | None]],
+    ) -> None:
+        with self.db:
             self.db.execute("BEGIN")
             if up:
                 self.db.executemany("INSERT OR REPLACE INTO sessions(uid, doc) VALUES (?, ?)", up)
@@ -195,7 +217,6 @@ class Store:
                 )
             if gone:
                 self.db.executemany("DELETE FROM sampled WHERE uid = ? AND leg = ?", gone)
-        self._depth += len(spool)
 
     def flush(self) -> None:
         self.write(self.take())
