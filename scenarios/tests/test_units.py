@@ -210,3 +210,72 @@ def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
     assert "| switch | 750 |" in readme
     for png in ("delay.png", "loss.png", "cpu_breakdown.png", "delay_cdf.png"):
         assert (tmp_path / png).stat().st_size > 1000
+
+
+def test_pinger_request_checksums_and_reply_parses() -> None:
+    from p4relay_scenarios import pinger
+
+    req = pinger.echo_request(0x1234, 7, 123_456_789)
+    assert len(req) == 8 + 8 + pinger.PAYLOAD
+    assert pinger.checksum(req) == 0  # a correct Internet checksum sums to zero
+    # The reply as the kernel hands it to a raw socket: IPv4 header, then ICMP type 0.
+    reply = bytes([0x45]) + bytes(19) + bytes([pinger.ECHO_REPLY]) + req[1:]
+    assert pinger.parse_reply(reply, 0x1234) == (7, 123_456_789)
+    assert pinger.parse_reply(reply, 0x4321) is None  # another pinger's reply
+    assert pinger.parse_reply(bytes([0x45]) + bytes(19) + req, 0x1234) is None  # a request
+    assert pinger.parse_reply(b"\x45", 0x1234) is None  # truncated
+
+
+def test_pinger_refuses_bad_arguments() -> None:
+    from p4relay_scenarios import pinger
+
+    with pytest.raises(SystemExit):
+        pinger.main(["198.18.2.10", "--interval", "0"])
+    with pytest.raises(SystemExit):
+        pinger.main(["198.18.2.10", "--interval", "0.001", "--seconds", "100"])
+
+
+def test_ired_experiment_follows_table_one() -> None:
+    from p4relay_scenarios import ired_experiment as ix
+
+    for buffer, n, lo, hi in ((64, 4, 28, 56), (512, 32, 224, 448), (1024, 64, 448, 896)):
+        assert ix.TABLE_I[buffer] == n
+        s = ix.settings(buffer, n, "ired-protect")
+        frame_cells = -(-ix.FRAME // 80)
+        assert (s.min_thsld, s.max_thsld) == (lo * frame_cells, hi * frame_cells)
+        assert s.protect and not s.tail_drop
+        assert s.drop_prob == pytest.approx(2 / (n + 1))  # random(0, N) <= 1
+        s.check()  # the switch would take it
+    td = ix.settings(64, 4, "taildrop")
+    assert td.tail_drop and not td.protect
+    assert not ix.settings(64, 4, "ired").protect
+
+
+def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
+    from p4relay_scenarios import ired_experiment as ix
+
+    def row(policy: str, rtt: float, tcp: float, mos: float) -> ix.Row:
+        return ix.Row(
+            buffer=64, n=4, policy=policy, min_thsld=28, max_thsld=56, drop_prob=0.4,
+            rtt_ms_mean=rtt, rtt_ms_p50=rtt, rtt_ms_p99=2 * rtt, ping_loss_pct=0.0,
+            tcp_mbps=tcp, tcp_retransmits=1, port_packets=100, policy_drops=5,
+            drop_rate_pct=5.0, decisions=0, spared=0, queue_drops=0, calls=2, calls_ok=2,
+            calls_failed=0, rtp_loss_pct=0.0, delay_ms_median=1.0, delay_ms_p99=2.0,
+            jitter_ms_median=1.0, jitter_ms_max=1.0, mos_min=mos, mos_median=mos,
+            calls_mos_ok=2 if mos >= 4.2 else 0, window_s=10.0,
+            per_call=[{"loss_pct": 0.0, "jitter_ms": 1.0, "mos": mos}] * 2,
+        )  # fmt: skip
+
+    rows = [row("taildrop", 25.0, 24.0, 3.4), row("ired-protect", 10.0, 18.0, 4.41)]
+    meta: dict[str, object] = {
+        "command": "x", "machine": {"cores": 2}, "rate_mbit": 30.0, "calls": 2,
+        "seconds": 10.0, "flows": 4,
+    }  # fmt: skip
+    ix.write(rows, meta, tmp_path)
+    md = (tmp_path / "README.md").read_text()
+    # The side-by-side line: RTT 2.50x lower, TCP at 0.75x of tail drop's, MOS 3.40 -> 4.41.
+    assert "| 64 | ired-protect | 2.50x | 2.50x | 0.75x | 60 % | 3.40 -> 4.41 | 2/2 |" in md
+    for png in ("rtt.png", "throughput.png", "drops.png", "calls.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+    ix.replot(tmp_path)  # the same again from results.json
+    assert (tmp_path / "README.md").read_text() == md

@@ -5,6 +5,7 @@ demo                             the whole system with live calls (make demo)
 experiment ...                   server- vs switch-based relay (make bench STAGE=relay)
 reroute-experiment ...           loss and MOS without / with congestion reroute (three switches)
 reroute-detection ...            reaction time: data-plane detection vs a polling controller
+ired-experiment ...              tail drop vs iRED on a port shared by TCP, ping and calls
 run PROFILE                      the stack plus one SIPp load profile, with a summary
 cleanup                          stop recorded processes, remove the testbed
 """
@@ -53,6 +54,10 @@ def main(argv: list[str]) -> int:
         from p4relay_scenarios.reroute_detection import main as rd_main
 
         return rd_main(rest)
+    if cmd == "ired-experiment":
+        from p4relay_scenarios.ired_experiment import main as ired_main
+
+        return ired_main(rest)
     if cmd in ("demo", "run"):
         from p4relay_scenarios.demo import main as demo_main
 

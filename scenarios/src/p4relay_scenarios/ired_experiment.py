@@ -1,0 +1,644 @@
+"""iRED against tail drop on a congested switch port carrying TCP bulk flows, ping and calls.
+
+The iRED paper's Experiment 1 (iperf3 TCP + ping through one bottleneck, buffer
+reference 64..1024 packets with Table I's N), scaled to this machine and with
+calls on the same port: the softswitch's port towards the UAS host is shaped
+to --rate-mbit (its own port rate; this kernel has no netem), and through it go
+
+  * TCP bulk flows: iperf3 from the NAT host to the UAS host (--flows),
+  * ping: ICMP echo from the attacker host to the UAS host every 50 ms (its
+    request waits in the port's queue; the reply returns on an idle port),
+  * calls: SIPp calls UAC -> OpenSIPS -> UAS, G.711 both ways, the media
+    relayed by the switch (rtpagent offloads every call); the caller->callee
+    stream leaves through the bottleneck.
+
+For each buffer reference (Table I) three policies on that port:
+
+  taildrop      the port drops what arrives when its queue holds maxLenQueue
+                (iRED's tail-drop mode: the plain buffer of that size)
+  ired          iRED (Algorithm 1 + 2): egress decision, ingress drop, any packet
+  ired-protect  iRED sparing relay hits (offloaded calls) and DSCP EF
+
+maxLenQueue and N are in full-size frames (1514 bytes) converted to the
+queue's cells; the physical queue (--queue-depth) is deeper than any
+reference, as the paper's 10,000 packets, so only the policy drops. The
+thresholds follow Algorithm 1 (maxThsld = 2 x minThsld: 896 for the 1024 row,
+where Table I prints 832). The coin between the thresholds is the paper's,
+random(0, N) <= registerProb with registerProb = 1: a chance of 2 / (N + 1).
+
+Per run: RTT (mean, p99) and ping loss, TCP goodput (iperf3's receiver),
+the port's policy drop rate (iRED ingress drops or tail drops over the
+packets that reached the port), and per call (the caller->callee stream,
+captured as the UAC sends and as the UAS receives): RTP loss, jitter (mean
+|D_i - D_i-1|), one-way delay and MOS (G.107). Table, JSON and PNG plots.
+
+    python -m p4relay_scenarios ired-experiment --out scenarios/results/ired
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+from p4relay_switch import SwitchClient
+from p4relay_switch.ired import IredPortState, IredSettings, cells, clear_ired, ired_state, set_ired
+
+from p4relay_scenarios import capture, topology
+from p4relay_scenarios.experiment import machine
+from p4relay_scenarios.load import Profile, UacResult, run_uac
+from p4relay_scenarios.procs import StartError
+from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
+
+# Table I of the paper: buffer size reference (packets) -> N.
+TABLE_I: dict[int, int] = {64: 4, 128: 8, 256: 16, 512: 32, 1024: 64}
+POLICIES = ("taildrop", "ired", "ired-protect")
+BOTTLENECK = topology.UAS  # the port towards the callee: calls, TCP and ping share its queue
+TCP_SRC = topology.NAT
+PING_SRC = topology.ATTACKER
+FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
+PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
+MOS_TARGET = 4.2
+TCP_WARMUP_S = 3.0  # slow start before the measurement window opens
+CLIENT_ID = 11  # BfRt client id of the experiment's configuration connection
+
+
+@dataclass
+class Row:
+    buffer: int  # maxLenQueue, packets
+    n: int  # N, packets
+    policy: str
+    min_thsld: int  # packets (Algorithm 1)
+    max_thsld: int
+    drop_prob: float  # chance between the thresholds
+    rtt_ms_mean: float
+    rtt_ms_p50: float
+    rtt_ms_p99: float
+    ping_loss_pct: float
+    tcp_mbps: float  # iperf3 receiver goodput, all flows
+    tcp_retransmits: int
+    port_packets: int  # packets that reached the port's policy in the window
+    policy_drops: int  # iRED ingress drops, or tail drops
+    drop_rate_pct: float
+    decisions: int  # iRED decisions (feedback copies)
+    spared: int  # protected packets that found the flag and passed
+    queue_drops: int  # the physical queue's own tail drops (should stay 0)
+    calls: int
+    calls_ok: int
+    calls_failed: int
+    rtp_loss_pct: float  # caller->callee, all calls
+    delay_ms_median: float  # one-way, UAC host -> UAS host
+    delay_ms_p99: float
+    jitter_ms_median: float  # per call: mean |D_i - D_i-1|; median and max over calls
+    jitter_ms_max: float
+    mos_min: float | None
+    mos_median: float | None
+    calls_mos_ok: int  # calls at MOS >= MOS_TARGET
+    window_s: float
+    per_call: list[dict[str, float | int | None]] = field(default_factory=list)
+
+
+def stack_config(run_dir: Path, rate_mbit: float) -> StackConfig:
+    """The stack of the experiment: the bottleneck port shaped, a queue deeper than any
+    reference, no server (the figures come from captures, iperf3, ping and the switch)."""
+    return StackConfig(
+        run_dir=run_dir,
+        collector=False,
+        switch_args=[
+            "--port-rate",
+            f"{BOTTLENECK.port}={int(rate_mbit * 1e6)}",
+            "--queue-depth",
+            str(PHYSICAL_QUEUE),
+        ],
+    )
+
+
+def settings(buffer: int, n: int, policy: str) -> IredSettings:
+    """The port's iRED entry for one cell of the matrix (depths in cells)."""
+    return IredSettings(
+        max_len_queue=cells(buffer, FRAME),
+        n_drop=cells(n, FRAME),
+        ewma_n=1,
+        drop_prob=2.0 / (n + 1),
+        tail_drop=policy == "taildrop",
+        protect=policy == "ired-protect",
+    )
+
+
+async def _configure(buffer: int, n: int, policy: str) -> None:
+    async with SwitchClient(GRPC_ADDR, client_id=CLIENT_ID, reconnect=False) as sw:
+        await clear_ired(sw, BOTTLENECK.port, reset=True)
+        await set_ired(sw, BOTTLENECK.port, settings(buffer, n, policy))
+
+
+async def _read_state() -> IredPortState:
+    async with SwitchClient(GRPC_ADDR, client_id=CLIENT_ID, reconnect=False) as sw:
+        return (await ired_state(sw, [BOTTLENECK.port]))[BOTTLENECK.port]
+
+
+def port_counters(port: int) -> dict[str, float]:
+    """The softswitch's per-port counters for `port` (its Prometheus endpoint)."""
+    text = httpx.get(f"http://{SWITCH_METRICS}/metrics", timeout=5.0).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or f'port="{port}"' not in line:
+            continue
+        name = line.split("{", 1)[0]
+        out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def _ns(netns: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", netns, *cmd]
+
+
+def _pct(a: list[float] | np.ndarray, p: float) -> float:
+    return float(np.percentile(a, p)) if len(a) else float("nan")
+
+
+def run_cell(
+    stack: Stack,
+    buffer: int,
+    policy: str,
+    *,
+    calls: int,
+    seconds: float,
+    flows: int,
+    out_dir: Path,
+) -> Row:
+    n = TABLE_I[buffer]
+    s = settings(buffer, n, policy)
+    asyncio.run(_configure(buffer, n, policy))
+    cell_dir = out_dir / f"{policy}-{buffer}"
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    rate = 10.0  # calls/s
+    ramp_s = calls / rate + 2.0
+    hold_s = ramp_s + TCP_WARMUP_S + seconds + 3.0
+    caps = capture.start_captures(stack.sup, cell_dir, RELAY_PORTS)
+    uac: list[UacResult] = []
+    calls_thread = threading.Thread(
+        target=lambda: uac.append(
+            run_uac(
+                Profile(f"ired-{policy}-{buffer}", rate, calls, hold_s, calls),
+                stack.media_dir,
+                cell_dir,
+                grace_s=60,
+            )
+        ),
+        daemon=True,
+    )
+    calls_thread.start()
+    time.sleep(ramp_s)
+    iperf_s = subprocess.Popen(
+        _ns(BOTTLENECK.netns, "iperf3", "-s", "-1", "-B", BOTTLENECK.addr),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)
+    iperf_c = subprocess.Popen(
+        [
+            *_ns(TCP_SRC.netns, "iperf3", "-c", BOTTLENECK.addr, "-P", str(flows)),
+            *("-t", f"{TCP_WARMUP_S + seconds:g}", "--omit", f"{TCP_WARMUP_S:g}", "--json"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(TCP_WARMUP_S)
+    # The window: TCP past its slow start until it stops.
+    win = (time.time_ns(), time.time_ns() + int(seconds * 1e9))
+    before, c_before = asyncio.run(_read_state()), port_counters(BOTTLENECK.port)
+    pinger = subprocess.run(
+        _ns(
+            PING_SRC.netns,
+            sys.executable,
+            "-m",
+            "p4relay_scenarios.pinger",
+            BOTTLENECK.addr,
+            *("--interval", "0.05", "--seconds", f"{seconds - 0.5:g}", "--wait", "0.5"),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=seconds + 30,
+        check=False,
+    )
+    after, c_after = asyncio.run(_read_state()), port_counters(BOTTLENECK.port)
+    tcp_out, tcp_err = iperf_c.communicate(timeout=seconds + 30)
+    iperf_s.wait(15)
+    calls_thread.join(hold_s + 120)
+    capture.stop_captures(stack.sup, caps)
+    if pinger.returncode != 0:
+        raise StartError(f"pinger: {pinger.stderr.strip()}")
+    try:
+        tcp = json.loads(tcp_out)["end"]
+    except (json.JSONDecodeError, KeyError):
+        raise StartError(
+            f"iperf3 gave no result: {tcp_err.strip()[-500:]} {tcp_out[-500:]}"
+        ) from None
+    ping = json.loads(pinger.stdout)
+    rtts: list[float] = ping["rtt_ms"]
+    m = capture.relay_path_metrics(
+        capture.read_rtp(caps[0].path), capture.read_rtp(caps[1].path), window_ns=win
+    )
+    for c in caps:
+        c.path.unlink(missing_ok=True)
+    drops = (after.drops - before.drops) + (after.tail_drops - before.tail_drops)
+    tx = int(
+        c_after.get("p4relay_port_tx_packets_total", 0)
+        - c_before.get("p4relay_port_tx_packets_total", 0)
+    )
+    qdrops = int(
+        c_after.get("p4relay_port_queue_drops_total", 0)
+        - c_before.get("p4relay_port_queue_drops_total", 0)
+    )
+    reached = tx + drops + qdrops
+    moses = [x.mos for x in m.per_stream if x.mos is not None]
+    jit = [x.variation_ms_mean for x in m.per_stream]
+    st = uac[0].stats if uac else None
+    return Row(
+        buffer=buffer,
+        n=n,
+        policy=policy,
+        min_thsld=buffer // 2 - n,
+        max_thsld=2 * (buffer // 2 - n),
+        drop_prob=round(s.drop_prob, 4),
+        rtt_ms_mean=round(statistics.fmean(rtts), 2) if rtts else float("nan"),
+        rtt_ms_p50=round(_pct(rtts, 50), 2),
+        rtt_ms_p99=round(_pct(rtts, 99), 2),
+        ping_loss_pct=round(100.0 * (1 - len(rtts) / ping["sent"]), 2) if ping["sent"] else 0.0,
+        tcp_mbps=round(tcp["sum_received"]["bits_per_second"] / 1e6, 2),
+        tcp_retransmits=int(tcp["sum_sent"].get("retransmits", 0)),
+        port_packets=reached,
+        policy_drops=drops,
+        drop_rate_pct=round(100.0 * drops / reached, 3) if reached else 0.0,
+        decisions=after.decisions - before.decisions,
+        spared=after.spared - before.spared,
+        queue_drops=qdrops,
+        calls=calls,
+        calls_ok=st.successful if st else 0,
+        calls_failed=st.failed if st else calls,
+        rtp_loss_pct=round(m.loss_pct, 3),
+        delay_ms_median=round(m.delay_ms_median, 2),
+        delay_ms_p99=round(m.delay_ms_p99, 2),
+        jitter_ms_median=round(statistics.median(jit), 3) if jit else float("nan"),
+        jitter_ms_max=round(max(jit), 3) if jit else float("nan"),
+        mos_min=round(min(moses), 2) if moses else None,
+        mos_median=round(statistics.median(moses), 2) if moses else None,
+        calls_mos_ok=sum(1 for x in moses if x >= MOS_TARGET),
+        window_s=seconds,
+        per_call=[
+            {
+                "ssrc": x.ssrc,
+                "sent": x.sent,
+                "received": x.received,
+                "loss_pct": round(100.0 * (x.sent - x.received) / x.sent, 3) if x.sent else 0.0,
+                "delay_ms_mean": round(x.delay_ms_mean, 2),
+                "jitter_ms": round(x.variation_ms_mean, 3),
+                "mos": None if x.mos is None else round(x.mos, 2),
+            }
+            for x in m.per_stream
+        ],
+    )
+
+
+PAPER = (
+    "Beside the paper (de Almeida et al., iRED, Experiment 1: one TCP flow of 1514-byte "
+    "packets through a BMv2 router, 60 s x 5 runs per setting): iRED's mean RTT is up to "
+    "2.48x lower than PI2's (the worst egress AQM) at a 64-packet reference, CoDel and PI2 "
+    "statistically the same as iRED from 256 packets on, and iRED's throughput up to 0.74x "
+    "higher than PI2's; it drops/recirculates 0.038 % of packets at 64 and 0.005 % at 1024. "
+    "The egress alternative here is the port's own tail drop at the same buffer (this switch "
+    "has no CoDel or PI2), the traffic shares the port with relayed calls, and a call's "
+    "MOS is what the product needs."
+)
+
+
+def summary(rows: list[Row], rate_mbit: float) -> list[str]:
+    """The paper's claim and ours, measured: per buffer, RTT and throughput ratios."""
+    by = {(r.buffer, r.policy): r for r in rows}
+    out: list[str] = []
+    for b in sorted({r.buffer for r in rows}):
+        td = by.get((b, "taildrop"))
+        for pol in ("ired", "ired-protect"):
+            r = by.get((b, pol))
+            if td is None or r is None or not r.rtt_ms_mean or not td.tcp_mbps:
+                continue
+            out.append(
+                f"| {b} | {pol} | {td.rtt_ms_mean / r.rtt_ms_mean:.2f}x | "
+                f"{td.rtt_ms_p99 / r.rtt_ms_p99:.2f}x | {r.tcp_mbps / td.tcp_mbps:.2f}x | "
+                f"{100 * r.tcp_mbps / rate_mbit:.0f} % | {_f(td.mos_min)} -> {_f(r.mos_min)} | "
+                f"{r.calls_mos_ok}/{len(r.per_call)} |"
+            )
+    if not out:
+        return []
+    return [
+        "| buffer | policy | RTT mean: tail drop / policy | RTT p99: tail drop / policy | "
+        "TCP: policy / tail drop | port used by TCP | worst call MOS: tail drop -> policy | "
+        f"calls at MOS >= {MOS_TARGET} |",
+        "|---:|---|---:|---:|---:|---:|---|---:|",
+        *out,
+    ]
+
+
+def markdown(rows: list[Row], meta: dict[str, object]) -> str:
+    mach = meta.get("machine")
+    lines = [
+        "# iRED vs tail drop: a congested port carrying TCP bulk flows, ping and relayed calls",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "Machine: "
+        + (", ".join(f"{k} {v}" for k, v in mach.items()) if isinstance(mach, dict) else str(mach)),
+        "",
+        f"Bottleneck: the softswitch's port {BOTTLENECK.port} (towards the UAS host) at "
+        f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so only the "
+        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows (NAT host -> UAS host), "
+        "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
+        f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
+        f"{meta['seconds']} s measured after {TCP_WARMUP_S:g} s of TCP start-up, one run "
+        "(the paper: 60 s x 5). maxThsld follows Algorithm 1 (2 x minThsld: 896 for the "
+        "1024 row, where Table I prints 832). Buffer, N and thresholds in full-size frames "
+        f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
+        "is the paper's, 2 / (N + 1).",
+        "",
+        "Drop rate: the policy's drops (iRED's ingress drops, or the tail drops at the buffer) "
+        "over the packets that reached the port. Jitter: per call, the mean |D_i - D_i-1| of "
+        "its one-way delay; MOS: G.107 E-model per call (G.711 with PLC) from its loss, "
+        "delay and jitter.",
+        "",
+        "| buffer | N | min/max thsld | policy | RTT ms mean | RTT ms p99 | ping loss % | "
+        "TCP Mbit/s | retransmits | drop rate % | decisions | spared | calls ok | RTP loss % | "
+        "delay ms p50 / p99 | jitter ms p50 / max | MOS min / p50 | "
+        f"calls MOS >= {MOS_TARGET} |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.buffer} | {r.n} | {r.min_thsld}/{r.max_thsld} | {r.policy} | "
+            f"{r.rtt_ms_mean:.1f} | {r.rtt_ms_p99:.1f} | {r.ping_loss_pct:.1f} | "
+            f"{r.tcp_mbps:.1f} | {r.tcp_retransmits} | {r.drop_rate_pct:.3f} | {r.decisions} | "
+            f"{r.spared} | {r.calls_ok}/{r.calls} | {r.rtp_loss_pct:.2f} | "
+            f"{r.delay_ms_median:.1f} / {r.delay_ms_p99:.1f} | "
+            f"{r.jitter_ms_median:.2f} / {r.jitter_ms_max:.2f} | {_f(r.mos_min)} / "
+            f"{_f(r.mos_median)} | {r.calls_mos_ok}/{len(r.per_call)} |"
+        )
+    s = summary(rows, float(str(meta["rate_mbit"])))
+    if s:
+        lines += ["", "Side by side (same run):", "", *s]
+    lines += [
+        "",
+        PAPER,
+        "",
+        "Plots: `rtt.png` (RTT mean and p99), `throughput.png` (TCP goodput), "
+        "`drops.png` (policy drop rate), `calls.png` (RTP loss, jitter and MOS per call). "
+        "Per-call figures are in `results.json`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _f(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
+
+
+COLORS = {"taildrop": "tab:red", "ired": "tab:orange", "ired-protect": "tab:blue"}
+
+
+def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def series(ax: object, attr: str, style: str = "o-", suffix: str = "") -> None:
+        for pol in POLICIES:
+            rs = sorted((r for r in rows if r.policy == pol), key=lambda r: r.buffer)
+            if rs:
+                ax.plot(  # type: ignore[attr-defined]
+                    [r.buffer for r in rs],
+                    [getattr(r, attr) for r in rs],
+                    style,
+                    color=COLORS[pol],
+                    label=pol + suffix,
+                )
+
+    def finish(ax: object, ylabel: str) -> None:
+        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
+        ax.set_xticks(sorted(TABLE_I), [str(b) for b in sorted(TABLE_I)])  # type: ignore[attr-defined]
+        ax.set_xlabel("buffer size reference (packets)")  # type: ignore[attr-defined]
+        ax.set_ylabel(ylabel)  # type: ignore[attr-defined]
+        ax.grid(True, alpha=0.3)  # type: ignore[attr-defined]
+        ax.legend(fontsize=8)  # type: ignore[attr-defined]
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "rtt_ms_mean", "o-", " mean")
+    series(ax, "rtt_ms_p99", "s--", " p99")
+    finish(ax, "ping RTT through the port (ms)")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(out / "rtt.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "tcp_mbps")
+    ax.axhline(rate_mbit, color="black", lw=0.8, ls="--")
+    ax.set_ylim(0, rate_mbit * 1.1)
+    finish(ax, "TCP goodput, all flows (Mbit/s)")
+    fig.tight_layout()
+    fig.savefig(out / "throughput.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "drop_rate_pct")
+    finish(ax, "policy drops / packets at the port (%)")
+    fig.tight_layout()
+    fig.savefig(out / "drops.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
+    offs = {"taildrop": 0.88, "ired": 1.0, "ired-protect": 1.12}
+    for ax, key, label in (
+        (axes[0], "loss_pct", "RTP loss per call (%)"),
+        (axes[1], "jitter_ms", "jitter per call (ms)"),
+        (axes[2], "mos", "MOS per call (G.107)"),
+    ):
+        for pol in POLICIES:
+            xs: list[float] = []
+            ys: list[float] = []
+            for r in (r for r in rows if r.policy == pol):
+                for c in r.per_call:
+                    v = c.get(key)
+                    if v is not None:
+                        xs.append(r.buffer * offs[pol])
+                        ys.append(float(v))
+            if xs:
+                ax.scatter(xs, ys, s=10, alpha=0.6, color=COLORS[pol], label=pol)
+        if key == "mos":
+            ax.axhline(MOS_TARGET, color="black", lw=0.8, ls="--")
+        finish(ax, label)
+    fig.tight_layout()
+    fig.savefig(out / "calls.png", dpi=110)
+    plt.close(fig)
+
+
+def write(rows: list[Row], meta: dict[str, object], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
+    (out / "README.md").write_text(markdown(rows, meta))
+    plots(rows, out, float(str(meta["rate_mbit"])))
+
+
+def replot(out: Path) -> None:
+    """README and plots again from a run's results.json (no new measurements)."""
+    data = json.loads((out / "results.json").read_text())
+    write([Row(**r) for r in data["rows"]], data["meta"], out)
+
+
+def run(
+    buffers: list[int],
+    policies: list[str],
+    *,
+    rate_mbit: float,
+    calls: int,
+    seconds: float,
+    flows: int,
+    run_dir: Path,
+) -> list[Row]:
+    """The matrix on one stack (the switch is reconfigured between cells)."""
+    stack = Stack(stack_config(run_dir, rate_mbit))
+    rows: list[Row] = []
+    try:
+        stack.up()
+        for b in buffers:
+            for pol in policies:
+                row = run_cell(
+                    stack,
+                    b,
+                    pol,
+                    calls=calls,
+                    seconds=seconds,
+                    flows=flows,
+                    out_dir=run_dir / "raw",
+                )
+                rows.append(row)
+                print(
+                    f"{b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms (p99 {row.rtt_ms_p99:7.1f}), "
+                    f"TCP {row.tcp_mbps:5.1f} Mbit/s, drops {row.drop_rate_pct:.3f} %, "
+                    f"calls {row.calls_ok}/{row.calls}, RTP loss {row.rtp_loss_pct:.2f} %, "
+                    f"MOS min {_f(row.mos_min)}",
+                    flush=True,
+                )
+                if dead := stack.dead():
+                    raise StartError(f"testbed processes died: {', '.join(dead)}")
+                time.sleep(3)  # BYEs and deletes drain before the next cell
+    finally:
+        stack.down()
+    return rows
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"ired-experiment: {what} {text!r}: comma-separated integers") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m p4relay_scenarios ired-experiment",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--buffers",
+        default=",".join(map(str, TABLE_I)),
+        help="buffer size references, packets, from Table I (default all five)",
+    )
+    ap.add_argument(
+        "--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)} (default all)"
+    )
+    ap.add_argument("--rate-mbit", type=float, default=30.0, help="bottleneck port rate (30)")
+    ap.add_argument("--calls", type=int, default=20, help="concurrent calls (20)")
+    ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per cell (30)")
+    ap.add_argument("--flows", type=int, default=4, help="iperf3 TCP flows (4)")
+    ap.add_argument("--out", type=Path, default=ROOT / "scenarios" / "results" / "ired")
+    ap.add_argument("--run-dir", type=Path, default=ROOT / "build" / "ired-experiment")
+    ap.add_argument(
+        "--nice",
+        type=int,
+        default=-10,
+        help="scheduling priority of the testbed (the machine is shared; default -10)",
+    )
+    ap.add_argument(
+        "--replot", action="store_true", help="only rewrite README.md and plots from results.json"
+    )
+    a = ap.parse_args(argv)
+    if a.replot:
+        replot(a.out)
+        return 0
+    buffers = _ints(a.buffers, "--buffers")
+    if bad := [b for b in buffers if b not in TABLE_I]:
+        ap.error(f"--buffers {bad}: Table I has {', '.join(map(str, TABLE_I))}")
+    policies = [p.strip() for p in a.policies.split(",") if p.strip()]
+    if bad_p := [p for p in policies if p not in POLICIES]:
+        ap.error(f"--policies {bad_p}: one of {', '.join(POLICIES)}")
+    if not 1 <= a.calls <= 500 or not 1 <= a.flows <= 32:
+        ap.error("--calls 1..500, --flows 1..32")
+    if a.seconds < 5 or not 1 <= a.rate_mbit <= 1000:
+        ap.error("--seconds at least 5, --rate-mbit 1..1000")
+    if os.geteuid() != 0:
+        print("ired-experiment: needs root (network namespaces)", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop)
+    if a.nice:
+        os.setpriority(os.PRIO_PROCESS, 0, a.nice)
+    command = "python -m p4relay_scenarios ired-experiment " + shlex.join(
+        sys.argv[2:] if argv is None else argv
+    )
+    try:
+        rows = run(
+            buffers,
+            policies,
+            rate_mbit=a.rate_mbit,
+            calls=a.calls,
+            seconds=a.seconds,
+            flows=a.flows,
+            run_dir=a.run_dir,
+        )
+    except StartError as exc:
+        print(f"ired-experiment: {exc}", file=sys.stderr)
+        return 1
+    meta: dict[str, object] = {
+        "command": command,
+        "machine": machine(),
+        "rate_mbit": a.rate_mbit,
+        "calls": a.calls,
+        "seconds": a.seconds,
+        "flows": a.flows,
+        "physical_queue": PHYSICAL_QUEUE,
+    }
+    write(rows, meta, a.out)
+    print(markdown(rows, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
