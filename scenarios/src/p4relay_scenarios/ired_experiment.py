@@ -181,7 +181,8 @@ def run_cell(
     n = TABLE_I[buffer]
     s = settings(buffer, n, policy)
     asyncio.run(_configure(buffer, n, policy))
-    cell_dir = out_dir / f"{policy}-{buffer}"
+    # Absolute: SIPp runs in the media directory and writes its files where it is told.
+    cell_dir = (out_dir / f"{policy}-{buffer}").resolve()
     cell_dir.mkdir(parents=True, exist_ok=True)
     rate = 10.0  # calls/s
     ramp_s = calls / rate + 2.0
@@ -254,6 +255,10 @@ def run_cell(
     )
     for c in caps:
         c.path.unlink(missing_ok=True)
+    if m.streams == 0:
+        raise StartError(
+            f"{policy}, buffer {buffer}: no call media was measured (SIPp: {cell_dir}/uac.log)"
+        )
     drops = (after.drops - before.drops) + (after.tail_drops - before.tail_drops)
     tx = int(
         c_after.get("p4relay_port_tx_packets_total", 0)
