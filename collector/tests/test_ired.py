@@ -1,11 +1,15 @@
 """iRED through the collector, against the real softswitch and server: a
 burst into a shaped port with iRED on makes the switch decide and drop in
 Ingress; the next poll sends an `ired_drop` event with the counts and the
-queue average, which the server stores; a port without iRED sends none."""
+queue average, which the server stores; a port without iRED sends none. Every
+poll's queue sample of an iRED port carries the queue average, which the
+server keeps beside the depth and serves in the port's queue series (the
+console's Switches page plots it)."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 
 from conftest import Server
 from p4relay_collector.service import Collector
@@ -62,3 +66,30 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     assert [(e["switch"], e["payload"]["dev_port"], e["payload"]["drops"]) for e in stored] == [
         ("soft-1", 2, p["drops"])
     ]
+
+    # The queue average as telemetry: on port 2's samples (iRED on), the value the
+    # poll read (the event carries the same reading), on no other port's.
+    def qavg(b: IngestBatch) -> dict[int, int | None]:
+        return {q.dev_port: q.ired_qavg_bytes for q in b.queue_samples}
+
+    for b in (first, second, third):
+        assert set(qavg(b)) >= {1, 2}, b.queue_samples
+        assert all(v is None for port, v in qavg(b).items() if port != 2)
+        assert isinstance(qavg(b)[2], int)
+    read_qavg = p["qavg_bytes"]
+    assert isinstance(read_qavg, int)
+    assert qavg(second)[2] == read_qavg
+    sw_id = server.get("/api/v1/switches").json()[0]["id"]
+    start = min(q.ts for b in (first, second, third) for q in b.queue_samples)
+    window: dict[str, str | int] = {
+        "from": (start - dt.timedelta(seconds=5)).isoformat(),
+        "to": (start + dt.timedelta(minutes=1)).isoformat(),
+        "resolution_s": 1,
+    }
+    series = server.get(f"/api/v1/switches/{sw_id}/queues", **window).json()
+    by_port = {s["dev_port"]: s["points"] for s in series}
+    served = [pt["ired_qavg_bytes"] for pt in by_port[2]]
+    # 1 s buckets average the polls that fell into them: never above the reading.
+    assert served and all(v is not None and v <= read_qavg for v in served), served
+    assert (max(served) > 0) == (read_qavg > 0), served
+    assert all(pt["ired_qavg_bytes"] is None for pt in by_port[1])

@@ -229,7 +229,7 @@ def test_switch_and_queue_samples(client: TestClient, auth: Auth, clean: Engine)
                 "utilisation": 0.5,
                 "drops": 3,
             },
-            {"switch": "sw9", "dev_port": 2, "ts": iso(T0), "drops": 0},
+            {"switch": "sw9", "dev_port": 2, "ts": iso(T0), "drops": 0, "ired_qavg_bytes": 1600},
         ],
     )
     r = post(client, auth, body).json()
@@ -253,6 +253,9 @@ def test_switch_and_queue_samples(client: TestClient, auth: Auth, clean: Engine)
     )
     bad = post(client, auth, batch(switch={"name": "sw9", "relay_table_used": -1}))
     assert bad.status_code == 422
+    for qavg in (-1, 1.5, "80", 2**41):  # a queue average is whole bytes, 0..2^40
+        q = {"switch": "sw9", "dev_port": 2, "ts": iso(T0), "ired_qavg_bytes": qavg}
+        assert post(client, auth, batch(queue_samples=[q])).status_code == 422, qavg
 
 
 @pytest.mark.parametrize(

@@ -259,6 +259,8 @@ def test_queue_series_downsampled(client: TestClient, auth: Auth) -> None:
             "queue_delay_us": 10.0 * s,
             "utilisation": 0.5,
             "drops": 1,
+            # iRED on port 2 only: its queue average rides along with the depth.
+            **({"ired_qavg_bytes": 80 * s} if p == 2 else {}),
         }
         for s in range(120)
         for p in (1, 2)
@@ -276,6 +278,8 @@ def test_queue_series_downsampled(client: TestClient, auth: Auth) -> None:
     assert p0["depth_pkts"] == pytest.approx(29.5)
     assert p0["depth_max_pkts"] == 59
     assert p0["drops"] == 60
+    assert p0["ired_qavg_bytes"] is None  # iRED off on port 1
+    assert series[1]["points"][0]["ired_qavg_bytes"] == pytest.approx(80 * 29.5)
     one = get(
         client,
         auth,
@@ -284,6 +288,7 @@ def test_queue_series_downsampled(client: TestClient, auth: Auth) -> None:
     )
     assert [s["dev_port"] for s in one] == [2]
     assert len(one[0]["points"]) == 120  # 1 s buckets
+    assert [p["ired_qavg_bytes"] for p in one[0]["points"][:3]] == [0, 80, 160]
     # A long window is coarsened to at most 1000 points.
     wide = get(
         client,

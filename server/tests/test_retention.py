@@ -35,6 +35,7 @@ def test_fold_and_expire(client: TestClient, auth: Auth, clean: Engine) -> None:
             "ts": iso(t + dt.timedelta(seconds=s)),
             "depth_pkts": s,
             "drops": 1,
+            "ired_qavg_bytes": 80 * s,
         }
         for t in (old, recent)
         for s in range(120)
@@ -81,6 +82,7 @@ def test_fold_and_expire(client: TestClient, auth: Auth, clean: Engine) -> None:
                 func.count(),
                 func.sum(QueueSample.drops),
                 func.max(QueueSample.depth_max_pkts),
+                func.avg(QueueSample.ired_qavg_bytes),
             )
             .group_by(QueueSample.resolution_s)
             .order_by(QueueSample.resolution_s)
@@ -88,7 +90,11 @@ def test_fold_and_expire(client: TestClient, auth: Auth, clean: Engine) -> None:
         sessions = c.execute(select(func.count()).select_from(CallSession)).scalar()
         events = c.execute(select(func.count()).select_from(Event)).scalar()
     assert rows == [(0, 120, 120 * 50, sum(s % 3 for s in range(120))), (60, 2, 120 * 50, lost_old)]
-    assert [tuple(r) for r in q_rows] == [(0, 120, 120, 119), (60, 2, 120, 119)]
+    # iRED's queue average folds into each bucket's mean (80 x 0..119 in both).
+    assert [tuple(r) for r in q_rows] == [
+        (0, 120, 120, 119, 80 * 59.5),
+        (60, 2, 120, 119, 80 * 59.5),
+    ]
     assert (sessions, events) == (1, 1)  # audit records are kept
 
     again = run_retention(

@@ -17,6 +17,7 @@ from typing import Literal
 
 import structlog
 from p4relay_switch import ReadEntry, SchemaError, Subscription, SwitchClient, SwitchError
+from p4relay_switch.names import IRED_CELL_BYTES
 
 from p4relay_collector import metrics
 from p4relay_collector.ired import IredReading, IredTracker
@@ -159,8 +160,10 @@ class SwitchPoller:
             log.info("switch up", switch=self.name, address=self.address, ports=len(readings))
         self.up = True
         dt_s = t0 - self.prev_t if self.prev_t is not None else 0.0
+        qavg = {r.dev_port: r.state.qavg * IRED_CELL_BYTES for r in ired}
         samples = [
-            derive_sample(self.name, self.prev.get(r.dev_port), r, dt_s, now) for r in readings
+            derive_sample(self.name, self.prev.get(r.dev_port), r, dt_s, now, qavg.get(r.dev_port))
+            for r in readings
         ]
         self.prev = {r.dev_port: r for r in readings}
         self.prev_t = t0

@@ -50,9 +50,15 @@ def line_rate(speed: str | None, shaping_kbps: int | None) -> float | None:
 
 
 def derive_sample(
-    switch: str, prev: PortReading | None, cur: PortReading, dt_s: float, ts: dt.datetime
+    switch: str,
+    prev: PortReading | None,
+    cur: PortReading,
+    dt_s: float,
+    ts: dt.datetime,
+    ired_qavg_bytes: int | None = None,
 ) -> QueueSample:
-    """A queue sample from two readings `dt_s` apart (prev None: first poll)."""
+    """A queue sample from two readings `dt_s` apart (prev None: first poll), with
+    iRED's queue average on the port when iRED is on there."""
     depth_bytes = cur.usage_cells * CELL_BYTES
     rate = cur.line_rate_bps
     delay = depth_bytes * 8 / rate * 1e6 if rate else None
@@ -77,6 +83,7 @@ def derive_sample(
         drops=drops,
         tx_packets=tx_p,
         tx_bytes=tx_b,
+        ired_qavg_bytes=ired_qavg_bytes,
     )
 
 

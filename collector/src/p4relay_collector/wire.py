@@ -56,6 +56,7 @@ class QueueSample(_Wire):
     drops: Annotated[int, Field(ge=0)] = 0
     tx_packets: Annotated[int, Field(ge=0)] | None = None
     tx_bytes: Annotated[int, Field(ge=0)] | None = None
+    ired_qavg_bytes: Annotated[int, Field(ge=0)] | None = None  # None: iRED off on the port
 
 
 class Event(_Wire):

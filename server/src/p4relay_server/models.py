@@ -231,6 +231,8 @@ class QueueSample(Base):
     drops: Mapped[int] = mapped_column(BigInteger)
     tx_packets: Mapped[int | None] = mapped_column(BigInteger)
     tx_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    # iRED's queue average on the port (its EWMA of the depth), when iRED is on there.
+    ired_qavg_bytes: Mapped[float | None] = mapped_column(Float)
 
 
 class Event(Base):

@@ -60,13 +60,16 @@ WITH moved AS (
            avg(depth_pkts) AS depth_pkts, avg(depth_bytes) AS depth_bytes,
            max(depth_max_pkts) AS depth_max_pkts, avg(queue_delay_us) AS queue_delay_us,
            max(queue_delay_max_us) AS queue_delay_max_us, avg(utilisation) AS utilisation,
-           sum(drops) AS drops, sum(tx_packets) AS tx_packets, sum(tx_bytes) AS tx_bytes
+           sum(drops) AS drops, sum(tx_packets) AS tx_packets, sum(tx_bytes) AS tx_bytes,
+           avg(ired_qavg_bytes) AS ired_qavg_bytes
     FROM moved GROUP BY switch_id, dev_port, queue, 4
 )
 INSERT INTO queue_samples (switch_id, dev_port, queue, ts, resolution_s, depth_pkts, depth_bytes,
-    depth_max_pkts, queue_delay_us, queue_delay_max_us, utilisation, drops, tx_packets, tx_bytes)
+    depth_max_pkts, queue_delay_us, queue_delay_max_us, utilisation, drops, tx_packets, tx_bytes,
+    ired_qavg_bytes)
 SELECT switch_id, dev_port, queue, ts, :bucket, depth_pkts, depth_bytes, depth_max_pkts,
-       queue_delay_us, queue_delay_max_us, utilisation, drops, tx_packets, tx_bytes
+       queue_delay_us, queue_delay_max_us, utilisation, drops, tx_packets, tx_bytes,
+       ired_qavg_bytes
 FROM agg
 ON CONFLICT (switch_id, dev_port, queue, resolution_s, ts) DO UPDATE SET
     depth_max_pkts = greatest(queue_samples.depth_max_pkts, EXCLUDED.depth_max_pkts),

@@ -1025,6 +1025,11 @@ export interface components {
             depth_pkts: number | null;
             /** Drops */
             drops: number;
+            /**
+             * Ired Qavg Bytes
+             * @description iRED's queue average on the port, bytes (mean over the bucket); null where iRED is off
+             */
+            ired_qavg_bytes?: number | null;
             /** Queue Delay Max Us */
             queue_delay_max_us: number | null;
             /** Queue Delay Us */
@@ -1053,6 +1058,11 @@ export interface components {
              * @default 0
              */
             drops: number;
+            /**
+             * Ired Qavg Bytes
+             * @description iRED's queue average on the port (its EWMA of the queue depth), bytes; absent when iRED is off on the port
+             */
+            ired_qavg_bytes?: number | null;
             /**
              * Queue
              * @default 0

@@ -44,7 +44,7 @@ export type LiveSampleItem = Pick<QualityPoint, 'ts' | 'packets' | 'lost' | 'los
   session_key: string;
   direction: Direction;
 };
-export type LiveQueueItem = Pick<QueuePoint, 'ts' | 'utilisation' | 'drops' | 'depth_bytes'> & {
+export type LiveQueueItem = Pick<QueuePoint, 'ts' | 'utilisation' | 'drops' | 'depth_bytes' | 'ired_qavg_bytes'> & {
   switch: string;
   switch_id: number;
   dev_port: number;

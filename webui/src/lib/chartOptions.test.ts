@@ -60,6 +60,23 @@ describe('queueCharts', () => {
     expect(first(o.utilisation)[0]?.data[0]?.[1]).toBe(50);
     expect(first(o.drops).map((s) => s.name)).toEqual(['port 3 tail', 'port 3 iRED']);
   });
+  it("draws iRED's queue average beside the depth of the ports that run iRED", () => {
+    const pt = (ts: string, depth: number, qavg: number | null) => ({
+      ts, depth_pkts: null, depth_max_pkts: null, depth_bytes: depth, queue_delay_us: null,
+      queue_delay_max_us: null, utilisation: null, drops: 0, ired_qavg_bytes: qavg,
+    });
+    const series: QueueSeries[] = [
+      { switch: 'sw1', dev_port: 2, queue: 0, resolution_s: 1, points: [pt('2026-01-01T00:00:01Z', 1024, null)] },
+      {
+        switch: 'sw1', dev_port: 3, queue: 0, resolution_s: 1,
+        points: [pt('2026-01-01T00:00:01Z', 4096, 2048), pt('2026-01-01T00:00:02Z', 8192, 3072)],
+      },
+    ];
+    const lines = queueCharts(series).depth.series as { name: string; data: [number, number][] }[];
+    expect(lines.map((s) => s.name)).toEqual(['port 2', 'port 3', 'port 3 iRED avg']);
+    expect(lines[2]?.data.map((d) => d[1])).toEqual([2, 3]);
+    expect(lines[1]?.data.map((d) => d[1])).toEqual([4, 8]);
+  });
 });
 
 describe('congestionEpisodes', () => {

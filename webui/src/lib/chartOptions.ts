@@ -233,10 +233,18 @@ export function queueCharts(
     (e) => `port ${String(e.payload.dev_port)} iRED`,
     (e) => (typeof e.payload.drops === 'number' ? e.payload.drops : null),
   ).map((x) => ({ ...x, kind: 'scatter' as const }));
+  // iRED's queue average (bytes) beside the depth of each port that runs iRED.
+  const qavg = series
+    .filter((s) => s.points.some((p) => p.ired_qavg_bytes != null))
+    .map((s) => ({
+      name: `${name(s)} iRED avg`,
+      points: pointsOf(s.points, (p) => (p.ired_qavg_bytes == null ? null : p.ired_qavg_bytes / 1024)),
+    }));
   return {
     depth: depthUnit(series) === 'KiB'
       ? timeSeriesOption({
-        series: spec((p) => (p.depth_bytes == null ? null : p.depth_bytes / 1024)), unit: 'KiB', yName: 'queue depth KiB', yMin: 0, markAreasX, window,
+        series: [...spec((p) => (p.depth_bytes == null ? null : p.depth_bytes / 1024)), ...qavg],
+        unit: 'KiB', yName: 'queue depth KiB', yMin: 0, markAreasX, window,
       })
       : timeSeriesOption({ series: spec((p) => p.depth_pkts), unit: 'pkts', yName: 'queue depth (pkts)', yMin: 0, markAreasX, window }),
     delay: timeSeriesOption({

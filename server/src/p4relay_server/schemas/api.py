@@ -262,6 +262,11 @@ class QueuePoint(BaseModel):
     queue_delay_max_us: float | None
     utilisation: float | None
     drops: int
+    ired_qavg_bytes: float | None = Field(
+        default=None,
+        description="iRED's queue average on the port, bytes (mean over the bucket); "
+        "null where iRED is off",
+    )
 
 
 class QueueSeries(BaseModel):

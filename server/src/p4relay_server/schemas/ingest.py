@@ -283,6 +283,11 @@ class QueueSampleIn(_Strict):
     drops: TotalPackets = 0
     tx_packets: TotalPackets | None = None
     tx_bytes: TotalBytes | None = None
+    ired_qavg_bytes: Annotated[int, Strict(), Field(ge=0, le=2**40)] | None = Field(
+        default=None,
+        description="iRED's queue average on the port (its EWMA of the queue depth), bytes; "
+        "absent when iRED is off on the port",
+    )
 
 
 class EventIn(_Strict):

@@ -587,6 +587,7 @@ def apply_queue_samples(ctx: _Context) -> None:
             "drops": q.drops,
             "tx_packets": q.tx_packets,
             "tx_bytes": q.tx_bytes,
+            "ired_qavg_bytes": q.ired_qavg_bytes,
         }
         for q in qs
     ]
@@ -611,6 +612,7 @@ def apply_queue_samples(ctx: _Context) -> None:
                         "queue_delay_us": r["queue_delay_us"],
                         "utilisation": r["utilisation"],
                         "drops": r["drops"],
+                        "ired_qavg_bytes": r["ired_qavg_bytes"],
                     }
                     for r in rows
                     if (r["switch_id"], r["dev_port"], r["queue"], r["ts"]) in keep

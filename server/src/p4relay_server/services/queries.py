@@ -271,6 +271,7 @@ def queue_series(
         func.max(q_.queue_delay_max_us),
         func.avg(q_.utilisation),
         func.sum(q_.drops),
+        func.avg(q_.ired_qavg_bytes),
     ).where(q_.switch_id == switch.id, q_.ts >= start, q_.ts < end)
     if dev_port is not None:
         q = q.where(q_.dev_port == dev_port)
@@ -278,7 +279,9 @@ def queue_series(
         q = q.where(q_.queue == queue)
     q = q.group_by(q_.dev_port, q_.queue, "b").order_by(q_.dev_port, q_.queue, "b")
     out: dict[tuple[int, int], api.QueueSeries] = {}
-    for port, qid, b, depth, depth_max, depth_b, delay, delay_max, util, drops in db.execute(q):
+    for port, qid, b, depth, depth_max, depth_b, delay, delay_max, util, drops, qavg in db.execute(
+        q
+    ):
         s = out.setdefault(
             (port, qid),
             api.QueueSeries(
@@ -295,6 +298,7 @@ def queue_series(
                 queue_delay_max_us=delay_max,
                 utilisation=util,
                 drops=int(drops or 0),
+                ired_qavg_bytes=qavg,
             )
         )
     return list(out.values())
