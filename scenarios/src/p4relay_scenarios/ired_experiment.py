@@ -57,7 +57,7 @@ from p4relay_switch import SwitchClient
 from p4relay_switch.ired import IredPortState, IredSettings, cells, clear_ired, ired_state, set_ired
 
 from p4relay_scenarios import capture, topology
-from p4relay_scenarios.experiment import machine
+from p4relay_scenarios.experiment import machine, switch_drops
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import StartError
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
@@ -71,7 +71,9 @@ PING_SRC = topology.ATTACKER
 FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
 PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
 MOS_TARGET = 4.2
-TCP_WARMUP_S = 3.0  # slow start before the measurement window opens
+# TCP's start before the measurement window opens: CUBIC leaves slow start early
+# (HyStart) and plateaus near that window for seconds before it probes for more.
+TCP_WARMUP_S = 10.0
 CLIENT_ID = 11  # BfRt client id of the experiment's configuration connection
 
 
@@ -107,6 +109,10 @@ class Row:
     mos_median: float | None
     calls_mos_ok: int  # calls at MOS >= MOS_TARGET
     window_s: float
+    # The shared machine over the window: its 1-minute load at the end, and frames the
+    # softswitch's RX rings dropped (all ports) while its threads waited for a CPU.
+    load_1m: float = 0.0
+    switch_rx_drops: int = 0
     per_call: list[dict[str, float | int | None]] = field(default_factory=list)
 
 
@@ -160,6 +166,21 @@ def port_counters(port: int) -> dict[str, float]:
     return out
 
 
+def realtime(pid: int, priority: int = 10) -> int:
+    """Every thread of `pid` on SCHED_RR at `priority`; the number of threads moved.
+
+    The switch stands in for a hardware pipeline that never waits for a CPU: on the
+    shared 2-core machine a softswitch that stalls behind other jobs drains its queue
+    late, and iRED, which decides as packets leave the queue, would decide late.
+    The softswitch sleeps between packets (it does not poll), so this takes only the
+    CPU it uses.
+    """
+    tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    for tid in tids:
+        os.sched_setscheduler(tid, os.SCHED_RR, os.sched_param(priority))
+    return len(tids)
+
+
 def _ns(netns: str, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", netns, *cmd]
 
@@ -177,6 +198,7 @@ def run_cell(
     seconds: float,
     flows: int,
     out_dir: Path,
+    warmup_s: float = TCP_WARMUP_S,
 ) -> Row:
     n = TABLE_I[buffer]
     s = settings(buffer, n, policy)
@@ -186,7 +208,7 @@ def run_cell(
     cell_dir.mkdir(parents=True, exist_ok=True)
     rate = 10.0  # calls/s
     ramp_s = calls / rate + 2.0
-    hold_s = ramp_s + TCP_WARMUP_S + seconds + 3.0
+    hold_s = ramp_s + warmup_s + seconds + 3.0
     caps = capture.start_captures(stack.sup, cell_dir, RELAY_PORTS)
     uac: list[UacResult] = []
     calls_thread = threading.Thread(
@@ -211,16 +233,17 @@ def run_cell(
     iperf_c = subprocess.Popen(
         [
             *_ns(TCP_SRC.netns, "iperf3", "-c", BOTTLENECK.addr, "-P", str(flows)),
-            *("-t", f"{TCP_WARMUP_S + seconds:g}", "--omit", f"{TCP_WARMUP_S:g}", "--json"),
+            *("-t", f"{warmup_s + seconds:g}", "--omit", f"{warmup_s:g}", "--json"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(TCP_WARMUP_S)
+    time.sleep(warmup_s)
     # The window: TCP past its slow start until it stops.
     win = (time.time_ns(), time.time_ns() + int(seconds * 1e9))
     before, c_before = asyncio.run(_read_state()), port_counters(BOTTLENECK.port)
+    rx_before = switch_drops()[0]
     pinger = subprocess.run(
         _ns(
             PING_SRC.netns,
@@ -236,6 +259,7 @@ def run_cell(
         check=False,
     )
     after, c_after = asyncio.run(_read_state()), port_counters(BOTTLENECK.port)
+    rx_after, load_1m = switch_drops()[0], os.getloadavg()[0]
     tcp_out, tcp_err = iperf_c.communicate(timeout=seconds + 30)
     iperf_s.wait(15)
     calls_thread.join(hold_s + 120)
@@ -303,6 +327,8 @@ def run_cell(
         mos_median=round(statistics.median(moses), 2) if moses else None,
         calls_mos_ok=sum(1 for x in moses if x >= MOS_TARGET),
         window_s=seconds,
+        load_1m=round(load_1m, 2),
+        switch_rx_drops=rx_after - rx_before if rx_before >= 0 and rx_after >= 0 else -1,
         per_call=[
             {
                 "ssrc": x.ssrc,
@@ -372,8 +398,17 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         f"policy drops. Through it: {meta['flows']} iperf3 TCP flows (NAT host -> UAS host), "
         "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
         f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
-        f"{meta['seconds']} s measured after {TCP_WARMUP_S:g} s of TCP start-up, one run "
-        "(the paper: 60 s x 5). maxThsld follows Algorithm 1 (2 x minThsld: 896 for the "
+        f"{meta['seconds']} s measured after {meta.get('warmup_s', TCP_WARMUP_S)} s of TCP "
+        "start-up, one run "
+        "(the paper: 60 s x 5). The testbed runs at nice "
+        f"{meta.get('nice', -10)}"
+        + (
+            ", the softswitch's threads on SCHED_RR (it stands in for a pipeline that never "
+            "waits for a CPU)"
+            if meta.get("switch_priority") == "rt"
+            else ""
+        )
+        + ". maxThsld follows Algorithm 1 (2 x minThsld: 896 for the "
         "1024 row, where Table I prints 832). Buffer, N and thresholds in full-size frames "
         f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
         "is the paper's, 2 / (N + 1).",
@@ -381,13 +416,17 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "Drop rate: the policy's drops (iRED's ingress drops, or the tail drops at the buffer) "
         "over the packets that reached the port. Jitter: per call, the mean |D_i - D_i-1| of "
         "its one-way delay; MOS: G.107 E-model per call (G.711 with PLC) from its loss, "
-        "delay and jitter.",
+        "delay and jitter. Load 1m and switch RX drops say how busy the shared 2-core "
+        "machine was: iRED decides when a packet leaves the queue, so a softswitch starved "
+        "of CPU decides late while TCP keeps filling the queue (tail drop limits the depth at "
+        "enqueue and is not delayed that way).",
         "",
         "| buffer | N | min/max thsld | policy | RTT ms mean | RTT ms p99 | ping loss % | "
         "TCP Mbit/s | retransmits | drop rate % | decisions | spared | calls ok | RTP loss % | "
         "delay ms p50 / p99 | jitter ms p50 / max | MOS min / p50 | "
-        f"calls MOS >= {MOS_TARGET} |",
-        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
+        f"calls MOS >= {MOS_TARGET} | load 1m | switch RX drops |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"
+        "---:|---:|",
     ]
     for r in rows:
         lines.append(
@@ -397,7 +436,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
             f"{r.spared} | {r.calls_ok}/{r.calls} | {r.rtp_loss_pct:.2f} | "
             f"{r.delay_ms_median:.1f} / {r.delay_ms_p99:.1f} | "
             f"{r.jitter_ms_median:.2f} / {r.jitter_ms_max:.2f} | {_f(r.mos_min)} / "
-            f"{_f(r.mos_median)} | {r.calls_mos_ok}/{len(r.per_call)} |"
+            f"{_f(r.mos_median)} | {r.calls_mos_ok}/{len(r.per_call)} | {r.load_1m:.1f} | "
+            f"{r.switch_rx_drops} |"
         )
     s = summary(rows, float(str(meta["rate_mbit"])))
     if s:
@@ -521,12 +561,16 @@ def run(
     seconds: float,
     flows: int,
     run_dir: Path,
+    switch_rt: bool = True,
+    warmup_s: float = TCP_WARMUP_S,
 ) -> list[Row]:
     """The matrix on one stack (the switch is reconfigured between cells)."""
-    stack = Stack(stack_config(run_dir, rate_mbit))
+    stack = Stack(stack_config(run_dir.resolve(), rate_mbit))
     rows: list[Row] = []
     try:
         stack.up()
+        if switch_rt:
+            realtime(stack.sup.procs["softswitch"].popen.pid)
         for b in buffers:
             for pol in policies:
                 row = run_cell(
@@ -537,6 +581,7 @@ def run(
                     seconds=seconds,
                     flows=flows,
                     out_dir=run_dir / "raw",
+                    warmup_s=warmup_s,
                 )
                 rows.append(row)
                 print(
@@ -583,6 +628,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=20, help="concurrent calls (20)")
     ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per cell (30)")
     ap.add_argument("--flows", type=int, default=4, help="iperf3 TCP flows (4)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=TCP_WARMUP_S,
+        help=f"seconds of TCP before each cell's window opens ({TCP_WARMUP_S:g})",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "scenarios" / "results" / "ired")
     ap.add_argument("--run-dir", type=Path, default=ROOT / "build" / "ired-experiment")
     ap.add_argument(
@@ -590,6 +641,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=-10,
         help="scheduling priority of the testbed (the machine is shared; default -10)",
+    )
+    ap.add_argument(
+        "--switch-priority",
+        choices=("rt", "nice"),
+        default="rt",
+        help="rt: the softswitch's threads on SCHED_RR (a hardware switch never waits for a "
+        "CPU; default); nice: only the testbed's --nice",
     )
     ap.add_argument(
         "--replot", action="store_true", help="only rewrite README.md and plots from results.json"
@@ -606,8 +664,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--policies {bad_p}: one of {', '.join(POLICIES)}")
     if not 1 <= a.calls <= 500 or not 1 <= a.flows <= 32:
         ap.error("--calls 1..500, --flows 1..32")
-    if a.seconds < 5 or not 1 <= a.rate_mbit <= 1000:
-        ap.error("--seconds at least 5, --rate-mbit 1..1000")
+    if a.seconds < 5 or not 1 <= a.rate_mbit <= 1000 or not 0 <= a.warmup <= 600:
+        ap.error("--seconds at least 5, --rate-mbit 1..1000, --warmup 0..600")
     if os.geteuid() != 0:
         print("ired-experiment: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -627,6 +685,8 @@ def main(argv: list[str] | None = None) -> int:
             seconds=a.seconds,
             flows=a.flows,
             run_dir=a.run_dir,
+            switch_rt=a.switch_priority == "rt",
+            warmup_s=a.warmup,
         )
     except StartError as exc:
         print(f"ired-experiment: {exc}", file=sys.stderr)
@@ -639,6 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": a.seconds,
         "flows": a.flows,
         "physical_queue": PHYSICAL_QUEUE,
+        "switch_priority": a.switch_priority,
+        "warmup_s": a.warmup,
+        "nice": a.nice,
     }
     write(rows, meta, a.out)
     print(markdown(rows, meta))

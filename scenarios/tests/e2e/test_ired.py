@@ -34,6 +34,7 @@ def ired_stack() -> Iterator[Stack]:
     try:
         topology.down()
         s.up()
+        ix.realtime(s.sup.procs["softswitch"].popen.pid)  # as the experiment runs it
         yield s
     finally:
         s.down()
@@ -42,7 +43,14 @@ def ired_stack() -> Iterator[Stack]:
 def test_ired_spares_calls_and_drops_bulk_traffic(ired_stack: Stack, tmp_path: Path) -> None:
     def cell(policy: str) -> ix.Row:
         return ix.run_cell(
-            ired_stack, 64, policy, calls=CALLS, seconds=SECONDS, flows=4, out_dir=tmp_path
+            ired_stack,
+            64,
+            policy,
+            calls=CALLS,
+            seconds=SECONDS,
+            flows=4,
+            out_dir=tmp_path,
+            warmup_s=3.0,  # a 64-packet buffer fills within slow start
         )
 
     tail = cell("taildrop")
