@@ -74,6 +74,9 @@ MOS_TARGET = 4.2
 # TCP's start before the measurement window opens: CUBIC leaves slow start early
 # (HyStart) and plateaus near that window for seconds before it probes for more.
 TCP_WARMUP_S = 10.0
+# Loss-based TCP, the traffic RED and iRED are made for (and the paper's iperf3
+# default); BBR paces to its bandwidth estimate and barely fills a buffer.
+TCP_CC = "cubic"
 CLIENT_ID = 11  # BfRt client id of the experiment's configuration connection
 
 
@@ -199,6 +202,7 @@ def run_cell(
     flows: int,
     out_dir: Path,
     warmup_s: float = TCP_WARMUP_S,
+    cc: str = TCP_CC,
 ) -> Row:
     n = TABLE_I[buffer]
     s = settings(buffer, n, policy)
@@ -232,7 +236,7 @@ def run_cell(
     time.sleep(0.5)
     iperf_c = subprocess.Popen(
         [
-            *_ns(TCP_SRC.netns, "iperf3", "-c", BOTTLENECK.addr, "-P", str(flows)),
+            *_ns(TCP_SRC.netns, "iperf3", "-c", BOTTLENECK.addr, "-P", str(flows), "-C", cc),
             *("-t", f"{warmup_s + seconds:g}", "--omit", f"{warmup_s:g}", "--json"),
         ],
         stdout=subprocess.PIPE,
@@ -395,7 +399,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         f"Bottleneck: the softswitch's port {BOTTLENECK.port} (towards the UAS host) at "
         f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so only the "
-        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows (NAT host -> UAS host), "
+        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows "
+        f"({meta.get('cc', 'the system default congestion control')}; NAT host -> UAS host), "
         "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
         f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
         f"{meta['seconds']} s measured after {meta.get('warmup_s', TCP_WARMUP_S)} s of TCP "
@@ -563,6 +568,7 @@ def run(
     run_dir: Path,
     switch_rt: bool = True,
     warmup_s: float = TCP_WARMUP_S,
+    cc: str = TCP_CC,
 ) -> list[Row]:
     """The matrix on one stack (the switch is reconfigured between cells)."""
     stack = Stack(stack_config(run_dir.resolve(), rate_mbit))
@@ -582,6 +588,7 @@ def run(
                     flows=flows,
                     out_dir=run_dir / "raw",
                     warmup_s=warmup_s,
+                    cc=cc,
                 )
                 rows.append(row)
                 print(
@@ -629,6 +636,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per cell (30)")
     ap.add_argument("--flows", type=int, default=4, help="iperf3 TCP flows (4)")
     ap.add_argument(
+        "--cc",
+        default=TCP_CC,
+        help=f"the TCP flows' congestion control (iperf3 -C; default {TCP_CC})",
+    )
+    ap.add_argument(
         "--warmup",
         type=float,
         default=TCP_WARMUP_S,
@@ -664,6 +676,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--policies {bad_p}: one of {', '.join(POLICIES)}")
     if not 1 <= a.calls <= 500 or not 1 <= a.flows <= 32:
         ap.error("--calls 1..500, --flows 1..32")
+    if not a.cc.isalnum():
+        ap.error(f"--cc {a.cc!r}: a congestion control's name (e.g. cubic, reno, bbr)")
     if a.seconds < 5 or not 1 <= a.rate_mbit <= 1000 or not 0 <= a.warmup <= 600:
         ap.error("--seconds at least 5, --rate-mbit 1..1000, --warmup 0..600")
     if os.geteuid() != 0:
@@ -687,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir=a.run_dir,
             switch_rt=a.switch_priority == "rt",
             warmup_s=a.warmup,
+            cc=a.cc,
         )
     except StartError as exc:
         print(f"ired-experiment: {exc}", file=sys.stderr)
@@ -701,6 +716,7 @@ def main(argv: list[str] | None = None) -> int:
         "physical_queue": PHYSICAL_QUEUE,
         "switch_priority": a.switch_priority,
         "warmup_s": a.warmup,
+        "cc": a.cc,
         "nice": a.nice,
     }
     write(rows, meta, a.out)
