@@ -380,10 +380,13 @@ def summary(rows: list[Row], rate_mbit: float) -> list[str]:
         return []
     return [
         "| buffer | policy | RTT mean: tail drop / policy | RTT p99: tail drop / policy | "
-        "TCP: policy / tail drop | port used by TCP | worst call MOS: tail drop -> policy | "
+        "TCP: policy / tail drop | TCP goodput / port rate | worst call MOS: tail drop -> policy | "
         f"calls at MOS >= {MOS_TARGET} |",
         "|---:|---|---:|---:|---:|---:|---|---:|",
         *out,
+        "",
+        "Goodput counts TCP payload only: with its TCP/IP headers (1514-byte frames for "
+        "1448 bytes of payload) and the calls' media beside it the port is full.",
     ]
 
 
