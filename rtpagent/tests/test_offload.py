@@ -104,7 +104,9 @@ async def test_reinvite_rekeys(tmp_path: Path, sw: Softswitch, probe: SwitchClie
         r = await cl.cmd("U call2 198.18.2.10 7100 t1;1 f1;1")
         assert r is not None and r.split()[0].isdigit()
         await cl.cmd("L call2 198.18.1.10 6000 t1;1 f1;1")
-        await wait_for(lambda: any(k[2] == 7100 for k in app.offloader.by_key))
+        await wait_for(
+            lambda: any(k[2] == 7100 for _, p in app.offloader.offloaded() for k in p.flow_keys())
+        )
         await app.offloader.drained()
         got = await relays(probe)
         assert len(got) == 4
@@ -196,7 +198,7 @@ async def test_fail_open_guard_table_full(tmp_path: Path) -> None:
     the guard table, for one call's guards: the second call stays on RTPProxy
     and nothing of it is left in the switch."""
     from p4relay_switch import Entry
-    from p4relay_switch.pipeline import A_GUARD_DROP, RELAY_GUARD
+    from p4relay_switch.names import A_GUARD_DROP, RELAY_GUARD
 
     with softswitch(["--relay-entries", "8"]) as small:
         await route_all(small.address)

@@ -205,7 +205,7 @@ async def test_agent_killed_and_restarted(
         assert await guards() == 4  # ... and keeps guarding
         # A guard no live call owns (a crashed predecessor's): swept at start.
         from p4relay_switch import Entry
-        from p4relay_switch.pipeline import A_GUARD_DROP, RELAY_GUARD
+        from p4relay_switch.names import A_GUARD_DROP, RELAY_GUARD
 
         await probe.insert(
             RELAY_GUARD,

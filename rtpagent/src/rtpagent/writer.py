@@ -1,0 +1,281 @@
+"""The install writer: installs, modifications and take-backs, the
+latency-critical writes.
+
+The control path marks sessions dirty; one worker turns all dirty sessions
+into one ordered BfRt write (batched: thousands of calls per second cost a
+few RPCs), so the control path never waits on the switch. When the switch
+refuses (full, unreachable, error) the session stays on RTPProxy and the
+reason is recorded: fail-open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import structlog
+from p4relay_switch import EntryBatch as Batch
+from p4relay_switch import FlowKey, GuardKey, LegRewrite, RelayEntry
+
+from . import metrics
+from .drain import Drain
+from .installed import Installed
+from .planner import Plan, Planner, add_counts
+from .state import OffloadState, Session, SessionTable
+from .switchport import OffloadRefused
+
+log = structlog.get_logger("rtpagent.writer")
+
+Emit = Callable[..., None]
+Install = tuple[Session, Plan, bool]  # (session, plan, is_new)
+
+
+class InstallWriter:
+    def __init__(
+        self,
+        table: SessionTable,
+        installed: Installed,
+        planner: Planner,
+        emit: Emit,
+        drain: Drain,
+    ) -> None:
+        self.table = table
+        self.installed = installed
+        self.planner = planner
+        self.emit = emit
+        self.drain = drain
+        self.dirty: dict[str, Session] = {}
+        self.writing: set[str] = set()  # sessions in the write under way
+        # One writer at a time: this worker and reconcile must not interleave
+        # (a reconcile's read-back would be stale against a concurrent write).
+        self.lock = asyncio.Lock()
+        self.after_round: Callable[[], None] = lambda: None
+        self._wake = asyncio.Event()
+        drain.watch(lambda: len(self.dirty))
+
+    def mark(self, s: Session) -> None:
+        """`s` changed: bring the switch in line with it soon."""
+        self.dirty[s.uid] = s
+        self.drain.queued()
+        self._wake.set()
+
+    def wake(self) -> None:
+        """Something besides a session is pending (a taken-over guard)."""
+        self._wake.set()
+
+    def desired(self, s: Session) -> tuple[OffloadState, str | None]:
+        """What state the session should be in, and why."""
+        return self.planner.desired(s, self.installed.switch.connected)
+
+    async def run(self) -> None:
+        busy = False
+        while True:
+            await self._wake.wait()
+            if busy:
+                # Under load, a millisecond gathers more calls into one Write
+                # (each RPC costs the agent far more CPU than an update in it).
+                await asyncio.sleep(0.001)
+            self._wake.clear()
+            dirty, self.dirty = self.dirty, {}
+            busy = len(dirty) > 1
+            self.writing.update(dirty)
+            with self.drain.working():
+                try:
+                    async with self.lock:
+                        await self._flush(dirty)
+                except Exception:
+                    log.exception("offload_worker_error")
+                finally:
+                    self.writing.difference_update(dirty)
+            self.after_round()
+            self.drain.settle()
+
+    async def _flush(self, dirty: dict[str, Session]) -> None:
+        inst = self.installed
+        if not dirty and not inst.guards.pending_deletes:
+            return
+        to_install: list[Install] = []
+        to_remove: list[Session] = []
+        for s in dirty.values():
+            if s.uid not in self.table.by_uid:
+                continue
+            want, reason = self.desired(s)
+            have = inst.plans.get(s.uid)
+            if want is OffloadState.OFFLOADED:
+                legs = s.legs or []
+                if not legs:
+                    a, b = inst.legs.take(), inst.legs.take()
+                    if a is None or b is None:
+                        for leg in (a, b):
+                            if leg is not None:
+                                inst.legs.release(leg)
+                        self._fallback(s, "legs_exhausted")
+                        continue
+                    legs = [a, b]
+                p = self.planner.plan(s, legs)
+                if have == p:
+                    continue
+                s.legs = legs
+                to_install.append((s, p, have is None))
+            else:
+                if have is not None:
+                    to_remove.append(s)
+                self._set_state(s, want, reason)
+        if to_remove:
+            await self._take_back(to_remove)
+        if to_install:
+            await self._install(to_install)
+        elif inst.guards.pending_deletes:
+            await inst.write_removal(lambda: Batch(del_guards=inst.guards.take_deletes()))
+
+    def _set_state(self, s: Session, state: OffloadState, reason: str | None) -> None:
+        if s.state is state and s.reason == reason:
+            return
+        prev = s.state
+        s.state, s.reason = state, reason
+        if state is OffloadState.FALLBACK:
+            metrics.FALLBACKS.labels(reason or "unknown").inc()
+            log.info("fallback", call_id=s.call_id, tag=s.tag, reason=reason)
+            self.emit("fallback", s, reason=reason or "unknown")
+        elif state is OffloadState.HELD:
+            log.info("held_on_rtpproxy", call_id=s.call_id, tag=s.tag, reason=reason)
+            if prev is OffloadState.OFFLOADED:
+                self.emit("offload_removed", s, reason=reason or "held")
+        elif state is OffloadState.LEARNING:
+            log.info("awaiting_latch", call_id=s.call_id, tag=s.tag)
+        self.emit("state", s)
+
+    def _fallback(self, s: Session, reason: str) -> None:
+        if s.uid not in self.installed.plans:
+            self.installed.release_legs(s)
+        self._set_state(s, OffloadState.FALLBACK, reason)
+
+    async def _install(self, items: list[Install]) -> None:
+        inst = self.installed
+        async with inst.write_lock:
+            batch, olds = self._install_batch(items)
+            refused = await self._write_install(items, batch, olds)
+        if refused is None:
+            self._installed(items)
+            return
+        exc = refused
+        if len(items) > 1 and exc.reason != "switch_unreachable":
+            # One bad session must not sink the batch: retry one by one.
+            for it in items:
+                await self._install([it])
+            return
+        for s, _p, new in items:
+            if new:
+                self._fallback(s, exc.reason)
+            else:
+                # A modification failed: the old entries may be gone; drop all.
+                inst.plans.pop(s.uid, None)
+                await inst.remove_best_effort(s, olds.get(s.uid))
+                self._fallback(s, exc.reason)
+        log.warning("offload_refused", reason=exc.reason, detail=exc.detail, sessions=len(items))
+
+    async def _write_install(
+        self, items: list[Install], batch: Batch, olds: dict[str, Plan]
+    ) -> OffloadRefused | None:
+        switch = self.installed.switch
+        if batch.del_relays and switch.connected:
+            # Re-keyed flows (re-INVITE, latch): keep what the old keys counted.
+            try:
+                counts = await switch.read_counters(list(batch.del_relays))
+            except OffloadRefused:
+                counts = {}
+            gone = set(batch.del_relays)
+            for s, _p, _new in items:
+                old = olds.get(s.uid)
+                if old is not None:
+                    add_counts(
+                        s, Plan(old.legs, tuple(r for r in old.relays if r.key in gone)), counts
+                    )
+        try:
+            await switch.write(batch, self.installed.idle_ttl_ms)
+        except OffloadRefused as exc:
+            return exc
+        return None
+
+    def _installed(self, items: list[Install]) -> None:
+        now = time.time()
+        for s, p, new in items:
+            self.installed.record(s, p)
+            prev = s.state
+            s.state, s.reason = OffloadState.OFFLOADED, None
+            s.idle_since = [None, None]
+            if new:
+                s.offloaded_at = now
+                if s.pending_since is not None:
+                    metrics.OFFLOAD_LATENCY.observe(time.perf_counter() - s.pending_since)
+                    s.pending_since = None
+                metrics.OFFLOADS.inc()
+                log.info("offloaded", call_id=s.call_id, tag=s.tag, legs=s.legs)
+                self.emit("offload_installed", s, entries=len(p.relays))
+            else:
+                metrics.MODIFICATIONS.inc()
+                log.info("offload_modified", call_id=s.call_id, tag=s.tag)
+                self.emit("modified", s)
+            if prev is not OffloadState.OFFLOADED or not new:
+                self.emit("state", s)
+        metrics.OFFLOADED.set(len(self.installed.plans))
+
+    def _install_batch(self, items: list[Install]) -> tuple[Batch, dict[str, Plan]]:
+        inst = self.installed
+        add_legs: list[LegRewrite] = []
+        mod_legs: list[LegRewrite] = []
+        add_relays: list[RelayEntry] = []
+        del_relays: list[FlowKey] = []
+        add_guards: list[GuardKey] = []
+        del_guards: list[GuardKey] = []
+        reset: list[int] = []
+        olds: dict[str, Plan] = {}
+        for s, p, _new in items:
+            for g in p.guards:
+                inst.take_guard(g, s.uid)
+        del_guards.extend(inst.guards.take_deletes())
+        for s, p, _new in items:
+            old = inst.plans.get(s.uid)
+            if old is None:
+                add_legs.extend(p.legs)
+                add_relays.extend(p.relays)
+                add_guards.extend(p.guards)
+                reset.extend(inst.legs.dirty(lg.leg for lg in p.legs))
+                continue
+            olds[s.uid] = old
+            mod_legs.extend(lg for lg, ol in zip(p.legs, old.legs, strict=True) if lg != ol)
+            old_relays = {r.key: r for r in old.relays}
+            new_keys = {r.key for r in p.relays}
+            del_relays.extend(k for k in old_relays if k not in new_keys)
+            add_relays.extend(r for r in p.relays if r.key not in old_relays)
+            # A relay port moved (re-INVITE): its old guard goes before its
+            # relays, the new one comes after them (Batch's order).
+            del_guards.extend(g for g in old.guards if g not in p.guards)
+            add_guards.extend(g for g in p.guards if g not in old.guards)
+        # Removed keys first: a re-keyed flow may reuse a key of the same batch.
+        batch = Batch(
+            tuple(add_legs),
+            tuple(mod_legs),
+            tuple(add_relays),
+            tuple(del_relays),
+            reset_legs=tuple(reset),
+            add_guards=tuple(add_guards),
+            del_guards=tuple(del_guards),
+        )
+        return batch, olds
+
+    async def _take_back(self, sessions: list[Session]) -> None:
+        """Move sessions' media back to RTPProxy, keeping the switch's counts."""
+        inst = self.installed
+        plans = inst.of(sessions)
+        await inst.harvest(plans)
+        plans = inst.current(plans)
+        await inst.write_removal(lambda: inst.removal(inst.current(plans)))
+        for s, p in inst.current(plans):
+            inst.forget(s, p)
+            want, reason = self.desired(s)
+            self._set_state(
+                s, want if want is not OffloadState.OFFLOADED else OffloadState.PENDING, reason
+            )
+        metrics.OFFLOADED.set(len(inst.plans))
