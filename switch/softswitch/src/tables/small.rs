@@ -73,8 +73,8 @@ pub struct RelayAddrKey {
 pub struct SmallTables {
     /// (prefix, length) → action: the control-plane view, and read back by Read.
     pub lpm: BTreeMap<(u32, u8), LpmAction>,
-    /// Data-path index: one hash map per prefix length in use, longest first.
-    lpm_by_len: Vec<(u8, HashMap<u32, LpmAction>)>,
+    /// Data-path index (`index_by_len`).
+    lpm_by_len: ByLen<LpmAction>,
     pub lpm_default: LpmAction,
     pub nexthop: HashMap<u16, NexthopAction>,
     pub nexthop_default: NexthopAction,
@@ -83,7 +83,7 @@ pub struct SmallTables {
     pub relay_addr_default: RelayAddrAction,
     /// (prefix, length) → action, and its data-path index, as for ipv4_lpm.
     pub reroute_watch: BTreeMap<(u32, u8), RerouteWatchAction>,
-    watch_by_len: Vec<(u8, HashMap<u32, RerouteWatchAction>)>,
+    watch_by_len: ByLen<RerouteWatchAction>,
     pub reroute_watch_default: RerouteWatchAction,
     pub reroute_class: HashMap<u8, RerouteClassAction>,
     pub reroute_class_default: RerouteClassAction,
@@ -122,15 +122,37 @@ pub fn prefix_mask(len: u8) -> u32 {
     }
 }
 
+/// An LPM table's key: the prefix with its host bits cleared, and its length.
+pub fn prefix_key(prefix: u32, len: u8) -> Result<(u32, u8), TableError> {
+    if len > 32 {
+        return Err(TableError::Invalid(format!("prefix length {len} > 32")));
+    }
+    Ok((prefix & prefix_mask(len), len))
+}
+
+/// An LPM table's data-path index: one hash map per prefix length in use,
+/// longest first.
+type ByLen<A> = Vec<(u8, HashMap<u32, A>)>;
+
+fn index_by_len<A: Copy>(entries: &BTreeMap<(u32, u8), A>) -> ByLen<A> {
+    let mut by_len: BTreeMap<u8, HashMap<u32, A>> = BTreeMap::new();
+    for (&(p, l), &a) in entries {
+        by_len.entry(l).or_default().insert(p, a);
+    }
+    by_len.into_iter().rev().collect()
+}
+
+#[inline]
+fn longest_match<A: Copy>(by_len: &ByLen<A>, dst: u32) -> Option<A> {
+    by_len
+        .iter()
+        .find_map(|(len, m)| m.get(&(dst & prefix_mask(*len))).copied())
+}
+
 impl SmallTables {
     #[inline]
     pub fn lpm_lookup(&self, dst: u32) -> LpmAction {
-        for (len, m) in &self.lpm_by_len {
-            if let Some(a) = m.get(&(dst & prefix_mask(*len))) {
-                return *a;
-            }
-        }
-        self.lpm_default
+        longest_match(&self.lpm_by_len, dst).unwrap_or(self.lpm_default)
     }
 
     #[inline]
@@ -153,12 +175,7 @@ impl SmallTables {
 
     #[inline]
     pub fn reroute_watch_lookup(&self, dst: u32) -> RerouteWatchAction {
-        for (len, m) in &self.watch_by_len {
-            if let Some(a) = m.get(&(dst & prefix_mask(*len))) {
-                return *a;
-            }
-        }
-        self.reroute_watch_default
+        longest_match(&self.watch_by_len, dst).unwrap_or(self.reroute_watch_default)
     }
 
     #[inline]
@@ -176,16 +193,8 @@ impl SmallTables {
         a: Option<RerouteWatchAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if len > 32 {
-            return Err(TableError::Invalid(format!("prefix length {len} > 32")));
-        }
-        let k = (prefix & prefix_mask(len), len);
-        write_map(&mut self.reroute_watch, k, a, insert)?;
-        let mut by_len: BTreeMap<u8, HashMap<u32, RerouteWatchAction>> = BTreeMap::new();
-        for (&(p, l), &a) in &self.reroute_watch {
-            by_len.entry(l).or_default().insert(p, a);
-        }
-        self.watch_by_len = by_len.into_iter().rev().collect();
+        write_map(&mut self.reroute_watch, prefix_key(prefix, len)?, a, insert)?;
+        self.watch_by_len = index_by_len(&self.reroute_watch);
         Ok(())
     }
 
@@ -222,14 +231,6 @@ impl SmallTables {
         Ok(())
     }
 
-    fn reindex_lpm(&mut self) {
-        let mut by_len: BTreeMap<u8, HashMap<u32, LpmAction>> = BTreeMap::new();
-        for (&(p, l), &a) in &self.lpm {
-            by_len.entry(l).or_default().insert(p, a);
-        }
-        self.lpm_by_len = by_len.into_iter().rev().collect();
-    }
-
     pub fn lpm_write(
         &mut self,
         prefix: u32,
@@ -237,12 +238,8 @@ impl SmallTables {
         a: Option<LpmAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if len > 32 {
-            return Err(TableError::Invalid(format!("prefix length {len} > 32")));
-        }
-        let k = (prefix & prefix_mask(len), len);
-        write_map(&mut self.lpm, k, a, insert)?;
-        self.reindex_lpm();
+        write_map(&mut self.lpm, prefix_key(prefix, len)?, a, insert)?;
+        self.lpm_by_len = index_by_len(&self.lpm);
         Ok(())
     }
 
@@ -271,35 +268,61 @@ impl SmallTables {
     }
 }
 
-/// Insert (must not exist), modify (must exist), delete (`a` = None; must exist).
-trait MapLike<K, V> {
+/// A small table's entries, whichever map holds them: what writes and reads
+/// of any small table need.
+pub trait MapLike<K, V> {
     fn has(&self, k: &K) -> bool;
+    fn find(&self, k: &K) -> Option<&V>;
     fn put(&mut self, k: K, v: V);
     fn del(&mut self, k: &K);
+    /// Every entry, sorted by key (as reads return them).
+    fn sorted(&self) -> Vec<(&K, &V)>;
+    fn count(&self) -> usize;
 }
 impl<K: Ord, V> MapLike<K, V> for BTreeMap<K, V> {
     fn has(&self, k: &K) -> bool {
         self.contains_key(k)
     }
+    fn find(&self, k: &K) -> Option<&V> {
+        self.get(k)
+    }
     fn put(&mut self, k: K, v: V) {
         self.insert(k, v);
     }
     fn del(&mut self, k: &K) {
         self.remove(k);
     }
+    fn sorted(&self) -> Vec<(&K, &V)> {
+        self.iter().collect()
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
 }
-impl<K: std::hash::Hash + Eq, V> MapLike<K, V> for HashMap<K, V> {
+impl<K: std::hash::Hash + Ord, V> MapLike<K, V> for HashMap<K, V> {
     fn has(&self, k: &K) -> bool {
         self.contains_key(k)
     }
+    fn find(&self, k: &K) -> Option<&V> {
+        self.get(k)
+    }
     fn put(&mut self, k: K, v: V) {
         self.insert(k, v);
     }
     fn del(&mut self, k: &K) {
         self.remove(k);
     }
+    fn sorted(&self) -> Vec<(&K, &V)> {
+        let mut all: Vec<_> = self.iter().collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+    fn count(&self) -> usize {
+        self.len()
+    }
 }
 
+/// Insert (must not exist), modify (must exist), delete (`a` = None; must exist).
 fn write_map<K, V>(
     m: &mut impl MapLike<K, V>,
     k: K,

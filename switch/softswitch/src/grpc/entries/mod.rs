@@ -1,9 +1,9 @@
 //! Table writes and reads: BfRt TableEntry ↔ the pipeline's tables, registers
 //! and the fixed port/queue tables. One module per table kind, each with its
 //! decode (BfRt key/data → table types), apply, read and encode:
-//! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (ipv4_lpm,
-//! nexthop, relay_addr), `reroute` (reroute_watch, reroute_class),
-//! `register`, `fixed` ($PORT, $PORT_STAT, shaping,
+//! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (one
+//! mechanism for ipv4_lpm, nexthop, relay_addr, ired_port, reroute_watch,
+//! reroute_class), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
 //! queue counters). Each applied write records how to undo it, so a
 //! ROLLBACK_ON_ERROR batch can be taken back.
 
@@ -12,7 +12,6 @@ mod guard;
 mod legs;
 mod register;
 pub(super) mod relay;
-mod reroute;
 mod small;
 
 use std::sync::Arc;
@@ -301,16 +300,12 @@ impl Switch {
             TableKind::Relay => relay::apply(&mut u),
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
-            TableKind::Ipv4Lpm
-            | TableKind::Nexthop
-            | TableKind::RelayAddr
-            | TableKind::IredPort => small::apply(&mut u),
-            TableKind::RerouteWatch | TableKind::RerouteClass => reroute::apply(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
             | TableKind::QueueCounter => fixed::apply(&mut u),
+            kind => (small_table(kind)?.apply)(&mut u),
         }
     }
 
@@ -364,16 +359,12 @@ impl Switch {
             TableKind::Relay => relay::read(&r, target, out),
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
-            TableKind::Ipv4Lpm
-            | TableKind::Nexthop
-            | TableKind::RelayAddr
-            | TableKind::IredPort => small::read(&r, target, out),
-            TableKind::RerouteWatch | TableKind::RerouteClass => reroute::read(&r, target, out),
             TableKind::Register(reg) => register::read(&r, reg, target, out),
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
             | TableKind::QueueCounter => fixed::read(&r, target, out),
+            kind => (small_table(kind)?.read)(&r, target, out),
         }?;
         if key.is_none() {
             default_entry(&r, out);
@@ -388,14 +379,11 @@ impl Switch {
             TableKind::Relay => p.relay.len() as u32,
             TableKind::RelayGuard => p.guard.len() as u32,
             TableKind::LegRewrite => p.legs.len() as u32,
-            TableKind::Ipv4Lpm => p.small.load().lpm.len() as u32,
-            TableKind::Nexthop => p.small.load().nexthop.len() as u32,
-            TableKind::RelayAddr => p.small.load().relay_addr.len() as u32,
-            TableKind::RerouteWatch => p.small.load().reroute_watch.len() as u32,
-            TableKind::RerouteClass => p.small.load().reroute_class.len() as u32,
-            TableKind::IredPort => p.small.load().ired_port.len() as u32,
             TableKind::Register(_) => t.size,
-            _ => self.ports.len() as u32,
+            kind => match small::table(kind) {
+                Some(small) => (small.usage)(&p.small.load()) as u32,
+                None => self.ports.len() as u32,
+            },
         }
     }
 }
@@ -404,14 +392,13 @@ impl Switch {
 /// (registers and fixed tables have none: nothing, as on bf_switchd).
 fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
     let action = match r.t.kind {
-        TableKind::Ipv4Lpm | TableKind::Nexthop | TableKind::RelayAddr | TableKind::IredPort => {
-            small::default_data(r)
-        }
-        TableKind::RerouteWatch | TableKind::RerouteClass => reroute::default_data(r),
         TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
             action_only(r.t, names::NO_ACTION)
         }
-        _ => return,
+        kind => match small::table(kind) {
+            Some(small) => (small.default_data)(r),
+            None => return,
+        },
     };
     out(pb::TableEntry {
         is_default_entry: true,
@@ -424,14 +411,11 @@ fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
 fn has_default_entry(kind: TableKind) -> bool {
     matches!(
         kind,
-        TableKind::Relay
-            | TableKind::RelayGuard
-            | TableKind::LegRewrite
-            | TableKind::Ipv4Lpm
-            | TableKind::Nexthop
-            | TableKind::RelayAddr
-            | TableKind::RerouteWatch
-            | TableKind::RerouteClass
-            | TableKind::IredPort
-    )
+        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite
+    ) || small::table(kind).is_some()
+}
+
+/// The small table of this kind (every kind not matched before it is one).
+fn small_table(kind: TableKind) -> Result<small::Ops, Status> {
+    small::table(kind).ok_or_else(|| Status::unimplemented(format!("table kind {kind:?}")))
 }

@@ -1,27 +1,22 @@
-//! The congestion-reroute tables, kept in the small tables' snapshot:
-//! `pipe.Ingress.reroute_watch` (destination prefix → `reroute_backup(slot,
-//! flow_class, backup_nexthop_id, primary_port)` | `reroute_notify(slot,
-//! flow_class)` | `NoAction`) and `pipe.Egress.reroute_class` (flow class →
-//! `reroute_thresholds(t_q_ns, m, hold_ms)` | `NoAction`).
+//! The congestion-reroute tables: `pipe.Ingress.reroute_watch` (destination
+//! prefix → `reroute_backup(slot, flow_class, backup_nexthop_id,
+//! primary_port)` | `reroute_notify(slot, flow_class)` | `NoAction`) and
+//! `pipe.Egress.reroute_class` (flow class → `reroute_thresholds(t_q_ns, m,
+//! hold_ms)` | `NoAction`).
+
+use std::collections::{BTreeMap, HashMap};
 
 use tonic::Status;
 
-use super::small::{entry, inserts, need, not_allowed, update, Entry};
-use super::{action_only, params, Op, Reader, Target, Update};
+use super::forwarding::{exact_pb, prefix, prefix_pb};
+use super::{not_allowed, SmallTable};
 use crate::contract::{names, CONTRACT};
-use crate::grpc::codec::{invalid, key_exact, key_lpm, Data, Keys};
+use crate::grpc::codec::{invalid, Data, Keys};
+use crate::grpc::entries::{action_only, params};
 use crate::grpc::pb;
-use crate::schema::{TableKind, TableSchema};
-use crate::tables::small::{prefix_mask, RerouteClassAction, RerouteWatchAction};
-
-pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
-    match u.t.kind {
-        TableKind::RerouteWatch => apply_watch(u),
-        _ => apply_class(u),
-    }
-}
-
-// ---------------------------------------------------------------- reroute_watch
+use crate::schema::TableSchema;
+use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
+use crate::tables::TableError;
 
 /// A slot indexes `reroute_active` and `reroute_run`: one beyond them would
 /// be a register access out of range on Tofino (wrapped), so it is refused.
@@ -36,211 +31,139 @@ fn slot(t: &TableSchema, d: &Data) -> Result<u16, Status> {
     Ok(s as u16)
 }
 
-fn watch_action(t: &TableSchema, d: &Data) -> Result<Option<RerouteWatchAction>, Status> {
-    Ok(match d.action_name() {
-        Some(names::REROUTE_BACKUP) => Some(RerouteWatchAction::Backup {
-            slot: slot(t, d)?,
-            flow_class: d.int(names::P_FLOW_CLASS)? as u8,
-            backup_nexthop_id: d.int(names::P_BACKUP_NEXTHOP_ID)? as u16,
-            primary_port: d.int(names::P_PRIMARY_PORT)? as u16,
-        }),
-        Some(names::REROUTE_NOTIFY) => Some(RerouteWatchAction::Notify {
-            slot: slot(t, d)?,
-            flow_class: d.int(names::P_FLOW_CLASS)? as u8,
-        }),
-        Some(names::NO_ACTION) => Some(RerouteWatchAction::NoAction),
-        None => None,
-        Some(o) => return Err(not_allowed(t, o)),
-    })
-}
+pub(super) struct RerouteWatch;
 
-fn watch_key(keys: &Keys) -> Result<(u32, u8), Status> {
-    let (p, l) = keys.lpm(names::KEY_IPV4_DST)?;
-    Ok((p as u32, l))
-}
+impl SmallTable for RerouteWatch {
+    type Key = (u32, u8);
+    type Action = RerouteWatchAction;
+    type Map = BTreeMap<(u32, u8), RerouteWatchAction>;
+    const RESET: Option<RerouteWatchAction> = Some(RerouteWatchAction::NoAction);
 
-fn apply_watch(u: &mut Update) -> Result<(), Status> {
-    let t = u.t;
-    let a = watch_action(t, &u.data)?;
-    let entry = entry(u, watch_key)?;
-    let op = u.op;
-    update(u, |s| match entry {
-        Entry::Default => {
-            s.reroute_watch_default = if op == Op::Delete {
-                RerouteWatchAction::NoAction
-            } else {
-                a.unwrap_or(s.reroute_watch_default)
-            };
-            Ok(())
+    fn entries(s: &SmallTables) -> &Self::Map {
+        &s.reroute_watch
+    }
+    fn write(
+        s: &mut SmallTables,
+        (p, l): (u32, u8),
+        a: Option<RerouteWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.reroute_watch_write(p, l, a, insert)
+    }
+    fn default_mut(s: &mut SmallTables) -> Option<&mut RerouteWatchAction> {
+        Some(&mut s.reroute_watch_default)
+    }
+    fn default(s: &SmallTables) -> Option<RerouteWatchAction> {
+        Some(s.reroute_watch_default)
+    }
+    fn key(k: &Keys) -> Result<(u32, u8), Status> {
+        prefix(k)
+    }
+    fn key_pb(t: &TableSchema, k: &(u32, u8)) -> pb::TableKey {
+        prefix_pb(t, *k)
+    }
+    fn action(t: &TableSchema, d: &Data) -> Result<Option<RerouteWatchAction>, Status> {
+        Ok(match d.action_name() {
+            Some(names::REROUTE_BACKUP) => Some(RerouteWatchAction::Backup {
+                slot: slot(t, d)?,
+                flow_class: d.int(names::P_FLOW_CLASS)? as u8,
+                backup_nexthop_id: d.int(names::P_BACKUP_NEXTHOP_ID)? as u16,
+                primary_port: d.int(names::P_PRIMARY_PORT)? as u16,
+            }),
+            Some(names::REROUTE_NOTIFY) => Some(RerouteWatchAction::Notify {
+                slot: slot(t, d)?,
+                flow_class: d.int(names::P_FLOW_CLASS)? as u8,
+            }),
+            Some(names::NO_ACTION) => Some(RerouteWatchAction::NoAction),
+            None => None,
+            Some(o) => return Err(not_allowed(t, o)),
+        })
+    }
+    fn data(t: &TableSchema, a: &RerouteWatchAction) -> pb::TableData {
+        match *a {
+            RerouteWatchAction::Backup {
+                slot,
+                flow_class,
+                backup_nexthop_id,
+                primary_port,
+            } => params(
+                t,
+                names::REROUTE_BACKUP,
+                &[
+                    (names::P_SLOT, u64::from(slot)),
+                    (names::P_FLOW_CLASS, u64::from(flow_class)),
+                    (names::P_BACKUP_NEXTHOP_ID, u64::from(backup_nexthop_id)),
+                    (names::P_PRIMARY_PORT, u64::from(primary_port)),
+                ],
+            ),
+            RerouteWatchAction::Notify { slot, flow_class } => params(
+                t,
+                names::REROUTE_NOTIFY,
+                &[
+                    (names::P_SLOT, u64::from(slot)),
+                    (names::P_FLOW_CLASS, u64::from(flow_class)),
+                ],
+            ),
+            RerouteWatchAction::NoAction => action_only(t, names::NO_ACTION),
         }
-        Entry::All => {
-            for (p, l) in s.reroute_watch.keys().copied().collect::<Vec<_>>() {
-                s.reroute_watch_write(p, l, None, false)?;
-            }
-            Ok(())
-        }
-        Entry::Key((p, l)) if op == Op::Delete => s.reroute_watch_write(p, l, None, false),
-        Entry::Key((p, l)) => {
-            let exists = s.reroute_watch.contains_key(&(p & prefix_mask(l), l));
-            s.reroute_watch_write(p, l, Some(need(a, t)?), inserts(op, exists))
-        }
-    })
-}
-
-fn watch_data(t: &TableSchema, a: RerouteWatchAction) -> pb::TableData {
-    match a {
-        RerouteWatchAction::Backup {
-            slot,
-            flow_class,
-            backup_nexthop_id,
-            primary_port,
-        } => params(
-            t,
-            names::REROUTE_BACKUP,
-            &[
-                (names::P_SLOT, u64::from(slot)),
-                (names::P_FLOW_CLASS, u64::from(flow_class)),
-                (names::P_BACKUP_NEXTHOP_ID, u64::from(backup_nexthop_id)),
-                (names::P_PRIMARY_PORT, u64::from(primary_port)),
-            ],
-        ),
-        RerouteWatchAction::Notify { slot, flow_class } => params(
-            t,
-            names::REROUTE_NOTIFY,
-            &[
-                (names::P_SLOT, u64::from(slot)),
-                (names::P_FLOW_CLASS, u64::from(flow_class)),
-            ],
-        ),
-        RerouteWatchAction::NoAction => action_only(t, names::NO_ACTION),
     }
 }
 
-// ---------------------------------------------------------------- reroute_class
+pub(super) struct RerouteClass;
 
-fn class_action(t: &TableSchema, d: &Data) -> Result<Option<RerouteClassAction>, Status> {
-    Ok(match d.action_name() {
-        Some(names::REROUTE_THRESHOLDS) => Some(RerouteClassAction::Thresholds {
-            t_q_ns: d.int(names::P_T_Q_NS)? as u32,
-            m: d.int(names::P_M)? as u16,
-            hold_ms: d.int(names::P_HOLD_MS)? as u32,
-        }),
-        Some(names::NO_ACTION) => Some(RerouteClassAction::NoAction),
-        None => None,
-        Some(o) => return Err(not_allowed(t, o)),
-    })
-}
+impl SmallTable for RerouteClass {
+    type Key = u8;
+    type Action = RerouteClassAction;
+    type Map = HashMap<u8, RerouteClassAction>;
+    const RESET: Option<RerouteClassAction> = Some(RerouteClassAction::NoAction);
 
-fn class_key(keys: &Keys) -> Result<u8, Status> {
-    Ok(keys.exact(names::KEY_RR_CLASS)? as u8)
-}
-
-fn apply_class(u: &mut Update) -> Result<(), Status> {
-    let t = u.t;
-    let a = class_action(t, &u.data)?;
-    let entry = entry(u, class_key)?;
-    let op = u.op;
-    update(u, |s| match entry {
-        Entry::Default => {
-            s.reroute_class_default = if op == Op::Delete {
-                RerouteClassAction::NoAction
-            } else {
-                a.unwrap_or(s.reroute_class_default)
-            };
-            Ok(())
-        }
-        Entry::All => {
-            s.reroute_class.clear();
-            Ok(())
-        }
-        Entry::Key(c) if op == Op::Delete => s.reroute_class_write(c, None, false),
-        Entry::Key(c) => {
-            let exists = s.reroute_class.contains_key(&c);
-            s.reroute_class_write(c, Some(need(a, t)?), inserts(op, exists))
-        }
-    })
-}
-
-fn class_data(t: &TableSchema, a: RerouteClassAction) -> pb::TableData {
-    match a {
-        RerouteClassAction::Thresholds { t_q_ns, m, hold_ms } => params(
-            t,
-            names::REROUTE_THRESHOLDS,
-            &[
-                (names::P_T_Q_NS, u64::from(t_q_ns)),
-                (names::P_M, u64::from(m)),
-                (names::P_HOLD_MS, u64::from(hold_ms)),
-            ],
-        ),
-        RerouteClassAction::NoAction => action_only(t, names::NO_ACTION),
+    fn entries(s: &SmallTables) -> &Self::Map {
+        &s.reroute_class
     }
-}
-
-// ---------------------------------------------------------------- reads
-
-pub(super) fn default_data(r: &Reader) -> pb::TableData {
-    let small = r.sw.pipeline.small.load();
-    match r.t.kind {
-        TableKind::RerouteWatch => watch_data(r.t, small.reroute_watch_default),
-        _ => class_data(r.t, small.reroute_class_default),
+    fn write(
+        s: &mut SmallTables,
+        c: u8,
+        a: Option<RerouteClassAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.reroute_class_write(c, a, insert)
     }
-}
-
-pub(super) fn read(
-    r: &Reader,
-    target: Target,
-    out: &mut dyn FnMut(pb::TableEntry),
-) -> Result<(), Status> {
-    let t = r.t;
-    let small = r.sw.pipeline.small.load_full();
-    let keys = match target {
-        Target::Key(k) => Some(Keys::new(t, k)?),
-        _ => None,
-    };
-    if t.kind == TableKind::RerouteWatch {
-        let ks = t.key_by_name(names::KEY_IPV4_DST).expect("schema");
-        let row = |(p, l): (u32, u8), a: RerouteWatchAction| {
-            r.entry(
-                pb::TableKey {
-                    fields: vec![key_lpm(ks, u64::from(p), l)],
-                },
-                watch_data(t, a),
-            )
-        };
-        match keys {
-            Some(keys) => {
-                let (p, l) = watch_key(&keys)?;
-                let k = (p & prefix_mask(l), l);
-                let a = small.reroute_watch.get(&k).ok_or_else(|| r.not_found())?;
-                out(row(k, *a));
-            }
-            None => small
-                .reroute_watch
-                .iter()
-                .for_each(|(k, a)| out(row(*k, *a))),
-        }
-    } else {
-        let ks = t.key_by_name(names::KEY_RR_CLASS).expect("schema");
-        let row = |c: u8, a: RerouteClassAction| {
-            r.entry(
-                pb::TableKey {
-                    fields: vec![key_exact(ks, u64::from(c))],
-                },
-                class_data(t, a),
-            )
-        };
-        match keys {
-            Some(keys) => {
-                let c = class_key(&keys)?;
-                let a = small.reroute_class.get(&c).ok_or_else(|| r.not_found())?;
-                out(row(c, *a));
-            }
-            None => {
-                let mut cs: Vec<_> = small.reroute_class.iter().collect();
-                cs.sort_by_key(|(c, _)| **c);
-                cs.into_iter().for_each(|(c, a)| out(row(*c, *a)));
-            }
+    fn default_mut(s: &mut SmallTables) -> Option<&mut RerouteClassAction> {
+        Some(&mut s.reroute_class_default)
+    }
+    fn default(s: &SmallTables) -> Option<RerouteClassAction> {
+        Some(s.reroute_class_default)
+    }
+    fn key(k: &Keys) -> Result<u8, Status> {
+        Ok(k.exact(names::KEY_RR_CLASS)? as u8)
+    }
+    fn key_pb(t: &TableSchema, c: &u8) -> pb::TableKey {
+        exact_pb(t, names::KEY_RR_CLASS, u64::from(*c))
+    }
+    fn action(t: &TableSchema, d: &Data) -> Result<Option<RerouteClassAction>, Status> {
+        Ok(match d.action_name() {
+            Some(names::REROUTE_THRESHOLDS) => Some(RerouteClassAction::Thresholds {
+                t_q_ns: d.int(names::P_T_Q_NS)? as u32,
+                m: d.int(names::P_M)? as u16,
+                hold_ms: d.int(names::P_HOLD_MS)? as u32,
+            }),
+            Some(names::NO_ACTION) => Some(RerouteClassAction::NoAction),
+            None => None,
+            Some(o) => return Err(not_allowed(t, o)),
+        })
+    }
+    fn data(t: &TableSchema, a: &RerouteClassAction) -> pb::TableData {
+        match *a {
+            RerouteClassAction::Thresholds { t_q_ns, m, hold_ms } => params(
+                t,
+                names::REROUTE_THRESHOLDS,
+                &[
+                    (names::P_T_Q_NS, u64::from(t_q_ns)),
+                    (names::P_M, u64::from(m)),
+                    (names::P_HOLD_MS, u64::from(hold_ms)),
+                ],
+            ),
+            RerouteClassAction::NoAction => action_only(t, names::NO_ACTION),
         }
     }
-    Ok(())
 }

@@ -1,0 +1,85 @@
+//! `pipe.Egress.ired_port` (egress port → `ired_set(...)`, validated: a port
+//! of this switch, 1 <= ewma_n <= contract max, 0 < N < maxLenQueue / 2);
+//! its default action is fixed to NoAction.
+
+use std::collections::BTreeMap;
+
+use tonic::Status;
+
+use super::forwarding::exact_pb;
+use super::{not_allowed, SmallTable};
+use crate::contract::{names, CONTRACT};
+use crate::grpc::codec::{invalid, Data, Keys};
+use crate::grpc::entries::params;
+use crate::grpc::{pb, Switch};
+use crate::pipeline::ired::IredConfig;
+use crate::schema::TableSchema;
+use crate::tables::small::SmallTables;
+use crate::tables::TableError;
+
+pub(super) struct IredPort;
+
+impl SmallTable for IredPort {
+    type Key = u16;
+    type Action = IredConfig;
+    type Map = BTreeMap<u16, IredConfig>;
+    const RESET: Option<IredConfig> = None;
+
+    fn entries(s: &SmallTables) -> &Self::Map {
+        &s.ired_port
+    }
+    fn write(
+        s: &mut SmallTables,
+        port: u16,
+        c: Option<IredConfig>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.ired_port_write(port, c, insert)
+    }
+    fn key(k: &Keys) -> Result<u16, Status> {
+        Ok(k.exact(names::KEY_EGRESS_PORT)? as u16)
+    }
+    fn check_key(sw: &Switch, t: &TableSchema, port: &u16) -> Result<(), Status> {
+        if sw.pipeline.has_port(u32::from(*port)) {
+            return Ok(());
+        }
+        Err(invalid(format!(
+            "{}: port {port} is not a port of this switch",
+            t.name
+        )))
+    }
+    fn key_pb(t: &TableSchema, port: &u16) -> pb::TableKey {
+        exact_pb(t, names::KEY_EGRESS_PORT, u64::from(*port))
+    }
+    fn action(t: &TableSchema, d: &Data) -> Result<Option<IredConfig>, Status> {
+        Ok(match d.action_name() {
+            Some(names::IRED_SET) => {
+                let c = IredConfig {
+                    max_len_queue: d.int(names::P_MAX_LEN_QUEUE)? as u32,
+                    n_drop: d.int(names::P_N_DROP)? as u32,
+                    ewma_n: d.int(names::P_EWMA_N)? as u8,
+                    tail_drop: d.int(names::P_TAIL_DROP)? != 0,
+                    protect: d.int(names::P_PROTECT)? != 0,
+                };
+                c.validate(CONTRACT.config.ired_ewma_n_max)
+                    .map_err(|m| invalid(format!("{}: {m}", t.name)))?;
+                Some(c)
+            }
+            None => None,
+            Some(o) => return Err(not_allowed(t, o)),
+        })
+    }
+    fn data(t: &TableSchema, c: &IredConfig) -> pb::TableData {
+        params(
+            t,
+            names::IRED_SET,
+            &[
+                (names::P_MAX_LEN_QUEUE, u64::from(c.max_len_queue)),
+                (names::P_N_DROP, u64::from(c.n_drop)),
+                (names::P_EWMA_N, u64::from(c.ewma_n)),
+                (names::P_TAIL_DROP, u64::from(c.tail_drop)),
+                (names::P_PROTECT, u64::from(c.protect)),
+            ],
+        )
+    }
+}
