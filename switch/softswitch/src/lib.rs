@@ -95,7 +95,7 @@ pub fn run(config: config::Config) -> Result<()> {
         let sw = sw.clone();
         std::thread::Builder::new()
             .name("reroute-digests".into())
-            .spawn(move || grpc::notify::run_reroute_digests(sw, reroute_rx))?;
+            .spawn(move || grpc::notify::run_digests(sw, reroute_rx))?;
     }
     let idle = {
         let (sw, stop) = (sw.clone(), stop.clone());

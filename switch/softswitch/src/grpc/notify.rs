@@ -46,27 +46,83 @@ impl Switch {
     }
 }
 
-/// Collects digests from the data plane and sends them as DigestLists.
-pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
+/// A digest the data plane raises: its contract name and fields, and the
+/// values of one, in the same order.
+pub trait Digest<const N: usize>: Send + 'static {
+    const NAME: &'static str;
+    const FIELDS: [&'static str; N];
+    fn values(&self) -> [u64; N];
+    fn log_sent(digests: usize, subscribers: usize) {
+        tracing::debug!(digests, subscribers, kind = Self::NAME, "digests sent");
+    }
+}
+
+impl Digest<5> for LearnDigest {
+    const NAME: &'static str = names::LEARN_DIGEST;
+    const FIELDS: [&'static str; 5] = [
+        "src_addr",
+        "dst_addr",
+        "src_port",
+        "dst_port",
+        "ingress_port",
+    ];
+    fn values(&self) -> [u64; 5] {
+        [
+            u64::from(self.src),
+            u64::from(self.dst),
+            u64::from(self.sport),
+            u64::from(self.dport),
+            u64::from(self.ingress_port),
+        ]
+    }
+}
+
+/// `pipe.IngressDeparser.reroute` digests: rare, and each one a reroute
+/// decision, so logged at info.
+impl Digest<7> for RerouteDigest {
+    const NAME: &'static str = names::REROUTE_DIGEST;
+    const FIELDS: [&'static str; 7] = [
+        "dst_addr",
+        "slot",
+        "kind",
+        "port",
+        "queue_delay_ns",
+        "run",
+        "flow_class",
+    ];
+    fn values(&self) -> [u64; 7] {
+        [
+            u64::from(self.dst_addr),
+            u64::from(self.slot),
+            u64::from(self.kind),
+            u64::from(self.port),
+            u64::from(self.queue_delay_ns),
+            u64::from(self.run),
+            u64::from(self.flow_class),
+        ]
+    }
+    fn log_sent(digests: usize, subscribers: usize) {
+        tracing::info!(digests, subscribers, "reroute digests sent");
+    }
+}
+
+/// Collects digests from the data plane and sends them as DigestLists
+/// (batched: up to DIGEST_BATCH, lingering DIGEST_LINGER for more) to the
+/// clients that enabled learn notifications (bf_switchd has one flag for
+/// every digest).
+pub fn run_digests<D: Digest<N>, const N: usize>(sw: Arc<Switch>, rx: Receiver<D>) {
     let d = sw
         .schema
         .digests
         .iter()
-        .find(|d| d.name == names::LEARN_DIGEST)
+        .find(|d| d.name == D::NAME)
         .expect("contract digest");
-    let field = |name: &str| {
+    let fields = D::FIELDS.map(|name| {
         d.fields
             .iter()
             .find(|f| f.name == name)
             .expect("contract digest field")
-    };
-    let (fs, fd, fsp, fdp, fip) = (
-        field("src_addr"),
-        field("dst_addr"),
-        field("src_port"),
-        field("dst_port"),
-        field("ingress_port"),
-    );
+    });
     let mut list_id = 0u32;
     loop {
         let first = match rx.recv() {
@@ -86,13 +142,11 @@ pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
             .iter()
             .map(|g| pb::TableData {
                 action_id: 0,
-                fields: vec![
-                    df_int(fs.id, u64::from(g.src), fs.bits),
-                    df_int(fd.id, u64::from(g.dst), fd.bits),
-                    df_int(fsp.id, u64::from(g.sport), fsp.bits),
-                    df_int(fdp.id, u64::from(g.dport), fdp.bits),
-                    df_int(fip.id, u64::from(g.ingress_port), fip.bits),
-                ],
+                fields: fields
+                    .iter()
+                    .zip(g.values())
+                    .map(|(f, v)| df_int(f.id, v, f.bits))
+                    .collect(),
             })
             .collect();
         let msg = pb::StreamMessageResponse {
@@ -106,88 +160,7 @@ pub fn run_digests(sw: Arc<Switch>, rx: Receiver<LearnDigest>) {
             )),
         };
         let n = sw.broadcast(msg, |s| s.learn);
-        tracing::debug!(digests = batch.len(), subscribers = n, "learn digests sent");
-    }
-}
-
-/// `pipe.IngressDeparser.reroute` digests, batched like learn digests; sent
-/// to the clients that enabled learn notifications (bf_switchd has one flag
-/// for every digest).
-pub fn run_reroute_digests(sw: Arc<Switch>, rx: Receiver<RerouteDigest>) {
-    let d = sw
-        .schema
-        .digests
-        .iter()
-        .find(|d| d.name == names::REROUTE_DIGEST)
-        .expect("contract digest");
-    let field = |name: &str| {
-        d.fields
-            .iter()
-            .find(|f| f.name == name)
-            .expect("contract digest field")
-    };
-    let f = [
-        field("dst_addr"),
-        field("slot"),
-        field("kind"),
-        field("port"),
-        field("queue_delay_ns"),
-        field("run"),
-        field("flow_class"),
-    ];
-    let mut list_id = 0u32;
-    loop {
-        let first = match rx.recv() {
-            Ok(x) => x,
-            Err(_) => return,
-        };
-        let mut batch = vec![first];
-        while batch.len() < DIGEST_BATCH {
-            match rx.recv_timeout(DIGEST_LINGER) {
-                Ok(x) => batch.push(x),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-        list_id = list_id.wrapping_add(1);
-        let data = batch
-            .iter()
-            .map(|g| {
-                let v = [
-                    u64::from(g.dst_addr),
-                    u64::from(g.slot),
-                    u64::from(g.kind),
-                    u64::from(g.port),
-                    u64::from(g.queue_delay_ns),
-                    u64::from(g.run),
-                    u64::from(g.flow_class),
-                ];
-                pb::TableData {
-                    action_id: 0,
-                    fields: f
-                        .iter()
-                        .zip(v)
-                        .map(|(f, v)| df_int(f.id, v, f.bits))
-                        .collect(),
-                }
-            })
-            .collect();
-        let msg = pb::StreamMessageResponse {
-            update: Some(pb::stream_message_response::Update::Digest(
-                pb::DigestList {
-                    digest_id: d.id,
-                    list_id,
-                    data,
-                    target: Some(target()),
-                },
-            )),
-        };
-        let n = sw.broadcast(msg, |s| s.learn);
-        tracing::info!(
-            digests = batch.len(),
-            subscribers = n,
-            "reroute digests sent"
-        );
+        D::log_sent(batch.len(), n);
     }
 }
 
