@@ -11,18 +11,16 @@ import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import psycopg
 import pytest
 from p4relay_testsupport import (
+    Server,
     Softswitch,
     SoftswitchNotBuilt,
-    free_port,
+    running_server,
     softswitch_binary,
-    wait_until,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,86 +45,20 @@ def _libpq(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
-@dataclass(frozen=True)
-class Server:
-    url: str
-    ingest_token: str
-    read_token: str
-    database_url: str
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(BIN / "p4relay-server"), "--database-url", self.database_url, *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-
-    def get(self, path: str, **params: str | int) -> httpx.Response:
-        r = httpx.get(
-            self.url + path,
-            params=params,
-            headers={"Authorization": f"Bearer {self.read_token}"},
-            timeout=10,
-        )
-        r.raise_for_status()
-        return r
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
+    """The real server on a fresh database of the test cluster, dropped after."""
     base = _pg_url()
     name = f"p4relay_collector_{secrets.token_hex(4)}"
     with psycopg.connect(_libpq(base), autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')
-    db = base.rsplit("/", 1)[0] + "/" + name
-    env = {**os.environ, "P4RELAY_DATABASE_URL": db, "P4RELAY_LOG_LEVEL": "warning"}
-
-    def cli(*args: str) -> str:
-        return subprocess.run(
-            [str(BIN / "p4relay-server"), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout.strip()
-
-    cli("migrate")
-    ingest = cli("create-token", "--name", "collector", "--scope", "ingest").splitlines()[-1]
-    read = cli("create-token", "--name", "reader", "--scope", "read").splitlines()[-1]
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(BIN / "p4relay-server"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={
-            **env,
-            "P4RELAY_JWT_SECRET": secrets.token_hex(32),
-            "P4RELAY_RETENTION__INTERVAL_MINUTES": "0",
-        },
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
     try:
-
-        def ready() -> bool:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-            with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(url + "/readyz", timeout=1).status_code == 200
-            return False
-
-        wait_until(ready, within=30, what="server /readyz")
-        yield Server(url, ingest.split()[-1], read.split()[-1], db)
+        db = base.rsplit("/", 1)[0] + "/" + name
+        with running_server(
+            db, tmp_path / "server.log", {"P4RELAY_RETENTION__INTERVAL_MINUTES": "0"}
+        ) as srv:
+            yield srv
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         with psycopg.connect(_libpq(base), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -171,36 +103,39 @@ def two_port_net(ns: str = NS, links: tuple[str, ...] = LINKS) -> Iterator[None]
         teardown_net(ns, links)
 
 
-@pytest.fixture
-def veths() -> Iterator[None]:
-    """Two switch ports; traffic from NS to 198.18.99.0/24 enters by port 1."""
-    with two_port_net():
-        yield
+@contextlib.contextmanager
+def shaped_switch(
+    log_path: Path, ns: str = NS, links: tuple[str, ...] = LINKS
+) -> Iterator[Softswitch]:
+    """The softswitch with two veth ports (`two_port_net`), a 10 Mbit/s line
+    rate and a 64-packet egress queue."""
+    with two_port_net(ns, links):
+        try:
+            softswitch_binary()
+        except SoftswitchNotBuilt as e:
+            pytest.fail(str(e))
+        sw = Softswitch(
+            [
+                "--port",
+                f"1={links[0]}",
+                "--port",
+                f"2={links[1]}",
+                "--line-rate",
+                str(LINE_RATE),
+                "--queue-depth",
+                str(QUEUE_DEPTH),
+            ],
+            log_path=log_path,
+        )
+        sw.start()
+        try:
+            yield sw
+        finally:
+            sw.stop()
 
 
 @pytest.fixture
-def softswitch(veths: None, tmp_path: Path) -> Iterator[Softswitch]:
-    """The softswitch with the two veth ports, a 10 Mbit/s line rate and a
-    64-packet egress queue."""
-    try:
-        softswitch_binary()
-    except SoftswitchNotBuilt as e:
-        pytest.fail(str(e))
-    sw = Softswitch(
-        [
-            "--port",
-            f"1={LINKS[0]}",
-            "--port",
-            f"2={LINKS[1]}",
-            "--line-rate",
-            str(LINE_RATE),
-            "--queue-depth",
-            str(QUEUE_DEPTH),
-        ],
-        log_path=tmp_path / "softswitch.log",
-    )
-    sw.start()
-    try:
+def softswitch(tmp_path: Path) -> Iterator[Softswitch]:
+    """Traffic from NS to 198.18.99.0/24 enters by port 1."""
+    with shaped_switch(tmp_path / "softswitch.log") as sw:
         yield sw
-    finally:
-        sw.stop()

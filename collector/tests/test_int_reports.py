@@ -11,7 +11,6 @@ import socket
 import struct
 
 import pytest
-from conftest import Server
 from p4relay_collector.config import Settings
 from p4relay_collector.int_reports import (
     Flow,
@@ -21,6 +20,7 @@ from p4relay_collector.int_reports import (
     parse_report,
 )
 from p4relay_collector.service import Collector
+from p4relay_testsupport import Server
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
@@ -222,7 +222,7 @@ def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Se
             await task
 
     asyncio.run(run())
-    events = server.get("/api/v1/events", type="congestion_onset").json()["items"]
+    events = server.get("/api/v1/events", type="congestion_onset")["items"]
     assert [e["switch"] for e in events] == ["1"]
     assert events[0]["payload"]["source"] == "int"
     assert events[0]["payload"]["depth_bytes"] == 560

@@ -11,12 +11,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
-from conftest import Server
 from p4relay_collector.service import Collector
 from p4relay_collector.wire import IngestBatch
 from p4relay_switch import SwitchClient
 from p4relay_switch.ired import IredSettings, set_ired
-from p4relay_testsupport import Softswitch
+from p4relay_testsupport import Server, Softswitch
 from test_softswitch import program_forwarding, send_udp, settings
 
 CELLS = 15  # a 1200-byte frame is 15 cells of 80 bytes
@@ -62,7 +61,7 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     assert p["min_thsld_bytes"] == s.min_thsld * 80 and p["max_thsld_bytes"] == s.max_thsld * 80
     assert [e.type for e in third.events if e.type == "ired_drop"] == []
 
-    stored = server.get("/api/v1/events", type="ired_drop").json()["items"]
+    stored = server.get("/api/v1/events", type="ired_drop")["items"]
     assert [(e["switch"], e["payload"]["dev_port"], e["payload"]["drops"]) for e in stored] == [
         ("soft-1", 2, p["drops"])
     ]
@@ -79,14 +78,14 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     read_qavg = p["qavg_bytes"]
     assert isinstance(read_qavg, int)
     assert qavg(second)[2] == read_qavg
-    sw_id = server.get("/api/v1/switches").json()[0]["id"]
+    sw_id = server.get("/api/v1/switches")[0]["id"]
     start = min(q.ts for b in (first, second, third) for q in b.queue_samples)
     window: dict[str, str | int] = {
         "from": (start - dt.timedelta(seconds=5)).isoformat(),
         "to": (start + dt.timedelta(minutes=1)).isoformat(),
         "resolution_s": 1,
     }
-    series = server.get(f"/api/v1/switches/{sw_id}/queues", **window).json()
+    series = server.get(f"/api/v1/switches/{sw_id}/queues", **window)
     by_port = {s["dev_port"]: s["points"] for s in series}
     served = [pt["ired_qavg_bytes"] for pt in by_port[2]]
     # 1 s buckets average the polls that fell into them: never above the reading.

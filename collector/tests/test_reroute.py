@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LINE_RATE, QUEUE_DEPTH, Server, two_port_net
+from conftest import shaped_switch
 from p4relay_collector.config import ConfigError, Settings
 from p4relay_collector.reroute import RerouteAgent, RerouteConfig, load_config
 from p4relay_collector.service import Collector
 from p4relay_switch import Nexthop, Pipeline, SwitchClient
-from p4relay_testsupport import Softswitch, softswitch_binary
+from p4relay_testsupport import Server, Softswitch
 from pydantic import SecretStr
 
 HOLD_MS = 400
@@ -33,26 +33,8 @@ LINKS = ("p4rrt1", "p4rrt2")
 @pytest.fixture
 def rr_switch(tmp_path: Path) -> Iterator[Softswitch]:
     """Two ports at 10 Mbit/s; traffic from NS to 198.18.99.0/24 enters by port 1."""
-    with two_port_net(NS, LINKS):
-        softswitch_binary()
-        sw = Softswitch(
-            [
-                "--port",
-                f"1={LINKS[0]}",
-                "--port",
-                f"2={LINKS[1]}",
-                "--line-rate",
-                str(LINE_RATE),
-                "--queue-depth",
-                str(QUEUE_DEPTH),
-            ],
-            log_path=tmp_path / "softswitch.log",
-        )
-        try:
-            sw.start()
-            yield sw
-        finally:
-            sw.stop()
+    with shaped_switch(tmp_path / "softswitch.log", NS, LINKS) as sw:
+        yield sw
 
 
 def send_udp(n: int, size: int) -> None:
@@ -148,7 +130,7 @@ def test_reroute_recorded_and_moved_back_after_hold(server: Server, rr_switch: S
     assert moved_after < 1.0
     # the primary was hot until the queue drained (~0.05 s), then clear for the hold time
     assert back_after >= HOLD_MS / 1000
-    events = server.get("/api/v1/events", type="reroute").json()["items"]
+    events = server.get("/api/v1/events", type="reroute")["items"]
     assert len(events) == 2, events
     by_dir = {e["payload"]["direction"]: e for e in events}
     away, back = by_dir["to_backup"], by_dir["to_primary"]

@@ -11,13 +11,13 @@ import datetime as dt
 import subprocess
 import tomllib
 
-from conftest import LINKS, NS, ROOT, Server
+from conftest import LINKS, NS, ROOT
 from p4relay_collector.config import Settings
 from p4relay_collector.poller import SwitchPoller
 from p4relay_collector.service import Collector
 from p4relay_collector.wire import IngestBatch, QueueSample, SwitchInfo
 from p4relay_switch import Endpoint, Nexthop, Pipeline, RelayCall, SwitchClient
-from p4relay_testsupport import Softswitch, free_port
+from p4relay_testsupport import Server, Softswitch, free_port
 from pydantic import SecretStr
 
 
@@ -116,14 +116,14 @@ def test_collector_polls_softswitch_and_server_stores_it(
     assert fourth.events == [] and fourth.queue_samples == []
 
     # What the server stored, through its read API.
-    (sw,) = server.get("/api/v1/switches").json()
+    (sw,) = server.get("/api/v1/switches")
     assert (sw["up"], sw["relay_table_used"], sw["relay_table_capacity"]) == (False, 8, capacity)
     assert [(p["dev_port"], p["name"]) for p in sw["ports"]] == [(1, LINKS[0]), (2, LINKS[1])]
-    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=2).json()
+    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=2)
     points = [pt for s in series for pt in s["points"]]
     assert points
     assert max(pt["utilisation"] or 0 for pt in points) > 0
-    events = server.get("/api/v1/events").json()["items"]
+    events = server.get("/api/v1/events")["items"]
     assert sorted(e["type"] for e in events) == ["switch_down", "switch_up"]
 
 
@@ -165,11 +165,11 @@ def test_burst_over_shaped_port_opens_and_closes_congestion(
     clear = batches[4].events[0]
     assert clear.payload["dev_port"] == 2 and clear.payload["drops"] == drops
 
-    stored = server.get("/api/v1/events", type="congestion_onset").json()["items"]
+    stored = server.get("/api/v1/events", type="congestion_onset")["items"]
     assert [(e["switch"], e["payload"]["dev_port"], e["severity"]) for e in stored] == [
         ("soft-1", 2, "warning")
     ]
-    stored = server.get("/api/v1/events", type="congestion_clear").json()["items"]
+    stored = server.get("/api/v1/events", type="congestion_clear")["items"]
     assert [(e["switch"], e["payload"]["dev_port"]) for e in stored] == [("soft-1", 2)]
 
 
@@ -218,7 +218,7 @@ def test_backlog_survives_a_refused_token_and_the_server_replays_retries(server:
             await col.close()
 
     assert asyncio.run(scenario()) == (1, 0)
-    (sw,) = server.get("/api/v1/switches").json()
+    (sw,) = server.get("/api/v1/switches")
     assert sw["name"] == "soft-9"
-    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=3).json()
+    series = server.get(f"/api/v1/switches/{sw['id']}/queues", dev_port=3)
     assert [pt["drops"] for s in series for pt in s["points"]] == [2]

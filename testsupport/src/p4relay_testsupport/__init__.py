@@ -6,10 +6,13 @@
 * `wait_for` (asyncio) / `wait_until` (blocking): poll a condition until it
   holds or fail with what was awaited.
 * `record_pid`: note a child process for the stage cleanup hooks.
+* `running_server` / `Server`: the real p4relay server on a database, with
+  an ingest and a read token.
 """
 
 from p4relay_testsupport.net import free_port, free_udp_pair
 from p4relay_testsupport.procs import record_pid
+from p4relay_testsupport.server import Server, running_server
 from p4relay_testsupport.softswitch import (
     Softswitch,
     SoftswitchNotBuilt,
@@ -20,12 +23,14 @@ from p4relay_testsupport.softswitch import (
 from p4relay_testsupport.wait import wait_for, wait_until
 
 __all__ = [
+    "Server",
     "Softswitch",
     "SoftswitchNotBuilt",
     "dump_softswitch",
     "free_port",
     "free_udp_pair",
     "record_pid",
+    "running_server",
     "softswitch",
     "softswitch_binary",
     "wait_for",
