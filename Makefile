@@ -20,7 +20,7 @@ demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + 
 bench: setup  ## every benchmark; prints their tables
 	@scripts/run-stages.sh bench $(STAGE)
 
-compose-test:  ## build every container image, run the compose stack with SIPp calls and failure drills, tear down (root; ~1 h cold)
+compose-test:  ## build every container image, run the compose stack with SIPp calls and failure drills, tear down (root; ~1 h cold; ENGINE=docker: dockerd + docker compose)
 	@scripts/compose-check.sh
 
 clean:  ## remove build output (keeps caches of uv, npm, cargo)

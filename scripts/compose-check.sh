@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# compose-check: the container deployment end to end on this machine (root).
-#   1. installs podman, runc, podman-compose (PyPI, pinned), mmdebstrap, SIPp
-#      when missing, and podman's settings for this kind of host;
+# compose-check: the container deployment end to end on this machine (root),
+# with either engine: ENGINE=podman (default: podman + podman-compose) or
+# ENGINE=docker (dockerd + `docker compose`).
+#   1. installs what is missing: podman, runc, podman-compose (PyPI, pinned)
+#      and podman's settings for this kind of host; or Debian's docker.io
+#      (dockerd) and the compose and buildx CLI plugins (built from their Go
+#      modules when Go is there); mmdebstrap, SIPp;
 #   2. builds the Debian base image (deploy/base/build-base.sh) if absent;
 #   3. builds every image, one at a time under nice, timing each;
 #   4. brings docker-compose.yml up (profiles softswitch + the SIP server) with
-#      deploy/compose/testbed.yml placing the services in test namespaces;
+#      deploy/compose/testbed.yml (podman) or testbed-docker.yml (docker)
+#      placing the services in test namespaces;
 #   5. sends SIPp calls through it from namespace p4rc-uac to p4rc-uas and
 #      checks: calls completed, media relayed by the switch (relay hits and the
 #      UAS port's TX, RTPProxy relaying next to nothing), sessions in the API;
@@ -15,9 +20,14 @@
 # Environment: CALLS (20), CALL_S (15), DRILL_CALLS (6), DRILL_CALL_S (40),
 # SIP (opensips|kamailio), KEEP=1 leaves the stack up for a look,
 # SKIP_BUILD=1 uses the images as they are (after a build of the same tree),
+# REBUILD=0 skips the second, nothing-changed build (the warm figure),
+# STACK_LOCK (a file; /run/lock/p4relay-compose-check.lock) is held while the
+# stack is up,
 # ONSWITCH=1 runs the on-switch image (bootstrap + rtpagent + collector in one
 # container) in place of the rtpagent and collector services,
-# OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz).
+# OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz),
+# BENCH_TABLE=FILE writes the figures (images, build times, calls, drills) there
+# as Markdown (`make bench` puts it in docs/benchmarks/).
 # Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
 # .11 management; namespaces and links named p4rc-*.
 set -euo pipefail
@@ -29,11 +39,21 @@ CALL_S=${CALL_S:-15}
 DRILL_CALLS=${DRILL_CALLS:-6}
 DRILL_CALL_S=${DRILL_CALL_S:-40}
 SIP=${SIP:-opensips}
+ENGINE=${ENGINE:-podman}
+case "$ENGINE" in podman|docker) ;; *) echo "compose-check: ENGINE must be podman or docker, not '$ENGINE'" >&2; exit 2 ;; esac
 OPENSIPS_VERSION=3.6.8
 OPENSIPS_TARBALL=${OPENSIPS_TARBALL:-$ROOT/../shared/vendor/opensips-$OPENSIPS_VERSION.tar.gz}
 PODMAN_COMPOSE_VERSION=1.6.0
 PC_VENV=/opt/p4relay-podman-compose
+# Docker's CLI plugins when the machine has none (Debian ships neither): built
+# from their Go modules (pinned releases).
+DOCKER_COMPOSE_VERSION=v2.40.3
+DOCKER_BUILDX_VERSION=v0.38.2
+DOCKER_PLUGINS=/usr/local/lib/docker/cli-plugins
 PROJECT=p4relay
+# Runs of this check share the p4rc-* namespaces and addresses, whichever the
+# engine: one stack at a time (builds run side by side).
+STACK_LOCK=${STACK_LOCK:-/run/lock/p4relay-compose-check.lock}
 # Docker image format: the OCI format has no HEALTHCHECK, and podman would drop it.
 export BUILDAH_FORMAT=docker
 NS_SW=p4rc-sw NS_RELAY=p4rc-relay NS_UAC=p4rc-uac NS_UAS=p4rc-uas
@@ -43,28 +63,38 @@ FAILS=0
 START=$(date +%s)
 
 log() { printf '[compose-check %4ds] %s\n' "$(( $(date +%s) - START ))" "$*"; }
-ok() { log "ok: $*"; }
-bad() { log "FAIL: $*"; FAILS=$((FAILS + 1)); }
+CHECKS=()
+ok() { log "ok: $*"; CHECKS+=("ok|$*"); }
+bad() { log "FAIL: $*"; FAILS=$((FAILS + 1)); CHECKS+=("FAIL|$*"); }
 die() { log "FATAL: $*"; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, podman, packages)"
 
 # ---------------------------------------------------------------- 1. tools
+apt_install() {
+    log "installing $*"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
+}
 install_tools() {
     local need=()
-    command -v podman >/dev/null || need+=(podman)
-    command -v runc >/dev/null || need+=(runc)
-    command -v catatonit >/dev/null || need+=(catatonit)
     command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
     command -v sipp >/dev/null || need+=(sip-tester)
     command -v ethtool >/dev/null || need+=(ethtool)
     command -v curl >/dev/null || need+=(curl)
     python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
-    if [ ${#need[@]} -gt 0 ]; then
-        log "installing ${need[*]}"
-        apt-get update -q >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-            "${need[@]}" uidmap slirp4netns fuse-overlayfs >/dev/null
+    if [ "$ENGINE" = podman ]; then
+        command -v podman >/dev/null || need+=(podman)
+        command -v runc >/dev/null || need+=(runc)
+        command -v catatonit >/dev/null || need+=(catatonit)
+        [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}" uidmap slirp4netns fuse-overlayfs
+        install_podman_compose
+    else
+        command -v dockerd >/dev/null || need+=(docker.io)
+        [ ${#need[@]} -eq 0 ] || apt_install "${need[@]}"
+        install_docker_plugins
     fi
+}
+install_podman_compose() {
     if [ ! -x "$PC_VENV/bin/podman-compose" ] \
         || [ "$("$PC_VENV/bin/podman-compose" --version 2>/dev/null | sed -n 's/^podman-compose version //p')" != "$PODMAN_COMPOSE_VERSION" ]; then
         log "installing podman-compose $PODMAN_COMPOSE_VERSION (PyPI) in $PC_VENV"
@@ -88,34 +118,109 @@ cgroup_manager = "cgroupfs"
 EOF
     fi
 }
+# go_plugin MODULE VERSION PACKAGE NAME LDFLAGS: build a Docker CLI plugin from
+# its Go module (downloaded through the module proxy) into $DOCKER_PLUGINS.
+# `go install MODULE@VERSION` refuses modules whose go.mod has replace or
+# exclude lines, as both have: build inside the downloaded module instead.
+go_plugin() {
+    local mod=$1 ver=$2 pkg=$3 name=$4 ldflags=$5 gotmp dir
+    command -v go >/dev/null || die "Docker's $name plugin is missing and there is no Go to build it: install Docker's docker-$name plugin package"
+    log "building the Docker CLI plugin $name $ver from its Go module"
+    gotmp=$(mktemp -d /tmp/p4rc-go.XXXXXX)
+    dir=$(cd "$gotmp" && GOPATH=$gotmp/gopath GOFLAGS=-mod=mod go mod download -json "$mod@$ver" \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') || die "could not download $mod@$ver"
+    cp -r "$dir" "$gotmp/src" && chmod -R u+w "$gotmp/src"
+    mkdir -p "$DOCKER_PLUGINS"
+    (cd "$gotmp/src" && GOPATH=$gotmp/gopath nice -n 19 go build -trimpath -ldflags "-s -w $ldflags" \
+        -o "$DOCKER_PLUGINS/docker-$name" "./$pkg") >"$WORK/go-$name.log" 2>&1 \
+        || { tail -n 20 "$WORK/go-$name.log"; rm -rf "$gotmp"; die "docker-$name did not build"; }
+    rm -rf "$gotmp"
+}
+install_docker_plugins() {
+    if ! docker compose version >/dev/null 2>&1; then
+        go_plugin github.com/docker/compose/v2 "$DOCKER_COMPOSE_VERSION" cmd compose \
+            "-X github.com/docker/compose/v2/internal.Version=$DOCKER_COMPOSE_VERSION"
+    fi
+    if ! docker buildx version >/dev/null 2>&1; then
+        go_plugin github.com/docker/buildx "$DOCKER_BUILDX_VERSION" cmd/buildx buildx \
+            "-X github.com/docker/buildx/version.Version=$DOCKER_BUILDX_VERSION"
+    fi
+    docker compose version >/dev/null 2>&1 || die "docker compose does not run"
+    docker buildx version >/dev/null 2>&1 || die "docker buildx does not run"
+}
+# A Docker daemon: the machine's, when one answers; otherwise one started here
+# (and stopped at the end) that leaves the host's firewall and forwarding
+# alone — every container of the check sits in a test namespace, and builds
+# use the host's network. Niced while it builds (its builds are its children).
+DOCKERD_PID=
+start_dockerd() {
+    docker info >/dev/null 2>&1 && return 0
+    log "starting dockerd (no bridge, no iptables rules; log $WORK/dockerd.log)"
+    nice -n 19 dockerd --iptables=false --ip-forward=false --ip-masq=false --bridge=none \
+        --pidfile /run/p4relay-dockerd.pid >"$WORK/dockerd.log" 2>&1 &
+    DOCKERD_PID=$!
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && return 0; sleep 1; done
+    tail -n 20 "$WORK/dockerd.log"; die "dockerd did not start"
+}
+stop_dockerd() {
+    [ -n "$DOCKERD_PID" ] || return 0
+    kill "$DOCKERD_PID" 2>/dev/null || true
+    for _ in $(seq 30); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 1; done
+    DOCKERD_PID=
+}
+# The stack's containers at normal priority (those started after this inherit it).
+unnice_dockerd() {
+    [ -n "$DOCKERD_PID" ] || return 0
+    renice -n 0 -p "$DOCKERD_PID" $(pgrep -x containerd) >/dev/null 2>&1 || true
+}
 AGENT=rtpagent COLLECTOR=collector PROFILES=(--profile softswitch --profile "$SIP")
 if [ "${ONSWITCH:-0}" = 1 ]; then AGENT=onswitch COLLECTOR=onswitch PROFILES+=(--profile onswitch); fi
-COMPOSE() { "$PC_VENV/bin/podman-compose" -p "$PROJECT" --env-file "$WORK/env" \
-    -f docker-compose.yml -f deploy/compose/testbed.yml "${PROFILES[@]}" "$@"; }
+if [ "$ENGINE" = podman ]; then
+    COMPOSE() { "$PC_VENV/bin/podman-compose" -p "$PROJECT" --env-file "$WORK/env" \
+        -f docker-compose.yml -f deploy/compose/testbed.yml "${PROFILES[@]}" "$@"; }
+    cname() { echo "${PROJECT}_$1_1"; }
+    PROJECT_LABEL=io.podman.compose.project
+    image_exists() { podman image exists "$1"; }
+else
+    COMPOSE() { docker compose -p "$PROJECT" --env-file "$WORK/env" \
+        -f docker-compose.yml -f deploy/compose/testbed-docker.yml "${PROFILES[@]}" "$@"; }
+    cname() { echo "${PROJECT}-$1-1"; }
+    PROJECT_LABEL=com.docker.compose.project
+    image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+fi
 
 # ---------------------------------------------------------------- 2-3. images
-declare -A BUILD_S SIZE
-build() {  # build TAG DOCKERFILE [extra podman build args...]
+declare -A BUILD_S WARM_S SIZE
+PASS=first
+build() {  # build TAG DOCKERFILE [extra build args...]
     local tag=$1 file=$2; shift 2
     local t0; t0=$(date +%s)
     log "building $tag ($file)"
-    if ! nice -n 19 podman build --format docker -q -f "$file" -t "$tag" \
+    local how=(podman build --format docker)
+    [ "$ENGINE" = docker ] && how=(docker build --network host --progress plain)
+    if ! nice -n 19 "${how[@]}" -f "$file" -t "$tag" \
         --build-arg COMMIT="$COMMIT" --build-arg VERSION="$VERSION" "$@" . >"$WORK/build-${tag//\//_}.log" 2>&1; then
         tail -n 30 "$WORK/build-${tag//\//_}.log"
         die "image $tag did not build"
     fi
-    BUILD_S[$tag]=$(( $(date +%s) - t0 ))
-    SIZE[$tag]=$(podman image inspect --format '{{.Size}}' "$tag")
+    if [ "$PASS" = first ]; then BUILD_S[$tag]=$(( $(date +%s) - t0 )); else WARM_S[$tag]=$(( $(date +%s) - t0 )); fi
+    SIZE[$tag]=$("$ENGINE" image inspect --format '{{.Size}}' "$tag")
 }
 build_images() {
-    if ! podman image exists docker.io/library/debian:bookworm-slim; then
+    BASE_BUILT=0
+    if ! image_exists docker.io/library/debian:bookworm-slim; then
         log "no base image: building it from Debian packages (mmdebstrap)"
-        deploy/base/build-base.sh
+        local t0; t0=$(date +%s)
+        CONTAINER_ENGINE=$ENGINE deploy/base/build-base.sh
+        BASE_BUILT=$(( $(date +%s) - t0 ))
     fi
     if [ ! -f "deploy/sip/opensips/opensips-$OPENSIPS_VERSION.tar.gz" ]; then
         [ -f "$OPENSIPS_TARBALL" ] || die "OpenSIPS release source not found: $OPENSIPS_TARBALL"
         cp "$OPENSIPS_TARBALL" deploy/sip/opensips/
     fi
+    build_all
+}
+build_all() {
     build p4relay/postgres:latest deploy/postgres/Dockerfile
     build p4relay/server:latest server/Dockerfile
     build p4relay/collector:latest deploy/collector/Dockerfile
@@ -128,9 +233,11 @@ build_images() {
     else
         build p4relay/sip-kamailio:latest deploy/sip/kamailio/Dockerfile
     fi
-    printf '%-28s %8s %10s\n' image "build s" size
+}
+print_builds() {
+    printf '%-28s %8s %8s %10s\n' image "build s" "warm s" size
     for t in "${!BUILD_S[@]}"; do
-        printf '%-28s %8s %10s\n' "$t" "${BUILD_S[$t]}" "$(numfmt --to=iec "${SIZE[$t]}")"
+        printf '%-28s %8s %8s %10s\n' "$t" "${BUILD_S[$t]}" "${WARM_S[$t]:--}" "$(numfmt --to=iec "${SIZE[$t]}")"
     done | sort
 }
 
@@ -153,8 +260,18 @@ link_host() {  # link_host NS PORT_NO HOST_ADDR: a host behind switch port PORT_
 }
 testbed_up() {
     testbed_down
+    local ns
+    if [ "$ENGINE" = podman ]; then
+        for ns in "$NS_SW" "$NS_RELAY"; do ip netns add "$ns"; done
+    else
+        # The holders' namespaces under the names the rest of the check uses.
+        COMPOSE up -d netns-sw netns-relay >>"$WORK/up.log" 2>&1 \
+            || { tail -n 40 "$WORK/up.log"; die "compose up netns-sw netns-relay failed"; }
+        ip netns attach "$NS_SW" "$(docker inspect --format '{{.State.Pid}}' "$(cname netns-sw)")"
+        ip netns attach "$NS_RELAY" "$(docker inspect --format '{{.State.Pid}}' "$(cname netns-relay)")"
+    fi
+    for ns in "$NS_UAC" "$NS_UAS"; do ip netns add "$ns"; done
     for ns in "$NS_SW" "$NS_RELAY" "$NS_UAC" "$NS_UAS"; do
-        ip netns add "$ns"
         in_ns "$ns" ip link set lo up
         in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
     done
@@ -204,13 +321,19 @@ EOF
 }
 
 # ---------------------------------------------------------------- helpers
-cname() { echo "${PROJECT}_$1_1"; }
-state() { podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$(cname "$1")" 2>/dev/null || echo "missing -"; }
-# podman without systemd runs no health timers: run the image's HEALTHCHECK here.
+state() { "$ENGINE" inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$(cname "$1")" 2>/dev/null || echo "missing -"; }
+restarts() { "$ENGINE" inspect --format '{{.RestartCount}}' "$(cname "$1")"; }
+# podman without systemd runs no health timers: run the image's HEALTHCHECK
+# here. dockerd runs them itself: read the state it keeps.
+healthy() {
+    if [ "$ENGINE" = podman ]; then podman healthcheck run "$(cname "$1")" >/dev/null 2>&1
+    else [ "$(docker inspect --format '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$(cname "$1")" 2>/dev/null)" = healthy ]
+    fi
+}
 wait_healthy() {  # wait_healthy SERVICE TIMEOUT_S
     local svc=$1 limit=$2 i=0
-    until podman healthcheck run "$(cname "$svc")" >/dev/null 2>&1; do
-        i=$((i + 2)); [ "$i" -lt "$limit" ] || { podman logs --tail 30 "$(cname "$svc")"; return 1; }
+    until healthy "$svc"; do
+        i=$((i + 2)); [ "$i" -lt "$limit" ] || { "$ENGINE" logs --tail 30 "$(cname "$svc")"; return 1; }
         sleep 2
     done
 }
@@ -218,8 +341,8 @@ wait_exited_ok() {  # wait_exited_ok SERVICE TIMEOUT_S
     local svc=$1 limit=$2 i=0 s
     while :; do
         s=$(state "$svc")
-        case "$s" in "exited 0") return 0 ;; exited*) podman logs --tail 30 "$(cname "$svc")"; return 1 ;; esac
-        i=$((i + 2)); [ "$i" -lt "$limit" ] || { podman logs --tail 30 "$(cname "$svc")"; return 1; }
+        case "$s" in "exited 0") return 0 ;; exited*) "$ENGINE" logs --tail 30 "$(cname "$svc")"; return 1 ;; esac
+        i=$((i + 2)); [ "$i" -lt "$limit" ] || { "$ENGINE" logs --tail 30 "$(cname "$svc")"; return 1; }
         sleep 2
     done
 }
@@ -276,46 +399,114 @@ cleanup() {
     fi
     testbed_down
     local left
-    left=$(podman ps -a --filter "label=io.podman.compose.project=$PROJECT" -q | wc -l)
-    left=$((left + $(podman volume ls -q --filter "label=io.podman.compose.project=$PROJECT" | wc -l)))
+    left=$("$ENGINE" ps -a --filter "label=$PROJECT_LABEL=$PROJECT" -q | wc -l)
+    left=$((left + $("$ENGINE" volume ls -q --filter "label=$PROJECT_LABEL=$PROJECT" | wc -l)))
     left=$((left + $(ip netns list | grep -c '^p4rc-' || true)))
-    if [ "$left" -eq 0 ]; then log "nothing left behind (containers, volumes, namespaces)"
-    else log "FAIL: $left containers/volumes/namespaces left behind"; rc=1; fi
+    if [ "$left" -eq 0 ]; then ok "down -v: nothing left behind (containers, volumes, namespaces)"
+    else bad "$left containers/volumes/namespaces left behind"; rc=1; fi
+    [ -n "${BENCH_TABLE:-}" ] && [ -f "$BENCH_TABLE" ] && printf '| %s | %s |\n' "${CHECKS[-1]%%|*}" "${CHECKS[-1]#*|}" >> "$BENCH_TABLE"
+    stop_dockerd
     rm -rf "$WORK"
     exit "$rc"
 }
 
+# BENCH_TABLE: what this run measured and checked, as Markdown.
+write_table() {
+    [ -n "${BENCH_TABLE:-}" ] || return 0
+    local t
+    mb() { awk -v b="$1" 'BEGIN {printf "%.0f MB", b / 1e6}'; }
+    {
+        echo "Engine: $ENGINE $ENGINE_VERSION, $COMPOSE_TOOL; SIP server: $SIP;" \
+            "$( [ "${ONSWITCH:-0}" = 1 ] && echo "the on-switch image in place of rtpagent + collector" || echo "rtpagent and collector images")."
+        if [ -z "$BUILD_TOTAL" ]; then echo "Images as built before (SKIP_BUILD=1)."
+        elif [ "$BASE_BUILT" -gt 0 ]; then echo "Cold build: no base image and no layer cached at the start."
+        else echo "Build with the base image present and the engine's layer cache as the previous builds left it."; fi
+        echo
+        echo "| image | size (uncompressed) | build (s) | rebuild, nothing changed (s) |"
+        echo "|---|---:|---:|---:|"
+        [ "${BASE_BUILT:-0}" -gt 0 ] && printf '| %s | %s | %s | - |\n' "base debian:bookworm-slim (mmdebstrap)" \
+            "$(mb "$("$ENGINE" image inspect --format '{{.Size}}' docker.io/library/debian:bookworm-slim)")" "$BASE_BUILT"
+        for t in $(printf '%s\n' "${!SIZE[@]}" | sort); do
+            printf '| %s | %s | %s | %s |\n' "$t" "$(mb "${SIZE[$t]}")" "${BUILD_S[$t]:--}" "${WARM_S[$t]:--}"
+        done
+        [ -n "$BUILD_TOTAL" ] && printf '| all images | | %s | %s |\n' "$BUILD_TOTAL" "${WARM_TOTAL:--}"
+        echo
+        echo "Calls: $CALLS of ${CALL_S} s, then $DRILL_CALLS of ${DRILL_CALL_S} s (drill 1) and $DRILL_CALLS of 12 s (drill 2): $total in all."
+        echo "Offloaded share: $offloads rtpagent offloads for $CALLS calls; $noff of $nsess sessions in the API offloaded."
+        echo "Stack healthy ${UP_S} s after \`up\`."
+        echo
+        echo "| check | result |"
+        echo "|---|---|"
+        for t in "${CHECKS[@]}"; do printf '| %s | %s |\n' "${t%%|*}" "${t#*|}"; done
+    } > "$BENCH_TABLE"
+}
+
 # ================================================================= main
 install_tools
+trap 'stop_dockerd' EXIT
+[ "$ENGINE" = docker ] && start_dockerd
+if [ "$ENGINE" = podman ]; then ENGINE_VERSION=$(podman version --format '{{.Client.Version}}')
+else ENGINE_VERSION="$(docker version --format '{{.Server.Version}} (client {{.Client.Version}})')"; fi
+if [ "$ENGINE" = podman ]; then COMPOSE_TOOL="podman-compose $PODMAN_COMPOSE_VERSION"
+else COMPOSE_TOOL="docker compose $(docker compose version --short)"; fi
+log "engine: $ENGINE $ENGINE_VERSION, $COMPOSE_TOOL"
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
+BUILD_TOTAL=''
+WARM_TOTAL=''
 if [ "${SKIP_BUILD:-0}" = 1 ]; then
     log "SKIP_BUILD=1: using the images as they are"
     for t in postgres server collector rtpproxy rtpagent onswitch softswitch "sip-$SIP"; do
-        podman image exists "p4relay/$t:latest" || die "image p4relay/$t:latest missing"
-        SIZE[p4relay/$t:latest]=$(podman image inspect --format '{{.Size}}' "p4relay/$t:latest")
+        image_exists "p4relay/$t:latest" || die "image p4relay/$t:latest missing"
+        SIZE[p4relay/$t:latest]=$("$ENGINE" image inspect --format '{{.Size}}' "p4relay/$t:latest")
     done
 else
     t_build=$(date +%s)
     build_images
-    log "all images built in $(( $(date +%s) - t_build ))s"
+    BUILD_TOTAL=$(( $(date +%s) - t_build ))
+    log "all images built in ${BUILD_TOTAL}s"
+    if [ "${REBUILD:-1}" = 1 ]; then
+        # The same builds again, nothing changed: what the layer cache saves.
+        PASS=warm
+        t_build=$(date +%s)
+        build_all
+        WARM_TOTAL=$(( $(date +%s) - t_build ))
+        log "all images rebuilt (nothing changed) in ${WARM_TOTAL}s"
+    fi
+    print_builds
 fi
+unnice_dockerd
 
+exec 9>"$STACK_LOCK"
+if ! flock -n 9; then log "waiting for $STACK_LOCK (another stack of this check is up)"; flock 9; fi
 trap cleanup EXIT
-testbed_up
 write_env
+testbed_up
 # SIPp's rtp_stream loops media/tone.alaw (relative to its working directory):
 # 10 s of A-law silence (0xd5), 50 packets/s per direction.
 mkdir -p "$WORK/media/media"
 python3 -c 'import sys; sys.stdout.buffer.write(bytes([0xd5]) * 80000)' > "$WORK/media/media/tone.alaw"
 
 log "compose up (profiles softswitch, $SIP), in dependency order"
+t_up=$(date +%s)
+ONE_UP=0
+up() {
+    [ "$ONE_UP" = 1 ] && return 0
+    COMPOSE up -d --no-deps "$@" >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up $* failed"; }
+}
+if [ "$ENGINE" = docker ] && [ "${ONSWITCH:-0}" != 1 ]; then
+    ONE_UP=1
+    # As an operator starts it: one `up`, docker compose ordering the start by
+    # depends_on (healthy, completed successfully).
+    COMPOSE up -d postgres softswitch switch-bootstrap rtpproxy init server rtpagent collector "$SIP" \
+        >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up failed"; }
+fi
 # podman 4.3 (Debian 12) cannot start a container whose `--requires` names a
 # one-shot that has exited (init, switch-bootstrap), nor wait for `healthy`:
 # start each tier with --no-deps and wait for its healthchecks and one-shots
-# here, the order depends_on gives under docker compose.
-t_up=$(date +%s)
-up() { COMPOSE up -d --no-deps "$@" >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up $* failed"; }; }
+# here, the order depends_on gives under docker compose. (With docker the
+# stack is up already and this only checks each tier; the on-switch service
+# replaces two that the SIP server depends on, so it starts tier by tier.)
 up postgres softswitch rtpproxy
 wait_healthy postgres 90 || die "postgres not healthy"
 wait_healthy softswitch 60 || die "softswitch not healthy"
@@ -331,7 +522,8 @@ up "$COLLECTOR" "$SIP"
 for s in "$COLLECTOR" "$SIP"; do
     wait_healthy "$s" 120 || die "$s not healthy"
 done
-ok "stack healthy in $(( $(date +%s) - t_up ))s: $(podman ps --filter "label=io.podman.compose.project=$PROJECT" --format '{{.Names}}' | sed "s/${PROJECT}_//; s/_1\$//" | sort | xargs)"
+UP_S=$(( $(date +%s) - t_up ))
+ok "stack healthy in ${UP_S}s: $("$ENGINE" ps --filter "label=$PROJECT_LABEL=$PROJECT" --format '{{.Names}}' | sed "s/^${PROJECT}[_-]//; s/[_-]1\$//" | sort | xargs)"
 login
 
 # ---------------------------------------------------------------- 5. calls
@@ -356,21 +548,21 @@ read -r nsess noff < <(session_count)
 
 # ---------------------------------------------------------------- 6. drills
 log "drill 1: SIGKILL $AGENT during $DRILL_CALLS calls of ${DRILL_CALL_S}s"
-before=$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")
+before=$(restarts "$AGENT")
 uac "$DRILL_CALLS" "$DRILL_CALL_S" drill1 > "$WORK/drill1.out" &
 uacpid=$!
 sleep $(( DRILL_CALLS / 5 + 8 ))
 tx_a=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
-kill -9 "$(podman inspect --format '{{.State.Pid}}' "$(cname "$AGENT")")"
+kill -9 "$("$ENGINE" inspect --format '{{.State.Pid}}' "$(cname "$AGENT")")"
 log "$AGENT killed; waiting for its restart"
 for _ in $(seq 60); do
-    [ "$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")" -gt "$before" ] \
+    [ "$(restarts "$AGENT")" -gt "$before" ] \
         && [ "$(state "$AGENT")" = "running 0" ] && break
     sleep 1
 done
 sleep 5
 tx_b=$(metric "$NS_SW" 127.0.0.1:9101 'p4relay_port_tx_packets_total\{[^}]*port="3"')
-restarts=$(podman inspect --format '{{.RestartCount}}' "$(cname "$AGENT")")
+restarts=$(restarts "$AGENT")
 [ "$restarts" -gt "$before" ] && ok "$AGENT restarted by its policy (restart count $restarts)" \
     || bad "$AGENT not restarted (state $(state "$AGENT"))"
 wait_healthy "$AGENT" 90 && ok "$AGENT healthy again" || bad "$AGENT not healthy after restart"
@@ -387,7 +579,7 @@ read -r n_before _ < <(session_count)
 uac "$DRILL_CALLS" 12 drill2 > "$WORK/drill2.out" &
 uacpid=$!
 sleep 4
-podman restart -t 20 "$(cname postgres)" >/dev/null && ok "postgres restarted"
+"$ENGINE" restart -t 20 "$(cname postgres)" >/dev/null && ok "postgres restarted"
 wait_healthy postgres 60 || bad "postgres not healthy after restart"
 wait "$uacpid" || true
 read -r sent done_ < "$WORK/drill2.out"
@@ -406,5 +598,6 @@ read -r n_after _ < <(session_count)
 
 total=$(( CALLS + 2 * DRILL_CALLS ))
 log "summary: calls $total sent; images: $(for t in "${!SIZE[@]}"; do printf '%s=%s ' "${t#p4relay/}" "$(numfmt --to=iec "${SIZE[$t]}")"; done)"
+write_table
 [ "$FAILS" -eq 0 ] && log "compose-check: ok" || log "compose-check: $FAILS check(s) failed"
 [ "$FAILS" -eq 0 ]
