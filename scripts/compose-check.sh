@@ -419,7 +419,7 @@ write_table() {
         echo "Engine: $ENGINE $ENGINE_VERSION, $COMPOSE_TOOL; SIP server: $SIP;" \
             "$( [ "${ONSWITCH:-0}" = 1 ] && echo "the on-switch image in place of rtpagent + collector" || echo "rtpagent and collector images")."
         if [ -z "$BUILD_TOTAL" ]; then echo "Images as built before (SKIP_BUILD=1)."
-        elif [ "$BASE_BUILT" -gt 0 ]; then echo "Cold build: no base image and no layer cached at the start."
+        elif [ "$BASE_BUILT" -gt 0 ]; then echo "Cold build: no base image at the start, so every layer was built."
         else echo "Build with the base image present and the engine's layer cache as the previous builds left it."; fi
         echo
         echo "| image | size (uncompressed) | build (s) | rebuild, nothing changed (s) |"
