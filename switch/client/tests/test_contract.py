@@ -176,3 +176,52 @@ def test_client_ired_names_are_the_contracts(contract: dict[str, Any]) -> None:
     assert set(names.IRED_REGISTERS) == {r for r in registers if ".ired_" in r}
     assert contract["config"]["ired_ewma_n_max"] == names.IRED_EWMA_N_MAX
     assert contract["config"]["ired_cell_bytes"] == names.IRED_CELL_BYTES
+
+
+def test_client_int_names_are_the_contracts(contract: dict[str, Any]) -> None:
+    from p4relay_switch import names
+
+    tables = {t["name"]: t for t in contract["table"]}
+    actions = {a["name"]: a for a in contract["action"]}
+    registers = {r["name"] for r in contract["register"]}
+    watch = tables[names.INT_WATCH]
+    assert [k["name"] for k in watch["keys"]] == [
+        names.K_BRIDGED_RELAY,
+        names.K_BRIDGED_LEG,
+        names.K_SRC_ADDR,
+        names.K_DST_ADDR,
+        names.K_DST_PORT,
+        names.K_PRIORITY,
+    ]
+    assert all(k["match"] == "Ternary" for k in watch["keys"][:-1])
+    assert watch["actions"] == [names.A_INT_WATCH_FLOW, "NoAction"]
+    role = tables[names.INT_ROLE]
+    assert [k["name"] for k in role["keys"]] == [names.K_NEXTHOP_ID]
+    assert role["actions"] == [names.A_INT_TRANSIT, names.A_INT_SINK, "NoAction"]
+    for t, a in (
+        (names.INT_HOP_CONFIG, names.A_INT_HOP),
+        (names.INT_REPORT, names.A_INT_REPORT_ENCAP),
+    ):
+        assert [k["name"] for k in tables[t]["keys"]] == [names.K_EGRESS_PORT]
+        assert tables[t]["actions"] == [a, "NoAction"]
+    assert [p["name"] for p in actions[names.A_INT_HOP]["params"]] == [
+        "switch_id",
+        "onset_cells",
+        "clear_cells",
+        "onset_ns",
+        "clear_ns",
+    ]
+    assert [p["name"] for p in actions[names.A_INT_REPORT_ENCAP]["params"]] == [
+        "src_mac",
+        "dst_mac",
+        "src_addr",
+        "dst_addr",
+        "dst_port",
+        "switch_id",
+    ]
+    assert set(names.INT_REGISTERS) == {r for r in registers if ".int_" in r}
+    cfg = contract["config"]
+    assert cfg["int_dscp"] == names.INT_DSCP
+    assert cfg["int_max_hops"] == names.INT_MAX_HOPS
+    assert cfg["int_flow_slots"] == names.INT_FLOW_SLOTS
+    assert cfg["int_report_interval_ms"] == names.INT_REPORT_INTERVAL_MS

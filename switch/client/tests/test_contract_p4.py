@@ -30,8 +30,10 @@ COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
 # The ired profile (lean + iRED): the compiler's ids and shapes of the iRED
 # objects, which the standard profile does not build.
 COMMITTED_IRED = P4_ROOT / "bfrt" / "ired.bf-rt.json"
+# The int profile (standard with INT in place of reroute): the INT objects.
+COMMITTED_INT = P4_ROOT / "bfrt" / "int.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
-PROFILES = ("standard", "lean", "large", "ired")
+PROFILES = ("standard", "lean", "large", "ired", "int")
 
 # Objects bf-p4c adds to every program, which no client of ours addresses: the
 # snapshot (debug capture) tables, the table debug counters, the parser's port
@@ -184,15 +186,30 @@ def committed_ired() -> dict[str, Any]:
     return dict(json.loads(COMMITTED_IRED.read_text()))
 
 
+@pytest.fixture(scope="module")
+def committed_int() -> dict[str, Any]:
+    return dict(json.loads(COMMITTED_INT.read_text()))
+
+
 def is_ired(name: str) -> bool:
     return ".ired_" in name
 
 
-def with_ired(standard: dict[str, Any], ired: dict[str, Any]) -> dict[str, Any]:
-    """The standard profile's schema plus the ired profile's iRED objects:
-    everything the contract names, as the software switch serves it."""
+def is_int(t: dict[str, Any]) -> bool:
+    """An INT object of the program (not a target table of its Hash extern)."""
+    return ".int_" in t["name"] and t.get("table_type") not in TARGET_TABLE_TYPES
+
+
+def with_ired(
+    standard: dict[str, Any], ired: dict[str, Any], int_: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The standard profile's schema plus the ired profile's iRED objects and
+    the int profile's INT objects: everything the contract names, as the
+    software switch serves it."""
     out: dict[str, Any] = json.loads(json.dumps(standard))
     out["tables"] += [t for t in ired["tables"] if is_ired(t["name"])]
+    if int_ is not None:
+        out["tables"] += [t for t in int_["tables"] if is_int(t)]
     return out
 
 
@@ -202,9 +219,12 @@ def softswitch() -> dict[str, Any]:
 
 
 def test_committed_schema_matches_contract(
-    contract: dict[str, Any], committed: dict[str, Any], committed_ired: dict[str, Any]
+    contract: dict[str, Any],
+    committed: dict[str, Any],
+    committed_ired: dict[str, Any],
+    committed_int: dict[str, Any],
 ) -> None:
-    errs = contract_errors(contract, with_ired(committed, committed_ired))
+    errs = contract_errors(contract, with_ired(committed, committed_ired, committed_int))
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
 
 
@@ -224,6 +244,15 @@ def test_committed_ired_schema_is_the_compilers(committed_ired: dict[str, Any]) 
     fresh = _resources().program_schema(compiled("ired"))
     assert fresh == _resources().program_schema(committed_ired), (
         "switch/p4/bfrt/ired.bf-rt.json is stale: "
+        "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
+    )
+
+
+def test_committed_int_schema_is_the_compilers(committed_int: dict[str, Any]) -> None:
+    """switch/p4/bfrt/int.bf-rt.json is what the int profile compiles to."""
+    fresh = _resources().program_schema(compiled("int"))
+    assert fresh == _resources().program_schema(committed_int), (
+        "switch/p4/bfrt/int.bf-rt.json is stale: "
         "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
     )
 
@@ -248,9 +277,24 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
     ]
 
 
-def test_standard_profile_is_the_contract_without_ired(contract: dict[str, Any]) -> None:
+def test_standard_profile_is_the_contract_without_ired_and_int(contract: dict[str, Any]) -> None:
     errs = contract_errors(contract, compiled("standard"))
-    assert sorted(errs) == sorted(ired_objects(contract)), errs
+    assert sorted(errs) == sorted(ired_objects(contract) + int_objects(contract)), errs
+
+
+def int_objects(contract: dict[str, Any]) -> list[str]:
+    """What P4RELAY_WITH_INT adds: its tables and registers, as contract_errors names them missing."""
+    tables = [t["name"] for t in contract["table"] if ".int_" in t["name"]]
+    regs = [r["name"] for r in contract["register"] if ".int_" in r["name"]]
+    assert len(tables) == 4 and len(regs) == 7
+    return [f"table {n} missing" for n in tables] + [f"register {n} missing" for n in regs]
+
+
+def test_int_profile_is_standard_with_int_instead_of_reroute(contract: dict[str, Any]) -> None:
+    """The int profile builds every INT object of the contract; it has no
+    reroute (both do not fit 12 stages) and no iRED."""
+    errs = contract_errors(contract, compiled("int"))
+    assert sorted(errs) == sorted(_reroute_missing(contract) + ired_objects(contract)), errs
 
 
 def _reroute_missing(contract: dict[str, Any]) -> list[str]:
@@ -283,7 +327,12 @@ def _quality_missing(contract: dict[str, Any]) -> list[str]:
 
 def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[str, Any]) -> None:
     errs = contract_errors(contract, compiled("lean"))
-    want = _quality_missing(contract) + _reroute_missing(contract) + ired_objects(contract)
+    want = (
+        _quality_missing(contract)
+        + _reroute_missing(contract)
+        + ired_objects(contract)
+        + int_objects(contract)
+    )
     assert sorted(errs) == sorted(want)
 
 
@@ -291,7 +340,8 @@ def test_ired_profile_is_lean_with_ired(contract: dict[str, Any]) -> None:
     """The ired profile builds every iRED object of the contract, as lean
     builds everything but the quality registers and reroute."""
     errs = contract_errors(contract, compiled("ired"))
-    assert sorted(errs) == sorted(_quality_missing(contract) + _reroute_missing(contract)), errs
+    want = _quality_missing(contract) + _reroute_missing(contract) + int_objects(contract)
+    assert sorted(errs) == sorted(want), errs
 
 
 def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
@@ -300,7 +350,7 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     """Large: every ingress stage goes to the relay tables, so no reroute or iRED."""
     large = compiled("large")
     errs = contract_errors(contract, large)
-    missing = _reroute_missing(contract) + ired_objects(contract)
+    missing = _reroute_missing(contract) + ired_objects(contract) + int_objects(contract)
     sized = [e for e in errs if e not in missing]
     assert sized, "the large build has other sizes than the contract's defaults"
     assert all("size" in e for e in sized), errs
@@ -310,24 +360,32 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
 
 
 def test_softswitch_schema_is_the_compilers(
-    committed: dict[str, Any], committed_ired: dict[str, Any], softswitch: dict[str, Any]
+    committed: dict[str, Any],
+    committed_ired: dict[str, Any],
+    committed_int: dict[str, Any],
+    softswitch: dict[str, Any],
 ) -> None:
     """Table, key and data field names (incl. $ENTRY_HIT_STATE), types, widths,
     match types, actions and their parameters, attributes, registers and digest
     fields: the software switch serves what bf_switchd serves for this program
     (sizes differ by design)."""
     diffs = shape_differences(
-        schema_shape(with_ired(committed, committed_ired)), schema_shape(softswitch)
+        schema_shape(with_ired(committed, committed_ired, committed_int)),
+        schema_shape(softswitch),
     )
     assert not diffs, "softswitch schema differs from bf-p4c's:\n" + "\n".join(diffs)
 
 
 def test_softswitch_ids(
-    committed: dict[str, Any], committed_ired: dict[str, Any], softswitch: dict[str, Any]
+    committed: dict[str, Any],
+    committed_ired: dict[str, Any],
+    committed_int: dict[str, Any],
+    softswitch: dict[str, Any],
 ) -> None:
     """Every id a client sends (table, key, data field, action, parameter,
-    digest, digest field) is bf-p4c's (iRED's from the ired profile)."""
-    p4 = schema_ids(with_ired(committed, committed_ired))
+    digest, digest field) is bf-p4c's (iRED's from the ired profile, INT's
+    from the int profile)."""
+    p4 = schema_ids(with_ired(committed, committed_ired, committed_int))
     soft = schema_ids(softswitch)
     assert set(p4) == set(soft), sorted(set(p4) ^ set(soft))
     differing = [

@@ -7,8 +7,7 @@
  *       offloaded leg, dropped after its egress pass).
  *   P4RELAY_WITH_INT (with the standard profile; build.sh profile "int"):
  *       in-band network telemetry, WITH_INT: INT-MD over UDP source, transit
- *       and sink, telemetry report copies (controls/int_*.p4). Its tables
- *       and registers are not in the contract yet.
+ *       and sink, telemetry report copies (controls/int_*.p4).
  *   P4RELAY_PROFILE_LEAN: forwarding, relay, relay guard, learning digest
  *       only. No quality registers, no write-back copies: the most sessions
  *       per pipe. The quality registers of the contract are then absent from

@@ -51,6 +51,10 @@ pub struct ContractConfig {
     pub reroute_notice_ethertype: u16,
     pub ired_ewma_n_max: u32,
     pub ired_cell_bytes: u32,
+    pub int_dscp: u8,
+    pub int_max_hops: u8,
+    pub int_flow_slots: u32,
+    pub int_report_interval_ms: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,7 +135,11 @@ pub mod names {
     pub const REROUTE_WATCH: &str = "pipe.Ingress.reroute_watch";
     pub const REROUTE_CLASS: &str = "pipe.Egress.reroute_class";
     pub const IRED_PORT: &str = "pipe.Egress.ired_port";
-    pub const TABLES: [&str; 9] = [
+    pub const INT_WATCH: &str = "pipe.Ingress.int_watch";
+    pub const INT_ROLE: &str = "pipe.Ingress.int_role";
+    pub const INT_HOP_CONFIG: &str = "pipe.Egress.int_hop_config";
+    pub const INT_REPORT: &str = "pipe.Egress.int_report";
+    pub const TABLES: [&str; 13] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -141,6 +149,10 @@ pub mod names {
         REROUTE_WATCH,
         REROUTE_CLASS,
         IRED_PORT,
+        INT_WATCH,
+        INT_ROLE,
+        INT_HOP_CONFIG,
+        INT_REPORT,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -156,6 +168,8 @@ pub mod names {
     pub const KEY_LEG: &str = "ig_md.leg";
     pub const KEY_RR_CLASS: &str = "hdr.bridged.rr_class";
     pub const KEY_EGRESS_PORT: &str = "eg_intr_md.egress_port";
+    pub const KEY_BRIDGED_RELAY: &str = "hdr.bridged.relay";
+    pub const KEY_BRIDGED_LEG: &str = "hdr.bridged.leg";
 
     // Actions and their parameters.
     pub const SET_NEXTHOP: &str = "Ingress.set_nexthop";
@@ -191,6 +205,16 @@ pub mod names {
     pub const P_EWMA_N: &str = "ewma_n";
     pub const P_TAIL_DROP: &str = "tail_drop";
     pub const P_PROTECT: &str = "protect";
+    pub const INT_WATCH_FLOW: &str = "Ingress.int_watch_flow";
+    pub const INT_TRANSIT: &str = "Ingress.int_transit";
+    pub const INT_SINK: &str = "Ingress.int_sink";
+    pub const INT_HOP: &str = "Egress.int_hop";
+    pub const P_SWITCH_ID: &str = "switch_id";
+    pub const P_ONSET_CELLS: &str = "onset_cells";
+    pub const P_CLEAR_CELLS: &str = "clear_cells";
+    pub const P_ONSET_NS: &str = "onset_ns";
+    pub const P_CLEAR_NS: &str = "clear_ns";
+    pub const INT_REPORT_ENCAP: &str = "Egress.int_report_encap";
     pub const NO_ACTION: &str = "NoAction";
 
     // Fixed tables, their keys and data fields.
@@ -301,6 +325,20 @@ mod tests {
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);
+        assert_eq!(
+            keys(INT_WATCH),
+            [
+                KEY_BRIDGED_RELAY,
+                KEY_BRIDGED_LEG,
+                KEY_IPV4_SRC,
+                KEY_IPV4_DST,
+                KEY_UDP_DST,
+                MATCH_PRIORITY
+            ]
+        );
+        assert_eq!(keys(INT_ROLE), [KEY_NEXTHOP_ID]);
+        assert_eq!(keys(INT_HOP_CONFIG), [KEY_EGRESS_PORT]);
+        assert_eq!(keys(INT_REPORT), [KEY_EGRESS_PORT]);
         let params = |a: &str| {
             c.action(a)
                 .unwrap_or_else(|| panic!("{a}"))
@@ -322,6 +360,27 @@ mod tests {
         );
         assert_eq!(params(REROUTE_NOTIFY), [P_SLOT, P_FLOW_CLASS]);
         assert_eq!(params(REROUTE_THRESHOLDS), [P_T_Q_NS, P_M, P_HOLD_MS]);
+        assert_eq!(
+            params(INT_HOP),
+            [
+                P_SWITCH_ID,
+                P_ONSET_CELLS,
+                P_CLEAR_CELLS,
+                P_ONSET_NS,
+                P_CLEAR_NS
+            ]
+        );
+        assert_eq!(
+            params(INT_REPORT_ENCAP),
+            [
+                P_SRC_MAC,
+                P_DST_MAC,
+                P_SRC_ADDR,
+                P_DST_ADDR,
+                P_DST_PORT,
+                P_SWITCH_ID
+            ]
+        );
         for d in [LEARN_DIGEST, REROUTE_DIGEST] {
             assert!(c.digests.iter().any(|x| x.name == d), "{d}");
         }
@@ -329,7 +388,15 @@ mod tests {
             params(IRED_SET),
             [P_MAX_LEN_QUEUE, P_N_DROP, P_EWMA_N, P_TAIL_DROP, P_PROTECT]
         );
-        for a in [DROP, MARK_RELAY, GUARD_DROP, NO_ACTION] {
+        for a in [
+            DROP,
+            MARK_RELAY,
+            GUARD_DROP,
+            INT_WATCH_FLOW,
+            INT_TRANSIT,
+            INT_SINK,
+            NO_ACTION,
+        ] {
             assert!(params(a).is_empty());
         }
         let fixed = |n: &str| {

@@ -23,10 +23,12 @@ pub const ID_COUNTER_PKTS: u32 = 65554;
 pub const ID_REGISTER_INDEX: u32 = 65557;
 
 /// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
-/// reference): the standard profile, then the ired profile for the iRED
-/// objects the standard one does not build.
+/// reference): the standard profile, then the ired and int profiles for the
+/// iRED and INT objects the standard one does not build.
 const COMPILER_BFRT_JSON: &str = include_str!("../../p4/bfrt/standard.bf-rt.json");
 const COMPILER_IRED_BFRT_JSON: &str = include_str!("../../p4/bfrt/ired.bf-rt.json");
+/// The int profile (standard with INT in place of reroute): the INT objects.
+const COMPILER_INT_BFRT_JSON: &str = include_str!("../../p4/bfrt/int.bf-rt.json");
 
 /// Table, action and learn-filter ids by name, from the compiler's bf-rt.json.
 struct CompilerIds {
@@ -44,6 +46,7 @@ impl CompilerIds {
         };
         ids.add(COMPILER_BFRT_JSON);
         ids.add(COMPILER_IRED_BFRT_JSON);
+        ids.add(COMPILER_INT_BFRT_JSON);
         ids
     }
 
@@ -91,6 +94,10 @@ pub enum TableKind {
     RerouteWatch,
     RerouteClass,
     IredPort,
+    IntWatch,
+    IntRole,
+    IntHopConfig,
+    IntReport,
     Register(Reg),
     Port,
     PortStat,
@@ -114,6 +121,19 @@ pub enum Reg {
     RerouteRun,
     ReroutePortHot,
     Ired(IredReg),
+    Int(IntReg),
+}
+
+/// The INT registers (pipeline/int_*.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntReg {
+    Malformed,
+    TxBytes,
+    HopLimit,
+    FlowPath,
+    FlowCongested,
+    FlowReported,
+    ReportSeq,
 }
 
 /// The iRED registers (pipeline/ired.rs), indexed by dev_port.
@@ -154,6 +174,13 @@ impl Reg {
             "ired_flags_set" => Reg::Ired(IredReg::FlagsSet),
             "ired_drops" => Reg::Ired(IredReg::Drops),
             "ired_spared" => Reg::Ired(IredReg::Spared),
+            "int_malformed" => Reg::Int(IntReg::Malformed),
+            "int_tx_bytes" => Reg::Int(IntReg::TxBytes),
+            "int_hop_limit" => Reg::Int(IntReg::HopLimit),
+            "int_flow_path" => Reg::Int(IntReg::FlowPath),
+            "int_flow_congested" => Reg::Int(IntReg::FlowCongested),
+            "int_flow_reported" => Reg::Int(IntReg::FlowReported),
+            "int_report_seq" => Reg::Int(IntReg::ReportSeq),
             _ => return None,
         })
     }
@@ -164,6 +191,7 @@ pub enum MatchType {
     Exact,
     Lpm,
     Range,
+    Ternary,
 }
 
 #[derive(Debug, Clone)]
@@ -250,6 +278,7 @@ fn match_type(s: &str) -> MatchType {
     match s {
         "LPM" => MatchType::Lpm,
         "Range" => MatchType::Range,
+        "Ternary" => MatchType::Ternary,
         _ => MatchType::Exact,
     }
 }
@@ -259,6 +288,7 @@ fn match_name(m: MatchType) -> &'static str {
         MatchType::Exact => "Exact",
         MatchType::Lpm => "LPM",
         MatchType::Range => "Range",
+        MatchType::Ternary => "Ternary",
     }
 }
 
@@ -320,13 +350,19 @@ impl Schema {
                 names::REROUTE_WATCH => TableKind::RerouteWatch,
                 names::REROUTE_CLASS => TableKind::RerouteClass,
                 names::IRED_PORT => TableKind::IredPort,
+                names::INT_WATCH => TableKind::IntWatch,
+                names::INT_ROLE => TableKind::IntRole,
+                names::INT_HOP_CONFIG => TableKind::IntHopConfig,
+                names::INT_REPORT => TableKind::IntReport,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             // A call has as many guard entries as relay entries (4).
             let size = match kind {
                 TableKind::Relay | TableKind::RelayGuard => relay_entries,
                 TableKind::LegRewrite => legs,
-                TableKind::IredPort => c.config.max_ports,
+                TableKind::IredPort | TableKind::IntHopConfig | TableKind::IntReport => {
+                    c.config.max_ports
+                }
                 _ => t.size_p4,
             };
             let keys = keys_of(&t.keys);
@@ -428,7 +464,8 @@ impl Schema {
             let size = match reg {
                 Reg::LearnFilter => c.config.learn_filter_size,
                 Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => r.size_p4,
-                Reg::Ired(_) => c.config.max_ports,
+                Reg::Ired(_) | Reg::Int(IntReg::TxBytes) => c.config.max_ports,
+                Reg::Int(_) => r.size_p4,
                 _ => legs,
             };
             let short = r.name.trim_start_matches("pipe.");

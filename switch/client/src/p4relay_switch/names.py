@@ -97,3 +97,38 @@ IRED_REGISTERS = (
 # contract.toml [config]
 IRED_EWMA_N_MAX = 4
 IRED_CELL_BYTES = 80
+
+# INT (in-band network telemetry): watch list and roles in Ingress, the hop
+# and the telemetry report in Egress.
+INT_WATCH = "pipe.Ingress.int_watch"
+INT_ROLE = "pipe.Ingress.int_role"
+INT_HOP_CONFIG = "pipe.Egress.int_hop_config"
+INT_REPORT = "pipe.Egress.int_report"
+A_INT_WATCH_FLOW = "Ingress.int_watch_flow"
+A_INT_TRANSIT = "Ingress.int_transit"
+A_INT_SINK = "Ingress.int_sink"
+A_INT_HOP = "Egress.int_hop"
+A_INT_REPORT_ENCAP = "Egress.int_report_encap"
+K_BRIDGED_RELAY = "hdr.bridged.relay"
+K_BRIDGED_LEG = "hdr.bridged.leg"
+REG_INT_MALFORMED = "pipe.Ingress.int_malformed"
+REG_INT_TX_BYTES = "pipe.Egress.int_tx_bytes"
+REG_INT_HOP_LIMIT = "pipe.Egress.int_hop_limit"
+REG_INT_FLOW_PATH = "pipe.Egress.int_flow_path"
+REG_INT_FLOW_CONGESTED = "pipe.Egress.int_flow_congested"
+REG_INT_FLOW_REPORTED = "pipe.Egress.int_flow_reported"
+REG_INT_REPORT_SEQ = "pipe.Egress.int_report_seq"
+INT_REGISTERS = (
+    REG_INT_MALFORMED,
+    REG_INT_TX_BYTES,
+    REG_INT_HOP_LIMIT,
+    REG_INT_FLOW_PATH,
+    REG_INT_FLOW_CONGESTED,
+    REG_INT_FLOW_REPORTED,
+    REG_INT_REPORT_SEQ,
+)
+# contract.toml [config]
+INT_DSCP = 0x17
+INT_MAX_HOPS = 2
+INT_FLOW_SLOTS = 4096
+INT_REPORT_INTERVAL_MS = 1000

@@ -2,13 +2,14 @@
 //! line rate, so queue depth and queueing delay are measured, not modelled.
 //! Tail drop when full. Each slot keeps the packet's bridged metadata and the
 //! queue depth it found (enq_qdepth, cells). When it reaches the head, the
-//! caller's `egress` sees it with both depths (iRED's decision, which may
-//! drop it without spending line time), then `depart` once it is handed to
-//! the TX ring, or dropped by `egress` (egress quality registers).
+//! caller's `egress` sees it with both depths and its queueing delay, and
+//! may rewrite it in its slot (INT) or drop it without spending line time
+//! (iRED); then `depart` once it is handed to the TX ring, or dropped by
+//! `egress` (egress quality registers).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use crate::pipeline::Bridged;
+use crate::pipeline::{Bridged, EgressPass, EgressVerdict};
 
 /// Slot size: the largest frame the switch carries (the RX ring frame size).
 pub const SLOT: usize = 2048;
@@ -117,16 +118,18 @@ impl Fifo {
     /// Moves what the line rate allows by `now_ns` into `tx` (the caller
     /// flushes it, outside the queue lock). Returns the time the next queued
     /// packet may leave (for the worker's wake-up), if any remain, and whether
-    /// anything was moved. `egress(bridged, deq_cells, enq_cells)` decides
-    /// once per packet at the head whether it goes on (false: dropped, no
-    /// line time spent); `depart` sees each moved packet's bridged metadata,
-    /// its queueing delay (ns) and the frame.
+    /// anything was moved. `egress(bridged, pass)` runs once per packet at
+    /// the head (`EgressPass`: deq/enq depth, queueing delay, the frame in
+    /// its slot, which it may rewrite) and decides whether it goes on (Drop:
+    /// no line time spent; Consume: a copy that ends there, no departure);
+    /// `depart` sees each moved packet's bridged metadata, its queueing
+    /// delay (ns) and the frame.
     pub fn drain(
         &mut self,
         now_ns: u64,
         tx: &mut impl TxSink,
         st: &EgressStats,
-        mut egress: impl FnMut(&Bridged, u32, u32) -> bool,
+        mut egress: impl FnMut(&Bridged, &mut EgressPass<'_>) -> EgressVerdict,
         mut depart: impl FnMut(&Bridged, u64, &[u8]),
     ) -> (Option<u64>, bool) {
         let rate = st.rate_bps.load(Relaxed);
@@ -138,10 +141,34 @@ impl Fifo {
                 break;
             }
             let i = self.head;
-            let n = usize::from(self.lens[i]);
+            let mut n = usize::from(self.lens[i]);
             if !self.egressed[i] {
-                let deq_cells = (self.cells - cells(n)) as u32;
-                if !egress(&self.bridged[i], deq_cells, self.enq_cells[i]) {
+                let mut pass = EgressPass {
+                    deq_cells: (self.cells - cells(n)) as u32,
+                    enq_cells: self.enq_cells[i],
+                    queue_delay_ns: now_ns.saturating_sub(self.enq_ns[i]),
+                    buf: &mut self.buf[i * SLOT..(i + 1) * SLOT],
+                    len: n,
+                };
+                let verdict = egress(&self.bridged[i], &mut pass);
+                if pass.len != n {
+                    // the queue holds what it took in: account the new length
+                    let m = pass.len;
+                    self.cells = self.cells - cells(n) + cells(m);
+                    if m > n {
+                        st.depth_bytes.fetch_add((m - n) as u64, Relaxed);
+                    } else {
+                        st.depth_bytes.fetch_sub((n - m) as u64, Relaxed);
+                    }
+                    self.lens[i] = m as u16;
+                    n = m;
+                }
+                if verdict == EgressVerdict::Consume {
+                    st.depth_bytes.fetch_sub(n as u64, Relaxed);
+                    self.pop(n);
+                    continue;
+                }
+                if verdict == EgressVerdict::Drop {
                     // Tofino's Egress runs RtpQuality before this drop takes
                     // effect: the packet counts as departed there too.
                     depart(
@@ -230,13 +257,14 @@ mod tests {
             ..Sink::default()
         };
         assert!(q
-            .drain(10, &mut s, &st, |_, _, _| true, |_, _, _| {})
+            .drain(10, &mut s, &st, |_, _| EgressVerdict::Send, |_, _, _| {})
             .0
             .is_some());
         assert_eq!(q.len(), 1);
         s.room = 10;
         assert_eq!(
-            q.drain(20, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
+            q.drain(20, &mut s, &st, |_, _| EgressVerdict::Send, |_, _, _| {})
+                .0,
             None
         );
         assert_eq!(
@@ -268,7 +296,7 @@ mod tests {
             1,
             &mut s,
             &st,
-            |_, _, _| true,
+            |_, _| EgressVerdict::Send,
             |b, _, _| departed.push(b.leg),
         );
         assert_eq!(departed, vec![0, 1]);
@@ -288,7 +316,7 @@ mod tests {
             3,
             &mut s,
             &st,
-            |_, _, _| true,
+            |_, _| EgressVerdict::Send,
             |b, _, _| departed.push(b.leg),
         );
         assert_eq!(departed, vec![0, 1]);
@@ -297,7 +325,7 @@ mod tests {
             4,
             &mut s,
             &st,
-            |_, _, _| true,
+            |_, _| EgressVerdict::Send,
             |b, _, _| departed.push(b.leg),
         );
         assert_eq!(departed, vec![0, 1, 9]);
@@ -318,25 +346,38 @@ mod tests {
             ..Sink::default()
         };
         assert_eq!(
-            q.drain(t0, &mut s, &st, |_, _, _| true, |_, _, _| {}).0,
-            Some(t0 + 1_000_000)
-        );
-        assert_eq!(s.frames.len(), 1);
-        assert_eq!(
-            q.drain(t0 + 500_000, &mut s, &st, |_, _, _| true, |_, _, _| {})
+            q.drain(t0, &mut s, &st, |_, _| EgressVerdict::Send, |_, _, _| {})
                 .0,
             Some(t0 + 1_000_000)
         );
         assert_eq!(s.frames.len(), 1);
+        assert_eq!(
+            q.drain(
+                t0 + 500_000,
+                &mut s,
+                &st,
+                |_, _| EgressVerdict::Send,
+                |_, _, _| {}
+            )
+            .0,
+            Some(t0 + 1_000_000)
+        );
+        assert_eq!(s.frames.len(), 1);
         // a late wake-up catches up (bounded), keeping the average rate
-        q.drain(t0 + 3_000_000, &mut s, &st, |_, _, _| true, |_, _, _| {});
+        q.drain(
+            t0 + 3_000_000,
+            &mut s,
+            &st,
+            |_, _| EgressVerdict::Send,
+            |_, _, _| {},
+        );
         assert_eq!(s.frames.len(), 3);
         for ms in 4..=10 {
             q.drain(
                 t0 + ms * 1_000_000,
                 &mut s,
                 &st,
-                |_, _, _| true,
+                |_, _| EgressVerdict::Send,
                 |_, _, _| {},
             );
             assert_eq!(s.frames.len() as u64, ms);

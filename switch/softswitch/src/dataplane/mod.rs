@@ -235,6 +235,9 @@ impl Worker {
             }
             let now = now_mono_ns();
             let mut wake = self.drain_egress(now, &mut pending);
+            if self.int_copies(&mut pending) {
+                wake = Some(now);
+            }
             if self.recirculate(&mut pending) {
                 // notices sent upstream wait in a queue now
                 wake = Some(now);
@@ -296,7 +299,7 @@ impl Worker {
                         now,
                         &mut *ring,
                         &port.stats.egress,
-                        |b, deq, enq| self.pipeline.ired(id, b, deq, enq),
+                        |b, e| self.pipeline.egress_head(id, b, e, now_real),
                         |b, delay, frame| {
                             let d = Departure {
                                 port: id,
@@ -349,6 +352,28 @@ impl Worker {
                     } else {
                         out.stats.disabled_drops.fetch_add(1, Relaxed);
                     }
+                }
+            }
+        }
+        queued
+    }
+
+    /// The sinks' report copies (int_source.rs): queued on the report port,
+    /// whose egress pass decides whether each becomes a telemetry report.
+    /// True if one was queued.
+    fn int_copies(&self, pending: &mut [bool]) -> bool {
+        let mut queued = false;
+        while let Some((port, frame, bridged)) = self.pipeline.take_int_copy() {
+            let oi = self.port_index[usize::from(port) & 63];
+            if let Some(out) = self.ports.get(usize::from(oi)) {
+                if out.enabled.load(Relaxed) {
+                    out.fifo
+                        .lock()
+                        .push(&frame, bridged, now_mono_ns(), &out.stats.egress);
+                    pending[usize::from(oi)] = true;
+                    queued = true;
+                } else {
+                    out.stats.disabled_drops.fetch_add(1, Relaxed);
                 }
             }
         }

@@ -149,6 +149,52 @@ impl<'a> Keys<'a> {
     }
 }
 
+impl Keys<'_> {
+    /// A Ternary key field: (value, mask). An Exact value is the all-ones
+    /// mask; an absent field matches anything (mask 0), as bf_switchd takes
+    /// an entry without it.
+    pub fn ternary(&self, name: &str) -> Result<(u64, u64), Status> {
+        let ks = self.table.key_by_name(name).ok_or_else(|| {
+            Status::internal(format!("{}: schema lacks key {name}", self.table.name))
+        })?;
+        let full = if ks.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << ks.bits) - 1
+        };
+        match self
+            .fields
+            .get(&ks.id)
+            .and_then(|kf| kf.match_type.as_ref())
+        {
+            None => Ok((0, 0)),
+            Some(key_field::MatchType::Ternary(t)) => {
+                let v = decode_int(&t.value, ks.bits, name)?;
+                let m = decode_int(&t.mask, ks.bits, name)?;
+                // bf_switchd keeps value & mask: bits outside the mask are don't-care.
+                Ok((v & m, m))
+            }
+            Some(key_field::MatchType::Exact(e)) => {
+                Ok((decode_int(&e.value, ks.bits, name)?, full))
+            }
+            _ => Err(invalid(format!(
+                "{}: key {name} must be a Ternary match",
+                self.table.name
+            ))),
+        }
+    }
+}
+
+pub fn key_ternary(k: &KeySchema, v: u64, mask: u64) -> pb::KeyField {
+    pb::KeyField {
+        field_id: k.id,
+        match_type: Some(key_field::MatchType::Ternary(key_field::Ternary {
+            value: encode_int(v, k.bits),
+            mask: encode_int(mask, k.bits),
+        })),
+    }
+}
+
 pub fn key_exact(k: &KeySchema, v: u64) -> pb::KeyField {
     pb::KeyField {
         field_id: k.id,
@@ -188,6 +234,15 @@ pub fn key_of(t: &TableSchema, vals: &[(&str, u64)]) -> pb::TableKey {
                 MatchType::Exact => key_exact(k, v),
                 MatchType::Lpm => key_lpm(k, v, 32),
                 MatchType::Range => key_range(k, v, v),
+                MatchType::Ternary => key_ternary(
+                    k,
+                    v,
+                    if k.bits >= 64 {
+                        u64::MAX
+                    } else {
+                        (1u64 << k.bits) - 1
+                    },
+                ),
             })
             .collect(),
     }

@@ -161,8 +161,8 @@ impl Switch {
     }
 
     /// Which ports the fast path may use: enabled ones receive; enabled,
-    /// unshaped ones without iRED with link up send (a shaped port's FIFO is
-    /// user space's).
+    /// unshaped ones without iRED or an INT hop with link up send (a shaped
+    /// port's FIFO is user space's).
     pub fn sync_fast_ports(&self) {
         let Some(fp) = &self.pipeline.fastpath else {
             return;
@@ -170,8 +170,12 @@ impl Switch {
         for p in self.ports.iter() {
             let enabled = p.enabled.load(Relaxed);
             let unshaped = p.stats.egress.rate_bps.load(Relaxed) == 0;
-            // iRED decides in user space, at the port's FIFO.
-            let fast = enabled && unshaped && !self.pipeline.ired_on(p.id) && p.link_up();
+            // iRED decides, and INT writes its hop, in user space at the port's FIFO.
+            let fast = enabled
+                && unshaped
+                && !self.pipeline.ired_on(p.id)
+                && !self.pipeline.int_hop_on(p.id)
+                && p.link_up();
             fp.set_port(p.id, enabled, fast);
         }
     }

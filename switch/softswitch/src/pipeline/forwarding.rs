@@ -7,6 +7,8 @@ use crate::tables::small::{LpmAction, NexthopAction};
 /// Where `nexthop.forward` sends a packet, and the MACs it writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Egress {
+    /// The next hop chosen (int_role's key).
+    pub nexthop_id: u16,
     pub port: u16,
     pub src_mac: [u8; 6],
     pub dst_mac: [u8; 6],
@@ -46,6 +48,7 @@ impl Pipeline {
             return Err(DropReason::NoSuchPort);
         }
         Ok(Egress {
+            nexthop_id: id,
             port,
             src_mac,
             dst_mac,

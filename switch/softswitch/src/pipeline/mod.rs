@@ -10,7 +10,11 @@
 //! queueing delay variation as jitter. iRED (ired.rs, controls/ired.p4):
 //! `ired` decides in Egress as a packet leaves its FIFO, `ired_feedback`
 //! sets the drop flag from the recirculated copy, `ired_drop` drops in
-//! Ingress after `forwarding`. mirror.rs keeps the XDP fast path's maps
+//! Ingress after `forwarding`. INT (int_source.rs, int_transit.rs,
+//! int_sink.rs; controls/int_*.p4): `int_check`, `int_watch` and
+//! `int_source` in Ingress, `int_transit` / `int_sink` in Egress as the
+//! packet leaves its FIFO (`egress_head`), where they rewrite the frame in
+//! its queue slot. mirror.rs keeps the XDP fast path's maps
 //! (`FastPathMaps`) in step with the tables.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -18,6 +22,9 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
 mod forwarding;
+pub mod int_sink;
+pub mod int_source;
+pub mod int_transit;
 pub mod ired;
 mod learn_filter;
 pub mod mirror;
@@ -62,10 +69,12 @@ pub enum DropReason {
     RerouteNotice,
     /// iRED: the egress port's drop flag was set (IredDrop).
     Ired,
+    /// INT marker with a malformed INT stack (IntCheck, `int_malformed`).
+    IntMalformed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Truncated,
         DropReason::NotIpv4,
         DropReason::BadIpv4,
@@ -76,6 +85,7 @@ impl DropReason {
         DropReason::Guarded,
         DropReason::RerouteNotice,
         DropReason::Ired,
+        DropReason::IntMalformed,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -89,6 +99,7 @@ impl DropReason {
             DropReason::Guarded => "relay_guard",
             DropReason::RerouteNotice => "reroute_notice",
             DropReason::Ired => "ired",
+            DropReason::IntMalformed => "int_malformed",
         }
     }
     pub fn index(self) -> usize {
@@ -141,6 +152,7 @@ pub struct Pipeline {
     pub learn_filter: LearnFilter,
     pub reroute_regs: RerouteRegs,
     pub ired: ired::IredRegs,
+    pub int: int_source::IntRegs,
     pub stats: PipelineStats,
     pub rr_stats: RerouteStats,
     digests: SyncSender<LearnDigest>,
@@ -171,6 +183,47 @@ pub struct Bridged {
     pub rr_class: u8,
     pub rr_slot: u16,
     pub rr_ingress_port: u16,
+    /// INT roles Ingress chose (int_bridged_h): insert INT (source), add
+    /// this switch's hop (transit), strip (sink); the port the packet came
+    /// in on (the hop's ingress port).
+    pub int_source: bool,
+    pub int_transit: bool,
+    pub int_sink: bool,
+    pub int_ingress_port: u16,
+    /// Offset of the INT shim (of where the source inserts it), and the
+    /// hops the packet brought (0: no INT).
+    pub int_shim: u16,
+    pub int_hops: u8,
+    /// The sink's report copy (int_report_mirror_h).
+    pub int_report: Option<int_source::IntReportCopy>,
+}
+
+/// A packet at the head of its egress queue, before it leaves: what
+/// Egress sees of the queue, and its frame in the queue slot, which Egress
+/// may rewrite (INT changes its length; `buf` has room up to the slot size).
+#[derive(Debug)]
+pub struct EgressPass<'a> {
+    /// Cells queued behind the packet (deq_qdepth).
+    pub deq_cells: u32,
+    /// Cells queued ahead of it when it arrived (enq_qdepth).
+    pub enq_cells: u32,
+    /// Time in the queue, ns (deq_timedelta).
+    pub queue_delay_ns: u64,
+    pub buf: &'a mut [u8],
+    /// Frame length in `buf`.
+    pub len: usize,
+}
+
+/// What Egress does with the packet at the head of the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressVerdict {
+    /// It leaves by the port.
+    Send,
+    /// Dropped at egress (counted as an egress drop; it still departs for
+    /// the quality registers).
+    Drop,
+    /// A copy that ends here (a suppressed telemetry report copy).
+    Consume,
 }
 
 /// How a packet leaves its egress queue (`egress_depart`).
@@ -218,6 +271,7 @@ impl Pipeline {
                     .map_or(512, |r| r.size_p4 as usize),
             ),
             ired: ired::IredRegs::default(),
+            int: int_source::IntRegs::default(),
             stats: PipelineStats::default(),
             rr_stats: RerouteStats::default(),
             digests,
@@ -265,6 +319,7 @@ impl Pipeline {
         self.reroute_regs.clear();
         self.notices.lock().clear();
         self.ired.clear();
+        self.int.clear();
         self.mirror_cleared();
     }
 
@@ -278,6 +333,33 @@ impl Pipeline {
         let mut b = Bridged::default();
         let v = self.ingress_into(frame, m, &mut b);
         (v, b)
+    }
+
+    /// `Egress.apply` at the head of `port`'s queue (switch/p4/controls/
+    /// egress.p4, the steps that act on the packet): INT (the sink's report
+    /// copy or strip, else this switch's hop), then iRED. `now_ns`: wall
+    /// clock (the report's suppression interval).
+    #[inline]
+    pub fn egress_head(
+        &self,
+        port: u16,
+        b: &Bridged,
+        e: &mut EgressPass<'_>,
+        now_ns: u64,
+    ) -> EgressVerdict {
+        if let Some(r) = &b.int_report {
+            return self.int_report(port, r, e, (now_ns / 1_000_000) as u32);
+        }
+        if b.int_sink {
+            self.int_strip(b, e);
+        } else {
+            self.int_transit(port, b, e);
+        }
+        if self.ired(port, b, e.deq_cells, e.enq_cells) {
+            EgressVerdict::Send
+        } else {
+            EgressVerdict::Drop
+        }
     }
 
     /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
@@ -318,8 +400,17 @@ impl Pipeline {
         if p.fragment {
             self.stats.fragments.fetch_add(1, Relaxed);
         }
+        let stack = match self.int_check(frame, &p) {
+            Ok(s) => s,
+            Err(()) => return Verdict::Drop(DropReason::IntMalformed),
+        };
         let mut md = IngressMeta::new(&p, m.ingress_port);
-        self.relay_sessions(frame, &p, m, &mut md);
+        // INT packets are routed, not relayed: the relay switch is the
+        // source of its sessions' INT
+        if stack.is_none() {
+            self.relay_sessions(frame, &p, m, &mut md);
+        }
+        let watched = stack.is_none() && self.int_watch(frame, &p, &md);
         if md.relay_hit && !md.rtcp && md.rewritten {
             *b = self.bridge(frame, &p, &md).unwrap_or_default();
         }
@@ -335,11 +426,15 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
+        let report = self.int_source(&p, &md, stack, watched, out.nexthop_id, b);
         let protected = md.relay_hit || frame[p.l3 + 1] >> 2 == ired::DSCP_EF;
         if self.ired_drop(out.port, protected) {
             return Verdict::Drop(DropReason::Ired);
         }
         deparse(frame, &p, &out);
+        if let (Some(r), Some(s)) = (report, stack) {
+            self.int_report_copy(&frame[..p.l3 + p.total_len], s.shim, r);
+        }
         Verdict::Forward(out.port)
     }
 
@@ -410,5 +505,7 @@ fn deparse(frame: &mut [u8], p: &packet::Parsed, out: &forwarding::Egress) {
     wr16(ip, 10, c);
 }
 
+#[cfg(test)]
+mod int_tests;
 #[cfg(test)]
 pub(crate) mod tests;

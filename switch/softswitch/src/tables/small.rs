@@ -1,5 +1,6 @@
 //! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`,
-//! `reroute_watch`, `reroute_class`, and Egress's `ired_port`.
+//! `reroute_watch`, `reroute_class`, INT's `int_watch` and `int_role`, and
+//! Egress's `ired_port`, `int_hop_config` and `int_report`.
 //! The data path reads an immutable snapshot; each write publishes a new one.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,6 +10,8 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::TableError;
+use crate::pipeline::int_sink::IntReportEncap;
+use crate::pipeline::int_transit::IntHop;
 use crate::pipeline::ired::IredConfig;
 
 /// dev_ports `ired_port` can name (contract max_ports).
@@ -59,6 +62,55 @@ pub enum RerouteClassAction {
     NoAction,
 }
 
+/// `pipe.Ingress.int_watch`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntWatchAction {
+    WatchFlow,
+    NoAction,
+}
+
+/// `pipe.Ingress.int_role`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntRoleAction {
+    Transit,
+    Sink,
+    NoAction,
+}
+
+/// Key of an `int_watch` entry: (value, mask) per field and the priority
+/// (`$MATCH_PRIORITY`: lower value wins, as on Tofino). Values are stored
+/// masked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IntWatchKey {
+    pub priority: u32,
+    pub relay: (u8, u8),
+    pub leg: (u32, u32),
+    pub src: (u32, u32),
+    pub dst: (u32, u32),
+    pub dport: (u16, u16),
+}
+
+/// What `int_watch` matches on (after the relay rewrite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntWatchFields {
+    pub relay: bool,
+    pub leg: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub dport: u16,
+}
+
+impl IntWatchKey {
+    #[inline]
+    fn matches(&self, f: &IntWatchFields) -> bool {
+        u8::from(f.relay) & self.relay.1 == self.relay.0
+            && f.leg & self.leg.1 == self.leg.0
+            && f.src & self.src.1 == self.src.0
+            && f.dst & self.dst.1 == self.dst.0
+            && f.dport & self.dport.1 == self.dport.0
+    }
+}
+
 /// Key of a `relay_addr` entry: destination, inclusive port range, priority
 /// (`$MATCH_PRIORITY`: lower value wins, as on Tofino).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -91,6 +143,16 @@ pub struct SmallTables {
     pub ired_port: BTreeMap<u16, IredConfig>,
     /// ... and the data path's index.
     ired_by_port: [Option<IredConfig>; IRED_PORTS],
+    /// Sorted by key, so by priority first.
+    pub int_watch: BTreeMap<IntWatchKey, IntWatchAction>,
+    pub int_watch_default: IntWatchAction,
+    pub int_role: HashMap<u16, IntRoleAction>,
+    pub int_role_default: IntRoleAction,
+    /// `int_hop_config` entries by dev_port, and the data path's index.
+    pub int_hop_config: BTreeMap<u16, IntHop>,
+    int_hop_by_port: [Option<IntHop>; IRED_PORTS],
+    /// `int_report` entries by dev_port.
+    pub int_report: BTreeMap<u16, IntReportEncap>,
 }
 
 impl Default for SmallTables {
@@ -110,6 +172,13 @@ impl Default for SmallTables {
             reroute_class_default: RerouteClassAction::NoAction,
             ired_port: BTreeMap::new(),
             ired_by_port: [None; IRED_PORTS],
+            int_watch: BTreeMap::new(),
+            int_watch_default: IntWatchAction::NoAction,
+            int_role: HashMap::new(),
+            int_role_default: IntRoleAction::NoAction,
+            int_hop_config: BTreeMap::new(),
+            int_hop_by_port: [None; IRED_PORTS],
+            int_report: BTreeMap::new(),
         }
     }
 }
@@ -229,6 +298,97 @@ impl SmallTables {
         write_map(&mut self.ired_port, port, c, insert)?;
         self.ired_by_port[usize::from(port)] = self.ired_port.get(&port).copied();
         Ok(())
+    }
+
+    /// `int_watch`: the first (highest priority) entry that matches.
+    #[inline]
+    pub fn int_watch_lookup(&self, f: &IntWatchFields) -> IntWatchAction {
+        if self.int_watch.is_empty() {
+            return self.int_watch_default;
+        }
+        for (k, a) in &self.int_watch {
+            if k.matches(f) {
+                return *a;
+            }
+        }
+        self.int_watch_default
+    }
+
+    pub fn int_watch_write(
+        &mut self,
+        k: IntWatchKey,
+        a: Option<IntWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        write_map(&mut self.int_watch, k, a, insert)
+    }
+
+    #[inline]
+    pub fn int_role_lookup(&self, nexthop_id: u16) -> IntRoleAction {
+        self.int_role
+            .get(&nexthop_id)
+            .copied()
+            .unwrap_or(self.int_role_default)
+    }
+
+    pub fn int_role_write(
+        &mut self,
+        nexthop_id: u16,
+        a: Option<IntRoleAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        write_map(&mut self.int_role, nexthop_id, a, insert)
+    }
+
+    /// This switch's hop on an egress port, if the port adds one.
+    #[inline]
+    pub fn int_hop_lookup(&self, port: u16) -> Option<IntHop> {
+        self.int_hop_by_port
+            .get(usize::from(port))
+            .copied()
+            .flatten()
+    }
+
+    pub fn int_hop_config_write(
+        &mut self,
+        port: u16,
+        h: Option<IntHop>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if usize::from(port) >= IRED_PORTS {
+            return Err(TableError::Invalid(format!(
+                "int_hop_config: port {port} is not a port of this switch"
+            )));
+        }
+        write_map(&mut self.int_hop_config, port, h, insert)?;
+        self.int_hop_by_port[usize::from(port)] = self.int_hop_config.get(&port).copied();
+        Ok(())
+    }
+
+    #[inline]
+    pub fn int_report_lookup(&self, port: u16) -> Option<IntReportEncap> {
+        self.int_report.get(&port).copied()
+    }
+
+    /// The port the report session sends its copies to: the collector's,
+    /// the (lowest) port with an `int_report` entry.
+    #[inline]
+    pub fn int_report_port(&self) -> Option<u16> {
+        self.int_report.keys().next().copied()
+    }
+
+    pub fn int_report_write(
+        &mut self,
+        port: u16,
+        e: Option<IntReportEncap>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if usize::from(port) >= IRED_PORTS {
+            return Err(TableError::Invalid(format!(
+                "int_report: port {port} is not a port of this switch"
+            )));
+        }
+        write_map(&mut self.int_report, port, e, insert)
     }
 
     pub fn lpm_write(

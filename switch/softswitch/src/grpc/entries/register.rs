@@ -1,5 +1,6 @@
 //! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter`, the
-//! reroute registers, iRED's `pipe.{Egress,Ingress}.ired_*`):
+//! reroute registers, iRED's `pipe.{Egress,Ingress}.ired_*`, INT's
+//! `pipe.{Egress,Ingress}.int_*`):
 //! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`).
 
 use tonic::Status;
@@ -16,6 +17,7 @@ fn read_one(sw: &Switch, reg: Reg, i: usize) -> Option<u64> {
         Reg::LearnFilter => p.learn_filter.read(i),
         Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => p.reroute_regs.read(reg, i),
         Reg::Ired(r) => p.ired.read(r, i),
+        Reg::Int(r) => p.int.read(r, i),
         _ => p.quality.read(reg, i),
     }
 }
@@ -29,6 +31,7 @@ pub(super) fn write(sw: &Switch, reg: Reg, i: usize, v: u64) -> bool {
             p.reroute_regs.write(reg, i, v)
         }
         Reg::Ired(r) => p.ired.write(r, i, v),
+        Reg::Int(r) => p.int.write(r, i, v),
         _ => p.quality.write(reg, i, v),
     }
 }

@@ -3,9 +3,11 @@
 //! from a write, encoded for a read, and where its entries live), and one
 //! mechanism writes and reads them all. Writes replace the snapshot; the undo
 //! is the snapshot before. The tables: `forwarding` (ipv4_lpm, nexthop,
-//! relay_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_class).
+//! relay_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_class),
+//! `int` (int_watch, int_role, int_hop_config, int_report).
 
 mod forwarding;
+mod int;
 mod ired;
 mod reroute;
 
@@ -86,6 +88,10 @@ pub(super) fn table(kind: TableKind) -> Option<Ops> {
         TableKind::IredPort => ops::<ired::IredPort>(),
         TableKind::RerouteWatch => ops::<reroute::RerouteWatch>(),
         TableKind::RerouteClass => ops::<reroute::RerouteClass>(),
+        TableKind::IntWatch => ops::<int::IntWatch>(),
+        TableKind::IntRole => ops::<int::IntRole>(),
+        TableKind::IntHopConfig => ops::<int::IntHopConfig>(),
+        TableKind::IntReport => ops::<int::IntReport>(),
         _ => return None,
     })
 }

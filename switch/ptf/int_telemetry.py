@@ -1,0 +1,329 @@
+"""In-band network telemetry (INT-MD over UDP, INT spec v2.1; Telemetry Report
+v2.0): one switch plays each role by next hop. Next hop 2 leads to another INT
+switch (transit: the source inserts INT there, a transit adds its hop), next
+hop 4 leaves the domain (sink: strip, restore, report); the collector sits
+behind port 3 (the report session's port, `int_report` entry). Watched: UDP to
+host 2's subnet.
+
+Checked byte for byte against packets built here, except the three hop
+fields only the switch knows (hop latency, queue occupancy, tx bytes), which
+are read from the packet and checked for range. Everything goes through
+p4relay_switch.int_telemetry, so the module runs unchanged on tofino-model
+with the int profile (its report mirror session 1020 must point at port 3:
+switch/bfrt/README.md); a target without the INT tables skips it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import time
+
+import ptf.testutils as tu
+from p4rbase import HOST_IP, NET, P4RelayTest, forwarded, udp_packet
+from p4relay_switch import int_telemetry as it
+from p4relay_switch.names import (
+    INT_MAX_HOPS,
+    INT_REPORT_INTERVAL_MS,
+    INT_WATCH,
+    REG_INT_FLOW_CONGESTED,
+    REG_INT_FLOW_PATH,
+    REG_INT_FLOW_REPORTED,
+)
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
+
+INT_DSCP = 0x17
+SWITCH_ID = 0x11
+UPSTREAM_ID = 0x22
+COLLECTOR_IP = "198.18.0.99"
+COLLECTOR_MAC = 0x020000000399
+REPORT_SRC_MAC = 0x020000000398
+REPORT_PORT = 32766
+L4 = 14 + 20  # UDP header offset (no VLAN, no options)
+SHIM = L4 + 8
+FLAG_ONSET = 0x8000
+FLAG_OVER_CLEAR = 0x4000
+
+
+def hop(switch_id: int, in_port: int, out_port: int, latency: int = 0, occ: int = 0) -> bytes:
+    return struct.pack("!IHHIII", switch_id, in_port, out_port, latency, occ & 0xFFFFFF, 0)
+
+
+def stack(
+    hops: list[bytes],
+    *,
+    dscp: int,
+    udp_csum: int,
+    flags: int,
+    e: bool = False,
+    marked: bool = False,
+) -> bytes:
+    """Shim + MD header + hops (newest first) as the switches write them."""
+    shim = bytes([0x10 | int(marked), 4 + 5 * len(hops), 0, dscp << 2])
+    md = bytes([0x20 | (0x04 if e else 0), 0, 5, INT_MAX_HOPS - len(hops)])
+    md += struct.pack("!HHHH", 0xF100, 0x7072, udp_csum, flags)
+    return shim + md + b"".join(hops)
+
+
+def with_int(pkt: Packet, st: bytes) -> Packet:
+    """`pkt` carrying the INT stack `st`: DSCP INT_DSCP (ECN kept), UDP
+    checksum 0, lengths grown, IPv4 checksum recomputed."""
+    raw = bytearray(bytes(pkt))
+    out = bytearray(raw[:SHIM]) + st + raw[SHIM:]
+    out[15] = (INT_DSCP << 2) | (raw[15] & 3)
+    struct.pack_into("!H", out, 16, struct.unpack_from("!H", raw, 16)[0] + len(st))
+    struct.pack_into("!H", out, L4 + 4, struct.unpack_from("!H", raw, L4 + 4)[0] + len(st))
+    struct.pack_into("!H", out, L4 + 6, 0)
+    e = Ether(bytes(out))
+    del e[IP].chksum
+    return Ether(bytes(e))
+
+
+def mac(v: int) -> str:
+    return ":".join(f"{b:02x}" for b in v.to_bytes(6, "big"))
+
+
+def payload(seq: int) -> bytes:
+    return b"\x80\x08" + struct.pack("!HI", seq, seq * 160) + b"\x12\x34\xab\xcd" + b"\xd5" * 160
+
+
+def to_host(
+    port: int, *, sport: int = 6000, dport: int = 7000, seq: int = 1, tos: int = 0
+) -> Packet:
+    p = udp_packet(
+        in_port=1,
+        src=HOST_IP[1],
+        dst=HOST_IP[port],
+        sport=sport,
+        dport=dport,
+        payload=payload(seq),
+        tos=tos,
+    )
+    return Ether(bytes(p))  # checksums filled in
+
+
+class IntTest(P4RelayTest):
+    """Roles, the hop on port 2, the collector behind port 3; INT off after."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        if INT_WATCH not in self.client.schema.tables:
+            self.skipTest("the target's program has no INT tables (int profile)")
+        self.sw.run(it.clear(self.client))
+        self.sw.run(
+            it.set_hop(
+                self.client, self.dev[2], it.IntHop(SWITCH_ID, 1000, 500, 10_000_000, 5_000_000)
+            )
+        )
+        self.sw.run(it.set_role(self.client, 2, "transit"))
+        self.sw.run(it.set_role(self.client, 4, "sink"))
+        self.sw.run(
+            it.set_report_target(
+                self.client,
+                self.dev[3],
+                it.ReportTarget(
+                    src_mac=REPORT_SRC_MAC,
+                    dst_mac=COLLECTOR_MAC,
+                    src_addr=ipaddress.IPv4Address("198.18.0.1"),
+                    dst_addr=ipaddress.IPv4Address(COLLECTOR_IP),
+                    dst_port=REPORT_PORT,
+                    switch_id=SWITCH_ID,
+                ),
+            )
+        )
+        self.sw.run(it.watch_flows(self.client, dst=ipaddress.IPv4Network(NET[2])))
+        # forget earlier tests' flows: every one reports afresh
+        for reg in (REG_INT_FLOW_PATH, REG_INT_FLOW_CONGESTED, REG_INT_FLOW_REPORTED):
+            self.sw.run(self.client.clear(reg))
+
+    def tearDown(self) -> None:
+        try:
+            self.sw.run(it.clear(self.client))
+        finally:
+            super().tearDown()
+
+    def receive(self, port: int, timeout: float = 2.0) -> bytes:
+        r = tu.dp_poll(self, device_number=0, port_number=port, timeout=timeout)
+        if not isinstance(r, self.dataplane.PollSuccess):
+            self.fail(f"nothing on port {port}")
+        return bytes(r.packet)
+
+    def assert_int_packet(self, got: bytes, want: Packet, hops: int) -> None:
+        """`got` is `want` but for the newest `hops` hops' switch-only fields
+        (latency, occupancy, tx bytes), which must be plausible."""
+        exp = bytearray(bytes(want))
+        self.assertEqual(len(got), len(exp), "length")
+        for h in range(hops):
+            at = SHIM + 16 + 20 * h
+            latency, occ, _tx = struct.unpack_from("!III", got, at + 8)
+            self.assertLess(latency, 1_000_000_000, "hop latency (ns)")
+            self.assertLess(occ, 1 << 19, "queue occupancy (cells)")
+            exp[at + 8 : at + 20] = got[at + 8 : at + 20]
+        self.assertEqual(got.hex(), bytes(exp).hex())
+
+    def report_bytes(self, copy: Packet, seq: int) -> bytes:
+        """The Telemetry Report v2.0 datagram the sink sends for `copy`."""
+        frame = bytes(copy)
+        n = len(frame)
+        group = struct.pack("!II", (2 << 28) | (seq & 0x3FFFFF), SWITCH_ID)
+        ind = bytes([0x13, ((n + 15) >> 2) & 0xFF, 0, 0x30]) + struct.pack("!HHHH", 0, 0x7072, 0, 0)
+        rep = (
+            Ether(src=mac(REPORT_SRC_MAC), dst=mac(COLLECTOR_MAC))
+            / IP(src="198.18.0.1", dst=COLLECTOR_IP, ttl=64, id=0, flags="DF", tos=0)
+            / UDP(sport=REPORT_PORT, dport=REPORT_PORT, chksum=0)
+            / Raw(group + ind + frame)
+        )
+        return bytes(Ether(bytes(rep)))
+
+    def seq(self) -> int:
+        return self.sw.run(it.counters(self.client)).reports
+
+
+class IntSourceInsertsShimAndHop(IntTest):
+    """A watched packet leaving by a transit port gets shim, MD header and
+    this switch's hop; the DSCP and UDP checksum are kept in the stack."""
+
+    def runTest(self) -> None:
+        p = to_host(2, tos=(46 << 2) | 1)
+        self.send(1, p)
+        got = self.receive(2)
+        fw = forwarded(p, 2)
+        st = stack(
+            [hop(SWITCH_ID, self.dev[1], self.dev[2])],
+            dscp=46,
+            udp_csum=fw[UDP].chksum,
+            flags=SWITCH_ID & 0x3FFF,
+        )
+        self.assert_int_packet(got, with_int(fw, st), 1)
+        # unwatched traffic to another transit next hop is untouched
+        q = to_host(4)
+        self.send(1, q)
+        self.expect(forwarded(q, 4), 4)
+
+
+class IntTransitAppendsHop(IntTest):
+    """An INT packet leaving by a transit port gets this switch's hop on top;
+    the path signature takes its word, the flags stay."""
+
+    def runTest(self) -> None:
+        p = to_host(2)
+        up = hop(UPSTREAM_ID, 7, 8, latency=555, occ=3)
+        flags = UPSTREAM_ID | FLAG_OVER_CLEAR
+        pkt = with_int(p, stack([up], dscp=0, udp_csum=p[UDP].chksum, flags=flags))
+        self.send(1, pkt)
+        got = self.receive(2)
+        st = stack(
+            [hop(SWITCH_ID, self.dev[1], self.dev[2]), up],
+            dscp=0,
+            udp_csum=p[UDP].chksum,
+            flags=flags ^ SWITCH_ID,
+        )
+        self.assert_int_packet(got, with_int(forwarded(p, 2), st), 1)
+
+
+class IntHopLimit(IntTest):
+    """A stack with no hop left passes with the E bit set and is counted."""
+
+    def runTest(self) -> None:
+        p = to_host(2)
+        hops = [hop(0x33, 1, 2), hop(UPSTREAM_ID, 7, 8)]
+        pkt = with_int(p, stack(hops, dscp=0, udp_csum=p[UDP].chksum, flags=0x11))
+        before = self.sw.run(it.counters(self.client)).hop_limit
+        self.send(1, pkt)
+        want = with_int(
+            forwarded(p, 2), stack(hops, dscp=0, udp_csum=p[UDP].chksum, flags=0x11, e=True)
+        )
+        self.expect(want, 2)
+        self.assertEqual(self.sw.run(it.counters(self.client)).hop_limit, before + 1)
+
+
+class IntSinkRestoresByteIdentical(IntTest):
+    """Source, then sink: the datagram arrives as the source received it (with
+    this path's TTL and MACs), UDP checksum, DSCP and ECN included; the sink
+    sends the collector a report carrying the INT packet."""
+
+    def runTest(self) -> None:
+        p = to_host(2, tos=(34 << 2) | 2)
+        self.send(1, p)
+        with_stack = self.receive(2)
+        # the next switch on the path is the sink: next hop 2 leaves the domain
+        self.sw.run(it.set_role(self.client, 2, "sink"))
+        seq = self.seq()
+        self.send(1, with_stack)
+        self.expect(forwarded(forwarded(p, 2), 2), 2)
+        copy = bytearray(bytes(forwarded(Ether(with_stack), 2)))
+        copy[SHIM] |= 1  # the copy's shim is marked sink-bound
+        self.assertEqual(self.receive(3).hex(), self.report_bytes(Ether(bytes(copy)), seq).hex())
+
+
+class IntMalformedDroppedAndCounted(IntTest):
+    """Marked packets whose stack is malformed are dropped and counted."""
+
+    def runTest(self) -> None:
+        p = to_host(2)
+        good = bytes(with_int(p, stack([hop(UPSTREAM_ID, 7, 8)], dscp=0, udp_csum=0, flags=1)))
+        bad: list[bytes] = []
+        for off, val in (
+            (SHIM, 0x20),  # not INT-MD
+            (SHIM + 1, 19),  # three hops: over the bound
+            (SHIM + 4, 0x10),  # version 1
+            (SHIM + 6, 6),  # 6-word hops
+            (SHIM + 7, 0),  # remaining hop count disagrees with the length
+            (SHIM + 8, 0xFF),  # other instructions
+        ):
+            broken = bytearray(good)
+            broken[off] = val
+            bad.append(bytes(broken))
+        # UDP too short for shim + MD header
+        short = bytearray(
+            bytes(
+                udp_packet(
+                    in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=1, dport=2, payload=b"x" * 8
+                )
+            )
+        )
+        short[15] = INT_DSCP << 2
+        e = Ether(bytes(short))
+        del e[IP].chksum
+        bad.append(bytes(Ether(bytes(e))))
+        before = self.sw.run(it.counters(self.client)).malformed
+        for b in bad:
+            self.send(1, b)
+        self.expect_nothing(timeout=1.0)
+        self.assertEqual(self.sw.run(it.counters(self.client)).malformed, before + len(bad))
+        # the well-formed one passes
+        self.send(1, good)
+        self.assertGreater(self.count_received(2, timeout=1.0), 0)
+
+
+class IntReportSuppression(IntTest):
+    """The sink reports a flow's first packet, then only on a new path, on
+    congestion onset or clear (hysteresis: over clear but under onset keeps
+    the state), or once the interval has passed."""
+
+    def sink_packet(self, flags: int, seq: int) -> bytes:
+        p = to_host(4, sport=9000, dport=9001, seq=seq)
+        st = stack([hop(UPSTREAM_ID, 7, 8)], dscp=0, udp_csum=p[UDP].chksum, flags=flags)
+        return bytes(with_int(p, st))
+
+    def reports(self, flags: int, seq: int) -> int:
+        self.send(1, self.sink_packet(flags, seq))
+        self.receive(4)  # the packet itself
+        # quickly: the steps before the interval test run within one interval
+        return self.count_received(3, timeout=0.1)
+
+    def runTest(self) -> None:
+        sig = UPSTREAM_ID
+        self.assertEqual(self.reports(sig, 1), 1, "first report of the flow")
+        self.assertEqual(self.reports(sig, 2), 0, "within the interval")
+        self.assertEqual(self.reports(sig, 3), 0)
+        self.assertEqual(self.reports(0x123, 4), 1, "path change")
+        self.assertEqual(self.reports(0x123 | FLAG_ONSET | FLAG_OVER_CLEAR, 5), 1, "onset")
+        self.assertEqual(self.reports(0x123 | FLAG_ONSET | FLAG_OVER_CLEAR, 6), 0, "still on")
+        self.assertEqual(self.reports(0x123 | FLAG_OVER_CLEAR, 7), 0, "between: kept")
+        self.assertEqual(self.reports(0x123, 8), 1, "clear")
+        self.assertEqual(self.reports(0x123, 9), 0)
+        time.sleep(INT_REPORT_INTERVAL_MS / 1000 + 0.2)
+        self.assertEqual(self.reports(0x123, 10), 1, "interval passed")

@@ -1,0 +1,340 @@
+//! INT through source, transit and sink switches, frame by frame (each
+//! switch: Ingress, then the Egress pass at the head of its queue).
+
+use super::int_sink::{IntReportEncap, REPORT_HEADER_BYTES};
+use super::int_source::{flow_slot, IntReportCopy, FLAG_ONSET, FLAG_OVER_CLEAR};
+use super::int_transit::IntHop;
+use super::tests::{meta, setup, UAC, UAS};
+use super::*;
+use crate::dataplane::egress::SLOT;
+use crate::packet::testpkt::Udp4;
+use crate::packet::{ipv4_checksum, parse, rd16, rd32, wr16};
+use crate::schema::IntReg;
+use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchKey};
+
+const SHIM: usize = 14 + 20 + 8;
+
+/// A switch whose next hop 2 (port 2) is `role`, with hop `id` on port 2
+/// and a collector on port 3.
+fn switch(role: IntRoleAction, id: u32, onset: (u32, u32), clear: (u32, u32)) -> Pipeline {
+    let (p, _) = setup();
+    p.small
+        .update(|t| {
+            t.int_watch_write(
+                IntWatchKey {
+                    priority: 1,
+                    relay: (0, 0),
+                    leg: (0, 0),
+                    src: (0, 0),
+                    dst: (UAS & 0xffff_ff00, 0xffff_ff00),
+                    dport: (0, 0),
+                },
+                Some(IntWatchAction::WatchFlow),
+                true,
+            )?;
+            t.int_role_write(2, Some(role), true)?;
+            t.int_hop_config_write(
+                2,
+                Some(IntHop {
+                    switch_id: id,
+                    onset_cells: onset.0,
+                    clear_cells: clear.0,
+                    onset_ns: onset.1,
+                    clear_ns: clear.1,
+                }),
+                true,
+            )?;
+            t.int_report_write(
+                3,
+                Some(IntReportEncap {
+                    src_mac: [2, 0, 0, 0, 0, 0x33],
+                    dst_mac: [2, 0, 0, 0, 0, 0x44],
+                    src_addr: 0x0a00_0001,
+                    dst_addr: 0x0a00_0002,
+                    dst_port: 32766,
+                    switch_id: id,
+                }),
+                true,
+            )
+        })
+        .unwrap();
+    p
+}
+
+fn quiet() -> (u32, u32) {
+    (1000, 1_000_000)
+}
+
+/// Ingress then the Egress pass with `deq` cells behind and `delay` ns.
+fn hop(p: &Pipeline, f: &[u8], deq: u32, delay: u64, now_ms: u32) -> (Verdict, Vec<u8>, Bridged) {
+    let mut buf = vec![0u8; SLOT];
+    buf[..f.len()].copy_from_slice(f);
+    let (v, b) = p.ingress(&mut buf[..f.len()], &meta(now_ms));
+    let Verdict::Forward(port) = v else {
+        return (v, vec![], b);
+    };
+    let mut e = EgressPass {
+        deq_cells: deq,
+        enq_cells: deq,
+        queue_delay_ns: delay,
+        buf: &mut buf,
+        len: f.len(),
+    };
+    let ev = p.egress_head(port, &b, &mut e, u64::from(now_ms) * 1_000_000);
+    assert_eq!(ev, EgressVerdict::Send);
+    let n = e.len;
+    (v, buf[..n].to_vec(), b)
+}
+
+/// The Egress pass of a report copy leaving by `port`.
+fn report(p: &Pipeline, port: u16, copy: &[u8], b: &Bridged, now_ms: u32) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; SLOT];
+    buf[..copy.len()].copy_from_slice(copy);
+    let mut e = EgressPass {
+        deq_cells: 0,
+        enq_cells: 0,
+        queue_delay_ns: 0,
+        buf: &mut buf,
+        len: copy.len(),
+    };
+    match p.egress_head(port, b, &mut e, u64::from(now_ms) * 1_000_000) {
+        EgressVerdict::Send => {
+            let n = e.len;
+            Some(buf[..n].to_vec())
+        }
+        _ => None,
+    }
+}
+
+fn rtp_packet() -> Vec<u8> {
+    let mut f = Udp4 {
+        src: UAC,
+        dst: UAS,
+        sport: 4000,
+        dport: 5000,
+        ..Udp4::default()
+    }
+    .build();
+    // DSCP EF, ECN 1: both must survive
+    f[15] = (46 << 2) | 1;
+    let c = ipv4_checksum(&f[14..34]);
+    wr16(&mut f, 24, c);
+    f
+}
+
+#[test]
+fn source_transit_sink_restore_the_datagram_byte_for_byte() {
+    let orig = rtp_packet();
+    let s1 = switch(IntRoleAction::Transit, 0x11, quiet(), (500, 500_000));
+    let (v, f1, b) = hop(&s1, &orig, 7, 1234, 10);
+    assert_eq!(v, Verdict::Forward(2));
+    assert!(b.int_source && b.int_transit);
+    assert_eq!(f1.len(), orig.len() + 36);
+    let q = parse(&f1).expect("valid IPv4 with INT");
+    assert_eq!(f1[15] >> 2, 0x17);
+    assert_eq!(f1[15] & 3, 1);
+    assert_eq!(q.total_len, orig.len() - 14 + 36);
+    assert_eq!(rd16(&f1, 38), rd16(&orig, 38) + 36); // UDP length
+    assert_eq!(rd16(&f1, 40), 0); // UDP checksum off while INT is on board
+    assert_eq!(&f1[SHIM..SHIM + 4], &[0x10, 9, 0, 46 << 2]);
+    let md = SHIM + 4;
+    assert_eq!(&f1[md..md + 4], &[0x20, 0, 5, 1]);
+    assert_eq!(rd16(&f1, md + 4), 0xF100);
+    assert_eq!(rd16(&f1, md + 6), 0x7072);
+    assert_eq!(rd16(&f1, md + 8), rd16(&orig, 40));
+    assert_eq!(rd16(&f1, md + 10), 0x11); // signature, no flags
+    let h = md + 12;
+    assert_eq!(rd32(&f1, h), 0x11);
+    assert_eq!(rd16(&f1, h + 4), 1); // ingress port
+    assert_eq!(rd16(&f1, h + 6), 2); // egress port
+    assert_eq!(rd32(&f1, h + 8), 1234); // hop latency = queueing delay
+    assert_eq!(rd32(&f1, h + 12), 7); // queue 0, occupancy at dequeue
+    assert_eq!(rd32(&f1, h + 16), orig.len() as u32); // tx bytes of port 2
+    assert_eq!(&f1[h + 20..], &orig[SHIM..]);
+
+    // the second switch adds its hop on top, and sees congestion
+    let s2 = switch(
+        IntRoleAction::Transit,
+        0x22,
+        (100, 1_000_000),
+        (50, 500_000),
+    );
+    let (v, f2, b) = hop(&s2, &f1, 150, 99, 10);
+    assert_eq!(v, Verdict::Forward(2));
+    assert!(!b.int_source && b.int_transit && b.int_hops == 1);
+    assert_eq!(f2.len(), f1.len() + 20);
+    parse(&f2).unwrap();
+    assert_eq!(f2[SHIM + 1], 14);
+    assert_eq!(f2[md + 3], 0);
+    assert_eq!(
+        rd16(&f2, md + 10),
+        (0x11 ^ 0x22) | FLAG_ONSET | FLAG_OVER_CLEAR
+    );
+    assert_eq!(rd32(&f2, h), 0x22, "newest hop first");
+    assert_eq!(rd32(&f2, h + 12), 150);
+    assert_eq!(rd32(&f2, h + 20), 0x11);
+
+    // a third transit has no hop left: E bit, counted, nothing added
+    let s3 = switch(IntRoleAction::Transit, 0x33, quiet(), quiet());
+    let (_, f3, _) = hop(&s3, &f2, 0, 0, 10);
+    assert_eq!(f3.len(), f2.len());
+    assert_eq!(f3[md] & 0x04, 0x04);
+    assert_eq!(s3.int.read(IntReg::HopLimit, 0), Some(1));
+
+    // the sink strips and restores: the datagram the source received
+    let s4 = switch(IntRoleAction::Sink, 0x44, quiet(), quiet());
+    let (v, f4, b) = hop(&s4, &f3, 0, 0, 10);
+    assert_eq!(v, Verdict::Forward(2));
+    assert!(b.int_sink);
+    assert_eq!(f4.len(), orig.len());
+    let q = parse(&f4).unwrap();
+    assert_eq!(q.ttl, 64 - 4);
+    assert_eq!(f4[15], orig[15], "DSCP and ECN restored");
+    assert_eq!(&f4[16..22], &orig[16..22]);
+    assert_eq!(&f4[23..24], &orig[23..24]);
+    assert_eq!(&f4[26..], &orig[26..], "addresses, UDP header and payload");
+    // and the report copy waits for the collector's port
+    let (port, copy, cb) = s4.take_int_copy().expect("report copy");
+    assert_eq!(port, 3);
+    assert_eq!(copy.len(), f3.len());
+    assert_eq!(copy[SHIM] & 3, 1, "the copy's shim is marked");
+    let r = cb.int_report.unwrap();
+    assert_eq!(r.frame_len as usize, f3.len());
+    assert_eq!(r.flow_slot, flow_slot(UAC, UAS, 4000, 5000));
+    let rep = report(&s4, port, &copy, &cb, 10).expect("first report of the flow");
+    assert_eq!(rep.len(), copy.len() + REPORT_HEADER_BYTES);
+    let q = parse(&rep).unwrap();
+    assert_eq!((q.src, q.dst), (0x0a00_0001, 0x0a00_0002));
+    assert_eq!(q.total_len, copy.len() + 48);
+    let u = q.udp.unwrap();
+    assert_eq!((u.src_port, u.dst_port), (32766, 32766));
+    assert_eq!(rd32(&rep, 42) >> 28, 2, "report version 2");
+    assert_eq!(rd32(&rep, 46), 0x44, "node id");
+    assert_eq!(rep[50], 0x13);
+    assert_eq!(&rep[REPORT_HEADER_BYTES..], &copy[..]);
+}
+
+#[test]
+fn malformed_int_is_dropped_and_counted() {
+    let s = switch(IntRoleAction::Transit, 1, quiet(), quiet());
+    let good = {
+        let s1 = switch(IntRoleAction::Transit, 0x11, quiet(), quiet());
+        hop(&s1, &rtp_packet(), 0, 0, 1).1
+    };
+    let md = SHIM + 4;
+    let cases: Vec<(usize, u8)> = vec![
+        (SHIM, 0x20),   // type 2 (INT-MD expected)
+        (SHIM + 1, 10), // shim length of no hop count
+        (SHIM + 1, 19), // three hops: over the bound
+        (md, 0x10),     // version 1
+        (md + 2, 6),    // 6-word hops
+        (md + 3, 0),    // remaining count disagrees with the length
+        (md + 4, 0xff), // other instructions
+    ];
+    for (i, (off, val)) in cases.iter().enumerate() {
+        let mut f = good.clone();
+        f[*off] = *val;
+        let (v, _, _) = hop(&s, &f, 0, 0, 1);
+        assert_eq!(v, Verdict::Drop(DropReason::IntMalformed), "case {i}");
+        assert_eq!(s.int.read(IntReg::Malformed, 0), Some(i as u64 + 1));
+    }
+    // UDP too short for shim + MD header
+    let mut f = rtp_packet();
+    f[15] = 0x17 << 2;
+    let c = ipv4_checksum(&f[14..34]);
+    wr16(&mut f, 24, c);
+    wr16(&mut f, 38, 20);
+    let (v, _, _) = hop(&s, &f, 0, 0, 1);
+    assert_eq!(v, Verdict::Drop(DropReason::IntMalformed));
+    // a stack longer than the datagram
+    let mut f = good.clone();
+    f.truncate(SHIM + 20);
+    let total = (f.len() - 14) as u16;
+    wr16(&mut f, 16, total);
+    let c = ipv4_checksum(&f[14..34]);
+    wr16(&mut f, 24, c);
+    let (v, _, _) = hop(&s, &f, 0, 0, 1);
+    assert_eq!(v, Verdict::Drop(DropReason::IntMalformed));
+    assert_eq!(
+        s.int.read(IntReg::Malformed, 0),
+        Some(cases.len() as u64 + 2)
+    );
+    // the well-formed one passes
+    assert_eq!(hop(&s, &good, 0, 0, 1).0, Verdict::Forward(2));
+}
+
+#[test]
+fn unwatched_and_options_packets_pass_untouched() {
+    let s = switch(IntRoleAction::Transit, 1, quiet(), quiet());
+    let mut f = Udp4 {
+        src: UAC,
+        dst: 0x0a00_0005, // port 40: not in the watch list
+        ..Udp4::default()
+    }
+    .build();
+    let mut buf = f.clone();
+    let (v, b) = s.ingress(&mut buf, &meta(1));
+    assert!(matches!(v, Verdict::Forward(_)) || v == Verdict::Drop(DropReason::NoSuchPort));
+    assert!(!b.int_source);
+    f = Udp4 {
+        src: UAC,
+        dst: UAS,
+        options: vec![1, 1, 1, 1],
+        ..Udp4::default()
+    }
+    .build();
+    let (_, out, b) = hop(&s, &f, 0, 0, 1);
+    assert!(!b.int_source, "only IPv4 without options carries INT");
+    assert_eq!(out.len(), f.len());
+}
+
+#[test]
+fn reports_are_suppressed_in_the_data_plane() {
+    let s = switch(IntRoleAction::Sink, 9, quiet(), quiet());
+    let copy = vec![0u8; 120];
+    let b = |flags: u16| Bridged {
+        int_report: Some(IntReportCopy {
+            flow_slot: 7,
+            ds_flags: flags,
+            frame_len: 120,
+        }),
+        ..Bridged::default()
+    };
+    let sent = |flags: u16, ms: u32| report(&s, 3, &copy, &b(flags), ms).is_some();
+    assert!(sent(0x0011, 5000), "first report of the flow");
+    assert!(
+        !sent(0x0011, 5001),
+        "same path, no congestion, within the interval"
+    );
+    assert!(!sent(0x0011, 5999));
+    assert!(sent(0x0011, 6000), "interval elapsed");
+    assert!(sent(0x0012, 6001), "path change");
+    assert!(!sent(0x0012, 6002));
+    assert!(sent(0x0012 | FLAG_ONSET | FLAG_OVER_CLEAR, 6003), "onset");
+    assert!(
+        !sent(0x0012 | FLAG_ONSET | FLAG_OVER_CLEAR, 6004),
+        "still congested"
+    );
+    assert!(
+        !sent(0x0012 | FLAG_OVER_CLEAR, 6005),
+        "between the thresholds: kept"
+    );
+    assert_eq!(s.int.read(IntReg::FlowCongested, 7), Some(1));
+    assert!(sent(0x0012, 6006), "clear");
+    assert_eq!(s.int.read(IntReg::FlowCongested, 7), Some(0));
+    assert!(!sent(0x0012, 6007));
+    assert_eq!(s.int.read(IntReg::ReportSeq, 0), Some(5));
+    assert_eq!(s.int.read(IntReg::FlowPath, 7), Some(0x12));
+    // another flow has its own slot
+    let other = Bridged {
+        int_report: Some(IntReportCopy {
+            flow_slot: 8,
+            ds_flags: 0x12,
+            frame_len: 120,
+        }),
+        ..Bridged::default()
+    };
+    assert!(report(&s, 3, &copy, &other, 6008).is_some());
+    // no int_report entry on the port: no report
+    assert!(report(&s, 1, &copy, &other, 9000).is_none());
+}
