@@ -183,6 +183,82 @@ def test_session_detail(client: TestClient, auth: Auth, calls: Any) -> None:
     assert client.get("/api/v1/sessions/999999", headers=auth.viewer).status_code == 404
 
 
+def _reroute(eid: str, at: dt.datetime, flow: str, direction: str, **extra: Any) -> dict[str, Any]:
+    back = direction == "to_primary"
+    return {
+        "event_id": eid,
+        "type": "reroute",
+        "ts": iso(at),
+        "switch": extra.pop("switch", "s1"),
+        "severity": "warning",
+        "payload": {
+            "flow": flow,
+            "from_path": "nexthop 8 port 8" if back else "port 7",
+            "to_path": "port 7" if back else "nexthop 8 port 8",
+            "trigger": "primary clear" if back else "queue delay 2.4 ms > t_q 2 ms for 5 packets",
+            "direction": direction,
+            **extra,
+        },
+    }
+
+
+def test_session_reroutes_and_path(client: TestClient, auth: Auth) -> None:
+    """A call's reroutes are those of watched destinations holding its media
+    destinations while it was up; its path per switch follows them."""
+    start = T0 + dt.timedelta(hours=1)
+    s = session_item("rr-call;t", started_at=iso(start), state="ended", switch="s1")
+    s["ended_at"] = iso(start + dt.timedelta(seconds=60))
+    at = lambda sec: start + dt.timedelta(seconds=sec)  # noqa: E731
+    events = [
+        # before the call: moved and back again -> the call starts on the primary
+        _reroute("reroute-00", at(-30), "198.18.2.0/24", "to_backup"),
+        _reroute("reroute-01", at(-20), "198.18.2.0/24", "to_primary"),
+        _reroute("reroute-02", at(10), "198.18.2.0/24", "to_backup"),
+        _reroute("reroute-03", at(40), "198.18.2.0/24", "to_primary"),
+        # another destination, a bad flow, a notice upstream, after the call: not its path
+        _reroute("reroute-04", at(12), "198.18.9.0/24", "to_backup"),
+        _reroute("reroute-05", at(13), "not a prefix", "to_backup"),
+        _reroute("reroute-06", at(14), "198.18.2.0/24", "notify_upstream", switch="s2"),
+        _reroute("reroute-07", at(90), "198.18.2.0/24", "to_backup"),
+    ]
+    ingest(client, auth, agent={"name": "relay-1", "switch": "s1"}, sessions=[s], events=events)
+    sid = get(client, auth, "/api/v1/sessions", call_id="rr-call")["items"][0]["id"]
+    d = get(client, auth, f"/api/v1/sessions/{sid}")
+    assert [e["event_id"] for e in d["reroutes"]] == ["reroute-02", "reroute-06", "reroute-03"]
+    ts = dt.datetime.fromisoformat
+    path = [(p["switch"], p["path"], ts(p["since"]), ts(p["until"])) for p in d["path"]]
+    assert path == [
+        ("s1", "port 7", start, at(10)),
+        ("s1", "nexthop 8 port 8", at(10), at(40)),
+        ("s1", "port 7", at(40), at(60)),
+    ]
+    ids = {e["event_id"]: e["id"] for e in d["reroutes"]}
+    assert [p["reroute_event_id"] for p in d["path"]][1:] == [ids["reroute-02"], ids["reroute-03"]]
+    assert d["path"][1]["trigger"].startswith("queue delay")
+
+
+def test_session_path_starts_on_the_backup_after_an_earlier_move(
+    client: TestClient, auth: Auth
+) -> None:
+    start = T0 + dt.timedelta(hours=2)
+    s = session_item("rr-late;t", started_at=iso(start), state="active", switch="s1")
+    ingest(
+        client,
+        auth,
+        agent={"name": "relay-1", "switch": "s1"},
+        sessions=[s],
+        events=[
+            _reroute("reroute-10", start - dt.timedelta(seconds=5), "198.18.2.10/32", "to_backup")
+        ],
+    )
+    sid = get(client, auth, "/api/v1/sessions", call_id="rr-late")["items"][0]["id"]
+    d = get(client, auth, f"/api/v1/sessions/{sid}")
+    assert d["reroutes"] == []
+    [seg] = d["path"]
+    assert seg["path"] == "nexthop 8 port 8" and seg["until"] is None
+    assert seg["flow"] == "198.18.2.10/32"
+
+
 def test_session_parties(client: TestClient, auth: Auth, calls: Any) -> None:
     """Caller/callee: source and destination of the caller->callee leg."""
     v6 = session_item("v6;1", started_at=iso(T0 + dt.timedelta(hours=1)))
@@ -304,6 +380,42 @@ def test_queue_series_downsampled(client: TestClient, auth: Auth) -> None:
     )
     assert bad.status_code == 422
     assert client.get("/api/v1/switches/4242/queues", headers=auth.viewer).status_code == 404
+
+
+def test_hop_series_puts_every_switch_side_by_side(client: TestClient, auth: Auth) -> None:
+    """The fleet's queues per hop: INT samples (bytes and delay, no packet count)
+    of two switches in one answer, one series per switch, port and queue."""
+    qs = [
+        {
+            "switch": sw,
+            "dev_port": p,
+            "ts": iso(T0 + dt.timedelta(seconds=s)),
+            "depth_bytes": 80 * (s + k),
+            "queue_delay_us": 5.0 * s,
+        }
+        for s in range(60)
+        for k, (sw, p) in enumerate((("s1", 7), ("s2", 8), ("s3", 2)))
+    ]
+    ingest(client, auth, queue_samples=qs)
+    window = {"from": iso(T0), "to": iso(T0 + dt.timedelta(minutes=1)), "resolution_s": 30}
+    hops = get(client, auth, "/api/v1/queues", **window)
+    assert [(h["switch"], h["dev_port"], len(h["points"])) for h in hops] == [
+        ("s1", 7, 2),
+        ("s2", 8, 2),
+        ("s3", 2, 2),
+    ]
+    assert hops[1]["points"][0]["depth_bytes"] == pytest.approx(80 * (14.5 + 1))
+    assert hops[0]["points"][0]["depth_pkts"] is None
+    one = get(
+        client,
+        auth,
+        f"/api/v1/switches/{get(client, auth, '/api/v1/switches')[1]['id']}/queues",
+        **window,
+    )
+    assert [h["switch"] for h in one] == ["s2"]
+    bad = client.get("/api/v1/queues", params={"from": iso(T0), "to": iso(T0)}, headers=auth.viewer)
+    assert bad.status_code == 422
+    assert client.get("/api/v1/queues").status_code == 401
 
 
 def test_events_feed(client: TestClient, auth: Auth) -> None:

@@ -10,7 +10,7 @@ import type { Page } from 'playwright-core';
 import { openBrowser, screenshot, type Browser } from './browser';
 import { checkChart, readCharts, type ChartDrawn, type ChartExpect } from './charts';
 import { startStack, type Stack } from './harness';
-import { ACTIVE_CALLS, callId, CONGESTED_PORT, ENDED_CALLS, PORTS, REROUTED, seed, YOUNG } from './seed';
+import { ACTIVE_CALLS, BACKUP_PATH, callId, CONGESTED_PORT, ENDED_CALLS, INT_PORTS, INT_SWITCH, PORTS, PRIMARY_PATH, REROUTE_AGO_MS, REROUTED, seed, YOUNG } from './seed';
 
 let stack: Stack | undefined;
 let browser: Browser | undefined;
@@ -181,8 +181,23 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
     const drawn = await chartsTrue([
       quality('MOS over time'), quality('Packet loss per direction'), quality('Jitter per direction'), quality('Packets per direction'),
       { title: 'Session events timeline', series: [{ name: 'events', minValues: 2 }] },
+      // The path: the primary until the reroute, the backup since, on the quality charts' window.
+      {
+        title: 'Call path over time',
+        series: [{ name: `sw1 · ${PRIMARY_PATH}`, minValues: 2 }, { name: `sw1 · ${BACKUP_PATH}`, minValues: 2 }],
+        window: win,
+      },
     ]);
     expect(drawn.find((d) => d.title === 'MOS over time')?.series[0]?.markLinesX).toBeGreaterThanOrEqual(1); // the reroute
+    const path = drawn.find((d) => d.title === 'Call path over time');
+    const primary = path?.series.find((x) => x.name === `sw1 · ${PRIMARY_PATH}`);
+    const backup = path?.series.find((x) => x.name === `sw1 · ${BACKUP_PATH}`);
+    const movedAt = seededAt - REROUTE_AGO_MS;
+    // The primary ends and the backup begins at the reroute (the seed's clock, within a second).
+    expect(Math.abs((primary?.xMax ?? 0) - movedAt)).toBeLessThan(1500);
+    expect(Math.abs((backup?.xMin ?? 0) - movedAt)).toBeLessThan(1500);
+    expect(backup?.xMax ?? 0).toBeGreaterThan(movedAt + 20_000);
+    expect(path?.series[0]?.markLinesX).toBe(1);
     // Loss rose while the call was degraded (4 of 50 packets caller → callee).
     expect(drawn.find((d) => d.title === 'Packet loss per direction')?.series.find((s) => s.name === 'caller → callee')?.yMax).toBeCloseTo(8, 0);
     await columnsVisible('Legs and rewrite entries', ['Direction', 'Source', 'Destination', 'Installed', 'Removed', 'Packets']);
@@ -219,6 +234,23 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
       { title: 'Port utilisation', series: portSeries(perPort), window: win },
       { title: 'Drops (tail and iRED)', series: [...portSeries(perPort, ' tail'), { name: `port ${String(CONGESTED_PORT)} iRED`, minValues: 2 }], window: win },
     ]);
+    // Every hop: sw1's ports beside the INT-reported hops of the second switch.
+    const hopSeries = [...PORTS.map((p) => `sw1 port ${String(p)}`), ...INT_PORTS.map((p) => `${INT_SWITCH} port ${String(p)}`)]
+      .map((name) => ({ name, minValues: perPort }));
+    const hops = await chartsTrue([
+      { title: 'Queue depth per hop (all switches)', series: hopSeries, window: win },
+      { title: 'Queueing delay per hop (all switches)', series: hopSeries, window: win },
+    ]);
+    const hopDepth = hops.find((d) => d.title === 'Queue depth per hop (all switches)');
+    // sw2's INT hops: (100 ± 60 + 20 × port) cells × 80 B, under 18 KiB; sw1's congested port far above.
+    for (const p of INT_PORTS) {
+      const s = hopDepth?.series.find((x) => x.name === `${INT_SWITCH} port ${String(p)}`);
+      expect(s?.yMax).toBeLessThan(18);
+      expect(s?.yMin).toBeGreaterThan(2);
+    }
+    expect(hopDepth?.series.find((x) => x.name === `sw1 port ${String(CONGESTED_PORT)}`)?.yMax).toBeGreaterThan(300);
+    const hopDelay = hops.find((d) => d.title === 'Queueing delay per hop (all switches)');
+    expect(hopDelay?.series.find((x) => x.name === `${INT_SWITCH} port 1`)?.yMax).toBeLessThan(0.14);
     const depth = drawn.find((d) => d.title === 'Queue depth per port');
     // Port 2: 4,000-8,000 cells × 80 B while congested; the others stay under 40 KiB.
     expect(depth?.series.find((s) => s.name === `port ${String(CONGESTED_PORT)}`)?.yMax).toBeGreaterThan(300);

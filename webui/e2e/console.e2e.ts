@@ -2,6 +2,7 @@
 // a new session within 1 s, filters, session detail with charts and the
 // reroute on its timeline, switches, events, audit + CSV, admin. Screenshots
 // of each page go to webui/test-artifacts/.
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
@@ -155,12 +156,17 @@ describe('operator console (real server)', () => {
     await page.getByLabel('Filter sessions').fill(callId(REROUTED));
     await page.getByRole('link', { name: callId(REROUTED) }).click();
     await page.getByRole('heading', { name: /Session/ }).waitFor();
-    await chartsDrawn(5); // 4 quality charts + the timeline
+    await chartsDrawn(6); // 4 quality charts, the path, the timeline
     detailUrl = page.url();
+    // The reroute names a watched destination; the server links the call to it by its media address.
+    const path = page.getByRole('table', { name: 'Path segments' });
+    expect(await path.locator('tbody tr').count()).toBe(2);
+    expect(await path.locator('tbody tr').nth(0).textContent()).toMatch(/sw1.*198\.18\.2\.0\/24.*port 2.*primary next hop/);
+    expect(await path.locator('tbody tr').nth(1).textContent()).toMatch(/sw1.*nexthop 4 port 4.*now.*queue delay 4\.2 ms/);
     expect(await page.getByRole('table', { name: 'Legs and rewrite entries' }).textContent()).toContain('198.18.0.10:');
     const reroute = page.locator('[data-testid="event-timeline"] tr[data-type="reroute"]');
     await reroute.waitFor();
-    expect(await reroute.textContent()).toContain('sw1:p2 → sw1:p4 (queue delay 4.2 ms > 2 ms)');
+    expect(await reroute.textContent()).toContain('port 2 → nexthop 4 port 4 (queue delay 4.2 ms > t_q 2 ms for 5 packets)');
     // The timeline chart has a row for reroute.
     expect(await page.getByRole('figure', { name: 'Session events timeline' }).textContent()).toContain('reroute');
     await capture('04-session-detail');
@@ -177,7 +183,11 @@ describe('operator console (real server)', () => {
   it('shows switch queues, drops and relay table use', async () => {
     await page.getByRole('link', { name: 'Switches' }).click();
     await page.getByRole('heading', { name: 'Switches' }).waitFor();
-    await chartsDrawn(4);
+    await chartsDrawn(6); // 4 of the switch, 2 of every hop
+    // Every hop: sw1's polled ports and sw2's INT-reported ones.
+    const hops = page.getByRole('table', { name: 'Hops' });
+    await expect.poll(() => hops.locator('tbody tr').count()).toBe(6);
+    expect(await hops.textContent()).toContain('sw2 port 3');
     expect(await page.getByRole('table', { name: 'Ports' }).textContent()).toContain('p4r-sw-2');
     expect(await page.getByTestId('relay-occupancy').textContent()).toBe('1,000 of 65,536 relay entries in use (1.5 %)');
     expect(await page.locator('meter.occupancy').getAttribute('value')).toBe(String(RELAY_TABLE_USED));
@@ -192,9 +202,23 @@ describe('operator console (real server)', () => {
     for (const t of ['congestion_onset', 'congestion_clear', 'offload_failed', 'fallback', 'ired_drop']) {
       expect(await list.locator(`tr[data-type="${t}"]`).count(), t).toBeGreaterThan(0);
     }
+    // The reroute and the congestion episodes in their own lists, the open one first.
+    const reroutes = page.getByRole('table', { name: 'Reroutes' });
+    await reroutes.locator('tr[data-direction="to_backup"]').waitFor();
+    expect(await reroutes.textContent()).toContain('port 2 → nexthop 4 port 4');
+    const episodes = page.getByRole('table', { name: 'Congestion episodes' });
+    await expect.poll(() => episodes.locator('tbody tr').count()).toBe(2);
+    expect(await episodes.locator('tbody tr').first().textContent()).toMatch(/sw1 port 2.*ongoing/);
+    expect(await episodes.locator('tr[data-open="no"]').textContent()).toMatch(/sw1 port 3.*0:50/);
+    // Live: a reroute arriving on the stream shows without a reload (the poll is 15 s).
+    await ingest(live().baseUrl, live().ingestToken, {
+      events: [{ event_id: randomUUID(), type: 'reroute', ts: new Date().toISOString(), severity: 'info', switch: 'sw1',
+        payload: { flow: '198.18.2.0/24', from_path: 'nexthop 4 port 4', to_path: 'port 2', trigger: 'primary clear for 2000 ms', direction: 'to_primary' } }],
+    });
+    await reroutes.locator('tr[data-direction="to_primary"]').waitFor({ timeout: 5000 });
     await capture('06-events');
     await page.getByLabel('Event type').selectOption('reroute');
-    await expect.poll(() => list.locator('tbody tr').count()).toBe(1);
+    await expect.poll(() => list.locator('tbody tr').count()).toBe(2);
     await page.getByLabel('Event type').selectOption('');
   });
 

@@ -21,6 +21,14 @@ export const PORTS = [1, 2, 3, 4] as const;
 export const CONGESTED_PORT = 2;
 /** Collector cell size: depth = cells × 80 B. */
 export const CELL_BYTES = 80;
+/** A second switch whose queues only INT reports (bytes and delay per hop). */
+export const INT_SWITCH = 'sw2';
+export const INT_PORTS = [1, 3] as const;
+/** The watched destination the reroute moved, off sw1's congested port 2 onto the backup by port 4. */
+export const REROUTE_FLOW = '198.18.2.0/24';
+export const PRIMARY_PATH = 'port 2';
+export const BACKUP_PATH = 'nexthop 4 port 4';
+export const REROUTE_AGO_MS = 30_000;
 
 export async function ingest(baseUrl: string, token: string, batch: Omit<Batch, 'idempotency_key'>): Promise<IngestResult> {
   const res = await fetch(`${baseUrl}/api/v1/ingest`, {
@@ -146,6 +154,20 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
     ],
   });
 
+  // INT from the second switch: bytes and delay per hop, as the report listener sends them.
+  const intQueue: Batch['queue_samples'] = [];
+  for (let t = 300; t >= 1; t--) {
+    for (const port of INT_PORTS) {
+      intQueue.push({
+        switch: INT_SWITCH, dev_port: port, queue: 0, ts: iso(now - t * 1000),
+        depth_bytes: CELL_BYTES * Math.round(100 + 60 * Math.sin((t + port) / 11) + port * 20),
+        queue_delay_us: 90 + 40 * Math.sin((t + port) / 11),
+        drops: 0,
+      });
+    }
+  }
+  await ingest(baseUrl, token, { queue_samples: intQueue });
+
   // The agent: active and ended calls, their quality, their events.
   const sessions: SessionUpsert[] = [];
   for (let i = 1; i <= ACTIVE_CALLS; i++) {
@@ -166,9 +188,11 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   await ingest(baseUrl, token, {
     events: [
       event('offload_installed', now - 95_000, { entries: 2 }, { session_key: rk }),
-      event('reroute', now - 30_000, {
-        flow: '198.18.1.10:6014 → 198.18.2.10:6014', from_path: 'sw1:p2', to_path: 'sw1:p4', trigger: 'queue delay 4.2 ms > 2 ms',
-      }, { session_key: rk, severity: 'warning', message: 'flow moved off congested port 2' }),
+      // As `p4relay-reroute` sends it: the watched destination, not a call (the server links the calls).
+      event('reroute', now - REROUTE_AGO_MS, {
+        flow: REROUTE_FLOW, from_path: PRIMARY_PATH, to_path: BACKUP_PATH, trigger: 'queue delay 4.2 ms > t_q 2 ms for 5 packets',
+        direction: 'to_backup', slot: 0, run: 5,
+      }, { session_key: rk, severity: 'warning', message: `${REROUTE_FLOW} moved off port 2` }),
       event('offload_failed', now - 80_000, { reason: 'relay table full' }, { session_key: `${callId(10)};ft10`, severity: 'error' }),
       event('fallback', now - 79_000, { reason: 'relay table full: media stays on RTPProxy' }, { session_key: `${callId(10)};ft10`, severity: 'warning' }),
     ],

@@ -187,6 +187,9 @@ class StreamResult:
     delay_ms_mean: float
     variation_ms_mean: float
     mos: float | None
+    delay_ms_max: float = float("nan")
+    max_gap_ms: float = float("nan")  # longest time between two arrivals at the far end
+    pps: float = float("nan")  # packets arrived per second of the stream's sending time
 
 
 @dataclass
@@ -267,7 +270,21 @@ def relay_path_metrics(
             jitter_ms=v_mean,
             delay_ms=d_mean if recv else None,
         )
-        per_stream.append(StreamResult(ssrc, sent, recv, d_mean, v_mean, q[1] if q else None))
+        arrivals = np.sort(t_out[ok])
+        span_s = (int(t_in[-1]) - int(t_in[0])) / 1e9 if sent > 1 else 0.0
+        per_stream.append(
+            StreamResult(
+                ssrc,
+                sent,
+                recv,
+                d_mean,
+                v_mean,
+                q[1] if q else None,
+                delay_ms_max=float(d.max()) if len(d) else float("nan"),
+                max_gap_ms=float(np.diff(arrivals).max()) / 1e6 if recv > 1 else float("nan"),
+                pps=recv / span_s if span_s > 0 else float("nan"),
+            )
+        )
     delays = np.concatenate(all_delays) if all_delays else np.zeros(0)
     variations = np.concatenate(all_vars) if all_vars else np.zeros(0)
     moses = [s.mos for s in per_stream if s.mos is not None]

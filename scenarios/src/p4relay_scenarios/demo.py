@@ -16,6 +16,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 import httpx
@@ -59,20 +60,21 @@ class LiveState:
     sip_server: str = ""  # name and version of the SIP server that runs
 
 
-def start_pg() -> str:
+def start_pg(pg_dir: Path = PG_DIR, port: int = PG_PORT) -> str:
+    """A throwaway PostgreSQL cluster (scripts/pg.sh); its database URL."""
     r = subprocess.run(
-        [str(ROOT / "scripts" / "pg.sh"), "start", str(PG_DIR), str(PG_PORT)],
+        [str(ROOT / "scripts" / "pg.sh"), "start", str(pg_dir), str(port)],
         capture_output=True,
         text=True,
         check=False,
     )
     if r.returncode != 0:
-        raise SystemExit(f"demo: PostgreSQL did not start: {r.stderr.strip()}")
+        raise SystemExit(f"PostgreSQL on port {port} did not start: {r.stderr.strip()}")
     return r.stdout.strip()
 
 
-def stop_pg() -> None:
-    subprocess.run([str(ROOT / "scripts" / "pg.sh"), "stop", str(PG_DIR)], check=False)
+def stop_pg(pg_dir: Path = PG_DIR) -> None:
+    subprocess.run([str(ROOT / "scripts" / "pg.sh"), "stop", str(pg_dir)], check=False)
 
 
 def _metric(text: str, name: str) -> int:

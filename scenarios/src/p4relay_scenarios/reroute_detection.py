@@ -26,6 +26,7 @@ import ipaddress
 import json
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
@@ -41,14 +42,103 @@ from p4relay_switch import SwitchClient
 from p4relay_switch.reroute import Reroute, RerouteClass, RerouteWatch
 
 from p4relay_scenarios import reroute_bed as bed
-from p4relay_scenarios.reroute_experiment import (
-    RECEIVER,
-    ROOT,
-    SENDER,
-    _ns,
-    start_switches,
-    stop_switches,
-)
+
+ROOT = Path(__file__).resolve().parents[3]
+SOFTSWITCH = ROOT / "switch/target/release/p4relay-softswitch"
+
+RECEIVER = """
+import json, socket, sys, time
+port, quiet = int(sys.argv[1]), float(sys.argv[2])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("198.18.12.10", port))
+s.settimeout(quiet)
+rows = []
+try:
+    while True:
+        d, _ = s.recvfrom(2048)
+        rows.append((int.from_bytes(d[:4], "big"), int.from_bytes(d[4:12], "big"), time.monotonic_ns()))
+except socket.timeout:
+    pass
+print(json.dumps(rows))
+"""
+
+SENDER = """
+import socket, sys, time
+port, n, pps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+t0 = time.monotonic()
+for i in range(n):
+    time.sleep(max(0.0, t0 + i / pps - time.monotonic()))
+    s.sendto(i.to_bytes(4, "big") + time.monotonic_ns().to_bytes(8, "big") + b"m" * 160,
+             ("198.18.12.10", port))
+"""
+
+
+def _ns(name: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", name, *cmd]
+
+
+def _wait_port(addr: str, within: float = 20.0) -> None:
+    host, port = addr.rsplit(":", 1)
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"softswitch on {addr} did not come up")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_switches(
+    run_dir: Path, rate_bps: int
+) -> tuple[dict[str, subprocess.Popen[bytes]], dict[str, str]]:
+    """The bed with its three softswitches running and programmed."""
+    bed.down()
+    bed.up()
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    addrs: dict[str, str] = {}
+    try:
+        for name in bed.SWITCHES:
+            addr = f"127.0.0.1:{_free_port()}"
+            args = [
+                str(SOFTSWITCH),
+                "--grpc-listen",
+                addr,
+                "--metrics-listen",
+                f"127.0.0.1:{_free_port()}",
+            ]
+            for p, ifname in bed.switch_ports(name).items():
+                args += ["--port", f"{p}={ifname}"]
+            if name == bed.BOTTLENECK[0]:
+                args += ["--port-rate", f"{bed.BOTTLENECK[1]}={rate_bps}", "--queue-depth", "128"]
+            log = (run_dir / f"{name}.log").open("wb")
+            procs[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            addrs[name] = addr
+        for name, addr in addrs.items():
+            _wait_port(addr)
+            asyncio.run(bed.program(name, addr))
+    except BaseException:
+        stop_switches(procs)
+        raise
+    return procs, addrs
+
+
+def stop_switches(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    bed.down()
+
 
 RATE_BPS = 2_000_000
 CELL_BYTES = 80

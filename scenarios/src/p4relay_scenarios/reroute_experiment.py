@@ -1,29 +1,36 @@
-"""Congestion reroute, Tables I and II of the MRI port-forwarding paper on the three-switch testbed:
-media streams UAC -> UAS (G.711 sized: 172-byte payloads, 50 packets/s each)
-share the shaped s1-s2 link with iperf3 UDP cross traffic at 2x and 4x its
-rate, without and with data-plane reroute; per stream: loss, max
-inter-arrival delta, packets/s received, one-way delay and MOS (G.107, the
-server's E-model); and when the reroute happened after the cross traffic
-started.
+"""Congestion reroute with SIP calls, Tables I and II of Esquivel Morel et al.
+(MRI + port-forwarding reroute) on the three-switch fabric.
 
-  python -m p4relay_scenarios reroute-experiment --cross 2,4 --streams 4 \\
+The whole stack runs as for the relay experiment (stack.py: server,
+collector, RTPProxy + rtpagent, OpenSIPS or Kamailio, SIPp) with its switch
+replaced by the fabric of reroute_bed.py (`STACK`): the UAC and the relay
+behind s1, the UAS behind s2, s1-s2 shaped to `--rate-bps`, s1-s3-s2 around.
+SIPp places `--calls` concurrent G.711 calls through the SIP server;
+rtpagent offloads each to s1, which relays its media to the UAS over the
+bottleneck. After the calls are up, iperf3 UDP cross traffic at 2x and 4x
+the bottleneck's rate shares the s1-s2 link for `--cross-seconds`. Without
+reroute the calls lose what the cross traffic leaves them; with it, s1's
+`p4relay-reroute` control plane has the UAS subnet watched (t_q, m) with the
+backup by s3, and the data plane moves the calls there.
+
+Per call, its caller->callee RTP stream (the direction over the bottleneck),
+captured as the UAC sends and as the UAS receives (capture.py): loss %, the
+longest gap between arrivals, packets/s arrived, one-way delay and MOS
+(G.107 E-model, the server's). The server's side: the reroute events it
+stored, and the calls whose session detail lists the reroute.
+
+  python -m p4relay_scenarios reroute-experiment --cross 2,4 --calls 4 \\
       --out scenarios/results/reroute
-
-Media is plain UDP from a paced sender (a sequence number and the send time
-in each payload; all namespaces share one monotonic clock), not SIP calls.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
-import itertools
 import json
+import math
 import os
-import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,47 +40,39 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from p4relay_collector.reroute import RerouteAgent, RerouteConfig
-from p4relay_collector.wire import IngestBatch
-from p4relay_server.mos import mos
-
+from p4relay_scenarios import capture
 from p4relay_scenarios import reroute_bed as bed
+from p4relay_scenarios.demo import start_pg, stop_pg
+from p4relay_scenarios.experiment import machine
+from p4relay_scenarios.load import Profile, UacResult, run_uac
+from p4relay_scenarios.stack import RELAY_PORTS, ROOT, SIP_SERVERS, SipServer, Stack, StackConfig
 
-ROOT = Path(__file__).resolve().parents[3]
-SOFTSWITCH = ROOT / "switch/target/release/p4relay-softswitch"
+LAYOUT = bed.STACK
+PG_DIR = ROOT / "build" / "reroute-pg"
+PG_PORT = 55439
 
-RECEIVER = """
-import json, socket, sys, time
-port, quiet = int(sys.argv[1]), float(sys.argv[2])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("198.18.12.10", port))
-s.settimeout(quiet)
-rows = []
-try:
-    while True:
-        d, _ = s.recvfrom(2048)
-        rows.append((int.from_bytes(d[:4], "big"), int.from_bytes(d[4:12], "big"), time.monotonic_ns()))
-except socket.timeout:
-    pass
-print(json.dumps(rows))
-"""
 
-SENDER = """
-import socket, sys, time
-port, n, pps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-t0 = time.monotonic()
-for i in range(n):
-    time.sleep(max(0.0, t0 + i / pps - time.monotonic()))
-    s.sendto(i.to_bytes(4, "big") + time.monotonic_ns().to_bytes(8, "big") + b"m" * 160,
-             ("198.18.12.10", port))
-"""
+@dataclass
+class Call:
+    cross: float
+    reroute: bool
+    call: int
+    sent: int
+    received: int
+    loss_pct: float
+    max_interarrival_ms: float
+    pps: float
+    delay_ms_mean: float
+    delay_ms_max: float
+    mos: float | None
 
 
 @dataclass
 class Row:
     cross: float
     reroute: bool
+    calls_ok: int
+    calls_failed: int
     streams: int
     loss_pct_mean: float
     loss_pct_max: float
@@ -81,251 +80,232 @@ class Row:
     pps_mean: float
     delay_ms_median: float
     delay_ms_max: float
-    mos_min: float
-    mos_median: float
-    reroute_after_ms: float | None
+    mos_min: float | None
+    mos_median: float | None
+    reroute_after_ms: float | None  # first reroute event's time after the cross traffic started
     cross_loss_pct: float
+    reroute_events: int  # reroute events the server stored
+    sessions_with_reroute: int  # calls whose session detail lists a reroute
 
 
 def _ns(name: str, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", name, *cmd]
 
 
-def _wait_port(addr: str, within: float = 20.0) -> None:
-    host, port = addr.rsplit(":", 1)
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((host, int(port)), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"softswitch on {addr} did not come up")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_switches(
-    run_dir: Path, rate_bps: int
-) -> tuple[dict[str, subprocess.Popen[bytes]], dict[str, str]]:
-    """The bed with its three softswitches running and programmed."""
-    bed.down()
-    bed.up()
-    procs: dict[str, subprocess.Popen[bytes]] = {}
-    addrs: dict[str, str] = {}
-    try:
-        for name in bed.SWITCHES:
-            addr = f"127.0.0.1:{_free_port()}"
-            args = [
-                str(SOFTSWITCH),
-                "--grpc-listen",
-                addr,
-                "--metrics-listen",
-                f"127.0.0.1:{_free_port()}",
-            ]
-            for p, ifname in bed.switch_ports(name).items():
-                args += ["--port", f"{p}={ifname}"]
-            if name == bed.BOTTLENECK[0]:
-                args += ["--port-rate", f"{bed.BOTTLENECK[1]}={rate_bps}", "--queue-depth", "128"]
-            log = (run_dir / f"{name}.log").open("wb")
-            procs[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-            addrs[name] = addr
-        for name, addr in addrs.items():
-            _wait_port(addr)
-            asyncio.run(bed.program(name, addr))
-    except BaseException:
-        stop_switches(procs)
-        raise
-    return procs, addrs
-
-
-def stop_switches(procs: dict[str, subprocess.Popen[bytes]]) -> None:
-    for proc in procs.values():
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    bed.down()
+def _f(x: float, nd: int = 1) -> float:
+    return x if math.isnan(x) else round(x, nd)
 
 
 def run_one(
     cross: float,
     reroute: bool,
     *,
-    streams: int,
-    seconds: float,
+    calls: int,
+    lead_s: float,
+    cross_s: float,
+    tail_s: float,
     rate_bps: int,
     t_q_us: float,
     m: int,
+    sip: SipServer,
     run_dir: Path,
-) -> Row:
-    procs, addrs = start_switches(run_dir, rate_bps)
+    database_url: str,
+) -> tuple[Row, list[Call]]:
+    stack = Stack(
+        StackConfig(
+            run_dir=run_dir,
+            database_url=database_url,
+            sip=sip,
+            fabric=True,
+            collector_metrics_port=0,
+            switch_args=[
+                "--port-rate",
+                f"{LAYOUT.bottleneck[1]}={rate_bps}",
+                "--queue-depth",
+                "128",
+            ],
+        )
+    )
     try:
-        events: list[IngestBatch] = []
-        moved_at: list[float] = []
-
-        async def submit(b: IngestBatch) -> None:
-            events.append(b)
-            moved_at.append(time.monotonic())
-
-        stop = asyncio.Event()
-        loop = asyncio.new_event_loop()
-        cp: threading.Thread | None = None
+        stack.up()
         if reroute:
-            cfg = RerouteConfig.model_validate(
-                bed.reroute_config(addrs["s1"], t_q_us=t_q_us, m=m, hold_ms=600_000)
+            stack.reroute(t_q_us=t_q_us, m=m, hold_ms=600_000)
+            stack.sup.wait_ready(
+                "reroute",
+                lambda: "reroute installed" in stack.sup.procs["reroute"].log_tail(50),
+                30,
+                "flow classes and watch installed",
             )
-            agent = RerouteAgent(cfg, submit)
-            cp = threading.Thread(
-                target=loop.run_until_complete, args=(agent.run(stop),), daemon=True
-            )
-            cp.start()
-            end = time.monotonic() + 10
-            while not agent.client.connected and time.monotonic() < end:
-                time.sleep(0.05)
-            time.sleep(0.5)
-        n = int(seconds * 50)
+        caps = capture.start_captures(stack.sup, run_dir / "pcap", RELAY_PORTS)
         iperf_s = subprocess.Popen(
-            _ns(bed.XDST.netns, "iperf3", "-s", "-1", "-B", bed.XDST.addr),
+            _ns(LAYOUT.xdst.netns, "iperf3", "-s", "-1", "-B", LAYOUT.xdst.addr),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        recvs = [
-            subprocess.Popen(
-                _ns(bed.UAS.netns, sys.executable, "-c", RECEIVER, str(4000 + 2 * i), "3"),
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(streams)
-        ]
-        time.sleep(0.3)
-        sends = [
-            subprocess.Popen(
-                _ns(bed.UAC.netns, sys.executable, "-c", SENDER, str(4000 + 2 * i), str(n), "50")
-            )
-            for i in range(streams)
-        ]
-        time.sleep(2.0)
-        t_cross = time.monotonic()
+        hold_s = lead_s + cross_s + tail_s
+        profile = Profile("reroute", rate=float(calls), calls=calls, hold_s=hold_s, limit=calls)
+        uac: list[UacResult] = []
+        t_uac = threading.Thread(
+            target=lambda: uac.append(run_uac(profile, stack.media_dir, run_dir / "sipp")),
+            daemon=True,
+        )
+        t_uac.start()
+        time.sleep(1.0 + lead_s)  # the calls are placed (1 s) and offloaded
+        t_cross = dt.datetime.now(dt.UTC)
         cross_run = subprocess.run(
             [
-                *_ns(bed.XSRC.netns, "iperf3", "-c", bed.XDST.addr, "-u"),
-                *("-b", str(int(cross * rate_bps)), "-l", "1000", "-t", str(int(seconds - 4))),
+                *_ns(LAYOUT.xsrc.netns, "iperf3", "-c", LAYOUT.xdst.addr, "-u"),
+                *("-b", str(int(cross * rate_bps)), "-l", "1000", "-t", str(int(cross_s))),
                 "--json",
             ],
             capture_output=True,
             text=True,
-            timeout=seconds + 30,
+            timeout=cross_s + 30,
+            check=False,
         )
-        for s in sends:
-            s.wait(seconds + 30)
-        rows = [json.loads(r.communicate(timeout=60)[0]) for r in recvs]
+        t_uac.join(hold_s + 90)
         iperf_s.wait(10)
-        if cp is not None:
-            loop.call_soon_threadsafe(stop.set)
-            cp.join(15)
-        loop.close()
-        cross_loss = float(json.loads(cross_run.stdout)["end"]["sum"]["lost_percent"])
-        return _row(cross, reroute, rows, n, seconds, cross_loss, moved_at, t_cross)
+        time.sleep(2.0)  # the last packets reach the far end's capture
+        capture.stop_captures(stack.sup, caps)
+        metrics = capture.relay_path_metrics(
+            capture.read_rtp(caps[0].path), capture.read_rtp(caps[1].path), settle_ms=500
+        )
+        try:
+            cross_loss = float(json.loads(cross_run.stdout)["end"]["sum"]["lost_percent"])
+        except (ValueError, KeyError) as e:
+            raise RuntimeError(f"iperf3 cross traffic failed: {cross_run.stderr[-500:]}") from e
+        api = stack.api()
+        try:
+            # the server has the last reroute events and session updates within a flush or two
+            time.sleep(3.0)
+            events = api.events("reroute")
+            linked = 0
+            for s in api.sessions():
+                detail = api.session(int(s["id"]))
+                if detail.get("reroutes"):
+                    linked += 1
+        finally:
+            api.close()
+        moved = sorted(
+            dt.datetime.fromisoformat(e["ts"])
+            for e in events
+            if e["payload"].get("direction") == "to_backup"
+        )
+        per_call = [
+            Call(
+                cross=cross,
+                reroute=reroute,
+                call=i + 1,
+                sent=st.sent,
+                received=st.received,
+                loss_pct=_f(100.0 * (st.sent - st.received) / st.sent, 2) if st.sent else 0.0,
+                max_interarrival_ms=_f(st.max_gap_ms),
+                pps=_f(st.pps),
+                delay_ms_mean=_f(st.delay_ms_mean),
+                delay_ms_max=_f(st.delay_ms_max),
+                mos=None if st.mos is None else round(st.mos, 2),
+            )
+            for i, st in enumerate(metrics.per_stream)
+        ]
+        stats = uac[0].stats if uac else None
+        moses = [c.mos for c in per_call if c.mos is not None]
+        row = Row(
+            cross=cross,
+            reroute=reroute,
+            calls_ok=stats.successful if stats else 0,
+            calls_failed=stats.failed if stats else calls,
+            streams=len(per_call),
+            loss_pct_mean=_f(statistics.fmean(c.loss_pct for c in per_call), 2)
+            if per_call
+            else 100.0,
+            loss_pct_max=max((c.loss_pct for c in per_call), default=100.0),
+            max_interarrival_ms=max((c.max_interarrival_ms for c in per_call), default=0.0),
+            pps_mean=_f(statistics.fmean(c.pps for c in per_call)) if per_call else 0.0,
+            delay_ms_median=_f(metrics.delay_ms_median),
+            delay_ms_max=max((c.delay_ms_max for c in per_call), default=0.0),
+            mos_min=min(moses) if moses else None,
+            mos_median=round(statistics.median(moses), 2) if moses else None,
+            reroute_after_ms=round((moved[0] - t_cross).total_seconds() * 1000, 1)
+            if moved
+            else None,
+            cross_loss_pct=round(cross_loss, 1),
+            reroute_events=len(events),
+            sessions_with_reroute=linked,
+        )
+        return row, per_call
     finally:
-        stop_switches(procs)
-
-
-def _row(
-    cross: float,
-    reroute: bool,
-    rows: list[list[list[int]]],
-    n: int,
-    seconds: float,
-    cross_loss: float,
-    moved_at: list[float],
-    t_cross: float,
-) -> Row:
-    losses, gaps, ppss, delays, moses, dmax = [], [], [], [], [], []
-    for r in rows:
-        got = {seq for seq, _, _ in r}
-        lost = n - len(got)
-        losses.append(100.0 * lost / n)
-        arr = sorted(t for _, _, t in r)
-        gaps.append(max((b - a for a, b in itertools.pairwise(arr)), default=0) / 1e6)
-        ppss.append(len(got) / seconds)
-        d = [(t - ts) / 1e6 for _, ts, t in r]
-        med = statistics.median(d) if d else 0.0
-        delays.append(med)
-        dmax.append(max(d, default=0.0))
-        q = mos("PCMA", packets=len(got), lost=lost, delay_ms=med)
-        moses.append(q[1] if q else 1.0)
-    return Row(
-        cross=cross,
-        reroute=reroute,
-        streams=len(rows),
-        loss_pct_mean=round(statistics.fmean(losses), 2),
-        loss_pct_max=round(max(losses), 2),
-        max_interarrival_ms=round(max(gaps), 1),
-        pps_mean=round(statistics.fmean(ppss), 1),
-        delay_ms_median=round(statistics.median(delays), 1),
-        delay_ms_max=round(max(dmax), 1),
-        mos_min=round(min(moses), 2),
-        mos_median=round(statistics.median(moses), 2),
-        reroute_after_ms=round((moved_at[0] - t_cross) * 1000, 1) if moved_at else None,
-        cross_loss_pct=round(cross_loss, 1),
-    )
+        stack.down()
 
 
 PAPERS = (
-    "Beside the papers: Tables I and II of Esquivel Morel et al. (MRI + port-forwarding "
-    "reroute) report 59.8 % and 66.5 % loss without and 0 % with reroute; Turkovic et al. move the "
-    "flow on the m-th packet over the threshold in the data plane. Here the streams lose the share "
-    "the cross traffic leaves them without reroute, and nothing with it: the data plane moves them "
-    "m packets after the queue passes t_q (the `reroute after` column counts from the start of the "
-    "cross traffic, so it includes the time the queue takes to build).\n"
+    "Beside the papers: Tables I and II of Esquivel Morel et al. (MRI + port-forwarding reroute, "
+    "one video stream, 400 and 800 Mbit/s cross traffic on a 200 Mbit/s link) report 59.8 % and "
+    "66.5 % loss, 17.4 and 14.5 packets/s and max deltas of 1067 and 2535 ms without reroute; "
+    "0 % loss, 32.2 packets/s and a 137 ms max delta with it. Turkovic et al. move the flow on "
+    "the m-th packet over the threshold in the data plane, as s1 does here. The `reroute after` "
+    "column counts from the start of the cross traffic to the server's reroute event, so it "
+    "includes the time the queue takes to build past t_q.\n"
 )
 
 
 def table(rows: list[Row]) -> str:
     head = (
-        "| cross traffic | reroute | streams | loss % mean / max | max inter-arrival ms | "
-        "pps / stream | delay ms median / max | MOS min / median | reroute after ms | cross loss % |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n"
+        "| cross traffic | reroute | calls ok / failed | loss % mean / max | max inter-arrival ms | "
+        "pps / call | delay ms median / max | MOS min / median | reroute after ms | "
+        "reroute events / calls showing it | cross loss % |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     body = "".join(
-        f"| {r.cross:g}x | {'on' if r.reroute else 'off'} | {r.streams} | {r.loss_pct_mean} / "
-        f"{r.loss_pct_max} | {r.max_interarrival_ms} | {r.pps_mean} | {r.delay_ms_median} / "
-        f"{r.delay_ms_max} | {r.mos_min} / {r.mos_median} | "
-        f"{'' if r.reroute_after_ms is None else r.reroute_after_ms} | {r.cross_loss_pct} |\n"
+        f"| {r.cross:g}x | {'on' if r.reroute else 'off'} | {r.calls_ok} / {r.calls_failed} | "
+        f"{r.loss_pct_mean} / {r.loss_pct_max} | {r.max_interarrival_ms} | {r.pps_mean} | "
+        f"{r.delay_ms_median} / {r.delay_ms_max} | {r.mos_min} / {r.mos_median} | "
+        f"{'' if r.reroute_after_ms is None else r.reroute_after_ms} | "
+        f"{r.reroute_events} / {r.sessions_with_reroute} | {r.cross_loss_pct} |\n"
         for r in rows
     )
     return head + body
 
 
-def plot(rows: list[Row], path: Path) -> None:
+def call_table(calls: list[Call]) -> str:
+    head = (
+        "| cross traffic | reroute | call | RTP sent / received | loss % | max inter-arrival ms | "
+        "pps | delay ms mean / max | MOS |\n|---|---|---|---|---|---|---|---|---|\n"
+    )
+    return head + "".join(
+        f"| {c.cross:g}x | {'on' if c.reroute else 'off'} | {c.call} | {c.sent} / {c.received} | "
+        f"{c.loss_pct} | {c.max_interarrival_ms} | {c.pps} | {c.delay_ms_mean} / "
+        f"{c.delay_ms_max} | {c.mos} |\n"
+        for c in calls
+    )
+
+
+def plot(rows: list[Row], calls: list[Call], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.cross:g}x {'on' if r.reroute else 'off'}" for r in rows]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
-    a.bar(
-        labels,
-        [r.loss_pct_mean for r in rows],
-        color=["tab:red" if not r.reroute else "tab:green" for r in rows],
-    )
-    a.set_ylabel("media loss, % (mean of streams)")
-    a.set_title("loss without / with reroute")
-    b.bar(
-        labels,
-        [r.mos_min for r in rows],
-        color=["tab:red" if not r.reroute else "tab:green" for r in rows],
-    )
-    b.set_ylim(1, 4.6)
-    b.set_ylabel("MOS (worst stream)")
-    b.set_title("MOS without / with reroute")
+    confs = [(r.cross, r.reroute) for r in rows]
+    labels = [f"{c:g}x {'on' if rr else 'off'}" for c, rr in confs]
+    colors = ["tab:green" if rr else "tab:red" for _, rr in confs]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
+    for ax, key, ylabel, title in (
+        (axes[0], "loss_pct", "RTP loss, %", "loss per call"),
+        (axes[1], "mos", "MOS", "MOS per call"),
+        (axes[2], "max_interarrival_ms", "ms", "max inter-arrival per call"),
+    ):
+        for x, (conf, color) in enumerate(zip(confs, colors, strict=True)):
+            ys = [getattr(c, key) for c in calls if (c.cross, c.reroute) == conf]
+            ys = [y for y in ys if y is not None]
+            ax.scatter([x] * len(ys), ys, color=color, alpha=0.7, zorder=3)
+            if ys:
+                ax.hlines(statistics.fmean(ys), x - 0.3, x + 0.3, color=color)
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.grid(axis="y", alpha=0.3)
+    axes[1].set_ylim(1, 4.6)
+    axes[1].axhline(4.3, color="gray", linestyle="--", linewidth=0.8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -340,17 +320,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--cross", default="2,4", help="cross traffic, multiples of the bottleneck (default 2,4)"
     )
-    ap.add_argument("--streams", type=int, default=4, help="media streams (default 4)")
+    ap.add_argument("--calls", type=int, default=4, help="concurrent SIPp calls (default 4)")
     ap.add_argument(
-        "--seconds", type=float, default=12.0, help="media duration per run (default 12)"
+        "--lead-seconds", type=float, default=6.0, help="calls alone before the cross traffic"
+    )
+    ap.add_argument(
+        "--cross-seconds", type=float, default=12.0, help="cross traffic duration (default 12)"
+    )
+    ap.add_argument(
+        "--tail-seconds", type=float, default=4.0, help="calls after the cross traffic (default 4)"
     )
     ap.add_argument(
         "--rate-bps", type=int, default=2_000_000, help="bottleneck rate (default 2 Mbit/s)"
     )
     ap.add_argument(
-        "--t-q-us", type=float, default=2000.0, help="reroute threshold t_q (default 2000 us)"
+        "--t-q-us",
+        type=float,
+        default=10_000.0,
+        help="reroute threshold t_q (default 10000 us: above the software switch's scheduling "
+        "jitter on a loaded 2-core machine, a few ms, so idle media never trips it)",
     )
     ap.add_argument("--m", type=int, default=5, help="consecutive packets over t_q (default 5)")
+    ap.add_argument("--sip", choices=SIP_SERVERS, default="opensips", help="SIP server")
+    ap.add_argument(
+        "--database-url",
+        default=None,
+        help=f"the server's database (default: a throwaway cluster on port {PG_PORT})",
+    )
     ap.add_argument(
         "--out", type=Path, required=True, help="folder for README.md, results.json, loss_mos.png"
     )
@@ -358,54 +354,79 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("reroute-experiment: needs root (network namespaces)", file=sys.stderr)
         return 2
-    if not SOFTSWITCH.exists() or shutil.which("iperf3") is None:
-        print(
-            "reroute-experiment: needs the release softswitch and iperf3 (make setup)",
-            file=sys.stderr,
-        )
+    missing = [t for t in ("iperf3", "sipp", "tcpdump", a.sip) if shutil.which(t) is None]
+    if missing:
+        print(f"reroute-experiment: needs {', '.join(missing)} (make setup)", file=sys.stderr)
         return 2
     try:
         crosses = [float(x) for x in a.cross.split(",") if x]
     except ValueError:
         print(f"reroute-experiment: --cross {a.cross!r}: comma-separated numbers", file=sys.stderr)
         return 2
+    if a.calls < 1 or not crosses:
+        print("reroute-experiment: --calls >= 1 and one --cross value at least", file=sys.stderr)
+        return 2
     a.out.mkdir(parents=True, exist_ok=True)
+    db = a.database_url or start_pg(PG_DIR, PG_PORT)
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory(prefix="p4r3-") as tmp:
-        for c in crosses:
-            for rr in (False, True):
-                row = run_one(
-                    c,
-                    rr,
-                    streams=a.streams,
-                    seconds=a.seconds,
-                    rate_bps=a.rate_bps,
-                    t_q_us=a.t_q_us,
-                    m=a.m,
-                    run_dir=Path(tmp),
-                )
-                print(json.dumps(asdict(row)), flush=True)
-                rows.append(row)
+    calls: list[Call] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="p4r-reroute-") as tmp:
+            for c in crosses:
+                for rr in (False, True):
+                    row, per_call = run_one(
+                        c,
+                        rr,
+                        calls=a.calls,
+                        lead_s=a.lead_seconds,
+                        cross_s=a.cross_seconds,
+                        tail_s=a.tail_seconds,
+                        rate_bps=a.rate_bps,
+                        t_q_us=a.t_q_us,
+                        m=a.m,
+                        sip=a.sip,
+                        run_dir=Path(tmp) / f"{c:g}x-{'on' if rr else 'off'}",
+                        database_url=db,
+                    )
+                    print(json.dumps(asdict(row)), flush=True)
+                    rows.append(row)
+                    calls += per_call
+    finally:
+        if a.database_url is None:
+            stop_pg(PG_DIR)
     md = table(rows)
     print(md)
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    cmd = "python -m p4relay_scenarios reroute-experiment " + " ".join(argv or sys.argv[1:])
-    (a.out / "results.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    plot(rows, a.out / "loss_mos.png")
+    print(call_table(calls))
+    meta = machine()
+    cmd = "python -m p4relay_scenarios reroute-experiment " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    (a.out / "results.json").write_text(
+        json.dumps(
+            {"machine": meta, "command": cmd, "rows": [asdict(r) for r in rows],
+             "calls": [asdict(c) for c in calls]},
+            indent=2,
+        )
+        + "\n"
+    )  # fmt: skip
+    plot(rows, calls, a.out / "loss_mos.png")
     (a.out / "README.md").write_text(
-        "# Congestion reroute: loss and MOS without / with data-plane reroute\n\n"
-        f"Command: `{cmd}`  \nMachine: {platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}  \n"
-        f"Commit: {commit}  \nDate: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC  \n"
-        f"Bottleneck s1-s2: {a.rate_bps / 1e6:g} Mbit/s, 128-packet queue; t_q {a.t_q_us:g} us, m = {a.m}; "
-        f"{a.streams} streams of 50 packets/s (172-byte payloads) for {a.seconds:g} s; iperf3 UDP cross "
-        "traffic (1000-byte datagrams) for the middle of the run.\n\n"
+        "# Congestion reroute with SIP calls: loss and MOS per call without / with data-plane "
+        "reroute\n\n"
+        f"Command: `{cmd}`  \nMachine: {meta['cpu']}, {meta['cores']} cores, "
+        f"{meta['memory_gib']} GiB, Linux {meta['kernel']}  \n"
+        f"Commit: {meta['commit']}  \nDate: {meta['date_utc']}  \n"
+        f"Fabric: s1-s2 {a.rate_bps / 1e6:g} Mbit/s (s1's port rate, 128-packet queue), "
+        f"s1-s3-s2 unshaped; t_q {a.t_q_us:g} us, m = {a.m}. {a.calls} concurrent SIPp calls "
+        f"(G.711 A-law, 50 packets/s each way) through {a.sip} + rtpagent + RTPProxy, offloaded "
+        f"to s1; iperf3 UDP cross traffic (1000-byte datagrams) for {a.cross_seconds:g} s, "
+        f"{a.lead_seconds:g} s after the calls start, calls {a.lead_seconds + a.cross_seconds + a.tail_seconds:g} s "
+        "long. Loss, gaps, packets/s, delay and MOS of each call's caller->callee stream (the "
+        "direction over the bottleneck) from captures at the UAC and the UAS.\n\n"
         + md
-        + "\n![loss and MOS](loss_mos.png)\n\n"
+        + "\n![loss, MOS and max inter-arrival per call](loss_mos.png)\n\nPer call:\n\n"
+        + call_table(calls)
+        + "\n"
         + PAPERS
     )
     return 0

@@ -3,6 +3,11 @@
     testbed -> softswitch (+ routes) -> server (migrate, admin, tokens) + collector
             -> RTPProxy (rtp.io) -> rtpagent -> SIP server -> SIPp UAS
 
+With `fabric`, the switch is the three-switch reroute fabric of reroute_bed.py
+(`STACK` layout): the stack's softswitch is s1 (relay, UAC, NAT, attacker),
+the UAS sits behind s2, s3 is the way around; `reroute()` starts s1's
+`p4relay-reroute` control plane against the stack's server.
+
 The SIP server is OpenSIPS (the default) or Kamailio (`StackConfig.sip`); with
 Kamailio the media-timeout listener runs next to it. Each piece can be left
 out (no switch: the kernel forwarder; no server; no agent: the SIP server
@@ -23,12 +28,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Literal, get_args
 
 import httpx
 
-from p4relay_scenarios import switchcfg, topology
+from p4relay_scenarios import reroute_bed, switchcfg, topology
 from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.media import write_alaw_raw
 from p4relay_scenarios.procs import (
@@ -48,6 +54,8 @@ MGMT = topology.MGMT_ROOT_ADDR
 GRPC_ADDR = f"{MGMT}:50052"
 SWITCH_NAME = "sw1"  # rtpagent's --switch-name default
 SWITCH_METRICS = f"{MGMT}:9101"
+# The fabric's other switches (StackConfig.fabric): name -> (gRPC, metrics)
+FABRIC_SWITCHES = {"s2": (f"{MGMT}:50053", f"{MGMT}:9111"), "s3": (f"{MGMT}:50054", f"{MGMT}:9112")}
 SERVER_PORT = 8000
 SERVER_URL = f"http://{MGMT}:{SERVER_PORT}"
 AGENT_CONTROL = "udp:127.0.0.1:22222"
@@ -102,6 +110,9 @@ class StackConfig:
     # rtpagent's switch idle timeout (a call whose media stopped both ways is
     # ended after it); None: rtpagent's default (RTPProxy's TTL)
     idle_ttl_ms: int | None = None
+    # The three-switch reroute fabric (reroute_bed.STACK) instead of one switch;
+    # switch_args go to s1 (the stack's switch: where the bottleneck is shaped)
+    fabric: bool = False
 
 
 @dataclass
@@ -141,13 +152,21 @@ class Stack:
     # ------------------------------------------------------------ pieces
 
     def testbed(self) -> list[topology.PortInfo]:
-        return topology.up("switch" if self.cfg.switch else "kernel")
+        if self.cfg.fabric and not self.cfg.switch:
+            raise StartError("the reroute fabric needs the software switch")
+        ports = topology.up("switch" if self.cfg.switch else "kernel")
+        if self.cfg.fabric:
+            reroute_bed.up(reroute_bed.STACK)
+        return ports
 
     def softswitch(self, ports: list[topology.PortInfo]) -> None:
         if not SOFTSWITCH_BIN.exists():
             raise StartError(
                 f"{SOFTSWITCH_BIN} missing: build it (cd switch && cargo build --release)"
             )
+        if self.cfg.fabric:
+            self._fabric()
+            return
         cmd = [str(SOFTSWITCH_BIN)]
         for p in ports:
             cmd += ["--port", f"{p.port}={p.ifname}"]
@@ -160,6 +179,60 @@ class Stack:
                 GRPC_ADDR, ports, relay_port_min=RELAY_PORTS[0], relay_port_max=RELAY_PORTS[1]
             )
         )
+
+    def _fabric(self) -> None:
+        """s1 (`softswitch`, the stack's switch), s2 and s3 with reroute_bed's
+        routes; the relay range on s1."""
+        layout = reroute_bed.STACK
+        where = {"s1": (GRPC_ADDR, SWITCH_METRICS), **FABRIC_SWITCHES}
+        for name, (grpc, metrics) in where.items():
+            cmd = [str(SOFTSWITCH_BIN)]
+            for port, ifname in reroute_bed.switch_ports(name, layout).items():
+                cmd += ["--port", f"{port}={ifname}"]
+            cmd += ["--grpc-listen", grpc, "--metrics-listen", metrics, "--log-json"]
+            if name == "s1":
+                cmd += self.cfg.switch_args
+            proc = "softswitch" if name == "s1" else f"softswitch-{name}"
+            self.sup.start(proc, cmd)
+            port_no = int(grpc.rsplit(":", 1)[1])
+            self.sup.wait_ready(proc, partial(tcp_open, MGMT, port_no), 30, "BfRt gRPC port")
+            asyncio.run(reroute_bed.program(name, grpc, layout))
+        asyncio.run(
+            switchcfg.program(
+                GRPC_ADDR, [], relay_port_min=RELAY_PORTS[0], relay_port_max=RELAY_PORTS[1]
+            )
+        )
+
+    def reroute(self, t_q_us: float, m: int, hold_ms: int) -> None:
+        """s1's reroute control plane (`p4relay-reroute`) reporting to the
+        stack's server: the UAS subnet watched, its backup by s3."""
+        if not self.cfg.fabric or self.creds is None:
+            raise StartError("reroute needs the fabric and a server (fabric=True, database_url)")
+        token_file = self.cfg.run_dir / "reroute.token"
+        token_file.write_text(self.creds.ingest_token)
+        token_file.chmod(0o600)
+        rr = reroute_bed.reroute_config(
+            GRPC_ADDR,
+            t_q_us=t_q_us,
+            m=m,
+            hold_ms=hold_ms,
+            switch_name=SWITCH_NAME,
+            layout=reroute_bed.STACK,
+        )
+        cfg = self.cfg.run_dir / "reroute.toml"
+        cfg.write_text(
+            toml_tables(
+                {
+                    "collector": {
+                        "server_url": SERVER_URL,
+                        "token_file": str(token_file),
+                        "metrics_listen": "",
+                    },
+                    "reroute": rr,
+                }
+            )
+        )
+        self.sup.start("reroute", [str(VENV_BIN / "p4relay-reroute"), "--config", str(cfg)])
 
     def _server_cli(self, *args: str, stdin: str | None = None) -> str:
         assert self.cfg.database_url is not None
@@ -406,6 +479,8 @@ class Stack:
     def down(self, *, keep_testbed: bool = False) -> None:
         self.sup.stop_all()
         if not keep_testbed:
+            if self.cfg.fabric:
+                reroute_bed.down(reroute_bed.STACK)
             topology.down()
             if self._lock is not None:
                 self._lock.close()
@@ -413,6 +488,38 @@ class Stack:
 
     def dead(self) -> list[str]:
         return self.sup.check_alive()
+
+
+def toml_tables(tables: dict[str, dict[str, object]]) -> str:
+    """TOML of `[table]`s holding strings, numbers, booleans and lists of
+    flat tables (`[[table.key]]`): what the daemons' config files need."""
+
+    def value(v: object) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)  # a TOML basic string: JSON's escapes are TOML's
+        raise StartError(f"toml_tables: cannot write {type(v).__name__} {v!r}")
+
+    out: list[str] = []
+    for name, table in tables.items():
+        out.append(f"[{name}]")
+        arrays: list[tuple[str, list[object]]] = []
+        for k, v in table.items():
+            if isinstance(v, list):
+                arrays.append((k, v))
+            else:
+                out.append(f"{k} = {value(v)}")
+        for k, items in arrays:
+            for item in items:
+                if not isinstance(item, dict):
+                    raise StartError(f"toml_tables: {name}.{k} must hold tables")
+                out.append(f"[[{name}.{k}]]")
+                out += [f"{ik} = {value(iv)}" for ik, iv in item.items()]
+        out.append("")
+    return "\n".join(out)
 
 
 def _http_ok(url: str) -> bool:

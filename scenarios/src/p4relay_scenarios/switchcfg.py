@@ -65,13 +65,15 @@ async def program(
     relay_port_max: int = 29999,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> None:
-    """Install routes and the relay range (insert or modify: safe to repeat)."""
+    """Install routes and the relay range (insert or modify: safe to repeat).
+    No ports: the relay range only (the reroute fabric routes its switches itself)."""
     sw = SwitchClient(grpc_addr, client_id=7, connect_timeout_s=connect_timeout_s, reconnect=False)
     await sw.connect()
     try:
-        nexthops, lpms = route_entries(ports)
-        await sw.insert_or_modify(T_NEXTHOP, nexthops)
-        await sw.insert_or_modify(T_LPM, lpms)
+        if ports:
+            nexthops, lpms = route_entries(ports)
+            await sw.insert_or_modify(T_NEXTHOP, nexthops)
+            await sw.insert_or_modify(T_LPM, lpms)
         await sw.insert_or_modify(
             T_RELAY_ADDR, [relay_addr_entry(RELAY.addr, relay_port_min, relay_port_max)]
         )

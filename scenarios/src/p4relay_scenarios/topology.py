@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
+from typing import Protocol
 
 from p4relay_scenarios.netns import link_exists, mac_of, namespaces, ok, run, sysctl
 
@@ -99,11 +100,11 @@ def _ensure_veth(root_end: str, ns: str, ns_end: str) -> None:
     run(["ip", "link", "set", tmp, "name", ns_end], netns=ns)
 
 
-def _tx_csum_off(ns: str | None, dev: str) -> None:
+def tx_csum_off(ns: str | None, dev: str) -> None:
     run([sys.executable, "-m", "p4relay_scenarios.ethtool", dev], netns=ns)
 
 
-def _quiet_switch_port(ifname: str) -> None:
+def quiet_switch_port(ifname: str) -> None:
     """A switch port is not a root-namespace interface: no IPv6, no ARP, no forwarding."""
     sysctl(f"net.ipv6.conf.{ifname}.disable_ipv6", "1")
     sysctl(f"net.ipv4.conf.{ifname}.forwarding", "0")
@@ -111,10 +112,28 @@ def _quiet_switch_port(ifname: str) -> None:
     run(["ip", "link", "set", ifname, "mtu", "1500", "up"])
 
 
-def _setup_host(h: Host) -> None:
+class HostPlan(Protocol):
+    """What a host namespace is made from (Host here; reroute_bed's hosts too)."""
+
+    @property
+    def netns(self) -> str: ...
+    @property
+    def sw_if(self) -> str: ...
+    @property
+    def addr(self) -> str: ...
+    @property
+    def prefix(self) -> int: ...
+    @property
+    def gateway(self) -> str: ...
+
+
+def setup_host(h: HostPlan) -> None:
+    """A host namespace with one veth to a switch port, its gateway `.1` as
+    the default route and the gateway's MAC (the switch port's) as a static
+    neighbour (idempotent)."""
     _ensure_ns(h.netns)
     _ensure_veth(h.sw_if, h.netns, HOST_IF)
-    _quiet_switch_port(h.sw_if)
+    quiet_switch_port(h.sw_if)
     run(["ip", "addr", "replace", f"{h.addr}/{h.prefix}", "dev", HOST_IF], netns=h.netns)
     run(["ip", "link", "set", HOST_IF, "up"], netns=h.netns)
     sysctl("net.ipv6.conf.all.disable_ipv6", "1", netns=h.netns)
@@ -134,7 +153,7 @@ def _setup_host(h: Host) -> None:
         ],
         netns=h.netns,
     )
-    _tx_csum_off(h.netns, HOST_IF)
+    tx_csum_off(h.netns, HOST_IF)
 
 
 def _setup_nat() -> None:
@@ -156,8 +175,8 @@ def _setup_nat() -> None:
     run(["ip", "link", "set", HOST_IF, "up"], netns=NATUAC_NS)
     sysctl("net.ipv6.conf.all.disable_ipv6", "1", netns=NATUAC_NS)
     run(["ip", "route", "replace", "default", "via", NAT_LAN_ADDR], netns=NATUAC_NS)
-    _tx_csum_off(NATUAC_NS, HOST_IF)
-    _tx_csum_off(NAT.netns, "lan0")
+    tx_csum_off(NATUAC_NS, HOST_IF)
+    tx_csum_off(NAT.netns, "lan0")
     sysctl("net.ipv4.ip_forward", "1", netns=NAT.netns)
     # Masquerade with random source ports so the relay sees a port the phone never
     # advertised: exactly what RTPProxy's latching (and the switch's learning) is for.
@@ -210,7 +229,7 @@ def up(forwarder: str = "switch") -> list[PortInfo]:
     for h in HOSTS:
         if forwarder == "kernel" and link_exists(h.sw_if, netns=FWD_NS):
             continue
-        _setup_host(h)
+        setup_host(h)
     _setup_nat()
     _setup_mgmt()
     plan = ports()

@@ -34,6 +34,10 @@ export const api = {
       params: { path: { switch_id: switchId }, query: { from, resolution_s } },
     })),
 
+  /** Every switch's queues, one series per hop (switch, port, queue). */
+  hopSeries: (from: string, resolution_s: number) =>
+    unwrap(client.GET('/api/v1/queues', { params: { query: { from, resolution_s } } })),
+
   agents: () => unwrap(client.GET('/api/v1/agents')),
   congestion: (query: { since?: string; until?: string; switch?: string; open_only?: boolean }) =>
     unwrap(client.GET('/api/v1/congestion', { params: { query } })),

@@ -220,6 +220,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Hop Series
+         * @description Every switch's queues side by side (one series per hop: switch, port,
+         *     queue), in buckets of `resolution_s` as for one switch.
+         */
+        get: operations["hop_series_api_v1_queues_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sessions": {
         parameters: {
             query?: never;
@@ -896,6 +917,43 @@ export interface components {
             /** Scope */
             scope?: ("ingest" | "read") | null;
         };
+        /**
+         * PathSegment
+         * @description Where a switch sent the call's media over one stretch of time: the
+         *     path a `reroute` event of a watched destination holding one of the
+         *     call's addresses moved it to (or from, before the first move).
+         */
+        PathSegment: {
+            /**
+             * Flow
+             * @description the watched destination (prefix) the call's media matched
+             */
+            flow: string;
+            /**
+             * Path
+             * @description the switch's next hop and port, as the reroute event names it
+             */
+            path: string;
+            /**
+             * Reroute Event Id
+             * @description the reroute that began it; null: primary
+             */
+            reroute_event_id: number | null;
+            /**
+             * Since
+             * Format: date-time
+             */
+            since: string;
+            /** Switch */
+            switch: string | null;
+            /** Trigger */
+            trigger: string | null;
+            /**
+             * Until
+             * @description null: still on it (or the call's end)
+             */
+            until: string | null;
+        };
         /** PortInfo */
         PortInfo: {
             /** Dev Port */
@@ -1157,10 +1215,20 @@ export interface components {
              * @description packets relayed: running sum of quality samples (both directions) while active, the agent's totals once ended
              */
             packets: number | null;
+            /**
+             * Path
+             * @description the call's path per switch and watched destination over the call, oldest first; empty when no reroute concerned it
+             */
+            path: components["schemas"]["PathSegment"][];
             /** Plc */
             plc: boolean;
             /** Quality */
             quality: components["schemas"]["QualitySeries"][];
+            /**
+             * Reroutes
+             * @description reroute events of watched destinations holding one of the call's media destinations while the call was up, oldest first
+             */
+            reroutes: components["schemas"]["EventOut"][];
             /** Seq */
             seq: number;
             /** Session Key */
@@ -1983,6 +2051,53 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    hop_series_api_v1_queues_get: {
+        parameters: {
+            query?: {
+                /** @description default: 15 min ago */
+                from?: string | null;
+                /** @description default: now */
+                to?: string | null;
+                resolution_s?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueSeries"][];
                 };
             };
             /** @description missing or invalid credentials */

@@ -25,6 +25,7 @@ export type SwitchInfo = S['SwitchOut'];
 export type QueueSeries = S['QueueSeries'];
 export type QueuePoint = S['QueuePoint'];
 export type CongestionEpisode = S['CongestionEpisode'];
+export type PathSegment = S['PathSegment'];
 export type Activity = S['Activity'];
 export type Agent = S['AgentOut'];
 export type User = S['UserOut'];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { congestionEpisodes, eventSummary, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
-import type { QualityPoint, QualitySeries, QueueSeries } from '../api/types';
+import { congestionEpisodes, eventSummary, hopName, pathOption, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
+import type { PathSegment, QualityPoint, QualitySeries, QueueSeries } from '../api/types';
 import { makeEvent } from '../test/fixtures';
 
 const qp = (ts: string, mos: number | null, loss_pct = 0): QualityPoint => ({
@@ -106,5 +106,35 @@ describe('timeline', () => {
     const o = timelineOption([reroute, makeEvent(2, 'congestion_onset', { dev_port: 3 })]);
     expect((o.yAxis as { data: string[] }).data).toEqual(['congestion_onset', 'reroute']);
     expect((o.series as { data: unknown[] }[])[0]?.data).toHaveLength(2);
+  });
+});
+
+describe('call path', () => {
+  const t = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}Z`;
+  const seg = (path: string, since: number, until: number | null, moved: number | null): PathSegment => ({
+    switch: 's1', flow: '198.18.2.0/24', path, since: t(since), until: until == null ? null : t(until),
+    reroute_event_id: moved, trigger: moved == null ? null : 'queue delay',
+  });
+  const w = { from: Date.parse(t(0)), to: Date.parse(t(50)) };
+  it('draws one row per path with a bar over each stretch, clipped to the window', () => {
+    const o = pathOption([seg('port 7', 0, 10, null), seg('nexthop 8 port 8', 10, 40, 3), seg('port 7', 40, null, 4)], w, Date.parse(t(59)));
+    expect((o.yAxis as { data: string[] }).data).toEqual(['s1 · port 7', 's1 · nexthop 8 port 8']);
+    const series = o.series as { name: string; data: ([number, string] | null)[]; markLine?: { data: { xAxis: number }[] } }[];
+    expect(series[0]?.data).toEqual([
+      [Date.parse(t(0)), 's1 · port 7'], [Date.parse(t(10)), 's1 · port 7'], null,
+      // still on it: until now, clipped to the window's end
+      [Date.parse(t(40)), 's1 · port 7'], [Date.parse(t(50)), 's1 · port 7'], null,
+    ]);
+    expect(series[1]?.data).toEqual([[Date.parse(t(10)), 's1 · nexthop 8 port 8'], [Date.parse(t(40)), 's1 · nexthop 8 port 8'], null]);
+    // a marker at each reroute, none at the primary's start
+    expect(series[0]?.markLine?.data.map((m) => m.xAxis)).toEqual([Date.parse(t(10)), Date.parse(t(40))]);
+  });
+  it('drops a segment with a bad timestamp instead of drawing it at 1970', () => {
+    const o = pathOption([{ ...seg('port 7', 0, 10, null), since: 'nope' }], w);
+    expect((o.series as { data: unknown[] }[])[0]?.data).toEqual([]);
+  });
+  it('names hops by switch and port', () => {
+    expect(hopName({ switch: 's2', dev_port: 8, queue: 0 })).toBe('s2 port 8');
+    expect(hopName({ switch: 's2', dev_port: 8, queue: 3 })).toBe('s2 port 8 q3');
   });
 });

@@ -1,5 +1,5 @@
 // Pure builders of ECharts options (unit-tested without a browser).
-import type { CongestionEpisode, EventItem, EventType, QualitySeries, QueueSeries } from '../api/types';
+import type { CongestionEpisode, EventItem, EventType, PathSegment, QualitySeries, QueueSeries } from '../api/types';
 
 type Point = [number, number | null];
 
@@ -217,14 +217,15 @@ export function depthUnit(series: readonly QueueSeries[]): 'KiB' | 'pkts' {
 export function queueCharts(
   series: readonly QueueSeries[],
   events: readonly EventItem[] = [],
-  opts: { now?: number; window?: TimeWindow; episodes?: readonly CongestionEpisode[] } = {},
+  opts: { now?: number; window?: TimeWindow; episodes?: readonly CongestionEpisode[]; hops?: boolean } = {},
 ) {
   const window = opts.window;
   // The server's episodes (onsets before the window included) when given, else paired from the events.
   const markAreasX = opts.episodes && window
     ? episodeAreas(opts.episodes, window)
     : congestionEpisodes(events, opts.now ?? Date.now());
-  const name = (s: QueueSeries) => `port ${s.dev_port}${s.queue ? ` q${s.queue}` : ''}`;
+  // One switch: its ports; every switch (hops): switch and port.
+  const name = opts.hops ? hopName : (s: QueueSeries) => `port ${s.dev_port}${s.queue ? ` q${s.queue}` : ''}`;
   const spec = (value: (p: QueueSeries['points'][number]) => number | null | undefined): SeriesSpec[] =>
     series.map((s) => ({ name: name(s), points: pointsOf(s.points, value) }));
   // iRED drops arrive as events (per port, count); tail drops are in the queue samples.
@@ -264,6 +265,54 @@ export function queueCharts(
 }
 
 /** Event kinds the timeline gives a row of their own, top to bottom. */
+/** A hop of the fleet: one switch's egress queue. */
+export function hopName(s: { switch: string; dev_port: number; queue: number }): string {
+  return `${s.switch} port ${String(s.dev_port)}${s.queue ? ` q${String(s.queue)}` : ''}`;
+}
+
+/** A path segment's row on the path chart: the switch and where it sent the media. */
+export function pathLabel(p: PathSegment): string {
+  return `${p.switch ?? '?'} · ${p.path}`;
+}
+
+/** The call's path over time: one row per (switch, path), a bar over each
+ * stretch the media took it; the reroutes as vertical markers. */
+export function pathOption(segments: readonly PathSegment[], window: TimeWindow, now = Date.now()): Record<string, unknown> {
+  const rows = Array.from(new Set(segments.map(pathLabel)));
+  const clip = (t: number) => Math.min(Math.max(t, window.from), window.to);
+  const moves = segments
+    .filter((p) => p.reroute_event_id != null)
+    .map((p) => Date.parse(p.since))
+    .filter((t) => !Number.isNaN(t) && t >= window.from && t <= window.to);
+  return {
+    animation: false,
+    legend: { show: false },
+    grid: { left: 170, right: 24, top: 16, bottom: 36 },
+    tooltip: { trigger: 'item' },
+    xAxis: { type: 'time', axisLabel: { hideOverlap: true }, min: window.from, max: window.to },
+    yAxis: { type: 'category', data: rows, axisTick: { show: false } },
+    series: rows.map((row, i) => ({
+      name: row,
+      type: 'line',
+      lineStyle: { width: 10 },
+      symbol: 'circle',
+      symbolSize: 6,
+      connectNulls: false,
+      // Each stretch is a pair of points; null between them breaks the line.
+      data: segments
+        .filter((p) => pathLabel(p) === row)
+        .flatMap((p) => {
+          const from = clip(Date.parse(p.since));
+          const to = clip(p.until ? Date.parse(p.until) : now);
+          return Number.isNaN(from) || Number.isNaN(to) ? [] : [[from, row], [to, row], null];
+        }),
+      markLine: i === 0 && moves.length
+        ? { silent: true, symbol: 'none', lineStyle: { type: 'dashed' }, data: moves.map((t) => ({ xAxis: t, label: { formatter: 'reroute', position: 'insideEndTop' } })) }
+        : undefined,
+    })),
+  };
+}
+
 export const TIMELINE_ROWS: readonly EventType[] = [
   'reroute', 'congestion_onset', 'congestion_clear', 'ired_drop', 'offload_failed', 'fallback',
   'offload_installed', 'offload_removed', 'agent_up', 'agent_down', 'switch_up', 'switch_down',

@@ -1,9 +1,23 @@
-import { useState } from 'react';
-import { useQuery } from '@tanstack/react-query';
+import { useEffect, useState } from 'react';
+import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
+import { useLive } from '../api/live';
 import EventTimeline from '../components/EventTimeline';
+import { ScrollRegion } from '../components/ScrollRegion';
 import { TIMELINE_ROWS } from '../lib/chartOptions';
-import type { EventType, Severity } from '../api/types';
+import { elapsedSeconds, formatDuration, formatMs, formatTime } from '../lib/format';
+import type { EventItem, EventType, Severity } from '../api/types';
+
+const DIRECTION: Record<string, string> = {
+  to_backup: 'to backup',
+  to_primary: 'back to primary',
+  notify_upstream: 'upstream notified',
+};
+
+const text = (e: EventItem, k: string) => {
+  const v = e.payload[k];
+  return typeof v === 'string' || typeof v === 'number' ? String(v) : '–';
+};
 
 const RANGES = [
   { label: 'last 15 min', seconds: 900 },
@@ -29,6 +43,37 @@ export default function EventsPage() {
       }),
     refetchInterval: 5000,
   });
+  const since = (seconds: number) => new Date(Date.now() - seconds * 1000).toISOString();
+  const reroutes = useQuery({
+    queryKey: ['events', 'reroutes', range.seconds, sw],
+    queryFn: () => api.events({ type: ['reroute'], switch: sw || undefined, since: since(range.seconds), limit: 500 }),
+    refetchInterval: 15_000,
+  });
+  const episodes = useQuery({
+    queryKey: ['congestion', 'events-page', range.seconds, sw],
+    queryFn: () => api.congestion({ since: since(range.seconds), switch: sw || undefined }),
+    refetchInterval: 15_000,
+  });
+  // Live: an event on the stream re-reads the lists (at most twice a second).
+  const { onMessage } = useLive();
+  const qc = useQueryClient();
+  useEffect(() => {
+    let pending: ReturnType<typeof setTimeout> | undefined;
+    const off = onMessage((m) => {
+      if (m.topic !== 'events' || pending) return;
+      pending = setTimeout(() => {
+        pending = undefined;
+        void qc.invalidateQueries({ queryKey: ['events'] });
+        if (m.items.some((x) => x.type === 'congestion_onset' || x.type === 'congestion_clear')) {
+          void qc.invalidateQueries({ queryKey: ['congestion', 'events-page'] });
+        }
+      }, 500);
+    });
+    return () => {
+      off();
+      clearTimeout(pending);
+    };
+  }, [onMessage, qc]);
   return (
     <section className="page" aria-labelledby="ev-title">
       <div className="toolbar">
@@ -67,6 +112,61 @@ export default function EventsPage() {
           {q.data.next_cursor && <p className="muted">Showing the newest {q.data.items.length}; narrow the range or kind for older events.</p>}
         </section>
       )}
+      <div className="grid-2">
+        <section className="card" aria-label="Reroutes">
+          <h2>Reroutes</h2>
+          {reroutes.isError && <p className="error" role="alert">Could not load reroutes: {reroutes.error.message}</p>}
+          <ScrollRegion label="Reroutes (list)" style={{ maxHeight: 320 }}>
+            <table className="data" aria-label="Reroutes">
+              <thead>
+                <tr>
+                  <th scope="col">Time</th><th scope="col">Switch</th><th scope="col">Destination</th>
+                  <th scope="col">Move</th><th scope="col">Path</th><th scope="col">Why</th>
+                </tr>
+              </thead>
+              <tbody>
+                {(reroutes.data?.items ?? []).map((e) => (
+                  <tr key={e.id} data-direction={text(e, 'direction')}>
+                    <td className="nowrap">{formatTime(e.ts)}</td>
+                    <td>{e.switch ?? '–'}</td>
+                    <td className="mono">{text(e, 'flow')}</td>
+                    <td>{DIRECTION[text(e, 'direction')] ?? text(e, 'direction')}</td>
+                    <td className="mono">{text(e, 'from_path')} → {text(e, 'to_path')}</td>
+                    <td style={{ whiteSpace: 'normal' }}>{text(e, 'trigger')}</td>
+                  </tr>
+                ))}
+                {reroutes.data?.items.length === 0 && <tr><td colSpan={6} className="muted">No reroutes in this range.</td></tr>}
+              </tbody>
+            </table>
+          </ScrollRegion>
+        </section>
+        <section className="card" aria-label="Congestion episodes">
+          <h2>Congestion episodes</h2>
+          {episodes.isError && <p className="error" role="alert">Could not load congestion episodes: {episodes.error.message}</p>}
+          <ScrollRegion label="Congestion episodes (list)" style={{ maxHeight: 320 }}>
+            <table className="data" aria-label="Congestion episodes">
+              <thead>
+                <tr>
+                  <th scope="col">Queue</th><th scope="col">Started</th><th scope="col">Ended</th>
+                  <th scope="col">Duration</th><th scope="col" className="num">Delay at onset</th>
+                </tr>
+              </thead>
+              <tbody>
+                {[...(episodes.data ?? [])].reverse().map((e) => (
+                  <tr key={e.onset_event_id} data-open={e.ended_at == null ? 'yes' : 'no'}>
+                    <td>{e.switch ?? '?'} port {e.dev_port == null ? '?' : String(e.dev_port)}{e.queue ? ` q${String(e.queue)}` : ''}</td>
+                    <td className="nowrap">{formatTime(e.started_at)}</td>
+                    <td className="nowrap">{e.ended_at ? formatTime(e.ended_at) : <strong>ongoing</strong>}</td>
+                    <td>{formatDuration(elapsedSeconds(e.started_at, e.ended_at))}</td>
+                    <td className="num">{e.queue_delay_us == null ? '–' : formatMs(e.queue_delay_us / 1000)}</td>
+                  </tr>
+                ))}
+                {episodes.data?.length === 0 && <tr><td colSpan={5} className="muted">No congestion in this range.</td></tr>}
+              </tbody>
+            </table>
+          </ScrollRegion>
+        </section>
+      </div>
     </section>
   );
 }

@@ -8,7 +8,8 @@ import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
 import { ScrollRegion } from '../components/ScrollRegion';
-import { qualityCharts, qualityWindow } from '../lib/chartOptions';
+import { eventSummary, pathLabel, pathOption, qualityCharts, qualityWindow } from '../lib/chartOptions';
+import Chart from '../components/Chart';
 import type { Leg } from '../api/types';
 import { elapsedSeconds, formatClock, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
 
@@ -35,13 +36,16 @@ export default function SessionDetailPage() {
   });
   const { onMessage } = useLive();
   const qc = useQueryClient();
+  const live = q.data != null && q.data.ended_at == null;
   // New samples, state changes or events of this call: re-fetch (at most twice a second).
   useEffect(() => {
     let pending: ReturnType<typeof setTimeout> | undefined;
     const mine = (m: LiveMessage) =>
       (m.topic === 'samples' && m.items.some((x) => x.session_id === sessionId)) ||
       (m.topic === 'sessions' && m.items.some((x) => x.id === sessionId)) ||
-      (m.topic === 'events' && m.items.some((x) => x.session_id === sessionId));
+      (m.topic === 'events' && m.items.some((x) => x.session_id === sessionId)) ||
+      // A reroute names a watched destination, not a call: the server links it to this one.
+      (m.topic === 'events' && live && m.items.some((x) => x.type === 'reroute'));
     const off = onMessage((m) => {
       if (pending || !mine(m)) return;
       pending = setTimeout(() => {
@@ -53,14 +57,19 @@ export default function SessionDetailPage() {
       off();
       clearTimeout(pending);
     };
-  }, [sessionId, onMessage, qc]);
+  }, [sessionId, onMessage, qc, live]);
   // x window: the call's samples (to now while it is up), not ECharts' guess.
   const fetchedAt = q.dataUpdatedAt;
   const charts = useMemo(() => {
     const d = q.data;
     if (!d) return null;
     const window = qualityWindow(d.quality, d, fetchedAt);
-    return qualityCharts(d.quality, d.events, { window, congestion: d.congestion });
+    const own = new Set(d.events.map((e) => e.id));
+    const events = [...d.events, ...d.reroutes.filter((e) => !own.has(e.id))];
+    return {
+      ...qualityCharts(d.quality, events, { window, congestion: d.congestion }),
+      path: d.path.length ? pathOption(d.path, window, fetchedAt) : null,
+    };
   }, [q.data, fetchedAt]);
   // Active calls have no final counters yet: sum what the samples say.
   const sampled = useMemo(() => {
@@ -148,6 +157,43 @@ export default function SessionDetailPage() {
         <ChartCard title="Jitter per direction" option={charts.jitter} empty={empty} />
         <ChartCard title="Packets per direction" option={charts.packets} empty={empty} />
       </div>
+      <section className="card" aria-label="Path and reroutes" data-testid="session-path">
+        <h2>Path and reroutes</h2>
+        {s.path.length === 0 ? (
+          <p className="muted">No reroute concerned this call: its media kept the switch&apos;s primary next hop.</p>
+        ) : (
+          <>
+            {charts.path && <Chart option={charts.path} label="Call path over time" className="chart" />}
+            <ScrollRegion label="Path segments (table)">
+              <table className="data" aria-label="Path segments">
+                <thead>
+                  <tr>
+                    <th scope="col">Switch</th><th scope="col">Watched destination</th><th scope="col">Path</th>
+                    <th scope="col">From</th><th scope="col">Until</th><th scope="col">Why</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {s.path.map((p) => (
+                    <tr key={`${pathLabel(p)}-${p.since}`}>
+                      <td>{p.switch ?? '–'}</td>
+                      <td className="mono">{p.flow}</td>
+                      <td className="mono">{p.path}</td>
+                      <td className="nowrap" title={p.since}>{formatClock(p.since)}</td>
+                      <td className="nowrap" title={p.until ?? undefined}>{p.until ? formatClock(p.until) : s.ended_at ? '–' : 'now'}</td>
+                      <td style={{ whiteSpace: 'normal' }}>{p.reroute_event_id == null ? 'primary next hop' : p.trigger ?? 'reroute'}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </ScrollRegion>
+          </>
+        )}
+        {s.reroutes.length > 0 && (
+          <ul className="muted" aria-label="Reroutes of this call">
+            {s.reroutes.map((e) => <li key={e.id}>{formatClock(e.ts)} {e.switch ?? '?'}: {eventSummary(e)}</li>)}
+          </ul>
+        )}
+      </section>
       <section className="card" aria-label="Session events">
         <h2>Events</h2>
         <EventTimeline events={s.events} label="Session events timeline" />

@@ -5,8 +5,8 @@ import { useLive, useLiveSessions } from '../api/live';
 import type { SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
 import { ScrollRegion } from '../components/ScrollRegion';
-import { queueCharts } from '../lib/chartOptions';
-import { formatCount, formatPercent, formatTime } from '../lib/format';
+import { hopName, queueCharts } from '../lib/chartOptions';
+import { formatCount, formatMs, formatPercent, formatTime } from '../lib/format';
 
 const WINDOWS = [
   { label: '5 min', seconds: 300, resolution: 1 },
@@ -89,15 +89,29 @@ export default function SwitchesPage() {
     refetchInterval: 5000,
   });
 
+  // Every switch's queues side by side: the hops a call's media crosses
+  // (INT reports each hop's queue; the collector's polls each port's).
+  const hops = useQuery({
+    queryKey: ['hops', win.seconds],
+    queryFn: async () => {
+      const from = Date.now() - win.seconds * 1000;
+      const data = await api.hopSeries(new Date(from).toISOString(), win.resolution);
+      return { from: from - win.resolution * 1000, to: Date.now(), data };
+    },
+    refetchInterval: 5000,
+  });
+
   // Re-fetch (downsampled) series when the stream says this switch has new samples.
   useEffect(() => {
     if (!current) return;
     let pending: ReturnType<typeof setTimeout> | undefined;
     const off = onMessage((m) => {
-      if (m.topic !== 'queues' || !m.items.some((q) => q.switch_id === current.id) || pending) return;
+      if (m.topic !== 'queues' || pending) return;
+      const mine = m.items.some((q) => q.switch_id === current.id);
       pending = setTimeout(() => {
         pending = undefined;
-        void qc.invalidateQueries({ queryKey: ['queues', current.id] });
+        if (mine) void qc.invalidateQueries({ queryKey: ['queues', current.id] });
+        void qc.invalidateQueries({ queryKey: ['hops'] });
       }, 500);
     });
     return () => {
@@ -111,6 +125,15 @@ export default function SwitchesPage() {
     const window = series.data ? { from: series.data.from, to: series.data.to } : undefined;
     return queueCharts(series.data?.data ?? [], ired.data?.items ?? [], { window, episodes: episodes.data ?? [], now: window?.to });
   }, [series.data, ired.data, episodes.data]);
+  const hopCharts = useMemo(() => {
+    const window = hops.data ? { from: hops.data.from, to: hops.data.to } : undefined;
+    return queueCharts(hops.data?.data ?? [], [], { window, episodes: [], hops: true });
+  }, [hops.data]);
+  const latestHops = useMemo(() => (hops.data?.data ?? []).map((h) => {
+    const last = h.points[h.points.length - 1];
+    const deepest = Math.max(0, ...h.points.map((p) => p.depth_bytes ?? 0));
+    return { name: hopName(h), last, deepest };
+  }), [hops.data]);
   const offloadedBySwitch = useMemo(() => {
     const m = new Map<string, number>();
     for (const s of sessions) if (s.offloaded && s.switch) m.set(s.switch, (m.get(s.switch) ?? 0) + 1);
@@ -121,6 +144,7 @@ export default function SwitchesPage() {
   if (switches.isError) return <p className="error" role="alert">Could not load switches: {switches.error.message}</p>;
   if (!current) return <p className="muted">No switches registered yet.</p>;
   const empty = (series.data?.data ?? []).every((s) => s.points.length === 0);
+  const hopsEmpty = (hops.data?.data ?? []).every((s) => s.points.length === 0);
 
   return (
     <section className="page" aria-labelledby="sw-title">
@@ -172,6 +196,36 @@ export default function SwitchesPage() {
         <ChartCard title="Queue depth per port" option={charts.depth} empty={empty} />
         <ChartCard title="Queueing delay per port" option={charts.delay} empty={empty} />
         <ChartCard title="Port utilisation" option={charts.utilisation} empty={empty} />
+      </div>
+      <h2>Every hop</h2>
+      {hops.isError && <p className="error" role="alert">Could not load the hops&apos; queues: {hops.error.message}</p>}
+      <div className="grid-2">
+        <ChartCard title="Queue depth per hop (all switches)" option={hopCharts.depth} empty={hopsEmpty} />
+        <ChartCard title="Queueing delay per hop (all switches)" option={hopCharts.delay} empty={hopsEmpty} />
+        <section className="card" aria-label="Hops">
+          <ScrollRegion label="Hops (table)">
+            <table className="data" aria-label="Hops">
+              <thead>
+                <tr>
+                  <th scope="col">Hop</th><th scope="col" className="num">Depth now</th>
+                  <th scope="col" className="num">Deepest</th><th scope="col" className="num">Delay now</th><th scope="col">At</th>
+                </tr>
+              </thead>
+              <tbody>
+                {latestHops.map((h) => (
+                  <tr key={h.name}>
+                    <td>{h.name}</td>
+                    <td className="num">{h.last?.depth_bytes == null ? '–' : `${formatCount(Math.round(h.last.depth_bytes / 1024))} KiB`}</td>
+                    <td className="num">{`${formatCount(Math.round(h.deepest / 1024))} KiB`}</td>
+                    <td className="num">{h.last?.queue_delay_us == null ? '–' : formatMs(h.last.queue_delay_us / 1000)}</td>
+                    <td className="nowrap">{formatTime(h.last?.ts)}</td>
+                  </tr>
+                ))}
+                {latestHops.length === 0 && <tr><td colSpan={5} className="muted">No queue samples from any switch in this window.</td></tr>}
+              </tbody>
+            </table>
+          </ScrollRegion>
+        </section>
       </div>
     </section>
   );

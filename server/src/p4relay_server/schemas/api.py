@@ -230,6 +230,20 @@ class CongestionEpisode(BaseModel):
     queue_delay_us: float | None = Field(description="queueing delay reported at the onset")
 
 
+class PathSegment(BaseModel):
+    """Where a switch sent the call's media over one stretch of time: the
+    path a `reroute` event of a watched destination holding one of the
+    call's addresses moved it to (or from, before the first move)."""
+
+    switch: str | None
+    flow: str = Field(description="the watched destination (prefix) the call's media matched")
+    path: str = Field(description="the switch's next hop and port, as the reroute event names it")
+    since: dt.datetime
+    until: dt.datetime | None = Field(description="null: still on it (or the call's end)")
+    reroute_event_id: int | None = Field(description="the reroute that began it; null: primary")
+    trigger: str | None
+
+
 class SessionDetail(SessionSummary):
     seq: int
     plc: bool
@@ -238,6 +252,14 @@ class SessionDetail(SessionSummary):
     events: list[EventOut]
     congestion: list[CongestionEpisode] = Field(
         description="congestion episodes of the call's switch while the call was up"
+    )
+    reroutes: list[EventOut] = Field(
+        description="reroute events of watched destinations holding one of the call's media "
+        "destinations while the call was up, oldest first",
+    )
+    path: list[PathSegment] = Field(
+        description="the call's path per switch and watched destination over the call, "
+        "oldest first; empty when no reroute concerned it",
     )
 
 

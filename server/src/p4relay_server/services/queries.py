@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import ipaddress
 import json
@@ -246,13 +247,15 @@ def quality_series(
 
 def queue_series(
     db: Session,
-    switch: Switch,
+    switch: Switch | None,
     start: dt.datetime,
     end: dt.datetime,
     resolution_s: int | None,
     dev_port: int | None,
     queue: int | None,
 ) -> list[api.QueueSeries]:
+    """Queue series of one switch, or of every switch (`switch` None: each
+    hop of the fleet, as the INT reports and the collector's polls give them)."""
     if end <= start:
         raise BadQuery("to: must be after from")
     res = _auto_resolution(start, end, resolution_s)
@@ -261,6 +264,7 @@ def queue_series(
         dt.timedelta(seconds=res), q_.ts, literal(dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
     )
     q = select(
+        Switch.name,
         q_.dev_port,
         q_.queue,
         bucket.label("b"),
@@ -272,21 +276,35 @@ def queue_series(
         func.avg(q_.utilisation),
         func.sum(q_.drops),
         func.avg(q_.ired_qavg_bytes),
-    ).where(q_.switch_id == switch.id, q_.ts >= start, q_.ts < end)
+    ).join(Switch, Switch.id == q_.switch_id)
+    q = q.where(q_.ts >= start, q_.ts < end)
+    if switch is not None:
+        q = q.where(q_.switch_id == switch.id)
     if dev_port is not None:
         q = q.where(q_.dev_port == dev_port)
     if queue is not None:
         q = q.where(q_.queue == queue)
-    q = q.group_by(q_.dev_port, q_.queue, "b").order_by(q_.dev_port, q_.queue, "b")
-    out: dict[tuple[int, int], api.QueueSeries] = {}
-    for port, qid, b, depth, depth_max, depth_b, delay, delay_max, util, drops, qavg in db.execute(
-        q
-    ):
+    q = q.group_by(Switch.name, q_.dev_port, q_.queue, "b").order_by(
+        Switch.name, q_.dev_port, q_.queue, "b"
+    )
+    out: dict[tuple[str, int, int], api.QueueSeries] = {}
+    for (
+        name,
+        port,
+        qid,
+        b,
+        depth,
+        depth_max,
+        depth_b,
+        delay,
+        delay_max,
+        util,
+        drops,
+        qavg,
+    ) in db.execute(q):
         s = out.setdefault(
-            (port, qid),
-            api.QueueSeries(
-                switch=switch.name, dev_port=port, queue=qid, resolution_s=res, points=[]
-            ),
+            (name, port, qid),
+            api.QueueSeries(switch=name, dev_port=port, queue=qid, resolution_s=res, points=[]),
         )
         s.points.append(
             api.QueuePoint(
@@ -390,6 +408,12 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
     if s.switch_id is not None:
         until = (s.ended_at or dt.datetime.now(dt.UTC)) + dt.timedelta(seconds=1)
         congestion = congestion_episodes(db, since=s.started_at, until=until, switch_id=s.switch_id)
+    reroutes, path = session_path(
+        db,
+        [leg.dst_addr for leg in s.legs],
+        since=s.started_at,
+        until=s.ended_at,
+    )
     return api.SessionDetail(
         **summary.model_dump(),
         seq=s.seq,
@@ -398,7 +422,119 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
         quality=quality_series(db, session_id),
         events=events,
         congestion=congestion,
+        reroutes=reroutes,
+        path=path,
     )
+
+
+MAX_REROUTES = 1000
+
+
+def _flow_net(payload: object) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """The watched destination a reroute event names; None when it names none
+    that parses (an event from a bad producer concerns no call)."""
+    flow = payload.get("flow") if isinstance(payload, dict) else None
+    if not isinstance(flow, str):
+        return None
+    try:
+        return ipaddress.ip_network(flow, strict=False)
+    except ValueError:
+        return None
+
+
+def _text(v: object) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _segment(
+    key: tuple[str | None, str], path: object, at: dt.datetime, by: api.EventOut | None
+) -> api.PathSegment:
+    """A stretch from `at` on `path` of (switch, watched destination) `key`,
+    begun by the reroute `by` (None: the primary before any)."""
+    return api.PathSegment(
+        switch=key[0],
+        flow=key[1],
+        path=_text(path) or "?",
+        since=at,
+        until=None,
+        reroute_event_id=None if by is None else by.id,
+        trigger=None if by is None else _text(by.payload.get("trigger")),
+    )
+
+
+def session_path(
+    db: Session,
+    addrs: Sequence[object],
+    *,
+    since: dt.datetime,
+    until: dt.datetime | None,
+) -> tuple[list[api.EventOut], list[api.PathSegment]]:
+    """The reroutes that concerned a call and its path over time.
+
+    A reroute event concerns the call when its payload's `flow` (the watched
+    destination) holds one of the call's media destinations. The last one
+    before the call started (within CONGESTION_LOOKBACK) says where the call
+    began; `notify_upstream` events are listed but move nothing on their
+    switch (the upstream switch reports its own move)."""
+    ips = set()
+    for a in addrs:
+        with contextlib.suppress(ValueError):
+            ips.add(ipaddress.ip_address(str(a)))
+    if not ips:
+        return [], []
+    end = until or dt.datetime.now(dt.UTC)
+
+    def concerns(e: Event) -> str | None:
+        net = _flow_net(e.payload)
+        if net is None or not any(ip in net for ip in ips if ip.version == net.version):
+            return None
+        return str(net)
+
+    # Where the call began: the newest reroute per (switch, flow) before it
+    # started (scanned newest first, bounded, so a flood of old events costs little).
+    before: dict[tuple[str | None, str], api.EventOut] = {}
+    q = (
+        _event_select()
+        .where(Event.type == "reroute", Event.ts >= since - CONGESTION_LOOKBACK, Event.ts < since)
+        .order_by(Event.ts.desc(), Event.id.desc())
+        .limit(MAX_REROUTES)
+    )
+    for e, sw, ag in db.execute(q):
+        flow = concerns(e)
+        if flow is not None and (sw, flow) not in before:
+            before[(sw, flow)] = _event_out(e, sw, ag)
+    q = (
+        _event_select()
+        .where(Event.type == "reroute", Event.ts >= since, Event.ts <= end)
+        .order_by(Event.ts, Event.id)
+        .limit(MAX_REROUTES * 10)
+    )
+    during: list[api.EventOut] = []
+    for e, sw, ag in db.execute(q):
+        if concerns(e) is not None and len(during) < MAX_REROUTES:
+            during.append(_event_out(e, sw, ag))
+    segments: list[api.PathSegment] = []
+    keys = list(dict.fromkeys([*before, *((o.switch, str(_flow_net(o.payload))) for o in during)]))
+    for key in keys:
+        current: api.PathSegment | None = None
+        start = before.get(key)
+        if start is not None and start.payload.get("direction") != "notify_upstream":
+            current = _segment(key, start.payload.get("to_path"), since, start)
+        for o in during:
+            if (o.switch, str(_flow_net(o.payload))) != key:
+                continue
+            if o.payload.get("direction") == "notify_upstream":
+                continue
+            if current is None:
+                current = _segment(key, o.payload.get("from_path"), since, None)
+            current.until = o.ts
+            segments.append(current)
+            current = _segment(key, o.payload.get("to_path"), o.ts, o)
+        if current is not None:
+            current.until = until
+            segments.append(current)
+    segments.sort(key=lambda g: (g.since, g.switch or "", g.flow))
+    return during, segments
 
 
 CONGESTION_TYPES = ("congestion_onset", "congestion_clear")

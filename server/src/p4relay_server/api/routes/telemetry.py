@@ -50,7 +50,18 @@ def queue_series(
 ) -> list[api.QueueSeries]:
     """Queue depth, queueing delay, utilisation and drops per port/queue, in
     buckets of `resolution_s` (raised so a series has at most 1000 points)."""
-    sw = _switch(db, switch_id)
+    return _queue_series(db, _switch(db, switch_id), start, end, resolution_s, dev_port, queue)
+
+
+def _queue_series(
+    db: DB,
+    sw: Switch | None,
+    start: dt.datetime | None,
+    end: dt.datetime | None,
+    resolution_s: int | None,
+    dev_port: int | None = None,
+    queue: int | None = None,
+) -> list[api.QueueSeries]:
     end = end or dt.datetime.now(dt.UTC)
     start = start or end - dt.timedelta(minutes=15)
     try:
@@ -60,6 +71,21 @@ def queue_series(
             status.HTTP_422_UNPROCESSABLE_CONTENT,
             [{"loc": ["query"], "msg": str(e), "type": "value_error"}],
         ) from e
+
+
+@router.get("/queues", response_model=list[api.QueueSeries])
+def hop_series(
+    db: DB,
+    _: Reader,
+    start: Annotated[
+        Timestamp | None, Query(alias="from", description="default: 15 min ago")
+    ] = None,
+    end: Annotated[Timestamp | None, Query(alias="to", description="default: now")] = None,
+    resolution_s: Annotated[int | None, Query(ge=1, le=86400)] = None,
+) -> list[api.QueueSeries]:
+    """Every switch's queues side by side (one series per hop: switch, port,
+    queue), in buckets of `resolution_s` as for one switch."""
+    return _queue_series(db, None, start, end, resolution_s)
 
 
 @router.get("/agents", response_model=list[api.AgentOut])
