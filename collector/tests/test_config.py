@@ -139,3 +139,60 @@ def test_cli_serves_metrics_and_stops_on_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _reroute_config(tmp_path: Path, metrics: str) -> Path:
+    token = tmp_path / "token"
+    token.write_text("p4r_x_y\n")
+    cfg = tmp_path / "reroute.toml"
+    cfg.write_text(
+        "[collector]\n"
+        f'server_url = "http://127.0.0.1:{free_port()}"\n'
+        f'token_file = "{token}"\n'
+        f'metrics_listen = "{metrics}"\n'
+        "[reroute]\n"
+        'switch = "s1"\n'
+        f'grpc_address = "127.0.0.1:{free_port()}"\n'
+        "[[reroute.classes]]\n"
+        "flow_class = 1\nt_q_us = 1000\nm = 5\nhold_ms = 2000\n"
+    )
+    return cfg
+
+
+def test_reroute_daemon_starts_like_the_collector(tmp_path: Path) -> None:
+    """`p4relay-reroute` runs through the collector's start-up: its /metrics on
+    the configured port (the ingest backlog it shares), retries a switch that
+    is not there, exits 0 on SIGTERM; a metrics port in use is exit 2, named."""
+    port = free_port()
+    reroute = BIN.parent / "p4relay-reroute"
+    proc = subprocess.Popen(
+        [str(reroute), "--config", str(_reroute_config(tmp_path, f"127.0.0.1:{port}"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def serving() -> bool:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1)
+            except httpx.HTTPError:
+                return False
+            return "p4relay_collector_backlog_batches" in r.text
+
+        wait_until(serving, within=20, what="p4relay-reroute /metrics")
+        taken = subprocess.run(
+            [str(reroute), "--config", str(_reroute_config(tmp_path, f"127.0.0.1:{port}"))],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert taken.returncode == 2
+        assert f"p4relay-reroute: metrics on 127.0.0.1:{port}" in taken.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert b"switch unavailable; retrying" in proc.communicate()[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import UnionType
 from typing import get_args
@@ -91,23 +92,36 @@ def setup_logging(level: str, json: bool) -> None:
     )
 
 
-async def _run(cfg: Settings, once: bool) -> int:
+async def serve(
+    prog: str, metrics_listen: str, work: Callable[[asyncio.Event], Awaitable[None]]
+) -> int:
+    """How each collector-side daemon runs: SIGTERM/SIGINT set `stop`,
+    Prometheus /metrics on `metrics_listen` (empty: off), then `work(stop)`.
+    2 when the metrics port cannot be bound."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):  # loops without signal support
             loop.add_signal_handler(sig, stop.set)
     # Metrics after the handlers: once it answers, a SIGTERM stops it cleanly.
-    if cfg.metrics_listen and not once:
-        host, port = parse_listen(cfg.metrics_listen)
+    if metrics_listen:
+        host, port = parse_listen(metrics_listen)
         try:
             start_http_server(port, addr=host)
         except OSError as e:
-            print(f"p4relay-collector: metrics on {cfg.metrics_listen}: {e}", file=sys.stderr)
+            print(f"{prog}: metrics on {metrics_listen}: {e}", file=sys.stderr)
             return 2
-    collector = Collector(cfg)
-    await collector.run(once=once, stop=stop)
+    await work(stop)
     return 0
+
+
+async def _run(cfg: Settings, once: bool) -> int:
+    collector = Collector(cfg)
+    return await serve(
+        "p4relay-collector",
+        "" if once else cfg.metrics_listen,
+        lambda stop: collector.run(once=once, stop=stop),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

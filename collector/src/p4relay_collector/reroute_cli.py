@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import sys
 from pathlib import Path
 
-from p4relay_collector.cli import setup_logging
-from p4relay_collector.config import ConfigError, load
-from p4relay_collector.reroute import RerouteAgent, load_config
+from p4relay_collector.cli import serve, setup_logging
+from p4relay_collector.config import ConfigError, Settings, load
+from p4relay_collector.reroute import RerouteAgent, RerouteConfig, load_config
 from p4relay_collector.service import Collector
 
 EPILOG = """\
 The TOML file holds the server settings in [collector] (server_url, token or
-token_file: an ingest token) and the switch's reroute in [reroute]:
+token_file: an ingest token; metrics_listen: its Prometheus /metrics, beside
+a collector on the same host give it its own port, empty: off) and the
+switch's reroute in [reroute]:
 
   [reroute]
   switch = "s1"                    # its name at the server
@@ -59,19 +59,16 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-async def _run(agent_cfg_path: Path, collector: Collector) -> int:
-    cfg = load_config(agent_cfg_path)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    agent = RerouteAgent(cfg, collector.submit)
-    try:
-        await agent.run(stop)
-    finally:
-        await collector.close()
-    return 0
+async def _run(cfg: RerouteConfig, settings: Settings) -> int:
+    collector = Collector(settings)
+
+    async def work(stop: asyncio.Event) -> None:
+        try:
+            await RerouteAgent(cfg, collector.submit).run(stop)
+        finally:
+            await collector.close()
+
+    return await serve("p4relay-reroute", settings.metrics_listen, work)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"p4relay-reroute: configuration error: {e}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, settings.log_json)
-    return asyncio.run(_run(a.config, Collector(settings)))
+    return asyncio.run(_run(cfg, settings))
 
 
 if __name__ == "__main__":
