@@ -238,10 +238,10 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
     const hopSeries = [...PORTS.map((p) => `sw1 port ${String(p)}`), ...INT_PORTS.map((p) => `${INT_SWITCH} port ${String(p)}`)]
       .map((name) => ({ name, minValues: perPort }));
     const hops = await chartsTrue([
-      { title: 'Queue depth per hop (all switches)', series: hopSeries, window: win },
-      { title: 'Queueing delay per hop (all switches)', series: hopSeries, window: win },
+      { title: 'Queue depth per hop', series: hopSeries, window: win },
+      { title: 'Queueing delay per hop', series: hopSeries, window: win },
     ]);
-    const hopDepth = hops.find((d) => d.title === 'Queue depth per hop (all switches)');
+    const hopDepth = hops.find((d) => d.title === 'Queue depth per hop');
     // sw2's INT hops: (100 ± 60 + 20 × port) cells × 80 B, under 18 KiB; sw1's congested port far above.
     for (const p of INT_PORTS) {
       const s = hopDepth?.series.find((x) => x.name === `${INT_SWITCH} port ${String(p)}`);
@@ -249,7 +249,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
       expect(s?.yMin).toBeGreaterThan(2);
     }
     expect(hopDepth?.series.find((x) => x.name === `sw1 port ${String(CONGESTED_PORT)}`)?.yMax).toBeGreaterThan(300);
-    const hopDelay = hops.find((d) => d.title === 'Queueing delay per hop (all switches)');
+    const hopDelay = hops.find((d) => d.title === 'Queueing delay per hop');
     expect(hopDelay?.series.find((x) => x.name === `${INT_SWITCH} port 1`)?.yMax).toBeLessThan(0.14);
     const depth = drawn.find((d) => d.title === 'Queue depth per port');
     // Port 2: 4,000-8,000 cells × 80 B while congested; the others stay under 40 KiB.

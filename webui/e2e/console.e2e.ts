@@ -287,7 +287,7 @@ describe('operator console (real server)', () => {
     await capture('09-live-dark');
     // A deep link (reload): the server answers client routes with the console.
     await page.goto(detailUrl);
-    await chartsDrawn(5);
+    await chartsDrawn(6);
     await capture('10-session-detail-dark');
   });
 

@@ -32,7 +32,7 @@ def test_call_moves_off_the_congested_link_and_the_server_links_it(
         cross_s=6.0,
         tail_s=2.0,
         rate_bps=2_000_000,
-        t_q_us=2000.0,
+        t_q_us=50_000.0,
         m=5,
         sip="opensips",
         run_dir=tmp_path / "run",

@@ -200,8 +200,8 @@ export default function SwitchesPage() {
       <h2>Every hop</h2>
       {hops.isError && <p className="error" role="alert">Could not load the hops&apos; queues: {hops.error.message}</p>}
       <div className="grid-2">
-        <ChartCard title="Queue depth per hop (all switches)" option={hopCharts.depth} empty={hopsEmpty} />
-        <ChartCard title="Queueing delay per hop (all switches)" option={hopCharts.delay} empty={hopsEmpty} />
+        <ChartCard title="Queue depth per hop" option={hopCharts.depth} empty={hopsEmpty} />
+        <ChartCard title="Queueing delay per hop" option={hopCharts.delay} empty={hopsEmpty} />
         <section className="card" aria-label="Hops">
           <ScrollRegion label="Hops (table)">
             <table className="data" aria-label="Hops">
