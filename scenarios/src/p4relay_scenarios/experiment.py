@@ -129,10 +129,10 @@ SWITCH_ARGS = ["--rx-ring-frames", "8192", "--queue-depth", "2048"]
 DROP_COUNTERS = ("p4relay_port_rx_ring_drops_total", "p4relay_port_queue_drops_total")
 
 
-def switch_drops() -> tuple[int, int]:
-    """The softswitch's RX-ring and queue drops so far, summed over ports (-1: unknown)."""
+def switch_drops(metrics: str = SWITCH_METRICS) -> tuple[int, int]:
+    """A softswitch's RX-ring and queue drops so far, summed over ports (-1: unknown)."""
     try:
-        text = httpx.get(f"http://{SWITCH_METRICS}/metrics", timeout=2.0).text
+        text = httpx.get(f"http://{metrics}/metrics", timeout=2.0).text
     except httpx.HTTPError:
         return (-1, -1)
     sums = dict.fromkeys(DROP_COUNTERS, 0.0)
