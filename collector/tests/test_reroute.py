@@ -8,6 +8,7 @@ configuration is refused with a clear message."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import ipaddress
 import subprocess
 import time
@@ -128,12 +129,16 @@ def test_reroute_recorded_and_moved_back_after_hold(server: Server, rr_switch: S
 
     moved_after, back_after = asyncio.run(scenario())
     assert moved_after < 1.0
-    # the primary was hot until the queue drained (~0.05 s), then clear for the hold time
-    assert back_after >= HOLD_MS / 1000
+    assert back_after < 10
     events = server.get("/api/v1/events", type="reroute")["items"]
     assert len(events) == 2, events
     by_dir = {e["payload"]["direction"]: e for e in events}
     away, back = by_dir["to_backup"], by_dir["to_primary"]
+    # The primary was hot until the queue drained (~0.05 s), then clear for the
+    # hold time: timed by the daemon's own event stamps (this test's polling of
+    # agent.moves can lag the move on a loaded machine).
+    held = dt.datetime.fromisoformat(back["ts"]) - dt.datetime.fromisoformat(away["ts"])
+    assert held.total_seconds() >= HOLD_MS / 1000, (away["ts"], back["ts"])
     assert away["payload"]["flow"] == "198.18.99.0/24"
     assert away["payload"]["from_path"] == "port 2"
     assert away["payload"]["to_path"] == "nexthop 2 port 1"
