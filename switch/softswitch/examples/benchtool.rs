@@ -17,11 +17,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use p4relay_softswitch::contract::CONTRACT;
 use p4relay_softswitch::dataplane::ring::Ring;
-use p4relay_softswitch::grpc::codec::{df_int, key_of};
+use p4relay_softswitch::grpc::codec::{action_data, key_of};
 use p4relay_softswitch::grpc::pb::{self, bf_runtime_client::BfRuntimeClient};
 use p4relay_softswitch::packet::{fold, ipv4_checksum, ones_sum, wr16, wr32};
 use p4relay_softswitch::schema::{Schema, TableSchema};
-use p4relay_softswitch::sys::{now_mono_ns, now_real_ns};
+use p4relay_softswitch::sys::{now_mono_ns, now_real_ns, sleep_until};
 
 /// RTP payload bytes: 214-byte frames = 14 Ethernet + 20 IPv4 + 8 UDP + 12 RTP + 160.
 const G711_PAYLOAD: usize = 160;
@@ -280,22 +280,6 @@ fn send(ifname: &str, f: &Flow, pps: u32, secs: f64, slot_us: u64, stamp: bool) 
     Ok(())
 }
 
-fn sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as i64,
-        tv_nsec: (deadline_ns % 1_000_000_000) as i64,
-    };
-    // SAFETY: valid timespec; a NULL remainder is allowed with TIMER_ABSTIME.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
-}
-
 fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()> {
     // 16K frames hold 16 ms of traffic at 1 Mpps, far more than one 1 ms gathering pass.
     let mut ring = Ring::rx(ifname, 16384, None)?;
@@ -418,28 +402,13 @@ async fn connect(url: &str, client_id: u32) -> Result<Session> {
 }
 
 fn entry(t: &TableSchema, key: &[(&str, u64)], action: &str, params: &[(&str, u64)]) -> pb::Update {
-    let a = t.action_by_name(action).expect("contract action");
-    let fields = params
-        .iter()
-        .map(|(n, v)| {
-            let p = a
-                .params
-                .iter()
-                .find(|p| p.name == *n)
-                .expect("contract param");
-            df_int(p.id, *v, p.bits)
-        })
-        .collect();
     pb::Update {
         r#type: pb::update::Type::Insert as i32,
         entity: Some(pb::Entity {
             entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
                 table_id: t.id,
                 value: Some(pb::table_entry::Value::Key(key_of(t, key))),
-                data: Some(pb::TableData {
-                    action_id: a.id,
-                    fields,
-                }),
+                data: Some(action_data(t, action, params)),
                 ..Default::default()
             })),
         }),

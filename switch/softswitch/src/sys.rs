@@ -14,6 +14,23 @@ pub fn now_mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC), or less if interrupted.
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as i64,
+        tv_nsec: (deadline_ns % 1_000_000_000) as i64,
+    };
+    // SAFETY: valid timespec; a NULL remainder is allowed with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
 /// Wall clock, ns since the Unix epoch (packet timestamps, quality registers).
 pub fn now_real_ns() -> u64 {
     let mut ts = libc::timespec {

@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 
 use crate::config::Config;
 use crate::pipeline::{Departure, DropReason, Meta, Pipeline, Verdict};
-use crate::sys::{now_mono_ns, now_real_ns};
+use crate::sys::{now_mono_ns, now_real_ns, sleep_until};
 use egress::{EgressStats, Fifo, TxSink};
 use ring::Ring;
 
@@ -173,23 +173,6 @@ struct Worker {
     stop: Arc<AtomicBool>,
     port_index: [u8; 64],
     coalesce_ns: u64,
-}
-
-/// Sleeps until `deadline_ns` (CLOCK_MONOTONIC), or less if interrupted.
-fn sleep_until(deadline_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as i64,
-        tv_nsec: (deadline_ns % 1_000_000_000) as i64,
-    };
-    // SAFETY: valid timespec; a NULL remainder is allowed with TIMER_ABSTIME.
-    unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    };
 }
 
 impl Worker {

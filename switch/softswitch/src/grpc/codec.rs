@@ -368,6 +368,26 @@ impl<'a> Data<'a> {
     }
 }
 
+/// An action with its parameters, by name (names from the contract: an
+/// unknown one is a programming error).
+pub fn action_data(t: &TableSchema, action: &str, vals: &[(&str, u64)]) -> pb::TableData {
+    let a = t.action_by_name(action).expect("contract action");
+    pb::TableData {
+        action_id: a.id,
+        fields: vals
+            .iter()
+            .map(|(n, v)| {
+                let p = a
+                    .params
+                    .iter()
+                    .find(|p| p.name == *n)
+                    .expect("contract param");
+                df_int(p.id, *v, p.bits)
+            })
+            .collect(),
+    }
+}
+
 pub fn df_int(id: u32, v: u64, bits: u32) -> pb::DataField {
     pb::DataField {
         field_id: id,

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use tonic::Status;
 
-use super::codec::{df_int, invalid, Data, Keys};
+use super::codec::{action_data as params, invalid, Data, Keys};
 use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::contract::names;
@@ -228,25 +228,6 @@ fn action_only(t: &TableSchema, name: &str) -> pb::TableData {
     pb::TableData {
         action_id: t.action_by_name(name).map_or(0, |a| a.id),
         fields: vec![],
-    }
-}
-
-/// An action with its parameters, by name.
-fn params(t: &TableSchema, action: &str, vals: &[(&str, u64)]) -> pb::TableData {
-    let a = t.action_by_name(action).expect("contract action");
-    pb::TableData {
-        action_id: a.id,
-        fields: vals
-            .iter()
-            .map(|(n, v)| {
-                let p = a
-                    .params
-                    .iter()
-                    .find(|p| p.name == *n)
-                    .expect("contract param");
-                df_int(p.id, *v, p.bits)
-            })
-            .collect(),
     }
 }
 
