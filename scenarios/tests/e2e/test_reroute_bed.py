@@ -7,10 +7,8 @@ records the reroute at the server, and the stream loses under 1 %."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -18,13 +16,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from p4relay_collector.config import Settings
 from p4relay_collector.reroute import RerouteAgent, RerouteConfig
 from p4relay_collector.service import Collector
 from p4relay_scenarios import reroute_bed as bed
-from p4relay_testsupport import Softswitch, free_port, wait_until
+from p4relay_testsupport import Server, Softswitch, running_server, wait_until
 from pydantic import SecretStr
 
 BIN = Path(sys.executable).parent
@@ -69,45 +66,9 @@ def ns(name: str, *cmd: str) -> list[str]:
 
 
 @pytest.fixture
-def server(database_url: str, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
-    """(url, ingest token, read token) of a real server on a fresh database."""
-    env = {**os.environ, "P4RELAY_DATABASE_URL": database_url, "P4RELAY_LOG_LEVEL": "warning"}
-
-    def cli(*args: str) -> str:
-        return subprocess.run(
-            [str(BIN / "p4relay-server"), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        ).stdout.strip()
-
-    cli("migrate")
-    ingest = cli("create-token", "--name", "rr-ingest", "--scope", "ingest").split()[-1]
-    read = cli("create-token", "--name", "rr-read", "--scope", "read").split()[-1]
-    port = free_port()
-    log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [str(BIN / "p4relay-server"), "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**env, "P4RELAY_JWT_SECRET": secrets.token_hex(32)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(url + "/readyz", timeout=1).status_code == 200
-            return False
-
-        wait_until(ready, within=30, what="server /readyz")
-        yield url, ingest, read
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
+def server(database_url: str, tmp_path: Path) -> Iterator[Server]:
+    with running_server(database_url, tmp_path / "server.log") as srv:
+        yield srv
 
 
 @pytest.fixture
@@ -137,14 +98,17 @@ def switches(tmp_path: Path) -> Iterator[dict[str, Softswitch]]:
 
 
 def test_stream_moves_off_the_congested_link_without_loss(
-    switches: dict[str, Softswitch], server: tuple[str, str, str]
+    switches: dict[str, Softswitch], server: Server
 ) -> None:
-    url, ingest, read = server
     s1 = switches["s1"].address
     cfg = RerouteConfig.model_validate(bed.reroute_config(s1, t_q_us=T_Q_US, m=M, hold_ms=60_000))
     collector = Collector(
         Settings.model_validate(
-            {"server_url": url, "token": SecretStr(ingest), "metrics_listen": ""}
+            {
+                "server_url": server.url,
+                "token": SecretStr(server.ingest_token),
+                "metrics_listen": "",
+            }
         )
     )
     agent = RerouteAgent(cfg, collector.submit)
@@ -206,12 +170,7 @@ def test_stream_moves_off_the_congested_link_without_loss(
     )
     assert agent.moves == 1
     assert loss < 0.01, stats
-    events = httpx.get(
-        url + "/api/v1/events",
-        params={"type": "reroute"},
-        headers={"Authorization": f"Bearer {read}"},
-        timeout=10,
-    ).json()["items"]
+    events = server.get("/api/v1/events", type="reroute")["items"]
     assert [e["payload"]["direction"] for e in events] == ["to_backup"]
     assert events[0]["payload"]["flow"] == bed.UAS.subnet
     assert events[0]["payload"]["run"] == M
