@@ -261,8 +261,32 @@ asyncio.run(main())
 """
 
 
+# INT on the relayed sessions' egress port: every offloaded session is watched
+# and port 2 leads to another INT switch, so this switch is the source of every
+# packet's INT (shim + MD header + its hop: more work than a transit's hop),
+# thresholds above any queue.
+INT_ON = """
+import asyncio
+from p4relay_switch import SwitchClient
+from p4relay_switch import int_telemetry as it
+
+async def main() -> None:
+    async with SwitchClient("127.0.0.1:50052", client_id=9) as sw:
+        await it.set_hop(sw, 2, it.IntHop(1, 1 << 19, 1 << 18, 1 << 31, 1 << 30))
+        await it.set_role(sw, 2, "transit")
+        await it.watch_relay_sessions(sw)
+
+asyncio.run(main())
+"""
+
+
 def softswitch(
-    tb: Testbed, xdp: str | None, name: str, shaped: bool = False, ired: bool = False
+    tb: Testbed,
+    xdp: str | None,
+    name: str,
+    shaped: bool = False,
+    ired: bool = False,
+    int_transit: bool = False,
 ) -> Dut:
     # Defaults for everything but the ports (and the XDP mode or a port rate, where named).
     args = ["--port", "1=sa", "--port", "2=sb"]
@@ -299,6 +323,12 @@ def softswitch(
         nsx(tb.sw, str(PY), "-c", IRED_ON)
         settings += (
             ", iRED on port 2 (thresholds above any queue: every packet decides, none dropped)"
+        )
+    if int_transit:
+        nsx(tb.sw, str(PY), "-c", INT_ON)
+        settings += (
+            ", INT on port 2 (every relayed session watched, next hop 2 in the INT domain: "
+            "each packet gets shim + MD header + this switch's hop)"
         )
     dports = [20000 + 4 * i for i in range(FLOWS)]
     return Dut(name, tb, GW_MAC, RELAY_IP, dports, settings, p.pid, lambda: stop_bg(log, p))
@@ -616,6 +646,9 @@ def report(
     # iRED's cost per relayed packet, side by side in this run
     ired, plain = "softswitch, shaped port + iRED", "softswitch, shaped port"
     ratio_row(f"{ired} / {plain}", ired, plain)
+    # INT's cost per relayed packet (target: at most 1.3x), side by side in this run
+    with_int, relay_only = "softswitch, user space + INT", "softswitch, user space"
+    ratio_row(f"{with_int} / {relay_only}", with_int, relay_only)
     w("")
     k0 = RATES[0]
     w(
@@ -717,6 +750,10 @@ def main() -> int:
                 lambda tb: softswitch(
                     tb, None, "softswitch, shaped port + iRED", shaped=True, ired=True
                 ),
+            ),
+            (
+                "sx",
+                lambda tb: softswitch(tb, "off", "softswitch, user space + INT", int_transit=True),
             ),
             ("rp", rtpproxy),
         ]

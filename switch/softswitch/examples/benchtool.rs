@@ -309,7 +309,14 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()>
             if ok && (lo..=hi).contains(&dport) {
                 count += 1;
                 last = Some(Instant::now());
-                let p = 14 + ihl + 8 + 12;
+                // an INT stack (DSCP 0x17: shim + MD header + hops) sits before RTP
+                let shim = 14 + ihl + 8;
+                let int_words = if d[15] >> 2 == 0x17 && d.len() > shim + 1 {
+                    usize::from(d[shim + 1])
+                } else {
+                    0
+                };
+                let p = shim + 4 * int_words + 12;
                 if d.len() >= p + 12 && d[p..p + 4] == MAGIC.to_be_bytes() {
                     let sent = u64::from_be_bytes(d[p + 4..p + 12].try_into().expect("8 bytes"));
                     lat_ns.push(fr.ts_ns.saturating_sub(sent));
