@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -80,21 +80,6 @@ Seq = Annotated[int, Strict(), Field(ge=0, le=2**62)]
 SessionState = Literal["setup", "active", "ended", "failed"]
 Direction = Literal["caller_to_callee", "callee_to_caller"]
 
-EVENT_TYPES = (
-    "offload_installed",
-    "offload_removed",
-    "offload_failed",
-    "fallback",
-    "reroute",
-    "ired_drop",
-    "congestion_onset",
-    "congestion_clear",
-    "agent_up",
-    "agent_down",
-    "switch_up",
-    "switch_down",
-    "learn_refused",
-)
 EventType = Literal[
     "offload_installed",
     "offload_removed",
@@ -110,6 +95,8 @@ EventType = Literal[
     "switch_down",
     "learn_refused",
 ]
+# The database's check constraint on event types (models.py) reads them here.
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 Severity = Literal["info", "warning", "error"]
 
 
