@@ -122,6 +122,7 @@ def run_one(
     sip: SipServer,
     run_dir: Path,
     database_url: str,
+    queue_depth: int = 128,
 ) -> tuple[Row, list[Call]]:
     stack = Stack(
         StackConfig(
@@ -134,7 +135,7 @@ def run_one(
                 "--port-rate",
                 f"{LAYOUT.bottleneck[1]}={rate_bps}",
                 "--queue-depth",
-                "128",
+                str(queue_depth),
             ],
         )
     )
@@ -366,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         "loaded machine sends 20 packets at once, 17 ms there)",
     )
     ap.add_argument("--m", type=int, default=5, help="consecutive packets over t_q (default 5)")
+    ap.add_argument(
+        "--queue-depth",
+        type=int,
+        default=128,
+        help="the bottleneck's egress queue, packets (default 128)",
+    )
     ap.add_argument("--sip", choices=SIP_SERVERS, default="opensips", help="SIP server")
     ap.add_argument(
         "--database-url",
@@ -412,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                         sip=a.sip,
                         run_dir=Path(tmp) / f"{c:g}x-{'on' if rr else 'off'}",
                         database_url=db,
+                        queue_depth=a.queue_depth,
                     )
                     print(json.dumps(asdict(row)), flush=True)
                     rows.append(row)
@@ -441,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Command: `{cmd}`  \nMachine: {meta['cpu']}, {meta['cores']} cores, "
         f"{meta['memory_gib']} GiB, Linux {meta['kernel']}  \n"
         f"Commit: {meta['commit']}  \nDate: {meta['date_utc']}  \n"
-        f"Fabric: s1-s2 {a.rate_bps / 1e6:g} Mbit/s (s1's port rate, 128-packet queue), "
+        f"Fabric: s1-s2 {a.rate_bps / 1e6:g} Mbit/s (s1's port rate, {a.queue_depth}-packet queue), "
         f"s1-s3-s2 unshaped; t_q {a.t_q_us:g} us, m = {a.m}. {a.calls} concurrent SIPp calls "
         f"(G.711 A-law, 50 packets/s each way) through {a.sip} + rtpagent + RTPProxy, offloaded "
         f"to s1; iperf3 UDP cross traffic (1000-byte datagrams) for {a.cross_seconds:g} s, "
