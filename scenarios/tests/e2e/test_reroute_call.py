@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from p4relay_scenarios import reroute_experiment
-from p4relay_scenarios.stack import SOFTSWITCH_BIN, testbed_in_use
+from p4relay_scenarios import reroute_experiment, stack
 
 
 def test_call_moves_off_the_congested_link_and_the_server_links_it(
@@ -21,9 +20,9 @@ def test_call_moves_off_the_congested_link_and_the_server_links_it(
 ) -> None:
     if os.geteuid() != 0:
         pytest.fail("the reroute fabric builds network namespaces: run as root")
-    if not SOFTSWITCH_BIN.exists():
-        pytest.fail(f"{SOFTSWITCH_BIN} missing: cargo build --release in switch/")
-    assert not testbed_in_use(), "another testbed run is live"
+    if not stack.SOFTSWITCH_BIN.exists():
+        pytest.fail(f"{stack.SOFTSWITCH_BIN} missing: cargo build --release in switch/")
+    assert not stack.testbed_in_use(), "another testbed run is live"
     row, calls = reroute_experiment.run_one(
         2.0,
         True,
