@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 from p4relay_switch import (
     Counters,
+    Endpoint,
     EntryBatch,
     EntryDump,
     FlowKey,
@@ -16,6 +17,7 @@ from p4relay_switch import (
     LegQuality,
     LegRewrite,
     RelayEntry,
+    RelayIdle,
     Routes,
 )
 from rtpagent.switchport import OffloadRefused, SwitchEvent, SwitchUp
@@ -110,6 +112,13 @@ class FakeSwitch:
         if not self.up:
             raise OffloadRefused("switch_unreachable", "down")
         return self.routes
+
+    def idle_all(self) -> None:
+        """Every RTP relay entry's idle timeout, as the switch notifies it."""
+        for k, r in list(self.relays.items()):
+            if not r.rtcp:
+                src, dst = Endpoint.of(k.src_addr, k.src_port), Endpoint.of(k.dst_addr, k.dst_port)
+                self.queue.put_nowait(RelayIdle(src, dst, k.ingress_port, 0))
 
     async def events(self) -> AsyncIterator[SwitchEvent]:
         while True:

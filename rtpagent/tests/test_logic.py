@@ -7,7 +7,7 @@ from typing import Any
 
 from fakeswitch import FakeSwitch, port_of
 from harness import Client, settings
-from p4relay_switch import Endpoint, FlowKey, GuardKey, LearnEvent, RelayIdle
+from p4relay_switch import Endpoint, FlowKey, GuardKey, LearnEvent
 from p4relay_testsupport import wait_for
 from rtpagent.app import App
 from rtpagent.state import OffloadState
@@ -96,16 +96,7 @@ async def test_switch_idle_ends_call_and_notifies(tmp_path: Path) -> None:
         await cl.cmd(f"U c3 198.18.1.10 6000 ft;1 tcp:127.0.0.1:{port} dlg%3A42")
         await cl.cmd("L c3 198.18.2.10 7000 ft;1 tt;1")
         await wait_for(lambda: fake.relays)
-        for k, r in list(fake.relays.items()):
-            if not r.rtcp:
-                fake.queue.put_nowait(
-                    RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port),
-                        Endpoint.of(k.dst_addr, k.dst_port),
-                        k.ingress_port,
-                        0,
-                    )
-                )
+        fake.idle_all()
         await wait_for(lambda: got)
         assert got == [b"dlg:42\n"]
         await wait_for(lambda: not fake.relays)
@@ -137,16 +128,7 @@ async def test_default_sip_notify_for_a_u_without_socket(tmp_path: Path) -> None
         await cl.cmd("U c4@host 198.18.1.10 6000 fx9;1")
         await cl.cmd("L c4@host 198.18.2.10 7000 fx9;1 ty;1")
         await wait_for(lambda: fake.relays)
-        for k, r in list(fake.relays.items()):
-            if not r.rtcp:
-                fake.queue.put_nowait(
-                    RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port),
-                        Endpoint.of(k.dst_addr, k.dst_port),
-                        k.ingress_port,
-                        0,
-                    )
-                )
+        fake.idle_all()
         await wait_for(lambda: got)
         assert got == [b"c4@host fx9\n"]
     finally:

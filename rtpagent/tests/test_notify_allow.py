@@ -203,7 +203,6 @@ def test_notify_allow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 async def test_switch_idle_notifies_no_socket_outside_the_list(tmp_path: Path) -> None:
     """A session holding a socket the list no longer permits (journalled under
     another list) ends on the switch's idle timeout without a connection to it."""
-    from p4relay_switch import Endpoint, RelayIdle
 
     allowed = Listener()
     foreign = Listener()
@@ -219,16 +218,7 @@ async def test_switch_idle_notifies_no_socket_outside_the_list(tmp_path: Path) -
         assert s.notify_socket == allowed.spec
         s.notify_socket = foreign.spec
         before = refused()
-        for k, r in list(fake.relays.items()):
-            if not r.rtcp:
-                fake.queue.put_nowait(
-                    RelayIdle(
-                        Endpoint.of(k.src_addr, k.src_port),
-                        Endpoint.of(k.dst_addr, k.dst_port),
-                        k.ingress_port,
-                        0,
-                    )
-                )
+        fake.idle_all()
         await wait_for(lambda: len(app.table) == 0)
         await wait_for(lambda: refused() > before)
         await asyncio.sleep(0.5)
