@@ -13,6 +13,7 @@ import json
 import struct
 import subprocess
 import sys
+import urllib.request
 
 from conftest import LINKS, NS
 from p4relay_switch import Nexthop, Pipeline, SwitchClient
@@ -158,3 +159,10 @@ def test_sink_reports_reach_the_collectors_decoder(softswitch: Softswitch) -> No
         assert [h["switch_id"] for h in r["hops"]] == [UPSTREAM_ID]
         assert r["hops"][0]["latency_ns"] == 1500
     assert reports[1]["seq"] == reports[0]["seq"] + 1
+    # the switch counts what it sent and what it suppressed
+    with urllib.request.urlopen(f"http://{softswitch.metrics_address}/metrics", timeout=5) as r:
+        metrics = dict(
+            line.rsplit(" ", 1) for line in r.read().decode().splitlines() if line[:1] != "#"
+        )
+    assert metrics["p4relay_int_reports_sent_total"] == "2"
+    assert metrics["p4relay_int_reports_suppressed_total"] == "1"

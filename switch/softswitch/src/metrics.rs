@@ -258,6 +258,9 @@ pub fn render(sw: &Switch) -> String {
         ("p4relay_reroute_upstream_total", "Congestion notices sent upstream (no backup here)", &sw.pipeline.rr_stats.upstream_sent),
         ("p4relay_reroute_refused_total", "Congestion notices dropped without effect (unwatched, forged, wrong port, already moved)", &sw.pipeline.rr_stats.refused),
         ("p4relay_reroute_digests_lost_total", "Reroute digests lost to a full digest queue", &sw.pipeline.rr_stats.digests_lost),
+        ("p4relay_int_reports_sent_total", "Telemetry reports the INT sink sent to the collector", &sw.pipeline.int.reports_sent),
+        ("p4relay_int_reports_suppressed_total", "INT sink report copies suppressed (no path change, no onset/clear, within the interval; or no int_report entry)", &sw.pipeline.int.reports_suppressed),
+        ("p4relay_int_report_copies_lost_total", "INT sink report copies lost to a full queue toward the report port", &sw.pipeline.int.copies_dropped),
     ] {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {}", v.load(Relaxed));
