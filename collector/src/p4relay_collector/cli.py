@@ -9,16 +9,19 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from types import UnionType
-from typing import get_args
+from typing import Any, TypeVar, get_args
 
 import structlog
 from prometheus_client import start_http_server
+from pydantic import BaseModel
 
 from p4relay_collector.config import ConfigError, Settings, load, parse_listen
 from p4relay_collector.service import Collector
+
+M = TypeVar("M", bound=BaseModel)
 
 EPILOG = """\
 examples:
@@ -124,21 +127,38 @@ async def _run(cfg: Settings, once: bool) -> int:
     )
 
 
+def start(
+    prog: str,
+    configure: Callable[[], tuple[Settings, M]],
+    check_config: bool,
+    run: Callable[[Settings, M], Coroutine[Any, Any, int]],
+) -> int:
+    """How each collector-side daemon starts: `configure` reads its settings
+    (and what --check-config prints); a configuration error is exit 2 with
+    the reason; then logging as configured, and `run`."""
+    try:
+        settings, shown = configure()
+        if check_config:
+            print(shown.model_dump_json(indent=2))
+            return 0
+        settings.ingest_token()
+    except ConfigError as e:
+        print(f"{prog}: configuration error: {e}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, settings.log_json)
+    return asyncio.run(run(settings, shown))
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     skip = ("config", "check_config", "once")
     overrides: dict[str, object] = {k: v for k, v in vars(a).items() if k not in skip}
-    try:
+
+    def configure() -> tuple[Settings, Settings]:
         cfg = load(a.config, overrides)
-        if a.check_config:
-            print(cfg.model_dump_json(indent=2))
-            return 0
-        cfg.ingest_token()
-    except ConfigError as e:
-        print(f"p4relay-collector: configuration error: {e}", file=sys.stderr)
-        return 2
-    setup_logging(cfg.log_level, cfg.log_json)
-    return asyncio.run(_run(cfg, a.once))
+        return cfg, cfg
+
+    return start("p4relay-collector", configure, a.check_config, lambda cfg, _: _run(cfg, a.once))
 
 
 if __name__ == "__main__":

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 
-from p4relay_collector.cli import serve, setup_logging
-from p4relay_collector.config import ConfigError, Settings, load
+from p4relay_collector.cli import serve, start
+from p4relay_collector.config import Settings, load
 from p4relay_collector.reroute import RerouteAgent, RerouteConfig, load_config
 from p4relay_collector.service import Collector
 
@@ -59,7 +58,7 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-async def _run(cfg: RerouteConfig, settings: Settings) -> int:
+async def _run(settings: Settings, cfg: RerouteConfig) -> int:
     collector = Collector(settings)
 
     async def work(stop: asyncio.Event) -> None:
@@ -73,18 +72,12 @@ async def _run(cfg: RerouteConfig, settings: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    try:
-        settings = load(a.config, {})
-        cfg = load_config(a.config)
-        if a.check_config:
-            print(cfg.model_dump_json(indent=2))
-            return 0
-        settings.ingest_token()
-    except ConfigError as e:
-        print(f"p4relay-reroute: configuration error: {e}", file=sys.stderr)
-        return 2
-    setup_logging(settings.log_level, settings.log_json)
-    return asyncio.run(_run(cfg, settings))
+    return start(
+        "p4relay-reroute",
+        lambda: (load(a.config, {}), load_config(a.config)),
+        a.check_config,
+        _run,
+    )
 
 
 if __name__ == "__main__":
