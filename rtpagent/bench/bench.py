@@ -224,7 +224,7 @@ async def offload_latency(agent_port: int, switch: str, calls: int) -> list[floa
             "hdr.ipv4.dst_addr": int(ipaddress.IPv4Address("127.0.0.1")),
             "hdr.udp.src_port": 6000,
             "hdr.udp.dst_port": port,
-            "ig_md.ingress_port": 1,  # A's party: routed to port 1 (`routes`)
+            "ig_md.bound_port": 1,  # A's party: routed to port 1 (`routes`)
         }
         while True:
             with contextlib.suppress(Exception):

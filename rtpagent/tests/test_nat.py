@@ -4,10 +4,8 @@ softswitch on a veth port (peer in a p4ra* namespace) and misses `relay`."""
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,28 +14,6 @@ from p4relay_testsupport import Softswitch, wait_for
 from rtpagent.state import OffloadState
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
-
-
-@pytest.fixture
-def netns_port() -> Iterator[tuple[str, str]]:
-    """(switch-side ifname, namespace) of a veth pair; the peer lives in the namespace."""
-    tag = secrets.token_hex(3)
-    ns, a, b = f"p4ra-{tag}", f"p4ra{tag}a", f"p4ra{tag}b"
-
-    def run(*c: str) -> None:
-        subprocess.run(c, check=True, capture_output=True)
-
-    run("ip", "netns", "add", ns)
-    try:
-        run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-        run("ip", "link", "set", b, "netns", ns)
-        run("ip", "link", "set", a, "up")
-        run("ip", "-n", ns, "link", "set", b, "up")
-        run("ip", "-n", ns, "link", "set", "lo", "up")
-        yield a, ns
-    finally:
-        subprocess.run(["ip", "link", "del", a], capture_output=True)
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def send_udp(ns: str, iface: str, src: str, sport: int, dst: str, dport: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fakeswitch import ROUTES, port_of
 from p4relay_switch import EntryDump, FlowKey, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch.names import UNBOUND_PORT
 from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
 
@@ -107,3 +108,19 @@ def test_learned_binding_waits_for_the_first_packet() -> None:
     assert {r.key.ingress_port for r in pl.plan(s, [1, 2]).relays} == {7, 8}
     assert pl.accepts_port(s, 0, "198.18.2.10", 7)
     assert not pl.accepts_port(s, 0, "198.18.2.10", 8)
+
+
+def test_binding_off_installs_every_leg_unbound() -> None:
+    """`--port-binding off`: no route and no first packet needed; every relay
+    entry carries UNBOUND_PORT, and any port is accepted for a learn."""
+    pl = Planner(port_binding=PortBinding.OFF)  # routes never read: not needed
+    s = session()
+    assert pl.desired(s, True) == (OffloadState.OFFLOADED, None)
+    assert {r.key.ingress_port for r in pl.plan(s, [1, 2]).relays} == {UNBOUND_PORT}
+    assert pl.accepts_port(s, 0, "198.18.2.10", 4)
+    assert pl.accepts_port(s, 0, "203.0.113.9", 1)
+    # a port a learn or a restart left on the stream is replaced
+    s.streams[1].ingress_port = 3
+    assert {r.key.ingress_port for r in pl.plan(s, [1, 2]).relays} == {UNBOUND_PORT}
+    # a caller behind NAT still waits for learning (the policy still holds)
+    assert pl.desired(session("10.1.2.3"), True) == (OffloadState.LEARNING, None)

@@ -93,7 +93,7 @@ class Raw:
                 exact("hdr.ipv4.dst_addr", DST, 32),
                 exact("hdr.udp.src_port", sport, 16),
                 exact("hdr.udp.dst_port", 20000, 16),
-                exact("ig_md.ingress_port", 1, 9),
+                exact("ig_md.bound_port", 1, 9),
             ]
         )
 

@@ -54,7 +54,15 @@ NET = {1: "198.18.1.0/24", 2: "198.18.2.0/24", 3: "198.18.0.0/24", 4: "198.18.4.
 RELAY_IP = HOST_IP[3]
 RELAY_PORT_MIN, RELAY_PORT_MAX = 20000, 29999
 
-TABLES = (pl.RELAY_GUARD, pl.RELAY, pl.LEG_REWRITE, pl.RELAY_ADDR, pl.IPV4_LPM, pl.NEXTHOP)
+TABLES = (
+    pl.RELAY_GUARD,
+    pl.RELAY,
+    pl.LEG_REWRITE,
+    pl.RELAY_ADDR,
+    pl.IPV4_LPM,
+    pl.NEXTHOP,
+    pl.PORT_METADATA,  # every port bound again
+)
 
 
 def param(name: str, default: Any) -> Any:

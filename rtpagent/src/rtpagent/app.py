@@ -93,6 +93,7 @@ class App:
                 relay_addrs=cfg.relay_addr,
                 port_min=lo,
                 port_max=hi,
+                port_bound=cfg.port_binding != "off",
             )
         self.switch = switch
         self.offloader = Offloader(

@@ -69,6 +69,7 @@ class BfrtSwitch:
         port_max: int = 65000,
         idle_query_ms: int = 1000,
         timeout_s: float = 2.0,
+        port_bound: bool = True,
     ) -> None:
         self.client = SwitchClient(
             address,
@@ -81,6 +82,8 @@ class BfrtSwitch:
         self.relay_addrs = relay_addrs or []
         self.port_min, self.port_max = port_min, port_max
         self.idle_query_ms = idle_query_ms
+        # Port binding of every switch port, set at each (re)connect.
+        self.port_bound = port_bound
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
@@ -118,6 +121,9 @@ class BfrtSwitch:
             ttl_query_interval_ms=self.idle_query_ms, min_ttl_ms=self.idle_query_ms
         )
         await self.set_relay_addrs(self.relay_addrs, self.port_min, self.port_max)
+        ports = await self.client.ports()
+        await self.pipeline.set_port_binding(ports, bound=self.port_bound)
+        log.info("port_binding_set", bound=self.port_bound, ports=len(ports))
 
     async def close(self) -> None:
         for t in (self._task, self._connect_task):

@@ -93,13 +93,15 @@ class Settings(BaseSettings):
         "over learn_window_ms; first = the first packet's source (RTPProxy's own rule, open to "
         "RTP Bleed)",
     )
-    port_binding: Literal["route", "learned"] = Field(
+    port_binding: Literal["route", "learned", "off"] = Field(
         default="route",
         description="which switch port a party's relay entries match on (media from the "
         "party's address arriving on any other port is a spoofed source, never relayed): "
         "route = the port the switch routes the party's address to (reverse path, read from "
         "the switch; needs symmetric routing); learned = the port the party's first packet "
-        "arrived on (asymmetric routing; a stranger spoofing the party first can take it)",
+        "arrived on (asymmetric routing; a stranger spoofing the party first can take it); "
+        "off = any port (the agent turns binding off on every switch port: media that may "
+        "arrive on several ports; a packet spoofing a party's address and ports is relayed)",
     )
     route_refresh_s: float = Field(
         default=10.0,

@@ -22,6 +22,7 @@ from p4relay_switch import (
     RelayEntry,
     Routes,
 )
+from p4relay_switch.names import UNBOUND_PORT
 
 from .state import Endpoint, OffloadState, Session
 
@@ -49,10 +50,17 @@ class PortBinding(enum.StrEnum):
       address is trusted then waits for its first packet too, and a stranger
       who spoofs that address first can still take the stream: the learning
       policy is the only check.
+    * ``off``: no binding. The agent turns binding off on every switch port
+      and installs each leg with UNBOUND_PORT, so the party's media is relayed
+      whichever port it arrives on (asymmetric routing, ECMP, a move between
+      uplinks). A packet spoofing a party's address and ports from any port is
+      then relayed as the party's: only the learning policy and the relay
+      guard (strangers with other addresses or ports) still hold.
     """
 
     ROUTE = "route"
     LEARNED = "learned"
+    OFF = "off"
 
 
 @dataclass(frozen=True)
@@ -111,12 +119,19 @@ class Planner:
         """May media from `addr` arriving on `port` be stream i's source?"""
         if self.port_binding is PortBinding.ROUTE:
             return self.route_port(addr) == port
+        if self.port_binding is PortBinding.OFF:
+            return True
         bound = s.streams[i].ingress_port
         return bound is None or bound == port
 
     def bind(self, s: Session) -> None:
         """Route binding: each stream's port from its current source's route
-        (kept as it is while the routes are unknown: a restart restores it)."""
+        (kept as it is while the routes are unknown: a restart restores it).
+        No binding: every stream's entries carry UNBOUND_PORT."""
+        if self.port_binding is PortBinding.OFF:
+            for st in s.streams:
+                st.ingress_port = UNBOUND_PORT
+            return
         if self.port_binding is not PortBinding.ROUTE or self.routes is None:
             return
         for i, st in enumerate(s.streams):

@@ -341,7 +341,7 @@ async def caller_flows() -> list[tuple[int, int, int]]:
             (
                 _int(e.key["hdr.udp.src_port"]),
                 _int(e.key["hdr.udp.dst_port"]),
-                _int(e.key["ig_md.ingress_port"]),
+                _int(e.key["ig_md.bound_port"]),
             )
             for e in await sw.read(switchcfg.T_RELAY)
             if e.key["hdr.ipv4.src_addr"] == caller

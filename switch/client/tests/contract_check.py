@@ -70,6 +70,13 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
         optional: set[str] = set()
         if ct.get("direct_counter"):
             want_data |= {"$COUNTER_SPEC_BYTES", "$COUNTER_SPEC_PKTS"}
+        want_data |= {d["name"] for d in ct.get("data", [])}
+        for d in ct.get("data", []):
+            got = data.get(d["name"])
+            if got is not None and _width(got) != d["bits"]:
+                errs.append(f"table {name}: data field {d['name']} width != {d['bits']}")
+        if ct.get("table_type") and t.get("table_type") != ct["table_type"]:
+            errs.append(f"table {name}: table_type {t.get('table_type')!r} != {ct['table_type']!r}")
         if ct.get("idle_timeout"):
             want_data.add("$ENTRY_TTL")
             optional.add("$ENTRY_HIT_STATE")  # bf-p4c lists it on idle-timeout tables

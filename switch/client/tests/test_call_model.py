@@ -58,7 +58,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
         pl.K_DST_ADDR: "127.0.0.1",
         pl.K_SRC_PORT: 6001,
         pl.K_DST_PORT: 40001,
-        pl.K_INGRESS_PORT: 1,
+        pl.K_BOUND_PORT: 1,
     }
     gkey: dict[str, KeyValue] = {pl.K_DST_ADDR: "127.0.0.1", pl.K_DST_PORT: 40001}
     lg_data: dict[str, DataValue] = {

@@ -104,7 +104,7 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.K_DST_PORT,
     ]
     assert tables[pipeline.RELAY_GUARD]["direct_counter"] is True
-    assert contract["program"]["contract_version"] == 3
+    assert contract["program"]["contract_version"] == 4
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
@@ -117,11 +117,17 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.K_DST_ADDR,
         pipeline.K_SRC_PORT,
         pipeline.K_DST_PORT,
-        pipeline.K_INGRESS_PORT,
+        pipeline.K_BOUND_PORT,
     ]
     assert [k["name"] for k in tables[pipeline.LEG_REWRITE]["keys"]] == [pipeline.K_LEG]
     assert contract["config"]["rtp_clock_hz"] == pipeline.RTP_CLOCK_HZ
     assert contract["config"]["jitter_shift"] == pipeline.JITTER_SHIFT
+    # port binding: the parser's phase-0 table, one data field, the unbound key port
+    pm = tables[pipeline.PORT_METADATA]
+    assert [k["name"] for k in pm["keys"]] == [pipeline.K_PORT_METADATA_PORT]
+    assert [d["name"] for d in pm["data"]] == [pipeline.D_UNBOUND]
+    assert contract["config"]["unbound_port"] == pipeline.UNBOUND_PORT
+    assert pipeline.UNBOUND_PORT >> 9 == 0  # fits the 9-bit key
 
 
 def test_client_reroute_names_are_the_contracts(contract: dict[str, Any]) -> None:

@@ -36,16 +36,15 @@ BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
 PROFILES = ("standard", "lean", "large", "ired", "int")
 
 # Objects bf-p4c adds to every program, which no client of ours addresses: the
-# snapshot (debug capture) tables, the table debug counters, the parser's port
-# metadata table, the dynamic-hash tables of each Hash extern, and the hit-state
-# field of a table with idle timeout.
+# snapshot (debug capture) tables, the table debug counters, the dynamic-hash
+# tables of each Hash extern, and the hit-state field of a table with idle
+# timeout. (The parser's port metadata table is the contract's port binding.)
 TARGET_TABLE_TYPES = {
     "SnapshotCfg",
     "SnapshotTrigger",
     "SnapshotData",
     "SnapshotLiveness",
     "TblDbgCnt",
-    "PortMetadata",
     "DynHashAlgorithm",
     "DynHashConfigure",
     "DynHashCompute",
@@ -264,7 +263,6 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
         "DynHashAlgorithm pipe.Ingress.learning.flow_hash.algorithm",
         "DynHashCompute pipe.Ingress.learning.flow_hash.compute",
         "DynHashConfigure pipe.Ingress.learning.flow_hash.configure",
-        "PortMetadata pipe.IngressParser.$PORT_METADATA",
         "SnapshotCfg pipe.snapshot.cfg",
         "SnapshotData pipe.snapshot.egress_data",
         "SnapshotData pipe.snapshot.ingress_data",

@@ -6,8 +6,10 @@
  * recently reported flows: a slot reports again once its timestamp is older
  * than LEARN_FILTER_AGE_MS, so a digest lost while the agent restarts comes
  * back. Two flows sharing a slot delay each other by at most that age.
- * The ingress port is part of the flow: a spoofed copy of a party's flow
- * arriving on another port does not suppress the party's own digest.
+ * The bound port (relay's key: the ingress port, or UNBOUND_PORT where
+ * binding is off) is part of the flow: a spoofed copy of a party's flow
+ * arriving on another bound port does not suppress the party's own digest,
+ * and where binding is off a flow reports once whichever port it takes.
  */
 control LearnFilter(
         in ingress_headers_t hdr,
@@ -40,7 +42,7 @@ control LearnFilter(
             hdr.ipv4.dst_addr,
             hdr.udp.src_port,
             hdr.udp.dst_port,
-            ig_md.ingress_port
+            ig_md.bound_port
         }));
     }
 }

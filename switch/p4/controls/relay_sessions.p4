@@ -3,10 +3,12 @@
  * relay_addr: which destination address:port-range is a relay (RTPProxy)
  *   address. A hit there that misses `relay` is forwarded unchanged (to the
  *   relay server) and may raise the learning digest (LearnFilter).
- relay: exact UDP 4-tuple and ingress port -> (leg, rtcp). The port binds
+ relay: exact UDP 4-tuple and bound port -> (leg, rtcp). The port binds
  *   a leg to where its party's packets arrive: a packet spoofing the party's
  *   address and port from another port misses, so it is neither relayed to
- *   the other party nor (with the guard) handed to the relay server. One
+ *   the other party nor (with the guard) handed to the relay server. On a
+ *   port whose binding is off the bound port is UNBOUND_PORT (the parser's
+ *   port binding), so entries installed with it match from any such port. One
  *   entry carries only 22 bits of action data (immediate in the match word),
  *   so a relay entry fits one 128-bit SRAM word; direct counter and idle
  *   timeout (notify mode, set via the IdleTimeout attribute) per entry.
@@ -70,7 +72,7 @@ control RelaySessions(
             hdr.ipv4.dst_addr : exact;
             hdr.udp.src_port  : exact;
             hdr.udp.dst_port  : exact;
-            ig_md.ingress_port : exact;
+            ig_md.bound_port  : exact;
         }
         actions = {
             relay_leg;

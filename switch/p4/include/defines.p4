@@ -20,6 +20,11 @@ const ether_type_t ETHERTYPE_ARP = 16w0x0806;
 typedef bit<8> ip_protocol_t;
 const ip_protocol_t IP_PROTOCOLS_UDP = 17;
 
+/* contract [config] unbound_port: the relay key's port on a port whose
+ * binding is off. No dev port has it (Tofino 1 pipes have local ports 0-71;
+ * the software switch 0-63), so it never aliases a bound port. */
+#define UNBOUND_PORT 9w511
+
 /* Learning digest selector (ig_dprsr_md.digest_type; 0 means none). */
 const bit<3> DIGEST_TYPE_LEARN = 1;
 /* First byte after the egress intrinsic metadata: what the packet is. */

@@ -25,6 +25,13 @@ struct reroute_digest_t {
 }
 #endif
 
+/* Phase-0 data of an ingress port (pipe.IngressParser.$PORT_METADATA, data
+ * field by member name): unbound = 1 turns port binding off for the port
+ * (IngressParser, state parse_port_metadata). */
+struct port_binding_t {
+    bit<1> unbound;
+}
+
 struct ingress_metadata_t {
     /* parser results */
     bool    ipv4_checksum_err;    /* header checksum wrong (ihl == 5 only)   */
@@ -35,6 +42,9 @@ struct ingress_metadata_t {
     /* forwarding */
     nexthop_id_t nexthop_id;
     PortId_t     ingress_port;    /* copy for the digest */
+    port_binding_t port_binding;  /* the port's phase-0 data                */
+    PortId_t     bound_port;      /* relay's and the learn filter's port:     */
+                                  /* ingress_port, or UNBOUND_PORT            */
 
     /* relay */
     bool    relay_dst;            /* hit relay_addr: destination is a relay address:port */

@@ -74,8 +74,32 @@ parser IngressParser(
         transition parse_port_metadata;
     }
 
+    /* Port binding: the port's phase-0 data (pipe.IngressParser.$PORT_METADATA,
+     * written by the control plane per port; a port without an entry reads
+     * 0, i.e. bound) says what relay keys on. Bound: the ingress port, so a
+     * leg matches only where its party's packets arrive. Unbound (the
+     * operator's opt-out for asymmetric routing): UNBOUND_PORT, so an entry
+     * installed with it matches the flow from every unbound port. Decided
+     * here, at no MAU stage. */
     state parse_port_metadata {
-        pkt.advance(PORT_METADATA_SIZE);
+        ig_md.port_binding = port_metadata_unpack<port_binding_t>(pkt);
+        transition select(ig_md.port_binding.unbound) {
+            1 : port_unbound;
+            default : port_bound;
+        }
+    }
+
+    state port_bound {
+        ig_md.bound_port = ig_intr_md.ingress_port;
+        transition parse_frame;
+    }
+
+    state port_unbound {
+        ig_md.bound_port = UNBOUND_PORT;
+        transition parse_frame;
+    }
+
+    state parse_frame {
 #ifdef WITH_IRED
         /* an iRED feedback copy comes back through a recirculation port
          * (no front-panel port has that local number) */

@@ -32,13 +32,15 @@
 
 // Sizes are set by the loader before load (bpf_map__set_max_entries).
 #define MAX_PORTS 64
+// contract [config] unbound_port: the relay key's port where binding is off.
+#define UNBOUND_PORT 511
 
 struct relay_key { // host byte order, = RelayKey
     __u32 src;
     __u32 dst;
     __u16 sport;
     __u16 dport;
-    __u32 port;    // ingress dev port (ig_md.ingress_port)
+    __u32 port;    // ig_md.bound_port: ingress dev port, or UNBOUND_PORT
 };
 
 struct relay_val {
@@ -66,7 +68,7 @@ struct port_val {
     __u32 ifindex;
     __u32 enabled; // $PORT_ENABLE: may receive
     __u32 fast;    // may send on this path: enabled, unshaped, link up
-    __u32 _pad;
+    __u32 unbound; // port binding off ($PORT_METADATA): relay keys on UNBOUND_PORT
     __u64 rx_packets;
     __u64 rx_bytes;
     __u64 tx_packets;
@@ -242,7 +244,7 @@ int p4relay_fastpath(struct xdp_md *ctx)
         .dst = bpf_ntohl(ip->daddr),
         .sport = bpf_ntohs(udp->source),
         .dport = bpf_ntohs(udp->dest),
-        .port = *in_port,
+        .port = pin->unbound ? UNBOUND_PORT : *in_port,
     };
     struct relay_val *rv = bpf_map_lookup_elem(&relay, &k);
     if (!rv)

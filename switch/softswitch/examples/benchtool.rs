@@ -448,7 +448,7 @@ fn call_updates(
                     ("hdr.ipv4.dst_addr", u64::from(relay)),
                     ("hdr.udp.src_port", u64::from(from.1 + rtcp)),
                     ("hdr.udp.dst_port", u64::from(to_port + rtcp)),
-                    ("ig_md.ingress_port", in_port),
+                    ("ig_md.bound_port", in_port),
                 ],
                 "Ingress.relay_leg",
                 &[("leg", leg), ("rtcp", u64::from(rtcp))],

@@ -55,6 +55,7 @@ pub struct ContractConfig {
     pub int_max_hops: u8,
     pub int_flow_slots: u32,
     pub int_report_interval_ms: u32,
+    pub unbound_port: u16,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,7 +64,14 @@ pub struct TableDef {
     pub size_p4: u32,
     pub keys: Vec<KeyDef>,
     pub actions: Vec<String>,
+    /// Empty for a table without actions (port metadata).
+    #[serde(default)]
     pub default_action: String,
+    /// bf-p4c's table_type when it is not a match-action table.
+    pub table_type: Option<String>,
+    /// Data fields of a table without actions (port metadata).
+    #[serde(default)]
+    pub data: Vec<FieldDef>,
     #[serde(default)]
     pub direct_counter: bool,
     pub idle_timeout: Option<String>,
@@ -139,7 +147,8 @@ pub mod names {
     pub const INT_ROLE: &str = "pipe.Ingress.int_role";
     pub const INT_HOP_CONFIG: &str = "pipe.Egress.int_hop_config";
     pub const INT_REPORT: &str = "pipe.Egress.int_report";
-    pub const TABLES: [&str; 13] = [
+    pub const PORT_METADATA: &str = "pipe.IngressParser.$PORT_METADATA";
+    pub const TABLES: [&str; 14] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -153,6 +162,7 @@ pub mod names {
         INT_ROLE,
         INT_HOP_CONFIG,
         INT_REPORT,
+        PORT_METADATA,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -163,7 +173,9 @@ pub mod names {
     pub const KEY_IPV4_DST: &str = "hdr.ipv4.dst_addr";
     pub const KEY_UDP_SRC: &str = "hdr.udp.src_port";
     pub const KEY_UDP_DST: &str = "hdr.udp.dst_port";
-    pub const KEY_INGRESS_PORT: &str = "ig_md.ingress_port";
+    pub const KEY_BOUND_PORT: &str = "ig_md.bound_port";
+    pub const KEY_PORT_METADATA_PORT: &str = "ig_intr_md.ingress_port";
+    pub const D_UNBOUND: &str = "unbound";
     pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
     pub const KEY_LEG: &str = "ig_md.leg";
     pub const KEY_RR_CLASS: &str = "hdr.bridged.rr_class";
@@ -277,7 +289,13 @@ mod tests {
             for a in &t.actions {
                 assert!(c.action(a).is_some(), "{}: unknown action {a}", t.name);
             }
-            assert!(t.actions.contains(&t.default_action), "{}", t.name);
+            // a table without actions (port metadata) has data fields instead
+            assert!(
+                t.actions.contains(&t.default_action)
+                    || (t.actions.is_empty() && t.default_action.is_empty() && !t.data.is_empty()),
+                "{}",
+                t.name
+            );
         }
         assert!(u64::from(c.config.legs_softswitch) <= 1 << c.leg_bits());
         assert!(c.config.relay_port_min <= c.config.relay_port_max);
@@ -311,7 +329,7 @@ mod tests {
                 KEY_IPV4_DST,
                 KEY_UDP_SRC,
                 KEY_UDP_DST,
-                KEY_INGRESS_PORT
+                KEY_BOUND_PORT
             ]
         );
         assert_eq!(keys(RELAY_GUARD), [KEY_IPV4_DST, KEY_UDP_DST]);

@@ -21,6 +21,8 @@ pub const ID_ENTRY_HIT_STATE: u32 = 65544;
 pub const ID_COUNTER_BYTES: u32 = 65553;
 pub const ID_COUNTER_PKTS: u32 = 65554;
 pub const ID_REGISTER_INDEX: u32 = 65557;
+/// bf-p4c's id of the port metadata table's key (`ig_intr_md.ingress_port`).
+pub const ID_PORT_METADATA_PORT: u32 = 65575;
 
 /// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
 /// reference): the standard profile, then the ired and int profiles for the
@@ -98,6 +100,8 @@ pub enum TableKind {
     IntRole,
     IntHopConfig,
     IntReport,
+    /// `pipe.IngressParser.$PORT_METADATA`: port binding per ingress port.
+    PortMetadata,
     Register(Reg),
     Port,
     PortStat,
@@ -333,6 +337,57 @@ fn keys_of(defs: &[KeyDef]) -> Vec<KeySchema> {
         .collect()
 }
 
+/// bf-p4c's shape of the parser's phase-0 table: keyed by the ingress port
+/// (its own key id), the struct's members as data fields, no actions.
+fn port_metadata_table(
+    c: &Contract,
+    t: &crate::contract::TableDef,
+    ids: &CompilerIds,
+) -> (Value, TableSchema) {
+    let id = CompilerIds::get(&ids.tables, 0x02, &t.name);
+    let mut keys = keys_of(&t.keys);
+    for k in &mut keys {
+        k.id = ID_PORT_METADATA_PORT;
+    }
+    let data: Vec<FieldSchema> = t
+        .data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| FieldSchema {
+            id: i as u32 + 1,
+            name: d.name.clone(),
+            bits: d.bits,
+        })
+        .collect();
+    let size = c.config.max_ports;
+    let json_table = json!({
+        "name": t.name, "id": id, "table_type": "PortMetadata",
+        "size": size, "annotations": [], "depends_on": [],
+        "key": keys.iter().map(|k| {
+            let mut v = key_json(k, false);
+            v["mandatory"] = json!(true);
+            v
+        }).collect::<Vec<_>>(),
+        "data": data.iter().map(|d| {
+            let mut v = singleton(d.id, &d.name, bytes_type(d.bits), false, false);
+            v["mandatory"] = json!(true);
+            v
+        }).collect::<Vec<_>>(),
+        "supported_operations": [], "attributes": [],
+    });
+    let schema = TableSchema {
+        id,
+        name: t.name.clone(),
+        kind: TableKind::PortMetadata,
+        size,
+        keys,
+        actions: vec![],
+        data,
+        default_action: None,
+    };
+    (json_table, schema)
+}
+
 impl Schema {
     /// Builds the schema with the software switch's table sizes.
     pub fn build(c: &Contract, relay_entries: u32, legs: u32) -> Schema {
@@ -354,8 +409,15 @@ impl Schema {
                 names::INT_ROLE => TableKind::IntRole,
                 names::INT_HOP_CONFIG => TableKind::IntHopConfig,
                 names::INT_REPORT => TableKind::IntReport,
+                names::PORT_METADATA => TableKind::PortMetadata,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
+            if kind == TableKind::PortMetadata {
+                let (json_table, schema) = port_metadata_table(c, t, &ids);
+                json_tables.push(json_table);
+                tables.push(schema);
+                continue;
+            }
             // A call has as many guard entries as relay entries (4).
             let size = match kind {
                 TableKind::Relay | TableKind::RelayGuard => relay_entries,

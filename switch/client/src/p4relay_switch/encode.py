@@ -33,9 +33,9 @@ from p4relay_switch.names import (
     A_REWRITE,
     COUNTER_BYTES,
     COUNTER_PKTS,
+    K_BOUND_PORT,
     K_DST_ADDR,
     K_DST_PORT,
-    K_INGRESS_PORT,
     K_LEG,
     K_SRC_ADDR,
     K_SRC_PORT,
@@ -172,7 +172,7 @@ class Encoder:
         self.relay_id = r.id
         self.k_src, self.k_dst = r.key(K_SRC_ADDR).id, r.key(K_DST_ADDR).id
         self.k_sport, self.k_dport = r.key(K_SRC_PORT).id, r.key(K_DST_PORT).id
-        self.k_port = r.key(K_INGRESS_PORT)
+        self.k_port = r.key(K_BOUND_PORT)
         a = r.action(A_RELAY_LEG)
         self.relay_action = a.id
         self.p_leg, self.p_rtcp = a.param("leg"), a.param("rtcp")

@@ -10,6 +10,11 @@ RELAY = "pipe.Ingress.relay"
 RELAY_GUARD = "pipe.Ingress.relay_guard"
 LEG_REWRITE = "pipe.Ingress.leg_rewrite"
 LEARN_DIGEST = "pipe.IngressDeparser.learn"
+# Port binding per ingress port: the port's phase-0 data. unbound = 1: relay
+# keys on UNBOUND_PORT for packets from the port (binding off there).
+PORT_METADATA = "pipe.IngressParser.$PORT_METADATA"
+K_PORT_METADATA_PORT = "ig_intr_md.ingress_port"
+D_UNBOUND = "unbound"
 # Congestion reroute (standard profile).
 REROUTE_WATCH = "pipe.Ingress.reroute_watch"
 REROUTE_CLASS = "pipe.Egress.reroute_class"
@@ -55,7 +60,7 @@ K_SRC_ADDR = "hdr.ipv4.src_addr"
 K_DST_ADDR = "hdr.ipv4.dst_addr"
 K_SRC_PORT = "hdr.udp.src_port"
 K_DST_PORT = "hdr.udp.dst_port"
-K_INGRESS_PORT = "ig_md.ingress_port"
+K_BOUND_PORT = "ig_md.bound_port"  # the ingress port, or UNBOUND_PORT where binding is off
 K_NEXTHOP_ID = "ig_md.nexthop_id"
 K_LEG = "ig_md.leg"
 K_PRIORITY = "$MATCH_PRIORITY"
@@ -69,6 +74,7 @@ RTP_CLOCK_HZ = 8000
 JITTER_SHIFT = 4
 REROUTE_SLOTS = 4096
 REROUTE_NOTICE_ETHERTYPE = 0x88B5
+UNBOUND_PORT = 511  # relay key port of a flow from a port whose binding is off
 
 # iRED (Egress decides, Ingress drops), per egress dev_port.
 IRED_PORT = "pipe.Egress.ired_port"

@@ -63,19 +63,22 @@ from p4relay_switch.names import (
     A_SET_NEXTHOP,
     COUNTER_BYTES,
     COUNTER_PKTS,
+    D_UNBOUND,
     IPV4_LPM,
     JITTER_SHIFT,
+    K_BOUND_PORT,
     K_DST_ADDR,
     K_DST_PORT,
-    K_INGRESS_PORT,
     K_LEG,
     K_NEXTHOP_ID,
+    K_PORT_METADATA_PORT,
     K_PRIORITY,
     K_SRC_ADDR,
     K_SRC_PORT,
     LEARN_DIGEST,
     LEG_REWRITE,
     NEXTHOP,
+    PORT_METADATA,
     QUALITY_REGISTERS,
     REG_JITTER,
     REG_LAST_SEEN,
@@ -90,6 +93,7 @@ from p4relay_switch.names import (
     RELAY_GUARD,
     RTP_CLOCK_HZ,
     TTL,
+    UNBOUND_PORT,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 
@@ -103,19 +107,22 @@ __all__ = [
     "A_SET_NEXTHOP",
     "COUNTER_BYTES",
     "COUNTER_PKTS",
+    "D_UNBOUND",
     "IPV4_LPM",
     "JITTER_SHIFT",
+    "K_BOUND_PORT",
     "K_DST_ADDR",
     "K_DST_PORT",
-    "K_INGRESS_PORT",
     "K_LEG",
     "K_NEXTHOP_ID",
+    "K_PORT_METADATA_PORT",
     "K_PRIORITY",
     "K_SRC_ADDR",
     "K_SRC_PORT",
     "LEARN_DIGEST",
     "LEG_REWRITE",
     "NEXTHOP",
+    "PORT_METADATA",
     "QUALITY_REGISTERS",
     "REG_JITTER",
     "REG_LAST_SEEN",
@@ -130,6 +137,7 @@ __all__ = [
     "RELAY_GUARD",
     "RTP_CLOCK_HZ",
     "TTL",
+    "UNBOUND_PORT",
     "Counters",
     "DirectionCounters",
     "Endpoint",
@@ -288,6 +296,30 @@ class Pipeline:
         ]
         if entries:
             await self.client.insert_or_modify(RELAY_ADDR, entries)
+
+    # ---------------------------------------------------------- port binding
+
+    async def set_port_binding(self, ports: Iterable[int], *, bound: bool) -> None:
+        """Port binding of each dev port (the port's phase-0 data). Bound (the
+        default of a port without an entry): relay entries match only packets
+        arriving on the port they name. Unbound: packets from the port key
+        relay on UNBOUND_PORT, so an entry installed with it matches the flow
+        from every unbound port (asymmetric routing; a spoofed source on an
+        unbound port is then relayed too)."""
+        entries = [
+            Entry({K_PORT_METADATA_PORT: p}, None, {D_UNBOUND: 0 if bound else 1}) for p in ports
+        ]
+        if entries:
+            await self.client.insert_or_modify(PORT_METADATA, entries)
+
+    async def read_port_binding(self) -> dict[int, bool]:
+        """dev port -> bound, for every port with an entry (a port without one is bound)."""
+        out: dict[int, bool] = {}
+        for e in await self.client.read(PORT_METADATA, from_hw=False):
+            if e.is_default or K_PORT_METADATA_PORT not in e.key:
+                continue
+            out[_int(e.key[K_PORT_METADATA_PORT])] = _int(e.data.get(D_UNBOUND, 0)) == 0
+        return out
 
     # ---------------------------------------------------------- calls: writes
 
@@ -484,7 +516,7 @@ class Pipeline:
                         _ip(r.key[K_DST_ADDR]),
                         _int(r.key[K_SRC_PORT]),
                         _int(r.key[K_DST_PORT]),
-                        _int(r.key[K_INGRESS_PORT]),
+                        _int(r.key[K_BOUND_PORT]),
                     ),
                     _int(r.data.get("leg", 0)),
                     bool(_int(r.data.get("rtcp", 0))),
@@ -547,7 +579,7 @@ class Pipeline:
         return RelayIdle(
             src=Endpoint(ip(num(K_SRC_ADDR)), num(K_SRC_PORT)),
             dst=Endpoint(ip(num(K_DST_ADDR)), num(K_DST_PORT)),
-            ingress_port=num(K_INGRESS_PORT),
+            ingress_port=num(K_BOUND_PORT),
             pipe=n.pipe,
             idle=n.idle,
         )

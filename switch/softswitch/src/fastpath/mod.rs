@@ -114,7 +114,8 @@ struct PortVal {
     ifindex: u32,
     enabled: u32,
     fast: u32,
-    _pad: u32,
+    /// Port binding off: relay keys on the contract's unbound_port.
+    unbound: u32,
     rx_packets: u64,
     rx_bytes: u64,
     tx_packets: u64,
@@ -276,6 +277,20 @@ impl FastPathMaps for FastPath {
                 p.fast = f;
                 // Racing increments of this port's counters are lost here;
                 // this runs only when a port's state changes.
+                let _ = sys::update(self.ports, &port, &p, sys::BPF_EXIST);
+            }
+        }
+    }
+
+    /// Port binding of a port (`$PORT_METADATA`): the kernel keys relay on
+    /// the unbound port where it is off, as the pipeline does.
+    fn set_port_unbound(&self, port: u32, unbound: bool) {
+        if port >= MAX_PORTS {
+            return;
+        }
+        if let Some(mut p) = sys::lookup::<_, PortVal>(self.ports, &port) {
+            if p.unbound != u32::from(unbound) {
+                p.unbound = u32::from(unbound);
                 let _ = sys::update(self.ports, &port, &p, sys::BPF_EXIST);
             }
         }

@@ -177,6 +177,9 @@ impl Switch {
                 && !self.pipeline.int_hop_on(p.id)
                 && p.link_up();
             fp.set_port(p.id, enabled, fast);
+            if let Ok(port) = u16::try_from(p.id) {
+                fp.set_port_unbound(p.id, self.pipeline.port_binding.unbound(port));
+            }
         }
     }
 

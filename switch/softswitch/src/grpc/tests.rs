@@ -213,7 +213,7 @@ fn relay_key(i: u64) -> [(&'static str, u64); 5] {
         ("hdr.ipv4.dst_addr", 0xc612_000a),
         ("hdr.udp.src_port", 4000 + i),
         ("hdr.udp.dst_port", 20000),
-        ("ig_md.ingress_port", 1),
+        ("ig_md.bound_port", 1),
     ]
 }
 
@@ -827,4 +827,105 @@ async fn ired_port_refuses_what_the_pipeline_cannot_run() {
     h.write(vec![set(2, 64, 4, 1)], 0).await.unwrap();
     let c = h.sw.pipeline.small.load().ired_lookup(2).unwrap();
     assert_eq!((c.min_thsld(), c.max_thsld(), c.protect), (28, 56, true));
+}
+
+/// `$PORT_METADATA` write of port `port` (`unbound`, or no data).
+fn port_binding_update(
+    h: &Harness,
+    ty: pb::update::Type,
+    port: u64,
+    unbound: Option<u64>,
+) -> pb::Update {
+    let t = h.table(names::PORT_METADATA);
+    let f = t.data_by_name(names::D_UNBOUND).unwrap();
+    pb::Update {
+        r#type: ty as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(key_of(
+                    t,
+                    &[(names::KEY_PORT_METADATA_PORT, port)],
+                ))),
+                data: unbound.map(|v| pb::TableData {
+                    action_id: 0,
+                    fields: vec![df_int(f.id, v, f.bits)],
+                }),
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_metadata_sets_port_binding_and_rolls_back() {
+    use pb::update::Type::{Delete, Insert, InsertOrModify, Modify};
+    let mut h = harness(4).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    let sw = h.sw.clone();
+    let pb_ = &sw.pipeline.port_binding;
+    h.write(vec![port_binding_update(&h, Insert, 1, Some(1))], 0)
+        .await
+        .unwrap();
+    assert!(pb_.unbound(1) && !pb_.unbound(2));
+    // each failure by name: twice, no data, not a port, a value wider than 1 bit
+    for (u, code) in [
+        (
+            port_binding_update(&h, Insert, 1, Some(0)),
+            tonic::Code::AlreadyExists,
+        ),
+        (
+            port_binding_update(&h, Insert, 2, None),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            port_binding_update(&h, Insert, 9, Some(1)),
+            tonic::Code::InvalidArgument,
+        ),
+        (
+            port_binding_update(&h, Modify, 2, Some(1)),
+            tonic::Code::NotFound,
+        ),
+        (
+            port_binding_update(&h, Delete, 2, None),
+            tonic::Code::NotFound,
+        ),
+    ] {
+        assert_eq!(failure(&h.write(vec![u], 0).await.unwrap_err()), code);
+    }
+    let wide = port_binding_update(&h, InsertOrModify, 2, Some(0));
+    let mut wide_bytes = wide.clone();
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        wide_bytes.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        te.data.as_mut().unwrap().fields[0] = df_int(1, 0, 16);
+    }
+    assert!(h.write(vec![wide_bytes], 0).await.is_err());
+    h.write(vec![wide], 0).await.unwrap();
+    assert_eq!(pb_.entries(), vec![(1, true), (2, false)]);
+    // ROLLBACK_ON_ERROR: the batch's good update is taken back
+    let batch = vec![
+        port_binding_update(&h, Modify, 2, Some(1)),
+        port_binding_update(&h, Insert, 1, Some(1)),
+    ];
+    assert!(h.write(batch, 1).await.is_err());
+    assert_eq!(pb_.entries(), vec![(1, true), (2, false)]);
+    // read back: every entry, by key; the table has no default entry
+    let t = h.table(names::PORT_METADATA).clone();
+    let all = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    h.write(vec![port_binding_update(&h, Delete, 1, None)], 0)
+        .await
+        .unwrap();
+    assert!(!pb_.unbound(1));
+    assert_eq!(pb_.entries(), vec![(2, false)]);
 }

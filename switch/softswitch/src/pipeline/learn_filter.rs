@@ -1,5 +1,5 @@
 //! `LearnFilter` (switch/p4/controls/learn_filter.p4): the learn digest,
-//! suppressed per hashed flow for `learn_filter_age_ms`.
+//! suppressed per hashed flow (4-tuple and bound port) for `learn_filter_age_ms`.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::TrySendError;
@@ -9,8 +9,9 @@ use crate::tables::relay::RelayKey;
 
 impl Pipeline {
     /// `learning.apply`: raise `pipe.IngressDeparser.learn` for this flow
-    /// unless the `learn_filter` register says it reported recently.
-    pub(super) fn learning(&self, key: &RelayKey, m: &Meta) {
+    /// unless the `learn_filter` register says it reported recently. `key`
+    /// is relay's (its port the bound one), `ingress_port` the digest's.
+    pub(super) fn learning(&self, key: &RelayKey, ingress_port: u16, m: &Meta) {
         let h = key.src.wrapping_mul(0x9e37_79b1)
             ^ key.dst.rotate_left(7).wrapping_mul(0x85eb_ca77)
             ^ ((u32::from(key.sport) << 16) | u32::from(key.dport)).wrapping_mul(0xc2b2_ae3d)
@@ -24,7 +25,7 @@ impl Pipeline {
             dst: key.dst,
             sport: key.sport,
             dport: key.dport,
-            ingress_port: key.port,
+            ingress_port,
         };
         match self.digests.try_send(d) {
             Ok(()) => {

@@ -26,6 +26,8 @@ pub trait FastPathMaps: Send + Sync {
     fn mirrored_legs(&self) -> Vec<u32>;
     /// Which ports may receive (`enabled`) and send (`fast`) on the fast path.
     fn set_port(&self, port: u32, enabled: bool, fast: bool);
+    /// Whether the port's binding is off (relay keys on the unbound port).
+    fn set_port_unbound(&self, port: u32, unbound: bool);
     fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts>;
     fn all_relay_counts(&self) -> HashMap<RelayKey, EntryCounts>;
     fn port_counts(&self, port: u32) -> PortCounts;
@@ -95,7 +97,7 @@ pub struct Touched {
     pub legs: Vec<u32>,
     /// ipv4_lpm / nexthop changed: every leg's route is resolved again.
     pub routes: bool,
-    /// $PORT_ENABLE or shaping changed.
+    /// $PORT_ENABLE, shaping or port binding changed.
     pub ports: bool,
     /// A table was cleared: everything is mirrored again.
     pub cleared: bool,

@@ -1,6 +1,7 @@
 //! One packet through the p4relay pipeline, in the P4 program's order; each
 //! control of switch/p4/controls/ has its step here under the same name:
-//! `ingress_into` is ingress.p4's `Ingress.apply`, calling `relay_sessions`
+//! `ingress_into` is ingress.p4's `Ingress.apply` after the parser's
+//! `port_binding` (port_binding.rs: the relay key's port), calling `relay_sessions`
 //! (relay_sessions.rs: relay_addr, relay, relay_guard, leg_rewrite),
 //! `learning` (learn_filter.rs) and `forwarding` (forwarding.rs: ipv4_lpm,
 //! nexthop), then the deparser's checksum. It works in place on the frame,
@@ -28,6 +29,7 @@ pub mod int_transit;
 pub mod ired;
 mod learn_filter;
 pub mod mirror;
+pub mod port_binding;
 mod relay_sessions;
 pub mod reroute;
 
@@ -153,6 +155,8 @@ pub struct Pipeline {
     pub reroute_regs: RerouteRegs,
     pub ired: ired::IredRegs,
     pub int: int_source::IntRegs,
+    /// `pipe.IngressParser.$PORT_METADATA` (port_binding.rs).
+    pub port_binding: port_binding::PortBinding,
     pub stats: PipelineStats,
     pub rr_stats: RerouteStats,
     digests: SyncSender<LearnDigest>,
@@ -272,6 +276,7 @@ impl Pipeline {
             ),
             ired: ired::IredRegs::default(),
             int: int_source::IntRegs::default(),
+            port_binding: port_binding::PortBinding::new(c.config.unbound_port),
             stats: PipelineStats::default(),
             rr_stats: RerouteStats::default(),
             digests,
@@ -320,6 +325,7 @@ impl Pipeline {
         self.notices.lock().clear();
         self.ired.clear();
         self.int.clear();
+        self.port_binding.clear();
         self.mirror_cleared();
     }
 
@@ -404,7 +410,8 @@ impl Pipeline {
             Ok(s) => s,
             Err(()) => return Verdict::Drop(DropReason::IntMalformed),
         };
-        let mut md = IngressMeta::new(&p, m.ingress_port);
+        let bound_port = self.port_binding(m.ingress_port);
+        let mut md = IngressMeta::new(&p, m.ingress_port, bound_port);
         // INT packets are routed, not relayed: the relay switch is the
         // source of its sessions' INT
         if stack.is_none() {
@@ -417,7 +424,7 @@ impl Pipeline {
         if md.relay_dst && !md.relay_hit {
             // Also for a guarded port: the agent sees the foreign source
             // (NAT rebinding, attacks).
-            self.learning(&md.flow, m);
+            self.learning(&md.flow, md.ingress_port, m);
         }
         if md.guard_drop {
             return Verdict::Drop(DropReason::Guarded);
@@ -455,8 +462,10 @@ impl Pipeline {
 /// `ingress_metadata_t`: what the ingress controls tell each other.
 #[derive(Debug, Clone, Copy)]
 struct IngressMeta {
-    /// The UDP 4-tuple and the ingress port (relay's key, the learn digest's fields).
+    /// The UDP 4-tuple and the bound port (relay's key, the learn filter's flow).
     flow: RelayKey,
+    /// The port the packet arrived on (the learn digest's).
+    ingress_port: u16,
     /// relay_addr: the destination is a relay (RTPProxy) address and port.
     relay_dst: bool,
     /// relay: hit with `relay_leg`.
@@ -472,7 +481,7 @@ struct IngressMeta {
 }
 
 impl IngressMeta {
-    fn new(p: &packet::Parsed, ingress_port: u16) -> IngressMeta {
+    fn new(p: &packet::Parsed, ingress_port: u16, bound_port: u16) -> IngressMeta {
         let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
         IngressMeta {
             flow: RelayKey {
@@ -480,8 +489,9 @@ impl IngressMeta {
                 dst: p.dst,
                 sport,
                 dport,
-                port: ingress_port,
+                port: bound_port,
             },
+            ingress_port,
             relay_dst: false,
             relay_hit: false,
             leg: 0,

@@ -637,6 +637,82 @@ fn relay_entries_match_only_their_ingress_port() {
     assert_eq!(rx.try_recv().unwrap().ingress_port, 1);
 }
 
+#[test]
+fn unbound_ports_key_relay_on_the_unbound_port() {
+    let (p, rx) = setup();
+    let unbound = CONTRACT.config.unbound_port;
+    // the caller's leg installed unbound (binding off), leg 7 as install_call
+    p.legs
+        .insert(
+            7,
+            Rewrite {
+                src: RELAY,
+                dst: UAS,
+                sport: 20002,
+                dport: 6000,
+            },
+        )
+        .unwrap();
+    let key = RelayKey {
+        src: UAC,
+        dst: RELAY,
+        sport: 4000,
+        dport: 20000,
+        port: unbound,
+    };
+    p.relay
+        .insert(
+            key,
+            RelayAction::Leg {
+                leg: 7,
+                rtcp: false,
+            },
+            0,
+            0,
+        )
+        .unwrap();
+    let on = |port: u16, ms: u32| Meta {
+        ingress_port: port,
+        ..meta(ms)
+    };
+    let pkt = || {
+        Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport: 4000,
+            dport: 20000,
+            payload: rtp(0, 1, 1, 20),
+            ..Udp4::default()
+        }
+        .build()
+    };
+    // Every port bound (no entries): the unbound entry matches nothing.
+    assert_eq!(p.process(&mut pkt(), &on(1, 10)), Verdict::Forward(3));
+    assert_eq!(rx.try_recv().unwrap().ingress_port, 1);
+    // Binding off on ports 1 and 3: relayed from either, to the callee.
+    assert_eq!(p.port_binding.set(1, Some(true)), None);
+    p.port_binding.set(3, Some(true));
+    assert_eq!(p.process(&mut pkt(), &on(1, 3000)), Verdict::Forward(2));
+    assert_eq!(p.process(&mut pkt(), &on(3, 3010)), Verdict::Forward(2));
+    assert_eq!(p.relay.get(&key, 3010).unwrap().pkts, 2);
+    // Port 2 keeps its binding: the flow from there misses.
+    assert_eq!(p.process(&mut pkt(), &on(2, 3020)), Verdict::Forward(3));
+    // Its digest names the real port; the learn filter's flow has the bound
+    // one, so an unbound flow reports once whichever unbound port it takes.
+    assert_eq!(rx.try_recv().unwrap().ingress_port, 2);
+    p.relay.delete(&key).unwrap();
+    assert_eq!(p.process(&mut pkt(), &on(1, 3030)), Verdict::Forward(3));
+    assert_eq!(rx.try_recv().unwrap().ingress_port, 1);
+    assert_eq!(p.process(&mut pkt(), &on(3, 3040)), Verdict::Forward(3));
+    assert!(rx.try_recv().is_err(), "same unbound flow: suppressed");
+    // An entry of false is bound again; clear() forgets every entry.
+    p.port_binding.set(1, Some(false));
+    assert_eq!(p.port_binding.get(1), Some(false));
+    assert!(!p.port_binding.unbound(1));
+    p.clear();
+    assert_eq!(p.port_binding.entries(), vec![]);
+}
+
 mod reroute {
     //! reroute.rs: detection after the queue, the recirculated notice, the
     //! move to the backup, the upstream notice.

@@ -1,5 +1,5 @@
 //! `pipe.Ingress.relay`: exact match on (src addr, dst addr, src port, dst
-//! port, ingress port); entries (14-byte key, action word, TTL, direct
+//! port, bound port); entries (14-byte key, action word, TTL, direct
 //! counters) in the shared exact-match table (`exact.rs`).
 
 use super::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
@@ -10,7 +10,8 @@ pub struct RelayKey {
     pub dst: u32,
     pub sport: u16,
     pub dport: u16,
-    /// `ig_md.ingress_port`: the dev port the flow arrives on.
+    /// `ig_md.bound_port`: the dev port the flow arrives on, or the
+    /// contract's `unbound_port` on a port whose binding is off.
     pub port: u16,
 }
 

@@ -3,13 +3,15 @@
 //! decode (BfRt key/data → table types), apply, read and encode:
 //! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (one
 //! mechanism for ipv4_lpm, nexthop, relay_addr, ired_port, reroute_watch,
-//! reroute_class), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
+//! reroute_class), `port_metadata` (the
+//! parser's port binding), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
 //! queue counters). Each applied write records how to undo it, so a
 //! ROLLBACK_ON_ERROR batch can be taken back.
 
 mod fixed;
 mod guard;
 mod legs;
+mod port_metadata;
 mod register;
 pub(super) mod relay;
 mod small;
@@ -50,6 +52,8 @@ pub enum Undo {
     Register(Reg, usize, u64),
     PortEnable(usize, bool),
     Rate(usize, u64),
+    /// A port's `$PORT_METADATA` entry before the write.
+    PortBinding(u16, Option<bool>),
     /// A table was cleared (not undoable; marks a full fast-path mirror).
     Cleared,
 }
@@ -66,7 +70,8 @@ pub fn touched(undo: &[Undo]) -> Touched {
                 // ired_port decides which ports the fast path may send on.
                 t.ports = true;
             }
-            Undo::PortEnable(..) | Undo::Rate(..) => t.ports = true,
+            // the fast path keys relay on the bound port too
+            Undo::PortEnable(..) | Undo::Rate(..) | Undo::PortBinding(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
             Undo::Guard(..) | Undo::Register(..) => {}
         }
@@ -282,6 +287,7 @@ impl Switch {
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
+            TableKind::PortMetadata => port_metadata::apply(&mut u),
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
@@ -301,6 +307,7 @@ impl Switch {
                 register::write(self, reg, i, v);
             }
             Undo::PortEnable(..) | Undo::Rate(..) => fixed::undo(self, u),
+            Undo::PortBinding(port, old) => port_metadata::undo(self, port, old),
             Undo::Cleared => {}
         }
     }
@@ -341,6 +348,7 @@ impl Switch {
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
             TableKind::Register(reg) => register::read(&r, reg, target, out),
+            TableKind::PortMetadata => port_metadata::read(&r, target, out),
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
@@ -361,6 +369,7 @@ impl Switch {
             TableKind::RelayGuard => p.guard.len() as u32,
             TableKind::LegRewrite => p.legs.len() as u32,
             TableKind::Register(_) => t.size,
+            TableKind::PortMetadata => p.port_binding.entries().len() as u32,
             kind => match small::table(kind) {
                 Some(small) => (small.usage)(&p.small.load()) as u32,
                 None => self.ports.len() as u32,

@@ -1,4 +1,4 @@
-//! `pipe.Ingress.relay`: 4-tuple and ingress port → `relay_leg(leg, rtcp)`, with its direct
+//! `pipe.Ingress.relay`: 4-tuple and bound port → `relay_leg(leg, rtcp)`, with its direct
 //! counter and `$ENTRY_TTL` (idle timeout).
 
 use tonic::Status;
@@ -17,7 +17,7 @@ pub(super) fn key(keys: &Keys) -> Result<RelayKey, Status> {
         dst: u32_of(keys.exact(names::KEY_IPV4_DST)?),
         sport: keys.exact(names::KEY_UDP_SRC)? as u16,
         dport: keys.exact(names::KEY_UDP_DST)? as u16,
-        port: keys.exact(names::KEY_INGRESS_PORT)? as u16,
+        port: keys.exact(names::KEY_BOUND_PORT)? as u16,
     })
 }
 
@@ -130,7 +130,7 @@ pub(in crate::grpc) fn key_pb(t: &TableSchema, k: &RelayKey) -> pb::TableKey {
             f(names::KEY_IPV4_DST, u64::from(k.dst)),
             f(names::KEY_UDP_SRC, u64::from(k.sport)),
             f(names::KEY_UDP_DST, u64::from(k.dport)),
-            f(names::KEY_INGRESS_PORT, u64::from(k.port)),
+            f(names::KEY_BOUND_PORT, u64::from(k.port)),
         ],
     }
 }
