@@ -272,7 +272,7 @@ impl Pipeline {
             return None;
         }
         // hop_ingress_port
-        b.int_ingress_port = md.flow.port;
+        b.int_ingress_port = md.ingress_port;
         match small.int_role_lookup(nexthop_id) {
             IntRoleAction::Transit => b.int_transit = true,
             IntRoleAction::Sink => b.int_sink = true,

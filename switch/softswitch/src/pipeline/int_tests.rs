@@ -150,6 +150,12 @@ fn source_transit_sink_restore_the_datagram_byte_for_byte() {
     assert_eq!(rd32(&f1, h + 8), 1234); // hop latency = queueing delay
     assert_eq!(rd32(&f1, h + 12), 7); // queue 0, occupancy at dequeue
     assert_eq!(rd32(&f1, h + 16), orig.len() as u32); // tx bytes of port 2
+                                                      // an unbound ingress port keys the relay on the unbound port; the hop
+                                                      // still names the port the packet came in on
+    s1.port_binding.set(1, Some(true));
+    let (_, unbound, _) = hop(&s1, &orig, 0, 0, 10);
+    assert_eq!(rd16(&unbound, h + 4), 1);
+    s1.port_binding.set(1, None);
     assert_eq!(&f1[h + 20..], &orig[SHIM..]);
 
     // the second switch adds its hop on top, and sees congestion
