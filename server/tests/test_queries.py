@@ -208,7 +208,10 @@ def test_session_reroutes_and_path(client: TestClient, auth: Auth) -> None:
     start = T0 + dt.timedelta(hours=1)
     s = session_item("rr-call;t", started_at=iso(start), state="ended", switch="s1")
     s["ended_at"] = iso(start + dt.timedelta(seconds=60))
-    at = lambda sec: start + dt.timedelta(seconds=sec)  # noqa: E731
+
+    def at(sec: int) -> dt.datetime:
+        return start + dt.timedelta(seconds=sec)
+
     events = [
         # before the call: moved and back again -> the call starts on the primary
         _reroute("reroute-00", at(-30), "198.18.2.0/24", "to_backup"),
