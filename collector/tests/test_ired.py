@@ -16,6 +16,7 @@ from p4relay_collector.wire import IngestBatch
 from p4relay_switch import SwitchClient
 from p4relay_switch.ired import IredSettings, set_ired
 from p4relay_testsupport import Server, Softswitch
+from prometheus_client import REGISTRY
 from test_softswitch import program_forwarding, send_udp, settings
 
 CELLS = 15  # a 1200-byte frame is 15 cells of 80 bytes
@@ -60,6 +61,21 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     assert p["flags_set"] == p["decisions"]
     assert p["min_thsld_bytes"] == s.min_thsld * 80 and p["max_thsld_bytes"] == s.max_thsld * 80
     assert [e.type for e in third.events if e.type == "ired_drop"] == []
+
+    # /metrics: the port's settings as the switch holds them, beside its counters.
+    def sample(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"switch": "soft-1", "dev_port": "2", **labels})
+
+    for name, cells in (
+        ("max_len_queue", s.max_len_queue),
+        ("min", s.min_thsld),
+        ("max", s.max_thsld),
+    ):
+        assert sample("p4relay_collector_ired_threshold_bytes", threshold=name) == cells * 80
+    assert sample("p4relay_collector_ired_drop_prob") == s.drop_prob_reg / 65536
+    assert sample("p4relay_collector_ired_mode", mode="ired_protect") == 1
+    assert sample("p4relay_collector_ired_mode", mode="tail_drop") == 0
+    assert sample("p4relay_collector_ired_drops_total") == p["ingress_drops"]
 
     stored = server.get("/api/v1/events", type="ired_drop")["items"]
     assert [(e["switch"], e["payload"]["dev_port"], e["payload"]["drops"]) for e in stored] == [

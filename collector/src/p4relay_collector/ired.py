@@ -38,6 +38,19 @@ def _grown(now: int, before: int) -> int:
     return now - before if now >= before else now
 
 
+def _settings_metrics(label: tuple[str, str], s: IredSettings) -> None:
+    for name, cells in (
+        ("max_len_queue", s.max_len_queue),
+        ("min", s.min_thsld),
+        ("max", s.max_thsld),
+    ):
+        metrics.IRED_THRESHOLD_BYTES.labels(*label, name).set(cells * IRED_CELL_BYTES)
+    metrics.IRED_DROP_PROB.labels(*label).set(s.drop_prob)
+    mode = "tail_drop" if s.tail_drop else ("ired_protect" if s.protect else "ired")
+    for m in ("ired", "ired_protect", "tail_drop"):
+        metrics.IRED_MODE.labels(*label, m).set(int(m == mode))
+
+
 class IredTracker:
     """The previous reading of each port of one switch."""
 
@@ -76,6 +89,7 @@ class IredTracker:
             seen[p] = st
             label = (self.switch, str(p))
             metrics.IRED_QAVG_BYTES.labels(*label).set(st.qavg * IRED_CELL_BYTES)
+            _settings_metrics(label, r.settings)
             before = self.prev.get(p)
             if before is None:
                 continue  # the first reading is the baseline

@@ -41,3 +41,19 @@ IRED_TAIL_DROPS = Counter(
     "packets dropped by iRED's tail-drop comparison mode",
     ["switch", "dev_port"],
 )
+# The port's iRED settings as the switch holds them (what `rtpagent --ired` set).
+IRED_THRESHOLD_BYTES = Gauge(
+    "p4relay_collector_ired_threshold_bytes",
+    "iRED thresholds of a port: max_len_queue, min (maxLenQueue/2 - N) and max (2 x min)",
+    ["switch", "dev_port", "threshold"],
+)
+IRED_DROP_PROB = Gauge(
+    "p4relay_collector_ired_drop_prob",
+    "iRED's chance of a drop decision between the thresholds",
+    ["switch", "dev_port"],
+)
+IRED_MODE = Gauge(
+    "p4relay_collector_ired_mode",
+    "1 for the port's iRED mode (ired, ired_protect or tail_drop), 0 for the others",
+    ["switch", "dev_port", "mode"],
+)

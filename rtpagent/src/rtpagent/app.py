@@ -94,6 +94,7 @@ class App:
                 port_min=lo,
                 port_max=hi,
                 port_bound=cfg.port_binding != "off",
+                ired_ports=cfg.ired,
             )
         self.switch = switch
         self.offloader = Offloader(

@@ -33,6 +33,7 @@ from p4relay_switch import (
     SwitchUnavailableError,
 )
 
+from . import ired
 from .switchport import OffloadRefused, SwitchEvent, SwitchUp
 
 log = structlog.get_logger("rtpagent.bfrt")
@@ -70,6 +71,7 @@ class BfrtSwitch:
         idle_query_ms: int = 1000,
         timeout_s: float = 2.0,
         port_bound: bool = True,
+        ired_ports: list[ired.IredPort] | None = None,
     ) -> None:
         self.client = SwitchClient(
             address,
@@ -84,6 +86,8 @@ class BfrtSwitch:
         self.idle_query_ms = idle_query_ms
         # Port binding of every switch port, set at each (re)connect.
         self.port_bound = port_bound
+        # iRED of the configured ports, set at each (re)connect.
+        self.ired_ports = ired_ports or []
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
@@ -124,6 +128,7 @@ class BfrtSwitch:
         ports = await self.client.ports()
         await self.pipeline.set_port_binding(ports, bound=self.port_bound)
         log.info("port_binding_set", bound=self.port_bound, ports=len(ports))
+        await ired.apply(self.client, self.ired_ports)
 
     async def close(self) -> None:
         for t in (self._task, self._connect_task):

@@ -12,12 +12,16 @@ from collections.abc import Callable
 from .config import Settings, load
 
 SWITCH_INTERVAL_S = 0.0002
+# BfRt client id of `--show-ired` (a one-shot reader beside the running agent).
+SHOW_CLIENT_ID = 13
 
 EPILOG = """\
 examples:
   rtpagent --rtpproxy udp:127.0.0.1:22223 --listen udp:127.0.0.1:22222 --switch 127.0.0.1:50052
   rtpagent --rtpproxy embedded --relay-addr 198.18.0.10 --embedded-ports 20000-29999
   RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
+  rtpagent --switch 127.0.0.1:50052 --ired port=4,max_len_queue=1024,n_drop=64
+  rtpagent --config /etc/rtpagent.toml --show-ired
 
 RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
 (the value of --notify-listen) to its flags; the SIP server's own socket stays
@@ -59,7 +63,34 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--check-config", action="store_true", help="print the effective settings and exit"
     )
+    ap.add_argument(
+        "--show-ired",
+        action="store_true",
+        help="print the switch's iRED per port (settings, counters, against --ired) and exit",
+    )
     return ap
+
+
+async def _show_ired(cfg: Settings) -> int:
+    from p4relay_switch import Subscription, SwitchClient, SwitchError
+
+    from .ired import show
+
+    client = SwitchClient(
+        cfg.switch,
+        client_id=SHOW_CLIENT_ID,
+        reconnect=False,
+        subscription=Subscription(learn=False, idle_timeout=False),
+    )
+    try:
+        await client.connect()
+        print(await show(client, cfg.ired), end="")
+    except SwitchError as exc:
+        print(f"rtpagent: switch {cfg.switch}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await client.close()
+    return 0
 
 
 async def _run(cfg: Settings) -> int:
@@ -90,7 +121,9 @@ async def _run(cfg: Settings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    overrides = {k: v for k, v in vars(a).items() if k not in ("config", "check_config")}
+    overrides = {
+        k: v for k, v in vars(a).items() if k not in ("config", "check_config", "show_ired")
+    }
     try:
         cfg = load(a.config, overrides)
     except (ValueError, OSError) as exc:
@@ -99,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.check_config:
         print(cfg.model_dump_json(indent=2))
         return 0
+    if a.show_ired:
+        if not cfg.switch:
+            print("rtpagent: --show-ired needs --switch", file=sys.stderr)
+            return 2
+        return asyncio.run(_show_ired(cfg))
     with asyncio.Runner(loop_factory=_loop_factory(cfg.event_loop)) as runner:
         return runner.run(_run(cfg))
 

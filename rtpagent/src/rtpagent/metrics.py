@@ -65,3 +65,9 @@ OFFLOAD_LATENCY = Histogram(
     "Answer reply sent -> the switch acknowledged the call's entries",
     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.05, 0.1, 0.5, 1.0),
 )
+IRED_SET = Gauge(
+    "rtpagent_ired_port_set",
+    "1 when the agent set the port's configured iRED at its last connect, 0 when the switch "
+    "refused it (the agent's log says why)",
+    ["dev_port"],
+)

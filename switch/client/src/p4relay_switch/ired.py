@@ -143,13 +143,13 @@ async def ired_settings(client: SwitchClient) -> dict[int, IredSettings]:
     """Every port with iRED on, with its settings."""
     out: dict[int, IredSettings] = {}
     entries = await client.read(IRED_PORT)
-    if not entries:
+    ports = {e.key.get(K_EGRESS_PORT): e for e in entries}
+    on = sorted(p for p in ports if isinstance(p, int))
+    if not on:
         return out
-    probs = await client.read_register(REG_IRED_DROP_PROB, [])
-    for e in entries:
-        port = e.key.get(K_EGRESS_PORT)
-        if not isinstance(port, int):
-            continue
+    probs = await client.read_register(REG_IRED_DROP_PROB, on)
+    for port in on:
+        e = ports[port]
         d = {k: int(v) for k, v in e.data.items() if isinstance(v, int)}
         prob = probs.get(port, [0])[0] if probs else 0
         out[port] = IredSettings(
