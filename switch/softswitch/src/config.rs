@@ -12,6 +12,7 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::contract::CONTRACT;
+use crate::dataplane::aqm::AqmConfig;
 
 /// p4relay software switch: the p4relay relay pipeline (IPv4 LPM forwarding,
 /// RTP/RTCP session rewrite, learning digests, RTP quality registers) on Linux
@@ -59,6 +60,16 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub port_rate: Vec<String>,
+    /// Egress-drop AQM of a port's queue, DEV_PORT=codel[:TARGET_US[:INTERVAL_US]]
+    /// (default 5000:100000) or DEV_PORT=pi2[:TARGET_US] (default 20000)
+    /// (repeatable). For comparisons with iRED; drops as packets leave the queue
+    #[arg(
+        long = "port-aqm",
+        value_name = "DEV_PORT=AQM",
+        env = "P4RELAY_SOFTSWITCH_PORT_AQM",
+        value_delimiter = ','
+    )]
+    pub port_aqm: Vec<String>,
     /// RX ring size per worker and port, frames of 2 KiB [default: 4096]; a
     /// deeper ring rides out longer CPU stalls on a busy host
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_RING_FRAMES")]
@@ -112,6 +123,8 @@ struct FileConfig {
     line_rate: Option<u64>,
     #[serde(default)]
     port_rate: Vec<String>,
+    #[serde(default)]
+    port_aqm: Vec<String>,
     workers: Option<usize>,
     rx_ring_frames: Option<u32>,
     rx_coalesce_us: Option<u32>,
@@ -161,6 +174,8 @@ pub struct PortConfig {
     pub ifname: String,
     /// Egress line rate, bits/s; 0 = unshaped.
     pub rate_bps: u64,
+    /// Egress-drop AQM of the port's queue; None = tail drop only.
+    pub aqm: Option<AqmConfig>,
 }
 
 fn parse_pair(s: &str, what: &str) -> Result<(u32, String)> {
@@ -216,6 +231,7 @@ impl Config {
                     PortConfig {
                         ifname,
                         rate_bps: line_rate,
+                        aqm: None,
                     },
                 )
                 .is_some()
@@ -231,6 +247,19 @@ impl Config {
             match ports.get_mut(&id) {
                 Some(p) => p.rate_bps = rate,
                 None => bail!("--port-rate {spec}: no --port {id}"),
+            }
+        }
+        let aqm_specs = if args.port_aqm.is_empty() {
+            &file.port_aqm
+        } else {
+            &args.port_aqm
+        };
+        for spec in aqm_specs {
+            let (id, aqm) = parse_pair(spec, "--port-aqm")?;
+            let aqm = AqmConfig::parse(&aqm).with_context(|| format!("--port-aqm {spec}"))?;
+            match ports.get_mut(&id) {
+                Some(p) => p.aqm = Some(aqm),
+                None => bail!("--port-aqm {spec}: no --port {id}"),
             }
         }
         let relay_entries = args
@@ -324,10 +353,28 @@ mod tests {
             c.ports[&1],
             PortConfig {
                 ifname: "a".into(),
-                rate_bps: 1000
+                rate_bps: 1000,
+                aqm: None,
             }
         );
         assert_eq!(c.ports[&2].rate_bps, 500);
+        let aqm = Args {
+            config: Some(f.clone()),
+            port_aqm: vec!["2=pi2".into()],
+            ..Args::default()
+        };
+        assert_eq!(
+            Config::resolve(&aqm).unwrap().ports[&2].aqm,
+            Some(AqmConfig::Pi2 { target_us: 20_000 })
+        );
+        for bad in ["3=codel", "2=red", "2=codel:1:2"] {
+            let a = Args {
+                config: Some(f.clone()),
+                port_aqm: vec![bad.into()],
+                ..Args::default()
+            };
+            assert!(Config::resolve(&a).is_err(), "{bad}");
+        }
         std::fs::write(&f, "bogus = 1\n").unwrap();
         assert!(Config::resolve(&args).is_err());
         let bad = Args {

@@ -93,6 +93,13 @@ pub fn render(sw: &Switch) -> String {
     );
     per_port(
         &mut o,
+        "p4relay_port_aqm_drops_total",
+        "counter",
+        "Dropped as they left the queue by the port's AQM (--port-aqm)",
+        &|p| p.stats.egress.aqm_drops.load(Relaxed) as f64,
+    );
+    per_port(
+        &mut o,
         "p4relay_port_disabled_drops_total",
         "counter",
         "Frames dropped because the port is disabled",

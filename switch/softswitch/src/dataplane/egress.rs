@@ -9,6 +9,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use super::aqm::{Aqm, AqmConfig};
 use crate::pipeline::{Bridged, EgressPass, EgressVerdict};
 
 /// Slot size: the largest frame the switch carries (the RX ring frame size).
@@ -34,6 +35,8 @@ pub struct EgressStats {
     pub tail_drops: AtomicU64,
     /// Dropped at the head by Egress (iRED's tail-drop mode).
     pub egress_drops: AtomicU64,
+    /// Dropped at the head by the port's AQM (`--port-aqm`).
+    pub aqm_drops: AtomicU64,
     pub depth_pkts: AtomicU32,
     pub depth_bytes: AtomicU64,
     pub watermark_cells: AtomicU32,
@@ -60,6 +63,7 @@ pub struct Fifo {
     len: usize,
     cells: usize,
     next_free_ns: u64,
+    aqm: Option<Aqm>,
 }
 
 impl Fifo {
@@ -75,7 +79,14 @@ impl Fifo {
             len: 0,
             cells: 0,
             next_free_ns: 0,
+            aqm: None,
         }
+    }
+
+    /// The queue with an egress-drop AQM deciding as packets leave.
+    pub fn with_aqm(mut self, cfg: Option<AqmConfig>) -> Fifo {
+        self.aqm = cfg.map(Aqm::new);
+        self
     }
 
     pub fn depth(&self) -> usize {
@@ -143,6 +154,16 @@ impl Fifo {
             let i = self.head;
             let mut n = usize::from(self.lens[i]);
             if !self.egressed[i] {
+                if let Some(aqm) = self.aqm.as_mut() {
+                    let sojourn = now_ns.saturating_sub(self.enq_ns[i]);
+                    if aqm.drop_at_dequeue(now_ns, sojourn, st.depth_bytes.load(Relaxed)) {
+                        // The traffic manager drops it: the pipeline never sees it.
+                        st.aqm_drops.fetch_add(1, Relaxed);
+                        st.depth_bytes.fetch_sub(n as u64, Relaxed);
+                        self.pop(n);
+                        continue;
+                    }
+                }
                 let mut pass = EgressPass {
                     deq_cells: (self.cells - cells(n)) as u32,
                     enq_cells: self.enq_cells[i],
@@ -329,6 +350,45 @@ mod tests {
             |b, _, _| departed.push(b.leg),
         );
         assert_eq!(departed, vec![0, 1, 9]);
+    }
+
+    #[test]
+    fn the_ports_aqm_drops_at_the_head_before_egress() {
+        let st = EgressStats::default();
+        // 1 Mbit/s, 1225-byte frames: (1225+24)*8 ≈ 10 ms each, so 50 queued
+        // packets wait up to half a second, far over CoDel's 5 ms target.
+        st.rate_bps.store(1_000_000, Relaxed);
+        let mut q = Fifo::new(100).with_aqm(Some(AqmConfig::parse("codel").unwrap()));
+        let t0 = 1_000_000_000u64;
+        for _ in 0..50 {
+            q.push(&[0; 1225], Bridged::default(), t0, &st);
+        }
+        let mut s = Sink {
+            room: 100,
+            ..Sink::default()
+        };
+        let (mut seen, mut departed) = (0u64, 0u64);
+        let mut t = t0;
+        while !q.is_empty() {
+            q.drain(
+                t,
+                &mut s,
+                &st,
+                |_, _| {
+                    seen += 1;
+                    EgressVerdict::Send
+                },
+                |_, _, _| departed += 1,
+            );
+            t += 1_000_000;
+        }
+        let dropped = st.aqm_drops.load(Relaxed);
+        assert!(dropped > 0, "{dropped}");
+        // dropped packets never reach Egress nor depart, and use no line time
+        assert_eq!(seen, 50 - dropped);
+        assert_eq!(departed, 50 - dropped);
+        assert_eq!(st.tx_packets.load(Relaxed), 50 - dropped);
+        assert_eq!(st.depth_bytes.load(Relaxed), 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! FIFO; whichever worker holds a port's queue lock drains it at line rate
 //! into that port's TX ring.
 
+pub mod aqm;
 pub mod egress;
 pub mod ring;
 
@@ -93,12 +94,15 @@ impl Dataplane {
                 .with_context(|| format!("port {id} ({})", pc.ifname))?;
             let stats = PortStats::default();
             stats.egress.rate_bps.store(pc.rate_bps, Relaxed);
+            if let Some(aqm) = pc.aqm {
+                tracing::info!(port = id, aqm = %aqm, "egress AQM on the port's queue");
+            }
             ports.push(Port {
                 id,
                 ifname: pc.ifname.clone(),
                 enabled: AtomicBool::new(true),
                 stats,
-                fifo: Mutex::new(Fifo::new(depth)),
+                fifo: Mutex::new(Fifo::new(depth).with_aqm(pc.aqm)),
                 tx: Mutex::new(ring),
             });
         }
