@@ -249,6 +249,13 @@ def test_ired_experiment_follows_table_one() -> None:
     td = ix.settings(64, 4, "taildrop")
     assert td.tail_drop and not td.protect
     assert not ix.settings(64, 4, "ired").protect
+    # the egress AQMs run in the tail-drop mode's buffer, on the switch's --port-aqm
+    for pol, arg in (("codel", "codel:5000:100000"), ("pi2", "pi2:20000")):
+        s = ix.settings(64, 4, pol)
+        assert s.tail_drop and not s.protect and s.max_len_queue == td.max_len_queue
+        args = ix.stack_config(Path("/tmp/x"), 30.0, ix.AQM[pol]).switch_args
+        assert args[-2:] == ["--port-aqm", f"{ix.BOTTLENECK.port}={arg}"]
+    assert "--port-aqm" not in ix.stack_config(Path("/tmp/x"), 30.0).switch_args
 
 
 def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
@@ -266,16 +273,32 @@ def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
             per_call=[{"loss_pct": 0.0, "jitter_ms": 1.0, "mos": mos}] * 2,
         )  # fmt: skip
 
-    rows = [row("taildrop", 25.0, 24.0, 3.4), row("ired-protect", 10.0, 18.0, 4.41)]
+    rows = [
+        row("taildrop", 25.0, 24.0, 3.4),
+        row("ired-protect", 10.0, 18.0, 4.41),
+        row("pi2", 20.0, 20.0, 4.0),
+    ]
     meta: dict[str, object] = {
         "command": "x", "machine": {"cores": 2}, "rate_mbit": 30.0, "calls": 2,
         "seconds": 10.0, "flows": 4,
     }  # fmt: skip
     ix.write(rows, meta, tmp_path)
     md = (tmp_path / "README.md").read_text()
-    # The side-by-side line: RTT 2.50x lower, TCP at 0.75x of tail drop's, MOS 3.40 -> 4.41.
-    assert "| 64 | ired-protect | 2.50x | 2.50x | 0.75x | 60 % | 3.40 -> 4.41 | 2/2 |" in md
+    # The side-by-side lines: RTT 2.50x lower, TCP at 0.75x of tail drop's, MOS 3.40 -> 4.41.
+    assert (
+        "| 64 | ired-protect | taildrop | 2.50x | 2.50x | 0.75x | 60 % | 3.40 -> 4.41 "
+        "| 0/2 -> 2/2 |" in md
+    )
+    assert "| 64 | ired-protect | pi2 | 2.00x | 2.00x | 0.90x | 60 % | 4.00 -> 4.41 |" in md
     for png in ("rtt.png", "throughput.png", "drops.png", "calls.png"):
         assert (tmp_path / png).stat().st_size > 1000
     ix.replot(tmp_path)  # the same again from results.json
     assert (tmp_path / "README.md").read_text() == md
+    # a second run of other buffers/policies merges over the first's rows
+    later = row("codel", 12.0, 21.0, 4.3)
+    merged, m = ix.merge(tmp_path, [later, row("pi2", 30.0, 20.0, 4.0)], {**meta, "command": "y"})
+    assert [r.policy for r in merged] == ["taildrop", "ired-protect", "codel", "pi2"]
+    assert [r.rtt_ms_mean for r in merged if r.policy == "pi2"] == [30.0]
+    assert m["runs"] == ["x", "y"]
+    with pytest.raises(SystemExit, match="other calls"):
+        ix.merge(tmp_path, [later], {**meta, "calls": 3})

@@ -12,12 +12,21 @@ to --rate-mbit (its own port rate; this kernel has no netem), and through it go
     relayed by the switch (rtpagent offloads every call); the caller->callee
     stream leaves through the bottleneck.
 
-For each buffer reference (Table I) three policies on that port:
+For each buffer reference (Table I) five policies on that port:
 
   taildrop      the port drops what arrives when its queue holds maxLenQueue
                 (iRED's tail-drop mode: the plain buffer of that size)
   ired          iRED (Algorithm 1 + 2): egress decision, ingress drop, any packet
   ired-protect  iRED sparing relay hits (offloaded calls) and DSCP EF
+  codel         the egress-drop AQMs the paper compares iRED with, on the same
+  pi2           port's queue (the softswitch's --port-aqm: CoDel, RFC 8289, target
+                5 ms / interval 100 ms as the paper's Table II; PI2, RFC 9332's
+                Classic AQM, target 20 ms as its Table III), each deciding and
+                dropping as packets leave the queue, in a buffer of maxLenQueue
+                (the tail-drop mode's limit). This kernel has no CoDel or PIE
+                qdisc (CONFIG_NET_SCH_CODEL/PIE/DUALPI2 off), and the softswitch
+                sends past the qdisc, so the AQMs run in the switch's own queue:
+                the same bottleneck, rate and buffer as the other policies.
 
 maxLenQueue and N are in full-size frames (1514 bytes) converted to the
 queue's cells; the physical queue (--queue-depth) is deeper than any
@@ -64,7 +73,11 @@ from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS
 
 # Table I of the paper: buffer size reference (packets) -> N.
 TABLE_I: dict[int, int] = {64: 4, 128: 8, 256: 16, 512: 32, 1024: 64}
-POLICIES = ("taildrop", "ired", "ired-protect")
+POLICIES = ("taildrop", "ired", "ired-protect", "codel", "pi2")
+# The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port (the
+# paper's parameters); the switch restarts between groups of policies.
+AQM: dict[str, str] = {"codel": "codel:5000:100000", "pi2": "pi2:20000"}
+EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with
 BOTTLENECK = topology.UAS  # the port towards the callee: calls, TCP and ping share its queue
 TCP_SRC = topology.NAT
 PING_SRC = topology.ATTACKER
@@ -95,7 +108,7 @@ class Row:
     tcp_mbps: float  # iperf3 receiver goodput, all flows
     tcp_retransmits: int
     port_packets: int  # packets that reached the port's policy in the window
-    policy_drops: int  # iRED ingress drops, or tail drops
+    policy_drops: int  # iRED ingress drops, tail drops at the buffer, AQM drops
     drop_rate_pct: float
     decisions: int  # iRED decisions (feedback copies)
     spared: int  # protected packets that found the flag and passed
@@ -116,12 +129,14 @@ class Row:
     # softswitch's RX rings dropped (all ports) while its threads waited for a CPU.
     load_1m: float = 0.0
     switch_rx_drops: int = 0
+    aqm_drops: int = 0  # CoDel/PI2 drops as packets left the queue (in policy_drops)
     per_call: list[dict[str, float | int | None]] = field(default_factory=list)
 
 
-def stack_config(run_dir: Path, rate_mbit: float) -> StackConfig:
+def stack_config(run_dir: Path, rate_mbit: float, aqm: str | None = None) -> StackConfig:
     """The stack of the experiment: the bottleneck port shaped, a queue deeper than any
-    reference, no server (the figures come from captures, iperf3, ping and the switch)."""
+    reference, no server (the figures come from captures, iperf3, ping and the switch);
+    with `aqm` (AQM's values) the port's queue runs that egress-drop AQM."""
     return StackConfig(
         run_dir=run_dir,
         collector=False,
@@ -130,18 +145,20 @@ def stack_config(run_dir: Path, rate_mbit: float) -> StackConfig:
             f"{BOTTLENECK.port}={int(rate_mbit * 1e6)}",
             "--queue-depth",
             str(PHYSICAL_QUEUE),
+            *(["--port-aqm", f"{BOTTLENECK.port}={aqm}"] if aqm else []),
         ],
     )
 
 
 def settings(buffer: int, n: int, policy: str) -> IredSettings:
-    """The port's iRED entry for one cell of the matrix (depths in cells)."""
+    """The port's iRED entry for one cell of the matrix (depths in cells); the
+    egress AQMs run in the tail-drop mode's buffer of maxLenQueue."""
     return IredSettings(
         max_len_queue=cells(buffer, FRAME),
         n_drop=cells(n, FRAME),
         ewma_n=1,
         drop_prob=2.0 / (n + 1),
-        tail_drop=policy == "taildrop",
+        tail_drop=policy in EGRESS,
         protect=policy == "ired-protect",
     )
 
@@ -287,7 +304,11 @@ def run_cell(
         raise StartError(
             f"{policy}, buffer {buffer}: no call media was measured (SIPp: {cell_dir}/uac.log)"
         )
-    drops = (after.drops - before.drops) + (after.tail_drops - before.tail_drops)
+    aqm_drops = int(
+        c_after.get("p4relay_port_aqm_drops_total", 0)
+        - c_before.get("p4relay_port_aqm_drops_total", 0)
+    )
+    drops = (after.drops - before.drops) + (after.tail_drops - before.tail_drops) + aqm_drops
     tx = int(
         c_after.get("p4relay_port_tx_packets_total", 0)
         - c_before.get("p4relay_port_tx_packets_total", 0)
@@ -333,6 +354,7 @@ def run_cell(
         window_s=seconds,
         load_1m=round(load_1m, 2),
         switch_rx_drops=rx_after - rx_before if rx_before >= 0 and rx_after >= 0 else -1,
+        aqm_drops=aqm_drops,
         per_call=[
             {
                 "ssrc": x.ssrc,
@@ -354,35 +376,37 @@ PAPER = (
     "2.48x lower than PI2's (the worst egress AQM) at a 64-packet reference, CoDel and PI2 "
     "statistically the same as iRED from 256 packets on, and iRED's throughput up to 0.74x "
     "higher than PI2's; it drops/recirculates 0.038 % of packets at 64 and 0.005 % at 1024. "
-    "The egress alternative here is the port's own tail drop at the same buffer (this switch "
-    "has no CoDel or PI2), the traffic shares the port with relayed calls, and a call's "
+    "Here the egress alternatives (tail drop, CoDel, PI2) run in the same switch queue at "
+    "the same rate and buffer, the traffic shares the port with relayed calls, and a call's "
     "MOS is what the product needs."
 )
 
 
 def summary(rows: list[Row], rate_mbit: float) -> list[str]:
-    """The paper's claim and ours, measured: per buffer, RTT and throughput ratios."""
+    """The paper's claim and ours, measured: per buffer, iRED against each egress
+    alternative (RTT and throughput ratios, the worst call's MOS)."""
     by = {(r.buffer, r.policy): r for r in rows}
     out: list[str] = []
     for b in sorted({r.buffer for r in rows}):
-        td = by.get((b, "taildrop"))
-        for pol in ("ired", "ired-protect"):
-            r = by.get((b, pol))
-            if td is None or r is None or not r.rtt_ms_mean or not td.tcp_mbps:
-                continue
-            out.append(
-                f"| {b} | {pol} | {td.rtt_ms_mean / r.rtt_ms_mean:.2f}x | "
-                f"{td.rtt_ms_p99 / r.rtt_ms_p99:.2f}x | {r.tcp_mbps / td.tcp_mbps:.2f}x | "
-                f"{100 * r.tcp_mbps / rate_mbit:.0f} % | {_f(td.mos_min)} -> {_f(r.mos_min)} | "
-                f"{r.calls_mos_ok}/{len(r.per_call)} |"
-            )
+        for base in EGRESS:
+            e = by.get((b, base))
+            for pol in ("ired", "ired-protect"):
+                r = by.get((b, pol))
+                if e is None or r is None or not r.rtt_ms_mean or not e.tcp_mbps:
+                    continue
+                out.append(
+                    f"| {b} | {pol} | {base} | {e.rtt_ms_mean / r.rtt_ms_mean:.2f}x | "
+                    f"{e.rtt_ms_p99 / r.rtt_ms_p99:.2f}x | {r.tcp_mbps / e.tcp_mbps:.2f}x | "
+                    f"{100 * r.tcp_mbps / rate_mbit:.0f} % | {_f(e.mos_min)} -> {_f(r.mos_min)} "
+                    f"| {e.calls_mos_ok}/{len(e.per_call)} -> {r.calls_mos_ok}/{len(r.per_call)} |"
+                )
     if not out:
         return []
     return [
-        "| buffer | policy | RTT mean: tail drop / policy | RTT p99: tail drop / policy | "
-        "TCP: policy / tail drop | TCP goodput / port rate | worst call MOS: tail drop -> policy | "
-        f"calls at MOS >= {MOS_TARGET} |",
-        "|---:|---|---:|---:|---:|---:|---|---:|",
+        "| buffer | policy | against | RTT mean: against / policy | RTT p99: against / policy | "
+        "TCP: policy / against | TCP goodput / port rate | worst call MOS: against -> policy | "
+        f"calls at MOS >= {MOS_TARGET}: against -> policy |",
+        "|---:|---|---|---:|---:|---:|---:|---|---|",
         *out,
         "",
         "Goodput counts TCP payload only: with its TCP/IP headers (1514-byte frames for "
@@ -393,7 +417,8 @@ def summary(rows: list[Row], rate_mbit: float) -> list[str]:
 def markdown(rows: list[Row], meta: dict[str, object]) -> str:
     mach = meta.get("machine")
     lines = [
-        "# iRED vs tail drop: a congested port carrying TCP bulk flows, ping and relayed calls",
+        "# iRED vs tail drop, CoDel and PI2: a congested port carrying TCP bulk flows, ping "
+        "and relayed calls",
         "",
         f"Command: `{meta['command']}`",
         "",
@@ -407,8 +432,7 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
         f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
         f"{meta['seconds']} s measured after {meta.get('warmup_s', TCP_WARMUP_S)} s of TCP "
-        "start-up, one run "
-        "(the paper: 60 s x 5). The testbed runs at nice "
+        "start-up (the paper: 60 s x 5). The testbed runs at nice "
         f"{meta.get('nice', -10)}"
         + (
             ", the softswitch's threads on SCHED_RR (it stands in for a pipeline that never "
@@ -421,7 +445,19 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
         "is the paper's, 2 / (N + 1).",
         "",
-        "Drop rate: the policy's drops (iRED's ingress drops, or the tail drops at the buffer) "
+        "Policies: taildrop = the port drops what arrives when it holds the buffer "
+        "(iRED's tail-drop mode); ired = iRED, any packet; ired-protect = iRED sparing relay "
+        "hits and DSCP EF; codel / pi2 = the egress-drop AQMs of the paper's comparison in "
+        "the same switch queue (softswitch `--port-aqm`, restarted for them): CoDel (RFC 8289) "
+        "at target 5 ms / interval 100 ms (the paper's Table II), PI2 (RFC 9332's Classic "
+        "AQM: Tupdate 16 ms, alpha 0.16 Hz, beta 3.2 Hz, drop chance p'^2) at target 20 ms "
+        "(Table III), each deciding and dropping as a packet leaves the queue, in the same "
+        "buffer (the tail-drop mode's limit; its drops count with the AQM's). The kernel "
+        "here has no CoDel or PIE qdisc, and the switch's port is the bottleneck of every "
+        "policy. " + "One run per cell.",
+        "",
+        "Drop rate: the policy's drops (iRED's ingress drops, the tail drops at the buffer, "
+        "the AQM's drops) "
         "over the packets that reached the port. Jitter: per call, the mean |D_i - D_i-1| of "
         "its one-way delay; MOS: G.107 E-model per call (G.711 with PLC) from its loss, "
         "delay and jitter. Load 1m and switch RX drops say how busy the shared 2-core "
@@ -454,6 +490,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         PAPER,
         "",
+        *[f"Run: `{c}`" for c in _runs(meta)],
+        "",
         "Plots: `rtt.png` (RTT mean and p99), `throughput.png` (TCP goodput), "
         "`drops.png` (policy drop rate), `calls.png` (RTP loss, jitter and MOS per call). "
         "Per-call figures are in `results.json`.",
@@ -461,11 +499,22 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _runs(meta: dict[str, object]) -> list[str]:
+    runs = meta.get("runs")
+    return [c for c in runs if isinstance(c, str)] if isinstance(runs, list) else []
+
+
 def _f(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
 
 
-COLORS = {"taildrop": "tab:red", "ired": "tab:orange", "ired-protect": "tab:blue"}
+COLORS = {
+    "taildrop": "tab:red",
+    "ired": "tab:orange",
+    "ired-protect": "tab:blue",
+    "codel": "tab:green",
+    "pi2": "tab:purple",
+}
 
 
 def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:
@@ -520,7 +569,7 @@ def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
-    offs = {"taildrop": 0.88, "ired": 1.0, "ired-protect": 1.12}
+    offs = {"taildrop": 0.8, "codel": 0.9, "pi2": 1.0, "ired": 1.1, "ired-protect": 1.2}
     for ax, key, label in (
         (axes[0], "loss_pct", "RTP loss per call (%)"),
         (axes[1], "jitter_ms", "jitter per call (ms)"),
@@ -573,40 +622,88 @@ def run(
     warmup_s: float = TCP_WARMUP_S,
     cc: str = TCP_CC,
 ) -> list[Row]:
-    """The matrix on one stack (the switch is reconfigured between cells)."""
+    """The matrix on one testbed: the switch is reconfigured between cells, and the
+    stack restarted (the testbed kept, and held) for each egress AQM."""
+    groups: dict[str | None, list[str]] = {}
+    for pol in policies:
+        groups.setdefault(AQM.get(pol), []).append(pol)
     stack = Stack(stack_config(run_dir.resolve(), rate_mbit))
     rows: list[Row] = []
     try:
-        stack.up()
-        if switch_rt:
-            realtime(stack.sup.procs["softswitch"].popen.pid)
-        for b in buffers:
-            for pol in policies:
-                row = run_cell(
-                    stack,
-                    b,
-                    pol,
-                    calls=calls,
-                    seconds=seconds,
-                    flows=flows,
-                    out_dir=run_dir / "raw",
-                    warmup_s=warmup_s,
-                    cc=cc,
-                )
-                rows.append(row)
-                print(
-                    f"{b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms (p99 {row.rtt_ms_p99:7.1f}), "
-                    f"TCP {row.tcp_mbps:5.1f} Mbit/s, drops {row.drop_rate_pct:.3f} %, "
-                    f"calls {row.calls_ok}/{row.calls}, RTP loss {row.rtp_loss_pct:.2f} %, "
-                    f"MOS min {_f(row.mos_min)}",
-                    flush=True,
-                )
-                if dead := stack.dead():
-                    raise StartError(f"testbed processes died: {', '.join(dead)}")
-                time.sleep(3)  # BYEs and deletes drain before the next cell
+        for i, (aqm, pols) in enumerate(groups.items()):
+            if i:
+                stack.down(keep_testbed=True)
+            stack.cfg.switch_args = stack_config(run_dir, rate_mbit, aqm).switch_args
+            stack.up()
+            if switch_rt:
+                realtime(stack.sup.procs["softswitch"].popen.pid)
+            rows += _group(
+                stack, buffers, pols, rate_mbit, calls, seconds, flows, run_dir, warmup_s, cc
+            )
     finally:
         stack.down()
+    order = {p: i for i, p in enumerate(POLICIES)}
+    return sorted(rows, key=lambda r: (r.buffer, order[r.policy]))
+
+
+def _group(
+    stack: Stack,
+    buffers: list[int],
+    policies: list[str],
+    rate_mbit: float,
+    calls: int,
+    seconds: float,
+    flows: int,
+    run_dir: Path,
+    warmup_s: float,
+    cc: str,
+) -> list[Row]:
+    rows: list[Row] = []
+    for b in buffers:
+        for pol in policies:
+            row = run_cell(
+                stack,
+                b,
+                pol,
+                calls=calls,
+                seconds=seconds,
+                flows=flows,
+                out_dir=run_dir / "raw",
+                warmup_s=warmup_s,
+                cc=cc,
+            )
+            rows.append(row)
+            print(
+                f"{b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms (p99 {row.rtt_ms_p99:7.1f}), "
+                f"TCP {row.tcp_mbps:5.1f} Mbit/s, drops {row.drop_rate_pct:.3f} %, "
+                f"calls {row.calls_ok}/{row.calls}, RTP loss {row.rtp_loss_pct:.2f} %, "
+                f"MOS min {_f(row.mos_min)}",
+                flush=True,
+            )
+            if dead := stack.dead():
+                raise StartError(f"testbed processes died: {', '.join(dead)}")
+            time.sleep(3)  # BYEs and deletes drain before the next cell
     return rows
+
+
+def merge(
+    out: Path, rows: list[Row], meta: dict[str, object]
+) -> tuple[list[Row], dict[str, object]]:
+    """This run's rows over those of an earlier run in `out` (other buffers or
+    policies), for a matrix measured in several runs of the same settings."""
+    f = out / "results.json"
+    if not f.exists():
+        return rows, {**meta, "runs": [meta["command"]]}
+    old = json.loads(f.read_text())
+    same = ("rate_mbit", "calls", "seconds", "flows", "warmup_s", "cc")
+    if diff := [k for k in same if old["meta"].get(k) != meta.get(k)]:
+        raise SystemExit(f"ired-experiment: --merge: {out} was run with other {', '.join(diff)}")
+    new = {(r.buffer, r.policy) for r in rows}
+    kept = [Row(**r) for r in old["rows"] if (r["buffer"], r["policy"]) not in new]
+    order = {p: i for i, p in enumerate(POLICIES)}
+    merged = sorted(kept + rows, key=lambda r: (r.buffer, order[r.policy]))
+    runs = [c for c in old["meta"].get("runs", [old["meta"]["command"]]) if isinstance(c, str)]
+    return merged, {**meta, "runs": [*runs, meta["command"]]}
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -667,6 +764,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--replot", action="store_true", help="only rewrite README.md and plots from results.json"
     )
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of --out's results.json this run does not measure (a matrix "
+        "measured in several runs with the same settings)",
+    )
     a = ap.parse_args(argv)
     if a.replot:
         replot(a.out)
@@ -722,6 +825,8 @@ def main(argv: list[str] | None = None) -> int:
         "cc": a.cc,
         "nice": a.nice,
     }
+    if a.merge:
+        rows, meta = merge(a.out, rows, meta)
     write(rows, meta, a.out)
     print(markdown(rows, meta))
     return 0
