@@ -99,9 +99,17 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
         del_guards=(GKEY,),
     )
     enc = Encoder(c.schema)
-    ups, kinds = enc.batch(batch, 5000)
-    assert [pb.Update.FromString(u) for u in ups] == want
-    assert kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 1) + [2, 2, 2, 0]
+    got = enc.batch(batch, 5000)
+    assert list(pb.WriteRequest.FromString(got.updates).updates) == want
+    assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 1) + [2, 2, 2, 0]
+    # Each TTL and rtcp flag has its own template: the same values again.
+    for ttl, rtcp in ((0, False), (5000, True), (70000, False)):
+        e = RelayEntry(KEY, 300, rtcp)
+        one = enc.batch(EntryBatch(add_relays=(e,)), ttl)
+        data = {"leg": 300, "rtcp": int(rtcp), pl.TTL: ttl}
+        assert list(pb.WriteRequest.FromString(one.updates).updates) == [
+            c.update(pb.Update.INSERT, pl.RELAY, Entry(rkey, pl.A_RELAY_LEG, data))
+        ]
     ents, sent = enc.relay_reads([KEY])
     te = c.table_entry(pl.RELAY, Entry(rkey))
     te.table_flags.from_hw = True
@@ -135,8 +143,8 @@ async def test_guards_inserted_after_relays_and_deleted_before(sw: SwitchClient)
     enc = Encoder(sw.schema)
 
     def tables(b: EntryBatch) -> list[int]:
-        ups, _ = enc.batch(b, 1000)
-        ids = [pb.Update.FromString(u).entity.table_entry.table_id for u in ups]
+        ups = pb.WriteRequest.FromString(enc.batch(b, 1000).updates).updates
+        ids = [u.entity.table_entry.table_id for u in ups]
         return [t for t in ids if t in (relay_id, guard_id)]
 
     assert tables(call.install(guard=True)) == [relay_id] * 4 + [guard_id] * 4

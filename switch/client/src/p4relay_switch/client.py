@@ -509,6 +509,12 @@ class SwitchClient:
         messages costs more than the RPC. Errors as `write` raises them."""
         await self._raw.write(list(updates))
 
+    async def write_updates(self, updates: bytes, n: int) -> None:
+        """One Write (continue on error) of `n` updates framed and joined as
+        the request's `updates` fields (`encode.Encoded`): a batch's bytes go
+        out as they are. Errors as `write` raises them."""
+        await self._raw.write_updates(updates, n)
+
     async def read_encoded(self, entities: Sequence[bytes]) -> list[pb.Entity]:
         """One Read of `Entity`s already encoded as protobuf bytes -> the entities read back."""
         return await self._raw.read(list(entities))

@@ -7,7 +7,9 @@ agent's CPU. Ids and widths are resolved once per schema here. Writes are
 encoded straight to protobuf wire bytes (`wire.py`): an `Update` is a few
 joined byte strings, no message objects, so an install's encoding no longer
 holds the event loop for a third of a millisecond. Each kind of update is a
-`Template` built at start-up: encoding one is filling in its values.
+`Template` built at start-up, framed as a `WriteRequest.updates` element:
+a batch is one list of constant pieces and values, joined once into the
+request's updates (no bytes object per update, no second copy to frame it).
 Values are valid by construction (IPv4 addresses, 16-bit ports, legs below
 the table size).
 """
@@ -15,7 +17,8 @@ the table size).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from p4relay_switch.model import (
@@ -66,12 +69,23 @@ _DF_ID, _DF_STREAM = (
     tag(pb.DataField, "stream"),
 )
 _TE_FLAGS, _TF_HW = tag(_TE, "table_flags"), tag(pb.TableFlags, "from_hw")
+_WR_UPDATES = tag(pb.WriteRequest, "updates")
 
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
 
 # Kinds of a batch's updates (`Encoder.batch`), to tell a deletion's NOT_FOUND
 # (already gone) apart.
 DELETE_KIND, MODIFY_KIND, INSERT_KIND = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A batch as a Write's updates: `updates` is the concatenation of the
+    framed `WriteRequest.updates` fields (`RawRpc.write_updates`), `kinds`
+    each update's kind, in order."""
+
+    updates: bytes
+    kinds: list[int]
 
 
 def exact(field_id: int, value: bytes) -> bytes:
@@ -92,14 +106,13 @@ def update(kind: int, table_id: int, key: bytes, data: bytes | None = None) -> b
     return uint(_UPD_TYPE, kind) + ld(_UPD_ENTITY, ld(_ENT_TE, te))
 
 
-def _ip(addr: str) -> bytes:
-    return socket.inet_aton(addr)
+aton = socket.inet_aton  # dotted IPv4 -> 4 bytes (OSError if it is not one)
 
 
 def _flow(k: FlowKey, port_bytes: int) -> tuple[bytes, bytes, bytes, bytes, bytes]:
     return (
-        _ip(k.src_addr),
-        _ip(k.dst_addr),
+        aton(k.src_addr),
+        aton(k.dst_addr),
         k.src_port.to_bytes(2, "big"),
         k.dst_port.to_bytes(2, "big"),
         k.ingress_port.to_bytes(port_bytes, "big"),
@@ -107,7 +120,7 @@ def _flow(k: FlowKey, port_bytes: int) -> tuple[bytes, bytes, bytes, bytes, byte
 
 
 def _guard(k: GuardKey) -> tuple[bytes, bytes]:
-    return _ip(k.dst_addr), k.dst_port.to_bytes(2, "big")
+    return aton(k.dst_addr), k.dst_port.to_bytes(2, "big")
 
 
 def hw_read(table_id: int, key: bytes) -> bytes:
@@ -228,7 +241,12 @@ class Encoder:
         n = len(self._relay_key_t.fill(*(bytes(w) for w in flow)))
         self._relay_read_t = Template(lambda v: hw_read(self.relay_id, v[0]), [n])
         self._relay_insert_t = Template(relay_insert, [*flow, leg_n, rtcp_n, ttl_n])
-        self._relay_delete_t = Template(lambda v: update(DELETE, self.relay_id, relay_key(v)), flow)
+        self._relay_insert_by_ttl: dict[int, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
+        self._relay_delete_c = (
+            Template(lambda v: update(DELETE, self.relay_id, relay_key(v)), flow)
+            .framed(_WR_UPDATES)
+            .constant()
+        )
 
         def guard_key(v: list[bytes]) -> bytes:
             return exact(self.g_dst, v[0]) + exact(self.g_dport, v[1])
@@ -237,11 +255,15 @@ class Encoder:
         self._guard_key_t = Template(guard_key, [4, 2])
         n = len(self._guard_key_t.fill(bytes(4), bytes(2)))
         self._guard_read_t = Template(lambda v: hw_read(self.guard_id, v[0]), [n])
-        self._guard_insert_t = Template(
-            lambda v: update(INSERT, self.guard_id, guard_key(v), guard_action), [4, 2]
+        self._guard_insert_c = (
+            Template(lambda v: update(INSERT, self.guard_id, guard_key(v), guard_action), [4, 2])
+            .framed(_WR_UPDATES)
+            .constant()
         )
-        self._guard_delete_t = Template(
-            lambda v: update(DELETE, self.guard_id, guard_key(v)), [4, 2]
+        self._guard_delete_c = (
+            Template(lambda v: update(DELETE, self.guard_id, guard_key(v)), [4, 2])
+            .framed(_WR_UPDATES)
+            .constant()
         )
 
         k_leg = self.k_leg
@@ -258,23 +280,35 @@ class Encoder:
                 )
                 return update(kind, self.leg_table, exact(k_leg.id, v[0]), data)
 
-            return Template(build, [k_leg.nbytes, 4, 4, 2, 2])
+            return Template(build, [k_leg.nbytes, 4, 4, 2, 2]).framed(_WR_UPDATES)
 
-        self._leg_t: dict[int, Template] = {
-            int(INSERT): leg_write(INSERT),
-            int(MODIFY): leg_write(MODIFY),
-        }
-        self._leg_delete_t = Template(
-            lambda v: update(DELETE, self.leg_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+        self._leg_insert_c = leg_write(INSERT).constant()
+        self._leg_modify_c = leg_write(MODIFY).constant()
+        self._leg_delete_c = (
+            Template(
+                lambda v: update(DELETE, self.leg_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+            )
+            .framed(_WR_UPDATES)
+            .constant()
         )
 
-        def reset(table_id: int, key: FieldInfo, value: FieldInfo) -> Template:
-            zero = stream(value.id, bytes(value.nbytes))
-            return Template(
-                lambda v: update(MODIFY, table_id, exact(key.id, v[0]), zero), [key.nbytes]
+        # A leg's resets of every quality register as one template, each hole
+        # the leg (every register is indexed by leg): `_resets`.
+        widths = {key.nbytes for _, key, _ in self.registers}
+        if len(widths) != 1:
+            raise ValueError("quality registers indexed by different widths")
+        (self._reset_n,) = widths
+
+        def resets(v: list[bytes]) -> bytes:
+            return b"".join(
+                ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(val)))
+                for (tid, key, val), leg in zip(self.registers, v, strict=True)
             )
 
-        self._reset_t = [(reset(*r), r[1].nbytes) for r in self.registers]
+        def zero(val: FieldInfo) -> bytes:
+            return stream(val.id, bytes(val.nbytes))
+
+        self._resets_c = Template(resets, [self._reset_n] * len(self.registers)).constant()
 
         def reg_read(table_id: int, key: FieldInfo) -> Template:
             return Template(lambda v: hw_read(table_id, exact(key.id, v[0])), [key.nbytes])
@@ -285,47 +319,98 @@ class Encoder:
         }
 
     # ------------------------------------------------------------------ batches
-    def batch(self, b: EntryBatch, ttl_ms: int) -> tuple[list[bytes], list[int]]:
+    def batch(self, b: EntryBatch, ttl_ms: int) -> Encoded:
         """The batch's updates, in `EntryBatch` order: guard deletions, relay
         deletions, quality resets, leg modifications, leg inserts, relay
         inserts, guard inserts, leg deletions; and per update its kind."""
-        ups: list[bytes] = []
-        kinds: list[int] = []
-        for g in b.del_guards:
-            ups.append(self.guard_delete(g))
-        for k in b.del_relays:
-            ups.append(self.relay_delete(k))
-        kinds += [DELETE_KIND] * len(ups)
-        for leg in b.reset_legs:
-            # Leg indexes are reused: a leg's quality starts from zero.
-            ups.extend(self.register_resets(leg))
-        for lg in b.mod_legs:
-            ups.append(self.leg_write(lg, MODIFY))
-        kinds += [MODIFY_KIND] * (len(ups) - len(kinds))
-        for lg in b.add_legs:
-            ups.append(self.leg_write(lg, INSERT))
-        for r in b.add_relays:
-            ups.append(self.relay_insert(r, ttl_ms))
-        for g in b.add_guards:
-            ups.append(self.guard_insert(g))
-        kinds += [INSERT_KIND] * (len(ups) - len(kinds))
-        for leg in b.del_legs:
-            ups.append(self.leg_delete(leg))
-        kinds += [DELETE_KIND] * (len(ups) - len(kinds))
-        return ups, kinds
+        out: list[bytes] = []
+        self._guards(out, self._guard_delete_c, b.del_guards)
+        self._relay_keys(out, self._relay_delete_c, b.del_relays)
+        n_del = len(b.del_guards) + len(b.del_relays)
+        self._resets(out, b.reset_legs)
+        self._legs(out, self._leg_modify_c, b.mod_legs)
+        n_mod = len(b.reset_legs) * len(self.registers) + len(b.mod_legs)
+        self._legs(out, self._leg_insert_c, b.add_legs)
+        self._relay_inserts(out, b.add_relays, ttl_ms)
+        self._guards(out, self._guard_insert_c, b.add_guards)
+        n_ins = len(b.add_legs) + len(b.add_relays) + len(b.add_guards)
+        self._leg_deletes(out, b.del_legs)
+        kinds = (
+            [DELETE_KIND] * n_del
+            + [MODIFY_KIND] * n_mod
+            + [INSERT_KIND] * n_ins
+            + [DELETE_KIND] * len(b.del_legs)
+        )
+        return Encoded(b"".join(out), kinds)
+
+    # Each writer below appends, per update, the framed template's constant
+    # pieces interleaved with the update's values (`Template.constant`).
+
+    def _relay_keys(self, out: list[bytes], c: tuple[bytes, ...], keys: Iterable[FlowKey]) -> None:
+        pn = self.k_port.nbytes
+        for sa, da, sp, dp, port in keys:
+            out += (
+                c[0], aton(sa), c[1], aton(da), c[2], sp.to_bytes(2, "big"),
+                c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(pn, "big"), c[5],
+            )  # fmt: skip
+
+    def _relay_inserts(self, out: list[bytes], relays: Iterable[RelayEntry], ttl_ms: int) -> None:
+        rtp, rtcp = self._relay_insert_c(ttl_ms)
+        pn, ln = self.k_port.nbytes, self.p_leg.nbytes
+        for r in relays:
+            sa, da, sp, dp, port = r.key
+            c = rtcp if r.rtcp else rtp
+            out += (
+                c[0], aton(sa), c[1], aton(da), c[2], sp.to_bytes(2, "big"),
+                c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(pn, "big"),
+                c[5], r.leg.to_bytes(ln, "big"), c[6],
+            )  # fmt: skip
+
+    def _relay_insert_c(self, ttl_ms: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
+        """The relay insert with this TTL, for RTP and for RTCP entries (a
+        batch has one TTL: fixed in the template, like the rtcp flag)."""
+        got = self._relay_insert_by_ttl.get(ttl_ms)
+        if got is None:
+            t = self._relay_insert_t.fixing(7, ttl_ms.to_bytes(self.ttl.nbytes, "big"))
+            n = self.p_rtcp.nbytes
+
+            def flag(v: int) -> tuple[bytes, ...]:
+                return t.fixing(6, v.to_bytes(n, "big")).framed(_WR_UPDATES).constant()
+
+            got = (flag(0), flag(1))
+            if len(self._relay_insert_by_ttl) >= 16:  # TTLs come from configuration
+                self._relay_insert_by_ttl.clear()
+            self._relay_insert_by_ttl[ttl_ms] = got
+        return got
+
+    @staticmethod
+    def _guards(out: list[bytes], c: tuple[bytes, ...], keys: Iterable[GuardKey]) -> None:
+        for da, dp in keys:
+            out += (c[0], aton(da), c[1], dp.to_bytes(2, "big"), c[2])
+
+    def _legs(self, out: list[bytes], c: tuple[bytes, ...], legs: Iterable[LegRewrite]) -> None:
+        ln = self.k_leg.nbytes
+        for lg in legs:
+            out += (
+                c[0], lg.leg.to_bytes(ln, "big"), c[1], aton(lg.src_addr), c[2],
+                aton(lg.dst_addr), c[3], lg.src_port.to_bytes(2, "big"),
+                c[4], lg.dst_port.to_bytes(2, "big"), c[5],
+            )  # fmt: skip
+
+    def _leg_deletes(self, out: list[bytes], legs: Iterable[int]) -> None:
+        c, ln = self._leg_delete_c, self.k_leg.nbytes
+        for leg in legs:
+            out += (c[0], leg.to_bytes(ln, "big"), c[1])
+
+    def _resets(self, out: list[bytes], legs: Iterable[int]) -> None:
+        """Zero legs' quality registers (a MODIFY of each register's cell).
+        Every cell of a leg has the leg as its only value: the leg's updates
+        are that value joined with the constant pieces, one join per leg."""
+        c, n = self._resets_c, self._reset_n
+        for leg in legs:
+            out.append(leg.to_bytes(n, "big").join(c))
 
     # ------------------------------------------------------------------ relay
-    def relay_insert(self, r: RelayEntry, ttl_ms: int) -> bytes:
-        return self._relay_insert_t.fill(
-            *_flow(r.key, self.k_port.nbytes),
-            r.leg.to_bytes(self.p_leg.nbytes, "big"),
-            int(r.rtcp).to_bytes(self.p_rtcp.nbytes, "big"),
-            ttl_ms.to_bytes(self.ttl.nbytes, "big"),
-        )
-
-    def relay_delete(self, k: FlowKey) -> bytes:
-        return self._relay_delete_t.fill(*_flow(k, self.k_port.nbytes))
-
     def relay_reads(self, keys: list[FlowKey]) -> tuple[list[bytes], dict[bytes, FlowKey]]:
         """Read entities for these entries, and each key's encoding -> the key
         (to match what comes back without decoding it field by field)."""
@@ -357,12 +442,6 @@ class Encoder:
             return None
 
     # ------------------------------------------------------------------ guard
-    def guard_insert(self, k: GuardKey) -> bytes:
-        return self._guard_insert_t.fill(*_guard(k))
-
-    def guard_delete(self, k: GuardKey) -> bytes:
-        return self._guard_delete_t.fill(*_guard(k))
-
     def guard_reads(self, keys: list[GuardKey]) -> tuple[list[bytes], dict[bytes, GuardKey]]:
         return _reads(keys, lambda k: self._guard_key_t.fill(*_guard(k)), self._guard_read_t)
 
@@ -383,25 +462,6 @@ class Encoder:
             return None
 
     # ------------------------------------------------------------------ legs
-    def _leg(self, leg: int) -> bytes:
-        return leg.to_bytes(self.k_leg.nbytes, "big")
-
-    def leg_write(self, lg: LegRewrite, kind: int) -> bytes:
-        return self._leg_t[kind].fill(
-            self._leg(lg.leg),
-            _ip(lg.src_addr),
-            _ip(lg.dst_addr),
-            lg.src_port.to_bytes(2, "big"),
-            lg.dst_port.to_bytes(2, "big"),
-        )
-
-    def leg_delete(self, leg: int) -> bytes:
-        return self._leg_delete_t.fill(self._leg(leg))
-
-    def register_resets(self, leg: int) -> list[bytes]:
-        """Zero one leg's quality registers (MODIFY of each register's cell)."""
-        return [t.fill(leg.to_bytes(n, "big")) for t, n in self._reset_t]
-
     def register_reads(self, legs: list[int]) -> list[bytes]:
         """Read entities of every quality register's cell of these legs."""
         out: list[bytes] = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import grpc
@@ -55,8 +55,12 @@ class GuardKey(NamedTuple):
     dst_port: int
 
 
-@dataclass(frozen=True, slots=True)
-class RelayEntry:
+# Entries are named tuples, like the keys: a control plane builds several per
+# call on its event loop, and a tuple is made in a fraction of the time a
+# frozen dataclass takes (one `object.__setattr__` per field).
+
+
+class RelayEntry(NamedTuple):
     """`pipe.Ingress.relay[key]` -> `relay_leg(leg, rtcp)`."""
 
     key: FlowKey
@@ -64,8 +68,7 @@ class RelayEntry:
     rtcp: bool
 
 
-@dataclass(frozen=True, slots=True)
-class LegRewrite:
+class LegRewrite(NamedTuple):
     """`pipe.Ingress.leg_rewrite[leg]`: what a packet of this leg becomes."""
 
     leg: int
@@ -165,6 +168,12 @@ class LegQuality:
 class Endpoint:
     addr: Addr
     port: int
+    # The address as entries name it (dotted), made once: every entry of a
+    # call names its endpoints, and `str(IPv4Address)` costs microseconds.
+    host: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "host", str(self.addr))
 
     @classmethod
     def of(cls, addr: str | int | Addr, port: int) -> Endpoint:
@@ -191,8 +200,8 @@ class RelayDirection:
     def flow_key(self, rtcp: bool = False) -> FlowKey:
         d = 1 if rtcp else 0
         return FlowKey(
-            str(self.src.addr),
-            str(self.relay.addr),
+            self.src.host,
+            self.relay.host,
             self.src.port + d,
             self.relay.port + d,
             self.ingress_port,
@@ -200,13 +209,13 @@ class RelayDirection:
 
     def guard_key(self, rtcp: bool = False) -> GuardKey:
         """The relay port this direction's sender uses, as a relay_guard key."""
-        return GuardKey(str(self.relay.addr), self.relay.port + (1 if rtcp else 0))
+        return GuardKey(self.relay.host, self.relay.port + (1 if rtcp else 0))
 
     def rewrite(self) -> LegRewrite:
         return LegRewrite(
             self.leg,
-            str(self.out_src.addr),
-            str(self.out_dst.addr),
+            self.out_src.host,
+            self.out_dst.host,
             self.out_src.port,
             self.out_dst.port,
         )
@@ -329,7 +338,7 @@ class RelayIdle:
     @property
     def key(self) -> FlowKey:
         return FlowKey(
-            str(self.src.addr), str(self.dst.addr), self.src.port, self.dst.port, self.ingress_port
+            self.src.host, self.dst.host, self.src.port, self.dst.port, self.ingress_port
         )
 
 

@@ -339,13 +339,14 @@ class Pipeline:
         if not batch:
             return
         try:
-            ups, kinds = self._encoder().batch(batch, ttl_ms)
+            enc = self._encoder().batch(batch, ttl_ms)
         except (ValueError, OverflowError, OSError) as exc:  # a bad address, port or leg
             raise SwitchError(
                 f"cannot encode the batch: {exc}", code=grpc.StatusCode.INVALID_ARGUMENT
             ) from exc
+        kinds = enc.kinds
         try:
-            await self.client.write_encoded(ups)
+            await self.client.write_updates(enc.updates, len(kinds))
             return
         except WriteError as exc:
             failed = [
@@ -360,7 +361,7 @@ class Pipeline:
             ]
             if exc.errors and not failed:
                 return  # only deletions of entries already gone
-            log.warning("switch.batch_failed", error=str(exc), failed=len(failed) or len(ups))
+            log.warning("switch.batch_failed", error=str(exc), failed=len(failed) or len(kinds))
             await self._undo(batch, {e.index for e in exc.errors} if exc.errors else set())
             if failed:
                 f = failed[0]
@@ -396,9 +397,9 @@ class Pipeline:
         )
         if not undo:
             return
-        ups, _ = self._encoder().batch(undo, 0)
+        enc = self._encoder().batch(undo, 0)
         try:
-            await self.client.write_encoded(ups)
+            await self.client.write_updates(enc.updates, len(enc.kinds))
         except SwitchError as exc:  # absent entries, or the switch went away
             log.info("switch.undo_incomplete", error=str(exc))
 

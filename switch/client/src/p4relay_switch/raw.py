@@ -70,13 +70,17 @@ class RawRpc:
 
     async def write(self, updates: list[bytes]) -> None:
         """One Write RPC of encoded `Update`s (continue on error)."""
+        await self.write_updates(b"".join([ld(_WR_UPDATES, u) for u in updates]), len(updates))
+
+    async def write_updates(self, updates: bytes, n: int) -> None:
+        """One Write RPC (continue on error) of `n` updates already framed as
+        the request's `updates` fields, concatenated (`encode.Encoded`)."""
         if self._write is None:
             raise SwitchUnavailableError("not connected", code=grpc.StatusCode.UNAVAILABLE)
-        req = self._write_head + b"".join([ld(_WR_UPDATES, u) for u in updates])
         try:
-            await self._write(req, timeout=self.timeout_s)
+            await self._write(self._write_head + updates, timeout=self.timeout_s)
         except grpc.aio.AioRpcError as e:
-            raise rpc_error(e, "Write", len(updates)) from e
+            raise rpc_error(e, "Write", n) from e
 
     async def read(self, entities: list[bytes]) -> list[pb.Entity]:
         """One Read RPC of encoded `Entity`s -> the entities read back."""

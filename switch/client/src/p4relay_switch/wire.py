@@ -68,6 +68,7 @@ class Template:
         holes = [i for i in range(len(lo)) if lo[i] != hi[i]]
         if len(lo) != len(hi) or len(holes) != sum(widths):
             raise ValueError("not a fixed-width template")
+        self.build = build
         self.widths = widths
         self.pieces: list[bytes] = []
         end = i = 0
@@ -86,3 +87,22 @@ class Template:
         out[1::2] = values
         out[-1] = self.tail
         return b"".join(out)
+
+    def framed(self, key: bytes) -> Template:
+        """The message as a length-delimited field `key` of its parent: its
+        length is fixed, so the frame is part of the constant pieces."""
+        build = self.build
+        return Template(lambda v: ld(key, build(v)), self.widths)
+
+    def fixing(self, index: int, value: bytes) -> Template:
+        """The template with hole `index` filled in for good (a value that is
+        the same for a whole batch, e.g. an entry TTL)."""
+        build = self.build
+        widths = self.widths[:index] + self.widths[index + 1 :]
+        return Template(lambda v: build([*v[:index], value, *v[index:]]), widths)
+
+    def constant(self) -> tuple[bytes, ...]:
+        """`pieces` and `tail` in one tuple: hot loops interleave them with
+        values themselves (`out += (p[0], v0, p[1], v1, ..., p[-1])`) and join
+        a whole request once, instead of a join per message."""
+        return (*self.pieces, self.tail)
