@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from p4relay_collector.cli import main, parser
-from p4relay_collector.config import ConfigError, Settings, load, parse_listen
+from p4relay_collector.config import ConfigError, Settings, load, parse_listen, parse_switch_names
 from p4relay_testsupport import free_port, wait_until
 
 BIN = Path(sys.executable).parent / "p4relay-collector"
@@ -66,6 +66,9 @@ def test_token_sources(tmp_path: Path) -> None:
         (["--metrics-listen", "nowhere"], "host:port"),
         (["--log-level", "loud"], "log_level"),
         (["--backlog-max", "0"], "backlog_max"),
+        (["--token", "x", "--int-switch-names", "81"], "ID=NAME"),
+        (["--token", "x", "--int-switch-names", "x=s1"], "ID=NAME"),
+        (["--token", "x", "--int-switch-names", "1=s1,2=s1"], "given twice"),
         (["--token", "x", "--config", "/nonexistent.toml"], "config file"),
         ([], "ingest token is needed"),
     ],
@@ -86,6 +89,14 @@ def test_bad_toml_is_a_config_error(tmp_path: Path) -> None:
     f.write_text("unknown_key = 1\n")
     with pytest.raises(ConfigError, match="unknown_key"):
         load(f, {})
+
+
+def test_parse_switch_names() -> None:
+    assert parse_switch_names("") == {}
+    assert parse_switch_names("81=s1, 0x52 = s2,") == {81: "s1", 0x52: "s2"}
+    for bad in ("81", "=s1", "81=", "-1=s1", f"{1 << 32}=s1", "1=a,1=b"):
+        with pytest.raises(ValueError):
+            parse_switch_names(bad)
 
 
 def test_parse_listen() -> None:

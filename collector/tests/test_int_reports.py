@@ -114,7 +114,7 @@ def test_bad_reports_are_counted_by_reason_and_dropped(data: bytes, reason: str)
     assert t.handle(data, T0) is None
     after = REGISTRY.get_sample_value("p4relay_collector_int_reports_bad_total", {"reason": reason})
     assert after == before + 1
-    assert t.drain() == ([], [])
+    assert t.drain() == ([], [], [])
 
 
 def test_samples_paths_and_congestion_with_hysteresis() -> None:
@@ -124,15 +124,29 @@ def test_samples_paths_and_congestion_with_hysteresis() -> None:
     between = report([hop(3, 2, 1, 100, 0, 2, 0), hop(1, 5, 2, 400_000, 0, 30, 0)], flags=0x4000)
     t.handle(calm, T0)
     assert t.path(FLOW) == ("s1", "s3")
-    samples, events = t.drain()
+    samples, events, paths = t.drain()
     assert events == []
+    # the first report's path: source to sink, with the ports; the sink (node 9) last
+    assert [p.model_dump() for p in paths] == [
+        {
+            "ts": T0,
+            "src": {"addr": "10.0.1.2", "port": 4000},
+            "dst": {"addr": "10.0.2.3", "port": 5000},
+            "hops": [
+                {"switch": "s1", "ingress_port": 5, "egress_port": 2},
+                {"switch": "s3", "ingress_port": 2, "egress_port": 1},
+                {"switch": "9", "ingress_port": None, "egress_port": None},
+            ],
+        }
+    ]
     assert {(s.switch, s.dev_port, s.depth_bytes) for s in samples} == {
         ("s3", 1, 160),
         ("s1", 2, 80),
     }
     t.handle(hot, T0)
-    _, events = t.drain()
+    _, events, paths = t.drain()
     assert [e.type for e in events] == ["congestion_onset"]
+    assert paths == []  # same hops, same ports: no record
     assert events[0].switch == "s1" and events[0].payload["depth_bytes"] == 500 * 80
     # over the clear threshold but under onset: the episode stays open
     t.handle(between, T0)
@@ -143,6 +157,22 @@ def test_samples_paths_and_congestion_with_hysteresis() -> None:
     # a new path is recorded
     t.handle(report([hop(2, 4, 1, 0, 0, 0, 0), hop(1, 5, 3, 0, 0, 0, 0)]), T0)
     assert t.path(FLOW) == ("s1", "2")
+    # and so is a new port on the same switches
+    t.handle(report([hop(2, 4, 1, 0, 0, 0, 0), hop(1, 6, 3, 0, 0, 0, 0)]), T0)
+    paths = t.drain()[2]
+    assert [[(h.switch, h.ingress_port, h.egress_port) for h in p.hops] for p in paths] == [
+        [("s1", 5, 3), ("2", 4, 1), ("9", None, None)],
+        [("s1", 6, 3), ("2", 4, 1), ("9", None, None)],
+    ]
+
+
+def test_path_records_between_two_sends_are_bounded() -> None:
+    t = IntTelemetry(max_path_records=3)
+    for port in range(5):  # five path changes of one flow
+        t.handle(report([hop(1, port, 2, 0, 0, 0, 0)]), T0)
+    assert len(t.drain()[2]) == 3
+    t.handle(report([hop(1, 9, 2, 0, 0, 0, 0)]), T0)
+    assert len(t.drain()[2]) == 1
 
 
 def test_flow_records_are_bounded() -> None:
@@ -161,7 +191,7 @@ def test_forged_switch_ids_cannot_grow_state_without_bound() -> None:
         data = bytearray(report([hop(sw, 1, 2, 0, 0, 0, 0)]))
         struct.pack_into("!I", data, 4, sw)  # the group header's node id
         t.handle(bytes(data), T0)
-    samples, _ = t.drain()
+    samples, _, _ = t.drain()
     assert len(t._reports) == 3 and len(samples) == 3
 
 
@@ -203,6 +233,7 @@ def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Se
             server_url=server.url,
             token=SecretStr(server.ingest_token),
             int_report_listen=f"127.0.0.1:{port}",
+            int_switch_names="1=s1, 0x9=sink9",
         )
         c = Collector(cfg)
         stop = asyncio.Event()
@@ -223,6 +254,14 @@ def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Se
 
     asyncio.run(run())
     events = server.get("/api/v1/events", type="congestion_onset")["items"]
-    assert [e["switch"] for e in events] == ["1"]
+    assert [e["switch"] for e in events] == ["s1"]
     assert events[0]["payload"]["source"] == "int"
     assert events[0]["payload"]["depth_bytes"] == 560
+    # the flow's path record, the sink (node 9) named as the collector was told
+    (path,) = server.get("/api/v1/paths")
+    assert path["src"] == {"addr": "10.0.1.2", "port": 4000}
+    assert path["hops"] == [
+        {"switch": "s1", "ingress_port": 5, "egress_port": 2},
+        {"switch": "sink9", "ingress_port": None, "egress_port": None},
+    ]
+    assert path["sink"] == "sink9"

@@ -11,8 +11,11 @@ from typing import TypedDict, cast, get_args
 import pytest
 from p4relay_collector.wire import (
     CollectorEventType,
+    Endpoint,
     Event,
     IngestBatch,
+    PathHop,
+    PathRecord,
     PortInfo,
     QueueSample,
     SwitchInfo,
@@ -54,6 +57,9 @@ def _types(prop: dict[str, object]) -> set[str]:
         (PortInfo, "PortInfo"),
         (QueueSample, "QueueSampleIn"),
         (Event, "EventIn"),
+        (PathRecord, "PathRecordIn"),
+        (PathHop, "PathHopIn"),
+        (Endpoint, "Endpoint"),
     ],
 )
 def test_fields_exist_on_the_server_with_compatible_types(

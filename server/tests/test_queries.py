@@ -262,6 +262,87 @@ def test_session_path_starts_on_the_backup_after_an_earlier_move(
     assert seg["flow"] == "198.18.2.10/32"
 
 
+def _int_path(at: dt.datetime, src: tuple[str, int], dst: tuple[str, int], *hops: Any) -> Any:
+    """A path record as the collector sends it; hops (switch, in, out), the sink last."""
+    return {
+        "ts": iso(at),
+        "src": {"addr": src[0], "port": src[1]},
+        "dst": {"addr": dst[0], "port": dst[1]},
+        "hops": [
+            {"switch": h[0], "ingress_port": h[1], "egress_port": h[2]}
+            if len(h) == 3
+            else {"switch": h[0]}
+            for h in hops
+        ],
+    }
+
+
+def test_session_path_from_int_path_records(client: TestClient, auth: Auth) -> None:
+    """A traced call's path comes from the INT path records of its legs' flows
+    (as relayed: relay_out -> dst), not from reroute events; a record that
+    repeats the path extends it; another flow's records are not its path."""
+    start = T0 + dt.timedelta(hours=3)
+    s = session_item("int-call;t", started_at=iso(start), state="ended", switch="s1")
+    s["ended_at"] = iso(start + dt.timedelta(seconds=60))
+
+    def at(sec: int) -> dt.datetime:
+        return start + dt.timedelta(seconds=sec)
+
+    relay, callee = ("198.18.0.10", 20002), ("198.18.2.10", 7000)
+    direct = (("s1", 1, 3), ("s2",))
+    around = (("s1", 1, 4), ("s3", 1, 2), ("s2",))
+    paths = [
+        _int_path(at(1), relay, callee, *direct),
+        _int_path(at(5), relay, callee, *direct),  # the collector restarted: same path
+        _int_path(at(20), relay, callee, *around),
+        _int_path(at(30), relay, ("198.18.2.11", 7000), *direct),  # another call's flow
+        _int_path(at(90), relay, callee, *direct),  # after the call
+    ]
+    r = ingest(
+        client,
+        auth,
+        agent={"name": "relay-1", "switch": "s1"},
+        sessions=[s],
+        paths=paths,
+        events=[_reroute("reroute-20", at(20), "198.18.2.0/24", "to_backup")],
+    )
+    assert (r["paths_stored"], r["paths_duplicate"]) == (5, 0)
+    assert ingest(client, auth, paths=paths[:1])["paths_duplicate"] == 1
+    sid = get(client, auth, "/api/v1/sessions", call_id="int-call")["items"][0]["id"]
+    d = get(client, auth, f"/api/v1/sessions/{sid}")
+    ts = dt.datetime.fromisoformat
+    got = [(p["source"], p["switch"], p["path"], ts(p["since"]), ts(p["until"])) for p in d["path"]]
+    assert got == [
+        ("int", "s2", "s1 (1>3) > s2", at(1), at(20)),
+        ("int", "s2", "s1 (1>4) > s3 (1>2) > s2", at(20), at(60)),
+    ]
+    assert {p["flow"] for p in d["path"]} == {"198.18.0.10:20002 -> 198.18.2.10:7000"}
+    assert [p["trigger"] for p in d["path"]] == [None, "path change"]
+    assert d["path"][1]["hops"][1] == {"switch": "s3", "ingress_port": 1, "egress_port": 2}
+    # the reroute is still listed among the call's reroutes
+    assert [e["event_id"] for e in d["reroutes"]] == ["reroute-20"]
+    # every record, newest first; by address
+    listed = get(client, auth, "/api/v1/paths", addr="198.18.2.11")
+    assert [(p["dst"]["addr"], p["sink"]) for p in listed] == [("198.18.2.11", "s2")]
+    assert len(get(client, auth, "/api/v1/paths", since=iso(at(0)), until=iso(at(60)))) == 4
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"hops": []},
+        {"hops": [{"switch": "s1", "ingress_port": 70000}]},
+        {"hops": [{"switch": ""}]},
+        {"src": {"addr": "not an address", "port": 1}},
+        {"extra": 1},
+    ],
+)
+def test_bad_path_records_are_refused(client: TestClient, auth: Auth, bad: dict[str, Any]) -> None:
+    item = {**_int_path(T0, ("198.18.0.10", 1), ("198.18.2.10", 2), ("s2",)), **bad}
+    r = client.post("/api/v1/ingest", json=batch(paths=[item]), headers=auth.ingest)
+    assert r.status_code == 422, r.text
+
+
 def test_session_parties(client: TestClient, auth: Auth, calls: Any) -> None:
     """Caller/callee: source and destination of the caller->callee leg."""
     v6 = session_item("v6;1", started_at=iso(T0 + dt.timedelta(hours=1)))

@@ -52,6 +52,11 @@ class Settings(BaseSettings):
         default="",
         description="UDP host:port for INT telemetry reports from the switches' sinks; empty: off",
     )
+    int_switch_names: str = Field(
+        default="",
+        description="INT switch ids (each sink's and hop's `switch_id`) as the server's switch "
+        "names: `ID=NAME,...`, ids decimal or 0x hex; an id not named is sent as its number",
+    )
     congestion_onset_delay_ms: NonNegative = Field(
         default=20.0, description="queueing delay that starts a congestion episode; 0: not used"
     )
@@ -91,6 +96,12 @@ class Settings(BaseSettings):
             parse_listen(v)
         return v
 
+    @field_validator("int_switch_names")
+    @classmethod
+    def _int_names(cls, v: str) -> str:
+        parse_switch_names(v)
+        return v
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:
@@ -108,6 +119,9 @@ class Settings(BaseSettings):
             )
         return self
 
+    def int_switch_name_map(self) -> dict[int, str]:
+        return parse_switch_names(self.int_switch_names)
+
     def ingest_token(self) -> str:
         """The token from `token`, else the first line of `token_file`."""
         if self.token is not None and self.token.get_secret_value():
@@ -123,6 +137,23 @@ class Settings(BaseSettings):
         raise ConfigError(
             "an ingest token is needed: --token-file, P4RELAY_COLLECTOR_TOKEN or the config file"
         )
+
+
+def parse_switch_names(text: str) -> dict[int, str]:
+    """`81=s1,0x52=s2` -> {81: "s1", 82: "s2"}; ids are 32-bit, names unique."""
+    out: dict[int, str] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        sid, sep, name = (x.strip() for x in item.partition("="))
+        try:
+            n = int(sid, 0)
+        except ValueError:
+            n = -1
+        if not sep or not name or not 0 <= n < 1 << 32 or len(name) > 128:
+            raise ValueError(f"expected ID=NAME (32-bit id, 1-128 character name), got {item!r}")
+        if n in out or name in out.values():
+            raise ValueError(f"switch id {sid} or name {name!r} given twice")
+        out[n] = name
+    return out
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from p4relay_collector.wire import Event, QueueSample
+from p4relay_collector.wire import Endpoint, Event, PathHop, PathRecord, QueueSample
 
 INT_DSCP = 0x17
 INT_TYPE_MD = 1
@@ -55,6 +55,10 @@ HOP_LATENCY = Gauge(
     "p4relay_collector_int_hop_latency_seconds",
     "longest time in the egress queue reported in the last interval",
     ["switch", "port", "queue"],
+)
+PATHS_DROPPED = Counter(
+    "p4relay_collector_int_path_records_dropped_total",
+    "path records not sent: more path changes between two sends than max_path_records",
 )
 FLOWS = Gauge("p4relay_collector_int_flows", "flows with a path record")
 CONGESTED_FLOWS = Gauge("p4relay_collector_int_congested_flows", "flows in a congestion episode")
@@ -106,6 +110,15 @@ class Report:
     def path(self) -> tuple[int, ...]:
         """Switch ids from the source onwards."""
         return tuple(h.switch_id for h in reversed(self.hops))
+
+    @property
+    def route(self) -> tuple[tuple[int, int, int], ...]:
+        """(switch id, ingress port, egress port) per hop from the source on;
+        the sink last, with no ports (-1: its hop is not in the report)."""
+        return (
+            *((h.switch_id, h.ingress_port, h.egress_port) for h in reversed(self.hops)),
+            (self.node_id, -1, -1),
+        )
 
 
 def _need(data: bytes, end: int, what: str) -> None:
@@ -188,7 +201,7 @@ def parse_report(data: bytes) -> Report:
 
 @dataclass
 class _FlowState:
-    path: tuple[int, ...]
+    route: tuple[tuple[int, int, int], ...]
     congested: bool = False
     last_seen: float = 0.0
 
@@ -207,19 +220,24 @@ class _QueueAgg:
 @dataclass
 class IntTelemetry:
     """Turns reports into samples, path records and congestion events; the
-    collector drains them into its ingest batches. Congestion per flow with
-    the switches' hysteresis: onset when a hop reports at/over its onset
-    threshold, clear when no hop is over its clear threshold any more.
-    `names` maps switch ids to the names the server knows (default: the id)."""
+    collector drains them into its ingest batches. A flow's path record (its
+    hops with their ports, the sink last) is sent on its first report and
+    whenever it changes. Congestion per flow with the switches' hysteresis:
+    onset when a hop reports at/over its onset threshold, clear when no hop is
+    over its clear threshold any more. `names` maps switch ids to the names
+    the server knows (default: the id)."""
 
     names: dict[int, str] = field(default_factory=dict)
     max_flows: int = 100_000
+    # path records kept between two drains (a flapping flood is counted, not kept)
+    max_path_records: int = 5000
     # bounds a stream of forged switch ids cannot push memory or label sets past
     max_queues: int = 4096
     max_switches: int = 256
     _flows: dict[Flow, _FlowState] = field(default_factory=dict)
     _queues: dict[tuple[int, int, int], _QueueAgg] = field(default_factory=dict)
     _events: list[Event] = field(default_factory=list)
+    _paths: list[PathRecord] = field(default_factory=list)
     _congested: int = 0
     _reports: dict[int, Any] = field(default_factory=dict)
     # the listener's thread records, the poll loop drains
@@ -229,8 +247,9 @@ class IntTelemetry:
         return self.names.get(switch_id, str(switch_id))
 
     def path(self, flow: Flow) -> tuple[str, ...] | None:
+        """The flow's switches from the INT source on, the sink excluded."""
         st = self._flows.get(flow)
-        return None if st is None else tuple(self.name(s) for s in st.path)
+        return None if st is None else tuple(self.name(s) for s, _, _ in st.route[:-1])
 
     def handle(self, data: bytes, now: dt.datetime) -> Report | None:
         """One datagram; a bad one is counted and dropped (None)."""
@@ -266,16 +285,19 @@ class IntTelemetry:
             q.cells = max(q.cells, h.queue_cells)
             q.latency_ns = max(q.latency_ns, h.latency_ns)
         st = self._flows.get(r.flow)
+        route = r.route
         if st is None:
             if len(self._flows) >= self.max_flows:
                 # forget the longest-silent flow: memory stays bounded
                 oldest = min(self._flows, key=lambda f: self._flows[f].last_seen)
                 self._congested -= self._flows.pop(oldest).congested
-            st = self._flows[r.flow] = _FlowState(path=r.path)
+            st = self._flows[r.flow] = _FlowState(route=route)
             FLOWS.set(len(self._flows))
-        elif st.path != r.path:
+            self._path_record(r, now)
+        elif st.route != route:
             PATH_CHANGES.inc()
-            st.path = r.path
+            st.route = route
+            self._path_record(r, now)
         st.last_seen = now.timestamp()
         if r.onset and not st.congested:
             st.congested = True
@@ -287,6 +309,26 @@ class IntTelemetry:
             self._congested -= 1
             self._event("congestion_clear", "info", self.name(r.node_id), r, now)
             CONGESTED_FLOWS.set(self._congested)
+
+    def _path_record(self, r: Report, now: dt.datetime) -> None:
+        if len(self._paths) >= self.max_path_records:
+            PATHS_DROPPED.inc()
+            return
+        self._paths.append(
+            PathRecord(
+                ts=now,
+                src=Endpoint(addr=r.flow.src, port=r.flow.sport),
+                dst=Endpoint(addr=r.flow.dst, port=r.flow.dport),
+                hops=[
+                    PathHop(
+                        switch=self.name(sw),
+                        ingress_port=None if inp < 0 else inp,
+                        egress_port=None if outp < 0 else outp,
+                    )
+                    for sw, inp, outp in r.route
+                ],
+            )
+        )
 
     def _event(self, kind: str, severity: str, sink: str, r: Report, now: dt.datetime) -> None:
         hot = max(r.hops, key=lambda h: (h.queue_cells, h.latency_ns))
@@ -311,13 +353,14 @@ class IntTelemetry:
             )
         )
 
-    def drain(self) -> tuple[list[QueueSample], list[Event]]:
+    def drain(self) -> tuple[list[QueueSample], list[Event], list[PathRecord]]:
         """What arrived since the last drain, for the next ingest batch: one
-        sample per queue (deepest occupancy, longest queue time), the events."""
+        sample per queue (deepest occupancy, longest queue time), the events,
+        the path records."""
         with self._lock:
             return self._drain()
 
-    def _drain(self) -> tuple[list[QueueSample], list[Event]]:
+    def _drain(self) -> tuple[list[QueueSample], list[Event], list[PathRecord]]:
         samples = []
         for (sw, port, queue), q in self._queues.items():
             if q.cells < 0:
@@ -337,7 +380,8 @@ class IntTelemetry:
                 )
             q.cells = q.latency_ns = -1
         events, self._events = self._events, []
-        return samples, events
+        paths, self._paths = self._paths, []
+        return samples, events, paths
 
 
 class ReportListener:

@@ -44,7 +44,7 @@ class Collector:
         self.pollers: dict[str, SwitchPoller] = {}
         self.congestion = CongestionDetector(Thresholds.from_settings(settings))
         self.backlog: collections.deque[IngestBatch] = collections.deque()
-        self.int_telemetry = IntTelemetry()
+        self.int_telemetry = IntTelemetry(names=settings.int_switch_name_map())
 
     async def refresh_switches(self) -> None:
         """Follows the server's list of registered switches (added, moved, removed)."""
@@ -95,8 +95,8 @@ class Collector:
 
     def _int_batch(self) -> IngestBatch | None:
         """What the INT reports since the last poll turned into, as one batch."""
-        samples, events = self.int_telemetry.drain()
-        if not samples and not events:
+        samples, events, paths = self.int_telemetry.drain()
+        if not samples and not events and not paths:
             return None
         for ev in events:
             metrics.CONGESTION_EVENTS.labels(ev.type).inc()
@@ -105,6 +105,7 @@ class Collector:
             idempotency_key=f"collector-int-{uuid.uuid4()}",
             queue_samples=samples,
             events=events,
+            paths=paths,
         )
 
     async def poll_once(self) -> list[IngestBatch]:

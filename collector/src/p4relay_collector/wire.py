@@ -69,11 +69,35 @@ class Event(_Wire):
     payload: dict[str, PayloadValue] = Field(default_factory=dict)
 
 
+class Endpoint(_Wire):
+    addr: str
+    port: Annotated[int, Field(ge=0, le=65535)]
+
+
+class PathHop(_Wire):
+    """A switch on a traced flow's path and the ports the packet took (none
+    for the sink)."""
+
+    switch: str
+    ingress_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    egress_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+
+
+class PathRecord(_Wire):
+    """A traced flow's path from `ts` on: INT source to sink, the sink last."""
+
+    ts: dt.datetime
+    src: Endpoint
+    dst: Endpoint
+    hops: list[PathHop] = Field(min_length=1, max_length=16)
+
+
 class IngestBatch(_Wire):
     idempotency_key: Annotated[str, Field(min_length=8, max_length=128)]
     switch: SwitchInfo | None = None
     queue_samples: list[QueueSample] = Field(default_factory=list)
     events: list[Event] = Field(default_factory=list)
+    paths: list[PathRecord] = Field(default_factory=list)
 
 
 class RegisteredSwitch(BaseModel):

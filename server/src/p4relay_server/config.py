@@ -37,11 +37,12 @@ class Limits(BaseModel):
     max_samples: int = 20_000
     max_queue_samples: int = 20_000
     max_events: int = 2000
+    max_paths: int = 5000
 
 
 class Retention(BaseModel):
     """Samples older than `raw_hours` are folded into `bucket_seconds` averages;
-    those are deleted after `downsampled_days`. Sessions and events are kept."""
+    those are deleted after `downsampled_days`. Sessions, events and INT path records are kept."""
 
     raw_hours: float = 48.0
     bucket_seconds: int = 60

@@ -265,6 +265,30 @@ class Event(Base):
     received_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
 
 
+class IntPath(Base):
+    """A traced flow's path as an INT sink reported it, from when it was seen
+    on it: `hops` lists the switches from the INT source to the sink
+    (`{"switch", "ingress_port", "egress_port"}`, the sink's ports null).
+    Kept like events (an audit record of where media went)."""
+
+    __tablename__ = "int_paths"
+    __table_args__ = (
+        UniqueConstraint("src_addr", "src_port", "dst_addr", "dst_port", "ts"),
+        Index("ix_int_paths_ts", "ts"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    ts: Mapped[dt.datetime] = mapped_column(TS)
+    src_addr: Mapped[IPAddr] = mapped_column(INET)
+    src_port: Mapped[int] = mapped_column(Integer)
+    dst_addr: Mapped[IPAddr] = mapped_column(INET)
+    dst_port: Mapped[int] = mapped_column(Integer)
+    sink_switch_id: Mapped[int | None] = mapped_column(
+        ForeignKey("switches.id", ondelete="SET NULL")
+    )
+    hops: Mapped[list[dict[str, Any]]] = mapped_column(JSONB)
+    received_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
+
+
 class User(Base):
     __tablename__ = "users"
     __table_args__ = (CheckConstraint(_in("role", ROLES), name="role"),)

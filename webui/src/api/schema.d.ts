@@ -220,6 +220,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/paths": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Int Paths
+         * @description INT path records of traced flows (sent by the collector when a flow's
+         *     path changes), newest first.
+         */
+        get: operations["int_paths_api_v1_paths_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/queues": {
         parameters: {
             query?: never;
@@ -738,6 +759,11 @@ export interface components {
              * @description unique per batch (a UUID); a replay returns the first result
              */
             idempotency_key: string;
+            /**
+             * Paths
+             * @description INT path records of traced flows (the collector)
+             */
+            paths?: components["schemas"]["PathRecordIn"][];
             /** Queue Samples */
             queue_samples?: components["schemas"]["QueueSampleIn"][];
             /** Samples */
@@ -763,6 +789,16 @@ export interface components {
             events_stored: number;
             /** Idempotency Key */
             idempotency_key: string;
+            /**
+             * Paths Duplicate
+             * @default 0
+             */
+            paths_duplicate: number;
+            /**
+             * Paths Stored
+             * @default 0
+             */
+            paths_stored: number;
             /**
              * Queue Samples Duplicate
              * @default 0
@@ -805,6 +841,25 @@ export interface components {
              * @default 0
              */
             sessions_stale: number;
+        };
+        /**
+         * IntPathOut
+         * @description An INT path record: a traced flow seen on `hops` from `ts` on.
+         */
+        IntPathOut: {
+            dst: components["schemas"]["EndpointOut"];
+            /** Hops */
+            hops: components["schemas"]["PathHop"][];
+            /** Id */
+            id: number;
+            /** Sink */
+            sink: string | null;
+            src: components["schemas"]["EndpointOut"];
+            /**
+             * Ts
+             * Format: date-time
+             */
+            ts: string;
         };
         /**
          * LegIn
@@ -918,20 +973,72 @@ export interface components {
             scope?: ("ingest" | "read") | null;
         };
         /**
+         * PathHop
+         * @description One switch of an INT-traced path and the ports the packet took (null
+         *     for the sink: the report does not carry its hop).
+         */
+        PathHop: {
+            /** Egress Port */
+            egress_port?: number | null;
+            /** Ingress Port */
+            ingress_port?: number | null;
+            /** Switch */
+            switch: string;
+        };
+        /**
+         * PathHopIn
+         * @description One switch on a traced flow's path, with the ports the packet took
+         *     through it (none for the sink, whose hop the report does not carry).
+         */
+        PathHopIn: {
+            /** Egress Port */
+            egress_port?: number | null;
+            /** Ingress Port */
+            ingress_port?: number | null;
+            /** Switch */
+            switch: string;
+        };
+        /**
+         * PathRecordIn
+         * @description A traced flow's path as an INT sink reported it, sent when the path
+         *     changes (and on its first report): the switches from the INT source to
+         *     the sink, in order, the sink last. Stored by (flow, ts), duplicates ignored.
+         */
+        PathRecordIn: {
+            dst: components["schemas"]["Endpoint"];
+            /** Hops */
+            hops: components["schemas"]["PathHopIn"][];
+            /** @description the flow's source as the sink saw it */
+            src: components["schemas"]["Endpoint"];
+            /**
+             * Ts
+             * Format: date-time
+             */
+            ts: string;
+        };
+        /**
          * PathSegment
-         * @description Where a switch sent the call's media over one stretch of time: the
-         *     path a `reroute` event of a watched destination holding one of the
-         *     call's addresses moved it to (or from, before the first move).
+         * @description Where the call's media went over one stretch of time. From INT path
+         *     records (`source` "int") when the call's media was traced: the switches
+         *     the sink reported, source to sink, until the next record of the flow.
+         *     Otherwise from reroute events (`source` "reroute"): the path a `reroute`
+         *     event of a watched destination holding one of the call's addresses moved
+         *     it to (or from, before the first move).
          */
         PathSegment: {
             /**
              * Flow
-             * @description the watched destination (prefix) the call's media matched
+             * @description reroute: the watched destination (prefix) the call's media matched; int: the traced flow, `src -> dst`
              */
             flow: string;
             /**
+             * Hops
+             * @description int: the switches the flow crossed, source to sink
+             */
+            hops?: components["schemas"]["PathHop"][];
+            /**
              * Path
-             * @description the switch's next hop and port, as the reroute event names it
+             * @description reroute: the switch's next hop and port, as the reroute event names it; int: the hops, `switch (in>out)` joined by ' > ', the sink last
              */
             path: string;
             /**
@@ -944,9 +1051,21 @@ export interface components {
              * Format: date-time
              */
             since: string;
-            /** Switch */
+            /**
+             * Source
+             * @default reroute
+             * @enum {string}
+             */
+            source: "reroute" | "int";
+            /**
+             * Switch
+             * @description reroute: the switch that moved it; int: the sink
+             */
             switch: string | null;
-            /** Trigger */
+            /**
+             * Trigger
+             * @description reroute: the event's trigger; int: `path change` when the flow moved onto it, null for its first path
+             */
             trigger: string | null;
             /**
              * Until
@@ -1217,7 +1336,7 @@ export interface components {
             packets: number | null;
             /**
              * Path
-             * @description the call's path per switch and watched destination over the call, oldest first; empty when no reroute concerned it
+             * @description the call's path over the call, oldest first: from INT path records when its media was traced, else per switch and watched destination from reroute events; empty when neither concerned it
              */
             path: components["schemas"]["PathSegment"][];
             /** Plc */
@@ -2051,6 +2170,53 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    int_paths_api_v1_paths_get: {
+        parameters: {
+            query?: {
+                /** @description flows from or to this address */
+                addr?: string | null;
+                since?: string | null;
+                until?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IntPathOut"][];
                 };
             };
             /** @description missing or invalid credentials */

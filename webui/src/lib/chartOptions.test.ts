@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { congestionEpisodes, eventSummary, hopName, pathOption, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
+import { congestionEpisodes, eventSummary, hopName, pathOption, pathWhy, qualityCharts, queueCharts, seriesBy, timelineOption } from './chartOptions';
 import type { PathSegment, QualityPoint, QualitySeries, QueueSeries } from '../api/types';
 import { makeEvent } from '../test/fixtures';
 
@@ -113,7 +113,7 @@ describe('call path', () => {
   const t = (s: number) => `2026-01-01T00:00:${String(s).padStart(2, '0')}Z`;
   const seg = (path: string, since: number, until: number | null, moved: number | null): PathSegment => ({
     switch: 's1', flow: '198.18.2.0/24', path, since: t(since), until: until == null ? null : t(until),
-    reroute_event_id: moved, trigger: moved == null ? null : 'queue delay',
+    reroute_event_id: moved, trigger: moved == null ? null : 'queue delay', source: 'reroute', hops: [],
   });
   const w = { from: Date.parse(t(0)), to: Date.parse(t(50)) };
   it('draws one row per path with a bar over each stretch, clipped to the window', () => {
@@ -128,6 +128,18 @@ describe('call path', () => {
     expect(series[1]?.data).toEqual([[Date.parse(t(10)), 's1 · nexthop 8 port 8'], [Date.parse(t(40)), 's1 · nexthop 8 port 8'], null]);
     // a marker at each reroute, none at the primary's start
     expect(series[0]?.markLine?.data.map((m) => m.xAxis)).toEqual([Date.parse(t(10)), Date.parse(t(40))]);
+  });
+  it('marks INT path changes, not the first path INT reported', () => {
+    const traced = (path: string, since: number, until: number | null, changed: boolean): PathSegment => ({
+      switch: 's2', flow: '198.18.0.10:20002 -> 198.18.2.10:7000', path, since: t(since), until: until == null ? null : t(until),
+      reroute_event_id: null, trigger: changed ? 'path change' : null, source: 'int', hops: [],
+    });
+    const segs = [traced('s1 (1>3) > s2', 0, 20, false), traced('s1 (1>4) > s3 (1>2) > s2', 20, null, true)];
+    const o = pathOption(segs, w, Date.parse(t(30)));
+    expect((o.yAxis as { data: string[] }).data).toEqual(['s2 · s1 (1>3) > s2', 's2 · s1 (1>4) > s3 (1>2) > s2']);
+    const series = o.series as { markLine?: { data: { xAxis: number; label: { formatter: string } }[] } }[];
+    expect(series[0]?.markLine?.data.map((m) => [m.xAxis, m.label.formatter])).toEqual([[Date.parse(t(20)), 'path change']]);
+    expect(segs.map(pathWhy)).toEqual(['first INT report', 'path change (INT)']);
   });
   it('drops a segment with a bad timestamp instead of drawing it at 1970', () => {
     const o = pathOption([{ ...seg('port 7', 0, 10, null), since: 'nope' }], w);

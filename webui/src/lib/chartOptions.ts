@@ -270,24 +270,38 @@ export function hopName(s: { switch: string; dev_port: number; queue: number }):
   return `${s.switch} port ${String(s.dev_port)}${s.queue ? ` q${String(s.queue)}` : ''}`;
 }
 
-/** A path segment's row on the path chart: the switch and where it sent the media. */
+/** A path segment's row on the path chart: the switch and where it sent the
+ * media (INT: the sink and the hops the sink reported). */
 export function pathLabel(p: PathSegment): string {
   return `${p.switch ?? '?'} · ${p.path}`;
 }
 
+/** Whether a segment began with a move: a reroute, or a path change INT saw. */
+export function pathMoved(p: PathSegment): boolean {
+  return p.source === 'int' ? p.trigger != null : p.reroute_event_id != null;
+}
+
+/** Why the media took a segment, for the path table. */
+export function pathWhy(p: PathSegment): string {
+  if (p.source === 'int') return p.trigger == null ? 'first INT report' : `${p.trigger} (INT)`;
+  return p.reroute_event_id == null ? 'primary next hop' : p.trigger ?? 'reroute';
+}
+
 /** The call's path over time: one row per (switch, path), a bar over each
- * stretch the media took it; the reroutes as vertical markers. */
+ * stretch the media took it; the moves (reroutes, INT path changes) as
+ * vertical markers. */
 export function pathOption(segments: readonly PathSegment[], window: TimeWindow, now = Date.now()): Record<string, unknown> {
   const rows = Array.from(new Set(segments.map(pathLabel)));
   const clip = (t: number) => Math.min(Math.max(t, window.from), window.to);
   const moves = segments
-    .filter((p) => p.reroute_event_id != null)
-    .map((p) => Date.parse(p.since))
-    .filter((t) => !Number.isNaN(t) && t >= window.from && t <= window.to);
+    .filter(pathMoved)
+    .map((p) => ({ t: Date.parse(p.since), label: p.source === 'int' ? 'path change' : 'reroute' }))
+    .filter(({ t }) => !Number.isNaN(t) && t >= window.from && t <= window.to);
   return {
     animation: false,
     legend: { show: false },
-    grid: { left: 170, right: 24, top: 16, bottom: 36 },
+    // Room for the longest row name (an INT path names every hop), within reason.
+    grid: { left: Math.min(360, Math.max(170, 16 + 7 * Math.max(0, ...rows.map((r) => r.length)))), right: 24, top: 16, bottom: 36 },
     tooltip: { trigger: 'item' },
     xAxis: { type: 'time', axisLabel: { hideOverlap: true }, min: window.from, max: window.to },
     yAxis: { type: 'category', data: rows, axisTick: { show: false } },
@@ -307,7 +321,7 @@ export function pathOption(segments: readonly PathSegment[], window: TimeWindow,
           return Number.isNaN(from) || Number.isNaN(to) ? [] : [[from, row], [to, row], null];
         }),
       markLine: i === 0 && moves.length
-        ? { silent: true, symbol: 'none', lineStyle: { type: 'dashed' }, data: moves.map((t) => ({ xAxis: t, label: { formatter: 'reroute', position: 'insideEndTop' } })) }
+        ? { silent: true, symbol: 'none', lineStyle: { type: 'dashed' }, data: moves.map(({ t, label }) => ({ xAxis: t, label: { formatter: label, position: 'insideEndTop' } })) }
         : undefined,
     })),
   };

@@ -8,7 +8,7 @@ import { ChartCard } from '../components/ChartCard';
 import EventTimeline from '../components/EventTimeline';
 import { MosBadge } from '../components/MosBadge';
 import { ScrollRegion } from '../components/ScrollRegion';
-import { eventSummary, pathLabel, pathOption, qualityCharts, qualityWindow } from '../lib/chartOptions';
+import { eventSummary, pathLabel, pathOption, pathWhy, qualityCharts, qualityWindow } from '../lib/chartOptions';
 import Chart from '../components/Chart';
 import type { Leg } from '../api/types';
 import { elapsedSeconds, formatClock, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
@@ -160,7 +160,7 @@ export default function SessionDetailPage() {
       <section className="card" aria-label="Path and reroutes" data-testid="session-path">
         <h2>Path and reroutes</h2>
         {s.path.length === 0 ? (
-          <p className="muted">No reroute concerned this call: its media kept the switch&apos;s primary next hop.</p>
+          <p className="muted">Its media was not traced (INT) and no reroute concerned it: it kept the switch&apos;s primary next hop.</p>
         ) : (
           <>
             {charts.path && <Chart option={charts.path} label="Call path over time" className="chart" />}
@@ -168,7 +168,7 @@ export default function SessionDetailPage() {
               <table className="data" aria-label="Path segments">
                 <thead>
                   <tr>
-                    <th scope="col">Switch</th><th scope="col">Watched destination</th><th scope="col">Path</th>
+                    <th scope="col">Switch</th><th scope="col">Flow</th><th scope="col">Path</th>
                     <th scope="col">From</th><th scope="col">Until</th><th scope="col">Why</th>
                   </tr>
                 </thead>
@@ -180,7 +180,7 @@ export default function SessionDetailPage() {
                       <td className="mono">{p.path}</td>
                       <td className="nowrap" title={p.since}>{formatClock(p.since)}</td>
                       <td className="nowrap" title={p.until ?? undefined}>{p.until ? formatClock(p.until) : s.ended_at ? '–' : 'now'}</td>
-                      <td style={{ whiteSpace: 'normal' }}>{p.reroute_event_id == null ? 'primary next hop' : p.trigger ?? 'reroute'}</td>
+                      <td style={{ whiteSpace: 'normal' }}>{pathWhy(p)}</td>
                     </tr>
                   ))}
                 </tbody>

@@ -230,18 +230,54 @@ class CongestionEpisode(BaseModel):
     queue_delay_us: float | None = Field(description="queueing delay reported at the onset")
 
 
-class PathSegment(BaseModel):
-    """Where a switch sent the call's media over one stretch of time: the
-    path a `reroute` event of a watched destination holding one of the
-    call's addresses moved it to (or from, before the first move)."""
+class PathHop(BaseModel):
+    """One switch of an INT-traced path and the ports the packet took (null
+    for the sink: the report does not carry its hop)."""
 
-    switch: str | None
-    flow: str = Field(description="the watched destination (prefix) the call's media matched")
-    path: str = Field(description="the switch's next hop and port, as the reroute event names it")
+    switch: str
+    ingress_port: int | None = None
+    egress_port: int | None = None
+
+
+class PathSegment(BaseModel):
+    """Where the call's media went over one stretch of time. From INT path
+    records (`source` "int") when the call's media was traced: the switches
+    the sink reported, source to sink, until the next record of the flow.
+    Otherwise from reroute events (`source` "reroute"): the path a `reroute`
+    event of a watched destination holding one of the call's addresses moved
+    it to (or from, before the first move)."""
+
+    switch: str | None = Field(description="reroute: the switch that moved it; int: the sink")
+    flow: str = Field(
+        description="reroute: the watched destination (prefix) the call's media matched; "
+        "int: the traced flow, `src -> dst`"
+    )
+    path: str = Field(
+        description="reroute: the switch's next hop and port, as the reroute event names it; "
+        "int: the hops, `switch (in>out)` joined by ' > ', the sink last"
+    )
     since: dt.datetime
     until: dt.datetime | None = Field(description="null: still on it (or the call's end)")
     reroute_event_id: int | None = Field(description="the reroute that began it; null: primary")
-    trigger: str | None
+    trigger: str | None = Field(
+        description="reroute: the event's trigger; int: `path change` when the flow moved "
+        "onto it, null for its first path"
+    )
+    source: Literal["reroute", "int"] = "reroute"
+    hops: list[PathHop] = Field(
+        default_factory=list, description="int: the switches the flow crossed, source to sink"
+    )
+
+
+class IntPathOut(BaseModel):
+    """An INT path record: a traced flow seen on `hops` from `ts` on."""
+
+    id: int
+    ts: dt.datetime
+    src: EndpointOut
+    dst: EndpointOut
+    sink: str | None
+    hops: list[PathHop]
 
 
 class SessionDetail(SessionSummary):
@@ -258,8 +294,9 @@ class SessionDetail(SessionSummary):
         "destinations while the call was up, oldest first",
     )
     path: list[PathSegment] = Field(
-        description="the call's path per switch and watched destination over the call, "
-        "oldest first; empty when no reroute concerned it",
+        description="the call's path over the call, oldest first: from INT path records "
+        "when its media was traced, else per switch and watched destination from reroute "
+        "events; empty when neither concerned it",
     )
 
 

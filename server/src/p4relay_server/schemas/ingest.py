@@ -10,7 +10,7 @@ Idempotency, at two levels:
 - each item's natural key: sessions by `(session_key, seq)` (older or equal
   `seq` is ignored, so updates apply in order per session), quality samples by
   `(session_key, direction, ts)`, queue samples by `(switch, dev_port, queue,
-  ts)`, events by `event_id`.
+  ts)`, events by `event_id`, INT path records by `(flow, ts)`.
 
 Limits (configurable; defaults in `Settings`): a batch with too many items or a
 body over `max_body_bytes` is refused with 413 and nothing of it is stored.
@@ -277,6 +277,26 @@ class QueueSampleIn(_Strict):
     )
 
 
+class PathHopIn(_Strict):
+    """One switch on a traced flow's path, with the ports the packet took
+    through it (none for the sink, whose hop the report does not carry)."""
+
+    switch: Name
+    ingress_port: Port | None = None
+    egress_port: Port | None = None
+
+
+class PathRecordIn(_Strict):
+    """A traced flow's path as an INT sink reported it, sent when the path
+    changes (and on its first report): the switches from the INT source to
+    the sink, in order, the sink last. Stored by (flow, ts), duplicates ignored."""
+
+    ts: Timestamp
+    src: Endpoint = Field(description="the flow's source as the sink saw it")
+    dst: Endpoint
+    hops: list[PathHopIn] = Field(min_length=1, max_length=16)
+
+
 class EventIn(_Strict):
     """A typed event with a JSON payload.
 
@@ -332,6 +352,9 @@ class IngestBatch(StorableBody):
     samples: list[QualitySampleIn] = Field(default_factory=list)
     queue_samples: list[QueueSampleIn] = Field(default_factory=list)
     events: list[EventIn] = Field(default_factory=list)
+    paths: list[PathRecordIn] = Field(
+        default_factory=list, description="INT path records of traced flows (the collector)"
+    )
 
 
 class IngestResult(BaseModel):
@@ -353,3 +376,5 @@ class IngestResult(BaseModel):
     queue_samples_duplicate: int = 0
     events_stored: int = 0
     events_duplicate: int = 0
+    paths_stored: int = 0
+    paths_duplicate: int = 0

@@ -31,6 +31,7 @@ from p4relay_server.models import (
     CallSession,
     Event,
     IngestBatchRecord,
+    IntPath,
     QualitySample,
     SessionLeg,
     Switch,
@@ -684,6 +685,32 @@ def apply_events(ctx: _Context) -> None:
         )
 
 
+# ----------------------------------------------------------- INT path records
+def apply_paths(ctx: _Context) -> None:
+    """INT path records by (flow, ts), duplicates ignored; the sink (the last
+    hop) is linked to its switch, created when named for the first time."""
+    paths = ctx.batch.paths
+    if not paths:
+        return
+    switch_ids = ctx.switch_ids(p.hops[-1].switch for p in paths)
+    rows: list[dict[str, Any]] = [
+        {
+            "ts": p.ts,
+            "src_addr": p.src.addr,
+            "src_port": p.src.port,
+            "dst_addr": p.dst.addr,
+            "dst_port": p.dst.port,
+            "sink_switch_id": switch_ids[p.hops[-1].switch],
+            "hops": [h.model_dump() for h in p.hops],
+        }
+        for p in paths
+    ]
+    t = _table(IntPath)
+    stored = ctx.db.execute(pg_insert(t).on_conflict_do_nothing().returning(t.c.id), rows).all()
+    ctx.result.paths_stored = len(stored)
+    ctx.result.paths_duplicate = len(rows) - len(stored)
+
+
 # Each entity's applier, in the order a batch is applied: what later parts
 # refer to (the switch, the agent, sessions) comes first.
 APPLIERS = (
@@ -693,6 +720,7 @@ APPLIERS = (
     apply_quality_samples,
     apply_queue_samples,
     apply_events,
+    apply_paths,
 )
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Select, func, literal, or_, select, true, tuple_
+from sqlalchemy import BigInteger, Select, and_, func, literal, or_, select, true, tuple_
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session, aliased
@@ -20,6 +20,7 @@ from p4relay_server.models import (
     Agent,
     CallSession,
     Event,
+    IntPath,
     QualitySample,
     QueueSample,
     SessionLeg,
@@ -414,6 +415,9 @@ def session_detail(db: Session, session_id: int) -> api.SessionDetail | None:
         since=s.started_at,
         until=s.ended_at,
     )
+    traced = int_session_path(db, s.legs, since=s.started_at, until=s.ended_at)
+    if traced:
+        path = traced
     return api.SessionDetail(
         **summary.model_dump(),
         seq=s.seq,
@@ -535,6 +539,120 @@ def session_path(
             segments.append(current)
     segments.sort(key=lambda g: (g.since, g.switch or "", g.flow))
     return during, segments
+
+
+MAX_PATH_RECORDS = 1000
+
+
+def _path_hops(hops: object) -> list[api.PathHop]:
+    """A record's hops as stored (the ingest schema checked them)."""
+    if not isinstance(hops, list):
+        return []
+    return [api.PathHop.model_validate(h) for h in hops if isinstance(h, dict)]
+
+
+def hops_text(hops: Sequence[api.PathHop]) -> str:
+    """`s1 (1>3) > s3 (1>2) > s2`: each switch with the ports the packet took."""
+
+    def port(p: int | None) -> str:
+        return "?" if p is None else str(p)
+
+    def one(h: api.PathHop) -> str:
+        if h.ingress_port is None and h.egress_port is None:
+            return h.switch
+        return f"{h.switch} ({port(h.ingress_port)}>{port(h.egress_port)})"
+
+    return " > ".join(one(h) for h in hops)
+
+
+def _flow_text(src_addr: object, src_port: int, dst_addr: object, dst_port: int) -> str:
+    return f"{endpoint_text(src_addr, src_port)} -> {endpoint_text(dst_addr, dst_port)}"
+
+
+def list_int_paths(
+    db: Session,
+    *,
+    addr: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    limit: int = 100,
+) -> list[api.IntPathOut]:
+    """INT path records, newest first; `addr`: flows from or to that address."""
+    p = IntPath
+    q = select(p, Switch.name).outerjoin(Switch, Switch.id == p.sink_switch_id)
+    if addr is not None:
+        a = literal(str(addr)).cast(p.src_addr.type)
+        q = q.where(or_(p.src_addr == a, p.dst_addr == a))
+    if since is not None:
+        q = q.where(p.ts >= since)
+    if until is not None:
+        q = q.where(p.ts < until)
+    rows = db.execute(q.order_by(p.ts.desc(), p.id.desc()).limit(limit)).all()
+    return [
+        api.IntPathOut(
+            id=r.id,
+            ts=r.ts,
+            src=api.EndpointOut(addr=str(r.src_addr), port=r.src_port),
+            dst=api.EndpointOut(addr=str(r.dst_addr), port=r.dst_port),
+            sink=sink,
+            hops=_path_hops(r.hops),
+        )
+        for r, sink in rows
+    ]
+
+
+def int_session_path(
+    db: Session, legs: Sequence[SessionLeg], *, since: dt.datetime, until: dt.datetime | None
+) -> list[api.PathSegment]:
+    """The call's path from INT path records: a leg's media is traced as the
+    switch relays it (relay_out -> dst) or, before a relay, as its party sent
+    it (src -> relay_in). One segment per record while the call was up, until
+    the flow's next record (a record repeating the path extends it)."""
+    flows = {
+        (leg.relay_out_addr, leg.relay_out_port, leg.dst_addr, leg.dst_port) for leg in legs
+    } | {(leg.src_addr, leg.src_port, leg.relay_in_addr, leg.relay_in_port) for leg in legs}
+    if not flows:
+        return []
+    p = IntPath
+    end = until or dt.datetime.now(dt.UTC)
+    match = or_(
+        *(
+            and_(p.src_addr == sa, p.src_port == sp, p.dst_addr == da, p.dst_port == dp)
+            for sa, sp, da, dp in flows
+        )
+    )
+    q = (
+        select(p, Switch.name)
+        .outerjoin(Switch, Switch.id == p.sink_switch_id)
+        .where(match, p.ts >= since, p.ts <= end)
+        .order_by(p.ts, p.id)
+        .limit(MAX_PATH_RECORDS)
+    )
+    current: dict[str, api.PathSegment] = {}
+    segments: list[api.PathSegment] = []
+    for r, sink in db.execute(q):
+        flow = _flow_text(r.src_addr, r.src_port, r.dst_addr, r.dst_port)
+        hops = _path_hops(r.hops)
+        cur = current.get(flow)
+        if cur is not None and cur.hops == hops:
+            continue
+        if cur is not None:
+            cur.until = r.ts
+        seg = api.PathSegment(
+            switch=sink,
+            flow=flow,
+            path=hops_text(hops),
+            since=r.ts,
+            until=until,
+            reroute_event_id=None,
+            trigger=None if cur is None else "path change",
+            source="int",
+            hops=hops,
+        )
+        current[flow] = seg
+        segments.append(seg)
+    segments.sort(key=lambda g: (g.since, g.flow))
+    return segments
 
 
 CONGESTION_TYPES = ("congestion_onset", "congestion_clear")

@@ -32,6 +32,7 @@ def check_limits(batch: IngestBatch, limits: Limits) -> None:
             ("samples", len(batch.samples), limits.max_samples),
             ("queue_samples", len(batch.queue_samples), limits.max_queue_samples),
             ("events", len(batch.events), limits.max_events),
+            ("paths", len(batch.paths), limits.max_paths),
         )
         if n > limit
     ]
@@ -65,6 +66,7 @@ async def ingest(batch: IngestBatch, request: Request, who: Ingester) -> IngestR
         INGEST_ITEMS.labels("session", "stale").inc(result.sessions_stale)
         INGEST_ITEMS.labels("queue_sample", "stored").inc(result.queue_samples_stored)
         INGEST_ITEMS.labels("event", "stored").inc(result.events_stored)
+        INGEST_ITEMS.labels("path", "stored").inc(result.paths_stored)
     request.app.state.live.publish(messages)
     return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -86,6 +87,23 @@ def hop_series(
     """Every switch's queues side by side (one series per hop: switch, port,
     queue), in buckets of `resolution_s` as for one switch."""
     return _queue_series(db, None, start, end, resolution_s)
+
+
+@router.get("/paths", response_model=list[api.IntPathOut])
+def int_paths(
+    db: DB,
+    _: Reader,
+    addr: Annotated[
+        ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+        Query(description="flows from or to this address"),
+    ] = None,
+    since: Timestamp | None = None,
+    until: Timestamp | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[api.IntPathOut]:
+    """INT path records of traced flows (sent by the collector when a flow's
+    path changes), newest first."""
+    return queries.list_int_paths(db, addr=addr, since=since, until=until, limit=limit)
 
 
 @router.get("/agents", response_model=list[api.AgentOut])
