@@ -6,6 +6,7 @@ experiment ...                   server- vs switch-based relay (make bench STAGE
 reroute-experiment ...           loss and MOS without / with congestion reroute (three switches)
 reroute-detection ...            reaction time: data-plane detection vs a polling controller
 ired-experiment ...              tail drop vs iRED on a port shared by TCP, ping and calls
+int-live ...                     INT on three switches, a traced call, the collector feeding a server
 run PROFILE                      the stack plus one SIPp load profile, with a summary
 cleanup                          stop recorded processes, remove the testbed
 """
@@ -58,6 +59,10 @@ def main(argv: list[str]) -> int:
         from p4relay_scenarios.ired_experiment import main as ired_main
 
         return ired_main(rest)
+    if cmd == "int-live":
+        from p4relay_scenarios.int_bed import main as int_main
+
+        return int_main(rest)
     if cmd in ("demo", "run"):
         from p4relay_scenarios.demo import main as demo_main
 
