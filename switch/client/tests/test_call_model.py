@@ -5,9 +5,12 @@ reads do."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from p4relay_switch import (
     EntryBatch,
     FlowKey,
@@ -192,3 +195,37 @@ async def test_counters_of_absent_entries_left_out(sw: SwitchClient) -> None:
     assert list(got) == [KEY] and got[KEY].packets == 0
     await p.write(EntryBatch(del_relays=(KEY, other), del_legs=(300,)))  # absent: fine
     assert await p.read_counters([KEY]) == {}
+
+
+_NETS = st.builds(
+    lambda a, n: ipaddress.IPv4Network((a, n), strict=False),
+    st.sampled_from([0x0A000000, 0xC6120100, 0xC6120180, 0]) | st.integers(0, 2**32 - 1),
+    st.sampled_from([0, 8, 16, 24, 25, 32]) | st.integers(0, 32),
+)
+
+
+@given(
+    st.lists(st.tuples(_NETS, st.none() | st.integers(0, 511)), max_size=12),
+    st.lists(st.integers(0, 2**32 - 1) | st.sampled_from([0x0A000001, 0xC6120181]), max_size=20),
+)
+def test_route_lookup_is_the_longest_prefix(
+    prefixes: list[tuple[ipaddress.IPv4Network, int | None]], addrs: list[int]
+) -> None:
+    """`Routes.port_for` answers as a scan of every prefix would: the longest
+    prefix holding the address, the first listed of equal ones; by string and
+    by integer, asked once or again."""
+    routes = pl.Routes(tuple(prefixes))
+    for net, _ in prefixes:
+        addrs.append(int(net.network_address))
+    for a in addrs:
+        addr = ipaddress.IPv4Address(a)
+        best: tuple[int, int | None] | None = None
+        for net, port in prefixes:
+            if addr in net and (best is None or net.prefixlen > best[0]):
+                best = (net.prefixlen, port)
+        want = None if best is None else best[1]
+        assert routes.port_for(str(addr)) == want
+        assert routes.port_for(str(addr)) == want
+        assert routes.port_for(a) == want
+    with pytest.raises(ValueError):
+        routes.port_for("198.18.1")

@@ -300,16 +300,43 @@ class Routes:
     to (reverse path), which a spoofed packet from elsewhere cannot change."""
 
     prefixes: tuple[tuple[ipaddress.IPv4Network, int | None], ...] = ()
+    # Per prefix length, longest first: (mask, network -> port). A lookup is a
+    # dict probe per length, and each address's answer is kept (the agent
+    # asks for every party of every call; a new Routes starts afresh).
+    _by_len: tuple[tuple[int, dict[int, int | None]], ...] = field(
+        init=False, repr=False, compare=False
+    )
+    _seen: dict[str, int | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_len: dict[int, dict[int, int | None]] = {}
+        for net, port in self.prefixes:
+            # Equal prefixes: the first one listed wins.
+            by_len.setdefault(net.prefixlen, {}).setdefault(int(net.network_address), port)
+        masks = [((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF, by_len[n]) for n in sorted(by_len)[::-1]]
+        object.__setattr__(self, "_by_len", tuple(masks))
+        object.__setattr__(self, "_seen", {})
 
     def port_for(self, addr: str | int | Addr) -> int | None:
         """The port of the longest prefix holding ``addr`` (None: no route, or
         a route that drops)."""
-        a = ip(addr)
-        best: tuple[int, int | None] | None = None
-        for net, port in self.prefixes:
-            if a in net and (best is None or net.prefixlen > best[0]):
-                best = (net.prefixlen, port)
-        return None if best is None else best[1]
+        if isinstance(addr, str):
+            seen = self._seen
+            if addr in seen:
+                return seen[addr]
+            port = self._lookup(int(ip(addr)))
+            if len(seen) >= 65536:
+                seen.clear()
+            seen[addr] = port
+            return port
+        return self._lookup(int(ip(addr)))
+
+    def _lookup(self, a: int) -> int | None:
+        for mask, nets in self._by_len:
+            net = a & mask
+            if net in nets:
+                return nets[net]
+        return None
 
 
 # ---------------------------------------------------------------- notifications
