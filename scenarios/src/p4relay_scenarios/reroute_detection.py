@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         "| method | knob | t_q us | reaction ms (onset -> flow on backup) | media loss % | reroutes |\n"
         "|---|---|---|---|---|---|\n"
         + "".join(
-            f"| {r.method} | {r.knob} | {r.t_q_us:g} | {'none' if r.reaction_ms is None else round(r.reaction_ms, 1)} | "
+            f"| {r.method} | {r.knob} | {r.t_q_us:g} | {_reaction_cell(r.reaction_ms)} | "
             f"{r.media_loss_pct} | {r.reroutes} |\n"
             for r in results
         )
@@ -433,6 +433,15 @@ def main(argv: list[str] | None = None) -> int:
         "trip) after the congestion starts.\n"
     )
     return 0
+
+
+def _reaction_cell(ms: float | None) -> str:
+    """A move before the onset was not a reaction to it: a false positive."""
+    if ms is None:
+        return "none"
+    if ms < 0:
+        return f"moved {-ms:.1f} ms before the onset (false positive)"
+    return f"{ms:.1f}"
 
 
 def _plot(results: list[Result], path: Path) -> None:
