@@ -59,8 +59,10 @@ done
 # P4RELAY_PTF_XDP: the softswitch's --xdp (generic: relay hits through the
 # XDP fast path; off: all in user space). The suite must pass either way.
 XDP=${P4RELAY_PTF_XDP:-generic}
+# P4RELAY_PTF_USER_IO: the softswitch's --user-io (auto: AF_XDP sockets here).
+USER_IO=${P4RELAY_PTF_USER_IO:-auto}
 nsx "$BIN" "${ports[@]}" --grpc-listen "$GRPC" --metrics-listen 127.0.0.1:9101 \
-  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 --xdp "$XDP" \
+  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 --xdp "$XDP" --user-io "$USER_IO" \
   >"$WORK/softswitch.log" 2>&1 &
 SW_PID=$!
 for _ in $(seq 100); do
@@ -80,6 +82,12 @@ done
 cp "$WORK/ptf.log" "$RESULTS/$STAGE.ptf.log" 2>/dev/null || true
 kill -0 "$SW_PID" 2>/dev/null || { echo "softswitch died during the suite"; rc=1; }
 nsx curl -fsS http://127.0.0.1:9101/metrics >"$RESULTS/$STAGE.metrics.txt" 2>/dev/null || true
+io=$(sed -n 's/^p4relay_dataplane_io{io="\(.*\)"} 1$/\1/p' "$RESULTS/$STAGE.metrics.txt")
+echo "user-space path (--user-io $USER_IO): ${io:-unknown}"
+if [ "$USER_IO" != af-packet ]; then
+  # The suite ran on AF_XDP only if the data plane chose it.
+  case "$io" in af_xdp*) ;; *) echo "the user-space pipeline did not run on AF_XDP"; rc=1 ;; esac
+fi
 if [ "$XDP" != off ]; then
   # The suite passed through the fast path only if the fast path carried packets.
   relayed=$(awk '/^p4relay_xdp_relayed_total /{print $2}' "$RESULTS/$STAGE.metrics.txt")

@@ -287,6 +287,7 @@ def softswitch(
     shaped: bool = False,
     ired: bool = False,
     int_transit: bool = False,
+    user_io: str | None = None,
 ) -> Dut:
     # Defaults for everything but the ports (and the XDP mode or a port rate, where named).
     args = ["--port", "1=sa", "--port", "2=sb"]
@@ -305,6 +306,11 @@ def softswitch(
     if xdp is not None:
         args += ["--xdp", xdp]
         settings += f", `--xdp {xdp}`"
+    if user_io is not None:
+        args += ["--user-io", user_io]
+        settings += f", `--user-io {user_io}`"
+    else:
+        settings += " (`--user-io auto` picks AF_XDP)"
     if xdp == "native":
         # Native XDP redirects into a veth only if its peer runs NAPI: GRO on the hosts' ends.
         for ns, i in ((tb.a, "a0"), (tb.b, "b0")):
@@ -637,17 +643,25 @@ def report(
     names = (
         "softswitch, default (XDP generic)",
         "softswitch, XDP native",
-        "softswitch, user space",
+        "softswitch, user space (AF_XDP)",
+        "softswitch, user space (AF_PACKET)",
         "softswitch, shaped port",
+        "softswitch, shaped port (AF_PACKET)",
     )
     for num in names:
         for den in ("bridge, netfilter on", "bridge, netfilter off", "RTPProxy"):
             ratio_row(f"{num} / {den}", num, den)
+    # AF_XDP against AF_PACKET for the user-space path, side by side in this run
+    for a, b in (
+        ("softswitch, user space (AF_XDP)", "softswitch, user space (AF_PACKET)"),
+        ("softswitch, shaped port", "softswitch, shaped port (AF_PACKET)"),
+    ):
+        ratio_row(f"{a} / {b}", a, b)
     # iRED's cost per relayed packet, side by side in this run
     ired, plain = "softswitch, shaped port + iRED", "softswitch, shaped port"
     ratio_row(f"{ired} / {plain}", ired, plain)
     # INT's cost per relayed packet (target: at most 1.3x), side by side in this run
-    with_int, relay_only = "softswitch, user space + INT", "softswitch, user space"
+    with_int, relay_only = "softswitch, user space + INT", "softswitch, user space (AF_XDP)"
     ratio_row(f"{with_int} / {relay_only}", with_int, relay_only)
     w("")
     k0 = RATES[0]
@@ -743,8 +757,24 @@ def main() -> int:
             ("bf", lambda tb: bridge(tb, False)),
             ("sg", lambda tb: softswitch(tb, None, "softswitch, default (XDP generic)")),
             ("sn", lambda tb: softswitch(tb, "native", "softswitch, XDP native")),
-            ("su", lambda tb: softswitch(tb, "off", "softswitch, user space")),
+            ("su", lambda tb: softswitch(tb, "off", "softswitch, user space (AF_XDP)")),
+            (
+                "sp",
+                lambda tb: softswitch(
+                    tb, "off", "softswitch, user space (AF_PACKET)", user_io="af-packet"
+                ),
+            ),
             ("ss", lambda tb: softswitch(tb, None, "softswitch, shaped port", shaped=True)),
+            (
+                "sq",
+                lambda tb: softswitch(
+                    tb,
+                    None,
+                    "softswitch, shaped port (AF_PACKET)",
+                    shaped=True,
+                    user_io="af-packet",
+                ),
+            ),
             (
                 "si",
                 lambda tb: softswitch(

@@ -10,8 +10,12 @@
 // a send() (the costs that make a user-space relay several times the kernel
 // bridge). Everything else (misses, learn digests, guards, VLAN, IPv4
 // options, fragments, bad checksums, TTL expiry, shaped or disabled ports,
-// legs without a rewrite) returns XDP_PASS and takes the user-space pipeline,
-// which defines the behaviour; this program only ever does what that would do.
+// legs without a rewrite) goes to the user-space pipeline, which defines the
+// behaviour; this program only ever does what that would do. Such a packet is
+// redirected to the port's AF_XDP socket for its RX queue (`xsks`, filled by
+// the softswitch when it runs on AF_XDP), or, without one, passed up the stack
+// to the AF_PACKET rings (XDP_PASS). With the fast path off the relay map is
+// empty and the program only hands packets to the sockets.
 //
 // Shared state, so counters and registers are one truth whichever path a
 // packet takes: the quality registers are this program's `quality` array,
@@ -32,6 +36,8 @@
 
 // Sizes are set by the loader before load (bpf_map__set_max_entries).
 #define MAX_PORTS 64
+// RX queues per port with an AF_XDP socket: xsks index = port * XSK_QUEUES + queue.
+#define XSK_QUEUES 64
 // contract [config] unbound_port: the relay key's port where binding is off.
 #define UNBOUND_PORT 511
 
@@ -144,6 +150,24 @@ struct {
     __type(value, struct config);
 } config SEC(".maps");
 
+// The user-space pipeline's AF_XDP sockets: index port * XSK_QUEUES + RX queue.
+struct {
+    __uint(type, BPF_MAP_TYPE_XSKMAP);
+    __uint(max_entries, MAX_PORTS * XSK_QUEUES);
+    __type(key, __u32);
+    __type(value, __u32);
+} xsks SEC(".maps");
+
+// A packet for the user-space pipeline: its port's socket for this RX queue,
+// or up the stack (AF_PACKET) where there is none.
+static __always_inline int to_user(struct xdp_md *ctx, __u32 port)
+{
+    __u32 q = ctx->rx_queue_index;
+    if (port >= MAX_PORTS || q >= XSK_QUEUES)
+        return XDP_PASS;
+    return bpf_redirect_map(&xsks, port * XSK_QUEUES + q, XDP_PASS);
+}
+
 // RFC 1624: HC' = ~(~HC + ~m + m'), as packet.rs csum_update16.
 static __always_inline __u16 csum_update16(__u16 hc, __u16 old, __u16 new)
 {
@@ -208,59 +232,61 @@ int p4relay_fastpath(struct xdp_md *ctx)
     void *end = (void *)(long)ctx->data_end;
     __u32 zero = 0;
 
-    struct ethhdr *eth = data;
-    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
-        return XDP_PASS;
-    struct iphdr *ip = (void *)(eth + 1);
-    if ((void *)(ip + 1) > end)
-        return XDP_PASS;
-    // Options, fragments, TTL expiry, bad header: the user-space pipeline's cases.
-    if (ip->version != 4 || ip->ihl != 5 || ip->protocol != IPPROTO_UDP || ip->ttl <= 1)
-        return XDP_PASS;
-    if (ip->frag_off & bpf_htons(0x3fff))
-        return XDP_PASS;
-    __u32 tot = bpf_ntohs(ip->tot_len);
-    if (tot < 28 || (void *)ip + tot > end)
-        return XDP_PASS;
-    if (ip_sum((const __u16 *)ip) != 0xffff)
-        return XDP_PASS;
-    struct udphdr *udp = (void *)(ip + 1);
-    if ((void *)(udp + 1) > end)
-        return XDP_PASS;
-    __u32 ulen = bpf_ntohs(udp->len);
-    if (ulen < 8 || ulen > tot - 20)
-        return XDP_PASS;
-
     __u32 ifindex = ctx->ingress_ifindex;
     __u32 *in_port = bpf_map_lookup_elem(&ifports, &ifindex);
     if (!in_port)
         return XDP_PASS;
-    struct port_val *pin = bpf_map_lookup_elem(&ports, in_port);
+    __u32 port = *in_port;
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
+        return to_user(ctx, port);
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end)
+        return to_user(ctx, port);
+    // Options, fragments, TTL expiry, bad header: the user-space pipeline's cases.
+    if (ip->version != 4 || ip->ihl != 5 || ip->protocol != IPPROTO_UDP || ip->ttl <= 1)
+        return to_user(ctx, port);
+    if (ip->frag_off & bpf_htons(0x3fff))
+        return to_user(ctx, port);
+    __u32 tot = bpf_ntohs(ip->tot_len);
+    if (tot < 28 || (void *)ip + tot > end)
+        return to_user(ctx, port);
+    if (ip_sum((const __u16 *)ip) != 0xffff)
+        return to_user(ctx, port);
+    struct udphdr *udp = (void *)(ip + 1);
+    if ((void *)(udp + 1) > end)
+        return to_user(ctx, port);
+    __u32 ulen = bpf_ntohs(udp->len);
+    if (ulen < 8 || ulen > tot - 20)
+        return to_user(ctx, port);
+
+    struct port_val *pin = bpf_map_lookup_elem(&ports, &port);
     if (!pin || !pin->enabled)
-        return XDP_PASS;
+        return to_user(ctx, port);
 
     struct relay_key k = {
         .src = bpf_ntohl(ip->saddr),
         .dst = bpf_ntohl(ip->daddr),
         .sport = bpf_ntohs(udp->source),
         .dport = bpf_ntohs(udp->dest),
-        .port = pin->unbound ? UNBOUND_PORT : *in_port,
+        .port = pin->unbound ? UNBOUND_PORT : port,
     };
     struct relay_val *rv = bpf_map_lookup_elem(&relay, &k);
     if (!rv)
-        return XDP_PASS;
+        return to_user(ctx, port);
     __u32 leg = rv->leg;
     __u32 rtcp = rv->rtcp;
     struct leg_val *lv = bpf_map_lookup_elem(&legs, &leg);
     if (!lv)
-        return XDP_PASS;
+        return to_user(ctx, port);
     __u32 eport = lv->port;
     struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);
     if (!pout || !pout->fast)
-        return XDP_PASS;
+        return to_user(ctx, port);
     struct config *cfg = bpf_map_lookup_elem(&config, &zero);
     if (!cfg)
-        return XDP_PASS;
+        return to_user(ctx, port);
 
     // Committed: from here the packet is relayed by this program.
     __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;

@@ -91,6 +91,13 @@ pub struct Args {
     /// why [default: auto]
     #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_XDP")]
     pub xdp: Option<XdpMode>,
+    /// How packets for the user-space pipeline (every one the XDP fast path
+    /// does not relay) reach it: auto (AF_XDP sockets where the XDP program
+    /// attaches to every port and a socket binds to each RX queue, else
+    /// AF_PACKET rings; the choice and the reason are logged), af-xdp
+    /// (AF_XDP or fail to start) or af-packet [default: auto]
+    #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_USER_IO")]
+    pub user_io: Option<UserIo>,
     /// Relay entries the XDP fast path holds (kernel memory, allocated as
     /// entries arrive); entries beyond are relayed in user space, counted
     /// and logged [default: --relay-entries, up to 67108864: every entry]
@@ -129,6 +136,7 @@ struct FileConfig {
     rx_ring_frames: Option<u32>,
     rx_coalesce_us: Option<u32>,
     xdp: Option<XdpMode>,
+    user_io: Option<UserIo>,
     xdp_entries: Option<u32>,
     log: Option<String>,
     log_json: Option<bool>,
@@ -148,6 +156,7 @@ pub struct Config {
     /// Longest a worker sleeps between RX passes while packets flow, µs (0 = never).
     pub rx_coalesce_us: u32,
     pub xdp: XdpMode,
+    pub user_io: UserIo,
     pub xdp_entries: u32,
     pub log: String,
     pub log_json: bool,
@@ -167,6 +176,19 @@ pub enum XdpMode {
     Generic,
     /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
     Native,
+}
+
+/// How the user-space pipeline's packets reach it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum UserIo {
+    /// AF_XDP where it attaches on every port, else AF_PACKET.
+    #[default]
+    Auto,
+    /// AF_XDP sockets (the XDP program redirects to them); no fallback.
+    AfXdp,
+    /// AF_PACKET rings (the packets pass the kernel stack's taps).
+    AfPacket,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,6 +331,7 @@ impl Config {
             rx_ring_frames,
             rx_coalesce_us,
             xdp: args.xdp.or(file.xdp).unwrap_or_default(),
+            user_io: args.user_io.or(file.user_io).unwrap_or_default(),
             xdp_entries,
             grpc_listen: args
                 .grpc_listen

@@ -2,8 +2,9 @@
 //!
 //! Layout: `contract`/`schema` (names and ids), `packet` (parser, checksums),
 //! `tables` + `registers` (pipeline state), `pipeline` (one packet through
-//! the tables, a step per P4 control), `dataplane` (AF_PACKET rings, workers,
-//! egress FIFOs), `fastpath` (the XDP program behind `pipeline::FastPathMaps`),
+//! the tables, a step per P4 control), `dataplane` (AF_XDP sockets or
+//! AF_PACKET rings, workers, egress FIFOs), `fastpath` (the XDP program
+//! behind `pipeline::FastPathMaps` and the AF_XDP sockets' map),
 //! `grpc` (BfRt server and notifications), `metrics` (Prometheus), `sys`
 //! (clocks, shared mappings). Dependencies point one way: config and sys
 //! below everything, pipeline below dataplane, fastpath and grpc.
@@ -62,17 +63,35 @@ pub fn run(config: config::Config) -> Result<()> {
         digest_tx,
     )
     .with_reroute_digests(reroute_tx);
-    let fast = load_fastpath(&config);
+    let prog = load_xdp(&config);
+    let attached = prog
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|fp| attach_xdp(fp, &config));
+    let fast = match &prog {
+        Ok(fp) if config.xdp != config::XdpMode::Off && fp.links() > 0 => Some(fp.clone()),
+        _ => None,
+    };
     if let Some(fp) = &fast {
         pipeline = pipeline.with_fastpath(&CONTRACT, fp.clone());
     }
     let pipeline = Arc::new(pipeline);
-    let dp = dataplane::Dataplane::start(&config, pipeline.clone())?;
+    let xsk: std::result::Result<&dyn dataplane::XskMap, String> = match (&prog, &attached) {
+        (Ok(fp), Ok(())) => Ok(fp.as_ref()),
+        (Err(why), _) | (_, Err(why)) => Err(why.clone()),
+    };
+    let dp = dataplane::Dataplane::start(&config, pipeline.clone(), xsk)?;
+    if let (Ok(fp), None, dataplane::Io::AfPacket) = (&prog, &fast, dp.io) {
+        // Loaded for AF_XDP alone, which is not used: nothing for it to do.
+        fp.detach_all();
+    }
     let schema = schema::Schema::build(&CONTRACT, config.relay_entries, config.legs);
     let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
+    let _ = sw.dataplane_io.set(dp.io.label());
     let stop = Arc::new(AtomicBool::new(false));
     if let Some(fp) = &fast {
-        attach_fastpath(fp, &config, &sw);
+        sw.sync_fast_ports();
+        tracing::info!(mode = ?fp.mode(), ports = fp.links(), "XDP fast path attached");
         let (sw, stop, fp) = (sw.clone(), stop.clone(), fp.clone());
         std::thread::Builder::new()
             .name("fastpath".into())
@@ -116,34 +135,39 @@ pub fn run(config: config::Config) -> Result<()> {
     result
 }
 
-/// The XDP fast path, or None (off, or it cannot load here: logged, and the
-/// user-space pipeline carries everything).
-fn load_fastpath(config: &config::Config) -> Option<Arc<fastpath::FastPath>> {
-    if config.xdp == config::XdpMode::Off {
-        return None;
+/// The XDP program: the fast path for relay hits (`--xdp`) and the AF_XDP
+/// sockets' redirect (`--user-io`). Not loaded when neither wants it, or
+/// when it cannot load here (logged: the user-space pipeline on AF_PACKET
+/// carries everything).
+fn load_xdp(config: &config::Config) -> std::result::Result<Arc<fastpath::FastPath>, String> {
+    let fast = config.xdp != config::XdpMode::Off;
+    if !fast && config.user_io == config::UserIo::AfPacket {
+        return Err("--xdp off and --user-io af-packet".into());
     }
     let c = &CONTRACT.config;
-    match fastpath::FastPath::load(
-        config.xdp,
-        config.xdp_entries,
-        config.legs,
-        c.rtp_clock_hz,
-        c.jitter_shift,
-    ) {
-        Ok(fp) => Some(Arc::new(fp)),
+    // Without the fast path the program only redirects: its maps stay minimal.
+    let (entries, legs) = if fast {
+        (config.xdp_entries, config.legs)
+    } else {
+        (1, 1)
+    };
+    match fastpath::FastPath::load(config.xdp, entries, legs, c.rtp_clock_hz, c.jitter_shift) {
+        Ok(fp) => Ok(Arc::new(fp)),
         Err(e) => {
+            let why = format!("{e:#}");
             tracing::warn!(
-                error = format!("{e:#}"),
-                "XDP fast path not available; relaying in user space"
+                error = %why,
+                "XDP program not available: relay hits and everything else in user space (AF_PACKET)"
             );
-            None
+            Err(format!("XDP program not available: {why}"))
         }
     }
 }
 
-/// `--xdp auto`: attaches natively when every port is a physical NIC and
-/// each driver takes it (true); otherwise attaches nothing (false: the caller
-/// attaches in generic mode). Logged either way.
+/// `--xdp auto` (and the program for AF_XDP alone): attaches natively when
+/// every port is a physical NIC and each driver takes it (true); otherwise
+/// attaches nothing (false: the caller attaches in generic mode). Logged
+/// either way.
 fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool {
     let virt: Vec<&str> = config
         .ports
@@ -174,31 +198,37 @@ fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool 
     true
 }
 
-fn attach_fastpath(fp: &fastpath::FastPath, config: &config::Config, sw: &grpc::Switch) {
-    let auto = config.xdp == config::XdpMode::Auto;
-    if auto && attach_auto_native(fp, config) {
-        sw.sync_fast_ports();
-        tracing::info!(mode = ?fp.mode(), ports = fp.links(), "XDP fast path attached");
-        return;
-    }
-    let mode = if auto {
-        config::XdpMode::Generic
-    } else {
-        config.xdp
+/// Attaches the program to every port: Ok when it runs on all of them (the
+/// AF_XDP sockets can then take every packet the fast path leaves), else
+/// why not. A port it could not attach to still relays (in user space).
+fn attach_xdp(fp: &fastpath::FastPath, config: &config::Config) -> std::result::Result<(), String> {
+    let mode = match config.xdp {
+        config::XdpMode::Auto | config::XdpMode::Off => {
+            if attach_auto_native(fp, config) {
+                return Ok(());
+            }
+            config::XdpMode::Generic
+        }
+        m => m,
     };
+    let mut failed = Vec::new();
     for (&id, pc) in &config.ports {
-        match fp.attach(id, &pc.ifname, mode) {
-            Ok(()) => {}
-            Err(e) => tracing::warn!(
+        if let Err(e) = fp.attach(id, &pc.ifname, mode) {
+            let why = format!("{e:#}");
+            tracing::warn!(
                 port = id,
                 ifname = %pc.ifname,
-                error = format!("{e:#}"),
-                "XDP fast path not attached to this port; its packets take the user-space pipeline"
-            ),
+                error = %why,
+                "XDP program not attached to this port; its packets take the user-space pipeline"
+            );
+            failed.push(format!("port {id}: {why}"));
         }
     }
-    sw.sync_fast_ports();
-    tracing::info!(mode = ?fp.mode(), ports = fp.links(), "XDP fast path attached");
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("XDP not attached to {}", failed.join("; ")))
+    }
 }
 
 async fn serve(config: config::Config, sw: Arc<grpc::Switch>) -> Result<()> {

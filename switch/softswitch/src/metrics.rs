@@ -198,6 +198,10 @@ pub fn render(sw: &Switch) -> String {
         family(&mut o, name, "counter", help);
         let _ = writeln!(o, "{name} {v}");
     }
+    if let Some(io) = sw.dataplane_io.get() {
+        family(&mut o, "p4relay_dataplane_io", "gauge", "What the user-space pipeline receives and sends on (af_xdp_copy, af_xdp_zerocopy, af_packet)");
+        let _ = writeln!(o, "p4relay_dataplane_io{{io=\"{io}\"}} 1");
+    }
     if let Some(fp) = &pl.fastpath {
         let status = fp.status();
         for (name, kind, help, v) in [

@@ -1,26 +1,34 @@
-//! The forwarding data plane: ports (AF_PACKET rings), egress FIFOs, and one
-//! worker thread per core. Each worker has its own RX ring on every port (a
-//! PACKET_FANOUT_HASH group per port keeps a flow on one worker), runs the
-//! pipeline in place on the ring frame, and enqueues into the egress port's
-//! FIFO; whichever worker holds a port's queue lock drains it at line rate
-//! into that port's TX ring.
+//! The forwarding data plane: ports, egress FIFOs, and one worker thread per
+//! core. Packets reach user space through AF_XDP sockets (`xsk.rs`: the XDP
+//! program redirects them to one socket per port and RX queue, each served
+//! by one worker) or, where AF_XDP cannot attach, AF_PACKET rings (`ring.rs`:
+//! each worker has its own RX ring on every port; a PACKET_FANOUT_HASH group
+//! per port keeps a flow on one worker). A worker runs the pipeline in place
+//! on the received frame and enqueues it into the egress port's FIFO;
+//! whichever worker holds a port's TX lock drains the FIFO at line rate into
+//! that port's TX ring (the port's AF_XDP socket or AF_PACKET TX ring).
 
 pub mod aqm;
 pub mod egress;
 pub mod ring;
+#[cfg(test)]
+mod tests;
+pub mod xsk;
 
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
 
-use crate::config::Config;
+use crate::config::{Config, UserIo};
 use crate::pipeline::{Departure, DropReason, Meta, Pipeline, Verdict};
 use crate::sys::{now_mono_ns, now_real_ns, sleep_until};
 use egress::{EgressStats, Fifo, TxSink};
-use ring::Ring;
+use ring::{Ring, RxFrame};
+use xsk::{XskMode, XskRx, XskTx};
 
 const TX_FRAMES: usize = 512;
 /// Frames taken from one RX ring per pass before the egress queues are served.
@@ -42,14 +50,112 @@ pub struct PortStats {
     pub egress: EgressStats,
 }
 
-impl TxSink for Ring {
+/// A worker's receive queue: an AF_PACKET RX ring or an AF_XDP socket.
+pub trait RxQueue {
+    /// The next received frame, if any; `release` hands it back.
+    fn next(&mut self) -> Option<RxFrame<'_>>;
+    fn release(&mut self);
+    /// End of a batch: hand the released frames back to the kernel.
+    fn done(&mut self) {}
+    /// Frames the kernel dropped for this queue since the last call.
+    fn drops(&mut self) -> u64;
+    /// Pollable for arrivals.
+    fn fd(&self) -> RawFd;
+}
+
+impl RxQueue for Ring {
+    #[inline]
+    fn next(&mut self) -> Option<RxFrame<'_>> {
+        self.rx_next()
+    }
+    #[inline]
+    fn release(&mut self) {
+        self.rx_release()
+    }
+    fn drops(&mut self) -> u64 {
+        self.rx_drops()
+    }
+    fn fd(&self) -> RawFd {
+        Ring::fd(self)
+    }
+}
+
+enum Rx {
+    Packet(Ring),
+    Xsk(XskRx),
+}
+
+impl Rx {
+    fn queue(&mut self) -> &mut dyn RxQueue {
+        match self {
+            Rx::Packet(r) => r,
+            Rx::Xsk(x) => x,
+        }
+    }
+}
+
+/// A port's transmit ring.
+pub enum Tx {
+    Packet(Ring),
+    Xsk(XskTx),
+}
+
+impl TxSink for Tx {
+    #[inline]
     fn put(&mut self, frame: &[u8]) -> bool {
-        self.tx_put(frame)
+        match self {
+            Tx::Packet(r) => r.tx_put(frame),
+            Tx::Xsk(x) => x.put(frame),
+        }
     }
     fn flush(&mut self) {
-        if let Err(e) = self.tx_flush() {
+        let r = match self {
+            Tx::Packet(r) => r.tx_flush(),
+            Tx::Xsk(x) => x.flush(),
+        };
+        if let Err(e) = r {
             tracing::warn!(error = %e, "TX ring flush failed");
         }
+    }
+}
+
+/// What the data plane receives and sends on (`--user-io`, resolved).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Io {
+    AfXdp(XskMode),
+    AfPacket,
+}
+
+impl Io {
+    /// As `p4relay_dataplane_io` labels it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Io::AfXdp(XskMode::ZeroCopy) => "af_xdp_zerocopy",
+            Io::AfXdp(XskMode::Copy) => "af_xdp_copy",
+            Io::AfPacket => "af_packet",
+        }
+    }
+}
+
+/// Where the AF_XDP sockets are registered: the XDP program's `xsks` map.
+pub trait XskMap: Send + Sync {
+    /// Port `port`'s RX queue `queue` goes to socket `fd`.
+    fn insert(&self, port: u32, queue: u32, fd: RawFd) -> std::io::Result<()>;
+    /// Back to the kernel stack (AF_PACKET) for that queue.
+    fn remove(&self, port: u32, queue: u32);
+    /// The program runs on every port in driver mode (zero-copy may work).
+    fn native(&self) -> bool;
+}
+
+/// How the data plane gets its packets: `UserIo` resolved against what the
+/// host offers. `xsk` is the XDP program's socket map when the program runs
+/// on every port (AF_XDP possible), with the reason when it is not.
+pub fn choose_io(want: UserIo, xsk: &Result<&dyn XskMap, String>) -> Result<Option<String>> {
+    match (want, xsk) {
+        (UserIo::AfPacket, _) => Ok(Some("--user-io af-packet".into())),
+        (_, Ok(_)) => Ok(None),
+        (UserIo::AfXdp, Err(why)) => bail!("--user-io af-xdp: AF_XDP not possible: {why}"),
+        (UserIo::Auto, Err(why)) => Ok(Some(why.clone())),
     }
 }
 
@@ -62,7 +168,7 @@ pub struct Port {
     fifo: Mutex<Fifo>,
     /// The TX ring; whoever holds it drains the queue (one drainer keeps the
     /// order) and calls send() without blocking enqueuers.
-    tx: Mutex<Ring>,
+    tx: Mutex<Tx>,
 }
 
 impl Port {
@@ -80,18 +186,112 @@ impl Port {
 
 pub struct Dataplane {
     pub ports: Arc<Vec<Port>>,
+    /// What the ports receive and send on.
+    pub io: Io,
     stop: Arc<AtomicBool>,
     workers: Vec<JoinHandle<()>>,
 }
 
-impl Dataplane {
-    /// Opens every port's rings and starts the workers.
-    pub fn start(config: &Config, pipeline: Arc<Pipeline>) -> Result<Dataplane> {
-        let depth = config.queue_depth.min(MAX_QUEUE_DEPTH) as usize;
-        let mut ports = Vec::new();
-        for (&id, pc) in &config.ports {
-            let ring = Ring::tx(&pc.ifname, TX_FRAMES)
+/// Every port's TX ring and the RX queues the workers share out.
+type Rings = (Vec<Tx>, Vec<Vec<(usize, Rx)>>);
+
+/// AF_XDP sockets on every RX queue of every port, registered in `map`
+/// (the TX half of each port's queue-0 socket is its TX ring), or the first
+/// failure with nothing left registered. Sockets go to workers in turn.
+fn open_xsk(config: &Config, map: &dyn XskMap) -> Result<(Rings, XskMode)> {
+    let frames = config.rx_ring_frames.next_power_of_two();
+    let mut txs = Vec::new();
+    let mut rxs = Vec::new();
+    let mut registered = Vec::new();
+    let mut mode = XskMode::ZeroCopy;
+    let r = (|| -> Result<()> {
+        for (pi, (&id, pc)) in config.ports.iter().enumerate() {
+            let ifindex = ring::ifindex(&pc.ifname)? as u32;
+            let queues = xsk::rx_queues(&pc.ifname);
+            if queues > 64 {
+                bail!("{}: {queues} RX queues, AF_XDP serves up to 64", pc.ifname);
+            }
+            for q in 0..queues {
+                let (rx, tx, m) = xsk::open(&pc.ifname, ifindex, q, frames, map.native())
+                    .with_context(|| format!("port {id} ({})", pc.ifname))?;
+                map.insert(id, q, rx.raw_fd()).with_context(|| {
+                    format!("port {id} ({}): register its AF_XDP socket", pc.ifname)
+                })?;
+                registered.push((id, q));
+                if m == XskMode::Copy {
+                    mode = XskMode::Copy;
+                }
+                if q == 0 {
+                    txs.push(Tx::Xsk(tx));
+                }
+                rxs.push((pi, Rx::Xsk(rx)));
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = r {
+        for (id, q) in registered {
+            map.remove(id, q);
+        }
+        return Err(e);
+    }
+    let workers = config.workers.min(rxs.len()).max(1);
+    let mut sets: Vec<Vec<(usize, Rx)>> = (0..workers).map(|_| Vec::new()).collect();
+    for (i, rx) in rxs.into_iter().enumerate() {
+        sets[i % workers].push(rx);
+    }
+    Ok(((txs, sets), mode))
+}
+
+/// AF_PACKET rings: a TX ring per port, an RX ring per worker and port.
+fn open_packet(config: &Config) -> Result<Rings> {
+    let mut txs = Vec::new();
+    for (&id, pc) in &config.ports {
+        let ring = Ring::tx(&pc.ifname, TX_FRAMES)
+            .with_context(|| format!("port {id} ({})", pc.ifname))?;
+        txs.push(Tx::Packet(ring));
+    }
+    let group_base = (std::process::id() as u16).wrapping_mul(64);
+    let mut sets: Vec<Vec<(usize, Rx)>> = (0..config.workers).map(|_| Vec::new()).collect();
+    for (pi, (&id, pc)) in config.ports.iter().enumerate() {
+        for set in sets.iter_mut() {
+            let fanout = (config.workers > 1).then(|| group_base.wrapping_add(id as u16));
+            let ring = Ring::rx(&pc.ifname, config.rx_ring_frames as usize, fanout)
                 .with_context(|| format!("port {id} ({})", pc.ifname))?;
+            set.push((pi, Rx::Packet(ring)));
+        }
+    }
+    Ok((txs, sets))
+}
+
+impl Dataplane {
+    /// Opens every port's sockets and starts the workers. `xsk`: the XDP
+    /// program's socket map where the program runs on every port, else why
+    /// not; `config.user_io` then decides between AF_XDP and AF_PACKET
+    /// (auto: AF_XDP where it attaches, else AF_PACKET; the choice is logged).
+    pub fn start(
+        config: &Config,
+        pipeline: Arc<Pipeline>,
+        xsk: Result<&dyn XskMap, String>,
+    ) -> Result<Dataplane> {
+        let depth = config.queue_depth.min(MAX_QUEUE_DEPTH) as usize;
+        let mut why_not = choose_io(config.user_io, &xsk)?;
+        let mut opened = None;
+        if let (None, Ok(map)) = (&why_not, &xsk) {
+            match open_xsk(config, *map) {
+                Ok((rings, mode)) => opened = Some((rings, Io::AfXdp(mode))),
+                Err(e) if config.user_io == UserIo::AfXdp => {
+                    return Err(e.context("--user-io af-xdp"));
+                }
+                Err(e) => why_not = Some(format!("{e:#}")),
+            }
+        }
+        let ((txs, rx_sets), io) = match opened {
+            Some(o) => o,
+            None => (open_packet(config)?, Io::AfPacket),
+        };
+        let mut ports = Vec::new();
+        for ((&id, pc), tx) in config.ports.iter().zip(txs) {
             let stats = PortStats::default();
             stats.egress.rate_bps.store(pc.rate_bps, Relaxed);
             if let Some(aqm) = pc.aqm {
@@ -103,23 +303,12 @@ impl Dataplane {
                 enabled: AtomicBool::new(true),
                 stats,
                 fifo: Mutex::new(Fifo::new(depth).with_aqm(pc.aqm)),
-                tx: Mutex::new(ring),
+                tx: Mutex::new(tx),
             });
         }
         let ports = Arc::new(ports);
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
-        let group_base = (std::process::id() as u16).wrapping_mul(64);
-        let mut rx_sets: Vec<Vec<(usize, Ring)>> =
-            (0..config.workers).map(|_| Vec::new()).collect();
-        for (pi, p) in ports.iter().enumerate() {
-            for set in rx_sets.iter_mut() {
-                let fanout = (config.workers > 1).then(|| group_base.wrapping_add(p.id as u16));
-                let ring = Ring::rx(&p.ifname, config.rx_ring_frames as usize, fanout)
-                    .with_context(|| format!("port {} ({})", p.id, p.ifname))?;
-                set.push((pi, ring));
-            }
-        }
         for (w, rings) in rx_sets.into_iter().enumerate() {
             let worker = Worker {
                 rings,
@@ -135,6 +324,12 @@ impl Dataplane {
                     .spawn(move || worker.run())?,
             );
         }
+        match &why_not {
+            None => tracing::info!(io = io.label(), "user-space path: AF_XDP sockets"),
+            Some(why) => {
+                tracing::info!(io = io.label(), reason = %why, "user-space path: AF_PACKET rings")
+            }
+        }
         tracing::info!(
             ports = ports.len(),
             workers = workers.len(),
@@ -143,6 +338,7 @@ impl Dataplane {
         );
         Ok(Dataplane {
             ports,
+            io,
             stop,
             workers,
         })
@@ -171,7 +367,7 @@ fn port_index(ports: &[Port]) -> [u8; 64] {
 }
 
 struct Worker {
-    rings: Vec<(usize, Ring)>,
+    rings: Vec<(usize, Rx)>,
     ports: Arc<Vec<Port>>,
     pipeline: Arc<Pipeline>,
     stop: Arc<AtomicBool>,
@@ -191,9 +387,9 @@ impl Worker {
     fn run(mut self) {
         let mut pollfds: Vec<libc::pollfd> = self
             .rings
-            .iter()
+            .iter_mut()
             .map(|(_, r)| libc::pollfd {
-                fd: r.fd(),
+                fd: r.queue().fd(),
                 events: libc::POLLIN,
                 revents: 0,
             })
@@ -206,8 +402,8 @@ impl Worker {
             let t = now_mono_ns();
             if t - last_stats > 100_000_000 {
                 last_stats = t;
-                for (pi, ring) in &self.rings {
-                    let d = ring.rx_drops();
+                for (pi, ring) in &mut self.rings {
+                    let d = ring.queue().drops();
                     if d > 0 {
                         self.ports[*pi].stats.rx_ring_drops.fetch_add(d, Relaxed);
                     }
@@ -368,32 +564,72 @@ impl Worker {
     }
 
     fn rx_batch(&mut self, ri: usize, scratch: &mut [u8], pending: &mut [bool]) -> usize {
-        let (pi, ring) = &mut self.rings[ri];
-        let in_port = &self.ports[*pi];
+        let (pi, rx) = &mut self.rings[ri];
+        let ctx = RxCtx {
+            ports: &self.ports,
+            pipeline: &self.pipeline,
+            port_index: &self.port_index,
+        };
+        match rx {
+            Rx::Packet(r) => ctx.batch(*pi, r, scratch, pending),
+            Rx::Xsk(x) => ctx.batch(*pi, x, scratch, pending),
+        }
+    }
+}
+
+/// What a worker's RX pass reads besides its queue.
+struct RxCtx<'a> {
+    ports: &'a [Port],
+    pipeline: &'a Pipeline,
+    port_index: &'a [u8; 64],
+}
+
+impl RxCtx<'_> {
+    /// Up to `RX_BATCH` frames from one queue of port `pi` through the
+    /// pipeline into their egress FIFOs.
+    fn batch<Q: RxQueue>(
+        &self,
+        pi: usize,
+        ring: &mut Q,
+        scratch: &mut [u8],
+        pending: &mut [bool],
+    ) -> usize {
+        let in_port = &self.ports[pi];
         let st = &in_port.stats;
         let mut n = 0;
         let mut bytes = 0u64;
         // One clock read per batch: the enqueue time of its packets.
         let mut enq_ns = 0;
+        let mut batch_ns = 0;
         while n < RX_BATCH {
-            let Some(f) = ring.rx_next() else { break };
+            let Some(f) = ring.next() else { break };
             n += 1;
             bytes += f.data.len() as u64;
             if !in_port.enabled.load(Relaxed) {
                 st.disabled_drops.fetch_add(1, Relaxed);
-                ring.rx_release();
+                ring.release();
                 continue;
             }
             if f.truncated {
                 st.drops[DropReason::Truncated.index()].fetch_add(1, Relaxed);
-                ring.rx_release();
+                ring.release();
                 continue;
             }
-            let ts = if f.ts_ns == 0 { now_real_ns() } else { f.ts_ns };
+            // AF_XDP frames carry no kernel timestamp: the batch's arrival time.
+            let ts = if f.ts_ns == 0 {
+                if batch_ns == 0 {
+                    batch_ns = now_real_ns();
+                }
+                batch_ns
+            } else {
+                f.ts_ns
+            };
             if enq_ns == 0 {
                 enq_ns = now_mono_ns();
-                st.max_rx_wait_ns
-                    .fetch_max(now_real_ns().saturating_sub(ts), Relaxed);
+                if f.ts_ns != 0 {
+                    st.max_rx_wait_ns
+                        .fetch_max(now_real_ns().saturating_sub(ts), Relaxed);
+                }
             }
             let meta = Meta {
                 ingress_port: in_port.id as u16,
@@ -433,8 +669,9 @@ impl Worker {
                     st.drops[r.index()].fetch_add(1, Relaxed);
                 }
             }
-            ring.rx_release();
+            ring.release();
         }
+        ring.done();
         if n > 0 {
             // Counted per batch: these cache lines are shared by all workers.
             st.rx_packets.fetch_add(n as u64, Relaxed);

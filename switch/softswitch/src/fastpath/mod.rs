@@ -30,6 +30,8 @@ static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"
 const PROGRAM: &str = "p4relay_fastpath";
 /// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
 pub const MAX_PORTS: u32 = 64;
+/// bpf/fastpath.bpf.c XSK_QUEUES: RX queues per port in the `xsks` map.
+const XSK_QUEUES: u32 = 64;
 
 /// The XDP attach flags of a resolved mode (`Off` never attaches; `Auto`
 /// is resolved to native or generic before attaching).
@@ -143,6 +145,7 @@ pub struct FastPath {
     ports: c_int,
     ifports: c_int,
     config: c_int,
+    xsks: c_int,
     quality: &'static [LegQuality],
     /// Relay entries the kernel map refused (full): relayed by user space.
     pub relay_full: AtomicU64,
@@ -192,6 +195,7 @@ impl FastPath {
             ports: obj.map_fd("ports")?,
             ifports: obj.map_fd("ifports")?,
             config: obj.map_fd("config")?,
+            xsks: obj.map_fd("xsks")?,
             quality,
             _obj: obj,
             relay_full: AtomicU64::new(0),
@@ -426,6 +430,32 @@ impl FastPathMaps for FastPath {
             relay_full: self.relay_full.load(Relaxed),
             legs_full: self.legs_full.load(Relaxed),
         }
+    }
+}
+
+/// The user-space pipeline's AF_XDP sockets, one per port and RX queue.
+impl crate::dataplane::XskMap for FastPath {
+    fn insert(&self, port: u32, queue: u32, fd: std::os::fd::RawFd) -> io::Result<()> {
+        if port >= MAX_PORTS || queue >= XSK_QUEUES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("port {port} queue {queue}: beyond the xsks map"),
+            ));
+        }
+        sys::update(
+            self.xsks,
+            &(port * XSK_QUEUES + queue),
+            &(fd as u32),
+            sys::BPF_ANY,
+        )
+    }
+
+    fn remove(&self, port: u32, queue: u32) {
+        let _ = sys::delete(self.xsks, &(port * XSK_QUEUES + queue));
+    }
+
+    fn native(&self) -> bool {
+        self.mode() == XdpMode::Native
     }
 }
 

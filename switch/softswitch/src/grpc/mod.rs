@@ -89,6 +89,8 @@ pub struct Switch {
     pub notifications_dropped: AtomicU64,
     /// Entry handles given out by HandleId reads.
     handles: Mutex<objects::Handles>,
+    /// What the data plane runs on (`Io::label`), once started.
+    pub dataplane_io: std::sync::OnceLock<&'static str>,
 }
 
 impl Switch {
@@ -109,6 +111,7 @@ impl Switch {
             writes_failed: AtomicU64::new(0),
             notifications_dropped: AtomicU64::new(0),
             handles: Mutex::new(objects::Handles::default()),
+            dataplane_io: std::sync::OnceLock::new(),
         }
     }
 
