@@ -228,3 +228,28 @@ fn the_choice_follows_the_flag_and_the_program() {
 fn program_without_ports() -> Arc<FastPath> {
     Arc::new(FastPath::load(XdpMode::Off, 1, 1, 8000, 4).expect("load the XDP program"))
 }
+
+/// Copy mode sends only inside sendto(): a flush hands every queued frame to
+/// the kernel at once, not when the worker next polls.
+#[test]
+fn af_xdp_flush_sends_every_queued_frame() {
+    in_netns(|| {
+        veths("");
+        let ifindex = ring::ifindex("s2").expect("s2") as u32;
+        let (_rx, mut tx, mode) = xsk::open("s2", ifindex, 0, 64, false).expect("AF_XDP socket");
+        assert_eq!(mode, XskMode::Copy);
+        let mut peer = Ring::rx("p2", 1024, None).expect("RX ring on p2");
+        let sent = frames(300);
+        for f in &sent {
+            assert!(tx.put(f));
+        }
+        tx.flush().expect("flush");
+        assert_eq!(tx.backlog(), 0, "frames left in the TX ring");
+        let mut got = 0;
+        while let Some(f) = peer.rx_next() {
+            got += usize::from(f.data.len() == sent[0].len());
+            peer.rx_release();
+        }
+        assert_eq!(got, 300);
+    });
+}

@@ -385,6 +385,7 @@ pub fn open(
         free: (0..u64::from(TX_FRAMES))
             .map(|i| tx_base + i * CHUNK as u64)
             .collect(),
+        zero_copy: mode == XskMode::ZeroCopy,
     };
     Ok((rxh, txh, mode))
 }
@@ -526,6 +527,9 @@ pub struct XskTx {
     tx: Ring<XdpDesc>,
     comp: Ring<u64>,
     free: Vec<u64>,
+    /// Zero-copy: the driver sends on its own unless the ring asks for a
+    /// kick. Copy mode sends only inside sendto()/poll(), whatever the flag.
+    zero_copy: bool,
 }
 
 /// sendto() kicks per flush at most: copy mode sends 32 frames per call.
@@ -590,7 +594,7 @@ impl XskTx {
             if self.tx.kernel_consumer() == self.tx.local {
                 break;
             }
-            if !self.tx.needs_wakeup() {
+            if self.zero_copy && !self.tx.needs_wakeup() {
                 break;
             }
             // SAFETY: a zero-length non-blocking sendto kicks transmission.
