@@ -13,7 +13,7 @@ if [ ! -x switch/target/release/p4relay-softswitch ]; then
   (cd switch && cargo build --release --quiet)
 fi
 uv run --frozen --no-sync python -m p4relay_scenarios reroute-experiment \
-  --cross "${P4RELAY_BENCH_CROSS:-2,4}" --calls "${P4RELAY_BENCH_CALLS:-4}" --queue-depth 256 \
+  --cross "${P4RELAY_BENCH_CROSS:-2,4}" --calls "${P4RELAY_BENCH_CALLS:-4}" \
   --cross-seconds "${P4RELAY_BENCH_SECONDS:-12}" --out "$RESULTS/reroute"
 if [ -n "${BENCH_TABLE:-}" ]; then
   cp "$RESULTS/reroute/README.md" "$BENCH_TABLE"

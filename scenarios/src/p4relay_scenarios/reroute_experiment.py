@@ -366,7 +366,15 @@ def main(argv: list[str] | None = None) -> int:
         "bursts queue on the 2 Mbit/s link: SIPp catching up after a scheduling stall on a "
         "loaded machine sends 20 packets at once, 17 ms there)",
     )
-    ap.add_argument("--m", type=int, default=5, help="consecutive packets over t_q (default 5)")
+    ap.add_argument(
+        "--m",
+        type=int,
+        default=2,
+        help="consecutive packets over t_q (default 2: detection sees a call packet only as "
+        "it leaves the queue, one every ~21 ms at 4x cross traffic, so the move comes t_q + "
+        "(m - 1) x 21 ms after the queue passes t_q; with m = 5 that is after a 128-packet "
+        "queue has filled (~135 ms) and the calls lose packets to tail drop before it)",
+    )
     ap.add_argument(
         "--queue-depth",
         type=int,
