@@ -480,7 +480,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"| {r.buffer} | {r.n} | {r.min_thsld}/{r.max_thsld} | {r.policy} | "
+            f"| {r.buffer} | {'-' if r.policy in EGRESS else r.n} | "
+            f"{'-' if r.policy in EGRESS else f'{r.min_thsld}/{r.max_thsld}'} | {r.policy} | "
             f"{r.rtt_ms_mean:.1f} | {r.rtt_ms_p99:.1f} | {r.ping_loss_pct:.1f} | "
             f"{r.tcp_mbps:.1f} | {r.tcp_retransmits} | {r.drop_rate_pct:.3f} | {r.decisions} | "
             f"{r.spared} | {r.calls_ok}/{r.calls} | {r.rtp_loss_pct:.2f} | "
