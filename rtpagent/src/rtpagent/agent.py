@@ -98,9 +98,10 @@ class Agent:
         t.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------------ commands
-    def _prepare(self, body: str) -> tuple[Command, str, str | None]:
-        """Parse; rewrite U's notify socket. -> (command, text to send, our notify token)."""
-        cmd = parse_command(body)
+    def _prepare(self, body: str, parsed: Command | None) -> tuple[Command, str, str | None]:
+        """Parse (unless `parsed` is `body` parsed already); rewrite U's notify
+        socket. -> (command, text to send, our notify token)."""
+        cmd = parse_command(body) if parsed is None else parsed
         metrics.command_counter(cmd.op.name).inc()
         if cmd.parse_error is not None:
             metrics.BAD_INPUT.labels("command").inc()
@@ -153,9 +154,10 @@ class Agent:
         journal was loading) and RTPProxy's answer: the sessions catch up."""
         self._complete(parse_command(body), raw, None)
 
-    async def handle(self, body: str) -> str | None:
-        """One command (cookie removed) -> reply body, or None if RTPProxy never answered."""
-        cmd, send, token = self._prepare(body)
+    async def handle(self, body: str, parsed: Command | None = None) -> str | None:
+        """One command (cookie removed) -> reply body, or None if RTPProxy
+        never answered. `parsed`: `body` parsed already (admission)."""
+        cmd, send, token = self._prepare(body, parsed)
         try:
             raw = await self.upstream.call(send)
         except UpstreamTimeout as exc:
@@ -166,11 +168,13 @@ class Agent:
             raw = await self._rewrite_query(cmd, raw)
         return raw
 
-    def handle_cb(self, body: str, done: Callable[[str | None], None]) -> None:
+    def handle_cb(
+        self, body: str, done: Callable[[str | None], None], parsed: Command | None = None
+    ) -> None:
         """`handle` without a task per command (datagram RTPProxy): the reply
         continues in a callback. Q, which may read the switch, takes the task path."""
         if not self.upstream.spec.datagram or body.lstrip()[:1] in ("Q", "q"):
-            t = asyncio.ensure_future(self.handle(body))
+            t = asyncio.ensure_future(self.handle(body, parsed))
             self._queries.add(t)
 
             def finished(f: asyncio.Future[str | None]) -> None:
@@ -179,7 +183,7 @@ class Agent:
 
             t.add_done_callback(finished)
             return
-        cmd, send, token = self._prepare(body)
+        cmd, send, token = self._prepare(body, parsed)
 
         def on_raw(raw: str | None) -> None:
             if raw is None:

@@ -34,7 +34,7 @@ from .config import Settings
 from .frontend import Frontend
 from .notify import NotifyListener
 from .offload import Offloader
-from .protocol import ECODE_SESUNKN, parse_command, parse_reply
+from .protocol import ECODE_SESUNKN, Command, parse_command, parse_reply
 from .reporter import Reporter, Sampler, Sender
 from .sockets import parse_spec
 from .state import Session, SessionTable
@@ -141,6 +141,7 @@ class App:
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
         self._passing: list[tuple[str, str]] | None = []
+        self._admitted: tuple[str, Command] | None = None  # the last U `_admit` parsed
         self.passed_through = 0  # commands that passed while the journal loaded
         # Set when every journalled session has been checked against RTPProxy.
         self.reconciled = asyncio.Event()
@@ -260,12 +261,21 @@ class App:
         """Only a `U` may create a session: the others go on unparsed here."""
         if body[:1] not in ("U", "u"):
             return None
-        return self.admission.check(source, parse_command(body))
+        cmd = parse_command(body)
+        # The agent handles this very text next: it takes the parse (`_parsed`).
+        self._admitted = (body, cmd)
+        return self.admission.check(source, cmd)
+
+    def _parsed(self, body: str) -> Command | None:
+        """`body` as `_admit` just parsed it, if it did."""
+        got, self._admitted = self._admitted, None
+        return got[1] if got is not None and got[0] is body else None
 
     def _handle_cb(self, body: str, done: Callable[[str | None], None]) -> None:
+        parsed = self._parsed(body)
         if self._passing is None:
             assert self.agent is not None
-            self.agent.handle_cb(body, done)
+            self.agent.handle_cb(body, done, parsed)
             return
         assert self.upstream is not None
         backlog = self._passing
@@ -282,9 +292,10 @@ class App:
             t.add_done_callback(lambda f: done(None if f.cancelled() else f.result()))
 
     async def _handle(self, body: str) -> str | None:
+        parsed = self._parsed(body)
         if self._passing is None:
             assert self.agent is not None
-            return await self.agent.handle(body)
+            return await self.agent.handle(body, parsed)
         assert self.upstream is not None
         backlog = self._passing
         try:
