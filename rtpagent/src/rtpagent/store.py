@@ -83,6 +83,7 @@ class Store:
         self._sampled: dict[SampledKey, tuple[int, ...] | None] = {}
         self._staged_sampled: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
+        self._writing: dict[int, int] = {}  # handed-over batch (id) -> its rows, until written
         self._closed = False
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
         # and the sender asks after every flush.
@@ -120,7 +121,7 @@ class Store:
     @property
     def pending_writes(self) -> int:
         staged = len(self._staged_up) + len(self._staged_dl) + len(self._staged_spool)
-        staged += len(self._staged_sampled) + len(self._sampled)
+        staged += len(self._staged_sampled) + len(self._sampled) + sum(self._writing.values())
         return len(self._sessions) + len(self._spool) + len(self._session_docs) + staged
 
     def _stage(self, limit: int | None) -> None:
@@ -164,6 +165,8 @@ class Store:
         out = (self._staged_up, self._staged_dl, self._staged_spool, self._staged_sampled)
         self._staged_up, self._staged_dl, self._staged_spool = [], [], []
         self._staged_sampled = []
+        # Pending until `write` has committed it (it runs in another thread).
+        self._writing[id(out)] = len(out[0]) + len(out[1]) + len(out[2]) + len(out[3])
         return out
 
     def take(self) -> Taken:
@@ -185,13 +188,16 @@ class Store:
         """Commit one taken batch in one transaction (any thread; SQLite I/O
         releases the GIL, so the event loop keeps serving commands)."""
         up, dl, spool, sampled = batch
-        if not (up or dl or spool or sampled):
-            return
-        with self._lock:
-            if self._closed:
-                raise StoreClosed(f"{self.path}: write after close ({len(spool)} reports)")
-            self._commit(up, dl, spool, sampled)
-        self._depth += len(spool)
+        try:
+            if not (up or dl or spool or sampled):
+                return
+            with self._lock:
+                if self._closed:
+                    raise StoreClosed(f"{self.path}: write after close ({len(spool)} reports)")
+                self._commit(up, dl, spool, sampled)
+            self._depth += len(spool)
+        finally:
+            self._writing.pop(id(batch), None)
 
     def _commit(
         self,
