@@ -13,6 +13,7 @@ from p4relay_switch import (
     EntryBatch,
     EntryDump,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LegQuality,
     LegRewrite,
@@ -50,9 +51,10 @@ class FakeSwitch:
         self.capacity = capacity
         self.relays: dict[FlowKey, RelayEntry] = {}
         self.legs: dict[int, LegRewrite] = {}
-        self.counters: dict[FlowKey, Counters] = {}
+        self.counters: dict[int, Counters] = {}  # by leg (leg_rewrite's counter)
         self.guards: set[GuardKey] = set()
-        self.guard_counters: dict[GuardKey, Counters] = {}
+        self.guard_legs: dict[GuardKey, int] = {}  # guard_drop's leg
+        self.guard_drops: dict[int, int] = {}  # by leg
         self.quality: dict[int, LegQuality] = {}
         self.guard_capacity = 1 << 20
         self.up = True
@@ -78,6 +80,7 @@ class FakeSwitch:
         self.writes += 1
         for g in batch.del_guards:
             self.guards.discard(g)
+            self.guard_legs.pop(g, None)
         for k in batch.del_relays:
             self.relays.pop(k, None)
         for lg in batch.mod_legs:
@@ -86,27 +89,32 @@ class FakeSwitch:
             raise OffloadRefused("table_full", "full")
         if len(self.guards) + len(batch.add_guards) > self.guard_capacity:
             raise OffloadRefused("table_full", "guard table full")
-        if any(g in self.guards for g in batch.add_guards):  # BfRt: ALREADY_EXISTS
+        if any(ge.key in self.guards for ge in batch.add_guards):  # BfRt: ALREADY_EXISTS
             raise OffloadRefused("refused", "guard exists")
         for lg in batch.add_legs:
             self.legs[lg.leg] = lg
         for r in batch.add_relays:
             self.relays[r.key] = r
-        self.guards.update(batch.add_guards)
+        for ge in batch.add_guards:
+            self.guards.add(ge.key)
+            self.guard_legs[ge.key] = ge.leg
+        for leg in batch.reset_legs:
+            self.guard_drops.pop(leg, None)
         for leg in batch.del_legs:
             self.legs.pop(leg, None)
 
-    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, Counters]:
-        return {k: self.counters.get(k, Counters(0, 0)) for k in keys if k in self.relays}
+    async def read_leg_counters(self, legs: list[int]) -> dict[int, Counters]:
+        return {leg: self.counters.get(leg, Counters(0, 0)) for leg in legs if leg in self.legs}
 
-    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, Counters]:
-        return {k: self.guard_counters.get(k, Counters(0, 0)) for k in keys if k in self.guards}
+    async def read_guard_drops(self, legs: list[int]) -> dict[int, int]:
+        return {leg: self.guard_drops.get(leg, 0) for leg in legs}
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
         return {leg: self.quality.get(leg, LegQuality.zero(leg)) for leg in legs}
 
     async def dump(self) -> EntryDump:
-        return EntryDump(list(self.relays.values()), list(self.legs.values()), list(self.guards))
+        guards = [GuardEntry(g, self.guard_legs[g]) for g in self.guards]
+        return EntryDump(list(self.relays.values()), list(self.legs.values()), guards)
 
     async def read_routes(self) -> Routes:
         if not self.up:

@@ -151,7 +151,7 @@ async def test_query_and_samples_reflect_switch_counters(tmp_path: Path) -> None
         caller_key = FlowKey("198.18.1.10", "127.0.0.1", 6000, pa, port_of("198.18.1.10"))
         leg = fake.relays[caller_key].leg
         fake.quality[leg] = LegQuality(leg, 50, 2, 0, 0, 0, 16 * 8, 0, 8)
-        fake.counters[caller_key] = Counters(50, 8600)
+        fake.counters[leg] = Counters(50, 8600)
         # Q from the caller's side: npkts_ina counts the caller's packets.
         q = await cl.cmd("Q c4 ft;1 tt;1")
         assert q is not None
@@ -229,7 +229,6 @@ async def test_guard_table_full_stays_on_rtpproxy(tmp_path: Path) -> None:
 
 
 async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
-    from p4relay_switch import Counters
     from prometheus_client import REGISTRY
 
     def metric(name: str) -> float:
@@ -263,8 +262,11 @@ async def test_foreign_sources_counted_and_reported(tmp_path: Path) -> None:
         assert metric("rtpagent_guard_foreign_sources_total") - seen0 == 2
         assert s.streams[1].learned_rtcp is not None
         assert s.streams[1].learned_rtcp.key() == ("198.18.1.10", 6003)
-        fake.guard_counters[GuardKey("127.0.0.1", pa)] = Counters(40, 6880)
-        fake.guard_counters[GuardKey("127.0.0.1", pa + 1)] = Counters(2, 200)
+        # Both of the caller-facing ports count on the caller's leg.
+        leg = fake.guard_legs[GuardKey("127.0.0.1", pa)]
+        assert fake.guard_legs[GuardKey("127.0.0.1", pa + 1)] == leg
+        assert leg == fake.relays[next(k for k in fake.relays if k.dst_port == pa)].leg
+        fake.guard_drops[leg] = 42
         assert await cl.cmd("D f1 ft tt") == "0\n"
         await wait_for(lambda: not fake.guards)
         assert s.switch_totals.foreign_dropped == 42

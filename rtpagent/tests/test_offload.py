@@ -217,6 +217,7 @@ async def test_fail_open_guard_table_full(tmp_path: Path) -> None:
                         Entry(
                             {"hdr.ipv4.dst_addr": 0x7F000009, "hdr.udp.dst_port": p},
                             A_GUARD_DROP,
+                            {"leg": 0},
                         )
                         for p in range(5000, 5004)
                     ]

@@ -4,7 +4,7 @@ what makes the switch hold exactly the planned entries."""
 from __future__ import annotations
 
 from fakeswitch import ROUTES, port_of
-from p4relay_switch import EntryDump, FlowKey, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch import EntryDump, FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry
 from p4relay_switch.names import UNBOUND_PORT
 from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
@@ -45,7 +45,11 @@ def test_plan_of_a_call() -> None:
         FlowKey("198.18.1.10", "127.0.0.1", 6000, 36002, port_of("198.18.1.10")),
         FlowKey("198.18.1.10", "127.0.0.1", 6001, 36003, port_of("198.18.1.10")),
     ]
-    assert set(p.guards) == {GuardKey("127.0.0.1", q) for q in (36000, 36001, 36002, 36003)}
+    # Each side's relay ports count their drops on that side's leg.
+    assert set(p.guards) == {
+        GuardEntry(GuardKey("127.0.0.1", q), leg)
+        for q, leg in ((36000, 1), (36001, 1), (36002, 2), (36003, 2))
+    }
     assert planner(guard=False).plan(session(), [1, 2]).guards == ()
 
 
@@ -72,15 +76,19 @@ def test_reconciliation_sweeps_stale_and_reinstalls_missing() -> None:
     have = EntryDump(
         relays=[*p.relays[:3], RelayEntry(stale_key, 9, False)],
         legs=[p.legs[0], moved_leg, LegRewrite(9, "127.0.0.1", "198.18.9.9", 1, 1)],
-        guards=[*p.guards[:2], GuardKey("127.0.0.1", 36100)],
+        guards=[
+            p.guards[0],
+            GuardEntry(p.guards[1].key, 9),  # counting on another leg
+            GuardEntry(GuardKey("127.0.0.1", 36100), 9),
+        ],
     )
     fix = reconciliation([p], have)
     assert fix.stale.del_relays == (stale_key,)
     assert fix.stale.del_legs == (9,)
-    assert fix.stale.del_guards == (GuardKey("127.0.0.1", 36100),)
+    assert set(fix.stale.del_guards) == {p.guards[1].key, GuardKey("127.0.0.1", 36100)}
     assert fix.missing.add_relays == (p.relays[3],) and fix.missing.del_relays == ()
     assert fix.missing.mod_legs == (p.legs[1],) and fix.missing.add_legs == ()
-    assert set(fix.missing.add_guards) == set(p.guards[2:])
+    assert set(fix.missing.add_guards) == set(p.guards[1:])
     # A switch that holds exactly the plan: nothing to do.
     exact = reconciliation([p], EntryDump(list(p.relays), list(p.legs), list(p.guards)))
     assert not exact.stale and not exact.missing

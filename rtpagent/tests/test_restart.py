@@ -209,7 +209,13 @@ async def test_agent_killed_and_restarted(
 
         await probe.insert(
             RELAY_GUARD,
-            [Entry({"hdr.ipv4.dst_addr": 0x7F000001, "hdr.udp.dst_port": 37998}, A_GUARD_DROP)],
+            [
+                Entry(
+                    {"hdr.ipv4.dst_addr": 0x7F000001, "hdr.udp.dst_port": 37998},
+                    A_GUARD_DROP,
+                    {"leg": 0},
+                )
+            ],
         )
         start()
         await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
@@ -284,7 +290,7 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
         await wait_for(lambda: len(fake.relays) == 8)
         key = FlowKey("198.18.1.10", "127.0.0.1", 6000, int(r.split()[0]), port_of("198.18.1.10"))
         leg = fake.relays[key].leg
-        fake.counters[key] = Counters(100, 17200)
+        fake.counters[leg] = Counters(100, 17200)
         fake.quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
 
         def sampled(app: App) -> list[int]:
@@ -305,7 +311,7 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
         direct = Client(port + 1)
         assert await direct.cmd("D gone f t") == "0\n"
         direct.close()
-        fake.counters[key] = Counters(150, 25800)
+        fake.counters[leg] = Counters(150, 25800)
         fake.quality[leg] = LegQuality(leg, 150, 0, 0, 0, 0, 0, 0, 0)
 
         app2 = App(settings(tmp_path, state_file=str(crashed), **kw), switch=fake)

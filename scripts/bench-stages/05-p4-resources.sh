@@ -7,11 +7,19 @@ out=${P4RELAY_P4_OUT:-build}
 bash scripts/test-stages/05-p4.sh
 rc=$?
 mapfile -t dirs < <(switch/p4/build.sh --list | sed "s|^|$out/p4relay-|")
-echo
-echo "Tofino 1 resources per pipe ($(uname -m), $(nproc) cores, $(date -u +%Y-%m-%d), compiler $(switch/p4/build.sh --compiler 2>/dev/null || echo none))"
-python3 switch/p4/resources.py table "${dirs[@]}"
-for d in "${dirs[@]}"; do
+report() {
+  echo "Tofino 1 resources per pipe, from the compiler's logs (compiler $(switch/p4/build.sh --compiler 2>/dev/null || echo none)):"
   echo
-  python3 switch/p4/resources.py stages "$d"
-done
+  python3 switch/p4/resources.py table "${dirs[@]}"
+  for d in "${dirs[@]}"; do
+    echo
+    python3 switch/p4/resources.py stages "$d"
+  done
+}
+echo
+report
+# The report in docs/benchmarks/ (make bench): the table and the stage maps only.
+if [ -n "${BENCH_TABLE:-}" ]; then
+  report > "$BENCH_TABLE"
+fi
 exit $rc

@@ -1,6 +1,7 @@
 """relay_guard: a foreign source to an offloaded call's relay port is dropped
 (not forwarded to the relay server, where it would latch the call's stream),
-counted per guarded port, and still reported once by the learn digest; the
+counted per leg (guard_drops: the leg of the direction the port belongs to),
+and still reported once by the learn digest; the
 call's own flows keep relaying; unguarded relay ports behave as before."""
 
 from __future__ import annotations
@@ -33,12 +34,9 @@ class GuardDropsForeignSource(LearnBase):
         )
         self.send(4, rtcp)
         self.expect_nothing()
-        drops = self.sw.run(self.p.guard_counters(call))
-        self.assertEqual(
-            {port: c.packets for port, c in drops.items()},
-            {20000: 5, 20001: 0, 20002: 0, 20003: 1},
-        )
-        self.assertEqual(drops[20000].bytes, 5 * len(bad))
+        # 20000 is the caller-facing port (a_to_b's), 20003 the callee's RTCP
+        drops = self.sw.run(self.p.guard_drops(call))
+        self.assertEqual(drops, {call.a_to_b.leg: 5, call.b_to_a.leg: 1})
         # the digest still fires, once per foreign flow
         events = self.learned(1.0)
         self.assertEqual(
@@ -48,8 +46,18 @@ class GuardDropsForeignSource(LearnBase):
         # the legitimate flows still relay, both ways, and are not counted as drops
         self.relay_round_trip(1)
         self.expect_nothing()
-        self.assertEqual(self.sw.run(self.p.guard_counters(call))[20000].packets, 5)
+        self.assertEqual(
+            self.sw.run(self.p.guard_drops(call)), {call.a_to_b.leg: 5, call.b_to_a.leg: 1}
+        )
+        counts = self.sw.run(self.p.call_counters(call))
+        self.assertEqual({leg: c.packets for leg, c in counts.items()}, dict.fromkeys(call.legs, 1))
         self.assertEqual(self.learned(0.5), [])
+        # a leg reused by the next call starts with no drops
+        self.sw.run(self.p.remove_call(call))
+        self.sw.run(self.p.install_call(call, guard=True))
+        self.assertEqual(
+            self.sw.run(self.p.guard_drops(call)), {call.a_to_b.leg: 0, call.b_to_a.leg: 0}
+        )
 
 
 class GuardMissForwardsToRelayServer(LearnBase):

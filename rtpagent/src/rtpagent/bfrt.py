@@ -20,8 +20,6 @@ from p4relay_switch import (
     Digest,
     EntryBatch,
     EntryDump,
-    FlowKey,
-    GuardKey,
     IdleTimeout,
     LegQuality,
     Pipeline,
@@ -150,11 +148,11 @@ class BfrtSwitch:
             raise OffloadRefused("switch_unreachable", "not connected")
         await _refusing(self.pipeline.write(batch, idle_ttl_ms))
 
-    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, Counters]:
-        return await _refusing(self.pipeline.read_counters(keys))
+    async def read_leg_counters(self, legs: list[int]) -> dict[int, Counters]:
+        return await _refusing(self.pipeline.read_leg_counters(legs))
 
-    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, Counters]:
-        return await _refusing(self.pipeline.read_guard_counters(keys))
+    async def read_guard_drops(self, legs: list[int]) -> dict[int, int]:
+        return await _refusing(self.pipeline.read_guard_drops(legs))
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]:
         return await _refusing(self.pipeline.read_quality(legs))

@@ -3,8 +3,8 @@
 RTPProxy picks ports at random and may hand a just-freed one to a new call
 while the ended call's removal is still pending: the new call then takes the
 guard over (it is deleted before the new call's relays go in) and the old
-call's removal leaves it alone. Guard counters are read cumulatively; the
-registry turns them into per-read deltas.
+call's removal leaves it alone. (Guard drops are counted per leg, not per
+guard: installed.py reads them.)
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ class GuardRegistry:
     def __init__(self) -> None:
         self._owner: dict[GuardKey, str] = {}
         self._taken: set[GuardKey] = set()  # taken over: to delete at the next write
-        self._seen: dict[GuardKey, int] = {}  # dropped packets as last read
 
     def owner(self, g: GuardKey) -> str | None:
         return self._owner.get(g)
@@ -37,7 +36,6 @@ class GuardRegistry:
     def release(self, uid: str, guards: Iterable[GuardKey]) -> None:
         """`uid` no longer holds these guards (the ones another took stay his)."""
         for g in guards:
-            self._seen.pop(g, None)
             if self._owner.get(g) == uid:
                 del self._owner[g]
 
@@ -48,7 +46,6 @@ class GuardRegistry:
         if owner is None or owner == uid:
             return None
         del self._owner[g]
-        self._seen.pop(g, None)
         self._taken.add(g)
         return owner
 
@@ -60,10 +57,3 @@ class GuardRegistry:
         """The guards taken over since the last call, to delete now."""
         out, self._taken = tuple(self._taken), set()
         return out
-
-    def dropped_since(self, g: GuardKey, packets: int) -> int:
-        """Foreign packets a guard dropped since its last read (a counter lower
-        than last time: the entry was re-created)."""
-        last = self._seen.get(g, 0)
-        self._seen[g] = packets
-        return packets - last if packets >= last else packets

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
-from p4relay_switch import Counters, FlowKey, GuardKey, LegAllocator, LegQuality
+from p4relay_switch import Counters, FlowKey, GuardEntry, GuardKey, LegAllocator, LegQuality
 from p4relay_switch import EntryBatch as Batch
 
 from . import metrics
@@ -31,8 +31,12 @@ log = structlog.get_logger("rtpagent.installed")
 @dataclass(frozen=True, slots=True)
 class LiveReading:
     sessions: list[tuple[Session, Plan]]
-    counts: dict[FlowKey, Counters]
+    counts: dict[int, Counters]  # by leg: its direction's packets and bytes, RTP and RTCP
     quality: dict[int, LegQuality]
+
+
+def _keys(guards: tuple[GuardEntry, ...]) -> list[GuardKey]:
+    return [g.key for g in guards]
 
 
 class Installed:
@@ -45,6 +49,9 @@ class Installed:
         # flow key -> (session uid, stream index, rtcp)
         self.by_key: dict[FlowKey, tuple[str, int, bool]] = {}
         self.guards = GuardRegistry()
+        # leg -> guard_drops[leg] as last read (a leg's cell is zeroed with
+        # its registers when the leg is freed or reused).
+        self._drops_seen: dict[int, int] = {}
         self.write_lock = asyncio.Lock()
         # Called when a guard was taken over: its delete waits for a write.
         self.on_guard_taken: Callable[[], None] = lambda: None
@@ -59,7 +66,7 @@ class Installed:
         old = self.plans.get(owner)
         if old is not None:
             self.plans[owner] = dataclasses.replace(
-                old, guards=tuple(x for x in old.guards if x != g)
+                old, guards=tuple(x for x in old.guards if x.key != g)
             )
         self.on_guard_taken()
         log.info("guard_port_reused", port=g.dst_port, previous=owner, now=uid)
@@ -69,11 +76,11 @@ class Installed:
         """`p` is on the switch for `s` now; returns the plan it replaced."""
         old = self.plans.get(s.uid)
         self.plans[s.uid] = p
-        self.guards.install(s.uid, p.guards)
+        self.guards.install(s.uid, _keys(p.guards))
         for r in p.relays:
             self.by_key[r.key] = (s.uid, 0 if r.leg == p.legs[0].leg else 1, r.rtcp)
         if old is not None:
-            self.guards.release(s.uid, [g for g in old.guards if g not in p.guards])
+            self.guards.release(s.uid, [g.key for g in old.guards if g not in p.guards])
             for k in set(old.flow_keys()) - set(p.flow_keys()):
                 self.by_key.pop(k, None)
         return old
@@ -90,13 +97,14 @@ class Installed:
             # The same flow may be a newer call's by now (its port reused).
             if self.by_key.get(k, ("",))[0] == s.uid:
                 del self.by_key[k]
-        self.guards.release(s.uid, p.guards)
+        self.guards.release(s.uid, _keys(p.guards))
         self.release_legs(s)
 
     def release_legs(self, s: Session) -> None:
         if s.legs:
             for leg in s.legs:
                 self.legs.release(leg)
+                self._drops_seen.pop(leg, None)
             s.legs = None
 
     def of(self, sessions: list[Session]) -> list[tuple[Session, Plan]]:
@@ -122,7 +130,7 @@ class Installed:
     def removal(plans: list[tuple[Session, Plan]]) -> Batch:
         legs = tuple(lg.leg for _, p in plans for lg in p.legs)
         return Batch(
-            del_guards=tuple(g for _, p in plans for g in p.guards),
+            del_guards=tuple(g.key for _, p in plans for g in p.guards),
             del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
             del_legs=legs,
             reset_legs=legs,
@@ -146,7 +154,7 @@ class Installed:
     async def remove_best_effort(self, s: Session, p: Plan | None) -> None:
         if p is None:
             return
-        guards = self.guards.owned_by(s.uid, p.guards)
+        guards = self.guards.owned_by(s.uid, _keys(p.guards))
         self.guards.release(s.uid, guards)
         await self.write_removal(
             lambda: Batch(
@@ -185,9 +193,9 @@ class Installed:
         """Read final counters into each session's totals before removal."""
         if not plans or not self.switch.connected:
             return
-        keys = [k for _, p in plans for k in p.flow_keys()]
+        legs = [lg.leg for _, p in plans for lg in p.legs]
         try:
-            counts = await self.switch.read_counters(keys)
+            counts = await self.switch.read_leg_counters(legs)
         except OffloadRefused as exc:
             log.warning("final_counters_unread", reason=exc.reason, detail=exc.detail)
             return
@@ -196,25 +204,27 @@ class Installed:
         await self.read_foreign_drops(plans)
 
     async def read_foreign_drops(self, plans: list[tuple[Session, Plan]]) -> None:
-        """Add what the guards dropped to each session's total and the metric.
-        Only sessions a foreign source was seen on: every guard hit raises a
-        learn digest, so the others have nothing to read."""
+        """Add what the guards dropped (guard_drops, per leg) to each session's
+        total and the metric. Only sessions a foreign source was seen on: every
+        guard hit raises a learn digest, so the others have nothing to read."""
         attacked = [(s, p) for s, p in plans if s.foreign_sources and p.guards]
         if not attacked or not self.switch.connected:
             return
+        legs = sorted({g.leg for _, p in attacked for g in p.guards})
         try:
-            counts = await self.switch.read_guard_counters(
-                [g for _, p in attacked for g in p.guards]
-            )
+            counts = await self.switch.read_guard_drops(legs)
         except OffloadRefused as exc:
-            log.info("guard_counters_unread", reason=exc.reason)
+            log.info("guard_drops_unread", reason=exc.reason)
             return
         for s, p in attacked:
-            for g in p.guards:
-                c = counts.get(g)
-                if c is None:
+            for leg in sorted({g.leg for g in p.guards}):
+                packets = counts.get(leg)
+                if packets is None:
                     continue
-                delta = self.guards.dropped_since(g, c.packets)
+                last = self._drops_seen.get(leg, 0)
+                self._drops_seen[leg] = packets
+                # lower than last time: the cell was zeroed (the leg reused)
+                delta = packets - last if packets >= last else packets
                 if delta > 0:
                     s.switch_totals.foreign_dropped += delta
                     metrics.GUARD_DROPPED.inc(delta)
@@ -225,9 +235,8 @@ class Installed:
         are none or the switch is away. Raises OffloadRefused."""
         if not live or not self.switch.connected:
             return None
-        keys = [r.key for _, p in live for r in p.relays if not r.rtcp]
         legs = [lg.leg for _, p in live for lg in p.legs]
-        counts = await self.switch.read_counters(keys)
+        counts = await self.switch.read_leg_counters(legs)
         quality = await self.switch.read_quality(legs)
         await self.read_foreign_drops(live)
         return LiveReading(live, counts, quality)
@@ -239,13 +248,12 @@ class Installed:
         p = self.plans.get(s.uid)
         if p is not None and self.switch.connected:
             try:
-                counts = await self.switch.read_counters([r.key for r in p.relays if not r.rtcp])
+                counts = await self.switch.read_leg_counters([lg.leg for lg in p.legs])
             except OffloadRefused:
                 counts = {}
-            for r in p.relays:
-                c = counts.get(r.key)
-                if c is not None and not r.rtcp:
-                    i = 0 if r.leg == p.legs[0].leg else 1
+            for i, lg in enumerate(p.legs):
+                c = counts.get(lg.leg)
+                if c is not None:
                     pk[i] += c.packets
                     by[i] += c.bytes
         return pk, by

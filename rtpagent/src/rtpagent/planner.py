@@ -17,6 +17,7 @@ from p4relay_switch import (
     EntryBatch,
     EntryDump,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LegRewrite,
     RelayEntry,
@@ -71,7 +72,7 @@ class Plan:
     relays: tuple[RelayEntry, ...]
     # Its relay-side ports (each stream's RTP and RTCP): packets from anyone
     # but the installed sources are dropped there, never reaching RTPProxy.
-    guards: tuple[GuardKey, ...] = ()
+    guards: tuple[GuardEntry, ...] = ()
 
     def flow_keys(self) -> list[FlowKey]:
         return [r.key for r in self.relays]
@@ -212,19 +213,20 @@ class Planner:
                 )
             )
             if self.guard:
-                guards += [GuardKey(me.laddr, me.port), GuardKey(me.laddr, me.port + 1)]
+                # Drops at this side's relay ports count on its leg.
+                guards += [
+                    GuardEntry(GuardKey(me.laddr, me.port), legs[i]),
+                    GuardEntry(GuardKey(me.laddr, me.port + 1), legs[i]),
+                ]
         return Plan((rewrites[0], rewrites[1]), tuple(relays), tuple(guards))
 
 
-def add_counts(s: Session, p: Plan, counts: dict[FlowKey, Counters]) -> None:
-    for r in p.relays:
-        c = counts.get(r.key)
-        if c is None:
-            continue
-        i = 0 if r.leg == p.legs[0].leg else 1
-        if r.rtcp:
-            s.switch_totals.rtcp_packets[i] += c.packets
-        else:
+def add_counts(s: Session, p: Plan, counts: dict[int, Counters]) -> None:
+    """The legs' counters (RTP and RTCP of each direction) into the session's
+    totals, by stream index (leg i carries party i's packets)."""
+    for i, lg in enumerate(p.legs):
+        c = counts.get(lg.leg)
+        if c is not None:
             s.switch_totals.packets[i] += c.packets
             s.switch_totals.bytes[i] += c.bytes
 
@@ -248,7 +250,8 @@ def reconciliation(plans: Iterable[Plan], have: EntryDump) -> Reconciliation:
     missing = tuple(r for k, r in want_keys.items() if have_keys.get(k) != r)
     return Reconciliation(
         stale=EntryBatch(
-            del_guards=tuple(g for g in have_guards if g not in want_guards),
+            # A guard whose leg differs is deleted and added again (deletions first).
+            del_guards=tuple(g.key for g in have_guards if g not in want_guards),
             del_relays=tuple(k for k in have_keys if k not in want_keys),
             del_legs=tuple(leg for leg in have_legs if leg not in want_legs),
         ),

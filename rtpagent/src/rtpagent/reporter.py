@@ -198,8 +198,8 @@ class Sampler:
         seen: set[tuple[str, int]] = set()
         for s, p in live:
             for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
-                rel = next(r for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
-                c = counts.get(rel.key)
+                # the leg's counter: this direction's RTP and RTCP
+                c = counts.get(p.legs[i].leg)
                 q = quality.get(p.legs[i].leg)
                 if c is None or q is None:
                     continue

@@ -68,9 +68,9 @@ class Stream:
 class Counters:
     """Totals moved off the switch (taken back, re-keyed) or read at the end."""
 
-    packets: list[int] = field(default_factory=lambda: [0, 0])  # per stream index (from party i)
+    # per stream index (from party i): its leg's counter, RTP and RTCP
+    packets: list[int] = field(default_factory=lambda: [0, 0])
     bytes: list[int] = field(default_factory=lambda: [0, 0])
-    rtcp_packets: list[int] = field(default_factory=lambda: [0, 0])
     lost: list[int] = field(default_factory=lambda: [0, 0])
     foreign_dropped: int = 0  # packets from other sources the guard dropped
 
@@ -172,7 +172,6 @@ class Session:
             "switch_totals": {
                 "packets": list(self.switch_totals.packets),
                 "bytes": list(self.switch_totals.bytes),
-                "rtcp_packets": list(self.switch_totals.rtcp_packets),
                 "lost": list(self.switch_totals.lost),
                 "foreign_dropped": self.switch_totals.foreign_dropped,
             },
@@ -197,7 +196,13 @@ class Session:
                     sd[k] = Endpoint(**sd[k])
             sd["codecs"] = tuple(sd.get("codecs", ()))
             streams.append(Stream(**sd))
-        totals = Counters(**d.pop("switch_totals"))
+        t = dict(d.pop("switch_totals"))
+        # Journals of agents that counted per relay entry kept RTCP apart;
+        # the leg counters count it with the packets.
+        rtcp = t.pop("rtcp_packets", None)
+        if rtcp is not None:
+            t["packets"] = [p + r for p, r in zip(t["packets"], rtcp, strict=True)]
+        totals = Counters(**t)
         state = OffloadState(d.pop("state"))
         return cls(streams=streams, switch_totals=totals, state=state, **d)
 

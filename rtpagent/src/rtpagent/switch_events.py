@@ -106,9 +106,12 @@ class SwitchEventHandler:
                 log.info("stray_source", call_id=s.call_id, src=src.key())
             return
         if p is not None:
+            # The leg counts only what its relay entries matched: packets
+            # there mean the planned source is the party, latched already.
             key = next(r.key for r in p.relays if not r.rtcp and r.leg == p.legs[i].leg)
-            counts = await self.view.switch.read_counters([key])
-            c = counts.get(key)
+            leg = p.legs[i].leg
+            counts = await self.view.switch.read_leg_counters([leg])
+            c = counts.get(leg)
             if c is not None and c.packets > 0:
                 st.learned = Endpoint(key.src_addr, key.src_port)  # latched by traffic already
                 self._foreign(s, ev, src)

@@ -16,8 +16,6 @@ from p4relay_switch import (
     Counters,
     EntryBatch,
     EntryDump,
-    FlowKey,
-    GuardKey,
     LearnEvent,
     LegQuality,
     RelayIdle,
@@ -68,10 +66,13 @@ class Switch(Protocol):
         is left behind (partial writes are undone)."""
         ...
 
-    async def read_counters(self, keys: list[FlowKey]) -> dict[FlowKey, Counters]: ...
+    async def read_leg_counters(self, legs: list[int]) -> dict[int, Counters]:
+        """Each leg's packets and bytes, RTP and RTCP (leg_rewrite's direct
+        counter); legs without an entry left out."""
+        ...
 
-    async def read_guard_counters(self, keys: list[GuardKey]) -> dict[GuardKey, Counters]:
-        """Foreign packets each guard dropped (its direct counter)."""
+    async def read_guard_drops(self, legs: list[int]) -> dict[int, int]:
+        """Foreign packets the guards of each leg dropped (guard_drops)."""
         ...
 
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]: ...

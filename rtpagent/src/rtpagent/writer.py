@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 import structlog
 from p4relay_switch import EntryBatch as Batch
-from p4relay_switch import FlowKey, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch import FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry
 
 from . import metrics
 from .drain import Drain
 from .installed import Installed
-from .planner import Plan, Planner, add_counts
+from .planner import Plan, Planner
 from .state import OffloadState, Session, SessionTable
 from .switchport import OffloadRefused
 
@@ -155,7 +155,7 @@ class InstallWriter:
         inst = self.installed
         async with inst.write_lock:
             batch, olds = self._install_batch(items)
-            refused = await self._write_install(items, batch, olds)
+            refused = await self._write_install(batch)
         if refused is None:
             self._installed(items)
             return
@@ -175,25 +175,11 @@ class InstallWriter:
                 self._fallback(s, exc.reason)
         log.warning("offload_refused", reason=exc.reason, detail=exc.detail, sessions=len(items))
 
-    async def _write_install(
-        self, items: list[Install], batch: Batch, olds: dict[str, Plan]
-    ) -> OffloadRefused | None:
-        switch = self.installed.switch
-        if batch.del_relays and switch.connected:
-            # Re-keyed flows (re-INVITE, latch): keep what the old keys counted.
-            try:
-                counts = await switch.read_counters(list(batch.del_relays))
-            except OffloadRefused:
-                counts = {}
-            gone = set(batch.del_relays)
-            for s, _p, _new in items:
-                old = olds.get(s.uid)
-                if old is not None:
-                    add_counts(
-                        s, Plan(old.legs, tuple(r for r in old.relays if r.key in gone)), counts
-                    )
+    async def _write_install(self, batch: Batch) -> OffloadRefused | None:
+        # Re-keyed flows (re-INVITE, latch) keep their legs: the legs' counters
+        # go on counting, nothing to carry over.
         try:
-            await switch.write(batch, self.installed.idle_ttl_ms)
+            await self.installed.switch.write(batch, self.installed.idle_ttl_ms)
         except OffloadRefused as exc:
             return exc
         return None
@@ -227,13 +213,13 @@ class InstallWriter:
         mod_legs: list[LegRewrite] = []
         add_relays: list[RelayEntry] = []
         del_relays: list[FlowKey] = []
-        add_guards: list[GuardKey] = []
+        add_guards: list[GuardEntry] = []
         del_guards: list[GuardKey] = []
         reset: list[int] = []
         olds: dict[str, Plan] = {}
         for s, p, _new in items:
             for g in p.guards:
-                inst.take_guard(g, s.uid)
+                inst.take_guard(g.key, s.uid)
         del_guards.extend(inst.guards.take_deletes())
         for s, p, _new in items:
             old = inst.plans.get(s.uid)
@@ -251,7 +237,7 @@ class InstallWriter:
             add_relays.extend(r for r in p.relays if r.key not in old_relays)
             # A relay port moved (re-INVITE): its old guard goes before its
             # relays, the new one comes after them (Batch's order).
-            del_guards.extend(g for g in old.guards if g not in p.guards)
+            del_guards.extend(g.key for g in old.guards if g not in p.guards)
             add_guards.extend(g for g in p.guards if g not in old.guards)
         # Removed keys first: a re-keyed flow may reuse a key of the same batch.
         batch = Batch(

@@ -13,6 +13,14 @@ from typing import Any
 CONTRACT = Path(__file__).resolve().parents[2] / "contract.toml"
 
 
+# An indexed counter's data fields by its unit (bf-p4c's names).
+COUNTER_UNIT_DATA = {
+    "PACKETS": ("$COUNTER_SPEC_PKTS",),
+    "BYTES": ("$COUNTER_SPEC_BYTES",),
+    "PACKETS_AND_BYTES": ("$COUNTER_SPEC_BYTES", "$COUNTER_SPEC_PKTS"),
+}
+
+
 def load_contract(path: Path = CONTRACT) -> dict[str, Any]:
     with path.open("rb") as f:
         return tomllib.load(f)
@@ -33,9 +41,11 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
     errs: list[str] = []
     tables = {t["name"]: t for t in bfrt.get("tables", [])}
     actions = {a["name"]: a for a in contract.get("action", [])}
-    want_tables = {t["name"] for t in contract.get("table", [])} | {
-        r["name"] for r in contract.get("register", [])
-    }
+    want_tables = (
+        {t["name"] for t in contract.get("table", [])}
+        | {r["name"] for r in contract.get("register", [])}
+        | {c["name"] for c in contract.get("counter", [])}
+    )
     for extra in sorted(set(tables) - want_tables):
         errs.append(f"bfrt.json has table {extra} that the contract does not name")
 
@@ -108,6 +118,22 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
         reg_data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
         if reg_data != [(field, cr["bits"])]:
             errs.append(f"register {name}: data {reg_data} != [({field!r}, {cr['bits']})]")
+
+    for cc in contract.get("counter", []):
+        name = cc["name"]
+        t = tables.get(name)
+        if t is None:
+            errs.append(f"counter {name} missing")
+            continue
+        if t.get("table_type") != "Counter":
+            errs.append(f"counter {name}: table_type {t.get('table_type')!r} != 'Counter'")
+        ctr_keys = [k["name"] for k in t.get("key", [])]
+        if ctr_keys != ["$COUNTER_INDEX"]:
+            errs.append(f"counter {name}: key {ctr_keys} != ['$COUNTER_INDEX']")
+        ctr_data = sorted(d["singleton"]["name"] for d in t.get("data", []) if "singleton" in d)
+        want_ctr = sorted(COUNTER_UNIT_DATA[cc["unit"]])
+        if ctr_data != want_ctr:
+            errs.append(f"counter {name}: data {ctr_data} != {want_ctr} (unit {cc['unit']})")
 
     learns = {d["name"]: d for d in bfrt.get("learn_filters", [])}
     want_learns = {d["name"] for d in contract.get("digest", [])}

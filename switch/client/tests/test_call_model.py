@@ -12,8 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from p4relay_switch import (
+    Counters,
     EntryBatch,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LegRewrite,
     Pipeline,
@@ -31,6 +33,7 @@ ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
 KEY = FlowKey("198.18.1.10", "127.0.0.1", 6001, 40001, 1)
 GKEY = GuardKey("127.0.0.1", 40001)
+GUARD = GuardEntry(GKEY, 300)
 LEG = LegRewrite(300, "127.0.0.1", "198.18.2.10", 40002, 7000)
 
 
@@ -81,6 +84,12 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
             )
             for r in pl.QUALITY_REGISTERS
         ),
+        # a leg's reset zeroes its guard drops too
+        c.update(
+            pb.Update.MODIFY,
+            pl.GUARD_DROPS,
+            Entry({pl.COUNTER_INDEX: 300}, None, {pl.COUNTER_PKTS: 0}),
+        ),
         c.update(pb.Update.MODIFY, pl.LEG_REWRITE, Entry({pl.K_LEG: 300}, pl.A_REWRITE, lg_data)),
         c.update(pb.Update.INSERT, pl.LEG_REWRITE, Entry({pl.K_LEG: 300}, pl.A_REWRITE, lg_data)),
         c.update(
@@ -88,7 +97,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
             pl.RELAY,
             Entry(rkey, pl.A_RELAY_LEG, {"leg": 300, "rtcp": 1, pl.TTL: 5000}),
         ),
-        c.update(pb.Update.INSERT, pl.RELAY_GUARD, Entry(gkey, pl.A_GUARD_DROP)),
+        c.update(pb.Update.INSERT, pl.RELAY_GUARD, Entry(gkey, pl.A_GUARD_DROP, {"leg": 300})),
         c.update(pb.Update.DELETE, pl.LEG_REWRITE, Entry({pl.K_LEG: 300})),
     ]
     batch = EntryBatch(
@@ -98,13 +107,13 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
         del_relays=(KEY,),
         del_legs=(300,),
         reset_legs=(300,),
-        add_guards=(GKEY,),
+        add_guards=(GUARD,),
         del_guards=(GKEY,),
     )
     enc = Encoder(c.schema)
     got = enc.batch(batch, 5000)
     assert list(pb.WriteRequest.FromString(got.updates).updates) == want
-    assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 1) + [2, 2, 2, 0]
+    assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 2) + [2, 2, 2, 0]
     # Each TTL and rtcp flag has its own template: the same values again.
     for ttl, rtcp in ((0, False), (5000, True), (70000, False)):
         e = RelayEntry(KEY, 300, rtcp)
@@ -113,16 +122,14 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
         assert list(pb.WriteRequest.FromString(one.updates).updates) == [
             c.update(pb.Update.INSERT, pl.RELAY, Entry(rkey, pl.A_RELAY_LEG, data))
         ]
-    ents, sent = enc.relay_reads([KEY])
-    te = c.table_entry(pl.RELAY, Entry(rkey))
+    # counters are read per leg: leg_rewrite entries and guard_drops cells
+    te = c.table_entry(pl.LEG_REWRITE, Entry({pl.K_LEG: 300}))
     te.table_flags.from_hw = True
-    assert [pb.Entity.FromString(e) for e in ents] == [pb.Entity(table_entry=te)]
-    assert sent == {te.key.SerializeToString(): KEY}
-    gents, gsent = enc.guard_reads([GKEY])
-    gte = c.table_entry(pl.RELAY_GUARD, Entry(gkey))
+    assert [pb.Entity.FromString(e) for e in enc.leg_reads([300])] == [pb.Entity(table_entry=te)]
+    gte = c.table_entry(pl.GUARD_DROPS, Entry({pl.COUNTER_INDEX: 300}))
     gte.table_flags.from_hw = True
-    assert [pb.Entity.FromString(e) for e in gents] == [pb.Entity(table_entry=gte)]
-    assert gsent == {gte.key.SerializeToString(): GKEY}
+    drops = [pb.Entity.FromString(e) for e in enc.guard_drop_reads([300])]
+    assert drops == [pb.Entity(table_entry=gte)]
     reads = enc.register_reads([300])
     for raw, name in zip(reads, pl.QUALITY_REGISTERS, strict=True):
         rte = c.table_entry(name, Entry({"$REGISTER_INDEX": 300}))
@@ -156,7 +163,7 @@ async def test_guards_inserted_after_relays_and_deleted_before(sw: SwitchClient)
     await p.write(call.install(guard=True), 1000)  # the switch takes them in that order
     dump = await p.dump()
     assert sorted(r.key for r in dump.relays) == sorted(call.flow_keys())
-    assert sorted(dump.guards) == sorted(call.guard_keys())
+    assert sorted(dump.guards) == sorted(call.guards())
     await p.write(call.removal())
     dump = await p.dump()
     assert (dump.relays, dump.legs, dump.guards) == ([], [], [])
@@ -187,14 +194,14 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
     assert all(v.packets == 0 and v.jitter_raw == 0 for v in (await p.read_quality(legs)).values())
 
 
-async def test_counters_of_absent_entries_left_out(sw: SwitchClient) -> None:
+async def test_counters_of_absent_legs_left_out(sw: SwitchClient) -> None:
     p = Pipeline(sw)
     await p.write(EntryBatch(add_legs=(LEG,), add_relays=(RelayEntry(KEY, 300, True),)), 5000)
+    got = await p.read_leg_counters([300, 301])
+    assert got == {300: Counters(0, 0)}
     other = FlowKey("198.18.1.11", "127.0.0.1", 6001, 40001, 1)
-    got = await p.read_counters([KEY, other])
-    assert list(got) == [KEY] and got[KEY].packets == 0
     await p.write(EntryBatch(del_relays=(KEY, other), del_legs=(300,)))  # absent: fine
-    assert await p.read_counters([KEY]) == {}
+    assert await p.read_leg_counters([300]) == {}
 
 
 _NETS = st.builds(

@@ -11,6 +11,7 @@ import pytest
 from p4relay_switch import (
     Backoff,
     BlockingSwitch,
+    Counters,
     EncodeError,
     Endpoint,
     Entry,
@@ -136,9 +137,13 @@ async def test_call_install_counters_remove(sw: SwitchClient) -> None:
         "dst_addr": int(c.a_to_b.out_dst.addr),
         "src_port": 20002,
         "dst_port": 7000,
+        pl.COUNTER_BYTES: 0,
+        pl.COUNTER_PKTS: 0,
     }
+    # counted per leg (leg_rewrite's direct counter); relay entries have none
+    assert all(pl.COUNTER_PKTS not in r.data for r in rows)
     counters = await p.call_counters(c)
-    assert counters[0].rtp.packets == 0 and counters[1].rtcp.bytes == 0
+    assert counters == {0: Counters(0, 0), 1: Counters(0, 0)}
     q = await p.read_quality([0, 1])
     assert q[0].packets == 0 and q[1].lost == 0
     with pytest.raises(EntryExistsError):
@@ -163,17 +168,25 @@ async def test_guard_install_read_remove(sw: SwitchClient) -> None:
     assert await p.guard_entry_count() == 4
     rows = await sw.read(pl.RELAY_GUARD)
     assert {r.action for r in rows} == {pl.A_GUARD_DROP}
-    assert {r.key[pl.K_DST_PORT] for r in rows} == {20000, 20001, 20002, 20003}
-    drops = await p.guard_counters(c)
-    assert sorted(drops) == [20000, 20001, 20002, 20003]
-    assert all(d.packets == 0 for d in drops.values())
+    # each relay port's drops count on the leg of the direction it receives
+    assert {(r.key[pl.K_DST_PORT], r.data["leg"]) for r in rows} == {
+        (20000, 0),
+        (20001, 0),
+        (20002, 1),
+        (20003, 1),
+    }
+    assert await p.guard_drops(c) == {0: 0, 1: 0}
+    # guard_drops is an indexed Counter: $COUNTER_INDEX -> $COUNTER_SPEC_PKTS
+    await sw.modify(pl.GUARD_DROPS, [Entry({pl.COUNTER_INDEX: 1}, None, {pl.COUNTER_PKTS: 9})])
+    assert await p.guard_drops(c) == {0: 0, 1: 9}
+    await p.reset_quality([1])  # a leg's reset zeroes its drops too
+    assert await p.guard_drops(c) == {0: 0, 1: 0}
     # guarding again: ALREADY_EXISTS, and the refused write removed nothing
     with pytest.raises(EntryExistsError):
         await p.guard_call(c)
     assert await p.guard_entry_count() == 4
     await p.unguard_call(c)
     assert await p.guard_entry_count() == 0
-    assert await p.guard_counters(c) == {}
     with pytest.raises(NotFoundError):
         await p.unguard_call(c, missing_ok=False)
     # guard after install (NAT learning done), then remove_call takes guards first
@@ -191,7 +204,7 @@ async def test_guard_table_full_rolls_back_the_whole_install(sw: SwitchClient) -
     p = Pipeline(sw)
     # fill the guard table with foreign entries, then install a guarded call
     filler = [
-        Entry({pl.K_DST_ADDR: 0xC612000B, pl.K_DST_PORT: 30000 + i}, pl.A_GUARD_DROP)
+        Entry({pl.K_DST_ADDR: 0xC612000B, pl.K_DST_PORT: 30000 + i}, pl.A_GUARD_DROP, {"leg": 0})
         for i in range(RELAY_ENTRIES - 2)
     ]
     await sw.insert(pl.RELAY_GUARD, filler)

@@ -103,8 +103,16 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
         pipeline.K_DST_ADDR,
         pipeline.K_DST_PORT,
     ]
-    assert tables[pipeline.RELAY_GUARD]["direct_counter"] is True
-    assert contract["program"]["contract_version"] == 4
+    # contract v5: counted per leg, not per entry
+    assert "direct_counter" not in tables[pipeline.RELAY_GUARD]
+    assert "direct_counter" not in tables[pipeline.RELAY]
+    assert tables[pipeline.LEG_REWRITE]["direct_counter"] is True
+    counters = {c["name"]: c for c in contract["counter"]}
+    assert counters[pipeline.GUARD_DROPS]["unit"] == "PACKETS"
+    drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
+    relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
+    assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
+    assert contract["program"]["contract_version"] == 5
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)

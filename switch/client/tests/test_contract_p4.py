@@ -92,7 +92,7 @@ def contract_errors(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]
     program, _ = strip_target_objects(bfrt)
     errs = check_program(contract, program)
     tables = {t["name"]: t for t in program["tables"]}
-    for ct in contract["table"] + contract["register"]:
+    for ct in contract["table"] + contract["register"] + contract["counter"]:
         t = tables.get(ct["name"])
         if t is not None and t.get("size") != ct["size_p4"]:
             errs.append(f"{ct['name']}: size {t.get('size')} != contract size_p4 {ct['size_p4']}")
@@ -290,9 +290,13 @@ def int_objects(contract: dict[str, Any]) -> list[str]:
 
 def test_int_profile_is_standard_with_int_instead_of_reroute(contract: dict[str, Any]) -> None:
     """The int profile builds every INT object of the contract; it has no
-    reroute (both do not fit 12 stages) and no iRED."""
+    reroute (both do not fit 12 stages) and no iRED, and smaller session
+    tables (INT's egress chain beside RTP quality leaves less room for legs)."""
     errs = contract_errors(contract, compiled("int"))
-    assert sorted(errs) == sorted(_reroute_missing(contract) + ired_objects(contract)), errs
+    missing = _reroute_missing(contract) + ired_objects(contract)
+    sized = [e for e in errs if e not in missing]
+    assert sized and all("size" in e for e in sized), errs
+    assert sorted(set(errs) - set(sized)) == sorted(missing)
 
 
 def _reroute_missing(contract: dict[str, Any]) -> list[str]:
@@ -324,6 +328,7 @@ def _quality_missing(contract: dict[str, Any]) -> list[str]:
 
 
 def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[str, Any]) -> None:
+    """Lean: relay only, at its own (larger) sizes: the freed stages hold more calls."""
     errs = contract_errors(contract, compiled("lean"))
     want = (
         _quality_missing(contract)
@@ -331,7 +336,10 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
         + ired_objects(contract)
         + int_objects(contract)
     )
-    assert sorted(errs) == sorted(want)
+    sized = [e for e in errs if e not in want]
+    assert sized, "the lean build has other sizes than the contract's defaults"
+    assert all("size" in e for e in sized), errs
+    assert sorted(set(errs) - set(sized)) == sorted(want)
 
 
 def test_ired_profile_is_lean_with_ired(contract: dict[str, Any]) -> None:
@@ -479,8 +487,15 @@ def _param_missing(b: dict[str, Any]) -> None:
 
 
 def _counter_missing(b: dict[str, Any]) -> None:
-    t = _table(b, "pipe.Ingress.relay_guard")
+    t = _table(b, "pipe.Ingress.leg_rewrite")
     t["data"] = [d for d in t["data"] if d["singleton"]["name"] != "$COUNTER_SPEC_PKTS"]
+
+
+def _guard_drops_bytes(b: dict[str, Any]) -> None:
+    t = _table(b, "pipe.Ingress.guard_drops")
+    d = json.loads(json.dumps(t["data"][0]))
+    d["singleton"]["name"] = "$COUNTER_SPEC_BYTES"
+    t["data"].append(d)
 
 
 def _ttl_missing(b: dict[str, Any]) -> None:
@@ -544,7 +559,10 @@ SCHEMA_MUTATIONS = [
     pytest.param(_param_width, "Ingress.forward: params", id="param-width"),
     pytest.param(_param_renamed, "Ingress.rewrite: params", id="param-renamed"),
     pytest.param(_param_missing, "Ingress.relay_leg: params", id="param-missing"),
-    pytest.param(_counter_missing, "pipe.Ingress.relay_guard: data fields", id="counter-missing"),
+    pytest.param(_counter_missing, "pipe.Ingress.leg_rewrite: data fields", id="counter-missing"),
+    pytest.param(
+        _guard_drops_bytes, "counter pipe.Ingress.guard_drops: data", id="guard-drops-bytes"
+    ),
     pytest.param(_ttl_missing, "pipe.Ingress.relay: data fields", id="ttl-missing"),
     pytest.param(_idle_attribute_missing, "IdleTimeout", id="idle-attribute-missing"),
     pytest.param(_scope_attribute_missing, "EntryScope", id="scope-attribute-missing"),

@@ -30,7 +30,8 @@ def test_names_resolve(schema: Schema) -> None:
     assert relay.action("relay_leg") is leg
     assert [p for p in leg.params] == ["leg", "rtcp"]
     assert relay.data_field(pl.TTL).bits == 32
-    assert relay.data_field(pl.COUNTER_PKTS).bits == 64
+    assert schema.table(pl.LEG_REWRITE).data_field(pl.COUNTER_PKTS).bits == 64
+    assert schema.table(pl.GUARD_DROPS).key(pl.COUNTER_INDEX).bits == 32
     assert relay.data_field("leg", leg).bits == 21
     assert "IdleTimeout" in relay.attributes
     assert schema.learn("learn").name == pl.LEARN_DIGEST

@@ -10,9 +10,10 @@
  *
  * Dependency chain, as the compiler places it (standard profile; README
  * "Resources" has the stage map of every profile):
- *   relay (stages 0-2, its RAMs span three stages) -> relay_guard (4-5) and
- *   leg_rewrite (5-6) -> ipv4_lpm (7-8, rewritten destination) -> nexthop (9);
- *   clock slices -> 2 adds -> learn_filter (9; its output is the digest type).
+ *   relay (stages 0-1, its RAMs span two stages) -> relay_guard (2) and
+ *   leg_rewrite with its counter (3-5) -> ipv4_lpm (8-9, rewritten
+ *   destination) -> nexthop (11); clock slices -> 2 adds -> learn_filter (8;
+ *   its output is the digest type).
  * IredDrop (P4RELAY_IRED) follows nexthop: the flag register, then its
  * counters.
  */

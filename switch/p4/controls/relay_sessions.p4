@@ -9,13 +9,16 @@
  *   the other party nor (with the guard) handed to the relay server. On a
  *   port whose binding is off the bound port is UNBOUND_PORT (the parser's
  *   port binding), so entries installed with it match from any such port. One
- *   entry carries only 22 bits of action data (immediate in the match word),
- *   so a relay entry fits one 128-bit SRAM word; direct counter and idle
- *   timeout (notify mode, set via the IdleTimeout attribute) per entry.
+ *   entry carries only 22 bits of action data (the 105-bit key leaves them no
+ *   room in its match word: the compiler refuses @force_immediate, so they sit
+ *   in an action data RAM beside it); idle timeout (notify mode, set via the
+ *   IdleTimeout attribute) per entry, no counter.
  * leg_rewrite: leg -> the rewrite (two addresses, two ports), once per session
  *   direction; RTCP entries add 1 to both ports (RTPProxy allocates RTCP on
- *   RTP + 1 on both sides).
- * relay_guard: relay address:port of an offloaded call -> drop. Applied only
+ *   RTP + 1 on both sides). Its direct counter is the direction's packets and
+ *   bytes, RTP and RTCP.
+ * relay_guard: relay address:port of an offloaded call -> drop, counted in
+ *   guard_drops[leg] (the leg of the direction whose relay port it is). Applied only
  *   when relay_addr marked the packet and relay missed, i.e. to a packet from
  *   a source that is not the call's party (another address or port, or the
  *   party's address arriving on another switch port): RTPProxy must not see it, or it
@@ -31,8 +34,15 @@ control RelaySessions(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md) {
 
-    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) relay_counter;
-    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) guard_counter;
+    /* Counting is per leg (contract v5): per-entry counters on relay and
+     * relay_guard took as much SRAM as the tables. leg_rewrite's direct
+     * counter counts a direction's RTP and RTCP (an indexed counter in its
+     * action does not fit leg_rewrite's stages); guard drops are counted
+     * packets only, by the leg the guard_drop entry names (a 64-bit
+     * bytes + packets cell per leg fits no stage beside relay_guard). */
+    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) leg_counter;
+    @name(".Ingress.guard_drops")
+    Counter<bit<32>, leg_t>(LEG_TABLE_SIZE, CounterType_t.PACKETS) guard_drops;
 
     @name(".Ingress.mark_relay")
     action mark_relay() {
@@ -55,7 +65,6 @@ control RelaySessions(
 
     @name(".Ingress.relay_leg")
     action relay_leg(leg_t leg, bit<1> rtcp) {
-        relay_counter.count();
         ig_md.relay_hit = true;
         ig_md.leg = leg;
         ig_md.rtcp_port_offset = (bit<16>)rtcp;
@@ -80,7 +89,6 @@ control RelaySessions(
         }
         default_action = NoAction();
         size = RELAY_TABLE_SIZE;
-        counters = relay_counter;
         idle_timeout = true;
     }
 
@@ -92,6 +100,7 @@ control RelaySessions(
         hdr.udp.src_port = src_port + ig_md.rtcp_port_offset;
         hdr.udp.dst_port = dst_port + ig_md.rtcp_port_offset;
         ig_md.udp_csum_update = true;
+        leg_counter.count();
     }
 
     @name(".Ingress.leg_rewrite")
@@ -105,11 +114,12 @@ control RelaySessions(
         }
         default_action = NoAction();
         size = LEG_TABLE_SIZE;
+        counters = leg_counter;
     }
 
     @name(".Ingress.guard_drop")
-    action guard_drop() {
-        guard_counter.count();
+    action guard_drop(leg_t leg) {
+        guard_drops.count(leg);
         ig_md.guard_drop = true;
     }
 
@@ -125,7 +135,6 @@ control RelaySessions(
         }
         default_action = NoAction();
         size = RELAY_GUARD_TABLE_SIZE;
-        counters = guard_counter;
     }
 
     apply {

@@ -32,7 +32,7 @@
 #ifdef P4RELAY_PROFILE_STANDARD
 #define WITH_RTP_QUALITY
 /* Congestion reroute (controls/reroute.p4): on in the standard profile. Not
- * with P4RELAY_SCALE_LARGE, whose relay tables take all 12 ingress stages,
+ * with P4RELAY_SCALE_LARGE, whose session tables take the stages it needs,
  * and off with -DP4RELAY_NO_REROUTE. It sends its notices through the egress
  * mirror the RTP quality step already uses, so it needs WITH_RTP_QUALITY. */
 #if !defined(P4RELAY_SCALE_LARGE) && !defined(P4RELAY_NO_REROUTE)

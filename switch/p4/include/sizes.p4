@@ -1,40 +1,71 @@
 /* p4relay — table and register sizes: build-time knobs.
  *
  * Every value can be overridden on the command line (-DRELAY_TABLE_SIZE=...).
- * P4RELAY_SCALE_LARGE switches the session-related defaults to the large
- * build (README.md "Resources" explains the numbers). Defaults match
- * switch/contract.toml (size_p4 / relay_entries_p4 / legs_p4).
+ * The session sizes differ per profile (below; README.md "Resources" explains
+ * the numbers). The defaults (standard profile) match switch/contract.toml
+ * (size_p4 / relay_entries_p4 / legs_p4).
  */
 #ifndef _P4RELAY_SIZES_P4_
 #define _P4RELAY_SIZES_P4_
 
-/* Large build: 28K calls per pipe, the largest the compiler places in 12
- * stages with the per-entry counters of relay and relay_guard (README
- * "Resources", from the compiler's logs). */
+/* Session sizes per profile: the largest the compiler places in 12 stages
+ * (README "Resources", from the compiler's logs). Counting is per leg
+ * (leg_rewrite's direct counter, guard_drops), so the relay tables carry no
+ * counter RAM. A call = 4 relay + 4 guard entries + 2 legs.
+ *   standard (RTP quality, reroute; also with iRED): 112K / 112K / 56K,
+ *       28,672 calls per pipe
+ *   lean (relay only, P4RELAY_PROFILE_LEAN without iRED): 184K / 184K / 92K,
+ *       47,104 calls
+ *   large (P4RELAY_SCALE_LARGE: standard without reroute): 160K / 160K / 80K,
+ *       40,960 calls
+ *   int (P4RELAY_WITH_INT): 64K / 64K / 32K, 16,384 calls (INT's egress
+ *       chain beside RTP quality leaves no room for more legs) */
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 114688
+#define RELAY_TABLE_SIZE 163840
 #endif
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 57344
+#define LEG_TABLE_SIZE 81920
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 114688
+#define RELAY_GUARD_TABLE_SIZE 163840
+#endif
+#endif
+#ifdef P4RELAY_WITH_INT
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 65536
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 32768
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 65536
+#endif
+#endif
+#if defined(P4RELAY_PROFILE_LEAN) && !defined(P4RELAY_IRED)
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 188416
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 94208
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 188416
 #endif
 #endif
 
 /* Relay entries per pipe: 4 per call (RTP + RTCP, both directions). */
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 65536
+#define RELAY_TABLE_SIZE 114688
 #endif
 /* Guarded relay-side ports per pipe: 4 per call (each leg's RTPProxy RTP and
  * RTCP port), in every pipe whose ports can receive foreign traffic. */
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 65536
+#define RELAY_GUARD_TABLE_SIZE 114688
 #endif
 /* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 32768
+#define LEG_TABLE_SIZE 57344
 #endif
 #ifndef IPV4_LPM_TABLE_SIZE
 #define IPV4_LPM_TABLE_SIZE 16384

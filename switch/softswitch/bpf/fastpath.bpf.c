@@ -19,9 +19,10 @@
 //
 // Shared state, so counters and registers are one truth whichever path a
 // packet takes: the quality registers are this program's `quality` array,
-// mmapped by the softswitch as its register storage; entry counters, port
-// counters and pipeline counters here are added to the softswitch's own on
-// every read. Layouts: src/fastpath/maps.rs (keep in lockstep).
+// mmapped by the softswitch as its register storage; leg counters
+// (leg_rewrite's direct counter), port counters and pipeline counters here
+// are added to the softswitch's own on every read. Layouts: src/fastpath/mod.rs
+// (keep in lockstep).
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -52,10 +53,14 @@ struct relay_key { // host byte order, = RelayKey
 struct relay_val {
     __u32 leg;
     __u32 rtcp;
+    __u32 last_hit_ms; // 0: never relayed here (idle timeout)
+    __u32 _pad;
+};
+
+// leg_rewrite's direct counter, this program's part (by leg).
+struct leg_count {
     __u64 pkts;
     __u64 bytes;
-    __u32 last_hit_ms;
-    __u32 _pad;
 };
 
 // leg_rewrite with its route resolved (ipv4_lpm + nexthop of the new dst).
@@ -119,6 +124,13 @@ struct {
     __type(key, __u32);
     __type(value, struct leg_val);
 } legs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 32768);
+    __type(key, __u32);
+    __type(value, struct leg_count);
+} leg_counts SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -287,6 +299,9 @@ int p4relay_fastpath(struct xdp_md *ctx)
     struct config *cfg = bpf_map_lookup_elem(&config, &zero);
     if (!cfg)
         return to_user(ctx, port);
+    struct leg_count *lc = bpf_map_lookup_elem(&leg_counts, &leg);
+    if (!lc)
+        return to_user(ctx, port);
 
     // Committed: from here the packet is relayed by this program.
     __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;
@@ -327,8 +342,8 @@ int p4relay_fastpath(struct xdp_md *ctx)
     ip->check = 0;
     ip->check = ~ip_sum((const __u16 *)ip);
 
-    __sync_fetch_and_add(&rv->pkts, 1);
-    __sync_fetch_and_add(&rv->bytes, frame_len);
+    __sync_fetch_and_add(&lc->pkts, 1);
+    __sync_fetch_and_add(&lc->bytes, frame_len);
     rv->last_hit_ms = (__u32)(now_ns / NS_PER_MS);
     __sync_fetch_and_add(&pin->rx_packets, 1);
     __sync_fetch_and_add(&pin->rx_bytes, frame_len);

@@ -21,6 +21,8 @@ pub struct Contract {
     pub actions: Vec<ActionDef>,
     #[serde(rename = "register")]
     pub registers: Vec<RegisterDef>,
+    #[serde(rename = "counter")]
+    pub counters: Vec<CounterDef>,
     #[serde(rename = "digest")]
     pub digests: Vec<DigestDef>,
     #[serde(rename = "fixed_table")]
@@ -107,6 +109,15 @@ pub struct RegisterDef {
     pub size_p4: u32,
 }
 
+/// An indexed counter (bf-p4c table_type "Counter").
+#[derive(Debug, Deserialize)]
+pub struct CounterDef {
+    pub name: String,
+    /// "PACKETS", "BYTES" or "PACKETS_AND_BYTES".
+    pub unit: String,
+    pub size_p4: u32,
+}
+
 #[derive(Debug, Deserialize)]
 pub struct DigestDef {
     pub name: String,
@@ -148,6 +159,8 @@ pub mod names {
     pub const INT_HOP_CONFIG: &str = "pipe.Egress.int_hop_config";
     pub const INT_REPORT: &str = "pipe.Egress.int_report";
     pub const PORT_METADATA: &str = "pipe.IngressParser.$PORT_METADATA";
+    // Counters.
+    pub const GUARD_DROPS: &str = "pipe.Ingress.guard_drops";
     pub const TABLES: [&str; 14] = [
         IPV4_LPM,
         NEXTHOP,
@@ -262,6 +275,7 @@ pub mod names {
     pub const ENTRY_TTL: &str = "$ENTRY_TTL";
     pub const ENTRY_HIT_STATE: &str = "$ENTRY_HIT_STATE";
     pub const REGISTER_INDEX: &str = "$REGISTER_INDEX";
+    pub const COUNTER_INDEX: &str = "$COUNTER_INDEX";
 }
 
 impl Contract {
@@ -315,6 +329,14 @@ mod tests {
         for n in TABLES {
             table(n);
         }
+        let guard_drops = c
+            .counters
+            .iter()
+            .find(|t| t.name == GUARD_DROPS)
+            .expect("guard_drops");
+        assert_eq!(guard_drops.unit, "PACKETS");
+        assert!(table(LEG_REWRITE).direct_counter);
+        assert!(!table(RELAY).direct_counter && !table(RELAY_GUARD).direct_counter);
         let keys = |t: &str| {
             table(t)
                 .keys
@@ -406,10 +428,10 @@ mod tests {
             params(IRED_SET),
             [P_MAX_LEN_QUEUE, P_N_DROP, P_EWMA_N, P_TAIL_DROP, P_PROTECT]
         );
+        assert_eq!(params(GUARD_DROP), [P_LEG]);
         for a in [
             DROP,
             MARK_RELAY,
-            GUARD_DROP,
             INT_WATCH_FLOW,
             INT_TRANSIT,
             INT_SINK,

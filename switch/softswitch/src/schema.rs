@@ -3,7 +3,8 @@
 //!
 //! Shapes and ids are bf-p4c's: key/data ids count from 1, `$MATCH_PRIORITY`
 //! 65537, `$ENTRY_TTL` 65543, `$ENTRY_HIT_STATE` 65544,
-//! `$COUNTER_SPEC_BYTES`/`PKTS` 65553/65554, `$REGISTER_INDEX` 65557; table,
+//! `$COUNTER_SPEC_BYTES`/`PKTS` 65553/65554, `$COUNTER_INDEX` 65556,
+//! `$REGISTER_INDEX` 65557; table,
 //! action (one id per action, shared by every table that lists it) and
 //! digest ids are taken from the compiler's bf-rt.json of the P4 program
 //! (`switch/p4/bfrt/standard.bf-rt.json`, compiled in), so a client sees the
@@ -20,6 +21,7 @@ pub const ID_ENTRY_TTL: u32 = 65543;
 pub const ID_ENTRY_HIT_STATE: u32 = 65544;
 pub const ID_COUNTER_BYTES: u32 = 65553;
 pub const ID_COUNTER_PKTS: u32 = 65554;
+pub const ID_COUNTER_INDEX: u32 = 65556;
 pub const ID_REGISTER_INDEX: u32 = 65557;
 /// bf-p4c's id of the port metadata table's key (`ig_intr_md.ingress_port`).
 pub const ID_PORT_METADATA_PORT: u32 = 65575;
@@ -103,6 +105,8 @@ pub enum TableKind {
     /// `pipe.IngressParser.$PORT_METADATA`: port binding per ingress port.
     PortMetadata,
     Register(Reg),
+    /// An indexed counter (`$COUNTER_INDEX` → `$COUNTER_SPEC_*`).
+    Counter(Ctr),
     Port,
     PortStat,
     SchedShaping,
@@ -126,6 +130,22 @@ pub enum Reg {
     ReroutePortHot,
     Ired(IredReg),
     Int(IntReg),
+}
+
+/// The indexed counters, in contract order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ctr {
+    /// `pipe.Ingress.guard_drops`: packets, by leg.
+    GuardDrops,
+}
+
+impl Ctr {
+    fn from_name(name: &str) -> Option<Ctr> {
+        match name {
+            names::GUARD_DROPS => Some(Ctr::GuardDrops),
+            _ => None,
+        }
+    }
 }
 
 /// The INT registers (pipeline/int_*.rs).
@@ -561,6 +581,55 @@ impl Schema {
                 default_action: None,
             });
         }
+        for ct in &c.counters {
+            let ctr = Ctr::from_name(&ct.name)
+                .unwrap_or_else(|| panic!("contract counter {} has no implementation", ct.name));
+            let size = match ctr {
+                Ctr::GuardDrops => legs,
+            };
+            let id = CompilerIds::get(&ids.tables, 0x12, &ct.name);
+            let keys = vec![KeySchema {
+                id: ID_COUNTER_INDEX,
+                name: names::COUNTER_INDEX.into(),
+                match_type: MatchType::Exact,
+                bits: 0,
+            }];
+            let mut data = Vec::new();
+            if ct.unit != "PACKETS" {
+                data.push(FieldSchema {
+                    id: ID_COUNTER_BYTES,
+                    name: names::COUNTER_SPEC_BYTES.into(),
+                    bits: 64,
+                });
+            }
+            if ct.unit != "BYTES" {
+                data.push(FieldSchema {
+                    id: ID_COUNTER_PKTS,
+                    name: names::COUNTER_SPEC_PKTS.into(),
+                    bits: 64,
+                });
+            }
+            json_tables.push(json!({
+                "name": ct.name, "id": id, "table_type": "Counter",
+                "size": size, "annotations": [], "depends_on": [],
+                "key": [json!({"id": ID_COUNTER_INDEX, "name": names::COUNTER_INDEX, "repeated": false,
+                        "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
+                "data": data.iter().map(|d| json!({"mandatory": false, "read_only": false,
+                    "singleton": {"id": d.id, "name": d.name, "repeated": false, "annotations": [],
+                        "type": {"type": "uint64", "default_value": 0}}})).collect::<Vec<_>>(),
+                "supported_operations": ["Sync"], "attributes": [],
+            }));
+            tables.push(TableSchema {
+                id,
+                name: ct.name.clone(),
+                kind: TableKind::Counter(ctr),
+                size,
+                keys,
+                actions: vec![],
+                data,
+                default_action: None,
+            });
+        }
         let digests: Vec<DigestSchema> = c
             .digests
             .iter()
@@ -674,7 +743,18 @@ mod tests {
         assert_eq!(relay.size, 1000);
         assert_eq!(relay.key_by_name("hdr.ipv4.src_addr").unwrap().bits, 32);
         assert!(relay.data_by_name("$ENTRY_TTL").is_some());
-        assert!(relay.data_by_name("$COUNTER_SPEC_PKTS").is_some());
+        assert!(relay.data_by_name("$COUNTER_SPEC_PKTS").is_none());
+        let lr = s.table_by_name("pipe.Ingress.leg_rewrite").unwrap();
+        assert!(lr.data_by_name("$COUNTER_SPEC_PKTS").is_some());
+        assert!(lr.data_by_name("$COUNTER_SPEC_BYTES").is_some());
+        let gd = s.table_by_name("pipe.Ingress.guard_drops").unwrap();
+        assert_eq!(gd.kind, TableKind::Counter(Ctr::GuardDrops));
+        assert_eq!(gd.size, 500);
+        assert_eq!(gd.keys[0].id, ID_COUNTER_INDEX);
+        assert_eq!(
+            gd.data.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+            ["$COUNTER_SPEC_PKTS"]
+        );
         let leg = relay.action_by_name("Ingress.relay_leg").unwrap();
         assert_eq!(
             leg.params
@@ -704,8 +784,9 @@ mod tests {
                 .collect::<Vec<_>>(),
             [("hdr.ipv4.dst_addr", 32), ("hdr.udp.dst_port", 16)]
         );
-        assert!(guard.action_by_name("Ingress.guard_drop").is_some());
-        assert!(guard.data_by_name("$COUNTER_SPEC_PKTS").is_some());
+        let drop = guard.action_by_name("Ingress.guard_drop").unwrap();
+        assert_eq!(drop.params[0].name, "leg");
+        assert!(guard.data_by_name("$COUNTER_SPEC_PKTS").is_none());
         assert!(guard.data_by_name("$ENTRY_TTL").is_none());
         assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
         let f: Value = serde_json::from_str(&s.fixed_json).unwrap();

@@ -33,11 +33,11 @@ from p4relay_switch.errors import (
 )
 from p4relay_switch.model import (
     Counters,
-    DirectionCounters,
     Endpoint,
     EntryBatch,
     EntryDump,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LearnEvent,
     LegAllocator,
@@ -61,7 +61,6 @@ __all__ = [
     "BlockingSwitch",
     "Counters",
     "Digest",
-    "DirectionCounters",
     "EncodeError",
     "Endpoint",
     "Entry",
@@ -69,6 +68,7 @@ __all__ = [
     "EntryDump",
     "EntryExistsError",
     "FlowKey",
+    "GuardEntry",
     "GuardKey",
     "IdleTimeout",
     "InvalidArgumentError",

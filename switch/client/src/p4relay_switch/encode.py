@@ -17,14 +17,14 @@ the table size).
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from p4relay_switch.model import (
     Counters,
     EntryBatch,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LegQuality,
     LegRewrite,
@@ -35,7 +35,9 @@ from p4relay_switch.names import (
     A_RELAY_LEG,
     A_REWRITE,
     COUNTER_BYTES,
+    COUNTER_INDEX,
     COUNTER_PKTS,
+    GUARD_DROPS,
     K_BOUND_PORT,
     K_DST_ADDR,
     K_DST_PORT,
@@ -109,20 +111,6 @@ def update(kind: int, table_id: int, key: bytes, data: bytes | None = None) -> b
 aton = socket.inet_aton  # dotted IPv4 -> 4 bytes (OSError if it is not one)
 
 
-def _flow(k: FlowKey, port_bytes: int) -> tuple[bytes, bytes, bytes, bytes, bytes]:
-    return (
-        aton(k.src_addr),
-        aton(k.dst_addr),
-        k.src_port.to_bytes(2, "big"),
-        k.dst_port.to_bytes(2, "big"),
-        k.ingress_port.to_bytes(port_bytes, "big"),
-    )
-
-
-def _guard(k: GuardKey) -> tuple[bytes, bytes]:
-    return aton(k.dst_addr), k.dst_port.to_bytes(2, "big")
-
-
 def hw_read(table_id: int, key: bytes) -> bytes:
     """An `Entity` reading one entry, its counters synced from the hardware."""
     te = uint(_TE_ID, table_id) + ld(_TE_KEY, key) + ld(_TE_FLAGS, uint(_TF_HW, 1))
@@ -130,7 +118,7 @@ def hw_read(table_id: int, key: bytes) -> bytes:
 
 
 def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> Counters:
-    """An entry's direct counters ($COUNTER_SPEC_PKTS / _BYTES) as read back."""
+    """An entry's direct counter ($COUNTER_SPEC_PKTS / _BYTES) as read back."""
     pk = by = 0
     for f in te.data.fields:
         if f.field_id == pkts_id:
@@ -140,42 +128,12 @@ def _counters(te: pb.TableEntry, pkts_id: int, bytes_id: int) -> Counters:
     return Counters(pk, by)
 
 
-K = TypeVar("K", FlowKey, GuardKey)
-
-
-def _reads(
-    keys: list[K], key_bytes: Callable[[K], bytes], read_t: Template
-) -> tuple[list[bytes], dict[bytes, K]]:
-    """Read entities for these keys, and each key's encoding -> the key."""
-    ents: list[bytes] = []
-    sent: dict[bytes, K] = {}
-    for k in keys:
-        kb = key_bytes(k)
-        sent[kb] = k
-        ents.append(read_t.fill(kb))
-    return ents, sent
-
-
-def _decode_counters(
-    ents: list[pb.Entity],
-    sent: dict[bytes, K],
-    table_id: int,
-    key_of: Callable[[pb.TableEntry], K | None],
-    pkts_id: int,
-    bytes_id: int,
-) -> dict[K, Counters]:
-    """Entries of one table as read back -> their direct counters. The switch
-    echoes the key as sent (then one lookup); if its encoding differs, the
-    key is decoded field by field."""
-    out: dict[K, Counters] = {}
-    for e in ents:
-        te = e.table_entry
-        if te.table_id != table_id:
-            continue
-        key = sent.get(te.key.SerializeToString()) or key_of(te)
-        if key is not None:
-            out[key] = _counters(te, pkts_id, bytes_id)
-    return out
+def _key_int(te: pb.TableEntry, field_id: int) -> int | None:
+    """An exact key field of an entry as read back, as an integer."""
+    for f in te.key.fields:
+        if f.field_id == field_id:
+            return int.from_bytes(f.exact.value, "big")
+    return None
 
 
 class Encoder:
@@ -196,14 +154,20 @@ class Encoder:
         w = lr.action(A_REWRITE)
         self.rewrite_action = w.id
         self.p = {n: w.param(n).id for n in ("src_addr", "dst_addr", "src_port", "dst_port")}
-        self.c_pkts = r.data_field(COUNTER_PKTS).id
-        self.c_bytes = r.data_field(COUNTER_BYTES).id
+        # leg_rewrite's direct counter: the call's packets, per direction.
+        self.c_pkts = lr.data_field(COUNTER_PKTS).id
+        self.c_bytes = lr.data_field(COUNTER_BYTES).id
         g = schema.table(RELAY_GUARD)
         self.guard_id = g.id
         self.g_dst, self.g_dport = g.key(K_DST_ADDR).id, g.key(K_DST_PORT).id
-        self.guard_action = g.action(A_GUARD_DROP).id
-        self.gc_pkts = g.data_field(COUNTER_PKTS).id
-        self.gc_bytes = g.data_field(COUNTER_BYTES).id
+        ga = g.action(A_GUARD_DROP)
+        self.guard_action = ga.id
+        self.g_leg = ga.param("leg")
+        # guard_drops: packets by leg ($COUNTER_INDEX -> $COUNTER_SPEC_PKTS).
+        gd = schema.table(GUARD_DROPS)
+        self.guard_drops_id = gd.id
+        self.gd_index = gd.key(COUNTER_INDEX)
+        self.gd_pkts = gd.data_field(COUNTER_PKTS)
         # Quality registers: (table id, $REGISTER_INDEX key, value field), the
         # field chosen as the generic client's `_register` does.
         self.registers: list[tuple[int, FieldInfo, FieldInfo]] = []
@@ -237,9 +201,6 @@ class Encoder:
             return update(INSERT, self.relay_id, relay_key(v), data)
 
         flow = [4, 4, 2, 2, self.k_port.nbytes]
-        self._relay_key_t = Template(relay_key, flow)
-        n = len(self._relay_key_t.fill(*(bytes(w) for w in flow)))
-        self._relay_read_t = Template(lambda v: hw_read(self.relay_id, v[0]), [n])
         self._relay_insert_t = Template(relay_insert, [*flow, leg_n, rtcp_n, ttl_n])
         self._relay_insert_by_ttl: dict[int, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
         self._relay_delete_c = (
@@ -251,14 +212,12 @@ class Encoder:
         def guard_key(v: list[bytes]) -> bytes:
             return exact(self.g_dst, v[0]) + exact(self.g_dport, v[1])
 
-        guard_action = uint(_TD_ACTION, self.guard_action)
-        self._guard_key_t = Template(guard_key, [4, 2])
-        n = len(self._guard_key_t.fill(bytes(4), bytes(2)))
-        self._guard_read_t = Template(lambda v: hw_read(self.guard_id, v[0]), [n])
+        def guard_insert(v: list[bytes]) -> bytes:
+            data = uint(_TD_ACTION, self.guard_action) + stream(self.g_leg.id, v[2])
+            return update(INSERT, self.guard_id, guard_key(v), data)
+
         self._guard_insert_c = (
-            Template(lambda v: update(INSERT, self.guard_id, guard_key(v), guard_action), [4, 2])
-            .framed(_WR_UPDATES)
-            .constant()
+            Template(guard_insert, [4, 2, self.g_leg.nbytes]).framed(_WR_UPDATES).constant()
         )
         self._guard_delete_c = (
             Template(lambda v: update(DELETE, self.guard_id, guard_key(v)), [4, 2])
@@ -292,23 +251,34 @@ class Encoder:
             .constant()
         )
 
-        # A leg's resets of every quality register as one template, each hole
-        # the leg (every register is indexed by leg): `_resets`.
-        widths = {key.nbytes for _, key, _ in self.registers}
+        self._leg_read_t = Template(
+            lambda v: hw_read(self.leg_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+        )
+
+        # A leg's resets of every quality register and of its guard_drops
+        # cell as one template, each hole the leg (all are indexed by leg):
+        # `_resets`.
+        cells = [*self.registers, (self.guard_drops_id, self.gd_index, self.gd_pkts)]
+        widths = {key.nbytes for _, key, _ in cells}
         if len(widths) != 1:
-            raise ValueError("quality registers indexed by different widths")
+            raise ValueError("quality registers and guard_drops indexed by different widths")
         (self._reset_n,) = widths
 
         def resets(v: list[bytes]) -> bytes:
             return b"".join(
                 ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(val)))
-                for (tid, key, val), leg in zip(self.registers, v, strict=True)
+                for (tid, key, val), leg in zip(cells, v, strict=True)
             )
 
         def zero(val: FieldInfo) -> bytes:
             return stream(val.id, bytes(val.nbytes))
 
-        self._resets_c = Template(resets, [self._reset_n] * len(self.registers)).constant()
+        self.resets_per_leg = len(cells)  # updates `_resets` writes per leg
+        self._resets_c = Template(resets, [self._reset_n] * len(cells)).constant()
+        gd_i = self.gd_index
+        self._guard_drops_read_t = Template(
+            lambda v: hw_read(self.guard_drops_id, exact(gd_i.id, v[0])), [gd_i.nbytes]
+        )
 
         def reg_read(table_id: int, key: FieldInfo) -> Template:
             return Template(lambda v: hw_read(table_id, exact(key.id, v[0])), [key.nbytes])
@@ -329,10 +299,10 @@ class Encoder:
         n_del = len(b.del_guards) + len(b.del_relays)
         self._resets(out, b.reset_legs)
         self._legs(out, self._leg_modify_c, b.mod_legs)
-        n_mod = len(b.reset_legs) * len(self.registers) + len(b.mod_legs)
+        n_mod = len(b.reset_legs) * self.resets_per_leg + len(b.mod_legs)
         self._legs(out, self._leg_insert_c, b.add_legs)
         self._relay_inserts(out, b.add_relays, ttl_ms)
-        self._guards(out, self._guard_insert_c, b.add_guards)
+        self._guard_inserts(out, b.add_guards)
         n_ins = len(b.add_legs) + len(b.add_relays) + len(b.add_guards)
         self._leg_deletes(out, b.del_legs)
         kinds = (
@@ -388,6 +358,19 @@ class Encoder:
         for da, dp in keys:
             out += (c[0], aton(da), c[1], dp.to_bytes(2, "big"), c[2])
 
+    def _guard_inserts(self, out: list[bytes], guards: Iterable[GuardEntry]) -> None:
+        c, ln = self._guard_insert_c, self.g_leg.nbytes
+        for (da, dp), leg in guards:
+            out += (
+                c[0],
+                aton(da),
+                c[1],
+                dp.to_bytes(2, "big"),
+                c[2],
+                leg.to_bytes(ln, "big"),
+                c[3],
+            )
+
     def _legs(self, out: list[bytes], c: tuple[bytes, ...], legs: Iterable[LegRewrite]) -> None:
         ln = self.k_leg.nbytes
         for lg in legs:
@@ -403,7 +386,7 @@ class Encoder:
             out += (c[0], leg.to_bytes(ln, "big"), c[1])
 
     def _resets(self, out: list[bytes], legs: Iterable[int]) -> None:
-        """Zero legs' quality registers (a MODIFY of each register's cell).
+        """Zero legs' quality registers and guard drops (a MODIFY of each cell).
         Every cell of a leg has the leg as its only value: the leg's updates
         are that value joined with the constant pieces, one join per leg."""
         c, n = self._resets_c, self._reset_n
@@ -411,57 +394,48 @@ class Encoder:
             out.append(leg.to_bytes(n, "big").join(c))
 
     # ------------------------------------------------------------------ relay
-    def relay_reads(self, keys: list[FlowKey]) -> tuple[list[bytes], dict[bytes, FlowKey]]:
-        """Read entities for these entries, and each key's encoding -> the key
-        (to match what comes back without decoding it field by field)."""
-        return _reads(
-            keys,
-            lambda k: self._relay_key_t.fill(*_flow(k, self.k_port.nbytes)),
-            self._relay_read_t,
-        )
-
-    def decode_counters(
-        self, ents: list[pb.Entity], sent: dict[bytes, FlowKey]
-    ) -> dict[FlowKey, Counters]:
-        """Relay entries as read back -> their direct counters (no generic decode)."""
-        return _decode_counters(
-            ents, sent, self.relay_id, self._flow_key, self.c_pkts, self.c_bytes
-        )
-
-    def _flow_key(self, te: pb.TableEntry) -> FlowKey | None:
-        kv = {f.field_id: f.exact.value for f in te.key.fields}
-        try:
-            return FlowKey(
-                socket.inet_ntoa(kv[self.k_src]),
-                socket.inet_ntoa(kv[self.k_dst]),
-                int.from_bytes(kv[self.k_sport], "big"),
-                int.from_bytes(kv[self.k_dport], "big"),
-                int.from_bytes(kv[self.k_port.id], "big"),
-            )
-        except (KeyError, OSError):
-            return None
-
-    # ------------------------------------------------------------------ guard
-    def guard_reads(self, keys: list[GuardKey]) -> tuple[list[bytes], dict[bytes, GuardKey]]:
-        return _reads(keys, lambda k: self._guard_key_t.fill(*_guard(k)), self._guard_read_t)
-
-    def decode_guard_counters(
-        self, ents: list[pb.Entity], sent: dict[bytes, GuardKey]
-    ) -> dict[GuardKey, Counters]:
-        return _decode_counters(
-            ents, sent, self.guard_id, self._guard_key, self.gc_pkts, self.gc_bytes
-        )
-
-    def _guard_key(self, te: pb.TableEntry) -> GuardKey | None:
-        kv = {f.field_id: f.exact.value for f in te.key.fields}
-        try:
-            return GuardKey(
-                socket.inet_ntoa(kv[self.g_dst]), int.from_bytes(kv[self.g_dport], "big")
-            )
-        except (KeyError, OSError):
-            return None
-
     # ------------------------------------------------------------------ legs
+    def leg_reads(self, legs: list[int]) -> list[bytes]:
+        """Read entities of these legs' leg_rewrite entries (their counters
+        synced from the hardware)."""
+        n = self.k_leg.nbytes
+        return [self._leg_read_t.fill(leg.to_bytes(n, "big")) for leg in legs]
+
+    def decode_leg_counters(self, ents: list[pb.Entity]) -> dict[int, Counters]:
+        """leg_rewrite entries as read back -> each leg's direct counter."""
+        out: dict[int, Counters] = {}
+        for e in ents:
+            te = e.table_entry
+            if te.table_id != self.leg_table:
+                continue
+            leg = _key_int(te, self.k_leg.id)
+            if leg is not None:
+                out[leg] = _counters(te, self.c_pkts, self.c_bytes)
+        return out
+
+    def guard_drop_reads(self, legs: list[int]) -> list[bytes]:
+        n = self.gd_index.nbytes
+        return [self._guard_drops_read_t.fill(leg.to_bytes(n, "big")) for leg in legs]
+
+    def decode_guard_drops(self, ents: list[pb.Entity]) -> dict[int, int]:
+        """guard_drops cells as read back -> packets per leg (a cell read per
+        pipe comes back once per pipe: summed)."""
+        out: dict[int, int] = {}
+        for e in ents:
+            te = e.table_entry
+            if te.table_id != self.guard_drops_id:
+                continue
+            leg = _key_int(te, self.gd_index.id)
+            if leg is None:
+                continue
+            pkts = sum(
+                int.from_bytes(f.stream, "big")
+                for f in te.data.fields
+                if f.field_id == self.gd_pkts.id
+            )
+            out[leg] = out.get(leg, 0) + pkts
+        return out
+
     def register_reads(self, legs: list[int]) -> list[bytes]:
         """Read entities of every quality register's cell of these legs."""
         out: list[bytes] = []

@@ -4,7 +4,7 @@ Two ways to name the same entries, one model:
 
 * `RelayCall` (two `RelayDirection`s between `Endpoint`s): a whole call, as a
   test or a tool thinks of it;
-* `RelayEntry` / `LegRewrite` / `GuardKey` collected in an `EntryBatch`: what
+* `RelayEntry` / `LegRewrite` / `GuardEntry` collected in an `EntryBatch`: what
   a control plane that tracks many calls changes in one write (rtpagent).
 
 `RelayCall.batch()` turns the first into the second; both go through
@@ -49,10 +49,19 @@ class FlowKey(NamedTuple):
 class GuardKey(NamedTuple):
     """Exact key of `pipe.Ingress.relay_guard`: one relay-side port of an
     offloaded call. A packet to it that misses `relay` (any source but the
-    installed one) is dropped and counted, never reaching the relay server."""
+    installed one) is dropped, never reaching the relay server."""
 
     dst_addr: str
     dst_port: int
+
+
+class GuardEntry(NamedTuple):
+    """`pipe.Ingress.relay_guard[key]` -> `guard_drop(leg)`: the drops are
+    counted in `guard_drops[leg]`, the leg of the direction whose relay port
+    `key` is (its sender's packets arrive there)."""
+
+    key: GuardKey
+    leg: int
 
 
 # Entries are named tuples, like the keys: a control plane builds several per
@@ -89,8 +98,8 @@ class EntryBatch:
     add_relays: tuple[RelayEntry, ...] = ()
     del_relays: tuple[FlowKey, ...] = ()
     del_legs: tuple[int, ...] = ()
-    reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers
-    add_guards: tuple[GuardKey, ...] = ()
+    reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers and guard_drops
+    add_guards: tuple[GuardEntry, ...] = ()
     del_guards: tuple[GuardKey, ...] = ()
 
     def __bool__(self) -> bool:
@@ -112,19 +121,16 @@ class EntryDump:
 
     relays: list[RelayEntry]
     legs: list[LegRewrite]
-    guards: list[GuardKey]
+    guards: list[GuardEntry]
 
 
 @dataclass(frozen=True, slots=True)
 class Counters:
+    """A leg's packets and bytes (leg_rewrite's direct counter: RTP and RTCP
+    of the direction, since its entry was added)."""
+
     packets: int
     bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class DirectionCounters:
-    rtp: Counters
-    rtcp: Counters
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,10 @@ class RelayDirection:
         """The relay port this direction's sender uses, as a relay_guard key."""
         return GuardKey(self.relay.host, self.relay.port + (1 if rtcp else 0))
 
+    def guard(self, rtcp: bool = False) -> GuardEntry:
+        """That port's relay_guard entry, its drops counted on this leg."""
+        return GuardEntry(self.guard_key(rtcp), self.leg)
+
     def rewrite(self) -> LegRewrite:
         return LegRewrite(
             self.leg,
@@ -265,13 +275,17 @@ class RelayCall:
         """The call's 4 relay_guard keys: each leg's relay port and port + 1."""
         return [d.guard_key(r) for d in self.directions for r in (False, True)]
 
+    def guards(self) -> list[GuardEntry]:
+        """The call's 4 relay_guard entries (`guard_keys`, each with its leg)."""
+        return [d.guard(r) for d in self.directions for r in (False, True)]
+
     def install(self, *, guard: bool = False) -> EntryBatch:
         """Its entries as one batch: quality reset, rewrites, relays, guards."""
         return EntryBatch(
             reset_legs=self.legs,
             add_legs=tuple(d.rewrite() for d in self.directions),
             add_relays=tuple(r for d in self.directions for r in d.relays()),
-            add_guards=tuple(self.guard_keys()) if guard else (),
+            add_guards=tuple(self.guards()) if guard else (),
         )
 
     def removal(self) -> EntryBatch:

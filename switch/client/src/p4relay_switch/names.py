@@ -9,6 +9,8 @@ RELAY_ADDR = "pipe.Ingress.relay_addr"
 RELAY = "pipe.Ingress.relay"
 RELAY_GUARD = "pipe.Ingress.relay_guard"
 LEG_REWRITE = "pipe.Ingress.leg_rewrite"
+# Foreign packets relay_guard dropped, by leg (an indexed Counter, contract v5).
+GUARD_DROPS = "pipe.Ingress.guard_drops"
 LEARN_DIGEST = "pipe.IngressDeparser.learn"
 # Port binding per ingress port: the port's phase-0 data. unbound = 1: relay
 # keys on UNBOUND_PORT for packets from the port (binding off there).
@@ -68,6 +70,7 @@ K_PRIORITY = "$MATCH_PRIORITY"
 TTL = "$ENTRY_TTL"
 COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
 COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
+COUNTER_INDEX = "$COUNTER_INDEX"
 
 # contract.toml [config]
 RTP_CLOCK_HZ = 8000

@@ -22,8 +22,7 @@ contract's names in `names.py`.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Iterable, Sequence
 
 import grpc
 import structlog
@@ -35,11 +34,11 @@ from p4relay_switch.errors import NotFoundError, SwitchError, WriteError, write_
 from p4relay_switch.model import (
     Addr,
     Counters,
-    DirectionCounters,
     Endpoint,
     EntryBatch,
     EntryDump,
     FlowKey,
+    GuardEntry,
     GuardKey,
     LearnEvent,
     LegAllocator,
@@ -62,8 +61,10 @@ from p4relay_switch.names import (
     A_REWRITE,
     A_SET_NEXTHOP,
     COUNTER_BYTES,
+    COUNTER_INDEX,
     COUNTER_PKTS,
     D_UNBOUND,
+    GUARD_DROPS,
     IPV4_LPM,
     JITTER_SHIFT,
     K_BOUND_PORT,
@@ -95,7 +96,6 @@ from p4relay_switch.names import (
     TTL,
     UNBOUND_PORT,
 )
-from p4relay_switch.proto import bfruntime_pb2 as pb
 
 __all__ = [
     "A_DROP",
@@ -106,8 +106,10 @@ __all__ = [
     "A_REWRITE",
     "A_SET_NEXTHOP",
     "COUNTER_BYTES",
+    "COUNTER_INDEX",
     "COUNTER_PKTS",
     "D_UNBOUND",
+    "GUARD_DROPS",
     "IPV4_LPM",
     "JITTER_SHIFT",
     "K_BOUND_PORT",
@@ -139,11 +141,11 @@ __all__ = [
     "TTL",
     "UNBOUND_PORT",
     "Counters",
-    "DirectionCounters",
     "Endpoint",
     "EntryBatch",
     "EntryDump",
     "FlowKey",
+    "GuardEntry",
     "GuardKey",
     "LearnEvent",
     "LegAllocator",
@@ -159,8 +161,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger("p4relay_switch.pipeline")
-
-_K = TypeVar("_K", FlowKey, GuardKey)
 
 
 def _int(v: object) -> int:
@@ -375,7 +375,7 @@ class Pipeline:
             len(b.del_guards)
             + len(b.del_relays)
             + len(b.mod_legs)
-            + len(b.reset_legs) * len(QUALITY_REGISTERS)
+            + len(b.reset_legs) * self._encoder().resets_per_leg
         )
         del_legs: list[int] = []
         del_relays: list[FlowKey] = []
@@ -390,7 +390,7 @@ class Pipeline:
             pos += 1
         for g in b.add_guards:
             if pos not in failed:
-                del_guards.append(g)
+                del_guards.append(g.key)
             pos += 1
         undo = EntryBatch(
             del_relays=tuple(del_relays), del_legs=tuple(del_legs), del_guards=tuple(del_guards)
@@ -423,8 +423,12 @@ class Pipeline:
     def guard_entries(self, call: RelayCall) -> list[Entry]:
         """The call's relay_guard entries (action guard_drop), for a caller's own batch."""
         return [
-            Entry({K_DST_ADDR: int(ip(g.dst_addr)), K_DST_PORT: g.dst_port}, A_GUARD_DROP)
-            for g in call.guard_keys()
+            Entry(
+                {K_DST_ADDR: int(ip(g.key.dst_addr)), K_DST_PORT: g.key.dst_port},
+                A_GUARD_DROP,
+                {"leg": g.leg},
+            )
+            for g in call.guards()
         ]
 
     async def guard_call(self, call: RelayCall) -> None:
@@ -432,7 +436,7 @@ class Pipeline:
         installed and its media latched). On failure the ones inserted are
         removed again and the typed error is raised (TableFullError: the call can
         stay offloaded unguarded or go back to RTPProxy, the caller's choice)."""
-        await self.write(EntryBatch(add_guards=tuple(call.guard_keys())))
+        await self.write(EntryBatch(add_guards=tuple(call.guards())))
 
     async def unguard_call(self, call: RelayCall, *, missing_ok: bool = True) -> None:
         """Delete the call's relay_guard entries (before its relay entries, so a
@@ -453,53 +457,43 @@ class Pipeline:
 
     # ---------------------------------------------------------- calls: reads
 
-    async def _read_entries(
-        self,
-        keys: list[_K],
-        reads: Callable[[list[_K]], tuple[list[bytes], dict[bytes, _K]]],
-        decode: Callable[[list[pb.Entity], dict[bytes, _K]], dict[_K, Counters]],
-    ) -> dict[_K, Counters]:
-        """Direct counters of these entries. One Read; if some entry is gone
-        (NOT_FOUND fails the whole Read), key by key, the gone ones left out."""
-        if not keys:
+    async def read_leg_counters(self, legs: Sequence[int]) -> dict[int, Counters]:
+        """Each leg's packets/bytes (leg_rewrite's direct counter: RTP and RTCP
+        of the direction), synced from the hardware; legs without an entry are
+        left out. One Read; if some entry is gone (NOT_FOUND fails the whole
+        Read), leg by leg."""
+        legs = list(legs)
+        if not legs:
             return {}
-        ents, sent = reads(keys)
+        enc = self._encoder()
         try:
-            return decode(await self.client.read_encoded(ents), sent)
+            return enc.decode_leg_counters(await self.client.read_encoded(enc.leg_reads(legs)))
         except NotFoundError:
-            if len(keys) == 1:
+            if len(legs) == 1:
                 return {}
-            out: dict[_K, Counters] = {}
-            for k in keys:
-                out.update(await self._read_entries([k], reads, decode))
+            out: dict[int, Counters] = {}
+            for leg in legs:
+                out.update(await self.read_leg_counters([leg]))
             return out
 
-    async def read_counters(self, keys: Sequence[FlowKey]) -> dict[FlowKey, Counters]:
-        """Relay entries' packet/byte counters (absent entries left out)."""
+    async def read_guard_drops(self, legs: Sequence[int]) -> dict[int, int]:
+        """Foreign packets the guards of each leg dropped (`guard_drops[leg]`,
+        summed over the pipes), in one Read."""
+        legs = list(legs)
+        if not legs:
+            return {}
         enc = self._encoder()
-        return await self._read_entries(list(keys), enc.relay_reads, enc.decode_counters)
+        return enc.decode_guard_drops(await self.client.read_encoded(enc.guard_drop_reads(legs)))
 
-    async def read_guard_counters(self, keys: Sequence[GuardKey]) -> dict[GuardKey, Counters]:
-        """Foreign packets/bytes each guard dropped (absent guards left out)."""
-        enc = self._encoder()
-        return await self._read_entries(list(keys), enc.guard_reads, enc.decode_guard_counters)
+    async def call_counters(self, call: RelayCall) -> dict[int, Counters]:
+        """leg -> packets/bytes of that direction, RTP and RTCP (zero for a leg
+        whose rewrite is absent)."""
+        got = await self.read_leg_counters(call.legs)
+        return {leg: got.get(leg, Counters(0, 0)) for leg in call.legs}
 
-    async def call_counters(self, call: RelayCall) -> dict[int, DirectionCounters]:
-        """leg -> RTP and RTCP packet/byte counters of that direction."""
-        got = await self.read_counters(call.flow_keys())
-        zero = Counters(0, 0)
-        return {
-            d.leg: DirectionCounters(
-                got.get(d.flow_key(False), zero), got.get(d.flow_key(True), zero)
-            )
-            for d in call.directions
-        }
-
-    async def guard_counters(self, call: RelayCall) -> dict[int, Counters]:
-        """Guarded relay port -> foreign packets/bytes dropped there (absent
-        entries: the port is not guarded, so not listed)."""
-        got = await self.read_guard_counters(call.guard_keys())
-        return {g.dst_port: c for g, c in got.items()}
+    async def guard_drops(self, call: RelayCall) -> dict[int, int]:
+        """leg -> foreign packets dropped at that direction's relay ports."""
+        return await self.read_guard_drops(call.legs)
 
     async def guard_entry_count(self) -> int:
         return await self.client.usage(RELAY_GUARD)
@@ -534,7 +528,13 @@ class Pipeline:
                 )
                 for r in legs
             ],
-            [GuardKey(_ip(r.key[K_DST_ADDR]), _int(r.key[K_DST_PORT])) for r in guards],
+            [
+                GuardEntry(
+                    GuardKey(_ip(r.key[K_DST_ADDR]), _int(r.key[K_DST_PORT])),
+                    _int(r.data.get("leg", 0)),
+                )
+                for r in guards
+            ],
         )
 
     # ---------------------------------------------------------- quality

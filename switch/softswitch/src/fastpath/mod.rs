@@ -19,9 +19,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::config::XdpMode;
-use crate::pipeline::mirror::{
-    EntryCounts, FastPathMaps, FastPathStatus, LegRoute, PipelineCounts, PortCounts,
-};
+use crate::pipeline::mirror::{FastPathMaps, FastPathStatus, LegRoute, PipelineCounts, PortCounts};
 use crate::registers::LegQuality;
 use crate::tables::relay::RelayKey;
 use anyhow::{Context, Result};
@@ -65,20 +63,17 @@ struct RelayKeyC {
 struct RelayVal {
     leg: u32,
     rtcp: u32,
-    pkts: u64,
-    bytes: u64,
+    /// 0: never relayed by the kernel.
     last_hit_ms: u32,
     _pad: u32,
 }
 
-impl RelayVal {
-    fn counts(&self) -> EntryCounts {
-        EntryCounts {
-            pkts: self.pkts,
-            bytes: self.bytes,
-            last_hit_ms: self.last_hit_ms,
-        }
-    }
+/// `struct leg_count`: leg_rewrite's direct counter, the kernel's part.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct LegCount {
+    pkts: u64,
+    bytes: u64,
 }
 
 /// `struct leg_route`: a leg's rewrite with its route resolved.
@@ -142,6 +137,7 @@ pub struct FastPath {
     prog: c_int,
     relay: c_int,
     legs: c_int,
+    leg_counts: c_int,
     ports: c_int,
     ifports: c_int,
     config: c_int,
@@ -183,6 +179,7 @@ impl FastPath {
         // A fast-path call has 4 relay entries and 2 legs.
         obj.size_map("legs", (relay_entries / 2).clamp(1, legs.max(1)), true)?;
         obj.size_map("quality", legs.max(1), false)?;
+        obj.size_map("leg_counts", legs.max(1), false)?;
         obj.load()
             .context("load the XDP program (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BPF)")?;
         let quality_fd = obj.map_fd("quality")?;
@@ -192,6 +189,7 @@ impl FastPath {
             prog: obj.prog_fd(PROGRAM)?,
             relay: obj.map_fd("relay")?,
             legs: obj.map_fd("legs")?,
+            leg_counts: obj.map_fd("leg_counts")?,
             ports: obj.map_fd("ports")?,
             ifports: obj.map_fd("ifports")?,
             config: obj.map_fd("config")?,
@@ -320,19 +318,18 @@ impl FastPathMaps for FastPath {
     }
 
     /// Mirrors one relay entry: `Some((leg, rtcp))` installs or re-points it
-    /// (its kernel counters kept), `None` removes it.
+    /// (its last hit kept), `None` removes it.
     fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>) {
         let kc = key_c(k);
         match leg {
             Some((leg, rtcp)) => {
                 let cur: Option<RelayVal> = sys::lookup(self.relay, &kc);
                 let mut v = cur.unwrap_or_default();
-                if v.leg == leg && v.rtcp == u32::from(rtcp) && v.last_hit_ms != 0 {
+                if cur.is_some() && v.leg == leg && v.rtcp == u32::from(rtcp) {
                     return;
                 }
                 v.leg = leg;
                 v.rtcp = u32::from(rtcp);
-                v.last_hit_ms = v.last_hit_ms.max(1);
                 match sys::update(self.relay, &kc, &v, sys::BPF_ANY) {
                     Ok(()) => {
                         self.relay_mirrored.fetch_add(1, Relaxed);
@@ -360,19 +357,22 @@ impl FastPathMaps for FastPath {
         }
     }
 
-    /// The kernel's counts for one relay entry.
-    fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts> {
+    /// When the kernel last relayed a packet of this entry.
+    fn relay_last_hit(&self, k: &RelayKey) -> Option<u32> {
         let v: RelayVal = sys::lookup(self.relay, &key_c(k))?;
-        Some(v.counts())
+        (v.last_hit_ms != 0).then_some(v.last_hit_ms)
     }
 
-    /// Every entry's kernel counts (a full Read): one pass over the kernel's
+    /// Every entry's last kernel hit (a full Read): one pass over the kernel's
     /// map, bounded by --xdp-entries, instead of a lookup per switch entry.
-    fn all_relay_counts(&self) -> HashMap<RelayKey, EntryCounts> {
+    fn all_relay_last_hits(&self) -> HashMap<RelayKey, u32> {
         sys::keys::<RelayKeyC>(self.relay)
             .into_iter()
             .filter_map(|kc| {
                 let v: RelayVal = sys::lookup(self.relay, &kc)?;
+                if v.last_hit_ms == 0 {
+                    return None;
+                }
                 let k = RelayKey {
                     src: kc.src,
                     dst: kc.dst,
@@ -380,19 +380,18 @@ impl FastPathMaps for FastPath {
                     dport: kc.dport,
                     port: kc.port as u16,
                 };
-                Some((k, v.counts()))
+                Some((k, v.last_hit_ms))
             })
             .collect()
     }
 
-    /// Zeroes one entry's kernel counters (a Write set the counters).
-    fn zero_relay_counts(&self, k: &RelayKey) {
-        let kc = key_c(k);
-        if let Some(mut v) = sys::lookup::<_, RelayVal>(self.relay, &kc) {
-            v.pkts = 0;
-            v.bytes = 0;
-            let _ = sys::update(self.relay, &kc, &v, sys::BPF_EXIST);
-        }
+    fn leg_counts(&self, leg: u32) -> (u64, u64) {
+        sys::lookup::<_, LegCount>(self.leg_counts, &leg).map_or((0, 0), |c| (c.pkts, c.bytes))
+    }
+
+    fn zero_leg_counts(&self, leg: u32) {
+        // An array map: the cell exists for every leg in range.
+        let _ = sys::update(self.leg_counts, &leg, &LegCount::default(), sys::BPF_EXIST);
     }
 
     fn clear_relay(&self) {

@@ -131,7 +131,10 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
         redirected > 150,
         "only {redirected} frames took the fast path"
     );
-    // One set of counters and registers, whichever path each frame took.
+    // One set of counters and registers, whichever path each frame took:
+    // the leg's counter (RTP and RTCP) and the entries' last hits.
+    assert_eq!(p.leg_counts(7), r.leg_counts(7), "leg 7");
+    assert!(p.leg_counts(7).0 >= u64::from(redirected));
     for key in [(4000u16, 20000u16), (4001, 20001)] {
         let k = crate::tables::relay::RelayKey {
             src: UAC,
@@ -140,17 +143,12 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
             dport: key.1,
             port: 1,
         };
-        let got = p.with_fast_counts(p.relay.get(&k, 5).unwrap(), 5);
-        let want = r.relay.get(&k, 5).unwrap();
-        assert_eq!((got.pkts, got.bytes), (want.pkts, want.bytes), "{k:?}");
+        assert!(p.relay.get(&k, 5).is_some(), "{k:?}");
     }
-    // A full Read (the kernel's map read once) gives the same counts.
-    let mut all = Vec::new();
-    p.for_each_relay_with_fast_counts(5, |s| all.push((s.key, s.pkts, s.bytes)));
-    for (k, pkts, bytes) in all {
-        let want = r.relay.get(&k, 5).unwrap();
-        assert_eq!((pkts, bytes), (want.pkts, want.bytes), "{k:?}");
-    }
+    // A full Read (the kernel's map read once) sees every entry.
+    let mut n = 0;
+    p.for_each_relay_with_fast_idle(5, |_| n += 1);
+    assert_eq!(n, r.relay.len());
     for reg in [
         Reg::Packets,
         Reg::Lost,
@@ -230,7 +228,7 @@ fn relay_entries_beyond_the_map_spill_and_are_counted() {
     }
     let st = fp.status();
     assert_eq!((st.relay_entries, st.relay_full), (2, 1));
-    assert!(fp.relay_counts(&key(2)).is_none());
+    assert!(sys::lookup::<_, RelayVal>(fp.relay, &key_c(&key(2))).is_none());
     // Re-pointing an entry does not count it twice.
     fp.mirror_relay(&key(0), Some((2, false)));
     assert_eq!(fp.status().relay_entries, 2);

@@ -690,9 +690,21 @@ async fn guard_entries_write_read_counters_and_rollback() {
             &guard,
             &key(port),
             Some("Ingress.guard_drop"),
-            &[],
+            &[("leg", 5)],
         )
     };
+    // The leg must be one the pipeline counts (64 legs here).
+    let bad = update(
+        pb::update::Type::Insert,
+        &guard,
+        &key(20000),
+        Some("Ingress.guard_drop"),
+        &[("leg", 64)],
+    );
+    assert_eq!(
+        failure(&h.write(vec![bad], 0).await.unwrap_err()),
+        tonic::Code::InvalidArgument
+    );
     h.write((20000..20004).map(ins).collect(), 0).await.unwrap();
     assert_eq!(h.sw.pipeline.guard.len(), 4);
     let gk = GuardKey {
@@ -700,10 +712,10 @@ async fn guard_entries_write_read_counters_and_rollback() {
         dport: 20001,
     };
     assert_eq!(
-        h.sw.pipeline.guard.lookup(&gk, 100, 0),
-        Some(GuardAction::Drop)
+        h.sw.pipeline.guard.lookup(&gk, 0),
+        Some(GuardAction::Drop { leg: 5 })
     );
-    // read one: action and its direct counters
+    // read one: the action and its leg, no counter of its own
     let one = h
         .read(vec![pb::Entity {
             entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
@@ -722,15 +734,68 @@ async fn guard_entries_write_read_counters_and_rollback() {
         d.action_id,
         guard.action_by_name("Ingress.guard_drop").unwrap().id
     );
-    let pkts = d
-        .fields
-        .iter()
-        .find(|f| f.field_id == crate::schema::ID_COUNTER_PKTS)
-        .unwrap();
+    assert_eq!(d.fields.len(), 1);
     assert_eq!(
-        pkts.value,
-        Some(pb::data_field::Value::Stream(1u64.to_be_bytes().to_vec()))
+        d.fields[0].value,
+        Some(pb::data_field::Value::Stream(vec![0, 0, 5]))
     );
+    // guard_drops: $COUNTER_INDEX -> $COUNTER_SPEC_PKTS, read and reset by leg
+    h.sw.pipeline.guard_drops.count(5);
+    h.sw.pipeline.guard_drops.count(5);
+    let drops = h.table("pipe.Ingress.guard_drops").clone();
+    let cell = |i: u64| pb::Entity {
+        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+            table_id: drops.id,
+            value: Some(pb::table_entry::Value::Key(key_of(
+                &drops,
+                &[("$COUNTER_INDEX", i)],
+            ))),
+            ..Default::default()
+        })),
+    };
+    let got = h.read(vec![cell(5)]).await.unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
+        panic!()
+    };
+    let f = &te.data.as_ref().unwrap().fields[0];
+    assert_eq!(f.field_id, crate::schema::ID_COUNTER_PKTS);
+    assert_eq!(
+        f.value,
+        Some(pb::data_field::Value::Stream(2u64.to_be_bytes().to_vec()))
+    );
+    assert_eq!(
+        failure(&h.read(vec![cell(64)]).await.unwrap_err()),
+        tonic::Code::OutOfRange
+    );
+    let set = |ty: pb::update::Type, v: u64| pb::Update {
+        r#type: ty as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: drops.id,
+                value: Some(pb::table_entry::Value::Key(key_of(
+                    &drops,
+                    &[("$COUNTER_INDEX", 5)],
+                ))),
+                data: Some(pb::TableData {
+                    action_id: 0,
+                    fields: vec![df_int(crate::schema::ID_COUNTER_PKTS, v, 64)],
+                }),
+                ..Default::default()
+            })),
+        }),
+    };
+    assert_eq!(
+        failure(
+            &h.write(vec![set(pb::update::Type::Insert, 0)], 0)
+                .await
+                .unwrap_err()
+        ),
+        tonic::Code::InvalidArgument
+    );
+    h.write(vec![set(pb::update::Type::Modify, 0)], 0)
+        .await
+        .unwrap();
+    assert_eq!(h.sw.pipeline.guard_drops.read(5), Some(0));
     // full table: RESOURCE_EXHAUSTED; rollback takes the batch's inserts back
     assert_eq!(
         failure(&h.write(vec![ins(20004)], 0).await.unwrap_err()),

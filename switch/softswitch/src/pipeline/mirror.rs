@@ -18,8 +18,6 @@ pub trait FastPathMaps: Send + Sync {
     fn mirror_relay(&self, k: &RelayKey, leg: Option<(u32, bool)>);
     /// Removes every relay entry.
     fn clear_relay(&self);
-    /// A Write set this entry's counters: the fast path's part starts at 0.
-    fn zero_relay_counts(&self, k: &RelayKey);
     /// Mirrors one leg's rewrite with its route (`valid == false`: removed).
     fn mirror_leg(&self, leg: u32, r: LegRoute);
     /// Every leg the fast path holds.
@@ -28,8 +26,15 @@ pub trait FastPathMaps: Send + Sync {
     fn set_port(&self, port: u32, enabled: bool, fast: bool);
     /// Whether the port's binding is off (relay keys on the unbound port).
     fn set_port_unbound(&self, port: u32, unbound: bool);
-    fn relay_counts(&self, k: &RelayKey) -> Option<EntryCounts>;
-    fn all_relay_counts(&self) -> HashMap<RelayKey, EntryCounts>;
+    /// When the fast path last relayed a packet of this entry (ms), if ever.
+    fn relay_last_hit(&self, k: &RelayKey) -> Option<u32>;
+    /// The same for every entry (one pass over the kernel's map).
+    fn all_relay_last_hits(&self) -> HashMap<RelayKey, u32>;
+    /// leg_rewrite's direct counter, the fast path's part: (packets, bytes).
+    fn leg_counts(&self, leg: u32) -> (u64, u64);
+    /// A Write set (or a new entry started) the leg's counter: the fast
+    /// path's part starts again at 0.
+    fn zero_leg_counts(&self, leg: u32);
     fn port_counts(&self, port: u32) -> PortCounts;
     fn pipeline_counts(&self) -> PipelineCounts;
     /// The quality registers, shared with the fast path (one memory).
@@ -49,14 +54,6 @@ pub struct LegRoute {
     pub dmac: [u8; 6],
     /// false: not routable by the fast path (user space decides).
     pub valid: bool,
-}
-
-/// Packets the fast path relayed for one relay entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EntryCounts {
-    pub pkts: u64,
-    pub bytes: u64,
-    pub last_hit_ms: u32,
 }
 
 /// Per-port packets the fast path received / sent.
@@ -146,10 +143,22 @@ impl Pipeline {
         fp.mirror_relay(k, leg_of(self.relay.get(k, 0).map(|s| s.action)));
     }
 
-    /// A Write set this entry's counters: the kernel's part starts again at 0.
-    pub fn zero_fast_counts(&self, k: &RelayKey) {
+    /// leg_rewrite's direct counter of `leg`: ours plus the kernel's.
+    pub fn leg_counts(&self, leg: u32) -> (u64, u64) {
+        let (p, b) = self.legs.counts(leg);
+        let (fp_p, fp_b) = self
+            .fastpath
+            .as_ref()
+            .map_or((0, 0), |fp| fp.leg_counts(leg));
+        (p + fp_p, b + fp_b)
+    }
+
+    /// Sets leg_rewrite's direct counter of `leg` (a Write, a new entry, an
+    /// undo): ours to the values, the kernel's part to 0.
+    pub fn set_leg_counts(&self, leg: u32, pkts: u64, bytes: u64) {
+        self.legs.set_counts(leg, pkts, bytes);
         if let Some(fp) = &self.fastpath {
-            fp.zero_relay_counts(k);
+            fp.zero_leg_counts(leg);
         }
     }
 
@@ -197,32 +206,27 @@ impl Pipeline {
         }
     }
 
-    /// A relay entry as read: our counts plus the kernel's.
-    pub fn with_fast_counts(&self, s: EntrySnapshot, now_ms: u32) -> EntrySnapshot {
-        let c = self
-            .fastpath
-            .as_ref()
-            .and_then(|fp| fp.relay_counts(&s.key));
-        add_counts(s, c, now_ms)
+    /// A relay entry as read: idle since our last hit or the kernel's.
+    pub fn with_fast_idle(&self, s: EntrySnapshot, now_ms: u32) -> EntrySnapshot {
+        with_last_hit(s, self.fast_last_hit(&s.key), now_ms)
     }
 
-    /// Every relay entry, our counts plus the kernel's (a full Read): the
+    /// Every relay entry, idle as `with_fast_idle` (a full Read): the
     /// kernel's map is read once, not looked up per entry.
-    pub fn for_each_relay_with_fast_counts(&self, now_ms: u32, mut f: impl FnMut(EntrySnapshot)) {
+    pub fn for_each_relay_with_fast_idle(&self, now_ms: u32, mut f: impl FnMut(EntrySnapshot)) {
         let all = self
             .fastpath
             .as_ref()
-            .map(|fp| fp.all_relay_counts())
+            .map(|fp| fp.all_relay_last_hits())
             .unwrap_or_default();
         self.relay.for_each(now_ms, |s| {
-            f(add_counts(s, all.get(&s.key).copied(), now_ms))
+            f(with_last_hit(s, all.get(&s.key).copied(), now_ms))
         });
     }
 
     /// When the kernel last relayed a packet of `k` (idle sweeps).
     pub fn fast_last_hit(&self, k: &RelayKey) -> Option<u32> {
-        let c = self.fastpath.as_ref()?.relay_counts(k)?;
-        (c.pkts > 0).then_some(c.last_hit_ms)
+        self.fastpath.as_ref()?.relay_last_hit(k)
     }
 
     pub fn fast_port_counts(&self, port: u32) -> PortCounts {
@@ -248,11 +252,9 @@ fn leg_of(action: Option<RelayAction>) -> Option<(u32, bool)> {
     }
 }
 
-fn add_counts(mut s: EntrySnapshot, c: Option<EntryCounts>, now_ms: u32) -> EntrySnapshot {
-    if let Some(c) = c {
-        s.pkts += c.pkts;
-        s.bytes += c.bytes;
-        s.idle_ms = s.idle_ms.min(now_ms.wrapping_sub(c.last_hit_ms));
+fn with_last_hit(mut s: EntrySnapshot, last_hit_ms: Option<u32>, now_ms: u32) -> EntrySnapshot {
+    if let Some(t) = last_hit_ms {
+        s.idle_ms = s.idle_ms.min(now_ms.wrapping_sub(t));
     }
     s
 }

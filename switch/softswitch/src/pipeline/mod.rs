@@ -39,6 +39,7 @@ pub use reroute::{RerouteDigest, RerouteStats};
 use crate::contract::Contract;
 use crate::packet::{self, wr16, ParseError, Rtp};
 use crate::registers::{LearnFilter, QualityRegs, RerouteRegs};
+use crate::tables::counter::PacketCounter;
 use crate::tables::guard::GuardTable;
 use crate::tables::legs::LegTable;
 use crate::tables::relay::{RelayKey, RelayTable};
@@ -137,7 +138,7 @@ pub struct PipelineStats {
     pub learn_suppressed: AtomicU64,
     /// Digest queue full (control plane not keeping up): the flow reports again after the filter ages.
     pub learn_dropped: AtomicU64,
-    /// relay_guard hits (dropped; also counted per guard entry).
+    /// relay_guard hits (dropped; also counted per leg in guard_drops).
     pub guard_drops: AtomicU64,
     pub rtp_packets: AtomicU64,
     pub fragments: AtomicU64,
@@ -150,6 +151,8 @@ pub struct Pipeline {
     pub relay: RelayTable,
     pub guard: GuardTable,
     pub legs: LegTable,
+    /// `pipe.Ingress.guard_drops`: foreign packets dropped, by the guard's leg.
+    pub guard_drops: PacketCounter,
     pub quality: QualityRegs,
     pub learn_filter: LearnFilter,
     pub reroute_regs: RerouteRegs,
@@ -262,6 +265,7 @@ impl Pipeline {
             relay: RelayTable::new(relay_entries),
             guard: GuardTable::new(relay_entries),
             legs: LegTable::new(legs),
+            guard_drops: PacketCounter::new(legs),
             quality: QualityRegs::new(legs, c.config.rtp_clock_hz, c.config.jitter_shift),
             learn_filter: LearnFilter::new(
                 c.config.learn_filter_size as usize,

@@ -26,8 +26,7 @@ impl Pipeline {
             self.stats.udp_bad_length.fetch_add(1, Relaxed);
             return;
         }
-        let frame_len = frame.len() as u32;
-        match self.relay.lookup(&md.flow, frame_len, m.now_ms) {
+        match self.relay.lookup(&md.flow, m.now_ms) {
             Some(RelayAction::Leg { leg, rtcp }) => self.relay_leg(md, leg, rtcp),
             // A NoAction entry is a hit that does nothing (not a miss).
             Some(RelayAction::NoAction) => {}
@@ -36,7 +35,7 @@ impl Pipeline {
                     == RelayAddrAction::MarkRelay
                 {
                     md.relay_dst = true; // mark_relay
-                    self.relay_guard(md, frame_len, m);
+                    self.relay_guard(md, m);
                 }
             }
         }
@@ -61,20 +60,22 @@ impl Pipeline {
     }
 
     /// `relay_guard`, applied to a packet marked by relay_addr that missed relay.
-    fn relay_guard(&self, md: &mut IngressMeta, frame_len: u32, m: &Meta) {
+    fn relay_guard(&self, md: &mut IngressMeta, m: &Meta) {
         let g = GuardKey {
             dst: md.flow.dst,
             dport: md.flow.dport,
         };
-        if self.guard.lookup(&g, frame_len, m.now_ms) == Some(GuardAction::Drop) {
-            // guard_drop
+        if let Some(GuardAction::Drop { leg }) = self.guard.lookup(&g, m.now_ms) {
+            // guard_drop(leg)
+            self.guard_drops.count(leg);
             self.stats.guard_drops.fetch_add(1, Relaxed);
             md.guard_drop = true;
         }
     }
 
     /// `Ingress.rewrite` (leg_rewrite's action): both addresses and ports, the
-    /// ports + 1 for RTCP; the UDP checksum updated incrementally (zero stays zero).
+    /// ports + 1 for RTCP; the UDP checksum updated incrementally (zero stays
+    /// zero); leg_rewrite's direct counter counts the packet as it arrived.
     fn rewrite(
         &self,
         frame: &mut [u8],
@@ -83,6 +84,7 @@ impl Pipeline {
         md: &mut IngressMeta,
         rw: &Rewrite,
     ) {
+        self.legs.count(md.leg, frame.len() as u32);
         let inc = u16::from(md.rtcp);
         let (sport, dport) = (rw.sport.wrapping_add(inc), rw.dport.wrapping_add(inc));
         let csum_off = u.off + 6;

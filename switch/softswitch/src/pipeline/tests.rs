@@ -252,20 +252,10 @@ fn relays_rtp_and_rtcp_with_valid_checksums() {
     assert_eq!(rd32(&rtcp, q.l3 + 12), RELAY);
     // RTCP does not touch quality registers; the two RTP packets did.
     assert_eq!(p.quality.read(Reg::Packets, 7), Some(2));
-    let e = p
-        .relay
-        .get(
-            &RelayKey {
-                src: UAC,
-                dst: RELAY,
-                sport: 4000,
-                dport: 20000,
-                port: 1,
-            },
-            6,
-        )
-        .unwrap();
-    assert_eq!(e.pkts, 2);
+    // The leg counts its packets, RTP and RTCP alike (leg_rewrite's direct
+    // counter); the relay entries have no counters.
+    assert_eq!(p.legs.counts(7).0, 3);
+    assert_eq!(p.legs.counts(8), (0, 0));
     assert!(rx.try_recv().is_err(), "hits raise no digest");
 }
 
@@ -388,12 +378,17 @@ fn relay_miss_in_range_learns_once_and_still_forwards() {
 }
 
 #[test]
-fn guard_drops_foreign_sources_counts_and_still_learns() {
+fn guard_drops_foreign_sources_counts_per_leg_and_still_learns() {
     let (p, rx) = setup();
     install_call(&p);
     for dport in [20000, 20001] {
         p.guard
-            .insert(GuardKey { dst: RELAY, dport }, GuardAction::Drop, 0, 0)
+            .insert(
+                GuardKey { dst: RELAY, dport },
+                GuardAction::Drop { leg: 7 },
+                0,
+                0,
+            )
             .unwrap();
     }
     let attacker = 0xc612_040a; // 198.18.4.10
@@ -414,18 +409,7 @@ fn guard_drops_foreign_sources_counts_and_still_learns() {
             Verdict::Drop(DropReason::Guarded)
         );
     }
-    let f = mk(attacker, 5555, 20000);
-    let g = p
-        .guard
-        .get(
-            &GuardKey {
-                dst: RELAY,
-                dport: 20000,
-            },
-            40,
-        )
-        .unwrap();
-    assert_eq!((g.pkts, g.bytes), (3, 3 * f.len() as u64));
+    assert_eq!(p.guard_drops.read(7), Some(3));
     assert_eq!(p.stats.guard_drops.load(Relaxed), 3);
     // the digest is raised once (learn_filter), like any unmatched flow
     assert_eq!(rx.try_recv().unwrap().src, attacker);
@@ -435,23 +419,17 @@ fn guard_drops_foreign_sources_counts_and_still_learns() {
         p.process(&mut mk(UAC, 4000, 20000), &meta(50)),
         Verdict::Forward(2)
     );
-    assert_eq!(
-        p.guard
-            .get(
-                &GuardKey {
-                    dst: RELAY,
-                    dport: 20000
-                },
-                50
-            )
-            .unwrap()
-            .pkts,
-        3
-    );
+    assert_eq!(p.guard_drops.read(7), Some(3));
+    assert_eq!(p.legs.counts(7).0, 1, "the leg counts what it relayed");
     // RTCP port guarded too; an unguarded relay port still goes to the relay server
     assert_eq!(
         p.process(&mut mk(attacker, 5556, 20001), &meta(60)),
         Verdict::Drop(DropReason::Guarded)
+    );
+    assert_eq!(
+        p.guard_drops.read(7),
+        Some(4),
+        "RTP and RTCP ports count on the leg"
     );
     assert_eq!(
         p.process(&mut mk(attacker, 5557, 20010), &meta(70)),
@@ -466,7 +444,6 @@ fn guard_drops_foreign_sources_counts_and_still_learns() {
             },
             Some(GuardAction::NoAction),
             None,
-            None,
             80,
         )
         .unwrap();
@@ -480,7 +457,7 @@ fn guard_drops_foreign_sources_counts_and_still_learns() {
                 dst: UAS,
                 dport: 6000,
             },
-            GuardAction::Drop,
+            GuardAction::Drop { leg: 7 },
             0,
             0,
         )
@@ -606,7 +583,7 @@ fn relay_entries_match_only_their_ingress_port() {
                 dst: RELAY,
                 dport: 20000,
             },
-            GuardAction::Drop,
+            GuardAction::Drop { leg: 7 },
             0,
             0,
         )
@@ -694,7 +671,7 @@ fn unbound_ports_key_relay_on_the_unbound_port() {
     p.port_binding.set(3, Some(true));
     assert_eq!(p.process(&mut pkt(), &on(1, 3000)), Verdict::Forward(2));
     assert_eq!(p.process(&mut pkt(), &on(3, 3010)), Verdict::Forward(2));
-    assert_eq!(p.relay.get(&key, 3010).unwrap().pkts, 2);
+    assert_eq!(p.legs.counts(7).0, 2);
     // Port 2 keeps its binding: the flow from there misses.
     assert_eq!(p.process(&mut pkt(), &on(2, 3020)), Verdict::Forward(3));
     // Its digest names the real port; the learn filter's flow has the bound

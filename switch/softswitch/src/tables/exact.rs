@@ -3,11 +3,12 @@
 //!
 //! Memory is the design constraint (4M entries in well under 512 MiB): each
 //! shard is a linear-probing index of u32 slot numbers (4 bytes/slot, load
-//! ≤ 0.7) into a dense array of entries that hold the key, the action word,
-//! the TTL and the direct counters. Both arrays are allocated up front but only
-//! touched as entries arrive, so resident memory follows the number of entries.
+//! ≤ 0.7) into a dense array of entries that hold the key, the action word
+//! and the TTL (no counters: the contract counts per leg, in leg_rewrite and
+//! guard_drops). Both arrays are allocated up front but only touched as
+//! entries arrive, so resident memory follows the number of entries.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 use parking_lot::RwLock;
 
@@ -34,8 +35,6 @@ struct Entry<K> {
     action: AtomicU32,
     ttl_ms: u32,
     last_hit_ms: AtomicU32,
-    pkts: AtomicU64,
-    bytes: AtomicU64,
 }
 
 /// What a Read returns for one entry.
@@ -44,8 +43,6 @@ pub struct Snapshot<K, A> {
     pub key: K,
     pub action: A,
     pub ttl_ms: u32,
-    pub pkts: u64,
-    pub bytes: u64,
     /// ms since the entry was last hit (or installed).
     pub idle_ms: u32,
 }
@@ -155,15 +152,13 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
         self.capacity
     }
 
-    /// Data path: match, count, refresh the idle timer.
+    /// Data path: match, refresh the idle timer.
     #[inline]
-    pub fn lookup(&self, key: &K, frame_len: u32, now_ms: u32) -> Option<A> {
+    pub fn lookup(&self, key: &K, now_ms: u32) -> Option<A> {
         let h = key.hash64();
         let shard = self.shard(h).read();
         let (_, i) = shard.find(key, h);
         let e = &shard.entries[i?];
-        e.pkts.fetch_add(1, Relaxed);
-        e.bytes.fetch_add(u64::from(frame_len), Relaxed);
         e.last_hit_ms.store(now_ms, Relaxed);
         let mut w = e.action.load(Relaxed);
         if w & IDLE_BIT != 0 {
@@ -191,8 +186,6 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
             action: AtomicU32::new(action.encode()),
             ttl_ms,
             last_hit_ms: AtomicU32::new(now_ms),
-            pkts: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
         });
         shard.index[slot] = shard.entries.len() as u32;
         if ttl_ms > 0 {
@@ -201,13 +194,12 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
         Ok(())
     }
 
-    /// MODIFY: new action and/or TTL, optional counter values; the idle timer restarts.
+    /// MODIFY: new action and/or TTL; the idle timer restarts.
     pub fn modify(
         &self,
         key: &K,
         action: Option<A>,
         ttl_ms: Option<u32>,
-        counters: Option<(u64, u64)>,
         now_ms: u32,
     ) -> Result<(), TableError> {
         let h = key.hash64();
@@ -227,10 +219,6 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
             e.action.store(a.encode(), Relaxed);
         } else {
             e.action.fetch_and(!IDLE_BIT, Relaxed);
-        }
-        if let Some((b, p)) = counters {
-            e.bytes.store(b, Relaxed);
-            e.pkts.store(p, Relaxed);
         }
         e.last_hit_ms.store(now_ms, Relaxed);
         Ok(())
@@ -276,8 +264,6 @@ impl<K: ExactKey, A: ActionWord> ExactTable<K, A> {
             key: e.key,
             action: A::decode(e.action.load(Relaxed) & !IDLE_BIT),
             ttl_ms: e.ttl_ms,
-            pkts: e.pkts.load(Relaxed),
-            bytes: e.bytes.load(Relaxed),
             idle_ms: now_ms.wrapping_sub(e.last_hit_ms.load(Relaxed)),
         }
     }

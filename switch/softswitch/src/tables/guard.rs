@@ -1,7 +1,7 @@
 //! `pipe.Ingress.relay_guard`: exact match on (dst addr, dst port) of a packet
 //! to a relay port of an offloaded call that missed `relay`. A hit drops it
-//! (`Ingress.guard_drop`), counted per entry, so a foreign source cannot reach
-//! RTPProxy and latch the call's stream.
+//! (`Ingress.guard_drop(leg)`), counted in `guard_drops[leg]`, so a foreign
+//! source cannot reach RTPProxy and latch the call's stream.
 
 use super::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 
@@ -20,23 +20,26 @@ impl ExactKey for GuardKey {
     }
 }
 
-/// `Ingress.guard_drop`, or NoAction.
+/// `Ingress.guard_drop(leg)` (the guard_drops index), or NoAction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardAction {
-    Drop,
+    Drop { leg: u32 },
     NoAction,
 }
+
+const DROP_BIT: u32 = 1 << 30;
+const LEG_MASK: u32 = (1 << 22) - 1;
 
 impl ActionWord for GuardAction {
     fn encode(self) -> u32 {
         match self {
-            GuardAction::Drop => 1,
+            GuardAction::Drop { leg } => DROP_BIT | (leg & LEG_MASK),
             GuardAction::NoAction => 0,
         }
     }
     fn decode(w: u32) -> GuardAction {
-        if w & 1 != 0 {
-            GuardAction::Drop
+        if w & DROP_BIT != 0 {
+            GuardAction::Drop { leg: w & LEG_MASK }
         } else {
             GuardAction::NoAction
         }
@@ -53,31 +56,30 @@ mod tests {
     use crate::tables::TableError;
 
     #[test]
-    fn guard_entries_match_on_address_and_port_and_count() {
+    fn guard_entries_match_on_address_and_port_and_carry_the_leg() {
         let t = GuardTable::new(8);
         let k = |p| GuardKey {
             dst: 0xc612_000a,
             dport: p,
         };
-        t.insert(k(20000), GuardAction::Drop, 0, 0).unwrap();
+        let drop = GuardAction::Drop { leg: (1 << 21) - 1 };
+        t.insert(k(20000), drop, 0, 0).unwrap();
         t.insert(k(20001), GuardAction::NoAction, 0, 0).unwrap();
         assert_eq!(
-            t.insert(k(20000), GuardAction::Drop, 0, 0),
+            t.insert(k(20000), drop, 0, 0),
             Err(TableError::AlreadyExists)
         );
-        assert_eq!(t.lookup(&k(20000), 214, 1), Some(GuardAction::Drop));
-        assert_eq!(t.lookup(&k(20000), 100, 2), Some(GuardAction::Drop));
-        assert_eq!(t.lookup(&k(20001), 100, 2), Some(GuardAction::NoAction));
-        assert_eq!(t.lookup(&k(20002), 100, 2), None);
+        assert_eq!(t.lookup(&k(20000), 1), Some(drop));
+        assert_eq!(t.lookup(&k(20001), 2), Some(GuardAction::NoAction));
+        assert_eq!(t.lookup(&k(20002), 2), None);
         let other = GuardKey {
             dst: 0xc612_000b,
             dport: 20000,
         };
-        assert_eq!(t.lookup(&other, 100, 2), None);
-        let s = t.get(&k(20000), 3).unwrap();
-        assert_eq!((s.pkts, s.bytes), (2, 314));
+        assert_eq!(t.lookup(&other, 2), None);
+        assert_eq!(t.get(&k(20000), 3).unwrap().action, drop);
         t.delete(&k(20000)).unwrap();
-        assert_eq!(t.lookup(&k(20000), 100, 4), None);
+        assert_eq!(t.lookup(&k(20000), 4), None);
         assert_eq!(t.len(), 1);
     }
 }

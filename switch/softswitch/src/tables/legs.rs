@@ -1,10 +1,13 @@
-//! `pipe.Ingress.leg_rewrite`: leg index → (src addr, dst addr, src port, dst port).
+//! `pipe.Ingress.leg_rewrite`: leg index → (src addr, dst addr, src port, dst
+//! port), with the table's direct counter (the direction's packets and bytes,
+//! RTP and RTCP: the contract counts per leg).
 //!
 //! Direct-indexed (the key is the index). Each slot is a seqlock so the data
 //! path reads a consistent rewrite without ever waiting; writers (gRPC) are
-//! serialized by a mutex.
+//! serialized by a mutex. The counters are plain atomics beside it: an
+//! insert starts them at 0, as adding an entry does on Tofino.
 
-use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering::*};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 use parking_lot::Mutex;
 
@@ -27,6 +30,8 @@ struct Slot {
     src: AtomicU32,
     dst: AtomicU32,
     ports: AtomicU32,
+    pkts: AtomicU64,
+    bytes: AtomicU64,
 }
 
 pub struct LegTable {
@@ -114,12 +119,37 @@ impl LegTable {
         }
     }
 
+    /// The direct counter: one packet of `frame_len` bytes rewritten by `leg`.
+    #[inline]
+    pub fn count(&self, leg: u32, frame_len: u32) {
+        if let Some(s) = self.slots.get(leg as usize) {
+            s.pkts.fetch_add(1, Relaxed);
+            s.bytes.fetch_add(u64::from(frame_len), Relaxed);
+        }
+    }
+
+    /// The leg's (packets, bytes); (0, 0) for a leg out of range.
+    pub fn counts(&self, leg: u32) -> (u64, u64) {
+        self.slots
+            .get(leg as usize)
+            .map_or((0, 0), |s| (s.pkts.load(Relaxed), s.bytes.load(Relaxed)))
+    }
+
+    /// Sets the leg's counter (a Write naming `$COUNTER_SPEC_*`, or an undo).
+    pub fn set_counts(&self, leg: u32, pkts: u64, bytes: u64) {
+        if let Some(s) = self.slots.get(leg as usize) {
+            s.pkts.store(pkts, Relaxed);
+            s.bytes.store(bytes, Relaxed);
+        }
+    }
+
     pub fn insert(&self, leg: u32, r: Rewrite) -> Result<(), TableError> {
         self.check(leg)?;
         let _w = self.writer.lock();
         if self.get(leg).is_some() {
             return Err(TableError::AlreadyExists);
         }
+        self.set_counts(leg, 0, 0);
         self.store(leg, Some(r));
         self.len.fetch_add(1, Relaxed);
         Ok(())
@@ -190,6 +220,30 @@ mod tests {
         t.delete(1).unwrap();
         assert_eq!(t.delete(1), Err(TableError::NotFound));
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn the_direct_counter_counts_per_leg_and_starts_at_zero_on_insert() {
+        let t = LegTable::new(4);
+        let r = Rewrite {
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 4,
+        };
+        t.insert(2, r).unwrap();
+        t.count(2, 100);
+        t.count(2, 60);
+        t.count(9, 60); // out of range: nothing
+        assert_eq!(t.counts(2), (2, 160));
+        assert_eq!(t.counts(1), (0, 0));
+        t.modify(2, r).unwrap();
+        assert_eq!(t.counts(2), (2, 160), "a MODIFY keeps the counter");
+        t.delete(2).unwrap();
+        t.insert(2, r).unwrap();
+        assert_eq!(t.counts(2), (0, 0), "a new entry starts at 0");
+        t.set_counts(2, 7, 700);
+        assert_eq!(t.counts(2), (7, 700));
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //!   behind RwLocks (`exact`); the data path holds a shard's read lock for one
 //!   lookup only.
 //! - `legs`: leg_rewrite, a direct-indexed array with a seqlock per slot, so
-//!   readers never wait.
+//!   readers never wait, and its direct counter (per leg).
+//! - `counter`: indexed packet counters (guard_drops, by leg).
 //! - `small`: ipv4_lpm, nexthop, relay_addr: rarely written, so the data path
 //!   reads an immutable snapshot (arc-swap) and writers publish a new one.
 
+pub mod counter;
 pub mod exact;
 pub mod guard;
 pub mod legs;

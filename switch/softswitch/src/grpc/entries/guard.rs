@@ -1,13 +1,13 @@
-//! `pipe.Ingress.relay_guard`: (relay address, port) → `guard_drop`, with its
-//! direct counter.
+//! `pipe.Ingress.relay_guard`: (relay address, port) → `guard_drop(leg)`;
+//! the drops are counted in `guard_drops[leg]` (entries/counter.rs).
 
 use tonic::Status;
 
-use super::{action_only, counters_of, u32_of, write_exact, Reader, Target, Undo, Update};
+use super::{action_only, params, u32_of, write_exact, Reader, Target, Undo, Update};
 use crate::contract::names;
-use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
+use crate::grpc::codec::{invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
-use crate::schema::{TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS};
+use crate::schema::TableSchema;
 use crate::sys::now_ms;
 use crate::tables::guard::{GuardAction, GuardKey, GuardSnapshot};
 
@@ -20,7 +20,14 @@ fn key(keys: &Keys) -> Result<GuardKey, Status> {
 
 fn action(u: &Update) -> Result<Option<GuardAction>, Status> {
     Ok(match u.data.action_name() {
-        Some(names::GUARD_DROP) => Some(GuardAction::Drop),
+        Some(names::GUARD_DROP) => {
+            let leg = u.data.int(names::P_LEG)?;
+            let legs = u.sw.pipeline.guard_drops.size();
+            if leg >= legs as u64 {
+                return Err(invalid(format!("leg {leg} out of range (legs = {legs})")));
+            }
+            Some(GuardAction::Drop { leg: leg as u32 })
+        }
         Some(names::NO_ACTION) => Some(GuardAction::NoAction),
         Some(other) => return Err(invalid(format!("{}: action {other} not allowed", u.t.name))),
         None => None,
@@ -34,7 +41,7 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     }
     let k = key(&u.keys()?)?;
     let action = action(u)?;
-    let prev = write_exact(guard, u, k, action, None, counters_of(&u.data)?)?;
+    let prev = write_exact(guard, u, k, action, None)?;
     u.undo.push(Undo::Guard(k, prev));
     Ok(())
 }
@@ -49,7 +56,7 @@ pub(super) fn undo(sw: &Switch, k: GuardKey, prev: Option<GuardSnapshot>) {
             if guard.get(&k, 0).is_none() {
                 let _ = guard.insert(k, s.action, 0, now_ms());
             }
-            let _ = guard.modify(&k, Some(s.action), None, Some((s.bytes, s.pkts)), now_ms());
+            let _ = guard.modify(&k, Some(s.action), None, now_ms());
         }
     }
 }
@@ -83,11 +90,10 @@ fn key_pb(t: &TableSchema, k: &GuardKey) -> pb::TableKey {
 }
 
 fn data_pb(t: &TableSchema, s: &GuardSnapshot) -> pb::TableData {
-    let mut d = match s.action {
-        GuardAction::Drop => action_only(t, names::GUARD_DROP),
+    match s.action {
+        GuardAction::Drop { leg } => {
+            params(t, names::GUARD_DROP, &[(names::P_LEG, u64::from(leg))])
+        }
         GuardAction::NoAction => action_only(t, names::NO_ACTION),
-    };
-    d.fields.push(df_int(ID_COUNTER_BYTES, s.bytes, 64));
-    d.fields.push(df_int(ID_COUNTER_PKTS, s.pkts, 64));
-    d
+    }
 }

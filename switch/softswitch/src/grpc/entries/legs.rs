@@ -1,12 +1,14 @@
-//! `pipe.Ingress.leg_rewrite`: leg → `rewrite(src_addr, dst_addr, src_port, dst_port)`.
+//! `pipe.Ingress.leg_rewrite`: leg → `rewrite(src_addr, dst_addr, src_port, dst_port)`,
+//! with its direct counter (`$COUNTER_SPEC_BYTES` / `_PKTS`: the direction's
+//! packets, the fast path's included).
 
 use tonic::Status;
 
-use super::{params, table_status, u32_of, Op, Reader, Target, Undo, Update};
+use super::{counters_of, params, table_status, u32_of, Op, Reader, Target, Undo, Update};
 use crate::contract::names;
-use crate::grpc::codec::{invalid, key_exact, Keys};
+use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
-use crate::schema::TableSchema;
+use crate::schema::{TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS};
 use crate::tables::legs::Rewrite;
 
 /// The leg of a key, within the table's size.
@@ -49,7 +51,10 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     }
     let leg = key(u)?;
     let rw = action(u)?;
+    let counters = counters_of(&u.data)?;
     let prev = legs.get(leg);
+    let prev_counts = u.sw.pipeline.leg_counts(leg);
+    let inserted = u.op == Op::Insert || (u.op == Op::Upsert && prev.is_none());
     match (u.op, rw) {
         (Op::Delete, _) => legs.delete(leg),
         (Op::Insert, Some(r)) => legs.insert(leg, r),
@@ -65,16 +70,24 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
         }
     }
     .map_err(table_status)?;
-    u.undo.push(Undo::Leg(leg, prev));
+    // A new entry's counter starts at 0 (the fast path's part too), unless
+    // the write sets it; a MODIFY keeps it unless the write names it.
+    match counters {
+        Some((bytes, pkts)) if u.op != Op::Delete => u.sw.pipeline.set_leg_counts(leg, pkts, bytes),
+        _ if inserted => u.sw.pipeline.set_leg_counts(leg, 0, 0),
+        _ => {}
+    }
+    u.undo.push(Undo::Leg(leg, prev, prev_counts));
     Ok(())
 }
 
-pub(super) fn undo(sw: &Switch, leg: u32, prev: Option<Rewrite>) {
+pub(super) fn undo(sw: &Switch, leg: u32, prev: Option<Rewrite>, counts: (u64, u64)) {
     let legs = &sw.pipeline.legs;
     let _ = match prev {
         None => legs.delete(leg),
         Some(r) => legs.modify(leg, r).or_else(|_| legs.insert(leg, r)),
     };
+    sw.pipeline.set_leg_counts(leg, counts.0, counts.1);
 }
 
 pub(super) fn read(
@@ -82,8 +95,11 @@ pub(super) fn read(
     target: Target,
     out: &mut dyn FnMut(pb::TableEntry),
 ) -> Result<(), Status> {
-    let (t, legs) = (r.t, &r.sw.pipeline.legs);
-    let mut emit = |leg: u32, rw: Rewrite| out(r.entry(key_pb(t, leg), data_pb(t, &rw)));
+    let (t, pipeline) = (r.t, &r.sw.pipeline);
+    let legs = &pipeline.legs;
+    let mut emit = |leg: u32, rw: Rewrite| {
+        out(r.entry(key_pb(t, leg), data_pb(t, &rw, pipeline.leg_counts(leg))))
+    };
     match target {
         Target::Key(k) => {
             let leg = Keys::new(t, k)?.exact(names::KEY_LEG)? as u32;
@@ -106,8 +122,8 @@ fn key_pb(t: &TableSchema, leg: u32) -> pb::TableKey {
     }
 }
 
-fn data_pb(t: &TableSchema, r: &Rewrite) -> pb::TableData {
-    params(
+fn data_pb(t: &TableSchema, r: &Rewrite, (pkts, bytes): (u64, u64)) -> pb::TableData {
+    let mut d = params(
         t,
         names::REWRITE,
         &[
@@ -116,5 +132,8 @@ fn data_pb(t: &TableSchema, r: &Rewrite) -> pb::TableData {
             (names::P_SRC_PORT, u64::from(r.sport)),
             (names::P_DST_PORT, u64::from(r.dport)),
         ],
-    )
+    );
+    d.fields.push(df_int(ID_COUNTER_BYTES, bytes, 64));
+    d.fields.push(df_int(ID_COUNTER_PKTS, pkts, 64));
+    d
 }

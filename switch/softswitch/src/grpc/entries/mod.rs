@@ -1,13 +1,15 @@
 //! Table writes and reads: BfRt TableEntry ↔ the pipeline's tables, registers
 //! and the fixed port/queue tables. One module per table kind, each with its
 //! decode (BfRt key/data → table types), apply, read and encode:
-//! `relay`, `guard` (relay_guard), `legs` (leg_rewrite), `small` (one
+//! `relay`, `guard` (relay_guard), `legs` (leg_rewrite and its direct
+//! counter), `counter` (indexed counters: guard_drops), `small` (one
 //! mechanism for ipv4_lpm, nexthop, relay_addr, ired_port, reroute_watch,
 //! reroute_class), `port_metadata` (the
 //! parser's port binding), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
 //! queue counters). Each applied write records how to undo it, so a
 //! ROLLBACK_ON_ERROR batch can be taken back.
 
+mod counter;
 mod fixed;
 mod guard;
 mod legs;
@@ -25,7 +27,7 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::contract::names;
 use crate::pipeline::Touched;
-use crate::schema::{Reg, TableKind, TableSchema};
+use crate::schema::{Ctr, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{GuardKey, GuardSnapshot};
@@ -47,7 +49,10 @@ pub fn table_status(e: TableError) -> Status {
 pub enum Undo {
     Relay(RelayKey, Option<EntrySnapshot>),
     Guard(GuardKey, Option<GuardSnapshot>),
-    Leg(u32, Option<Rewrite>),
+    /// A leg's rewrite and direct counter (packets, bytes) before the write.
+    Leg(u32, Option<Rewrite>, (u64, u64)),
+    /// An indexed counter's cell before the write.
+    Counter(Ctr, usize, u64),
     Small(Arc<SmallTables>),
     Register(Reg, usize, u64),
     PortEnable(usize, bool),
@@ -64,7 +69,7 @@ pub fn touched(undo: &[Undo]) -> Touched {
     for u in undo {
         match u {
             Undo::Relay(k, _) => t.relay.push(*k),
-            Undo::Leg(leg, _) => t.legs.push(*leg),
+            Undo::Leg(leg, ..) => t.legs.push(*leg),
             Undo::Small(_) => {
                 t.routes = true;
                 // ired_port decides which ports the fast path may send on.
@@ -73,7 +78,7 @@ pub fn touched(undo: &[Undo]) -> Touched {
             // the fast path keys relay on the bound port too
             Undo::PortEnable(..) | Undo::Rate(..) | Undo::PortBinding(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
-            Undo::Guard(..) | Undo::Register(..) => {}
+            Undo::Guard(..) | Undo::Register(..) | Undo::Counter(..) => {}
         }
     }
     t
@@ -199,7 +204,6 @@ fn write_exact<K: ExactKey, A: ActionWord>(
     k: K,
     action: Option<A>,
     ttl: Option<u32>,
-    counters: Option<(u64, u64)>,
 ) -> Result<Option<Snapshot<K, A>>, Status> {
     let now = now_ms();
     let prev = table.get(&k, now);
@@ -215,13 +219,8 @@ fn write_exact<K: ExactKey, A: ActionWord>(
             table
                 .insert(k, a, ttl.unwrap_or(0), now)
                 .map_err(table_status)?;
-            if counters.is_some() {
-                let _ = table.modify(&k, None, None, counters, now);
-            }
         }
-        Op::Modify => table
-            .modify(&k, action, ttl, counters, now)
-            .map_err(table_status)?,
+        Op::Modify => table.modify(&k, action, ttl, now).map_err(table_status)?,
         Op::Delete => table.delete(&k).map_err(table_status)?,
         Op::Upsert => unreachable!("resolved above"),
     }
@@ -287,6 +286,7 @@ impl Switch {
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
+            TableKind::Counter(ctr) => counter::apply(&mut u, ctr),
             TableKind::PortMetadata => port_metadata::apply(&mut u),
             TableKind::Port
             | TableKind::PortStat
@@ -301,7 +301,10 @@ impl Switch {
         match u {
             Undo::Relay(k, prev) => relay::undo(self, k, prev),
             Undo::Guard(k, prev) => guard::undo(self, k, prev),
-            Undo::Leg(leg, prev) => legs::undo(self, leg, prev),
+            Undo::Leg(leg, prev, counts) => legs::undo(self, leg, prev, counts),
+            Undo::Counter(ctr, i, v) => {
+                counter::write(self, ctr, i, v);
+            }
             Undo::Small(snap) => small::undo(self, &snap),
             Undo::Register(reg, i, v) => {
                 register::write(self, reg, i, v);
@@ -348,6 +351,7 @@ impl Switch {
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
             TableKind::Register(reg) => register::read(&r, reg, target, out),
+            TableKind::Counter(ctr) => counter::read(&r, ctr, target, out),
             TableKind::PortMetadata => port_metadata::read(&r, target, out),
             TableKind::Port
             | TableKind::PortStat
@@ -368,7 +372,7 @@ impl Switch {
             TableKind::Relay => p.relay.len() as u32,
             TableKind::RelayGuard => p.guard.len() as u32,
             TableKind::LegRewrite => p.legs.len() as u32,
-            TableKind::Register(_) => t.size,
+            TableKind::Register(_) | TableKind::Counter(_) => t.size,
             TableKind::PortMetadata => p.port_binding.entries().len() as u32,
             kind => match small::table(kind) {
                 Some(small) => (small.usage)(&p.small.load()) as u32,

@@ -1,13 +1,13 @@
-//! `pipe.Ingress.relay`: 4-tuple and bound port → `relay_leg(leg, rtcp)`, with its direct
-//! counter and `$ENTRY_TTL` (idle timeout).
+//! `pipe.Ingress.relay`: 4-tuple and bound port → `relay_leg(leg, rtcp)`, with
+//! `$ENTRY_TTL` (idle timeout). No counter: the leg counts (leg_rewrite).
 
 use tonic::Status;
 
-use super::{action_only, counters_of, params, u32_of, write_exact, Reader, Target, Undo, Update};
+use super::{action_only, params, u32_of, write_exact, Reader, Target, Undo, Update};
 use crate::contract::{names, CONTRACT};
 use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
-use crate::schema::{TableSchema, ID_COUNTER_BYTES, ID_COUNTER_PKTS, ID_ENTRY_TTL};
+use crate::schema::{TableSchema, ID_ENTRY_TTL};
 use crate::sys::now_ms;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 
@@ -72,11 +72,7 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     }
     let action = action(u)?;
     let ttl = ttl(u)?;
-    let counters = counters_of(&u.data)?;
-    let prev = write_exact(relay, u, k, action, ttl, counters)?;
-    if counters.is_some() {
-        u.sw.pipeline.zero_fast_counts(&k);
-    }
+    let prev = write_exact(relay, u, k, action, ttl)?;
     u.undo.push(Undo::Relay(k, prev));
     Ok(())
 }
@@ -91,13 +87,7 @@ pub(super) fn undo(sw: &Switch, k: RelayKey, prev: Option<EntrySnapshot>) {
             if relay.get(&k, 0).is_none() {
                 let _ = relay.insert(k, s.action, s.ttl_ms, now_ms());
             }
-            let _ = relay.modify(
-                &k,
-                Some(s.action),
-                Some(s.ttl_ms),
-                Some((s.bytes, s.pkts)),
-                now_ms(),
-            );
+            let _ = relay.modify(&k, Some(s.action), Some(s.ttl_ms), now_ms());
         }
     }
 }
@@ -114,9 +104,9 @@ pub(super) fn read(
         Target::Key(k) => {
             let rk = key(&Keys::new(t, k)?)?;
             let s = pipeline.relay.get(&rk, now).ok_or_else(|| r.not_found())?;
-            emit(pipeline.with_fast_counts(s, now));
+            emit(pipeline.with_fast_idle(s, now));
         }
-        _ => pipeline.for_each_relay_with_fast_counts(now, emit),
+        _ => pipeline.for_each_relay_with_fast_idle(now, emit),
     }
     Ok(())
 }
@@ -147,8 +137,6 @@ fn data_pb(t: &TableSchema, s: &EntrySnapshot) -> pb::TableData {
         ),
         RelayAction::NoAction => action_only(t, names::NO_ACTION),
     };
-    d.fields.push(df_int(ID_COUNTER_BYTES, s.bytes, 64));
-    d.fields.push(df_int(ID_COUNTER_PKTS, s.pkts, 64));
     // As on Tofino, $ENTRY_TTL reads back the time left before the entry ages.
     let left = if s.ttl_ms == 0 {
         0
