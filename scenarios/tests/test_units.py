@@ -302,3 +302,16 @@ def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
     assert m["runs"] == ["x", "y"]
     with pytest.raises(SystemExit, match="other calls"):
         ix.merge(tmp_path, [later], {**meta, "calls": 3})
+
+
+def test_recorded_command_leaves_out_the_database_url() -> None:
+    from p4relay_scenarios.experiment import recorded_command
+
+    url = "postgresql+psycopg://u:secret@127.0.0.1:5432/db"
+    assert (
+        recorded_command(
+            "python -m p4relay_scenarios x", ["--a", "1", "--database-url", url, "--b"]
+        )
+        == "python -m p4relay_scenarios x --a 1 --b"
+    )
+    assert recorded_command("p", [f"--database-url={url}", "--out", "a b"]) == "p --out 'a b'"

@@ -80,6 +80,24 @@ class Row:
     switch_queue_drops: int
 
 
+def recorded_command(program: str, argv: list[str]) -> str:
+    """The command line a results file names, without --database-url's value
+    (it names a local database and may carry a password)."""
+    shown: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--database-url":
+            skip = True
+            continue
+        if arg.startswith("--database-url="):
+            continue
+        shown.append(arg)
+    return shlex.join([*program.split(), *shown])
+
+
 def machine() -> dict[str, str | int]:
     model = ""
     try:
@@ -618,8 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if any(m not in ("server", "switch") for m in modes):
         p.error("--modes takes server and/or switch")
-    command = "python -m p4relay_scenarios.experiment " + shlex.join(
-        sys.argv[1:] if argv is None else argv
+    command = recorded_command(
+        "python -m p4relay_scenarios.experiment", sys.argv[1:] if argv is None else argv
     )
     run(
         levels,

@@ -50,7 +50,6 @@ import argparse
 import asyncio
 import json
 import os
-import shlex
 import signal
 import statistics
 import subprocess
@@ -66,7 +65,7 @@ from p4relay_switch import SwitchClient
 from p4relay_switch.ired import IredPortState, IredSettings, cells, clear_ired, ired_state, set_ired
 
 from p4relay_scenarios import capture, topology
-from p4relay_scenarios.experiment import machine, switch_drops
+from p4relay_scenarios.experiment import machine, recorded_command, switch_drops
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import StartError
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
@@ -800,8 +799,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     if a.nice:
         os.setpriority(os.PRIO_PROCESS, 0, a.nice)
-    command = "python -m p4relay_scenarios ired-experiment " + shlex.join(
-        sys.argv[2:] if argv is None else argv
+    command = recorded_command(
+        "python -m p4relay_scenarios ired-experiment", sys.argv[2:] if argv is None else argv
     )
     try:
         rows = run(

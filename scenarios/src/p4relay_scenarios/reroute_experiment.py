@@ -43,7 +43,7 @@ from pathlib import Path
 from p4relay_scenarios import capture
 from p4relay_scenarios import reroute_bed as bed
 from p4relay_scenarios.demo import start_pg, stop_pg
-from p4relay_scenarios.experiment import machine, switch_drops
+from p4relay_scenarios.experiment import machine, recorded_command, switch_drops
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.stack import (
     FABRIC_SWITCHES,
@@ -439,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     print(call_table(calls))
     meta = machine()
-    cmd = "python -m p4relay_scenarios reroute-experiment " + " ".join(
-        argv if argv is not None else sys.argv[1:]
+    cmd = recorded_command(
+        "python -m p4relay_scenarios reroute-experiment", argv if argv is not None else sys.argv[1:]
     )
     (a.out / "results.json").write_text(
         json.dumps(
