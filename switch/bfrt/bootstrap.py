@@ -84,7 +84,7 @@ WRITEBACK_MAX_PKT_LEN = 64  # the copy needs only its 8-byte mirror header
 NOTICE_SESSION_BASE = 1010
 NOTICE_PORTS = (68, 196)
 NOTICE_MAX_PKT_LEN = 128  # mirror header, Ethernet, the flow's IPv4 header and a little more
-# iRED feedback copies (P4RELAY_IRED): session IRED_SESSION_BASE + pipe to
+# iRED feedback copies (WITH_IRED, standard profile): session IRED_SESSION_BASE + pipe to
 # that pipe's recirculation port, where the copy re-enters Ingress and sets
 # the drop flag; truncated, it needs only its 4-byte mirror header.
 IRED_SESSION_BASE = 1004

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build p4relay for Tofino 1 with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large|int|ired] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh [standard|lean|large] [--model] [-- extra bf-p4c args]
 #   switch/p4/build.sh --list         the profiles, one a line
 #   switch/p4/build.sh --compiler     the compiler this script would run
 #
@@ -9,17 +9,13 @@
 # open-source build of the same compiler under /opt/p4c-tofino/bin/p4c
 # (`make setup` installs it when ../shared/tools/p4c-tofino provides it).
 #
-# standard  default profile, contract sizes (112K relay + guard entries, 56K legs)
-# lean      no RTP quality registers / jitter write-back (P4RELAY_PROFILE_LEAN;
+# standard  default profile, contract sizes (112K relay + guard entries, 56K
+#           legs): every feature (relay, guard, learning, RTP quality,
+#           congestion reroute, INT, iRED)
+# lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;
 #           184K relay + guard entries, 92K legs)
-# large     standard with P4RELAY_SCALE_LARGE, no reroute (160K relay + guard
+# large     P4RELAY_SCALE_LARGE: RTP quality only (160K relay + guard
 #           entries, 80K legs)
-# int       standard with in-band network telemetry instead of reroute
-#           (P4RELAY_WITH_INT, P4RELAY_NO_REROUTE: INT-MD source/transit/sink
-#           and telemetry reports, controls/int_*.p4; 64K relay + guard
-#           entries, 32K legs)
-# ired      lean with iRED (P4RELAY_IRED): drop decisions in Egress, drops in
-#           Ingress; the standard session sizes
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
@@ -34,12 +30,10 @@ case "$profile" in
   standard) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
-  int) defines+=(-DP4RELAY_WITH_INT -DP4RELAY_NO_REROUTE) ;;
-  ired) defines+=(-DP4RELAY_PROFILE_LEAN -DP4RELAY_IRED) ;;
-  --list) echo standard; echo lean; echo large; echo int; echo ired; exit 0 ;;
+  --list) echo standard; echo lean; echo large; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large, int, ired)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, lean, large)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in

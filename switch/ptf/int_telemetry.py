@@ -9,7 +9,7 @@ Checked byte for byte against packets built here, except the three hop
 fields only the switch knows (hop latency, queue occupancy, tx bytes), which
 are read from the packet and checked for range. Everything goes through
 p4relay_switch.int_telemetry, so the module runs unchanged on tofino-model
-with the int profile (its report mirror session 1020 must point at port 3:
+with the standard profile (its report mirror session 1020 must point at port 3:
 switch/bfrt/README.md); a target without the INT tables skips it.
 """
 
@@ -110,7 +110,7 @@ class IntTest(P4RelayTest):
     def setUp(self) -> None:
         super().setUp()
         if INT_WATCH not in self.client.schema.tables:
-            self.skipTest("the target's program has no INT tables (int profile)")
+            self.skipTest("the target's program has no INT tables (lean or large profile)")
         self.sw.run(it.clear(self.client))
         self.sw.run(
             it.set_hop(

@@ -1,4 +1,4 @@
-"""Telemetry reports from INT sinks (switch/p4 `int` profile): a UDP listener,
+"""Telemetry reports from INT sinks (switch/p4 standard profile): a UDP listener,
 the report decoder, and what the reports become — per switch/port/queue
 samples, per-flow path records, congestion_onset/congestion_clear events.
 

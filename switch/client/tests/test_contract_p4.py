@@ -27,13 +27,8 @@ from p4relay_testsupport import dump_softswitch as dump
 ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
 COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
-# The ired profile (lean + iRED): the compiler's ids and shapes of the iRED
-# objects, which the standard profile does not build.
-COMMITTED_IRED = P4_ROOT / "bfrt" / "ired.bf-rt.json"
-# The int profile (standard with INT in place of reroute): the INT objects.
-COMMITTED_INT = P4_ROOT / "bfrt" / "int.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
-PROFILES = ("standard", "lean", "large", "ired", "int")
+PROFILES = ("standard", "lean", "large")
 
 # Objects bf-p4c adds to every program, which no client of ours addresses: the
 # snapshot (debug capture) tables, the table debug counters, the dynamic-hash
@@ -181,49 +176,15 @@ def committed() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def committed_ired() -> dict[str, Any]:
-    return dict(json.loads(COMMITTED_IRED.read_text()))
-
-
-@pytest.fixture(scope="module")
-def committed_int() -> dict[str, Any]:
-    return dict(json.loads(COMMITTED_INT.read_text()))
-
-
-def is_ired(name: str) -> bool:
-    return ".ired_" in name
-
-
-def is_int(t: dict[str, Any]) -> bool:
-    """An INT object of the program (not a target table of its Hash extern)."""
-    return ".int_" in t["name"] and t.get("table_type") not in TARGET_TABLE_TYPES
-
-
-def with_ired(
-    standard: dict[str, Any], ired: dict[str, Any], int_: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """The standard profile's schema plus the ired profile's iRED objects and
-    the int profile's INT objects: everything the contract names, as the
-    software switch serves it."""
-    out: dict[str, Any] = json.loads(json.dumps(standard))
-    out["tables"] += [t for t in ired["tables"] if is_ired(t["name"])]
-    if int_ is not None:
-        out["tables"] += [t for t in int_["tables"] if is_int(t)]
-    return out
-
-
-@pytest.fixture(scope="module")
 def softswitch() -> dict[str, Any]:
     return dict(json.loads(dump("--dump-bfrt-json")))
 
 
 def test_committed_schema_matches_contract(
-    contract: dict[str, Any],
-    committed: dict[str, Any],
-    committed_ired: dict[str, Any],
-    committed_int: dict[str, Any],
+    contract: dict[str, Any], committed: dict[str, Any]
 ) -> None:
-    errs = contract_errors(contract, with_ired(committed, committed_ired, committed_int))
+    """The standard profile builds everything the contract names."""
+    errs = contract_errors(contract, committed)
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
 
 
@@ -238,30 +199,21 @@ def test_committed_schema_is_the_compilers(committed: dict[str, Any]) -> None:
     )
 
 
-def test_committed_ired_schema_is_the_compilers(committed_ired: dict[str, Any]) -> None:
-    """switch/p4/bfrt/ired.bf-rt.json is what the ired profile compiles to."""
-    fresh = _resources().program_schema(compiled("ired"))
-    assert fresh == _resources().program_schema(committed_ired), (
-        "switch/p4/bfrt/ired.bf-rt.json is stale: "
-        "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
-    )
-
-
-def test_committed_int_schema_is_the_compilers(committed_int: dict[str, Any]) -> None:
-    """switch/p4/bfrt/int.bf-rt.json is what the int profile compiles to."""
-    fresh = _resources().program_schema(compiled("int"))
-    assert fresh == _resources().program_schema(committed_int), (
-        "switch/p4/bfrt/int.bf-rt.json is stale: "
-        "P4RELAY_UPDATE_BFRT=1 bash scripts/test-stages/05-p4.sh regenerates it"
-    )
-
-
 def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> None:
     """What the contract comparison ignores is exactly this (report it if it grows)."""
     _, removed = strip_target_objects(committed)
     assert removed == [
+        "DynHashAlgorithm pipe.Egress.ired.widen_deq.algorithm",
+        "DynHashAlgorithm pipe.Egress.ired.widen_enq.algorithm",
+        "DynHashAlgorithm pipe.Ingress.int_source.slot_hash.algorithm",
         "DynHashAlgorithm pipe.Ingress.learning.flow_hash.algorithm",
+        "DynHashCompute pipe.Egress.ired.widen_deq.compute",
+        "DynHashCompute pipe.Egress.ired.widen_enq.compute",
+        "DynHashCompute pipe.Ingress.int_source.slot_hash.compute",
         "DynHashCompute pipe.Ingress.learning.flow_hash.compute",
+        "DynHashConfigure pipe.Egress.ired.widen_deq.configure",
+        "DynHashConfigure pipe.Egress.ired.widen_enq.configure",
+        "DynHashConfigure pipe.Ingress.int_source.slot_hash.configure",
         "DynHashConfigure pipe.Ingress.learning.flow_hash.configure",
         "SnapshotCfg pipe.snapshot.cfg",
         "SnapshotData pipe.snapshot.egress_data",
@@ -275,28 +227,18 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
     ]
 
 
-def test_standard_profile_is_the_contract_without_ired_and_int(contract: dict[str, Any]) -> None:
+def test_standard_profile_is_the_contract(contract: dict[str, Any]) -> None:
+    """Every feature in one program: relay, guard, RTP quality, reroute, INT, iRED."""
     errs = contract_errors(contract, compiled("standard"))
-    assert sorted(errs) == sorted(ired_objects(contract) + int_objects(contract)), errs
+    assert not errs, errs
 
 
 def int_objects(contract: dict[str, Any]) -> list[str]:
-    """What P4RELAY_WITH_INT adds: its tables and registers, as contract_errors names them missing."""
+    """What WITH_INT adds: its tables and registers, as contract_errors names them missing."""
     tables = [t["name"] for t in contract["table"] if ".int_" in t["name"]]
     regs = [r["name"] for r in contract["register"] if ".int_" in r["name"]]
     assert len(tables) == 4 and len(regs) == 7
     return [f"table {n} missing" for n in tables] + [f"register {n} missing" for n in regs]
-
-
-def test_int_profile_is_standard_with_int_instead_of_reroute(contract: dict[str, Any]) -> None:
-    """The int profile builds every INT object of the contract; it has no
-    reroute (both do not fit 12 stages) and no iRED, and smaller session
-    tables (INT's egress chain beside RTP quality leaves less room for legs)."""
-    errs = contract_errors(contract, compiled("int"))
-    missing = _reroute_missing(contract) + ired_objects(contract)
-    sized = [e for e in errs if e not in missing]
-    assert sized and all("size" in e for e in sized), errs
-    assert sorted(set(errs) - set(sized)) == sorted(missing)
 
 
 def _reroute_missing(contract: dict[str, Any]) -> list[str]:
@@ -314,7 +256,7 @@ def _reroute_missing(contract: dict[str, Any]) -> list[str]:
 
 
 def ired_objects(contract: dict[str, Any]) -> list[str]:
-    """What P4RELAY_IRED adds: its table and registers, as contract_errors names them missing."""
+    """What WITH_IRED adds: its table and registers, as contract_errors names them missing."""
     tables = [t["name"] for t in contract["table"] if ".ired_" in t["name"]]
     regs = [r["name"] for r in contract["register"] if ".ired_" in r["name"]]
     assert len(tables) == 1 and len(regs) == 9
@@ -342,14 +284,6 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
     assert sorted(set(errs) - set(sized)) == sorted(want)
 
 
-def test_ired_profile_is_lean_with_ired(contract: dict[str, Any]) -> None:
-    """The ired profile builds every iRED object of the contract, as lean
-    builds everything but the quality registers and reroute."""
-    errs = contract_errors(contract, compiled("ired"))
-    want = _quality_missing(contract) + _reroute_missing(contract) + int_objects(contract)
-    assert sorted(errs) == sorted(want), errs
-
-
 def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     contract: dict[str, Any],
 ) -> None:
@@ -362,36 +296,27 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     assert all("size" in e for e in sized), errs
     assert sorted(set(errs) - set(sized)) == sorted(missing)
     diffs = shape_differences(schema_shape(large), schema_shape(compiled("standard")))
-    assert diffs and all("reroute" in d and "only in the second" in d for d in diffs), diffs
+    assert diffs and all(
+        any(f in d for f in ("reroute", ".ired_", ".int_")) and "only in the second" in d
+        for d in diffs
+    ), diffs
 
 
 def test_softswitch_schema_is_the_compilers(
-    committed: dict[str, Any],
-    committed_ired: dict[str, Any],
-    committed_int: dict[str, Any],
-    softswitch: dict[str, Any],
+    committed: dict[str, Any], softswitch: dict[str, Any]
 ) -> None:
     """Table, key and data field names (incl. $ENTRY_HIT_STATE), types, widths,
     match types, actions and their parameters, attributes, registers and digest
     fields: the software switch serves what bf_switchd serves for this program
     (sizes differ by design)."""
-    diffs = shape_differences(
-        schema_shape(with_ired(committed, committed_ired, committed_int)),
-        schema_shape(softswitch),
-    )
+    diffs = shape_differences(schema_shape(committed), schema_shape(softswitch))
     assert not diffs, "softswitch schema differs from bf-p4c's:\n" + "\n".join(diffs)
 
 
-def test_softswitch_ids(
-    committed: dict[str, Any],
-    committed_ired: dict[str, Any],
-    committed_int: dict[str, Any],
-    softswitch: dict[str, Any],
-) -> None:
+def test_softswitch_ids(committed: dict[str, Any], softswitch: dict[str, Any]) -> None:
     """Every id a client sends (table, key, data field, action, parameter,
-    digest, digest field) is bf-p4c's (iRED's from the ired profile, INT's
-    from the int profile)."""
-    p4 = schema_ids(with_ired(committed, committed_ired, committed_int))
+    digest, digest field) is bf-p4c's."""
+    p4 = schema_ids(committed)
     soft = schema_ids(softswitch)
     assert set(p4) == set(soft), sorted(set(p4) ^ set(soft))
     differing = [

@@ -8,20 +8,25 @@
  *    end - pkt_length.
  *    pkt_length is compared without subtracting an FCS: if the hardware
  *    counts the 4 FCS bytes, an overrun of up to 4 bytes passes.
- * 2. RtpQuality for relayed RTP of an offloaded leg (leg and rtcp bit bridged
+ * 2. RerouteDetect (WITH_REROUTE): hot departures of watched flows, the
+ *    notice copy (controls/reroute.p4).
+ * 3. RtpQuality for relayed RTP of an offloaded leg (leg and rtcp bit bridged
  *    from Ingress) that passed the length check, timed by the egress global
  *    timestamp, i.e. at departure. Its jitter write-back copies (E2E mirror)
  *    come back here, write rtp_jitter and are dropped.
- * 3. INT (WITH_INT): source and transit hop (IntTransit), sink strip and
- *    the sink's report copy (IntSink).
- * 4. Ired (P4RELAY_IRED): the port's queue average and drop decision; a
+ * 4. Ired (WITH_IRED): the port's queue average and drop decision; a
  *    decision leaves as an E2E mirror copy to the recirculation port
  *    (controls/ired.p4).
+ * 5. INT (WITH_INT): sink strip and the sink's report copy (IntSink), source
+ *    and transit hop (IntTransit).
  *
- * Dependency chains (MAU stages, compiler placement in README "Resources"):
- *   l3_end -> l3_overrun -> drop / RtpQuality's gate
- *   clock halves -> transit -> rtp_transit (|D|) -> J + |D| ... J'
- *   rtp_packets -> rtp_max_seq -> lost/reordered sort -> rtp_lost
+ * Every step is a single-stage item (README "Stages"); the compiler overlaps
+ * the chains (stage map in README "Resources"):
+ *   l3_end -> l3_overrun -> drop / rtp_on
+ *   clock halves -> transit -> rtp_transit (|D|), J + 8 -> terms -> J' + 8
+ *   rtp_packets -> rtp_max_seq (loss code) -> rtp_lost / rtp_reordered
+ *   reroute_class -> over -> reroute_run -> left -> notice
+ *   ired_port -> ired_qdepth_prev -> ... -> ired_drop_prob -> decision
  */
 control Egress(
         inout egress_headers_t hdr,
@@ -70,20 +75,36 @@ control Egress(
     }
 #endif
 
+    action drop_overrun() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+
+    action drop_writeback_copy() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+
+    /* A flat sequence of single-stage items: Tofino 1 has no long branches,
+     * so a gated block spanning several stages keeps every other item out of
+     * them. Each feature gates its steps on bits computed once (header
+     * validity, the bridged bits, its own table's hit) and writes
+     * drop_ctl / mirror_type in chain order: the length check (stage 2),
+     * iRED's tail drop, INT's suppression; the reroute notice, then the
+     * jitter write-back unless a notice goes, then iRED's decision unless
+     * a notice goes (one mirror per packet). */
     apply {
 #ifdef WITH_QUEUE_DELAY
         queue_delay();
 #endif
-        if (hdr.ipv4.isValid() && !REROUTE_COPY) {
-            if (hdr.vlan_tag.isValid()) {
-                l3_end_vlan();
-            } else {
-                l3_end_ethernet();
-            }
-            l3_overrun();
-            if (eg_md.l3_overrun != 0) {
-                eg_dprsr_md.drop_ctl = 1;
-            }
+        /* 1. length check: the arithmetic for every packet (it only writes
+         * l3_end / l3_overrun), the verdict for IPv4 packets */
+        if (hdr.vlan_tag.isValid()) {
+            l3_end_vlan();
+        } else {
+            l3_end_ethernet();
+        }
+        l3_overrun();
+        if (hdr.ipv4.isValid() && !REROUTE_COPY && eg_md.l3_overrun != 0) {
+            drop_overrun();
         }
 #ifdef WITH_RTP_QUALITY
         /* Time bases for every packet (arithmetic only, no state): they start
@@ -93,48 +114,29 @@ control Egress(
         if (eg_md.writeback.isValid()) {
             /* jitter write-back copy (no packet headers parsed): it writes
              * rtp_jitter and is never transmitted */
-            eg_dprsr_md.drop_ctl = 1;
-        }
-        /* applied once (it holds the registers); it picks the packets itself:
-         * write-back copies, and relayed RTP that passed the length check */
-#ifdef WITH_INT
-        if (!REROUTE_COPY && !hdr.int_report_mirror.isValid()) {
-#else
-        if (!REROUTE_COPY) {
-#endif
-            rtp_quality.apply(hdr, eg_md, eg_dprsr_md);
+            drop_writeback_copy();
         }
 #endif
 #ifdef WITH_REROUTE
-        /* after RtpQuality: a notice copy replaces that packet's jitter
-         * write-back copy (one mirror per packet; one jitter sample lost) */
+        /* before RtpQuality and Ired: a notice copy takes the packet's one
+         * mirror (its jitter sample, or its iRED decision, waits) */
         reroute_detect.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
 #endif
-#ifdef WITH_INT
-        /* 3. INT: this switch's hop (source, transit), then the sink's strip
-         * or, on the sink's report copy, the report (int_transit.p4,
-         * int_sink.p4) */
-        /* mutually exclusive: the placement may overlap their stages */
-        if (hdr.int_report_mirror.isValid()
-                || (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1)) {
-            int_sink.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
-        } else {
-            int_transit.apply(hdr, eg_md, eg_intr_md, eg_prsr_md);
-        }
+#ifdef WITH_RTP_QUALITY
+        /* it picks its packets itself: write-back copies, and relayed RTP
+         * (bridged) that passed the length check */
+        rtp_quality.apply(hdr, eg_md, eg_dprsr_md);
 #endif
 #ifdef WITH_IRED
-        /* packets from Ingress only (not the copies' own passes) */
-        if (hdr.bridged.isValid()) {
-            ired.apply(hdr, eg_md, eg_intr_md);
-        }
-        /* Ired's verdicts take effect here, last: one write point for
-         * drop_ctl and mirror_type keeps its chain parallel to the others */
-        if (eg_md.ired_tail_dropped == 1) {
-            eg_dprsr_md.drop_ctl = 1;
-        }
-        if (eg_md.ired_mirror.isValid()) {
-            eg_dprsr_md.mirror_type = MIRROR_TYPE_IRED;
-        }
+        /* packets from Ingress only (it checks hdr.bridged) */
+        ired.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+#endif
+#ifdef WITH_INT
+        /* INT: the sink's strip or, on its report copy, the report; this
+         * switch's hop (source, transit). Each picks its packets by header
+         * bits (int_sink.p4, int_transit.p4). */
+        int_sink.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+        int_transit.apply(hdr, eg_md, eg_intr_md, eg_prsr_md);
 #endif
     }
 }

@@ -37,6 +37,7 @@ control Forwarding(
     @name(".Ingress.forward")
     action forward(PortId_t port, mac_addr_t src_mac, mac_addr_t dst_mac) {
         ig_tm_md.ucast_egress_port = port;
+        ig_md.forwarded = true;
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
@@ -59,22 +60,34 @@ control Forwarding(
     Reroute() reroute;
 #endif
 
+#ifdef WITH_REROUTE
+    action use_backup() {
+        ig_md.nexthop_id = ig_md.rr_backup;
+    }
+#endif
+
     apply {
 #ifdef WITH_REROUTE
         /* Reroute's reroute_watch is keyed on the same destination as
          * ipv4_lpm and independent of it: applied after it in program order
-         * (before it, the compiler chains them) so the two sit side by side. */
+         * (before it, the compiler chains them) so the two sit side by side.
+         * Single-stage items gated by `routed` (Tofino 1 has no long
+         * branches). */
         bool routed = ipv4_lpm.apply().hit;
         reroute.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+        if (routed && ig_md.rr_active != 0) {
+            /* the flow's backup next hop */
+            use_backup();
+        }
+        /* one stage: the notice's drop and nexthop (whose drop action
+         * writes drop_ctl too) exclude each other */
         if (routed) {
-            if (ig_md.rr_active != 0) {
-                /* the flow's backup next hop */
-                ig_md.nexthop_id = ig_md.rr_backup;
-            }
-            if (!hdr.reroute_notice.isValid()) {
+            if (hdr.reroute_notice.isValid()) {
+                if (ig_md.rr_kind != REROUTE_NOTIFIED) {
+                    drop();
+                }
+            } else {
                 nexthop.apply();
-            } else if (ig_md.rr_kind != REROUTE_NOTIFIED) {
-                drop();
             }
         }
 #else

@@ -8,14 +8,13 @@
  * RTP quality is measured after the queue (Egress, RtpQuality); Ingress
  * bridges what Egress needs (relay hit, rtcp bit, leg) in hdr.bridged.
  *
- * Dependency chain, as the compiler places it (standard profile; README
- * "Resources" has the stage map of every profile):
- *   relay (stages 0-1, its RAMs span two stages) -> relay_guard (2) and
- *   leg_rewrite with its counter (3-5) -> ipv4_lpm (8-9, rewritten
- *   destination) -> nexthop (11); clock slices -> 2 adds -> learn_filter (8;
- *   its output is the digest type).
- * IredDrop (P4RELAY_IRED) follows nexthop: the flag register, then its
- * counters.
+ * Every step is a single-stage item gated by bits computed once (README
+ * "Stages": Tofino 1 has no long branches). Chain, as the compiler places it
+ * (standard profile; README "Resources" has the stage map):
+ *   relay -> relay_guard and leg_rewrite -> ipv4_lpm beside reroute_watch ->
+ *   reroute_active -> backup next hop -> nexthop beside int_role ->
+ *   ired_drop_flag -> its counters;
+ *   clock slices -> 2 adds -> learn_filter (its output is the digest type).
  */
 #ifdef WITH_REROUTE
 #define REROUTE_NOTICE hdr.reroute_notice.isValid()
@@ -44,6 +43,10 @@ control Ingress(
     IredDrop() ired_drop;
 #endif
 
+    action guard_drop_packet() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
     apply {
         if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
             ig_tm_md.ucast_egress_port = CPU_PORT;
@@ -67,21 +70,18 @@ control Ingress(
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
         } else {
+            /* A flat sequence: each feature's steps are single-stage items
+             * gated by bits computed once (Tofino 1 has no long branches,
+             * so a gated block spanning stages would serialise the rest). */
             clock.apply(ig_intr_md.ingress_mac_tstamp, ig_md.now_ms);
             /* A congestion notice (REROUTE_NOTICE: its IPv4 header is the
              * flow's packet's) is no session's packet: it goes by its
-             * destination through Forwarding to Reroute, which consumes it. */
+             * destination through Forwarding to Reroute, which consumes it.
+             * INT packets are routed, not relayed: the relay switch is the
+             * source of its sessions' INT (RelaySessions' RELAY_LOOKUP). */
+            relay_sessions.apply(hdr, ig_md);
 #ifdef WITH_INT
-            /* INT packets are routed, not relayed: the relay switch is the
-             * source of its sessions' INT */
-            if (!REROUTE_NOTICE && !hdr.int_shim.isValid()) {
-                relay_sessions.apply(hdr, ig_md);
-            }
             int_watch.apply(hdr, ig_md);
-#else
-            if (!REROUTE_NOTICE) {
-                relay_sessions.apply(hdr, ig_md);
-            }
 #endif
 
             /* hdr.bridged (parser constants, relay_leg's fields) goes to
@@ -95,15 +95,16 @@ control Ingress(
                 /* a foreign source sending to an offloaded call's relay port:
                  * never reaches RTPProxy (it would latch to it); the digest
                  * set above is still sent (the deparser emits digests of
-                 * dropped packets, as switch.p4's STP learning state relies on) */
-                ig_dprsr_md.drop_ctl = 1;
-            } else {
-                forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
-#ifdef WITH_INT
-                /* roles of the next hop, the sink's report copy */
-                int_source.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
-#endif
+                 * dropped packets, as switch.p4's STP learning state relies
+                 * on). Forwarding still runs (ungated: its result is unused). */
+                guard_drop_packet();
             }
+            forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+#ifdef WITH_INT
+            /* roles of the next hop, the sink's report copy (no INT packet
+             * meets the guard: they skip the relay tables) */
+            int_source.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
+#endif
         }
 #ifdef WITH_IRED
         /* after Forwarding (it needs the egress port); also takes the

@@ -26,13 +26,11 @@ control IntSink(
         in egress_intrinsic_metadata_t eg_intr_md,
         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
-    bit<16> rep_words = 0;
-    bit<32> seq = 0;
 
     @name(".Egress.int_flow_path")
     Register<bit<16>, bit<12>>(INT_FLOW_SLOTS, 0) int_flow_path;
-    RegisterAction<bit<16>, bit<12>, bit<16>>(int_flow_path) path_swap = {
-        void apply(inout bit<16> stored, out bit<16> changed) {
+    RegisterAction<bit<16>, bit<12>, bit<8>>(int_flow_path) path_swap = {
+        void apply(inout bit<16> stored, out bit<8> changed) {
             if (stored == eg_md.int_sig16) {
                 changed = 0;
             } else {
@@ -58,8 +56,8 @@ control IntSink(
 
     @name(".Egress.int_flow_reported")
     Register<bit<32>, bit<12>>(INT_FLOW_SLOTS, 0) int_flow_reported;
-    RegisterAction<bit<32>, bit<12>, bit<32>>(int_flow_reported) interval = {
-        void apply(inout bit<32> last, out bit<32> due) {
+    RegisterAction<bit<32>, bit<12>, bit<8>>(int_flow_reported) interval = {
+        void apply(inout bit<32> last, out bit<8> due) {
             if (eg_md.now_ms - last >= INT_REPORT_INTERVAL_MS) {
                 last = eg_md.now_ms;
                 due = 1;
@@ -131,7 +129,6 @@ control IntSink(
         hdr.report_group.setValid();
         hdr.report_group.ver = 2;
         hdr.report_group.hw_id = 0;
-        hdr.report_group.seq_no = seq[21:0];
         hdr.report_group.node_id = switch_id;
         hdr.report_individual.setValid();
         hdr.report_individual.rep_type = 1;
@@ -146,7 +143,6 @@ control IntSink(
         hdr.report_individual.ds_id = INT_DS_ID;
         hdr.report_individual.ds_md_bits = 0;
         hdr.report_individual.ds_md_status = 0;
-        rep_words = hdr.int_report_mirror.frame_len + 15;
     }
 
     @name(".Egress.int_report")
@@ -162,9 +158,19 @@ control IntSink(
         size = INT_PORT_TABLE_SIZE;
     }
 
-    action report_len() {
+    action rep_words() {
+        eg_md.int_rep_words = hdr.int_report_mirror.frame_len + 15;
+    }
+
+    /* after int_report_encap made the headers valid */
+    action report_fields() {
+        hdr.report_group.seq_no = eg_md.int_seq[21:0];
         /* words after the group header: 3 + frame, rounded up */
-        hdr.report_individual.rep_len = (bit<8>)(rep_words >> 2);
+        hdr.report_individual.rep_len = (bit<8>)(eg_md.int_rep_words >> 2);
+    }
+
+    action suppress() {
+        eg_dprsr_md.drop_ctl = 1;
     }
 
     action want_onset() {
@@ -175,39 +181,54 @@ control IntSink(
         eg_md.int_cong_want = 0;
     }
 
+    /* Single-stage items gated by header bits (the report copy's mirror
+     * header, the sink role), so IntSink interleaves with the other
+     * features (Tofino 1 has no long branches). Report chain: the three
+     * suppression registers (int_flow_reported after the ms clock) -> the
+     * verdict with int_report_seq and int_report -> seq_no and length. */
     apply {
+        rep_words();
+        eg_md.int_sig16 = hdr.int_report_mirror.ds_flags & INT_SIG_MASK;
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_sig16 = hdr.int_report_mirror.ds_flags & INT_SIG_MASK;
             if (hdr.int_report_mirror.ds_flags & INT_FLAG_ONSET != 0) {
                 want_onset();
             } else if (hdr.int_report_mirror.ds_flags & INT_FLAG_OVER_CLEAR == 0) {
                 want_clear();
             }
+        }
+        if (hdr.int_report_mirror.isValid()) {
             eg_md.int_path_changed = path_swap.execute(hdr.int_report_mirror.flow_slot[11:0]);
+        }
+        if (hdr.int_report_mirror.isValid()) {
             eg_md.int_cong_was = congestion.execute(hdr.int_report_mirror.flow_slot[11:0]);
+        }
+        if (hdr.int_report_mirror.isValid()) {
             eg_md.int_interval_due = interval.execute(hdr.int_report_mirror.flow_slot[11:0]);
-            /* no reason: suppressed (one 32-bit comparison per gateway) */
-            if (eg_md.int_interval_due == 0) {
-                if (eg_md.int_path_changed == 0 && eg_md.int_cong_was == 0) {
-                    eg_dprsr_md.drop_ctl = 1;
+        }
+        if (hdr.int_report_mirror.isValid()) {
+            if (eg_md.int_interval_due == 0 && eg_md.int_path_changed == 0
+                    && eg_md.int_cong_was == 0) {
+                /* no reason: suppressed */
+                suppress();
+            } else {
+                eg_md.int_seq = next_seq.execute(0);
+                if (!int_report.apply().hit) {
+                    suppress();   /* no collector on this port */
                 }
             }
-            if (eg_dprsr_md.drop_ctl == 0) {
-                seq = next_seq.execute(0);
-                if (int_report.apply().hit) {
-                    report_len();
-                } else {
-                    eg_dprsr_md.drop_ctl = 1;   /* no collector on this port */
-                }
-            }
-        } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
-                   && hdr.int_md.isValid()) {
+        }
+        if (hdr.report_group.isValid()) {
+            report_fields();
+        }
+        if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1 && hdr.int_md.isValid()) {
             if (hdr.int_md.remaining_hop_cnt == 1) {
                 strip_one_hop();
             } else {
                 strip_two_hops();
             }
             strip();
+        }
+        if (eg_md.int_strip != 0) {
             restore_lengths();
         }
     }

@@ -44,12 +44,14 @@ control IntCheck() {
 /* The watch list, applied right after RelaySessions (its keys are the
  * relay result and the rewritten addresses). */
 control IntWatch(
-        in ingress_headers_t hdr,
+        inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md) {
 
+    /* source: Egress inserts INT when the packet leaves by a transit port
+     * (int_role); int_watch sees only packets without INT */
     @name(".Ingress.int_watch_flow")
     action int_watch_flow() {
-        ig_md.int_watched = true;
+        hdr.int_bridged.source = 1;
     }
 
     @name(".Ingress.int_watch")
@@ -149,13 +151,16 @@ control IntSource(
         } else {
             frame_len_ethernet();
         }
+        /* the roles and what follows from them in int_role's own stage
+         * (next-table branches, no data dependence): Ingress ends with
+         * nexthop's stage */
         if (hdr.udp.isValid()) {
-            int_role.apply();
-            if (ig_md.int_watched && hdr.int_bridged.transit == 1) {
-                hdr.int_bridged.source = 1;
-            }
-            if (hdr.int_shim.isValid() && hdr.int_bridged.sink == 1) {
-                report_copy();
+            switch (int_role.apply().action_run) {
+                int_sink: {
+                    if (hdr.int_shim.isValid()) {
+                        report_copy();
+                    }
+                }
             }
         }
     }

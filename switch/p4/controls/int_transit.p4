@@ -52,6 +52,8 @@ control IntTransit(
     @name(".Egress.int_hop")
     action int_hop(bit<32> switch_id, bit<32> onset_cells, bit<32> clear_cells,
                    bit<32> onset_ns, bit<32> clear_ns) {
+        eg_md.int_on = 1;
+        eg_md.int_csum = true;
         eg_md.int_switch_id = switch_id;
         eg_md.int_word = (bit<16>)switch_id[13:0];
         eg_md.int_onset_cells_d = onset_cells |-| (bit<32>)eg_intr_md.deq_qdepth;
@@ -152,36 +154,51 @@ control IntTransit(
         hdr.int_md.e = 1;
     }
 
+    /* Single-stage items gated by header bits and int_on (the port's
+     * int_hop_config entry), so the hop's stages interleave with the other
+     * features' (Tofino 1 has no long branches). */
     apply {
-        tx_total = count_tx.execute(eg_intr_md.egress_port);
+        /* every packet but the sink's (stripped) and the report copies */
+        if (!hdr.int_report_mirror.isValid()
+                && !(hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1)) {
+            tx_total = count_tx.execute(eg_intr_md.egress_port);
+        }
         if (hdr.int_bridged.isValid() && hdr.int_bridged.transit == 1
                 && (hdr.int_bridged.source == 1 || hdr.int_md.isValid())) {
-            if (int_hop_config.apply().hit) {
-                over_clear();
-                eg_md.int_csum = true;
-                if (hdr.int_bridged.source == 0 && hdr.int_md.remaining_hop_cnt == 0) {
-                    hop_limit();
-                    count_hop_limit.execute(0);
-                } else {
-                    if (hdr.int_bridged.source == 1) {
-                        source_hop();
-                    } else {
-                        transit_hop();
-                    }
-                    hop_queue();
-                    hop_queue_id();
-                    /* one 32-bit comparison per condition (gateway input) */
-                    if (eg_md.int_onset_cells_d == 0) {
-                        flag_onset();
-                    } else if (eg_md.int_onset_ns_d == 0) {
-                        flag_onset();
-                    }
-                    if (eg_md.int_clear_cells_d != 0) {
-                        flag_over_clear();
-                    } else if (eg_md.int_clear_ns_d != 0) {
-                        flag_over_clear();
-                    }
-                }
+            int_hop_config.apply();
+        }
+        over_clear();
+        if (eg_md.int_on == 1) {
+            if (hdr.int_bridged.source == 1) {
+                source_hop();
+            } else if (hdr.int_md.remaining_hop_cnt == 0) {
+                hop_limit();
+                count_hop_limit.execute(0);
+            } else {
+                transit_hop();
+            }
+        }
+        /* int_hop is valid only where this switch pushed it (the parser
+         * never extracts a hop) */
+        if (hdr.int_hop.isValid()) {
+            hop_queue();
+        }
+        if (hdr.int_hop.isValid()) {
+            hop_queue_id();
+        }
+        /* one 32-bit comparison per condition (gateway input) */
+        if (hdr.int_hop.isValid()) {
+            if (eg_md.int_onset_cells_d == 0) {
+                flag_onset();
+            } else if (eg_md.int_onset_ns_d == 0) {
+                flag_onset();
+            }
+        }
+        if (hdr.int_hop.isValid()) {
+            if (eg_md.int_clear_cells_d != 0) {
+                flag_over_clear();
+            } else if (eg_md.int_clear_ns_d != 0) {
+                flag_over_clear();
             }
         }
     }

@@ -41,7 +41,8 @@
 control Ired(
         in egress_headers_t hdr,
         inout egress_metadata_t eg_md,
-        in egress_intrinsic_metadata_t eg_intr_md) {
+        in egress_intrinsic_metadata_t eg_intr_md,
+        inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
     Random<bit<16>>() rng;
     /* the 19-bit queue depths widened to whole 32-bit containers (through
@@ -174,59 +175,88 @@ control Ired(
         eg_md.ired_band = eg_md.ired_below | eg_md.ired_above;
     }
 
-    /* the feedback copy's mirror header: flag 1, or 3 = spare protected;
-     * Egress sets mirror_type from it last (RtpQuality writes mirror_type
-     * too, for other packets: one write point keeps the chains parallel) */
-    action decide(bit<8> flag) {
+    /* flag 1, or 3 = spare protected: the parser's 1 with protect as bit 1 */
+    action flag_value() {
+        eg_md.ired_flag[1:1] = eg_md.ired_protect;
+    }
+
+    /* packets this port's iRED may decide on: not in tail-drop mode, and
+     * not relayed RTP (it carries the jitter write-back copy: one mirror
+     * per packet on Tofino 1) */
+    action eligible() {
+        eg_md.ired_eligible = 1;
+    }
+
+    action tail_dropped() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+
+    /* the feedback copy; a packet that carries a reroute notice carries no
+     * decision (one mirror per packet): the next packet does */
+    action decide() {
         eg_md.ired_mirror.setValid();
         eg_md.ired_mirror.pkt_type = PKT_TYPE_IRED_FEEDBACK;
         eg_md.ired_mirror._pad = 0;
-        eg_md.ired_mirror.flag = flag;
+        eg_md.ired_mirror.flag = eg_md.ired_flag;
         eg_md.ired_mirror.port = eg_intr_md.egress_port;
+        eg_dprsr_md.mirror_type = MIRROR_TYPE_IRED;
     }
 
+    /* Single-stage items, each gated by ired_on (the port's ired_port
+     * entry) or a bit derived from it: the arithmetic runs for every packet
+     * (it only writes Ired's own metadata), so the chain interleaves with
+     * the other features' (Tofino 1 has no long branches). Chain:
+     * ired_port -> ired_qdepth_prev -> shift -> prev - (prev >> n) -> qAvg
+     * -> compare -> band -> ired_drop_prob (coin) -> decision. */
     apply {
         /* unconditional: they need nothing, so they share stage 0 with ired_port */
         sample_deq();
         sample_enq();
         draw();
-        ired_port.apply();
+        if (hdr.bridged.isValid()) {
+            ired_port.apply();
+        }
         if (eg_md.ired_on == 1) {
             eg_md.ired_prev = swap_sample.execute(eg_intr_md.egress_port);
-            half_and_room();
-            if (eg_md.ired_tail_drop == 1 && eg_md.ired_room == 0) {
-                /* Egress drops it (one drop_ctl write point) */
-                eg_md.ired_tail_dropped = 1;
+        }
+        flag_value();
+        if (eg_md.ired_on == 1 && eg_md.ired_tail_drop == 0
+                && !(hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid())) {
+            eligible();
+        }
+        half_and_room();
+        if (eg_md.ired_on == 1 && eg_md.ired_tail_drop == 1) {
+            if (eg_md.ired_room == 0) {
+                tail_dropped();
                 count_tail_drop.execute(eg_intr_md.egress_port);
             }
-            if (eg_md.ired_ewma_n == 1) {
-                shr_1();
-            } else if (eg_md.ired_ewma_n == 2) {
-                shr_2();
-            } else if (eg_md.ired_ewma_n == 3) {
-                shr_3();
-            } else {
-                shr_4();
-            }
-            min_thsld();
-            average();
-            compare();
+        }
+        if (eg_md.ired_ewma_n == 1) {
+            shr_1();
+        } else if (eg_md.ired_ewma_n == 2) {
+            shr_2();
+        } else if (eg_md.ired_ewma_n == 3) {
+            shr_3();
+        } else {
+            shr_4();
+        }
+        min_thsld();
+        average();
+        compare();
+        if (eg_md.ired_on == 1) {
             store_avg.execute(eg_intr_md.egress_port);
-            if (eg_md.ired_tail_drop == 0) {
-                in_band();
-                if (eg_md.ired_band == 0) {
-                    eg_md.ired_coin = flip_coin.execute(eg_intr_md.egress_port);
-                }
-                if (eg_md.ired_above != 0 || eg_md.ired_coin == 1) {
-                    if (!(hdr.bridged.relay == 1 && hdr.bridged.rtcp == 0 && hdr.rtp.isValid())) {
-                        if (eg_md.ired_protect == 1) {
-                            decide(3);
-                        } else {
-                            decide(1);
-                        }
-                        count_decision.execute(eg_intr_md.egress_port);
-                    }
-                }
+        }
+        in_band();
+        if (eg_md.ired_eligible == 1 && eg_md.ired_band == 0) {
+            eg_md.ired_coin = flip_coin.execute(eg_intr_md.egress_port);
+        }
+        if (eg_md.ired_eligible == 1 && eg_md.rr_notice == 0) {
+            if (eg_md.ired_above != 0) {
+                decide();
+                count_decision.execute(eg_intr_md.egress_port);
+            } else if (eg_md.ired_coin == 1) {
+                decide();
+                count_decision.execute(eg_intr_md.egress_port);
             }
         }
     }
@@ -286,26 +316,38 @@ control IredDrop(
         }
     };
 
+    action protect_packet() {
+        ig_md.ired_protected = true;
+    }
+
+    action drop_packet() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    /* single-stage items (Tofino 1 has no long branches): the flag
+     * register (one of its actions, by the packet), then its counters */
     apply {
         if (hdr.ired_feedback.isValid()) {
             /* Algorithm 2, lines 2-4: the recirculated copy sets the flag and ends */
             set_flag.execute(hdr.ired_feedback.port);
             count_flag_set.execute(hdr.ired_feedback.port);
             ig_dprsr_md.drop_ctl = 1;
-        } else if (hdr.ipv4.isValid() && ig_dprsr_md.drop_ctl == 0) {
-            /* lines 7-10, for a packet Forwarding routed */
+        } else if (ig_md.forwarded && !ig_md.guard_drop) {
+            /* lines 7-10, for a packet Forwarding routed and nothing dropped
+             * (bits set before nexthop's stage: no wait for drop_ctl) */
             if (ig_md.relay_hit || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
-                ig_md.ired_protected = true;
+                protect_packet();
                 ig_md.ired_flag = peek_flag.execute(ig_tm_md.ucast_egress_port);
             } else {
                 ig_md.ired_flag = take_flag.execute(ig_tm_md.ucast_egress_port);
             }
-            if (ig_md.ired_flag == 1 || (ig_md.ired_flag == 3 && !ig_md.ired_protected)) {
-                ig_dprsr_md.drop_ctl = 1;
-                count_drop.execute(ig_tm_md.ucast_egress_port);
-            } else if (ig_md.ired_flag == 3) {
-                count_spared.execute(ig_tm_md.ucast_egress_port);
-            }
+        }
+        /* the next stage: ired_flag stays 0 (parser) unless a flag was taken */
+        if (ig_md.ired_flag == 1 || (ig_md.ired_flag == 3 && !ig_md.ired_protected)) {
+            drop_packet();
+            count_drop.execute(ig_tm_md.ucast_egress_port);
+        } else if (ig_md.ired_flag == 3) {
+            count_spared.execute(ig_tm_md.ucast_egress_port);
         }
     }
 }

@@ -30,6 +30,21 @@
  * Both session tables are meant for per-pipe entry scope: the client installs
  *   a direction's entries in the pipe of the port its packets arrive on.
  */
+/* The packets the relay tables look up: UDP, no congestion notice (reroute),
+ * no INT on board (INT packets are routed: the relay switch is the INT
+ * source of its sessions). Header bits only: a gateway at stage 0. */
+#ifdef WITH_REROUTE
+#define RELAY_NO_NOTICE !hdr.reroute_notice.isValid()
+#else
+#define RELAY_NO_NOTICE true
+#endif
+#ifdef WITH_INT
+#define RELAY_NO_INT !hdr.int_shim.isValid()
+#else
+#define RELAY_NO_INT true
+#endif
+#define RELAY_LOOKUP (hdr.udp.isValid() && RELAY_NO_NOTICE && RELAY_NO_INT)
+
 control RelaySessions(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md) {
@@ -137,21 +152,31 @@ control RelaySessions(
         size = RELAY_GUARD_TABLE_SIZE;
     }
 
+    action keep_zero_checksum() {
+        ig_md.udp_csum_update = false;   /* zero stays zero */
+    }
+
+    /* Single-stage items, each gated by what it needs (Tofino 1 has no long
+     * branches: a gated block over relay's stages would keep the clock,
+     * learning and forwarding out of them). Congestion notices and INT
+     * packets are routed, never relayed (RELAY_LOOKUP). */
     apply {
-        if (hdr.udp.isValid()) {
+        if (RELAY_LOOKUP) {
             relay_addr.apply();
-            relay.apply();
-            if (ig_md.relay_dst && !ig_md.relay_hit) {
-                relay_guard.apply();
-            }
         }
+        if (RELAY_LOOKUP) {
+            relay.apply();
+        }
+        if (ig_md.relay_dst && !ig_md.relay_hit) {
+            relay_guard.apply();
+        }
+        /* A missing leg_rewrite entry leaves the packet as it is: it goes
+         * to the relay address, i.e. RTPProxy keeps relaying it. */
         if (ig_md.relay_hit) {
-            /* A missing leg_rewrite entry leaves the packet as it is: it goes
-             * to the relay address, i.e. RTPProxy keeps relaying it. */
             leg_rewrite.apply();
-            if (hdr.udp.checksum == 0) {
-                ig_md.udp_csum_update = false;   /* zero stays zero */
-            }
+        }
+        if (ig_md.relay_hit && hdr.udp.checksum == 0) {
+            keep_zero_checksum();
         }
     }
 }

@@ -103,34 +103,47 @@ control Reroute(
         ig_md.rr_kind = REROUTE_NOTIFIED;
     }
 
+    action set_detect() {
+        hdr.bridged.rr_detect = 1;
+    }
+
+    /* Single-stage items (Tofino 1 has no long branches): the watch, then
+     * the register (one of its actions, by the packet), then the digest or
+     * the detect bit. */
     apply {
         bool watched = reroute_watch.apply().hit;
         if (hdr.reroute_notice.isValid()) {
-            bool local = hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
-                         && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL;
-            bool upstream = hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
-                            && ig_intr_md.ingress_port == ig_md.rr_primary_port;
-            if (watched && ig_md.rr_has_backup && (local || upstream)) {
-                ig_md.rr_active = move_to_backup.execute(
-                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                if (ig_md.rr_active == 0) {
-                    notice_digest(REROUTE_MOVED);
+            if (watched && ig_md.rr_has_backup) {
+                if (hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                        && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
+                    ig_md.rr_moved_from = move_to_backup.execute(
+                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+                } else if (hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                        && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
+                    ig_md.rr_moved_from = move_to_backup.execute(
+                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
                 }
-            } else if (watched && !ig_md.rr_has_backup && local) {
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                    && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
                 notice_upstream();
             }
             /* Forwarding drops every notice but one sent upstream (drop_ctl
              * written there, after ipv4_lpm's own drop): used, unwatched,
              * forged or from the wrong port */
-        } else if (watched) {
-            if (ig_md.rr_has_backup) {
-                ig_md.rr_active = read_active.execute(
-                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                if (ig_md.rr_active == 0) {
-                    hdr.bridged.rr_detect = 1;
-                }   /* else Forwarding takes rr_backup after ipv4_lpm */
-            } else {
-                hdr.bridged.rr_detect = 1;
+        } else if (watched && ig_md.rr_has_backup) {
+            ig_md.rr_active = read_active.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+        }
+        /* rr_moved_from: the register's old value, 1 (parser) without a move */
+        if (ig_md.rr_moved_from == 0) {
+            notice_digest(REROUTE_MOVED);
+        }
+        /* a watched data packet on its primary: detection counts it;
+         * on the backup (rr_active 1) Forwarding takes rr_backup */
+        if (watched && !hdr.reroute_notice.isValid()) {
+            if (!ig_md.rr_has_backup) {
+                set_detect();
+            } else if (ig_md.rr_active == 0) {
+                set_detect();
             }
         }
     }
@@ -172,6 +185,7 @@ control RerouteDetect(
      * control plane waits before moving a flow back (ms; not used here). */
     @name(".Egress.reroute_thresholds")
     action reroute_thresholds(bit<32> t_q_ns, bit<16> m, bit<32> hold_ms) {
+        eg_md.rr_hit = 1;
         eg_md.rr_t_q = t_q_ns;
         eg_md.rr_m = m;
     }
@@ -197,16 +211,15 @@ control RerouteDetect(
         eg_md.rr_left = eg_md.rr_m - eg_md.rr_run;
     }
 
-    /* The mirror header is emitted from these fields as they are
-     * (EgressDeparser): nothing to copy here. */
-    action send_notice() {
-        eg_dprsr_md.mirror_type = MIRROR_TYPE_REROUTE_NOTICE;
-    }
-
-    /* the session of the flow's ingress pipe (a constant per branch: an add
-     * of the port's pipe bits would tie rr_session to its PHV container) */
-    action session(MirrorId_t s) {
+    /* The notice copy, through the session of the flow's ingress pipe (a
+     * constant per branch: an add of the port's pipe bits would tie
+     * rr_session to its PHV container). The mirror header is emitted from
+     * the fields where they are (EgressDeparser). Egress gives the notice
+     * the packet's one mirror (mirror_type): RtpQuality and Ired leave it. */
+    action notice(MirrorId_t s) {
         eg_md.rr_session = s;
+        eg_md.rr_notice = 1;
+        eg_dprsr_md.mirror_type = MIRROR_TYPE_REROUTE_NOTICE;
     }
 
     /* The copy's pass: the parser extracted its mirror header as the
@@ -217,32 +230,39 @@ control RerouteDetect(
         hdr.vlan_tag.setInvalid();
     }
 
+    /* Every step its own single-stage item, gated by rr_hit (the class's
+     * entry) and the bridged bits: Tofino 1 has no long branches, and a
+     * gated block over several stages would keep RtpQuality, INT and iRED
+     * out of them. Chain: reroute_class -> over -> reroute_run -> left ->
+     * notice. */
     apply {
         if (hdr.reroute_notice.isValid()) {
             make_notice();
-        } else if (reroute_class.apply().hit) {
-            over();
+        } else if (hdr.bridged.isValid()) {
+            reroute_class.apply();
+        }
+        over();
+        if (eg_md.rr_hit == 1 && eg_md.rr_over != 0) {
+            stamp_port.execute(eg_intr_md.egress_port);
+        }
+        if (eg_md.rr_hit == 1 && hdr.bridged.rr_detect == 1) {
             if (eg_md.rr_over != 0) {
-                stamp_port.execute(eg_intr_md.egress_port);
-                if (hdr.bridged.rr_detect == 1) {
-                    eg_md.rr_run = run_hot.execute(
-                        (bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
-                    left();
-                    if (eg_md.rr_left == 0) {
-                        send_notice();
-                        if (hdr.bridged.rr_ingress_port[8:7] == 0) {
-                            session(REROUTE_NOTICE_SESSION_BASE + 0);
-                        } else if (hdr.bridged.rr_ingress_port[8:7] == 1) {
-                            session(REROUTE_NOTICE_SESSION_BASE + 1);
-                        } else if (hdr.bridged.rr_ingress_port[8:7] == 2) {
-                            session(REROUTE_NOTICE_SESSION_BASE + 2);
-                        } else {
-                            session(REROUTE_NOTICE_SESSION_BASE + 3);
-                        }
-                    }
-                }
-            } else if (hdr.bridged.rr_detect == 1) {
+                eg_md.rr_run = run_hot.execute((bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
+            } else {
                 run_clear.execute((bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
+            }
+        }
+        left();
+        /* rr_run is 0 unless run_hot counted this packet */
+        if (eg_md.rr_run != 0 && eg_md.rr_left == 0) {
+            if (hdr.bridged.rr_ingress_port[8:7] == 0) {
+                notice(REROUTE_NOTICE_SESSION_BASE + 0);
+            } else if (hdr.bridged.rr_ingress_port[8:7] == 1) {
+                notice(REROUTE_NOTICE_SESSION_BASE + 1);
+            } else if (hdr.bridged.rr_ingress_port[8:7] == 2) {
+                notice(REROUTE_NOTICE_SESSION_BASE + 2);
+            } else {
+                notice(REROUTE_NOTICE_SESSION_BASE + 3);
             }
         }
     }

@@ -36,6 +36,13 @@
  *    per packet. A missing session loses every sample (J stays 0): the
  *    bootstrap creates the sessions.
  * The control plane zeroes a leg's registers before reusing the leg index.
+ *
+ * Placement (Tofino 1 has no long branches: a gated block spanning several
+ * stages cannot share them with the other features): every step is its own
+ * single-stage item gated by a metadata bit computed once (rtp_on, rtp_seen,
+ * the loss code), so the compiler interleaves RtpQuality with reroute
+ * detection, INT and iRED. Chains: count -> sequence -> lost/reordered;
+ * transit (|D|) and J + 8 -> terms -> J' (3 stages after the clock).
  */
 control RtpQuality(
         in egress_headers_t hdr,
@@ -44,9 +51,14 @@ control RtpQuality(
 
     @name(".Egress.rtp_packets")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_packets;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_packets) count_packet = {
-        void apply(inout bit<32> n, out bit<32> before) {
-            before = n;
+    /* counts, and says whether the leg had packets before (1) or not (0) */
+    RegisterAction<bit<32>, leg_t, bit<8>>(rtp_packets) count_packet = {
+        void apply(inout bit<32> n, out bit<8> seen) {
+            if (n == 0) {
+                seen = 0;
+            } else {
+                seen = 1;
+            }
             n = n + 1;
         }
     };
@@ -58,9 +70,13 @@ control RtpQuality(
             max_seq = hdr.rtp.sequence_number;
         }
     };
+    /* returns seq - max - 1 (mod 2^16), the loss code: 0 in order, 1..0x7FFE
+     * that many lost, 0x7FFF..0xFFFE older (reordered), 0xFFFF duplicate;
+     * seq - 1 comes from the MAU (rtp_seq_prep), so no stage is spent on
+     * the - 1 after the register */
     RegisterAction<bit<16>, leg_t, bit<16>>(rtp_max_seq) seq_next = {
-        void apply(inout bit<16> max_seq, out bit<16> delta) {
-            delta = hdr.rtp.sequence_number - max_seq;
+        void apply(inout bit<16> max_seq, out bit<16> code) {
+            code = eg_md.rtp_seq_m1 - max_seq;
             if (hdr.rtp.sequence_number - max_seq < RTP_SEQ_HALF_RANGE) {
                 max_seq = hdr.rtp.sequence_number;
             }
@@ -71,7 +87,7 @@ control RtpQuality(
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_lost;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_lost) add_lost = {
         void apply(inout bit<32> lost) {
-            lost = lost + (bit<32>)eg_md.rtp_lost_inc;
+            lost = lost + (bit<32>)eg_md.rtp_loss_code;
         }
     };
 
@@ -98,16 +114,18 @@ control RtpQuality(
         }
     };
 
+    /* read as J + 8 (A.8's rounding term added by the ALU); the write-back
+     * copy carries J' + 8 and the write takes the 8 off again */
     @name(".Egress.rtp_jitter")
     Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_jitter;
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) read_jitter = {
-        void apply(inout bit<32> jitter, out bit<32> current) {
-            current = jitter;
+        void apply(inout bit<32> jitter, out bit<32> plus_round) {
+            plus_round = jitter + JITTER_ROUND;
         }
     };
     RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) write_jitter = {
         void apply(inout bit<32> jitter) {
-            jitter = eg_md.writeback.jitter;
+            jitter = eg_md.writeback.jitter - JITTER_ROUND;
         }
     };
 
@@ -127,18 +145,25 @@ control RtpQuality(
         }
     };
 
-    /* RFC 3550 A.8: J' = J + |D| - ((J + 8) >> 4), one step per stage */
+    /* relayed RTP of an offloaded leg that passed the length check */
+    action rtp_select() {
+        eg_md.rtp_on = 1;
+    }
+
+    action rtp_seq_prep() {
+        eg_md.rtp_seq_m1 = hdr.rtp.sequence_number - 1;
+    }
+
+    /* RFC 3550 A.8 with K = J + 8 from the register:
+     * J' + 8 = (K + |D|) - (K >> 4), one step per stage */
     action jitter_terms() {
-        eg_md.jitter_plus_8 = eg_md.jitter + JITTER_ROUND;
-        eg_md.jitter_grown = eg_md.jitter + eg_md.rtp_transit_abs_d;
-    }
-
-    action jitter_decay() {
         eg_md.jitter_decay = eg_md.jitter_plus_8 >> JITTER_SHIFT;
+        eg_md.jitter_grown = eg_md.jitter_plus_8 + eg_md.rtp_transit_abs_d;
     }
 
-    /* the copy's mirror header; session BASE + this egress pipe (set by the
-     * parser): a port of this pipe, whose registers the copy writes */
+    /* the copy's mirror header (J' + 8); session BASE + this egress pipe
+     * (set by the parser): a port of this pipe, whose registers the copy
+     * writes. */
     action jitter_writeback() {
         eg_md.writeback.setValid();
         eg_md.writeback.pkt_type = PKT_TYPE_JITTER_WRITEBACK;
@@ -149,37 +174,53 @@ control RtpQuality(
     }
 
     apply {
+        rtp_seq_prep();
+        if (hdr.bridged.isValid() && eg_md.l3_overrun == 0 && hdr.bridged.relay == 1
+                && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {
+            rtp_select();
+        }
+        /* index: hdr.bridged.leg straight from the PHV (a copy would cost a stage) */
+        if (eg_md.rtp_on == 1) {
+            eg_md.rtp_seen = count_packet.execute(hdr.bridged.leg);
+        }
+        if (eg_md.rtp_on == 1) {
+            touch.execute(hdr.bridged.leg);
+        }
+        if (eg_md.rtp_on == 1) {
+            store_payload_type.execute(hdr.bridged.leg);
+        }
+        if (eg_md.rtp_on == 1) {
+            eg_md.rtp_transit_abs_d = swap_transit.execute(hdr.bridged.leg);
+        }
         if (eg_md.writeback.isValid()) {
             /* the write-back copy's pass: only the jitter (Egress drops it) */
             write_jitter.execute(eg_md.writeback.leg);
-        } else if (eg_md.l3_overrun == 0 && hdr.bridged.relay == 1
-                   && hdr.bridged.rtcp == 0 && hdr.rtp.isValid()) {
-            /* index: hdr.bridged.leg straight from the PHV (a copy would cost a stage) */
-            eg_md.rtp_count_before = count_packet.execute(hdr.bridged.leg);
-            touch.execute(hdr.bridged.leg);
-            store_payload_type.execute(hdr.bridged.leg);
-            eg_md.rtp_transit_abs_d = swap_transit.execute(hdr.bridged.leg);
-            eg_md.jitter = read_jitter.execute(hdr.bridged.leg);
-
-            if (eg_md.rtp_count_before == 0) {
+        } else if (eg_md.rtp_on == 1) {
+            eg_md.jitter_plus_8 = read_jitter.execute(hdr.bridged.leg);
+        }
+        if (eg_md.rtp_on == 1) {
+            if (eg_md.rtp_seen == 0) {
                 seq_first.execute(hdr.bridged.leg);
             } else {
-                eg_md.rtp_seq_delta = seq_next.execute(hdr.bridged.leg);
-                if (eg_md.rtp_seq_delta == 0) {
-                    /* duplicate: neither lost nor reordered */
-                } else if (eg_md.rtp_seq_delta < RTP_SEQ_HALF_RANGE) {
-                    if (eg_md.rtp_seq_delta != 1) {
-                        eg_md.rtp_lost_inc = eg_md.rtp_seq_delta - 1;
-                        add_lost.execute(hdr.bridged.leg);
-                    }
-                } else {
-                    add_reordered.execute(hdr.bridged.leg);
-                }
-
-                jitter_terms();
-                jitter_decay();
-                jitter_writeback();
+                eg_md.rtp_loss_code = seq_next.execute(hdr.bridged.leg);
             }
+        }
+        /* the loss code stays 0xFFFF (parser) unless seq_next ran; one
+         * 16-bit comparison per condition (gateway input) */
+        if (eg_md.rtp_loss_code[15:15] == 0) {
+            if (eg_md.rtp_loss_code == 16w0x7FFF) {
+                add_reordered.execute(hdr.bridged.leg);
+            } else if (eg_md.rtp_loss_code != 0) {
+                add_lost.execute(hdr.bridged.leg);
+            }
+        } else if (eg_md.rtp_loss_code != 16w0xFFFF) {
+            add_reordered.execute(hdr.bridged.leg);
+        }
+        jitter_terms();
+        /* a reroute notice (RerouteDetect, before) takes the packet's one
+         * mirror: this jitter sample is lost */
+        if (eg_md.rtp_seen == 1 && eg_md.rr_notice == 0) {
+            jitter_writeback();
         }
     }
 }

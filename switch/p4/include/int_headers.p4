@@ -127,7 +127,7 @@ header tr_individual_h {
  * for this packet and what the hop needs of ingress. 24 bits. */
 header int_bridged_h {
     bit<16>  ingress_port;   /* the dev port, as the hop carries it */
-    bit<1>   source;         /* watched, no INT yet: insert at egress */
+    bit<1>   source;         /* watched (int_watch), no INT yet: insert at a transit port */
     bit<1>   transit;        /* egress port is in the INT domain: add a hop */
     bit<1>   sink;           /* egress port leaves the domain: strip */
     bit<5>   _pad;

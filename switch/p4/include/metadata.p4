@@ -41,6 +41,7 @@ struct ingress_metadata_t {
 
     /* forwarding */
     nexthop_id_t nexthop_id;
+    bool         forwarded;       /* nexthop's forward ran: an egress port is set */
     PortId_t     ingress_port;    /* copy for the digest */
     port_binding_t port_binding;  /* the port's phase-0 data                */
     PortId_t     bound_port;      /* relay's and the learn filter's port:     */
@@ -63,12 +64,12 @@ struct ingress_metadata_t {
     PortId_t     rr_primary_port; /* an upstream notice is accepted only from here */
     bit<8>       rr_active;       /* reroute_active before this packet: 1 = on the backup */
     bit<8>       rr_kind;         /* digest kind */
+    bit<8>       rr_moved_from;   /* a notice's move: reroute_active before it (1: no move) */
 #endif
 
 #ifdef WITH_INT
     /* INT (int_source.p4) */
     bool    int_malformed;        /* the parser rejected the INT stack */
-    bool    int_watched;          /* hit int_watch */
     int_report_mirror_h int_mirror;   /* the report copy's mirror header */
     MirrorId_t int_mirror_session;
 #endif
@@ -92,11 +93,17 @@ struct egress_metadata_t {
     bit<16> int_strip;            /* bytes the sink removes */
     bool    int_csum;             /* IPv4 header changed: new checksum */
     bit<16> int_sig16;            /* the report copy's path signature */
-    bit<16> int_path_changed;
+    bit<8>  int_path_changed;
     bit<8>  int_cong_want;        /* 1 onset, 0 clear, 2 keep */
     bit<8>  int_cong_was;         /* congestion change: 0 none, 1 clear, 2 onset */
-    bit<32> int_interval_due;
+    bit<8>  int_interval_due;
+    bit<1>  int_on;               /* int_hop_config hit: this switch adds its hop */
+    bit<32> int_seq;              /* int_report_seq before this report */
+    bit<16> int_rep_words;        /* the report's words after its group header, x 4 */
 #endif
+    /* a reroute notice goes with this packet (RerouteDetect): the packet's
+     * one mirror; 0 without reroute */
+    bit<1>  rr_notice;
     /* length check */
     bit<16> l3_end;               /* L2 header + total_len: where IPv4 claims to end */
     bit<16> l3_overrun;           /* bytes claimed beyond the frame (0 = fits)    */
@@ -108,6 +115,7 @@ struct egress_metadata_t {
 #endif
 #ifdef WITH_REROUTE
     /* reroute detection (RerouteDetect) */
+    bit<1>  rr_hit;               /* reroute_class hit                           */
     bit<32> rr_t_q;               /* the class's threshold, ns                   */
     bit<16> rr_m;                 /* the class's m                               */
     bit<32> rr_over;              /* queue_delay_ns - t_q, saturating: 0 = clear */
@@ -126,15 +134,15 @@ struct egress_metadata_t {
     bit<32> now_ms;               /* departure time in ms (wraps at 2^32)       */
 
     /* RTP quality */
-    bit<32> rtp_count_before;     /* rtp_packets before this packet: 0 = first   */
-    bit<16> rtp_seq_delta;        /* seq - highest seen (mod 2^16)               */
-    bit<16> rtp_lost_inc;         /* seq_delta - 1: packets missing in the gap   */
+    bit<1>  rtp_on;               /* relayed RTP of an offloaded leg, length ok  */
+    bit<8>  rtp_seen;             /* the leg had packets before this one         */
+    bit<16> rtp_seq_m1;           /* sequence number - 1                         */
+    bit<16> rtp_loss_code;        /* seq - max - 1 (0xFFFF: not computed)        */
     bit<32> rtp_transit;          /* departure - RTP timestamp, clock units      */
     bit<32> rtp_transit_abs_d;    /* |D| of RFC 3550 A.8                         */
-    bit<32> jitter;               /* stored J (x 16)                             */
-    bit<32> jitter_plus_8;        /* J + 8                                       */
+    bit<32> jitter_plus_8;        /* J + 8 (rtp_jitter's read)                   */
     bit<32> jitter_decay;         /* (J + 8) >> 4                                */
-    bit<32> jitter_grown;         /* J + |D|                                     */
+    bit<32> jitter_grown;         /* J + 8 + |D|                                 */
 #endif
 #ifdef WITH_IRED
     /* Ired: the port's configuration (ired_port) and the decision's steps */
@@ -142,8 +150,9 @@ struct egress_metadata_t {
     MirrorId_t ired_session;      /* IRED_SESSION_BASE + this egress pipe       */
     bit<1>  ired_on;
     bit<1>  ired_tail_drop;
-    bit<1>  ired_tail_dropped;    /* tail-drop mode: Egress drops the packet    */
+    bit<1>  ired_eligible;        /* on, not tail-drop mode, not relayed RTP    */
     bit<1>  ired_protect;
+    bit<8>  ired_flag;            /* the feedback's flag: 1, or 3 with protect  */
     bit<3>  ired_ewma_n;
     bit<32> ired_max_len;         /* maxLenQueue, cells                         */
     bit<32> ired_n_drop;          /* N, cells                                   */

@@ -12,14 +12,11 @@
  * (README "Resources", from the compiler's logs). Counting is per leg
  * (leg_rewrite's direct counter, guard_drops), so the relay tables carry no
  * counter RAM. A call = 4 relay + 4 guard entries + 2 legs.
- *   standard (RTP quality, reroute; also with iRED): 112K / 112K / 56K,
- *       28,672 calls per pipe
- *   lean (relay only, P4RELAY_PROFILE_LEAN without iRED): 184K / 184K / 92K,
- *       47,104 calls
- *   large (P4RELAY_SCALE_LARGE: standard without reroute): 160K / 160K / 80K,
- *       40,960 calls
- *   int (P4RELAY_WITH_INT): 64K / 64K / 32K, 16,384 calls (INT's egress
- *       chain beside RTP quality leaves no room for more legs) */
+ *   standard (every feature: RTP quality, reroute, INT, iRED): 112K / 112K /
+ *       56K, 28,672 calls per pipe
+ *   lean (relay only, P4RELAY_PROFILE_LEAN): 184K / 184K / 92K, 47,104 calls
+ *   large (P4RELAY_SCALE_LARGE: RTP quality only): 160K / 160K / 80K,
+ *       40,960 calls */
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 163840
@@ -31,18 +28,7 @@
 #define RELAY_GUARD_TABLE_SIZE 163840
 #endif
 #endif
-#ifdef P4RELAY_WITH_INT
-#ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 65536
-#endif
-#ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 32768
-#endif
-#ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 65536
-#endif
-#endif
-#if defined(P4RELAY_PROFILE_LEAN) && !defined(P4RELAY_IRED)
+#ifdef P4RELAY_PROFILE_LEAN
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 188416
 #endif

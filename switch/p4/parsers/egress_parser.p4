@@ -29,6 +29,7 @@ parser EgressParser(
         eg_md.queue_delay_ns = 0;
 #endif
 #ifdef WITH_REROUTE
+        eg_md.rr_hit = 0;
         eg_md.rr_t_q = 0;
         eg_md.rr_m = 0;
         eg_md.rr_over = 0;
@@ -51,15 +52,19 @@ parser EgressParser(
         eg_md.int_cong_want = 2;
         eg_md.int_cong_was = 0;
         eg_md.int_interval_due = 0;
+        eg_md.int_on = 0;
+        eg_md.int_seq = 0;
+        eg_md.int_rep_words = 0;
 #endif
+        eg_md.rr_notice = 0;
 #ifdef WITH_RTP_QUALITY
         eg_md.now_ms = 0;
-        eg_md.rtp_count_before = 0;
-        eg_md.rtp_seq_delta = 0;
-        eg_md.rtp_lost_inc = 0;
+        eg_md.rtp_on = 0;
+        eg_md.rtp_seen = 0;
+        eg_md.rtp_seq_m1 = 0;
+        eg_md.rtp_loss_code = 16w0xFFFF;
         eg_md.rtp_transit = 0;
         eg_md.rtp_transit_abs_d = 0;
-        eg_md.jitter = 0;
         eg_md.jitter_plus_8 = 0;
         eg_md.jitter_decay = 0;
         eg_md.jitter_grown = 0;
@@ -69,8 +74,9 @@ parser EgressParser(
         eg_md.ired_mirror.setInvalid();
         eg_md.ired_on = 0;
         eg_md.ired_tail_drop = 0;
-        eg_md.ired_tail_dropped = 0;
+        eg_md.ired_eligible = 0;
         eg_md.ired_protect = 0;
+        eg_md.ired_flag = 1;
         eg_md.ired_ewma_n = 0;
         eg_md.ired_max_len = 0;
         eg_md.ired_n_drop = 0;

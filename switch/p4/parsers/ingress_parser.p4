@@ -28,6 +28,7 @@ parser IngressParser(
         ig_md.udp_csum_residual = 0;
         ig_md.udp_csum_update = false;
         ig_md.nexthop_id = 0;
+        ig_md.forwarded = false;
         ig_md.ingress_port = ig_intr_md.ingress_port;
         ig_md.relay_dst = false;
         ig_md.relay_hit = false;
@@ -58,10 +59,10 @@ parser IngressParser(
         ig_md.rr_primary_port = 0;
         ig_md.rr_active = 0;
         ig_md.rr_kind = 0;
+        ig_md.rr_moved_from = 1;
 #endif
 #ifdef WITH_INT
         ig_md.int_malformed = false;
-        ig_md.int_watched = false;
         ig_md.int_mirror_session = 0;
         hdr.int_bridged.setValid();
         hdr.int_bridged.source = 0;

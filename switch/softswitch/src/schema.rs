@@ -27,12 +27,8 @@ pub const ID_REGISTER_INDEX: u32 = 65557;
 pub const ID_PORT_METADATA_PORT: u32 = 65575;
 
 /// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
-/// reference): the standard profile, then the ired and int profiles for the
-/// iRED and INT objects the standard one does not build.
+/// reference): the standard profile, which builds every feature.
 const COMPILER_BFRT_JSON: &str = include_str!("../../p4/bfrt/standard.bf-rt.json");
-const COMPILER_IRED_BFRT_JSON: &str = include_str!("../../p4/bfrt/ired.bf-rt.json");
-/// The int profile (standard with INT in place of reroute): the INT objects.
-const COMPILER_INT_BFRT_JSON: &str = include_str!("../../p4/bfrt/int.bf-rt.json");
 
 /// Table, action and learn-filter ids by name, from the compiler's bf-rt.json.
 struct CompilerIds {
@@ -49,8 +45,6 @@ impl CompilerIds {
             learn: HashMap::new(),
         };
         ids.add(COMPILER_BFRT_JSON);
-        ids.add(COMPILER_IRED_BFRT_JSON);
-        ids.add(COMPILER_INT_BFRT_JSON);
         ids
     }
 
