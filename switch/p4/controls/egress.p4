@@ -79,9 +79,11 @@ control Egress(
         eg_dprsr_md.drop_ctl = 1;
     }
 
+#ifdef WITH_RTP_QUALITY
     action drop_writeback_copy() {
         eg_dprsr_md.drop_ctl = 1;
     }
+#endif
 
     /* A flat sequence of single-stage items: Tofino 1 has no long branches,
      * so a gated block spanning several stages keeps every other item out of

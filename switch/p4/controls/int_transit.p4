@@ -171,11 +171,13 @@ control IntTransit(
         if (eg_md.int_on == 1) {
             if (hdr.int_bridged.source == 1) {
                 source_hop();
-            } else if (hdr.int_md.remaining_hop_cnt == 0) {
-                hop_limit();
-                count_hop_limit.execute(0);
-            } else {
-                transit_hop();
+            } else if (hdr.int_md.isValid() && hdr.int_shim.isValid()) {
+                if (hdr.int_md.remaining_hop_cnt == 0) {
+                    hop_limit();
+                    count_hop_limit.execute(0);
+                } else {
+                    transit_hop();
+                }
             }
         }
         /* int_hop is valid only where this switch pushed it (the parser
@@ -187,14 +189,14 @@ control IntTransit(
             hop_queue_id();
         }
         /* one 32-bit comparison per condition (gateway input) */
-        if (hdr.int_hop.isValid()) {
+        if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {
             if (eg_md.int_onset_cells_d == 0) {
                 flag_onset();
             } else if (eg_md.int_onset_ns_d == 0) {
                 flag_onset();
             }
         }
-        if (hdr.int_hop.isValid()) {
+        if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {
             if (eg_md.int_clear_cells_d != 0) {
                 flag_over_clear();
             } else if (eg_md.int_clear_ns_d != 0) {

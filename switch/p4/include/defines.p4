@@ -81,6 +81,7 @@ const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_
 /* RTP sequence numbers are "newer" when (seq - max) mod 2^16 is below half the space. */
 #define RTP_SEQ_HALF_RANGE 16w0x8000
 
+#ifdef WITH_REROUTE
 /* Congestion reroute (controls/reroute.p4). A congestion notice is an
  * Ethernet frame of this type (IEEE 802 local experimental ethertype 1): the
  * notice header, then the IPv4 header of the flow's packet. */
@@ -94,6 +95,7 @@ const bit<8> REROUTE_NOTICE_UPSTREAM = 4;   /* to the switch the flow came from 
 const bit<8> REROUTE_MOVED = 1;             /* the flow now takes its backup next hop */
 const bit<8> REROUTE_NOTIFIED = 2;          /* no backup here: notice sent upstream */
 const bit<3> DIGEST_TYPE_REROUTE = 2;
+#endif
 #define PKT_TYPE_REROUTE_NOTICE 8w3         /* E2E mirror copy (reroute_mirror_h) */
 #define MIRROR_TYPE_REROUTE_NOTICE 3w2
 /* Mirror session of a notice about a flow that entered on pipe p: BASE + p,

@@ -73,6 +73,8 @@ parser EgressParser(
 #ifdef WITH_IRED
         eg_md.ired_mirror.setInvalid();
         eg_md.ired_on = 0;
+        eg_md.ired_cur = 0;
+        eg_md.ired_rand = 0;
         eg_md.ired_tail_drop = 0;
         eg_md.ired_eligible = 0;
         eg_md.ired_protect = 0;
