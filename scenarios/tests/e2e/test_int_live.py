@@ -52,8 +52,10 @@ def test_queues_and_the_calls_path_come_from_the_sinks_reports(
     with int_bed.running(server.url, token, tmp_path / "bed") as bed:
         int_bed.post_session(server.url, server.ingest_token, started)
         wait_until(lambda: len(paths()) >= 1, within=15, what="the first path record")
-        asyncio.run(int_bed.detour(bed.addresses["s1"]))
+        # the switch applies the new route before its Write answers: the
+        # record may be stamped before detour() returns
         moved = dt.datetime.now(dt.UTC)
+        asyncio.run(int_bed.detour(bed.addresses["s1"]))
         wait_until(lambda: len(paths()) >= 2, within=15, what="the path record after the detour")
 
         def hops_seen() -> set[tuple[str, int]]:
