@@ -2,16 +2,18 @@
 //! and the fixed port/queue tables. One module per table kind, each with its
 //! decode (BfRt key/data → table types), apply, read and encode:
 //! `relay`, `guard` (relay_guard), `legs` (leg_rewrite and its direct
-//! counter), `counter` (indexed counters: guard_drops), `small` (one
+//! counter), `counter` (indexed counters: guard_drops) and `register`, both on
+//! `indexed` (what index-keyed tables share), `small` (one
 //! mechanism for ipv4_lpm, nexthop, relay_addr, ired_port, reroute_watch,
 //! reroute_class), `port_metadata` (the
-//! parser's port binding), `register`, `fixed` ($PORT, $PORT_STAT, shaping,
+//! parser's port binding), `fixed` ($PORT, $PORT_STAT, shaping,
 //! queue counters). Each applied write records how to undo it, so a
 //! ROLLBACK_ON_ERROR batch can be taken back.
 
 mod counter;
 mod fixed;
 mod guard;
+mod indexed;
 mod legs;
 mod port_metadata;
 mod register;
@@ -35,6 +37,7 @@ use crate::tables::legs::Rewrite;
 use crate::tables::relay::{EntrySnapshot, RelayKey};
 use crate::tables::small::SmallTables;
 use crate::tables::TableError;
+use indexed::Cells;
 
 pub fn table_status(e: TableError) -> Status {
     match e {
@@ -303,11 +306,11 @@ impl Switch {
             Undo::Guard(k, prev) => guard::undo(self, k, prev),
             Undo::Leg(leg, prev, counts) => legs::undo(self, leg, prev, counts),
             Undo::Counter(ctr, i, v) => {
-                counter::write(self, ctr, i, v);
+                ctr.set(self, i, v);
             }
             Undo::Small(snap) => small::undo(self, &snap),
             Undo::Register(reg, i, v) => {
-                register::write(self, reg, i, v);
+                reg.set(self, i, v);
             }
             Undo::PortEnable(..) | Undo::Rate(..) => fixed::undo(self, u),
             Undo::PortBinding(port, old) => port_metadata::undo(self, port, old),
@@ -350,8 +353,8 @@ impl Switch {
             TableKind::Relay => relay::read(&r, target, out),
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
-            TableKind::Register(reg) => register::read(&r, reg, target, out),
-            TableKind::Counter(ctr) => counter::read(&r, ctr, target, out),
+            TableKind::Register(reg) => indexed::read(&r, reg, target, out),
+            TableKind::Counter(ctr) => indexed::read(&r, ctr, target, out),
             TableKind::PortMetadata => port_metadata::read(&r, target, out),
             TableKind::Port
             | TableKind::PortStat
