@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from p4relay_scenarios import capture, media
+from p4relay_scenarios import ired_report as rep
 from p4relay_scenarios.load import PROFILES, Profile, level, read_stats
 from p4relay_scenarios.stack import SCENARIOS
 from p4relay_scenarios.timeout_listener import Notification, parse_notification
@@ -258,31 +259,34 @@ def test_ired_experiment_follows_table_one() -> None:
     assert "--port-aqm" not in ix.stack_config(Path("/tmp/x"), 30.0).switch_args
 
 
+def _ired_row(
+    policy: str, rtt: float, tcp: float, mos: float, run: int = 1, buffer: int = 64
+) -> rep.Row:
+    return rep.Row(
+        buffer=buffer, n=4, policy=policy, min_thsld=28, max_thsld=56, drop_prob=0.4,
+        rtt_ms_mean=rtt, rtt_ms_p50=rtt, rtt_ms_p99=2 * rtt, ping_loss_pct=0.0,
+        tcp_mbps=tcp, tcp_retransmits=1, port_packets=100, policy_drops=5,
+        drop_rate_pct=5.0, decisions=0, spared=0, queue_drops=0, calls=2, calls_ok=2,
+        calls_failed=0, rtp_loss_pct=0.0, delay_ms_median=1.0, delay_ms_p99=2.0,
+        jitter_ms_median=1.0, jitter_ms_max=1.0, mos_min=mos, mos_median=mos,
+        calls_mos_ok=2 if mos >= 4.2 else 0, window_s=10.0, load_1m=3.0, run=run,
+        per_call=[{"loss_pct": 0.0, "jitter_ms": 1.0, "mos": mos}] * 2,
+    )  # fmt: skip
+
+
+IRED_META: dict[str, object] = {
+    "command": "x", "machine": {"cores": 2}, "rate_mbit": 30.0, "calls": 2,
+    "seconds": 10.0, "flows": 4,
+}  # fmt: skip
+
+
 def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
-    from p4relay_scenarios import ired_experiment as ix
-
-    def row(policy: str, rtt: float, tcp: float, mos: float) -> ix.Row:
-        return ix.Row(
-            buffer=64, n=4, policy=policy, min_thsld=28, max_thsld=56, drop_prob=0.4,
-            rtt_ms_mean=rtt, rtt_ms_p50=rtt, rtt_ms_p99=2 * rtt, ping_loss_pct=0.0,
-            tcp_mbps=tcp, tcp_retransmits=1, port_packets=100, policy_drops=5,
-            drop_rate_pct=5.0, decisions=0, spared=0, queue_drops=0, calls=2, calls_ok=2,
-            calls_failed=0, rtp_loss_pct=0.0, delay_ms_median=1.0, delay_ms_p99=2.0,
-            jitter_ms_median=1.0, jitter_ms_max=1.0, mos_min=mos, mos_median=mos,
-            calls_mos_ok=2 if mos >= 4.2 else 0, window_s=10.0,
-            per_call=[{"loss_pct": 0.0, "jitter_ms": 1.0, "mos": mos}] * 2,
-        )  # fmt: skip
-
     rows = [
-        row("taildrop", 25.0, 24.0, 3.4),
-        row("ired-protect", 10.0, 18.0, 4.41),
-        row("pi2", 20.0, 20.0, 4.0),
+        _ired_row("taildrop", 25.0, 24.0, 3.4),
+        _ired_row("ired-protect", 10.0, 18.0, 4.41),
+        _ired_row("pi2", 20.0, 20.0, 4.0),
     ]
-    meta: dict[str, object] = {
-        "command": "x", "machine": {"cores": 2}, "rate_mbit": 30.0, "calls": 2,
-        "seconds": 10.0, "flows": 4,
-    }  # fmt: skip
-    ix.write(rows, meta, tmp_path)
+    rep.write(rows, IRED_META, tmp_path)
     md = (tmp_path / "README.md").read_text()
     # The side-by-side lines: RTT 2.50x lower, TCP at 0.75x of tail drop's, MOS 3.40 -> 4.41.
     assert (
@@ -290,18 +294,45 @@ def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
         "| 0/2 -> 2/2 |" in md
     )
     assert "| 64 | ired-protect | pi2 | 2.00x | 2.00x | 0.90x | 60 % | 4.00 -> 4.41 |" in md
+    # one run: plain figures, no interval
+    assert "| 64 | 4 | 28/56 | ired-protect | 1 | 10.0 | 20.0 | 0.0 | 18.0 |" in md
+    assert "median 3.0, min 3.0, max 3.0" in md  # the machine's load is stated
     for png in ("rtt.png", "throughput.png", "drops.png", "calls.png"):
         assert (tmp_path / png).stat().st_size > 1000
-    ix.replot(tmp_path)  # the same again from results.json
+    rep.replot(tmp_path)  # the same again from results.json
     assert (tmp_path / "README.md").read_text() == md
     # a second run of other buffers/policies merges over the first's rows
-    later = row("codel", 12.0, 21.0, 4.3)
-    merged, m = ix.merge(tmp_path, [later, row("pi2", 30.0, 20.0, 4.0)], {**meta, "command": "y"})
+    later = _ired_row("codel", 12.0, 21.0, 4.3)
+    merged, m = rep.merge(
+        tmp_path, [later, _ired_row("pi2", 30.0, 20.0, 4.0)], {**IRED_META, "command": "y"}
+    )
     assert [r.policy for r in merged] == ["taildrop", "ired-protect", "codel", "pi2"]
     assert [r.rtt_ms_mean for r in merged if r.policy == "pi2"] == [30.0]
     assert m["runs"] == ["x", "y"]
     with pytest.raises(SystemExit, match="other calls"):
-        ix.merge(tmp_path, [later], {**meta, "calls": 3})
+        rep.merge(tmp_path, [later], {**IRED_META, "calls": 3})
+
+
+def test_ired_experiment_runs_give_a_mean_and_its_interval(tmp_path: Path) -> None:
+    # three passes: tail drop 20/24/28 ms, iRED 10/10/13 ms (its RTT a third of a pass's)
+    rows = [
+        _ired_row("taildrop", t, 24.0, 3.4, run=i + 1) for i, t in enumerate((20.0, 24.0, 28.0))
+    ] + [_ired_row("ired", t, 24.0, 4.4, run=i + 1) for i, t in enumerate((10.0, 10.0, 13.0))]
+    s = rep.stat([20.0, 24.0, 28.0])
+    # mean 24, sd 4: 4.303 * 4 / sqrt(3)
+    assert (s.mean, s.n) == (24.0, 3) and s.half == pytest.approx(9.937, abs=1e-3)
+    assert rep.stat([5.0]) == rep.Stat(5.0, 0.0, 1)
+    rep.write(rows, {**IRED_META, "repetitions": 3}, tmp_path)
+    md = (tmp_path / "README.md").read_text()
+    assert "| 64 | - | - | taildrop | 3 | 24.0 ± 9.9 | 48.0 ± 19.9 |" in md
+    assert "3 runs" in md and "6/6" in md  # calls over every run
+    # ratio of the means (24 / 11), and the range of the per-pass ratios (2.0 .. 2.4)
+    assert "| 64 | ired | taildrop | 2.18x [2.00-2.40] |" in md
+    # a cell measured again takes only the new passes
+    merged, _ = rep.merge(tmp_path, [_ired_row("ired", 12.0, 24.0, 4.4)], IRED_META)
+    assert [(r.policy, r.run) for r in merged] == [
+        ("taildrop", 1), ("taildrop", 2), ("taildrop", 3), ("ired", 1)
+    ]  # fmt: skip
 
 
 def test_recorded_command_leaves_out_the_database_url() -> None:

@@ -7,7 +7,7 @@
 # RTP loss, jitter and MOS per call. Prints the table; writes it with PNG plots
 # to $RESULTS/ired (the committed run: scenarios/results/ired/).
 # Needs root, iperf3, SIPp and OpenSIPS (make setup). Cells are cut to fit CI;
-# the committed run is the whole matrix with 30 s cells (README there).
+# the committed run is the whole matrix, 20 s cells x 3 runs (README there).
 set -euo pipefail
 if [ ! -x switch/target/release/p4relay-softswitch ]; then
   (cd switch && cargo build --release --quiet)
@@ -15,6 +15,7 @@ fi
 uv run --frozen --no-sync python -m p4relay_scenarios ired-experiment \
   --buffers "${P4RELAY_BENCH_BUFFERS:-64,128,256,512,1024}" \
   --seconds "${P4RELAY_BENCH_SECONDS:-15}" --calls "${P4RELAY_BENCH_CALLS:-20}" \
+  --runs "${P4RELAY_BENCH_RUNS:-3}" \
   --out "$RESULTS/ired" --run-dir "$RESULTS/ired-run"
 if [ -n "${BENCH_TABLE:-}" ]; then
   cp "$RESULTS/ired/README.md" "$BENCH_TABLE"

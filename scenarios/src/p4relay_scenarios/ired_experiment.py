@@ -56,7 +56,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -66,70 +66,54 @@ from p4relay_switch.ired import IredPortState, IredSettings, cells, clear_ired, 
 
 from p4relay_scenarios import capture, topology
 from p4relay_scenarios.experiment import machine, recorded_command, switch_drops
+from p4relay_scenarios.ired_report import (
+    EGRESS,
+    FRAME,
+    MAX_RUNS,
+    MOS_TARGET,
+    PHYSICAL_QUEUE,
+    POLICIES,
+    TABLE_I,
+    TCP_WARMUP_S,
+    Row,
+    markdown,
+    merge,
+    replot,
+    write,
+)
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import StartError
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
 
-# Table I of the paper: buffer size reference (packets) -> N.
-TABLE_I: dict[int, int] = {64: 4, 128: 8, 256: 16, 512: 32, 1024: 64}
-POLICIES = ("taildrop", "ired", "ired-protect", "codel", "pi2")
+__all__ = ["EGRESS", "FRAME", "MOS_TARGET", "POLICIES", "TABLE_I", "Plan", "Row", "main", "run_cell"]
+
 # The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port (the
 # paper's parameters); the switch restarts between groups of policies.
 AQM: dict[str, str] = {"codel": "codel:5000:100000", "pi2": "pi2:20000"}
-EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with
 BOTTLENECK = topology.UAS  # the port towards the callee: calls, TCP and ping share its queue
 TCP_SRC = topology.NAT
 PING_SRC = topology.ATTACKER
-FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
-PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
-MOS_TARGET = 4.2
-# TCP's start before the measurement window opens: CUBIC leaves slow start early
-# (HyStart) and plateaus near that window for seconds before it probes for more.
-TCP_WARMUP_S = 10.0
 # Loss-based TCP, the traffic RED and iRED are made for (and the paper's iperf3
 # default); BBR paces to its bandwidth estimate and barely fills a buffer.
 TCP_CC = "cubic"
 CLIENT_ID = 11  # BfRt client id of the experiment's configuration connection
+# Passes over the matrix by default: three 20 s runs per cell keep the whole matrix
+# near an hour on the 2-core machine (the paper: five 60 s runs).
+RUNS = 3
 
 
-@dataclass
-class Row:
-    buffer: int  # maxLenQueue, packets
-    n: int  # N, packets
-    policy: str
-    min_thsld: int  # packets (Algorithm 1)
-    max_thsld: int
-    drop_prob: float  # chance between the thresholds
-    rtt_ms_mean: float
-    rtt_ms_p50: float
-    rtt_ms_p99: float
-    ping_loss_pct: float
-    tcp_mbps: float  # iperf3 receiver goodput, all flows
-    tcp_retransmits: int
-    port_packets: int  # packets that reached the port's policy in the window
-    policy_drops: int  # iRED ingress drops, tail drops at the buffer, AQM drops
-    drop_rate_pct: float
-    decisions: int  # iRED decisions (feedback copies)
-    spared: int  # protected packets that found the flag and passed
-    queue_drops: int  # the physical queue's own tail drops (should stay 0)
+@dataclass(frozen=True)
+class Plan:
+    """What every cell runs: the port's rate and the traffic through it."""
+
+    rate_mbit: float
     calls: int
-    calls_ok: int
-    calls_failed: int
-    rtp_loss_pct: float  # caller->callee, all calls
-    delay_ms_median: float  # one-way, UAC host -> UAS host
-    delay_ms_p99: float
-    jitter_ms_median: float  # per call: mean |D_i - D_i-1|; median and max over calls
-    jitter_ms_max: float
-    mos_min: float | None
-    mos_median: float | None
-    calls_mos_ok: int  # calls at MOS >= MOS_TARGET
-    window_s: float
-    # The shared machine over the window: its 1-minute load at the end, and frames the
-    # softswitch's RX rings dropped (all ports) while its threads waited for a CPU.
-    load_1m: float = 0.0
-    switch_rx_drops: int = 0
-    aqm_drops: int = 0  # CoDel/PI2 drops as packets left the queue (in policy_drops)
-    per_call: list[dict[str, float | int | None]] = field(default_factory=list)
+    seconds: float  # measured per cell and run
+    flows: int = 4
+    # TCP's start before the measurement window opens: CUBIC leaves slow start early
+    # (HyStart) and plateaus near that window for seconds before it probes for more.
+    warmup_s: float = TCP_WARMUP_S
+    cc: str = TCP_CC
 
 
 def stack_config(run_dir: Path, rate_mbit: float, aqm: str | None = None) -> StackConfig:
@@ -209,22 +193,21 @@ def _pct(a: list[float] | np.ndarray, p: float) -> float:
 
 
 def run_cell(
-    stack: Stack,
-    buffer: int,
-    policy: str,
-    *,
-    calls: int,
-    seconds: float,
-    flows: int,
-    out_dir: Path,
-    warmup_s: float = TCP_WARMUP_S,
-    cc: str = TCP_CC,
+    stack: Stack, plan: Plan, buffer: int, policy: str, out_dir: Path, run: int = 1
 ) -> Row:
+    """One cell of the matrix, once: the port set, calls, TCP and ping through it."""
+    calls, seconds, flows, warmup_s, cc = (
+        plan.calls,
+        plan.seconds,
+        plan.flows,
+        plan.warmup_s,
+        plan.cc,
+    )
     n = TABLE_I[buffer]
     s = settings(buffer, n, policy)
     asyncio.run(_configure(buffer, n, policy))
     # Absolute: SIPp runs in the media directory and writes its files where it is told.
-    cell_dir = (out_dir / f"{policy}-{buffer}").resolve()
+    cell_dir = (out_dir / f"{policy}-{buffer}-{run}").resolve()
     cell_dir.mkdir(parents=True, exist_ok=True)
     rate = 10.0  # calls/s
     ramp_s = calls / rate + 2.0
@@ -360,6 +343,7 @@ def run_cell(
         load_1m=round(load_1m, 2),
         switch_rx_drops=rx_after - rx_before if rx_before >= 0 and rx_after >= 0 else -1,
         aqm_drops=aqm_drops,
+        run=run,
         per_call=[
             {
                 "ssrc": x.ssrc,
@@ -375,341 +359,64 @@ def run_cell(
     )
 
 
-PAPER = (
-    "Beside the paper (de Almeida et al., iRED, Experiment 1: one TCP flow of 1514-byte "
-    "packets through a BMv2 router, 60 s x 5 runs per setting): iRED's mean RTT is up to "
-    "2.48x lower than PI2's (the worst egress AQM) at a 64-packet reference, CoDel and PI2 "
-    "statistically the same as iRED from 256 packets on, and iRED's throughput up to 0.74x "
-    "higher than PI2's; it drops/recirculates 0.038 % of packets at 64 and 0.005 % at 1024. "
-    "Here the egress alternatives (tail drop, CoDel, PI2) run in the same switch queue at "
-    "the same rate and buffer, the traffic shares the port with relayed calls, and a call's "
-    "MOS is what the product needs."
-)
-
-
-def summary(rows: list[Row], rate_mbit: float) -> list[str]:
-    """The paper's claim and ours, measured: per buffer, iRED against each egress
-    alternative (RTT and throughput ratios, the worst call's MOS)."""
-    by = {(r.buffer, r.policy): r for r in rows}
-    out: list[str] = []
-    for b in sorted({r.buffer for r in rows}):
-        for base in EGRESS:
-            e = by.get((b, base))
-            for pol in ("ired", "ired-protect"):
-                r = by.get((b, pol))
-                if e is None or r is None or not r.rtt_ms_mean or not e.tcp_mbps:
-                    continue
-                out.append(
-                    f"| {b} | {pol} | {base} | {e.rtt_ms_mean / r.rtt_ms_mean:.2f}x | "
-                    f"{e.rtt_ms_p99 / r.rtt_ms_p99:.2f}x | {r.tcp_mbps / e.tcp_mbps:.2f}x | "
-                    f"{100 * r.tcp_mbps / rate_mbit:.0f} % | {_f(e.mos_min)} -> {_f(r.mos_min)} "
-                    f"| {e.calls_mos_ok}/{len(e.per_call)} -> {r.calls_mos_ok}/{len(r.per_call)} |"
-                )
-    if not out:
-        return []
-    return [
-        "| buffer | policy | against | RTT mean: against / policy | RTT p99: against / policy | "
-        "TCP: policy / against | TCP goodput / port rate | worst call MOS: against -> policy | "
-        f"calls at MOS >= {MOS_TARGET}: against -> policy |",
-        "|---:|---|---|---:|---:|---:|---:|---|---|",
-        *out,
-        "",
-        "Goodput counts TCP payload only: with its TCP/IP headers (1514-byte frames for "
-        "1448 bytes of payload) and the calls' media beside it the port is full.",
-    ]
-
-
-def markdown(rows: list[Row], meta: dict[str, object]) -> str:
-    mach = meta.get("machine")
-    lines = [
-        "# iRED vs tail drop, CoDel and PI2: a congested port carrying TCP bulk flows, ping "
-        "and relayed calls",
-        "",
-        f"Command: `{meta['command']}`",
-        "",
-        "Machine: "
-        + (", ".join(f"{k} {v}" for k, v in mach.items()) if isinstance(mach, dict) else str(mach)),
-        "",
-        f"Bottleneck: the softswitch's port {BOTTLENECK.port} (towards the UAS host) at "
-        f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so only the "
-        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows "
-        f"({meta.get('cc', 'the system default congestion control')}; NAT host -> UAS host), "
-        "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
-        f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
-        f"{meta['seconds']} s measured after {meta.get('warmup_s', TCP_WARMUP_S)} s of TCP "
-        "start-up (the paper: 60 s x 5). The testbed runs at nice "
-        f"{meta.get('nice', -10)}"
-        + (
-            ", the softswitch's threads on SCHED_RR (it stands in for a pipeline that never "
-            "waits for a CPU)"
-            if meta.get("switch_priority") == "rt"
-            else ""
-        )
-        + ". maxThsld follows Algorithm 1 (2 x minThsld: 896 for the "
-        "1024 row, where Table I prints 832). Buffer, N and thresholds in full-size frames "
-        f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
-        "is the paper's, 2 / (N + 1).",
-        "",
-        "Policies: taildrop = the port drops what arrives when it holds the buffer "
-        "(iRED's tail-drop mode); ired = iRED, any packet; ired-protect = iRED sparing relay "
-        "hits and DSCP EF; codel / pi2 = the egress-drop AQMs of the paper's comparison in "
-        "the same switch queue (softswitch `--port-aqm`, restarted for them): CoDel (RFC 8289) "
-        "at target 5 ms / interval 100 ms (the paper's Table II), PI2 (RFC 9332's Classic "
-        "AQM: Tupdate 16 ms, alpha 0.16 Hz, beta 3.2 Hz, drop chance p'^2) at target 20 ms "
-        "(Table III), each deciding and dropping as a packet leaves the queue, in the same "
-        "buffer (the tail-drop mode's limit; its drops count with the AQM's). The kernel "
-        "here has no CoDel or PIE qdisc, and the switch's port is the bottleneck of every "
-        "policy. " + "One run per cell.",
-        "",
-        "Drop rate: the policy's drops (iRED's ingress drops, the tail drops at the buffer, "
-        "the AQM's drops) "
-        "over the packets that reached the port. Jitter: per call, the mean |D_i - D_i-1| of "
-        "its one-way delay; MOS: G.107 E-model per call (G.711 with PLC) from its loss, "
-        "delay and jitter. Load 1m and switch RX drops say how busy the shared 2-core "
-        "machine was: iRED decides when a packet leaves the queue, so a softswitch starved "
-        "of CPU decides late while TCP keeps filling the queue (tail drop limits the depth at "
-        "enqueue and is not delayed that way).",
-        "",
-        "| buffer | N | min/max thsld | policy | RTT ms mean | RTT ms p99 | ping loss % | "
-        "TCP Mbit/s | retransmits | drop rate % | decisions | spared | calls ok | RTP loss % | "
-        "delay ms p50 / p99 | jitter ms p50 / max | MOS min / p50 | "
-        f"calls MOS >= {MOS_TARGET} | load 1m | switch RX drops |",
-        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"
-        "---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r.buffer} | {'-' if r.policy in EGRESS else r.n} | "
-            f"{'-' if r.policy in EGRESS else f'{r.min_thsld}/{r.max_thsld}'} | {r.policy} | "
-            f"{r.rtt_ms_mean:.1f} | {r.rtt_ms_p99:.1f} | {r.ping_loss_pct:.1f} | "
-            f"{r.tcp_mbps:.1f} | {r.tcp_retransmits} | {r.drop_rate_pct:.3f} | {r.decisions} | "
-            f"{r.spared} | {r.calls_ok}/{r.calls} | {r.rtp_loss_pct:.2f} | "
-            f"{r.delay_ms_median:.1f} / {r.delay_ms_p99:.1f} | "
-            f"{r.jitter_ms_median:.2f} / {r.jitter_ms_max:.2f} | {_f(r.mos_min)} / "
-            f"{_f(r.mos_median)} | {r.calls_mos_ok}/{len(r.per_call)} | {r.load_1m:.1f} | "
-            f"{r.switch_rx_drops} |"
-        )
-    s = summary(rows, float(str(meta["rate_mbit"])))
-    if s:
-        lines += ["", "Side by side (each buffer's policies measured in one run):", "", *s]
-    lines += [
-        "",
-        PAPER,
-        "",
-        *[f"Run: `{c}`" for c in _runs(meta)],
-        "",
-        "Plots: `rtt.png` (RTT mean and p99), `throughput.png` (TCP goodput), "
-        "`drops.png` (policy drop rate), `calls.png` (RTP loss, jitter and MOS per call). "
-        "Per-call figures are in `results.json`.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _runs(meta: dict[str, object]) -> list[str]:
-    runs = meta.get("runs")
-    return [c for c in runs if isinstance(c, str)] if isinstance(runs, list) else []
-
-
-def _f(x: float | None) -> str:
-    return f"{x:.2f}" if x is not None else "-"
-
-
-COLORS = {
-    "taildrop": "tab:red",
-    "ired": "tab:orange",
-    "ired-protect": "tab:blue",
-    "codel": "tab:green",
-    "pi2": "tab:purple",
-}
-
-
-def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    def series(ax: object, attr: str, style: str = "o-", suffix: str = "") -> None:
-        for pol in POLICIES:
-            rs = sorted((r for r in rows if r.policy == pol), key=lambda r: r.buffer)
-            if rs:
-                ax.plot(  # type: ignore[attr-defined]
-                    [r.buffer for r in rs],
-                    [getattr(r, attr) for r in rs],
-                    style,
-                    color=COLORS[pol],
-                    label=pol + suffix,
-                )
-
-    def finish(ax: object, ylabel: str) -> None:
-        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
-        ax.set_xticks(sorted(TABLE_I), [str(b) for b in sorted(TABLE_I)])  # type: ignore[attr-defined]
-        ax.set_xlabel("buffer size reference (packets)")  # type: ignore[attr-defined]
-        ax.set_ylabel(ylabel)  # type: ignore[attr-defined]
-        ax.grid(True, alpha=0.3)  # type: ignore[attr-defined]
-        ax.legend(fontsize=8)  # type: ignore[attr-defined]
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    series(ax, "rtt_ms_mean", "o-", " mean")
-    series(ax, "rtt_ms_p99", "s--", " p99")
-    finish(ax, "ping RTT through the port (ms)")
-    ax.set_yscale("log")
-    fig.tight_layout()
-    fig.savefig(out / "rtt.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    series(ax, "tcp_mbps")
-    ax.axhline(rate_mbit, color="black", lw=0.8, ls="--")
-    ax.set_ylim(0, rate_mbit * 1.1)
-    finish(ax, "TCP goodput, all flows (Mbit/s)")
-    fig.tight_layout()
-    fig.savefig(out / "throughput.png", dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    series(ax, "drop_rate_pct")
-    finish(ax, "policy drops / packets at the port (%)")
-    fig.tight_layout()
-    fig.savefig(out / "drops.png", dpi=110)
-    plt.close(fig)
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
-    offs = {"taildrop": 0.8, "codel": 0.9, "pi2": 1.0, "ired": 1.1, "ired-protect": 1.2}
-    for ax, key, label in (
-        (axes[0], "loss_pct", "RTP loss per call (%)"),
-        (axes[1], "jitter_ms", "jitter per call (ms)"),
-        (axes[2], "mos", "MOS per call (G.107)"),
-    ):
-        for pol in POLICIES:
-            xs: list[float] = []
-            ys: list[float] = []
-            for r in (r for r in rows if r.policy == pol):
-                for c in r.per_call:
-                    v = c.get(key)
-                    if v is not None:
-                        xs.append(r.buffer * offs[pol])
-                        ys.append(float(v))
-            if xs:
-                ax.scatter(xs, ys, s=10, alpha=0.6, color=COLORS[pol], label=pol)
-        if key == "mos":
-            ax.axhline(MOS_TARGET, color="black", lw=0.8, ls="--")
-        finish(ax, label)
-    fig.tight_layout()
-    fig.savefig(out / "calls.png", dpi=110)
-    plt.close(fig)
-
-
-def write(rows: list[Row], meta: dict[str, object], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
-    )
-    (out / "README.md").write_text(markdown(rows, meta))
-    plots(rows, out, float(str(meta["rate_mbit"])))
-
-
-def replot(out: Path) -> None:
-    """README and plots again from a run's results.json (no new measurements)."""
-    data = json.loads((out / "results.json").read_text())
-    write([Row(**r) for r in data["rows"]], data["meta"], out)
-
-
 def run(
     buffers: list[int],
     policies: list[str],
-    *,
-    rate_mbit: float,
-    calls: int,
-    seconds: float,
-    flows: int,
+    plan: Plan,
     run_dir: Path,
+    *,
+    runs: int = 1,
     switch_rt: bool = True,
-    warmup_s: float = TCP_WARMUP_S,
-    cc: str = TCP_CC,
 ) -> list[Row]:
-    """The matrix on one testbed: the switch is reconfigured between cells, and the
-    stack restarted (the testbed kept, and held) for each egress AQM."""
+    """The matrix on one testbed, `runs` passes over it one after the other (a change
+    in the machine's load falls on every policy alike): the switch is reconfigured
+    between cells, and the stack restarted (the testbed kept, and held) for each
+    egress AQM."""
     groups: dict[str | None, list[str]] = {}
     for pol in policies:
         groups.setdefault(AQM.get(pol), []).append(pol)
-    stack = Stack(stack_config(run_dir.resolve(), rate_mbit))
+    stack = Stack(stack_config(run_dir.resolve(), plan.rate_mbit))
     rows: list[Row] = []
+    up = False  # a stack is running, with `up_aqm` on the port
+    up_aqm: str | None = None
     try:
-        for i, (aqm, pols) in enumerate(groups.items()):
-            if i:
-                stack.down(keep_testbed=True)
-            stack.cfg.switch_args = stack_config(run_dir, rate_mbit, aqm).switch_args
-            stack.up()
-            if switch_rt:
-                realtime(stack.sup.procs["softswitch"].popen.pid)
-            rows += _group(
-                stack, buffers, pols, rate_mbit, calls, seconds, flows, run_dir, warmup_s, cc
-            )
+        for n in range(1, runs + 1):
+            for aqm, pols in groups.items():
+                if not up or up_aqm != aqm:
+                    if up:
+                        stack.down(keep_testbed=True)
+                    stack.cfg.switch_args = stack_config(run_dir, plan.rate_mbit, aqm).switch_args
+                    stack.up()
+                    if switch_rt:
+                        realtime(stack.sup.procs["softswitch"].popen.pid)
+                    up, up_aqm = True, aqm
+                rows += _group(stack, plan, buffers, pols, run_dir, n)
     finally:
         stack.down()
     order = {p: i for i, p in enumerate(POLICIES)}
-    return sorted(rows, key=lambda r: (r.buffer, order[r.policy]))
+    return sorted(rows, key=lambda r: (r.buffer, order[r.policy], r.run))
 
 
 def _group(
-    stack: Stack,
-    buffers: list[int],
-    policies: list[str],
-    rate_mbit: float,
-    calls: int,
-    seconds: float,
-    flows: int,
-    run_dir: Path,
-    warmup_s: float,
-    cc: str,
+    stack: Stack, plan: Plan, buffers: list[int], policies: list[str], run_dir: Path, run: int
 ) -> list[Row]:
     rows: list[Row] = []
     for b in buffers:
         for pol in policies:
-            row = run_cell(
-                stack,
-                b,
-                pol,
-                calls=calls,
-                seconds=seconds,
-                flows=flows,
-                out_dir=run_dir / "raw",
-                warmup_s=warmup_s,
-                cc=cc,
-            )
+            row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
             rows.append(row)
             print(
-                f"{b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms (p99 {row.rtt_ms_p99:7.1f}), "
-                f"TCP {row.tcp_mbps:5.1f} Mbit/s, drops {row.drop_rate_pct:.3f} %, "
-                f"calls {row.calls_ok}/{row.calls}, RTP loss {row.rtp_loss_pct:.2f} %, "
-                f"MOS min {_f(row.mos_min)}",
+                f"run {run} {b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms "
+                f"(p99 {row.rtt_ms_p99:7.1f}), TCP {row.tcp_mbps:5.1f} Mbit/s, "
+                f"drops {row.drop_rate_pct:.3f} %, calls {row.calls_ok}/{row.calls}, "
+                f"RTP loss {row.rtp_loss_pct:.2f} %, MOS min "
+                f"{'-' if row.mos_min is None else f'{row.mos_min:.2f}'}, load {row.load_1m:.1f}",
                 flush=True,
             )
             if dead := stack.dead():
                 raise StartError(f"testbed processes died: {', '.join(dead)}")
             time.sleep(3)  # BYEs and deletes drain before the next cell
     return rows
-
-
-def merge(
-    out: Path, rows: list[Row], meta: dict[str, object]
-) -> tuple[list[Row], dict[str, object]]:
-    """This run's rows over those of an earlier run in `out` (other buffers or
-    policies), for a matrix measured in several runs of the same settings."""
-    f = out / "results.json"
-    if not f.exists():
-        return rows, {**meta, "runs": [meta["command"]]}
-    old = json.loads(f.read_text())
-    same = ("rate_mbit", "calls", "seconds", "flows", "warmup_s", "cc")
-    if diff := [k for k in same if old["meta"].get(k) != meta.get(k)]:
-        raise SystemExit(f"ired-experiment: --merge: {out} was run with other {', '.join(diff)}")
-    new = {(r.buffer, r.policy) for r in rows}
-    kept = [Row(**r) for r in old["rows"] if (r["buffer"], r["policy"]) not in new]
-    order = {p: i for i, p in enumerate(POLICIES)}
-    merged = sorted(kept + rows, key=lambda r: (r.buffer, order[r.policy]))
-    runs = [c for c in old["meta"].get("runs", [old["meta"]["command"]]) if isinstance(c, str)]
-    return merged, {**meta, "runs": [*runs, meta["command"]]}
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -739,7 +446,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rate-mbit", type=float, default=30.0, help="bottleneck port rate (30)")
     ap.add_argument("--calls", type=int, default=20, help="concurrent calls (20)")
-    ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds per cell (30)")
+    ap.add_argument(
+        "--seconds", type=float, default=20.0, help="measured seconds per cell and run (20)"
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=RUNS,
+        help=f"passes over the matrix: runs per cell, for a mean and its 95 %% interval "
+        f"(1..{MAX_RUNS}; default {RUNS})",
+    )
     ap.add_argument("--flows", type=int, default=4, help="iperf3 TCP flows (4)")
     ap.add_argument(
         "--cc",
@@ -790,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--calls 1..500, --flows 1..32")
     if not a.cc.isalnum():
         ap.error(f"--cc {a.cc!r}: a congestion control's name (e.g. cubic, reno, bbr)")
+    if not 1 <= a.runs <= MAX_RUNS:
+        ap.error(f"--runs 1..{MAX_RUNS}")
     if a.seconds < 5 or not 1 <= a.rate_mbit <= 1000 or not 0 <= a.warmup <= 600:
         ap.error("--seconds at least 5, --rate-mbit 1..1000, --warmup 0..600")
     if os.geteuid() != 0:
@@ -802,18 +520,16 @@ def main(argv: list[str] | None = None) -> int:
     command = recorded_command(
         "python -m p4relay_scenarios ired-experiment", sys.argv[2:] if argv is None else argv
     )
+    plan = Plan(a.rate_mbit, a.calls, a.seconds, a.flows, a.warmup, a.cc)
+    t0 = time.monotonic()
     try:
         rows = run(
             buffers,
             policies,
-            rate_mbit=a.rate_mbit,
-            calls=a.calls,
-            seconds=a.seconds,
-            flows=a.flows,
-            run_dir=a.run_dir,
+            plan,
+            a.run_dir,
+            runs=a.runs,
             switch_rt=a.switch_priority == "rt",
-            warmup_s=a.warmup,
-            cc=a.cc,
         )
     except StartError as exc:
         print(f"ired-experiment: {exc}", file=sys.stderr)
@@ -830,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_s": a.warmup,
         "cc": a.cc,
         "nice": a.nice,
+        "repetitions": a.runs,
+        "port": BOTTLENECK.port,
+        "minutes": round((time.monotonic() - t0) / 60, 1),
     }
     if a.merge:
         rows, meta = merge(a.out, rows, meta)

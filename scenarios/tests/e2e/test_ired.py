@@ -41,17 +41,11 @@ def ired_stack() -> Iterator[Stack]:
 
 
 def test_ired_spares_calls_and_drops_bulk_traffic(ired_stack: Stack, tmp_path: Path) -> None:
+    # warm-up: a 64-packet buffer fills within slow start
+    plan = ix.Plan(RATE_MBIT, CALLS, SECONDS, flows=4, warmup_s=3.0)
+
     def cell(policy: str) -> ix.Row:
-        return ix.run_cell(
-            ired_stack,
-            64,
-            policy,
-            calls=CALLS,
-            seconds=SECONDS,
-            flows=4,
-            out_dir=tmp_path,
-            warmup_s=3.0,  # a 64-packet buffer fills within slow start
-        )
+        return ix.run_cell(ired_stack, plan, 64, policy, tmp_path)
 
     tail = cell("taildrop")
     ired = cell("ired-protect")
@@ -70,5 +64,6 @@ def test_ired_spares_calls_and_drops_bulk_traffic(ired_stack: Stack, tmp_path: P
     assert ired.rtp_loss_pct == 0.0, ired
     assert ired.mos_min is not None and ired.mos_min >= ix.MOS_TARGET, ired
     assert tail.mos_min is not None and tail.mos_min < ired.mos_min, (tail, ired)
-    # The queue stays shorter than tail drop's full buffer: RTT no higher.
-    assert ired.rtt_ms_mean < tail.rtt_ms_mean, (tail, ired)
+    # The queue stays shorter than tail drop's full buffer: RTT lower (the median: a
+    # few pings that waited out a stall of the loaded machine weigh on the mean).
+    assert ired.rtt_ms_p50 < tail.rtt_ms_p50, (tail, ired)

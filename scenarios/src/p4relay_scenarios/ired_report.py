@@ -1,0 +1,463 @@
+"""The iRED experiment's results: one `Row` per cell and run, the table (mean and
+95 % interval per cell over its runs), the side-by-side comparison with the
+paper's claim, and the plots with error bars; written from a run or again from
+its results.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+# Table I of the paper: buffer size reference (packets) -> N.
+TABLE_I: dict[int, int] = {64: 4, 128: 8, 256: 16, 512: 32, 1024: 64}
+POLICIES = ("taildrop", "ired", "ired-protect", "codel", "pi2")
+EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with
+FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
+PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
+MOS_TARGET = 4.2
+TCP_WARMUP_S = 10.0
+MAX_RUNS = 10
+# Student's t, 97.5th percentile, by degrees of freedom 1..MAX_RUNS-1: the 95 %
+# interval of a mean over a few runs (a table: scipy is not a dependency for nine numbers).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)
+
+
+@dataclass
+class Row:
+    buffer: int  # maxLenQueue, packets
+    n: int  # N, packets
+    policy: str
+    min_thsld: int  # packets (Algorithm 1)
+    max_thsld: int
+    drop_prob: float  # chance between the thresholds
+    rtt_ms_mean: float
+    rtt_ms_p50: float
+    rtt_ms_p99: float
+    ping_loss_pct: float
+    tcp_mbps: float  # iperf3 receiver goodput, all flows
+    tcp_retransmits: int
+    port_packets: int  # packets that reached the port's policy in the window
+    policy_drops: int  # iRED ingress drops, tail drops at the buffer, AQM drops
+    drop_rate_pct: float
+    decisions: int  # iRED decisions (feedback copies)
+    spared: int  # protected packets that found the flag and passed
+    queue_drops: int  # the physical queue's own tail drops (should stay 0)
+    calls: int
+    calls_ok: int
+    calls_failed: int
+    rtp_loss_pct: float  # caller->callee, all calls
+    delay_ms_median: float  # one-way, UAC host -> UAS host
+    delay_ms_p99: float
+    jitter_ms_median: float  # per call: mean |D_i - D_i-1|; median and max over calls
+    jitter_ms_max: float
+    mos_min: float | None
+    mos_median: float | None
+    calls_mos_ok: int  # calls at MOS >= MOS_TARGET
+    window_s: float
+    # The shared machine over the window: its 1-minute load at the end, and frames the
+    # softswitch's RX rings dropped (all ports) while its threads waited for a CPU.
+    load_1m: float = 0.0
+    switch_rx_drops: int = 0
+    aqm_drops: int = 0  # CoDel/PI2 drops as packets left the queue (in policy_drops)
+    run: int = 1  # which pass over the matrix (1..runs)
+    per_call: list[dict[str, float | int | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A figure over a cell's runs: mean and the half-width of its 95 % interval
+    (Student's t; 0 for one run)."""
+
+    mean: float
+    half: float
+    n: int
+
+    def text(self, digits: int = 1) -> str:
+        if self.n < 2:
+            return f"{self.mean:.{digits}f}"
+        return f"{self.mean:.{digits}f} ± {self.half:.{digits}f}"
+
+
+def stat(values: Iterable[float]) -> Stat:
+    xs = [x for x in values if not math.isnan(x)]
+    if not xs:
+        return Stat(float("nan"), 0.0, 0)
+    if len(xs) < 2:
+        return Stat(xs[0], 0.0, 1)
+    t = T975[min(len(xs), MAX_RUNS) - 2]
+    return Stat(statistics.fmean(xs), t * statistics.stdev(xs) / math.sqrt(len(xs)), len(xs))
+
+
+def by_cell(rows: list[Row]) -> dict[tuple[int, str], list[Row]]:
+    """Each cell's runs, cells in table order (buffer, then POLICIES)."""
+    order = {p: i for i, p in enumerate(POLICIES)}
+    out: dict[tuple[int, str], list[Row]] = {}
+    for r in sorted(rows, key=lambda r: (r.buffer, order[r.policy], r.run)):
+        out.setdefault((r.buffer, r.policy), []).append(r)
+    return out
+
+
+def _of(rs: list[Row], attr: str) -> Stat:
+    return stat(float(getattr(r, attr)) for r in rs)
+
+
+PAPER = (
+    "The paper (de Almeida et al., iRED, Experiment 1: one TCP flow of 1514-byte packets "
+    "through a BMv2 router, 60 s x 5 runs per setting) finds iRED's mean RTT up to 2.48x "
+    "lower than PI2's at a 64-packet reference, CoDel and PI2 statistically the same as "
+    "iRED from 256 packets on, iRED's throughput up to 0.74x higher than PI2's, and "
+    "0.038 % of packets dropped/recirculated at 64, 0.005 % at 1024."
+)
+
+
+def setup_vs_paper(rate_mbit: float) -> list[str]:
+    """How this setup differs from the paper's, and which way each difference leans."""
+
+    def ms(frames: int) -> str:
+        return f"{frames * FRAME * 8 / (rate_mbit * 1e3):.1f} ms"
+
+    return [
+        "How this setup differs from the paper's, and which way each difference leans:",
+        "",
+        "* Buffer of the egress AQMs. The paper ran CoDel and PI2 once, in a 10,000-packet "
+        "buffer, and compared that with iRED at each reference; here they run at every "
+        "reference in a buffer of maxLenQueue (the same buffer as tail drop and iRED). At "
+        "small references this caps their standing queue by tail drop, which favours them: "
+        f"PI2's 20 ms target is close to the {ms(64)} that 64 frames take at {rate_mbit:g} "
+        "Mbit/s, so PI2 at 64 behaves much as tail drop does. Where the buffer no longer "
+        "binds they run as in the paper.",
+        "* CoDel's parameters are the paper's (Table II: target 5 ms, interval 100 ms). PI2's "
+        "target is the paper's (Table III: 20 ms), its controller RFC 9332's (Tupdate 16 ms, "
+        "alpha 0.16 Hz, beta 3.2 Hz) where PI2 for P4 used 33 ms, 0.3125 Hz and 3.125 Hz: the "
+        "target sets the standing delay PI2 steers to; the gains set how fast it gets there "
+        "(the paper's integral gain is twice ours, so our PI2 settles more slowly after TCP's "
+        "start, inside the warm-up).",
+        "* Rate. iRED's thresholds are in packets, the AQMs' targets in time, so the ratio "
+        f"between them depends on the port rate: at {rate_mbit:g} Mbit/s minThsld is "
+        f"{ms(28)} of queue at 64 (28 frames), below PI2's 20 ms target and above CoDel's "
+        f"5 ms; at 128 it is {ms(56)} (56 frames), and above both targets from there on, so "
+        "iRED's RTT is higher than theirs there, as a RED with those thresholds must be. The "
+        "paper's BMv2 rate is not given.",
+        "* Where iRED decides. As on Tofino and in the paper: in the egress pipeline, as a "
+        "packet leaves the shaped queue, from the depth it found when it was queued; the "
+        "feedback copy reaches ingress one sojourn later and the next packet to the port is "
+        "dropped there. CoDel and PI2 decide at the same point and drop the deciding packet "
+        "itself. iRED's parameters are the paper's (Table I's N, n = 1, the coin 2 / (N + 1)); "
+        "none is tuned here.",
+        "* Traffic. Several CUBIC flows (the paper: one), ping every 50 ms and the media of "
+        "relayed calls share the port.",
+    ]
+
+
+def summary(rows: list[Row], rate_mbit: float) -> list[str]:
+    """The paper's claim and ours, measured: per buffer, iRED against each egress
+    alternative: ratios of the means over the runs, with the range of the ratios of
+    the runs taken one pass at a time (each pass measures every policy once)."""
+    by = by_cell(rows)
+    out: list[str] = []
+    for b in sorted({r.buffer for r in rows}):
+        for base in EGRESS:
+            e = by.get((b, base))
+            for pol in ("ired", "ired-protect"):
+                r = by.get((b, pol))
+                if e is None or r is None:
+                    continue
+                rtt = _ratio(e, r, lambda x: x.rtt_ms_mean)
+                p99 = _ratio(e, r, lambda x: x.rtt_ms_p99)
+                tcp = _ratio(r, e, lambda x: x.tcp_mbps)
+                if not (rtt and p99 and tcp):
+                    continue
+                out.append(
+                    f"| {b} | {pol} | {base} | {rtt} | {p99} | {tcp} | "
+                    f"{100 * _of(r, 'tcp_mbps').mean / rate_mbit:.0f} % | "
+                    f"{_f(_worst(e))} -> {_f(_worst(r))} | "
+                    f"{_mos_ok(e)} -> {_mos_ok(r)} |"
+                )
+    if not out:
+        return []
+    return [
+        "| buffer | policy | against | RTT mean: against / policy | RTT p99: against / policy | "
+        "TCP: policy / against | TCP goodput / port rate | worst call MOS: against -> policy | "
+        f"calls at MOS >= {MOS_TARGET}: against -> policy |",
+        "|---:|---|---|---:|---:|---:|---:|---|---|",
+        *out,
+        "",
+        "Ratios are of the means over the runs; [a-b] is the range of the ratios of single "
+        "passes (the runs of one pass are measured minutes apart, every policy once). Goodput "
+        "counts TCP payload only: with its TCP/IP headers (1514-byte frames for 1448 bytes of "
+        "payload) and the calls' media beside it the port is full.",
+    ]
+
+
+def _ratio(num: list[Row], den: list[Row], f: Callable[[Row], float]) -> str:
+    a, b = stat(f(x) for x in num).mean, stat(f(x) for x in den).mean
+    if not b or math.isnan(a) or math.isnan(b):
+        return ""
+    dn = {x.run: f(x) for x in den}
+    per = [f(x) / dn[x.run] for x in num if dn.get(x.run)]
+    span = f" [{min(per):.2f}-{max(per):.2f}]" if len(per) > 1 else ""
+    return f"{a / b:.2f}x{span}"
+
+
+def _worst(rs: list[Row]) -> float | None:
+    ms = [r.mos_min for r in rs if r.mos_min is not None]
+    return min(ms) if ms else None
+
+
+def _mos_ok(rs: list[Row]) -> str:
+    return f"{sum(r.calls_mos_ok for r in rs)}/{sum(len(r.per_call) for r in rs)}"
+
+
+def _load(rows: list[Row]) -> str:
+    loads = [r.load_1m for r in rows]
+    if not loads:
+        return "-"
+    return (
+        f"1-minute load average at the cells' ends: median {statistics.median(loads):.1f}, "
+        f"min {min(loads):.1f}, max {max(loads):.1f} (2 cores)"
+    )
+
+
+def markdown(rows: list[Row], meta: dict[str, object]) -> str:
+    mach = meta.get("machine")
+    reps = int(str(meta.get("repetitions", 1)))
+    lines = [
+        "# iRED vs tail drop, CoDel and PI2: a congested port carrying TCP bulk flows, ping "
+        "and relayed calls",
+        "",
+        f"Command: `{meta['command']}`",
+        "",
+        "Machine: "
+        + (", ".join(f"{k} {v}" for k, v in mach.items()) if isinstance(mach, dict) else str(mach)),
+        "",
+        f"Load: {_load(rows)}. The machine is shared with other jobs.",
+        "",
+        f"Bottleneck: the softswitch's port {meta.get('port', 3)} (towards the UAS host) at "
+        f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so only the "
+        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows "
+        f"({meta.get('cc', 'the system default congestion control')}; NAT host -> UAS host), "
+        "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
+        f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
+        f"{meta['seconds']} s measured after {meta.get('warmup_s', TCP_WARMUP_S)} s of TCP "
+        f"start-up, {reps} run{'s' if reps != 1 else ''} (the paper: 60 s x 5); the runs are "
+        "passes over the whole matrix, one after the other, so a change in the machine's "
+        "load falls on every policy alike. The testbed runs at nice "
+        f"{meta.get('nice', -10)}"
+        + (
+            ", the softswitch's threads on SCHED_RR (it stands in for a pipeline that never "
+            "waits for a CPU)"
+            if meta.get("switch_priority") == "rt"
+            else ""
+        )
+        + ". maxThsld follows Algorithm 1 (2 x minThsld: 896 for the "
+        "1024 row, where Table I prints 832). Buffer, N and thresholds in full-size frames "
+        f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
+        "is the paper's, 2 / (N + 1).",
+        "",
+        "Policies: taildrop = the port drops what arrives when it holds the buffer "
+        "(iRED's tail-drop mode); ired = iRED, any packet; ired-protect = iRED sparing relay "
+        "hits and DSCP EF; codel / pi2 = the egress-drop AQMs of the paper's comparison in "
+        "the same switch queue (softswitch `--port-aqm`, restarted for them): CoDel (RFC 8289) "
+        "at target 5 ms / interval 100 ms (the paper's Table II), PI2 (RFC 9332's Classic "
+        "AQM: Tupdate 16 ms, alpha 0.16 Hz, beta 3.2 Hz, drop chance p'^2) at target 20 ms "
+        "(Table III), each deciding and dropping as a packet leaves the queue, in the same "
+        "buffer (the tail-drop mode's limit; its drops count with the AQM's). The kernel "
+        "here has no CoDel or PIE qdisc, and the switch's port is the bottleneck of every "
+        "policy.",
+        "",
+        "Figures: mean ± the half-width of its 95 % interval over the cell's runs (Student's "
+        "t); counts are per run (mean), calls and MOS over all runs. Drop rate: the policy's "
+        "drops (iRED's ingress drops, the tail drops at the buffer, the AQM's drops) over the "
+        "packets that reached the port. Jitter: per call, the mean |D_i - D_i-1| of its "
+        "one-way delay (median over calls, max over calls); MOS: G.107 E-model per call "
+        "(G.711 with PLC) from its loss, delay and jitter. Load 1m (max over the runs) and "
+        "switch RX drops (all runs) say how busy the shared 2-core machine was: iRED decides "
+        "when a packet leaves the queue, so a softswitch starved of CPU decides late while "
+        "TCP keeps filling the queue (tail drop limits the depth at enqueue and is not "
+        "delayed that way).",
+        "",
+        "| buffer | N | min/max thsld | policy | runs | RTT ms mean | RTT ms p99 | ping loss % | "
+        "TCP Mbit/s | retransmits | drop rate % | decisions | spared | calls ok | RTP loss % | "
+        "delay ms p50 / p99 | jitter ms p50 / max | MOS min / p50 | "
+        f"calls MOS >= {MOS_TARGET} | load 1m | switch RX drops |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"
+        "---:|---:|---:|",
+    ]
+    for (b, pol), rs in by_cell(rows).items():
+        r0 = rs[0]
+        egress = pol in EGRESS
+        moses = [r.mos_median for r in rs if r.mos_median is not None]
+        rx = [r.switch_rx_drops for r in rs]
+        lines.append(
+            f"| {b} | {'-' if egress else r0.n} | "
+            f"{'-' if egress else f'{r0.min_thsld}/{r0.max_thsld}'} | {pol} | {len(rs)} | "
+            f"{_of(rs, 'rtt_ms_mean').text()} | {_of(rs, 'rtt_ms_p99').text()} | "
+            f"{_of(rs, 'ping_loss_pct').text()} | {_of(rs, 'tcp_mbps').text()} | "
+            f"{_of(rs, 'tcp_retransmits').mean:.0f} | {_of(rs, 'drop_rate_pct').text(3)} | "
+            f"{_of(rs, 'decisions').mean:.0f} | {_of(rs, 'spared').mean:.0f} | "
+            f"{sum(r.calls_ok for r in rs)}/{sum(r.calls for r in rs)} | "
+            f"{_of(rs, 'rtp_loss_pct').text(2)} | "
+            f"{_of(rs, 'delay_ms_median').mean:.1f} / {_of(rs, 'delay_ms_p99').mean:.1f} | "
+            f"{_of(rs, 'jitter_ms_median').mean:.2f} / "
+            f"{max(r.jitter_ms_max for r in rs):.2f} | "
+            f"{_f(_worst(rs))} / {_f(statistics.median(moses) if moses else None)} | "
+            f"{_mos_ok(rs)} | {max(r.load_1m for r in rs):.1f} | "
+            f"{'-' if any(x < 0 for x in rx) else sum(rx)} |"
+        )
+    s = summary(rows, float(str(meta["rate_mbit"])))
+    if s:
+        lines += ["", "Side by side:", "", *s]
+    lines += [
+        "",
+        PAPER,
+        "",
+        *setup_vs_paper(float(str(meta["rate_mbit"]))),
+        "",
+        *[f"Run: `{c}`" for c in _runs(meta)],
+        "",
+        "Plots: `rtt.png` (RTT mean and p99), `throughput.png` (TCP goodput), "
+        "`drops.png` (policy drop rate), each a cell's mean with its 95 % interval as the "
+        "error bar; `calls.png` (RTP loss, jitter and MOS per call, every run). Per-run and "
+        "per-call figures are in `results.json`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _runs(meta: dict[str, object]) -> list[str]:
+    runs = meta.get("runs")
+    return [c for c in runs if isinstance(c, str)] if isinstance(runs, list) else []
+
+
+def _f(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "-"
+
+
+COLORS = {
+    "taildrop": "tab:red",
+    "ired": "tab:orange",
+    "ired-protect": "tab:blue",
+    "codel": "tab:green",
+    "pi2": "tab:purple",
+}
+# Each policy's points a little apart on the (log) buffer axis, so error bars do not overlap.
+OFFSETS = {"taildrop": 0.9, "codel": 0.95, "pi2": 1.0, "ired": 1.05, "ired-protect": 1.1}
+
+
+def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = by_cell(rows)
+
+    def series(ax: object, attr: str, style: str = "o-", suffix: str = "") -> None:
+        for pol in POLICIES:
+            bs = sorted(b for (b, p) in by if p == pol)
+            if bs:
+                st = [_of(by[b, pol], attr) for b in bs]
+                ax.errorbar(  # type: ignore[attr-defined]
+                    [b * OFFSETS[pol] for b in bs],
+                    [s.mean for s in st],
+                    yerr=[s.half for s in st],
+                    fmt=style,
+                    capsize=3,
+                    color=COLORS[pol],
+                    label=pol + suffix,
+                )
+
+    def finish(ax: object, ylabel: str) -> None:
+        ax.set_xscale("log", base=2)  # type: ignore[attr-defined]
+        ax.set_xticks(sorted(TABLE_I), [str(b) for b in sorted(TABLE_I)])  # type: ignore[attr-defined]
+        ax.set_xlabel("buffer size reference (packets)")  # type: ignore[attr-defined]
+        ax.set_ylabel(ylabel)  # type: ignore[attr-defined]
+        ax.grid(True, alpha=0.3)  # type: ignore[attr-defined]
+        ax.legend(fontsize=8)  # type: ignore[attr-defined]
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "rtt_ms_mean", "o-", " mean")
+    series(ax, "rtt_ms_p99", "s--", " p99")
+    finish(ax, "ping RTT through the port (ms)")
+    ax.set_yscale("log")
+    fig.tight_layout()
+    fig.savefig(out / "rtt.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "tcp_mbps")
+    ax.axhline(rate_mbit, color="black", lw=0.8, ls="--")
+    ax.set_ylim(0, rate_mbit * 1.1)
+    finish(ax, "TCP goodput, all flows (Mbit/s)")
+    fig.tight_layout()
+    fig.savefig(out / "throughput.png", dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    series(ax, "drop_rate_pct")
+    finish(ax, "policy drops / packets at the port (%)")
+    fig.tight_layout()
+    fig.savefig(out / "drops.png", dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.0))
+    for ax, key, label in (
+        (axes[0], "loss_pct", "RTP loss per call (%)"),
+        (axes[1], "jitter_ms", "jitter per call (ms)"),
+        (axes[2], "mos", "MOS per call (G.107)"),
+    ):
+        for pol in POLICIES:
+            xs: list[float] = []
+            ys: list[float] = []
+            for r in (r for r in rows if r.policy == pol):
+                for c in r.per_call:
+                    v = c.get(key)
+                    if v is not None:
+                        xs.append(r.buffer * OFFSETS[pol])
+                        ys.append(float(v))
+            if xs:
+                ax.scatter(xs, ys, s=10, alpha=0.6, color=COLORS[pol], label=pol)
+        if key == "mos":
+            ax.axhline(MOS_TARGET, color="black", lw=0.8, ls="--")
+        finish(ax, label)
+    fig.tight_layout()
+    fig.savefig(out / "calls.png", dpi=110)
+    plt.close(fig)
+
+
+def write(rows: list[Row], meta: dict[str, object], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
+    (out / "README.md").write_text(markdown(rows, meta))
+    plots(rows, out, float(str(meta["rate_mbit"])))
+
+
+def replot(out: Path) -> None:
+    """README and plots again from a run's results.json (no new measurements)."""
+    data = json.loads((out / "results.json").read_text())
+    write([Row(**r) for r in data["rows"]], data["meta"], out)
+
+
+def merge(
+    out: Path, rows: list[Row], meta: dict[str, object]
+) -> tuple[list[Row], dict[str, object]]:
+    """This run's rows over those of an earlier run in `out` (other buffers or
+    policies), for a matrix measured in several runs of the same settings: a
+    cell this run measured takes only this run's passes."""
+    f = out / "results.json"
+    if not f.exists():
+        return rows, {**meta, "runs": [meta["command"]]}
+    old = json.loads(f.read_text())
+    same = ("rate_mbit", "calls", "seconds", "flows", "warmup_s", "cc")
+    if diff := [k for k in same if old["meta"].get(k) != meta.get(k)]:
+        raise SystemExit(f"ired-experiment: --merge: {out} was run with other {', '.join(diff)}")
+    new = {(r.buffer, r.policy) for r in rows}
+    kept = [Row(**r) for r in old["rows"] if (r["buffer"], r["policy"]) not in new]
+    merged = [r for rs in by_cell(kept + rows).values() for r in rs]
+    runs = [c for c in old["meta"].get("runs", [old["meta"]["command"]]) if isinstance(c, str)]
+    return merged, {**meta, "runs": [*runs, meta["command"]]}
