@@ -14,7 +14,7 @@ import datetime as dt
 from p4relay_collector.service import Collector
 from p4relay_collector.wire import IngestBatch
 from p4relay_switch import SwitchClient
-from p4relay_switch.ired import IredSettings, set_ired
+from p4relay_switch.ired import IredSettings, clear_ired, set_ired
 from p4relay_testsupport import Server, Softswitch
 from prometheus_client import REGISTRY
 from test_softswitch import program_forwarding, send_udp, settings
@@ -108,3 +108,22 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
     assert served and all(v is not None and v <= read_qavg for v in served), served
     assert (max(served) > 0) == (read_qavg > 0), served
     assert all(pt["ired_qavg_bytes"] is None for pt in by_port[1])
+
+    # iRED off on port 2 (an agent reload dropped it): its settings leave /metrics at
+    # the next poll, its counters stay.
+    async def turned_off() -> None:
+        col = Collector(settings(server, congestion_onset_drops=0))
+        try:
+            await col.refresh_switches()
+            await col.poll_once()
+            async with SwitchClient(softswitch.address, client_id=9) as sw:
+                await clear_ired(sw, 2, reset=False)
+            await col.poll_once()
+        finally:
+            await col.close()
+
+    asyncio.run(turned_off())
+    assert sample("p4relay_collector_ired_mode", mode="ired_protect") is None
+    assert sample("p4relay_collector_ired_threshold_bytes", threshold="min") is None
+    assert sample("p4relay_collector_ired_qavg_bytes") is None
+    assert sample("p4relay_collector_ired_drops_total") == p["ingress_drops"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import secrets
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -29,23 +30,44 @@ async def probe(sw: Softswitch) -> AsyncIterator[SwitchClient]:
     await c.close()
 
 
-@pytest.fixture
-def netns_port() -> Iterator[tuple[str, str]]:
-    """(switch-side ifname, namespace) of a veth pair; the peer lives in the namespace."""
+@contextlib.contextmanager
+def veth_ports(count: int) -> Iterator[tuple[list[str], str]]:
+    """`count` veth pairs: (switch-side ifnames, namespace); the peers live in the namespace."""
     tag = secrets.token_hex(3)
-    ns, a, b = f"p4ra-{tag}", f"p4ra{tag}a", f"p4ra{tag}b"
+    ns = f"p4ra-{tag}"
+    # pairs p4ra<tag>a/b, c/d, ...: the peer's name is the switch side's with the next letter
+    names = [f"p4ra{tag}{chr(ord('a') + 2 * i)}" for i in range(count)]
+
+    def peer(a: str) -> str:
+        return a[:-1] + chr(ord(a[-1]) + 1)
 
     def run(*c: str) -> None:
         subprocess.run(c, check=True, capture_output=True)
 
     run("ip", "netns", "add", ns)
     try:
-        run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
-        run("ip", "link", "set", b, "netns", ns)
-        run("ip", "link", "set", a, "up")
-        run("ip", "-n", ns, "link", "set", b, "up")
+        for a in names:
+            run("ip", "link", "add", a, "type", "veth", "peer", "name", peer(a))
+            run("ip", "link", "set", peer(a), "netns", ns)
+            run("ip", "link", "set", a, "up")
+            run("ip", "-n", ns, "link", "set", peer(a), "up")
         run("ip", "-n", ns, "link", "set", "lo", "up")
-        yield a, ns
+        yield names, ns
     finally:
-        subprocess.run(["ip", "link", "del", a], capture_output=True)
+        for a in names:
+            subprocess.run(["ip", "link", "del", a], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture
+def netns_port() -> Iterator[tuple[str, str]]:
+    """(switch-side ifname, namespace) of a veth pair; the peer lives in the namespace."""
+    with veth_ports(1) as (names, ns):
+        yield names[0], ns
+
+
+@pytest.fixture
+def netns_two_ports() -> Iterator[tuple[list[str], str]]:
+    """Two veth pairs (switch-side ifnames, namespace)."""
+    with veth_ports(2) as got:
+        yield got

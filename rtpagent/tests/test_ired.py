@@ -10,7 +10,10 @@ import asyncio
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 from harness import wait_for
@@ -142,3 +145,187 @@ async def test_show_without_a_switch(capsys: pytest.CaptureFixture[str]) -> None
     out = await asyncio.to_thread(cli.main, ["--switch", "127.0.0.1:1", "--show-ired"])
     assert out == 1
     assert "rtpagent: switch 127.0.0.1:1:" in capsys.readouterr().err
+
+
+def _toml(switch: str, *ports: str, extra: str = "") -> str:
+    return f'[rtpagent]\nswitch = "{switch}"\n{extra}' + "".join(
+        f"[[rtpagent.ired]]\n{p}\n" for p in ports
+    )
+
+
+def _agent(conf: Path, metrics_port: int, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """`rtpagent --config conf` with an embedded RTPProxy, /metrics on `metrics_port`."""
+    from harness import free_port, free_udp_pair
+
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "rtpagent.cli", "--config", str(conf)),
+            *("--rtpproxy", "embedded", "--listen", f"udp:127.0.0.1:{free_udp_pair()}"),
+            *("--embedded-ports", "34000-34499", "--relay-ports", "34000-34499"),
+            *("--notify-listen", f"tcp:127.0.0.1:{free_port()}"),
+            *("--state-file", str(conf.parent / "s.sqlite")),
+            *("--metrics-listen", f"127.0.0.1:{metrics_port}"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _sample(text: str, name: str, labels: str) -> float | None:
+    for line in text.splitlines():
+        if line.startswith(f"{name}{{{labels}}} "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+@pytest.mark.timeout(180)
+async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
+    netns_two_ports: tuple[list[str], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rtpagent` as operators run it: the file edited, SIGHUP; the changed port set, the
+    port dropped from the file back to tail drop (its drop flag and average zeroed, its
+    counters kept), a restart-only setting named, the reload counted; then a file that
+    does not validate is refused and the running setting stays."""
+    import signal
+    import urllib.request
+
+    from harness import free_port, record_pid
+    from p4relay_switch.names import REG_IRED_DECISIONS, REG_IRED_DROP_FLAG
+
+    (a, b), _ = netns_two_ports
+    sw = Softswitch(["--port", f"1={a}", "--port", f"2={b}"])
+    sw.start()
+    probe = SwitchClient(
+        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    conf = tmp_path / "agent.toml"
+    p1 = "port = 1\nmax_len_queue = 256\nn_drop = 16\newma_n = 2\nprotect = false"
+    p1_new = "port = 1\nmax_len_queue = 512\nn_drop = 32"
+    p2 = "port = 2\nmax_len_queue = 64\nn_drop = 4"
+    conf.write_text(_toml(sw.address, p1, p2))
+    mport = free_port()
+    log_path = tmp_path / "agent.log"
+    log = log_path.open("wb")
+    proc = _agent(conf, mport, log)
+    record_pid(proc.pid)
+
+    def metrics() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+            return str(r.read().decode())
+
+    async def ports_on() -> set[int]:
+        return set(await ired_settings(probe))
+
+    try:
+        await probe.connect()
+
+        async def both_set() -> bool:
+            return await ports_on() == {1, 2}
+
+        await wait_for(both_set, within=60.0, interval=0.2)
+        assert (await ired_settings(probe))[1] == ON_SWITCH
+        # port 2 mid-way: a drop flag up, decisions counted
+        await probe.write_register(REG_IRED_DROP_FLAG, {2: 1})
+        await probe.write_register(REG_IRED_DECISIONS, {2: 5})
+
+        conf.write_text(_toml(sw.address, p1_new, extra="idle_ttl_ms = 30000\n"))
+        proc.send_signal(signal.SIGHUP)
+        want = IredSettings(max_len_queue=512 * 19, n_drop=32 * 19, drop_prob=2 / 33)
+        want = dataclasses.replace(want, drop_prob=want.drop_prob_reg / 65536)
+
+        async def reloaded() -> bool:
+            return await ired_settings(probe) == {1: want}
+
+        await wait_for(reloaded, within=20.0, interval=0.2)
+        flag = await probe.read_register(REG_IRED_DROP_FLAG, [2])
+        decisions = await probe.read_register(REG_IRED_DECISIONS, [2])
+        assert sum(flag[2]) == 0 and sum(decisions[2]) == 5, (flag, decisions)
+
+        async def counted() -> bool:
+            return _sample(metrics(), "rtpagent_config_reloads_total", 'result="applied"') == 1
+
+        await wait_for(counted, within=10.0, interval=0.2)
+        text = metrics()
+        assert _sample(text, "rtpagent_ired_port_set", 'dev_port="1"') == 1
+        assert _sample(text, "rtpagent_ired_port_set", 'dev_port="2"') is None
+        logged = log_path.read_text()
+        assert '"config_reload_needs_restart"' in logged and "idle_ttl_ms" in logged, logged
+        (line,) = [ln for ln in logged.splitlines() if '"config_reloaded"' in ln]
+        got = json.loads(line)
+        assert (got["ired_set"], got["ired_cleared"], got["result"]) == ([1], [2], "applied")
+
+        # --show-ired with the same file: port 1 as configured, port 2 gone
+        assert await asyncio.to_thread(cli.main, ["--config", str(conf), "--show-ired"]) == 0
+        shown = capsys.readouterr().out
+        assert [ln.split()[:3] for ln in shown.splitlines() if ln[:5].strip().isdigit()] == [
+            ["1", "iRED+protect", "512"]
+        ], shown
+        assert "differently" not in shown and "not set" not in shown, shown
+
+        # a file that does not validate: refused, logged, counted; the switch keeps port 1
+        conf.write_text(_toml(sw.address, "port = 1\nmax_len_queue = 512\nn_drop = 300"))
+        proc.send_signal(signal.SIGHUP)
+
+        async def refused() -> bool:
+            return _sample(metrics(), "rtpagent_config_reloads_total", 'result="invalid"') == 1
+
+        await wait_for(refused, within=10.0, interval=0.2)
+        (bad,) = [ln for ln in log_path.read_text().splitlines() if "config_reload_refused" in ln]
+        assert "n_drop (N) 300 must be below max_len_queue / 2" in bad, bad
+        assert await ired_settings(probe) == {1: want}
+        assert proc.poll() is None  # still running
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        await probe.close()
+        sw.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
+@pytest.mark.timeout(120)
+async def test_reload_retries_refused_ports_and_waits_for_an_absent_switch(
+    netns_port: tuple[str, str],
+) -> None:
+    sw = Softswitch(["--port", f"1={netns_port[0]}"])
+    sw.start()
+    probe = SwitchClient(
+        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    ports = [
+        IredPort.model_validate(SPEC),
+        IredPort.model_validate("port=7,max_len_queue=64,n_drop=4"),
+    ]
+    agent = BfrtSwitch(sw.address, relay_addrs=["127.0.0.1"], ired_ports=ports)
+    try:
+        await agent.start()
+        await probe.connect()
+        # the same configuration again: port 1 left alone, port 7 (refused) tried again
+        change = await agent.reload_ired(ports)
+        assert (change.set, change.unchanged, change.cleared) == ([7], [1], [])
+        assert "not a port of this switch" in change.refused[7]
+        assert _set(7) == 0
+        # port 7 dropped from the configuration: nothing to undo on the switch
+        change = await agent.reload_ired(ports[:1])
+        assert (change.set, change.cleared, change.refused) == ([], [7], {})
+        assert _set(7) is None
+
+        await probe.close()
+        sw.stop()
+        await wait_for(lambda: not agent.connected, within=20.0, interval=0.1)
+        change = await agent.reload_ired([])  # the switch is away: done when it is back
+        assert not change.applied and change.cleared == [1]
+        sw.start()
+        await probe.connect()
+        # reconnected: the pending port cleared (its metric gone), nothing set
+        await wait_for(lambda: _set(1) is None, within=20.0, interval=0.2)
+        assert await ired_settings(probe) == {}
+    finally:
+        await agent.close()
+        await probe.close()
+        sw.stop()

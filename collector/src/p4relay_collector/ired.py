@@ -9,6 +9,7 @@ once, found without the table, and not asked again until it reconnects.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import uuid
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import structlog
 from p4relay_switch import SchemaError, SwitchClient
 from p4relay_switch.ired import IredPortState, IredSettings, ired_settings, ired_state
 from p4relay_switch.names import IRED_CELL_BYTES, IRED_PORT
+from prometheus_client import Gauge
 
 from p4relay_collector import metrics
 from p4relay_collector.wire import Event
@@ -51,6 +53,21 @@ def _settings_metrics(label: tuple[str, str], s: IredSettings) -> None:
         metrics.IRED_MODE.labels(*label, m).set(int(m == mode))
 
 
+def _forget(switch: str, port: int) -> None:
+    """A port back on tail drop (iRED off, e.g. an agent reload dropped it): its
+    settings and queue average leave /metrics; its counters stay (they only grow)."""
+    label = (switch, str(port))
+    series: list[tuple[Gauge, tuple[str, ...]]] = [
+        (metrics.IRED_QAVG_BYTES, label),
+        (metrics.IRED_DROP_PROB, label),
+    ]
+    series += [(metrics.IRED_THRESHOLD_BYTES, (*label, t)) for t in ("max_len_queue", "min", "max")]
+    series += [(metrics.IRED_MODE, (*label, m)) for m in ("ired", "ired_protect", "tail_drop")]
+    for gauge, values in series:
+        with contextlib.suppress(KeyError):  # never shown
+            gauge.remove(*values)
+
+
 class IredTracker:
     """The previous reading of each port of one switch."""
 
@@ -58,6 +75,7 @@ class IredTracker:
         self.switch = switch
         self.prev: dict[int, IredPortState] = {}
         self.absent = False
+        self.shown: set[int] = set()  # ports with settings gauges on /metrics
 
     def reset(self) -> None:
         """After a reconnect: the program may have changed."""
@@ -133,4 +151,7 @@ class IredTracker:
                 )
             )
         self.prev = seen
+        for p in self.shown - set(seen):
+            _forget(self.switch, p)
+        self.shown = set(seen)
         return out

@@ -460,6 +460,46 @@ class App:
             await asyncio.sleep(1.0)
             self.agent.offloader_packets_cache = self.sampler.total_packets
 
+    async def reload(self, read: Callable[[], Settings]) -> bool:
+        """SIGHUP: the configuration read again (the file and the environment; flags
+        still win). One that does not validate is refused, logged and counted, and the
+        running one stays; a valid one's iRED is applied (`IredControl.reload`). Other
+        settings that changed are named in the log: they take effect at a restart."""
+        from .bfrt import BfrtSwitch
+
+        try:
+            cfg = read()
+        except (ValueError, OSError) as exc:
+            metrics.RELOADS.labels("invalid").inc()
+            log.error("config_reload_refused", error=str(exc), kept="the running configuration")
+            return False
+        later = sorted(
+            k
+            for k in Settings.model_fields
+            if k != "ired" and getattr(cfg, k) != getattr(self.cfg, k)
+        )
+        if later:
+            log.warning("config_reload_needs_restart", settings=later)
+        self.cfg = self.cfg.model_copy(update={"ired": cfg.ired})
+        if not isinstance(self.switch, BfrtSwitch) or not self.cfg.switch:
+            metrics.RELOADS.labels("applied").inc()
+            log.info("config_reloaded", ired="no switch")
+            return True
+        change = await self.switch.reload_ired(cfg.ired)
+        result = (
+            "deferred" if not change.applied else "switch_refused" if change.refused else "applied"
+        )
+        metrics.RELOADS.labels(result).inc()
+        log.info(
+            "config_reloaded",
+            result=result,
+            ired_set=change.set,
+            ired_cleared=change.cleared,
+            ired_unchanged=change.unchanged,
+            ired_refused=change.refused,
+        )
+        return True
+
     async def stop(self) -> None:
         if self.frontend is not None:
             await self.frontend.close()

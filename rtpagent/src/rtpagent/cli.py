@@ -22,6 +22,12 @@ examples:
   RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
   rtpagent --switch 127.0.0.1:50052 --ired port=4,max_len_queue=1024,n_drop=64
   rtpagent --config /etc/rtpagent.toml --show-ired
+  kill -HUP $(pidof -s rtpagent)   # re-read the file and the environment: iRED applied
+
+SIGHUP reloads the configuration (the file, RTPAGENT_* and the flags, which
+still win): a configuration that does not validate is refused in the log and
+the running one stays; iRED changes are applied to the switch at once, ports
+dropped from the list go back to tail drop; other settings need a restart.
 
 RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
 (the value of --notify-listen) to its flags; the SIP server's own socket stays
@@ -93,7 +99,7 @@ async def _show_ired(cfg: Settings) -> int:
     return 0
 
 
-async def _run(cfg: Settings) -> int:
+async def _run(cfg: Settings, read: Callable[[], Settings]) -> int:
     from .app import App, setup_logging
 
     setup_logging(cfg.log_level, cfg.log_json)
@@ -103,17 +109,33 @@ async def _run(cfg: Settings) -> int:
         host, _, port = cfg.metrics_listen.rpartition(":")
         start_http_server(int(port), addr=host or "0.0.0.0")
     app = App(cfg)
+    stop = asyncio.Event()
+    started = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[bool]] = set()
+
+    async def reload_when_started() -> bool:
+        await started.wait()
+        return await app.reload(read)
+
+    def reload() -> None:
+        t = asyncio.create_task(reload_when_started(), name="reload")
+        reloads.add(t)
+        t.add_done_callback(reloads.discard)
+
+    # Before the start: a SIGHUP meanwhile waits for it instead of ending the agent
+    # (the signal's default). Event loops without signal support (not Linux's) raise
+    # NotImplementedError; Ctrl-C still works.
+    with contextlib.suppress(NotImplementedError):
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, reload)
     await app.start()
+    started.set()
     _tune_gc()
     # Threads beside the loop (the store's JSON encoding, gRPC's) may hold
     # the GIL at most this long while a command waits (default: 5 ms).
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        # Event loops without signal support (not Linux's) raise this; Ctrl-C still works.
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await app.stop()
     return 0
@@ -138,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return asyncio.run(_show_ired(cfg))
     with asyncio.Runner(loop_factory=_loop_factory(cfg.event_loop)) as runner:
-        return runner.run(_run(cfg))
+        return runner.run(_run(cfg, lambda: load(a.config, overrides)))
 
 
 def _tune_gc() -> None:

@@ -2,13 +2,18 @@
 
 The agent is the switch's control plane, so it sets the configured ports at
 every (re)connect, after a switch restart too, beside the relay addresses and
-the port binding. Ports not configured are left as the switch has them.
-Depths are given in full-size packets (1514-byte frames, the unit of the iRED
-paper's Table I) and written in the switch's 80-byte queue cells.
+the port binding; a reload (SIGHUP) sets what changed and sets a port dropped
+from the configuration back to the switch's default, plain tail drop. Ports
+never configured are left as the switch has them. Depths are given in
+full-size packets (1514-byte frames, the unit of the iRED paper's Table I)
+and written in the switch's 80-byte queue cells.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
 from typing import Any, Self
 
 import structlog
@@ -17,11 +22,19 @@ from p4relay_switch.ired import (
     IredPortState,
     IredSettings,
     cells,
+    clear_ired,
     ired_settings,
     ired_state,
     set_ired,
 )
-from p4relay_switch.names import IRED_CELL_BYTES, IRED_EWMA_N_MAX, IRED_PORT
+from p4relay_switch.names import (
+    IRED_CELL_BYTES,
+    IRED_EWMA_N_MAX,
+    IRED_PORT,
+    REG_IRED_DROP_FLAG,
+    REG_IRED_QAVG,
+    REG_IRED_QDEPTH_PREV,
+)
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import metrics
@@ -145,6 +158,101 @@ async def apply(client: SwitchClient, ports: list[IredPort]) -> dict[int, str | 
     return out
 
 
+# A port's state iRED keeps between packets: zeroed when the port goes back to tail
+# drop (a drop flag left set would still drop the port's next packet; the average
+# would greet a later setting with an old queue). Its counters are kept: the
+# collector counts on from them.
+_STATE_REGISTERS = (REG_IRED_DROP_FLAG, REG_IRED_QAVG, REG_IRED_QDEPTH_PREV)
+
+
+async def clear(client: SwitchClient, ports: list[int]) -> dict[int, str | None]:
+    """Sets ports back to the switch's default, plain tail drop (their entry deleted,
+    their drop flag and queue average zeroed); per port None (done) or the switch's error."""
+    out: dict[int, str | None] = {}
+    try:
+        client.schema.table(IRED_PORT)
+    except SchemaError:
+        return dict.fromkeys(ports)  # no iRED in this program: every port is tail drop
+    for port in ports:
+        try:
+            await clear_ired(client, port, reset=False)
+            for reg in _STATE_REGISTERS:
+                await client.write_register(reg, {port: 0})
+            out[port] = None
+        except SwitchError as e:
+            out[port] = str(e)
+    for port, failed in out.items():
+        if failed:
+            log.error("ired_not_cleared", dev_port=port, reason=failed)
+        else:
+            with contextlib.suppress(KeyError):  # never set by this agent
+                metrics.IRED_SET.remove(str(port))
+            log.info("ired_cleared", dev_port=port)
+    return out
+
+
+@dataclass
+class Change:
+    """What a reload does on the switch: ports set (new, changed, or refused before),
+    ports set back to tail drop (dropped from the configuration), ports left as they are;
+    per port the switch's refusal, if any."""
+
+    set: list[int] = field(default_factory=list)
+    cleared: list[int] = field(default_factory=list)
+    unchanged: list[int] = field(default_factory=list)
+    refused: dict[int, str] = field(default_factory=dict)
+    applied: bool = True  # False: the switch is not connected; set when it connects
+
+
+class IredControl:
+    """The configured ports and what the switch was told: every configured port at
+    each connect, the difference at a reload. Ports dropped from the configuration
+    are set back to tail drop, at the reload or, if the switch was away, when it
+    connects. One at a time (a reload and a reconnect never interleave their writes)."""
+
+    def __init__(self, ports: list[IredPort]) -> None:
+        self.ports = ports
+        self._to_clear: set[int] = set()
+        self._refused: set[int] = set()
+        self._lock = asyncio.Lock()
+
+    async def at_connect(self, client: SwitchClient) -> dict[int, str | None]:
+        async with self._lock:
+            await self._clear_pending(client)
+            out = await apply(client, self.ports)
+            self._refused = {p for p, why in out.items() if why}
+            return out
+
+    async def reload(self, client: SwitchClient, ports: list[IredPort]) -> Change:
+        async with self._lock:
+            old = {p.port: p for p in self.ports}
+            new = {p.port: p for p in ports}
+            todo = [p for p in ports if old.get(p.port) != p or p.port in self._refused]
+            change = Change(
+                set=[p.port for p in todo],
+                cleared=sorted(set(old) - set(new)),
+                unchanged=sorted(set(new) - {p.port for p in todo}),
+            )
+            self.ports = ports
+            self._to_clear = (self._to_clear | set(change.cleared)) - set(new)
+            self._refused -= set(old) - set(new)
+            if not client.connected:
+                change.applied = False
+                return change
+            cleared = await self._clear_pending(client)
+            out = await apply(client, todo)
+            self._refused = (self._refused - set(change.set)) | {p for p, w in out.items() if w}
+            change.refused = {p: w for p, w in (out | cleared).items() if w}
+            return change
+
+    async def _clear_pending(self, client: SwitchClient) -> dict[int, str | None]:
+        if not self._to_clear:
+            return {}
+        out = await clear(client, sorted(self._to_clear))
+        self._to_clear = {p for p, failed in out.items() if failed}
+        return out
+
+
 def _row(port: int, s: IredSettings, st: IredPortState | None, configured: bool) -> str:
     pkt = cells(1, FRAME_BYTES)
     mode = "tail-drop" if s.tail_drop else ("iRED+protect" if s.protect else "iRED")
@@ -183,7 +291,10 @@ async def show(client: SwitchClient, ports: list[IredPort]) -> str:
         if p not in on:
             lines.append(f"{p:>5}  configured but not set on the switch (see the agent's log)")
         elif _differs(on[p], s):
-            lines.append(f"{p:>5}  set differently from the configuration (agent not restarted?)")
+            lines.append(
+                f"{p:>5}  set differently from the configuration (agent not reloaded? "
+                "SIGHUP applies it)"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -67,7 +67,14 @@ OFFLOAD_LATENCY = Histogram(
 )
 IRED_SET = Gauge(
     "rtpagent_ired_port_set",
-    "1 when the agent set the port's configured iRED at its last connect, 0 when the switch "
-    "refused it (the agent's log says why)",
+    "1 when the agent set the port's configured iRED at its last connect or reload, 0 when "
+    "the switch refused it (the agent's log says why); no series for a port not configured",
     ["dev_port"],
+)
+RELOADS = Counter(
+    "rtpagent_config_reloads_total",
+    "Configuration reloads (SIGHUP): applied, invalid (refused, the running settings kept), "
+    "switch_refused (some port's iRED refused by the switch), deferred (switch away: applied "
+    "when it connects)",
+    ["result"],
 )

@@ -85,7 +85,17 @@ from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import StartError
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
 
-__all__ = ["EGRESS", "FRAME", "MOS_TARGET", "POLICIES", "TABLE_I", "Plan", "Row", "main", "run_cell"]
+__all__ = [
+    "EGRESS",
+    "FRAME",
+    "MOS_TARGET",
+    "POLICIES",
+    "TABLE_I",
+    "Plan",
+    "Row",
+    "main",
+    "run_cell",
+]
 
 # The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port (the
 # paper's parameters); the switch restarts between groups of policies.
