@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO
 
@@ -89,11 +90,19 @@ def _set(port: int) -> float | None:
     return REGISTRY.get_sample_value("rtpagent_ired_port_set", {"dev_port": str(port)})
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
-@pytest.mark.timeout(120)
-async def test_set_at_connect_and_after_a_switch_restart(
-    netns_port: tuple[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
+@dataclasses.dataclass
+class Bed:
+    """A softswitch with port 1, the agent's switch connection configured for ports 1
+    and 7 (not a port of this switch), and a probe reading what it wrote."""
+
+    sw: Softswitch
+    probe: SwitchClient
+    agent: BfrtSwitch
+    ports: list[IredPort]
+
+
+@pytest.fixture
+async def bed(netns_port: tuple[str, str]) -> AsyncIterator[Bed]:
     sw = Softswitch(["--port", f"1={netns_port[0]}"])
     sw.start()
     probe = SwitchClient(
@@ -107,38 +116,48 @@ async def test_set_at_connect_and_after_a_switch_restart(
     try:
         await agent.start()
         await probe.connect()
-        assert await ired_settings(probe) == {1: ON_SWITCH}
-        assert _set(1) == 1 and _set(7) == 0  # port 7 is not a port of this switch
-
-        out = await asyncio.to_thread(
-            cli.main, ["--switch", sw.address, "--ired", SPEC, "--show-ired"]
-        )
-        text = capsys.readouterr().out
-        assert out == 0, text
-        (row,) = [ln for ln in text.splitlines() if ln.split()[:2] == ["1", "iRED"]]
-        assert row.split()[2:6] == ["256", "16", "112/224", "2"], row
-        assert "configured" in text and "decisions 0, drops 0" in row
-
-        # another setting than the configuration's is named
-        await asyncio.to_thread(
-            cli.main,
-            ["--switch", sw.address, "--ired", "port=1,max_len_queue=512,n_drop=16", "--show-ired"],
-        )
-        assert "set differently from the configuration" in capsys.readouterr().out
-
-        await probe.close()
-        sw.stop()
-        sw.start()  # same address, empty tables and registers
-        await probe.connect()
-
-        async def set_again() -> bool:
-            return await ired_settings(probe) == {1: ON_SWITCH}
-
-        await wait_for(set_again, within=20.0, interval=0.2)
+        yield Bed(sw, probe, agent, ports)
     finally:
         await agent.close()
         await probe.close()
         sw.stop()
+
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(120)
+async def test_set_at_connect_and_after_a_switch_restart(
+    bed: Bed, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sw, probe = bed.sw, bed.probe
+    assert await ired_settings(probe) == {1: ON_SWITCH}
+    assert _set(1) == 1 and _set(7) == 0  # port 7 is not a port of this switch
+
+    out = await asyncio.to_thread(cli.main, ["--switch", sw.address, "--ired", SPEC, "--show-ired"])
+    text = capsys.readouterr().out
+    assert out == 0, text
+    (row,) = [ln for ln in text.splitlines() if ln.split()[:2] == ["1", "iRED"]]
+    assert row.split()[2:6] == ["256", "16", "112/224", "2"], row
+    assert "configured" in text and "decisions 0, drops 0" in row
+
+    # another setting than the configuration's is named
+    await asyncio.to_thread(
+        cli.main,
+        ["--switch", sw.address, "--ired", "port=1,max_len_queue=512,n_drop=16", "--show-ired"],
+    )
+    assert "set differently from the configuration" in capsys.readouterr().out
+
+    await probe.close()
+    sw.stop()
+    sw.start()  # same address, empty tables and registers
+    await probe.connect()
+
+    async def set_again() -> bool:
+        return await ired_settings(probe) == {1: ON_SWITCH}
+
+    await wait_for(set_again, within=20.0, interval=0.2)
 
 
 async def test_show_without_a_switch(capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,7 +197,7 @@ def _sample(text: str, name: str, labels: str) -> float | None:
     return None
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+@ROOT_ONLY
 @pytest.mark.timeout(180)
 async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
     netns_two_ports: tuple[list[str], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -287,45 +306,27 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
         sw.stop()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
+@ROOT_ONLY
 @pytest.mark.timeout(120)
-async def test_reload_retries_refused_ports_and_waits_for_an_absent_switch(
-    netns_port: tuple[str, str],
-) -> None:
-    sw = Softswitch(["--port", f"1={netns_port[0]}"])
-    sw.start()
-    probe = SwitchClient(
-        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
-    )
-    ports = [
-        IredPort.model_validate(SPEC),
-        IredPort.model_validate("port=7,max_len_queue=64,n_drop=4"),
-    ]
-    agent = BfrtSwitch(sw.address, relay_addrs=["127.0.0.1"], ired_ports=ports)
-    try:
-        await agent.start()
-        await probe.connect()
-        # the same configuration again: port 1 left alone, port 7 (refused) tried again
-        change = await agent.reload_ired(ports)
-        assert (change.set, change.unchanged, change.cleared) == ([7], [1], [])
-        assert "not a port of this switch" in change.refused[7]
-        assert _set(7) == 0
-        # port 7 dropped from the configuration: nothing to undo on the switch
-        change = await agent.reload_ired(ports[:1])
-        assert (change.set, change.cleared, change.refused) == ([], [7], {})
-        assert _set(7) is None
+async def test_reload_retries_refused_ports_and_waits_for_an_absent_switch(bed: Bed) -> None:
+    sw, probe, agent, ports = bed.sw, bed.probe, bed.agent, bed.ports
+    # the same configuration again: port 1 left alone, port 7 (refused) tried again
+    change = await agent.reload_ired(ports)
+    assert (change.set, change.unchanged, change.cleared) == ([7], [1], [])
+    assert "not a port of this switch" in change.refused[7]
+    assert _set(7) == 0
+    # port 7 dropped from the configuration: nothing to undo on the switch
+    change = await agent.reload_ired(ports[:1])
+    assert (change.set, change.cleared, change.refused) == ([], [7], {})
+    assert _set(7) is None
 
-        await probe.close()
-        sw.stop()
-        await wait_for(lambda: not agent.connected, within=20.0, interval=0.1)
-        change = await agent.reload_ired([])  # the switch is away: done when it is back
-        assert not change.applied and change.cleared == [1]
-        sw.start()
-        await probe.connect()
-        # reconnected: the pending port cleared (its metric gone), nothing set
-        await wait_for(lambda: _set(1) is None, within=20.0, interval=0.2)
-        assert await ired_settings(probe) == {}
-    finally:
-        await agent.close()
-        await probe.close()
-        sw.stop()
+    await probe.close()
+    sw.stop()
+    await wait_for(lambda: not agent.connected, within=20.0, interval=0.1)
+    change = await agent.reload_ired([])  # the switch is away: done when it is back
+    assert not change.applied and change.cleared == [1]
+    sw.start()
+    await probe.connect()
+    # reconnected: the pending port cleared (its metric gone), nothing set
+    await wait_for(lambda: _set(1) is None, within=20.0, interval=0.2)
+    assert await ired_settings(probe) == {}

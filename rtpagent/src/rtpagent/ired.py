@@ -168,17 +168,16 @@ _STATE_REGISTERS = (REG_IRED_DROP_FLAG, REG_IRED_QAVG, REG_IRED_QDEPTH_PREV)
 async def clear(client: SwitchClient, ports: list[int]) -> dict[int, str | None]:
     """Sets ports back to the switch's default, plain tail drop (their entry deleted,
     their drop flag and queue average zeroed); per port None (done) or the switch's error."""
-    out: dict[int, str | None] = {}
+    out: dict[int, str | None] = dict.fromkeys(ports)
     try:
         client.schema.table(IRED_PORT)
     except SchemaError:
-        return dict.fromkeys(ports)  # no iRED in this program: every port is tail drop
+        ports = []  # no iRED in this program: every port is tail drop already
     for port in ports:
         try:
             await clear_ired(client, port, reset=False)
             for reg in _STATE_REGISTERS:
                 await client.write_register(reg, {port: 0})
-            out[port] = None
         except SwitchError as e:
             out[port] = str(e)
     for port, failed in out.items():
