@@ -328,6 +328,16 @@ def test_ired_experiment_runs_give_a_mean_and_its_interval(tmp_path: Path) -> No
     assert "3 runs" in md and "6/6" in md  # calls over every run
     # ratio of the means (24 / 11), and the range of the per-pass ratios (2.0 .. 2.4)
     assert "| 64 | ired | taildrop | 2.18x [2.00-2.40] |" in md
+    # the paper's view: iRED at each buffer against the AQMs in the largest buffer measured
+    view = rep.as_the_paper(
+        [
+            *rows,
+            _ired_row("pi2", 22.0, 24.0, 4.3, buffer=1024),
+            _ired_row("codel", 11.0, 24.0, 4.3, buffer=1024),
+        ]
+    )
+    assert "in the 1024-packet buffer" in view[0]
+    assert "| 64 | 11.0 ± 4.3 | 1.00x | 1.00x | 2.00x | 1.00x |" in view
     # a cell measured again takes only the new passes
     merged, _ = rep.merge(tmp_path, [_ired_row("ired", 12.0, 24.0, 4.4)], IRED_META)
     assert [(r.policy, r.run) for r in merged] == [
