@@ -22,7 +22,7 @@ examples:
   RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
   rtpagent --switch 127.0.0.1:50052 --ired port=4,max_len_queue=1024,n_drop=64
   rtpagent --config /etc/rtpagent.toml --show-ired
-  kill -HUP $(pidof -s rtpagent)   # re-read the file and the environment: iRED applied
+  kill -HUP <agent pid>   # re-read the file and the environment: iRED applied
 
 SIGHUP reloads the configuration (the file, RTPAGENT_* and the flags, which
 still win): a configuration that does not validate is refused in the log and
