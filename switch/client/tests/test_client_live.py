@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -15,6 +16,7 @@ from p4relay_switch import (
     EncodeError,
     Endpoint,
     Entry,
+    EntryBatch,
     EntryExistsError,
     GuardKey,
     Lpm,
@@ -214,6 +216,52 @@ async def test_guard_table_full_rolls_back_the_whole_install(sw: SwitchClient) -
     assert await sw.usage(pl.LEG_REWRITE) == 0
     assert await p.guard_entry_count() == RELAY_ENTRIES - 2
     await sw.delete(pl.RELAY_GUARD, filler)
+
+
+async def test_large_failed_batch_names_each_failed_update(tmp_path: Path) -> None:
+    """20,000 calls in one Write (200,000 updates), three of them on relay
+    ports another call of the batch has: the error names exactly their guard
+    inserts, however far into the batch (the details outgrow grpc's default
+    8 KiB trailer), and the batch is undone."""
+    n, collide = 20_000, {7_000: 0, 13_001: 1, 19_999: 2}
+
+    def relay(i: int, side: int) -> Endpoint:
+        j = collide.get(i, i)
+        return Endpoint.of(f"198.18.0.{10 + j // 10_000}", 20000 + 4 * (j % 10_000) + 2 * side)
+
+    calls = [
+        RelayCall.between(
+            a=Endpoint.of(f"198.19.{i // 250 % 250}.{i % 250 + 1}", 6000),
+            relay_a=relay(i, 0),
+            b=Endpoint.of(f"198.20.{i // 250 % 250}.{i % 250 + 1}", 7000),
+            relay_b=relay(i, 1),
+            legs=(2 * i + 1, 2 * i + 2),
+            ports=(1, 2),
+        )
+        for i in range(n)
+    ]
+    batch = EntryBatch(
+        add_legs=tuple(lg for c in calls for lg in c.install().add_legs),
+        add_relays=tuple(r for c in calls for r in c.install().add_relays),
+        add_guards=tuple(g for c in calls for g in c.guards()),
+    )
+    first_guard = len(batch.add_legs) + len(batch.add_relays)
+    args = ("--relay-entries", str(4 * n), "--legs", str(2 * n + 1))
+    with softswitch(args, log_path=tmp_path / "softswitch.log") as ss:
+        c = SwitchClient(ss.address, client_id=12, timeout_s=30)
+        await c.connect()
+        try:
+            p = Pipeline(c)
+            with pytest.raises(EntryExistsError) as ei:
+                await p.write(batch)
+            want = [first_guard + 4 * i + k for i in sorted(collide) for k in range(4)]
+            assert [e.index for e in ei.value.errors] == want
+            assert {e.code for e in ei.value.errors} == {grpc.StatusCode.ALREADY_EXISTS}
+            assert f"update {want[0]}" in str(ei.value)
+            for t in (pl.RELAY, pl.LEG_REWRITE, pl.RELAY_GUARD):
+                assert await c.usage(t) == 0, t
+        finally:
+            await c.close()
 
 
 async def test_table_full_is_typed_and_rolled_back(sw: SwitchClient) -> None:

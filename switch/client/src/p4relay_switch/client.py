@@ -43,6 +43,15 @@ ALL_PIPES = 0xFFFF
 ALL_DIRECTIONS = 0xFF
 ALL_PARSERS = 0xFF
 DEFAULT_PORT = 50052
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20),
+    ("grpc.max_send_message_length", 64 << 20),
+    # A failed Write names its failed updates by position in the trailer's
+    # details (every update up to the last failure): a large batch's list is
+    # megabytes, past grpc's 8 KiB default (the softswitch's stays under 21 MiB).
+    ("grpc.max_metadata_size", 32 << 20),
+    ("grpc.absolute_max_metadata_size", 32 << 20),
+]
 
 T = TypeVar("T")
 
@@ -217,13 +226,7 @@ class SwitchClient:
     async def _open(self) -> None:
         self._up = False
         await self._close_channel()
-        channel = grpc.aio.insecure_channel(
-            self.address,
-            options=[
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20),
-            ],
-        )
+        channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
         self._channel = channel
         try:
             await asyncio.wait_for(channel.channel_ready(), self.connect_timeout_s)
@@ -237,7 +240,8 @@ class SwitchClient:
         await self._bind()
         await self._load_schema()
         self._raw.bind(
-            channel,
+            self.address,
+            CHANNEL_OPTIONS,
             target=self._target(None),
             client_id=self.client_id,
             p4_name=self.p4_name,
@@ -328,6 +332,7 @@ class SwitchClient:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._close_channel()
+        self._raw.close()
         self._up = False
 
     async def _close_channel(self) -> None:

@@ -11,6 +11,7 @@ when there are no details (transport errors, an unbound client).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 import grpc
 import grpc.aio
@@ -140,7 +141,17 @@ _UNAVAILABLE = (
 )
 
 
-def update_errors(e: grpc.aio.AioRpcError, n_updates: int) -> tuple[UpdateError, ...]:
+class FailedCall(Protocol):
+    """What a failed call tells, blocking (grpc.Call) or asyncio (AioRpcError)."""
+
+    def code(self) -> grpc.StatusCode: ...
+
+    def details(self) -> str | None: ...
+
+    def trailing_metadata(self) -> Any: ...
+
+
+def update_errors(e: FailedCall, n_updates: int) -> tuple[UpdateError, ...]:
     """The failed updates named in the call's `bfrt_proto.Error` details.
 
     Details come in update order from the first update; a list longer than
@@ -165,9 +176,10 @@ def update_errors(e: grpc.aio.AioRpcError, n_updates: int) -> tuple[UpdateError,
     return tuple(out)
 
 
-def rpc_error(e: grpc.aio.AioRpcError, what: str, n_updates: int = 0) -> SwitchError:
-    """The typed error of a failed RPC: from its per-update details when it has
-    any, else from the call's code."""
+def rpc_error(exc: grpc.RpcError, what: str, n_updates: int = 0) -> SwitchError:
+    """The typed error of a failed RPC (blocking or asyncio): from its
+    per-update details when it has any, else from the call's code."""
+    e = cast(FailedCall, exc)  # both kinds of failed call carry their status
     code = e.code()
     msg = f"{what}: {code.name}: {e.details()}"
     errors = update_errors(e, n_updates)

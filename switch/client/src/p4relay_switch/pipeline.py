@@ -364,8 +364,9 @@ class Pipeline:
             log.warning("switch.batch_failed", error=str(exc), failed=len(failed) or len(kinds))
             await self._undo(batch, {e.index for e in exc.errors} if exc.errors else set())
             if failed:
-                f = failed[0]
-                raise write_error(f.code, f"Write: update {f.index}: {f.message}", (f,)) from exc
+                # Every failed update, each by its index in the batch.
+                msg = f"Write: {len(failed)} of {len(kinds)} updates failed"
+                raise write_error(failed[0].code, msg, tuple(failed)) from exc
             raise
 
     async def _undo(self, b: EntryBatch, failed: set[int]) -> None:
