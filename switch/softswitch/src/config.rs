@@ -82,6 +82,15 @@ pub struct Args {
     /// packet; an isolated packet is never delayed. 0 = wake per packet [default: 200]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_COALESCE_US")]
     pub rx_coalesce_us: Option<u32>,
+    /// Scheduling priority (nice, -20..=19) of the forwarding workers: on a
+    /// host shared with other work a worker below the kernel's own packet
+    /// path loses packets whenever it waits for a CPU [default: -10]
+    #[arg(
+        long,
+        env = "P4RELAY_SOFTSWITCH_WORKER_NICE",
+        allow_negative_numbers = true
+    )]
+    pub worker_nice: Option<i32>,
     /// XDP fast path for relay hits: auto (native when every port is a
     /// physical NIC whose driver takes it, else generic; the choice is
     /// logged), generic (skb mode, any interface), native (driver mode) or
@@ -135,6 +144,7 @@ struct FileConfig {
     workers: Option<usize>,
     rx_ring_frames: Option<u32>,
     rx_coalesce_us: Option<u32>,
+    worker_nice: Option<i32>,
     xdp: Option<XdpMode>,
     user_io: Option<UserIo>,
     xdp_entries: Option<u32>,
@@ -155,6 +165,8 @@ pub struct Config {
     pub rx_ring_frames: u32,
     /// Longest a worker sleeps between RX passes while packets flow, µs (0 = never).
     pub rx_coalesce_us: u32,
+    /// Nice value the forwarding workers ask for.
+    pub worker_nice: i32,
     pub xdp: XdpMode,
     pub user_io: UserIo,
     pub xdp_entries: u32,
@@ -318,6 +330,10 @@ impl Config {
         if rx_coalesce_us > 10_000 {
             bail!("--rx-coalesce-us {rx_coalesce_us}: must be 0..=10000");
         }
+        let worker_nice = args.worker_nice.or(file.worker_nice).unwrap_or(-10);
+        if !(-20..=19).contains(&worker_nice) {
+            bail!("--worker-nice {worker_nice}: must be -20..=19");
+        }
         // Every relay entry fits the fast path unless the operator caps it.
         let xdp_entries = args
             .xdp_entries
@@ -330,6 +346,7 @@ impl Config {
             ports,
             rx_ring_frames,
             rx_coalesce_us,
+            worker_nice,
             xdp: args.xdp.or(file.xdp).unwrap_or_default(),
             user_io: args.user_io.or(file.user_io).unwrap_or_default(),
             xdp_entries,

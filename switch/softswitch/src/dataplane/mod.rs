@@ -317,6 +317,7 @@ impl Dataplane {
                 stop: stop.clone(),
                 port_index: port_index(&ports),
                 coalesce_ns: u64::from(config.rx_coalesce_us) * 1000,
+                nice: config.worker_nice,
             };
             workers.push(
                 std::thread::Builder::new()
@@ -373,6 +374,8 @@ struct Worker {
     stop: Arc<AtomicBool>,
     port_index: [u8; 64],
     coalesce_ns: u64,
+    /// Asked for at start (`--worker-nice`).
+    nice: i32,
 }
 
 impl Worker {
@@ -384,7 +387,11 @@ impl Worker {
     /// ppoll (which would wake it per frame) but sleeps up to `coalesce_ns`
     /// to gather a batch, like a NIC's interrupt moderation. A packet that
     /// arrives alone (none in the previous `coalesce_ns`) wakes it at once.
+    /// A shaped queue is served at the same granularity: its packets leave
+    /// in batches at most `coalesce_ns` after their slots, the shaper
+    /// catching up the line time (egress.rs), rather than one wake-up each.
     fn run(mut self) {
+        self.set_priority();
         let mut pollfds: Vec<libc::pollfd> = self
             .rings
             .iter_mut()
@@ -460,6 +467,23 @@ impl Worker {
         }
     }
 
+    /// Asks the scheduler for `nice` (this thread only); refused without
+    /// CAP_SYS_NICE, which is logged and otherwise harmless.
+    fn set_priority(&self) {
+        // SAFETY: plain syscalls on this thread's own id.
+        let r = unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, self.nice)
+        };
+        if r != 0 {
+            tracing::warn!(
+                nice = self.nice,
+                error = %std::io::Error::last_os_error(),
+                "forwarding worker keeps the default priority"
+            );
+        }
+    }
+
     /// Moves what each port's line rate allows from its FIFO into its TX
     /// ring and kicks the ring once. Returns when a queued packet may next
     /// leave, if one is waiting.
@@ -497,6 +521,8 @@ impl Worker {
                     ring.flush();
                 }
                 if let Some(t) = next {
+                    // Not before the coalescing granularity (see `run`).
+                    let t = t.max(now + self.coalesce_ns.min(egress::MAX_CATCHUP_NS / 4));
                     wake = Some(wake.map_or(t, |w: u64| w.min(t)));
                 }
             } else if pending[pi] {
