@@ -9,7 +9,7 @@
 # open-source build of the same compiler under /opt/p4c-tofino/bin/p4c
 # (`make setup` installs it when ../shared/tools/p4c-tofino provides it).
 #
-# standard  default profile, contract sizes (112K relay + guard entries, 56K
+# standard  default profile, contract sizes (128K relay + guard entries, 64K
 #           legs): every feature (relay, guard, learning, RTP quality,
 #           congestion reroute, INT, iRED)
 # lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;

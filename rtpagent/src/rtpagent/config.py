@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     switch_name: str = "sw1"
     switch_client_id: int = 1
     legs: int = Field(
-        default=57344, description="leg_rewrite capacity (per pipe; the standard Tofino profile)"
+        default=65536, description="leg_rewrite capacity (per pipe; the standard Tofino profile)"
     )
     idle_ttl_ms: int = Field(
         default=60000, description="switch entry idle timeout, ms (RTPProxy's TTL)"

@@ -41,7 +41,7 @@ class Offloader:
         table: SessionTable,
         switch: Switch,
         *,
-        legs: int = 57344,
+        legs: int = 65536,
         idle_ttl_ms: int = 5000,
         nat_nets: Iterable[str] = DEFAULT_NAT_NETS,
         latch_always: bool = False,

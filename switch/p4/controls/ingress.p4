@@ -11,9 +11,9 @@
  * Every step is a single-stage item gated by bits computed once (README
  * "Stages": Tofino 1 has no long branches). Chain, as the compiler places it
  * (standard profile; README "Resources" has the stage map):
- *   relay -> relay_guard and leg_rewrite -> ipv4_lpm beside reroute_watch ->
- *   reroute_active -> backup next hop -> nexthop beside int_role ->
- *   ired_drop_flag -> its counters;
+ *   relay beside relay_guard -> leg_rewrite (and the guard's drop) ->
+ *   ipv4_lpm beside reroute_watch -> reroute_active -> backup next hop ->
+ *   nexthop beside int_role -> ired_drop_flag -> its counters;
  *   clock slices -> 2 adds -> learn_filter (its output is the digest type).
  */
 #ifdef WITH_REROUTE
@@ -91,7 +91,7 @@ control Ingress(
                 /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);
             }
-            if (ig_md.guard_drop) {
+            if (GUARD_DROP) {
                 /* a foreign source sending to an offloaded call's relay port:
                  * never reaches RTPProxy (it would latch to it); the digest
                  * set above is still sent (the deparser emits digests of

@@ -342,11 +342,14 @@ control IredDrop(
                 ig_md.ired_flag = take_flag.execute(ig_tm_md.ucast_egress_port);
             }
         }
-        /* the next stage: ired_flag stays 0 (parser) unless a flag was taken */
+        /* the next stage: ired_flag stays 0 (parser) unless a flag was taken;
+         * two conditions that exclude each other, not an if/else, so both
+         * counters share that stage */
         if (ig_md.ired_flag == 1 || (ig_md.ired_flag == 3 && !ig_md.ired_protected)) {
             drop_packet();
             count_drop.execute(ig_tm_md.ucast_egress_port);
-        } else if (ig_md.ired_flag == 3) {
+        }
+        if (ig_md.ired_flag == 3 && ig_md.ired_protected) {
             count_spared.execute(ig_tm_md.ucast_egress_port);
         }
     }

@@ -18,8 +18,9 @@
  *   RTP + 1 on both sides). Its direct counter is the direction's packets and
  *   bytes, RTP and RTCP.
  * relay_guard: relay address:port of an offloaded call -> drop, counted in
- *   guard_drops[leg] (the leg of the direction whose relay port it is). Applied only
- *   when relay_addr marked the packet and relay missed, i.e. to a packet from
+ *   guard_drops[leg] (the leg of the direction whose relay port it is). Looked
+ *   up beside relay; its hit counts only when relay_addr marked the packet and
+ *   relay missed, i.e. for a packet from
  *   a source that is not the call's party (another address or port, or the
  *   party's address arriving on another switch port): RTPProxy must not see it, or it
  *   would latch its (idle, unlatched) stream to that source and relay the
@@ -44,6 +45,11 @@
 #define RELAY_NO_INT true
 #endif
 #define RELAY_LOOKUP (hdr.udp.isValid() && RELAY_NO_NOTICE && RELAY_NO_INT)
+/* A guard hit drops a packet that relay_addr marked and relay missed: bits of
+ * relay's own stages, so Ingress drops it in the step right after them, ahead
+ * of Forwarding (whose drop actions write drop_ctl after it in program order:
+ * a drop waiting for guard_count's counter RAM would hold ipv4_lpm back). */
+#define GUARD_DROP (ig_md.guard_hit && ig_md.relay_dst && !ig_md.relay_hit)
 
 control RelaySessions(
         inout ingress_headers_t hdr,
@@ -132,9 +138,17 @@ control RelaySessions(
         counters = leg_counter;
     }
 
+    /* The guard's hit only marks the packet: relay_guard is looked up beside
+     * relay (its key is the packet's own destination), and the drop and the
+     * count follow once relay's miss is known (guard_count). */
     @name(".Ingress.guard_drop")
     action guard_drop(leg_t leg) {
-        guard_drops.count(leg);
+        ig_md.guard_hit = true;
+        ig_md.guard_leg = leg;
+    }
+
+    action guard_count() {
+        guard_drops.count(ig_md.guard_leg);
         ig_md.guard_drop = true;
     }
 
@@ -159,7 +173,9 @@ control RelaySessions(
     /* Single-stage items, each gated by what it needs (Tofino 1 has no long
      * branches: a gated block over relay's stages would keep the clock,
      * learning and forwarding out of them). Congestion notices and INT
-     * packets are routed, never relayed (RELAY_LOOKUP). */
+     * packets are routed, never relayed (RELAY_LOOKUP). relay_guard does not
+     * wait for relay: both read only the packet, so the guard shares relay's
+     * stages and only leg_rewrite follows them (README "Stages"). */
     apply {
         if (RELAY_LOOKUP) {
             relay_addr.apply();
@@ -167,8 +183,11 @@ control RelaySessions(
         if (RELAY_LOOKUP) {
             relay.apply();
         }
-        if (ig_md.relay_dst && !ig_md.relay_hit) {
+        if (RELAY_LOOKUP) {
             relay_guard.apply();
+        }
+        if (GUARD_DROP) {
+            guard_count();
         }
         /* A missing leg_rewrite entry leaves the packet as it is: it goes
          * to the relay address, i.e. RTPProxy keeps relaying it. */

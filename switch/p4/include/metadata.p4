@@ -50,7 +50,9 @@ struct ingress_metadata_t {
     /* relay */
     bool    relay_dst;            /* hit relay_addr: destination is a relay address:port */
     bool    relay_hit;            /* hit relay */
-    bool    guard_drop;           /* hit relay_guard: foreign source, drop */
+    bool    guard_hit;            /* hit relay_guard (looked up beside relay) */
+    leg_t   guard_leg;            /* its entry's leg: the guard_drops index  */
+    bool    guard_drop;           /* guard hit, relay_addr hit, relay miss: foreign source, drop */
     leg_t   leg;                  /* key of leg_rewrite (hdr.bridged carries it to Egress) */
     bit<16> rtcp_port_offset;     /* 0 for RTP, 1 for RTCP (ports are RTP + 1) */
 

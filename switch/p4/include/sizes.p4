@@ -12,8 +12,8 @@
  * (README "Resources", from the compiler's logs). Counting is per leg
  * (leg_rewrite's direct counter, guard_drops), so the relay tables carry no
  * counter RAM. A call = 4 relay + 4 guard entries + 2 legs.
- *   standard (every feature: RTP quality, reroute, INT, iRED): 112K / 112K /
- *       56K, 28,672 calls per pipe
+ *   standard (every feature: RTP quality, reroute, INT, iRED): 128K / 128K /
+ *       64K, 32,768 calls per pipe
  *   lean (relay only, P4RELAY_PROFILE_LEAN): 184K / 184K / 92K, 47,104 calls
  *   large (P4RELAY_SCALE_LARGE: RTP quality only): 160K / 160K / 80K,
  *       40,960 calls */
@@ -42,16 +42,16 @@
 
 /* Relay entries per pipe: 4 per call (RTP + RTCP, both directions). */
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 114688
+#define RELAY_TABLE_SIZE 131072
 #endif
 /* Guarded relay-side ports per pipe: 4 per call (each leg's RTPProxy RTP and
  * RTCP port), in every pipe whose ports can receive foreign traffic. */
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 114688
+#define RELAY_GUARD_TABLE_SIZE 131072
 #endif
 /* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 57344
+#define LEG_TABLE_SIZE 65536
 #endif
 #ifndef IPV4_LPM_TABLE_SIZE
 #define IPV4_LPM_TABLE_SIZE 16384

@@ -32,6 +32,8 @@ parser IngressParser(
         ig_md.ingress_port = ig_intr_md.ingress_port;
         ig_md.relay_dst = false;
         ig_md.relay_hit = false;
+        ig_md.guard_hit = false;
+        ig_md.guard_leg = 0;
         ig_md.guard_drop = false;
         ig_md.leg = 0;
         ig_md.rtcp_port_offset = 0;
