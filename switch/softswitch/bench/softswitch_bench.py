@@ -25,7 +25,7 @@ Method, so the figures mean what they say:
   non-default one. Variants are interleaved (their order rotates per round),
   three rounds; medians with the min beside them.
 
-    python switch/softswitch/bench/softswitch_bench.py [--quick] [--skip-memory]
+    python switch/softswitch/bench/softswitch_bench.py [--quick] [--skip-memory] [--variants bf,sn]
 
 Environment: P4RB_RATES (comma-separated pps), P4RB_TRIAL_S, P4RB_ROUNDS.
 """
@@ -240,6 +240,25 @@ GRO_ON = (
 )
 
 
+def hosts_gro_on(tb: Testbed) -> None:
+    """GRO on the hosts' veth ends: their NAPI runs, so frames a native XDP
+    program redirects into the device's ends reach them."""
+    for ns, i in ((tb.a, "a0"), (tb.b, "b0")):
+        nsx(ns, str(PY), "-c", GRO_ON, i)
+
+
+def xdp_mode(tb: Testbed) -> str:
+    """The softswitch's p4relay_xdp_mode as its /metrics shows it."""
+    code = (
+        "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9101/metrics',"
+        "timeout=5).read().decode())"
+    )
+    for line in nsx(tb.sw, str(PY), "-c", code).splitlines():
+        if line.startswith('p4relay_xdp_mode{mode="'):
+            return line.split('"')[1]
+    return "none"
+
+
 def direct(tb: Testbed) -> Dut:
     return Dut("direct veth (baseline)", tb, tb.macs["b0"], B_IP,
                [B_PORT + 2 * i for i in range(FLOWS)], "—")  # fmt: skip
@@ -288,14 +307,11 @@ def softswitch(
     ired: bool = False,
     int_transit: bool = False,
     user_io: str | None = None,
+    hosts_gro: bool = False,
 ) -> Dut:
     # Defaults for everything but the ports (and the XDP mode or a port rate, where named).
     args = ["--port", "1=sa", "--port", "2=sb"]
-    settings = (
-        "`--port 1=sa,2=sb` (`--xdp auto` picks generic on veth)"
-        if xdp is None
-        else "`--port 1=sa,2=sb`"
-    )
+    settings = "`--port 1=sa,2=sb`"
     if shaped:
         # A shaped egress port: every packet to it takes the user-space pipeline,
         # its FIFO and shaper, with the egress quality registers (as under congestion).
@@ -311,14 +327,17 @@ def softswitch(
         settings += f", `--user-io {user_io}`"
     else:
         settings += " (`--user-io auto` picks AF_XDP)"
-    if xdp == "native":
-        # Native XDP redirects into a veth only if its peer runs NAPI: GRO on the hosts' ends.
-        for ns, i in ((tb.a, "a0"), (tb.b, "b0")):
-            nsx(ns, str(PY), "-c", GRO_ON, i)
+    if hosts_gro:
+        hosts_gro_on(tb)
         settings += "; hosts' veth ends: GRO on"
     log = f"softswitch-{tb.tag}"
     p = start_bg(log, ["ip", "netns", "exec", tb.sw, str(BIN), *args])
     wait_tcp(tb.sw, 50052, p, log)
+    if xdp is None:
+        # What auto chose here, as the switch reports it.
+        settings = settings.replace(
+            "`--port 1=sa,2=sb`", f"`--port 1=sa,2=sb` (`--xdp auto` picks {xdp_mode(tb)})", 1
+        )
     nsx(
         tb.sw, str(TOOL), "program", "--calls", str(FLOWS), "--a-ip", A_IP, "--a-port", str(A_PORT),
         "--b-ip", B_IP, "--b-port", str(B_PORT), "--relay-ip", RELAY_IP,
@@ -340,7 +359,9 @@ def softswitch(
     return Dut(name, tb, GW_MAC, RELAY_IP, dports, settings, p.pid, lambda: stop_bg(log, p))
 
 
-def bridge(tb: Testbed, netfilter: bool) -> Dut:
+def bridge(tb: Testbed, netfilter: bool, hosts_gro: bool = False) -> Dut:
+    if hosts_gro:
+        hosts_gro_on(tb)
     nsx(tb.sw, "ip", "link", "add", "br0", "type", "bridge")
     for i in ("sa", "sb"):
         nsx(tb.sw, "ip", "link", "set", i, "master", "br0")
@@ -352,6 +373,9 @@ def bridge(tb: Testbed, netfilter: bool) -> Dut:
     settings = (
         "defaults (bridge-nf-call-* = 1)" if netfilter else "`bridge-nf-call-{ip,ip6,arp}tables=0`"
     )
+    if hosts_gro:
+        name += ", hosts' GRO on"
+        settings += "; hosts' veth ends: GRO on"
     # Bridged frames are addressed to B itself; no rewrite.
     return Dut(name, tb, tb.macs["b0"], B_IP, [B_PORT + 2 * i for i in range(FLOWS)], settings)
 
@@ -651,6 +675,10 @@ def report(
     for num in names:
         for den in ("bridge, netfilter on", "bridge, netfilter off", "RTPProxy"):
             ratio_row(f"{num} / {den}", num, den)
+    # Native XDP needs the hosts' GRO on: against the bridge on the same hosts too.
+    native, gro_bridge = "softswitch, XDP native", "bridge, netfilter off, hosts' GRO on"
+    ratio_row(f"{native} / {gro_bridge}", native, gro_bridge)
+    ratio_row(f"{native} / softswitch, default (XDP generic)", native, names[0])
     # AF_XDP against AF_PACKET for the user-space path, side by side in this run
     for a, b in (
         ("softswitch, user space (AF_XDP)", "softswitch, user space (AF_PACKET)"),
@@ -728,6 +756,10 @@ def main() -> int:
     )
     ap.add_argument("--quick", action="store_true", help="one round at two rates, for a smoke run")
     ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument(
+        "--variants",
+        help="comma-separated testbed tags to run (bn,bf,bg,sg,sn,su,sp,ss,sq,si,sx,rp); default all",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("needs root (network namespaces, AF_PACKET, XDP)", file=sys.stderr)
@@ -755,8 +787,12 @@ def main() -> int:
         makers: list[tuple[str, Callable[[Testbed], Dut]]] = [
             ("bn", lambda tb: bridge(tb, True)),
             ("bf", lambda tb: bridge(tb, False)),
+            ("bg", lambda tb: bridge(tb, False, hosts_gro=True)),
             ("sg", lambda tb: softswitch(tb, None, "softswitch, default (XDP generic)")),
-            ("sn", lambda tb: softswitch(tb, "native", "softswitch, XDP native")),
+            (
+                "sn",
+                lambda tb: softswitch(tb, None, "softswitch, XDP native", hosts_gro=True),
+            ),
             ("su", lambda tb: softswitch(tb, "off", "softswitch, user space (AF_XDP)")),
             (
                 "sp",
@@ -787,8 +823,13 @@ def main() -> int:
             ),
             ("rp", rtpproxy),
         ]
+        only = set(args.variants.split(",")) if args.variants else {t for t, _ in makers}
+        if unknown := only - {t for t, _ in makers}:
+            print(f"unknown variants: {','.join(sorted(unknown))}", file=sys.stderr)
+            return 2
         for tag, make in makers:
-            duts.append(make(Testbed(tag).build()))
+            if tag in only:
+                duts.append(make(Testbed(tag).build()))
         base = Result(base_dut)
         results = [Result(d) for d in duts]
         everyone = [base, *results]

@@ -362,4 +362,26 @@ int p4relay_fastpath(struct xdp_md *ctx)
     return bpf_redirect(pout->ifindex, 0);
 }
 
+// The native-mode probe's target ifindex (one cell; src/fastpath/mod.rs
+// native_tx_reaches).
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, __u32);
+} probe_target SEC(".maps");
+
+// In native mode a frame redirected into a veth is queued to its peer's NAPI;
+// a peer without NAPI (GRO off and no XDP program of its own) makes the
+// kernel drop it. The softswitch runs this program on one live frame
+// (BPF_F_TEST_XDP_LIVE_FRAMES) to see whether a port's peer takes frames
+// redirected the way p4relay_fastpath redirects them.
+SEC("xdp")
+int p4relay_probe(struct xdp_md *ctx)
+{
+    __u32 zero = 0;
+    __u32 *ifindex = bpf_map_lookup_elem(&probe_target, &zero);
+    return ifindex ? bpf_redirect(*ifindex, 0) : XDP_ABORTED;
+}
+
 char _license[] SEC("license") = "GPL";

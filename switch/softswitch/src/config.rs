@@ -91,10 +91,12 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub worker_nice: Option<i32>,
-    /// XDP fast path for relay hits: auto (native when every port is a
-    /// physical NIC whose driver takes it, else generic; the choice is
-    /// logged), generic (skb mode, any interface), native (driver mode) or
-    /// off. Relay entries whose egress port is unshaped and enabled are
+    /// XDP fast path for relay hits: auto (native when every port takes it:
+    /// a NIC whose driver attaches it, or a veth whose peer does not drop
+    /// natively redirected frames, i.e. has GRO on or an XDP program, checked
+    /// with one probe frame per port; else generic; the choice is logged and
+    /// in p4relay_xdp_mode), generic (skb mode, any interface), native
+    /// (driver mode) or off. Relay entries whose egress port is unshaped and enabled are
     /// forwarded in the kernel; everything else takes the user-space
     /// pipeline. If it cannot attach, the switch runs without it and logs
     /// why [default: auto]
@@ -180,14 +182,27 @@ pub struct Config {
 pub enum XdpMode {
     /// No fast path: every packet through the user-space pipeline.
     Off,
-    /// Native where every port is a NIC whose driver attaches it, otherwise
-    /// (veth and other virtual interfaces, or a driver refusing) generic.
+    /// Native where every port takes it (a NIC whose driver attaches it; a
+    /// veth whose peer runs NAPI: GRO on or an XDP program there), otherwise
+    /// generic.
     #[default]
     Auto,
     /// Generic (skb) XDP: works on every interface, veth included.
     Generic,
     /// Driver XDP: faster on NICs that support it (and XDP_REDIRECT targets).
     Native,
+}
+
+impl XdpMode {
+    /// As `p4relay_xdp_mode` labels it.
+    pub fn label(self) -> &'static str {
+        match self {
+            XdpMode::Off => "off",
+            XdpMode::Auto => "auto",
+            XdpMode::Generic => "generic",
+            XdpMode::Native => "native",
+        }
+    }
 }
 
 /// How the user-space pipeline's packets reach it.

@@ -88,6 +88,9 @@ pub fn run(config: config::Config) -> Result<()> {
     let schema = schema::Schema::build(&CONTRACT, config.relay_entries, config.legs);
     let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
     let _ = sw.dataplane_io.set(dp.io.label());
+    if let Some(fp) = &fast {
+        let _ = sw.xdp_mode.set(fp.mode().label());
+    }
     let stop = Arc::new(AtomicBool::new(false));
     if let Some(fp) = &fast {
         sw.sync_fast_ports();
@@ -98,6 +101,13 @@ pub fn run(config: config::Config) -> Result<()> {
             .spawn(move || {
                 // Link state and the clock offset change outside any Write.
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for (port, ifname) in fp.check_native_tx() {
+                        tracing::error!(
+                            port,
+                            ifname = %ifname,
+                            "native XDP: this veth's peer stopped taking redirected frames (GRO turned off there?); relay hits to it now take the user-space pipeline"
+                        );
+                    }
                     sw.sync_fast_ports();
                     fp.refresh_clock();
                     std::thread::sleep(std::time::Duration::from_millis(250));
@@ -165,20 +175,19 @@ fn load_xdp(config: &config::Config) -> std::result::Result<Arc<fastpath::FastPa
 }
 
 /// `--xdp auto` (and the program for AF_XDP alone): attaches natively when
-/// every port is a physical NIC and each driver takes it (true); otherwise
-/// attaches nothing (false: the caller attaches in generic mode). Logged
-/// either way.
+/// every port takes it: a NIC whose driver attaches it, or a virtual
+/// interface (veth) that does not drop natively redirected frames (its peer
+/// runs NAPI: GRO on or an XDP program there); otherwise attaches nothing
+/// (false: the caller attaches in generic mode). Logged either way.
 fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool {
-    let virt: Vec<&str> = config
-        .ports
-        .values()
-        .filter(|pc| fastpath::is_virtual(&pc.ifname))
-        .map(|pc| pc.ifname.as_str())
-        .collect();
-    if !virt.is_empty() || config.ports.is_empty() {
+    if config.ports.is_empty() {
+        return false;
+    }
+    let refused = refused_native_tx(fp, config);
+    if !refused.is_empty() {
         tracing::info!(
-            virtual_ports = ?virt,
-            "XDP auto: generic mode (virtual interfaces: native XDP on veth costs more per packet and needs the peer's NAPI)"
+            ports = ?refused.iter().map(|(_, why)| why).collect::<Vec<_>>(),
+            "XDP auto: generic mode on every port: these interfaces drop natively redirected frames (a veth's peer needs GRO on, `ethtool -K <peer> gro on`, or an XDP program of its own)"
         );
         return false;
     }
@@ -198,6 +207,21 @@ fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool 
     true
 }
 
+/// The virtual ports (veth) that drop frames redirected into them in native
+/// mode, each with why: (port, interface and reason).
+fn refused_native_tx(fp: &fastpath::FastPath, config: &config::Config) -> Vec<(u32, String)> {
+    config
+        .ports
+        .iter()
+        .filter(|(_, pc)| fastpath::is_virtual(&pc.ifname))
+        .filter_map(|(&id, pc)| match fp.native_tx_reaches(&pc.ifname) {
+            Ok(true) => None,
+            Ok(false) => Some((id, format!("{}: probe frame dropped", pc.ifname))),
+            Err(e) => Some((id, format!("{}: {e:#}", pc.ifname))),
+        })
+        .collect()
+}
+
 /// Attaches the program to every port: Ok when it runs on all of them (the
 /// AF_XDP sockets can then take every packet the fast path leaves), else
 /// why not. A port it could not attach to still relays (in user space).
@@ -211,6 +235,18 @@ fn attach_xdp(fp: &fastpath::FastPath, config: &config::Config) -> std::result::
         }
         m => m,
     };
+    if mode == config::XdpMode::Native {
+        // Asked for: relay hits routed to a port that drops native
+        // redirects take the user-space pipeline instead.
+        for (id, why) in refused_native_tx(fp, config) {
+            tracing::warn!(
+                port = id,
+                why = %why,
+                "--xdp native: this interface drops natively redirected frames (a veth's peer needs GRO on, `ethtool -K <peer> gro on`, or an XDP program); relay hits to it take the user-space pipeline"
+            );
+            fp.refuse_native_tx(id);
+        }
+    }
     let mut failed = Vec::new();
     for (&id, pc) in &config.ports {
         if let Err(e) = fp.attach(id, &pc.ifname, mode) {

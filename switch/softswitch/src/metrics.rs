@@ -202,6 +202,15 @@ pub fn render(sw: &Switch) -> String {
         family(&mut o, "p4relay_dataplane_io", "gauge", "What the user-space pipeline receives and sends on (af_xdp_copy, af_xdp_zerocopy, af_packet)");
         let _ = writeln!(o, "p4relay_dataplane_io{{io=\"{io}\"}} 1");
     }
+    if let Some(mode) = sw.xdp_mode.get() {
+        family(
+            &mut o,
+            "p4relay_xdp_mode",
+            "gauge",
+            "How the XDP fast path is attached (native, generic)",
+        );
+        let _ = writeln!(o, "p4relay_xdp_mode{{mode=\"{mode}\"}} 1");
+    }
     if let Some(fp) = &pl.fastpath {
         let status = fp.status();
         for (name, kind, help, v) in [

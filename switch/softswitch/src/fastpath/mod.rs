@@ -26,6 +26,7 @@ use anyhow::{Context, Result};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 const PROGRAM: &str = "p4relay_fastpath";
+const PROBE: &str = "p4relay_probe";
 /// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
 pub const MAX_PORTS: u32 = 64;
 /// bpf/fastpath.bpf.c XSK_QUEUES: RX queues per port in the `xsks` map.
@@ -40,9 +41,10 @@ fn xdp_flags(mode: XdpMode) -> u32 {
     }
 }
 
-/// An interface with no device behind it (veth, bridge, tunnel): its XDP is
-/// generic, or native at a cost (veth: native redirect needs the peer's NAPI
-/// and costs more per packet than generic; docs/benchmarks/10-softswitch.md).
+/// An interface with no device behind it (veth, bridge, tunnel): native XDP
+/// redirect into it works only where its peer takes the frames (veth: the
+/// peer runs NAPI, i.e. has GRO on or an XDP program), which
+/// `FastPath::native_tx_reaches` checks.
 pub fn is_virtual(ifname: &str) -> bool {
     !std::path::Path::new(&format!("/sys/class/net/{ifname}/device")).exists()
 }
@@ -135,6 +137,8 @@ pub struct FastPath {
     mode: parking_lot::Mutex<XdpMode>,
     _obj: sys::Object,
     prog: c_int,
+    probe: c_int,
+    probe_target: c_int,
     relay: c_int,
     legs: c_int,
     leg_counts: c_int,
@@ -152,6 +156,12 @@ pub struct FastPath {
     /// Legs the kernel map refused (full).
     pub legs_full: AtomicU64,
     links: parking_lot::Mutex<Vec<(u32, c_int)>>,
+    /// Ports whose interface drops frames redirected in native mode: the
+    /// program never sends to them (user space does).
+    no_native_tx: parking_lot::Mutex<Vec<u32>>,
+    /// Native mode, veth ports the program sends to: (port, interface, its
+    /// TX count, the veth's queued XDP frames) at the last check.
+    native_veths: parking_lot::Mutex<Vec<(u32, String, u64, u64)>>,
 }
 
 fn key_c(k: &RelayKey) -> RelayKeyC {
@@ -187,6 +197,8 @@ impl FastPath {
         let fp = FastPath {
             mode: parking_lot::Mutex::new(mode),
             prog: obj.prog_fd(PROGRAM)?,
+            probe: obj.prog_fd(PROBE)?,
+            probe_target: obj.map_fd("probe_target")?,
             relay: obj.map_fd("relay")?,
             legs: obj.map_fd("legs")?,
             leg_counts: obj.map_fd("leg_counts")?,
@@ -201,6 +213,8 @@ impl FastPath {
             relay_entries: AtomicU64::new(0),
             legs_full: AtomicU64::new(0),
             links: parking_lot::Mutex::new(Vec::new()),
+            no_native_tx: parking_lot::Mutex::new(Vec::new()),
+            native_veths: parking_lot::Mutex::new(Vec::new()),
         };
         let c = ConfigVal {
             clock_hz,
@@ -221,7 +235,42 @@ impl FastPath {
             .with_context(|| format!("attach XDP ({mode:?}) to {ifname}"))?;
         self.links.lock().push((port, link));
         *self.mode.lock() = mode;
+        if mode == XdpMode::Native {
+            if let Ok(x) = veth_xdp_xmit(ifname) {
+                let tx = self.port_counts(port).tx_packets;
+                self.native_veths
+                    .lock()
+                    .push((port, ifname.to_string(), tx, x));
+            }
+        }
         Ok(())
+    }
+
+    /// Native mode on veth: the ports whose peer stopped taking redirected
+    /// frames since the last call (GRO turned off there: the program sent
+    /// to the port, the veth queued none of it). From then on the program
+    /// leaves their relay hits to user space. Called periodically.
+    pub fn check_native_tx(&self) -> Vec<(u32, String)> {
+        // Sends in flight between the two reads are at most a NAPI batch.
+        const IN_FLIGHT: u64 = 64;
+        let mut broken = Vec::new();
+        for (port, ifname, tx0, x0) in self.native_veths.lock().iter_mut() {
+            let Ok(x) = veth_xdp_xmit(ifname) else {
+                continue;
+            };
+            let tx = self.port_counts(*port).tx_packets;
+            if tx.wrapping_sub(*tx0) > IN_FLIGHT && x == *x0 {
+                broken.push((*port, ifname.clone()));
+            }
+            (*tx0, *x0) = (tx, x);
+        }
+        for (port, _) in &broken {
+            self.refuse_native_tx(*port);
+        }
+        self.native_veths
+            .lock()
+            .retain(|(p, ..)| !broken.iter().any(|(b, _)| b == p));
+        broken
     }
 
     /// Detaches the program from every port (closing a link detaches it).
@@ -258,6 +307,40 @@ impl FastPath {
     pub fn links(&self) -> usize {
         self.links.lock().len()
     }
+
+    /// Whether a frame redirected into `ifname` the way native XDP redirects
+    /// reaches the other end (veth: its peer runs NAPI; the kernel drops it
+    /// otherwise). Sends one probe frame (IEEE 802 local experimental
+    /// ethertype to the link-local group no bridge forwards; the peer's stack
+    /// drops it as an unknown protocol) and reads the veth's XDP transmit
+    /// counter. An interface that is not a veth is an error.
+    pub fn native_tx_reaches(&self, ifname: &str) -> Result<bool> {
+        let ifindex = ifindex_of(ifname)?;
+        sys::update(self.probe_target, &0u32, &ifindex, sys::BPF_ANY)?;
+        let mut frame = vec![0u8; 60];
+        frame[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e]);
+        frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
+        frame[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+        frame[14..38].copy_from_slice(b"p4relay native XDP probe");
+        let before = veth_xdp_xmit(ifname)?;
+        // The run flushes its redirects before it returns.
+        sys::run_live(self.probe, &frame)
+            .with_context(|| format!("run the native XDP probe into {ifname}"))?;
+        Ok(veth_xdp_xmit(ifname)? != before)
+    }
+
+    /// The program hands packets routed to `port` to user space instead of
+    /// redirecting them (its interface drops native redirects).
+    pub fn refuse_native_tx(&self, port: u32) {
+        let mut no = self.no_native_tx.lock();
+        if !no.contains(&port) {
+            no.push(port);
+        }
+        if let Some(mut p) = sys::lookup::<_, PortVal>(self.ports, &port) {
+            p.fast = 0;
+            let _ = sys::update(self.ports, &port, &p, sys::BPF_EXIST);
+        }
+    }
 }
 
 impl FastPathMaps for FastPath {
@@ -272,6 +355,7 @@ impl FastPathMaps for FastPath {
         if port >= MAX_PORTS {
             return;
         }
+        let fast = fast && !self.no_native_tx.lock().contains(&port);
         if let Some(mut p) = sys::lookup::<_, PortVal>(self.ports, &port) {
             let (e, f) = (u32::from(enabled), u32::from(fast));
             if p.enabled != e || p.fast != f {
@@ -456,6 +540,88 @@ impl crate::dataplane::XskMap for FastPath {
     fn native(&self) -> bool {
         self.mode() == XdpMode::Native
     }
+}
+
+/// One SIOCETHTOOL request on `ifname` (in the calling thread's network
+/// namespace); `buf` starts with the command and receives the answer.
+fn ethtool(ifname: &str, buf: &mut [u64]) -> Result<()> {
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; libc::IFNAMSIZ],
+        data: *mut u64,
+        _pad: [u8; 16],
+    }
+    anyhow::ensure!(ifname.len() < libc::IFNAMSIZ, "{ifname}: name too long");
+    let mut r = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: buf.as_mut_ptr(),
+        _pad: [0; 16],
+    };
+    r.name[..ifname.len()].copy_from_slice(ifname.as_bytes());
+    // SAFETY: a socket for the ioctl, closed below; `buf` is as large as
+    // the command's answer (the callers size it).
+    let rc = unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if s < 0 {
+            return Err(io::Error::last_os_error()).context("socket");
+        }
+        let rc = libc::ioctl(s, 0x8946, &mut r);
+        libc::close(s);
+        rc
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error()).with_context(|| format!("ethtool on {ifname}"));
+    }
+    Ok(())
+}
+
+/// Frames natively redirected into a veth that it queued to its peer: the
+/// sum of its `tx_queue_N_xdp_xmit` ethtool counters (counted as they are
+/// queued; a frame the peer cannot take is not).
+fn veth_xdp_xmit(ifname: &str) -> Result<u64> {
+    const GDRVINFO: u32 = 0x03;
+    const GSTRINGS: u32 = 0x1b;
+    const GSTATS: u32 = 0x1d;
+    const ETH_SS_STATS: u32 = 1;
+    const GSTRING_LEN: usize = 32;
+    // The requests are C structs of u32 fields then data: built and read as
+    // bytes in a u64-aligned buffer.
+    fn put(buf: &mut [u64], at: usize, v: u32) {
+        // SAFETY: in bounds of `buf` (callers size it), plain bytes.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), buf.len() * 8) };
+        b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    fn bytes(buf: &[u64]) -> &[u8] {
+        // SAFETY: plain bytes of an initialised buffer.
+        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), buf.len() * 8) }
+    }
+    // struct ethtool_drvinfo: 196 bytes, n_stats the u32 at byte 180.
+    let mut info = [0u64; 25];
+    put(&mut info, 0, GDRVINFO);
+    ethtool(ifname, &mut info)?;
+    let n = u32::from_ne_bytes(bytes(&info)[180..184].try_into()?) as usize;
+    anyhow::ensure!(n > 0 && n < 4096, "{ifname}: {n} ethtool counters");
+    // struct ethtool_gstrings: cmd, string_set, len, then the names.
+    let mut names = vec![0u64; (12 + n * GSTRING_LEN).div_ceil(8)];
+    put(&mut names, 0, GSTRINGS);
+    put(&mut names, 4, ETH_SS_STATS);
+    put(&mut names, 8, n as u32);
+    ethtool(ifname, &mut names)?;
+    // struct ethtool_stats: cmd, n_stats, then the u64 values.
+    let mut stats = vec![0u64; 1 + n];
+    put(&mut stats, 0, GSTATS);
+    put(&mut stats, 4, n as u32);
+    ethtool(ifname, &mut stats)?;
+    let mut total = None;
+    let names = &bytes(&names)[12..12 + n * GSTRING_LEN];
+    for (i, name) in names.chunks(GSTRING_LEN).enumerate() {
+        let name = name.split(|&b| b == 0).next().unwrap_or_default();
+        if name.starts_with(b"tx_queue_") && name.ends_with(b"_xdp_xmit") {
+            *total.get_or_insert(0) += stats[1 + i];
+        }
+    }
+    total.with_context(|| format!("{ifname}: no XDP transmit counters (not a veth)"))
 }
 
 fn ifindex_of(ifname: &str) -> Result<u32> {

@@ -54,12 +54,10 @@ extern "C" {
     fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
     fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
     fn bpf_map_get_next_key(fd: c_int, key: *const c_void, next: *mut c_void) -> c_int;
-    #[cfg(test)]
     fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut TestRunOpts) -> c_int;
 }
 
 /// libbpf's `struct bpf_test_run_opts`.
-#[cfg(test)]
 #[repr(C)]
 struct TestRunOpts {
     sz: usize,
@@ -123,6 +121,34 @@ pub fn test_run(prog_fd: c_int, frame: &[u8], ifindex: u32) -> io::Result<(u32, 
     rc(unsafe { bpf_prog_test_run_opts(prog_fd, &mut o) })?;
     out.truncate(o.data_size_out as usize);
     Ok((o.retval, out))
+}
+
+/// BPF_F_TEST_XDP_LIVE_FRAMES: the run's verdicts act (XDP_REDIRECT sends).
+const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+/// Runs an XDP program once on `frame` in live mode: a redirect it returns
+/// really sends the frame (through the target's ndo_xdp_xmit, as native XDP
+/// does).
+pub fn run_live(prog_fd: c_int, frame: &[u8]) -> io::Result<()> {
+    let mut o = TestRunOpts {
+        sz: std::mem::size_of::<TestRunOpts>(),
+        data_in: frame.as_ptr().cast(),
+        data_out: std::ptr::null_mut(),
+        data_size_in: frame.len() as u32,
+        data_size_out: 0,
+        ctx_in: std::ptr::null(),
+        ctx_out: std::ptr::null_mut(),
+        ctx_size_in: 0,
+        ctx_size_out: 0,
+        retval: 0,
+        repeat: 1,
+        duration: 0,
+        flags: BPF_F_TEST_XDP_LIVE_FRAMES,
+        cpu: 0,
+        batch_size: 0,
+    };
+    // SAFETY: `frame` outlives the call; no output buffers.
+    rc(unsafe { bpf_prog_test_run_opts(prog_fd, &mut o) })
 }
 
 const BPF_XDP: u32 = 37;

@@ -240,3 +240,86 @@ fn relay_entries_beyond_the_map_spill_and_are_counted() {
     fp.clear_relay();
     assert_eq!(fp.status().relay_entries, 0);
 }
+
+/// GRO on or off on `ifname` (SIOCETHTOOL, ETHTOOL_SGRO): on, a veth runs
+/// NAPI.
+fn set_gro(ifname: &str, on: bool) {
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct IfReq {
+        name: [u8; 16],
+        data: *mut EthtoolValue,
+        _pad: [u8; 16],
+    }
+    let mut v = EthtoolValue {
+        cmd: 0x2c,
+        data: u32::from(on),
+    };
+    let mut r = IfReq {
+        name: [0; 16],
+        data: &mut v,
+        _pad: [0; 16],
+    };
+    r.name[..ifname.len()].copy_from_slice(ifname.as_bytes());
+    // SAFETY: a datagram socket for the ioctl; `r` and `v` outlive it.
+    unsafe {
+        let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0);
+        assert!(s >= 0, "socket");
+        let rc = libc::ioctl(s, 0x8946, &mut r);
+        libc::close(s);
+        assert_eq!(rc, 0, "ETHTOOL_SGRO {ifname}");
+    }
+}
+
+/// Native redirect into a veth reaches its peer only while the peer runs
+/// NAPI: the probe sees the drop with GRO off and the delivery with it on; a
+/// port refused native TX is never marked fast for the program.
+#[test]
+fn native_redirect_probe_follows_the_peers_napi() {
+    std::thread::spawn(|| {
+        // SAFETY: unshare affects only this thread's namespaces.
+        assert_eq!(
+            unsafe { libc::unshare(libc::CLONE_NEWNET) },
+            0,
+            "unshare (root)"
+        );
+        for args in [
+            "link set lo up",
+            "link add s1 type veth peer name p1",
+            "link set s1 up",
+            "link set p1 up",
+        ] {
+            let st = std::process::Command::new("ip")
+                .args(args.split_whitespace())
+                .status()
+                .expect("run ip");
+            assert!(st.success(), "ip {args}");
+        }
+        let fp = FastPath::load(XdpMode::Native, 16, 16, 8000, 4)
+            .expect("load the XDP program (the Rust tests run as root)");
+        assert!(!fp.native_tx_reaches("s1").unwrap(), "peer without NAPI");
+        set_gro("p1", true);
+        assert!(fp.native_tx_reaches("s1").unwrap(), "peer with GRO on");
+        set_gro("p1", false);
+        assert!(
+            !fp.native_tx_reaches("s1").unwrap(),
+            "peer with GRO off again"
+        );
+        assert!(fp.native_tx_reaches("nosuch0").is_err());
+
+        fp.attach(1, "s1", XdpMode::Native).unwrap();
+        fp.set_port(1, true, true);
+        assert_eq!(sys::lookup::<_, PortVal>(fp.ports, &1u32).unwrap().fast, 1);
+        fp.refuse_native_tx(1);
+        assert_eq!(sys::lookup::<_, PortVal>(fp.ports, &1u32).unwrap().fast, 0);
+        fp.set_port(1, true, true);
+        let p = sys::lookup::<_, PortVal>(fp.ports, &1u32).unwrap();
+        assert_eq!((p.enabled, p.fast), (1, 0));
+    })
+    .join()
+    .expect("test thread");
+}

@@ -91,6 +91,8 @@ pub struct Switch {
     handles: Mutex<objects::Handles>,
     /// What the data plane runs on (`Io::label`), once started.
     pub dataplane_io: std::sync::OnceLock<&'static str>,
+    /// The XDP fast path's attach mode (`p4relay_xdp_mode`), once attached.
+    pub xdp_mode: std::sync::OnceLock<&'static str>,
 }
 
 impl Switch {
@@ -112,6 +114,7 @@ impl Switch {
             notifications_dropped: AtomicU64::new(0),
             handles: Mutex::new(objects::Handles::default()),
             dataplane_io: std::sync::OnceLock::new(),
+            xdp_mode: std::sync::OnceLock::new(),
         }
     }
 
