@@ -13,9 +13,9 @@
 #           legs): every feature (relay, guard, learning, RTP quality,
 #           congestion reroute, INT, iRED)
 # lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;
-#           184K relay + guard entries, 92K legs)
-# large     P4RELAY_SCALE_LARGE: RTP quality only (160K relay + guard
-#           entries, 80K legs)
+#           216K relay + guard entries, 108K legs)
+# large     P4RELAY_SCALE_LARGE: RTP quality only (184K relay + guard
+#           entries, 92K legs)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT

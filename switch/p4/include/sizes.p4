@@ -14,21 +14,10 @@
  * counter RAM. A call = 4 relay + 4 guard entries + 2 legs.
  *   standard (every feature: RTP quality, reroute, INT, iRED): 128K / 128K /
  *       64K, 32,768 calls per pipe
- *   lean (relay only, P4RELAY_PROFILE_LEAN): 184K / 184K / 92K, 47,104 calls
- *   large (P4RELAY_SCALE_LARGE: RTP quality only): 160K / 160K / 80K,
- *       40,960 calls */
+ *   lean (relay only, P4RELAY_PROFILE_LEAN): 216K / 216K / 108K, 55,296 calls
+ *   large (P4RELAY_SCALE_LARGE: RTP quality only): 184K / 184K / 92K,
+ *       47,104 calls */
 #ifdef P4RELAY_SCALE_LARGE
-#ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 163840
-#endif
-#ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 81920
-#endif
-#ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 163840
-#endif
-#endif
-#ifdef P4RELAY_PROFILE_LEAN
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 188416
 #endif
@@ -37,6 +26,17 @@
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
 #define RELAY_GUARD_TABLE_SIZE 188416
+#endif
+#endif
+#ifdef P4RELAY_PROFILE_LEAN
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 221184
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 110592
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 221184
 #endif
 #endif
 
