@@ -428,6 +428,7 @@ async def wait_ready(port: int) -> None:
 
 
 async def main_async(a: argparse.Namespace) -> int:
+    load0 = os.getloadavg()[0]
     sw_proc, sw = start_switch()
     if sw:
         await routes(sw)
@@ -616,6 +617,9 @@ async def main_async(a: argparse.Namespace) -> int:
     print(
         f"\nrtpagent benchmark  (switch: {sw or 'none'}, {a.calls} calls, {a.inflight} in flight)"
     )
+    # The host's other work moves every figure here: the 1-minute load average
+    # at the start and at the end of the run.
+    print(f"load average (1 min): {load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
     print(f"{'metric':<{w}}  {'value':>34}  {'target':>10}  ok")
     for name, val, target, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
