@@ -56,7 +56,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -110,6 +110,10 @@ CLIENT_ID = 11  # BfRt client id of the experiment's configuration connection
 # Passes over the matrix by default: three 20 s runs per cell keep the whole matrix
 # near an hour on the 2-core machine (the paper: five 60 s runs).
 RUNS = 3
+
+
+class CellError(StartError):
+    """A cell's tool gave no result (iperf3, the captures): the cell is run again once."""
 
 
 @dataclass(frozen=True)
@@ -286,10 +290,15 @@ def run_cell(
     if pinger.returncode != 0:
         raise StartError(f"pinger: {pinger.stderr.strip()}")
     try:
-        tcp = json.loads(tcp_out)["end"]
-    except (json.JSONDecodeError, KeyError):
-        raise StartError(
-            f"iperf3 gave no result: {tcp_err.strip()[-500:]} {tcp_out[-500:]}"
+        end = json.loads(tcp_out)["end"]
+        tcp_bps = float(end["sum_received"]["bits_per_second"])
+        retransmits = int(end["sum_sent"].get("retransmits", 0))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+        # iperf3 reports its own errors (a refused or reset control connection) in its
+        # JSON's "error", with an empty "end"
+        raise CellError(
+            f"{policy}, buffer {buffer}: iperf3 gave no result: "
+            f"{tcp_err.strip()[-300:]} {tcp_out[-300:]}"
         ) from None
     ping = json.loads(pinger.stdout)
     rtts: list[float] = ping["rtt_ms"]
@@ -299,7 +308,7 @@ def run_cell(
     for c in caps:
         c.path.unlink(missing_ok=True)
     if m.streams == 0:
-        raise StartError(
+        raise CellError(
             f"{policy}, buffer {buffer}: no call media was measured (SIPp: {cell_dir}/uac.log)"
         )
     aqm_drops = int(
@@ -330,8 +339,8 @@ def run_cell(
         rtt_ms_p50=round(_pct(rtts, 50), 2),
         rtt_ms_p99=round(_pct(rtts, 99), 2),
         ping_loss_pct=round(100.0 * (1 - len(rtts) / ping["sent"]), 2) if ping["sent"] else 0.0,
-        tcp_mbps=round(tcp["sum_received"]["bits_per_second"] / 1e6, 2),
-        tcp_retransmits=int(tcp["sum_sent"].get("retransmits", 0)),
+        tcp_mbps=round(tcp_bps / 1e6, 2),
+        tcp_retransmits=retransmits,
         port_packets=reached,
         policy_drops=drops,
         drop_rate_pct=round(100.0 * drops / reached, 3) if reached else 0.0,
@@ -401,10 +410,20 @@ def run(
                         realtime(stack.sup.procs["softswitch"].popen.pid)
                     up, up_aqm = True, aqm
                 rows += _group(stack, plan, buffers, pols, run_dir, n)
+                _keep(rows, plan, runs, run_dir)
     finally:
         stack.down()
     order = {p: i for i, p in enumerate(POLICIES)}
     return sorted(rows, key=lambda r: (r.buffer, order[r.policy], r.run))
+
+
+def _keep(rows: list[Row], plan: Plan, runs: int, run_dir: Path) -> None:
+    """The rows so far, in --run-dir: a run that stops early leaves what it measured
+    (`--replot --out RUN_DIR` tables it)."""
+    meta = {**asdict(plan), "command": "(partial)", "repetitions": runs, "port": BOTTLENECK.port}
+    (run_dir / "results.json").write_text(
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows]}, indent=1) + "\n"
+    )
 
 
 def _group(
@@ -413,7 +432,12 @@ def _group(
     rows: list[Row] = []
     for b in buffers:
         for pol in policies:
-            row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
+            try:
+                row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
+            except CellError as exc:
+                print(f"run {run} {b:5} {pol:12} again: {exc}", flush=True)
+                time.sleep(3)
+                row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
             rows.append(row)
             print(
                 f"run {run} {b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms "
