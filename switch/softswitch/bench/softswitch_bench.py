@@ -333,6 +333,10 @@ def softswitch(
     log = f"softswitch-{tb.tag}"
     p = start_bg(log, ["ip", "netns", "exec", tb.sw, str(BIN), *args])
     wait_tcp(tb.sw, 50052, p, log)
+    if xdp == "native" and "drops natively redirected" in (RUN / f"{log}.log").read_text(
+        errors="replace"
+    ):
+        raise RuntimeError(f"{name}: a port's peer drops native redirects (see {log}.log)")
     if xdp is None:
         # What auto chose here, as the switch reports it.
         settings = settings.replace(
@@ -741,7 +745,8 @@ def report(
         w("")
     w(
         "CPU not counted: kworker threads and softirq work that runs on an idle CPU's interrupt "
-        "(none expected: veth delivers on the sending CPU)."
+        "or in an unrelated thread (veth delivers on the sending CPU; a veth NAPI already "
+        "scheduled on the other CPU polls there, in whatever thread runs)."
     )
     return "\n".join(lines)
 
@@ -791,7 +796,7 @@ def main() -> int:
             ("sg", lambda tb: softswitch(tb, None, "softswitch, default (XDP generic)")),
             (
                 "sn",
-                lambda tb: softswitch(tb, None, "softswitch, XDP native", hosts_gro=True),
+                lambda tb: softswitch(tb, "native", "softswitch, XDP native", hosts_gro=True),
             ),
             ("su", lambda tb: softswitch(tb, "off", "softswitch, user space (AF_XDP)")),
             (

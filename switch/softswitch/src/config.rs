@@ -91,12 +91,11 @@ pub struct Args {
         allow_negative_numbers = true
     )]
     pub worker_nice: Option<i32>,
-    /// XDP fast path for relay hits: auto (native when every port takes it:
-    /// a NIC whose driver attaches it, or a veth whose peer does not drop
-    /// natively redirected frames, i.e. has GRO on or an XDP program, checked
-    /// with one probe frame per port; else generic; the choice is logged and
-    /// in p4relay_xdp_mode), generic (skb mode, any interface), native
-    /// (driver mode) or off. Relay entries whose egress port is unshaped and enabled are
+    /// XDP fast path for relay hits: auto (native when every port is a
+    /// physical NIC whose driver takes it, else generic; the choice is
+    /// logged and in p4relay_xdp_mode), generic (skb mode, any interface),
+    /// native (driver mode; on veth a port whose peer would drop redirected
+    /// frames, checked with one probe frame, is left to user space) or off. Relay entries whose egress port is unshaped and enabled are
     /// forwarded in the kernel; everything else takes the user-space
     /// pipeline. If it cannot attach, the switch runs without it and logs
     /// why [default: auto]
@@ -182,9 +181,9 @@ pub struct Config {
 pub enum XdpMode {
     /// No fast path: every packet through the user-space pipeline.
     Off,
-    /// Native where every port takes it (a NIC whose driver attaches it; a
-    /// veth whose peer runs NAPI: GRO on or an XDP program there), otherwise
-    /// generic.
+    /// Native where every port is a NIC whose driver attaches it, otherwise
+    /// (veth and other virtual interfaces, where native costs more per
+    /// packet, or a driver refusing) generic.
     #[default]
     Auto,
     /// Generic (skb) XDP: works on every interface, veth included.

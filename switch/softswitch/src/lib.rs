@@ -175,19 +175,22 @@ fn load_xdp(config: &config::Config) -> std::result::Result<Arc<fastpath::FastPa
 }
 
 /// `--xdp auto` (and the program for AF_XDP alone): attaches natively when
-/// every port takes it: a NIC whose driver attaches it, or a virtual
-/// interface (veth) that does not drop natively redirected frames (its peer
-/// runs NAPI: GRO on or an XDP program there); otherwise attaches nothing
-/// (false: the caller attaches in generic mode). Logged either way.
+/// every port is a NIC whose driver attaches it; otherwise attaches nothing
+/// (false: the caller attaches in generic mode). On veth, native works where
+/// the peer runs NAPI but costs about twice generic per relayed packet
+/// (docs/benchmarks/10-softswitch.md), so auto keeps generic there. Logged
+/// either way.
 fn attach_auto_native(fp: &fastpath::FastPath, config: &config::Config) -> bool {
-    if config.ports.is_empty() {
-        return false;
-    }
-    let refused = refused_native_tx(fp, config);
-    if !refused.is_empty() {
+    let virt: Vec<&str> = config
+        .ports
+        .values()
+        .filter(|pc| fastpath::is_virtual(&pc.ifname))
+        .map(|pc| pc.ifname.as_str())
+        .collect();
+    if !virt.is_empty() || config.ports.is_empty() {
         tracing::info!(
-            ports = ?refused.iter().map(|(_, why)| why).collect::<Vec<_>>(),
-            "XDP auto: generic mode on every port: these interfaces drop natively redirected frames (a veth's peer needs GRO on, `ethtool -K <peer> gro on`, or an XDP program of its own)"
+            virtual_ports = ?virt,
+            "XDP auto: generic mode (virtual interfaces: native XDP on veth costs about twice generic per packet; --xdp native uses it where the peers run NAPI)"
         );
         return false;
     }
