@@ -478,14 +478,16 @@ fn call_updates(
     v
 }
 
-/// A call's 4 relay_guard entries: both relay ports and their RTCP ports.
-fn guard_updates(s: &Schema, relay: u32, ra: u16, rb: u16) -> Vec<pb::Update> {
+/// A call's 4 relay_guard entries: both relay ports and their RTCP ports,
+/// each counting its drops on the leg whose packets arrive there.
+fn guard_updates(s: &Schema, c: u32, relay: u32, ra: u16, rb: u16) -> Vec<pb::Update> {
     let guard_t = s
         .table_by_name("pipe.Ingress.relay_guard")
         .expect("contract");
-    [ra, ra + 1, rb, rb + 1]
+    let (la, lb) = (u64::from(2 * c), u64::from(2 * c + 1));
+    [(ra, la), (ra + 1, la), (rb, lb), (rb + 1, lb)]
         .into_iter()
-        .map(|port| {
+        .map(|(port, leg)| {
             entry(
                 guard_t,
                 &[
@@ -493,7 +495,7 @@ fn guard_updates(s: &Schema, relay: u32, ra: u16, rb: u16) -> Vec<pb::Update> {
                     ("hdr.udp.dst_port", u64::from(port)),
                 ],
                 "Ingress.guard_drop",
-                &[],
+                &[("leg", leg)],
             )
         })
         .collect()
@@ -611,7 +613,7 @@ async fn insert(grpc: &str, sessions: u32, batch: usize) -> Result<()> {
         let relay = 0xc612_00fe | (r & 0x1ff) << 8;
         let (ra, rb) = (16_000 + 4 * i, 16_002 + 4 * i);
         pending.extend(call_updates(&s, c, a, b, relay, ra, rb));
-        pending.extend(guard_updates(&s, relay, ra, rb));
+        pending.extend(guard_updates(&s, c, relay, ra, rb));
         if pending.len() >= batch {
             entries += pending.len() as u64;
             write(&mut sess, std::mem::take(&mut pending)).await?;
