@@ -251,7 +251,7 @@ def test_ired_experiment_follows_table_one() -> None:
     assert td.tail_drop and not td.protect
     assert not ix.settings(64, 4, "ired").protect
     # the egress AQMs run in the tail-drop mode's buffer, on the switch's --port-aqm
-    for pol, arg in (("codel", "codel:5000:100000"), ("pi2", "pi2:20000")):
+    for pol, arg in (("codel", "codel:5000:100000"), ("pi2", "pi2:20000:33000:0.3125:3.125")):
         s = ix.settings(64, 4, pol)
         assert s.tail_drop and not s.protect and s.max_len_queue == td.max_len_queue
         args = ix.stack_config(Path("/tmp/x"), 30.0, ix.AQM[pol]).switch_args
@@ -356,3 +356,27 @@ def test_recorded_command_leaves_out_the_database_url() -> None:
         == "python -m p4relay_scenarios x --a 1 --b"
     )
     assert recorded_command("p", [f"--database-url={url}", "--out", "a b"]) == "p --out 'a b'"
+
+
+def test_ired_report_states_the_aqms_and_the_rate_as_run() -> None:
+    assert rep.aqm_params(rep.AQM["pi2"]) == {
+        "target": 20.0, "tupdate": 33.0, "alpha": 0.3125, "beta": 3.125,
+    }  # fmt: skip
+    assert rep.aqm_params("codel:5000:100000") == {"target": 5.0, "interval": 100.0}
+    for bad in ("pi2:20000", "red:1:2", "codel:x:1"):
+        with pytest.raises(ValueError):
+            rep.aqm_params(bad)
+    text = rep.aqm_text(rep.AQM)
+    assert "target 20 ms with its PI controller updated every 33 ms, alpha 0.3125 Hz" in text
+    assert "target 5 ms / interval 100 ms" in text
+    # 64 frames of 1514 bytes: 25.8 ms at 30 Mbit/s (above PI2's 20 ms target), 15.5 ms
+    # at 50 (below it); minThsld at 128 (56 frames): 22.6 ms and 13.6 ms
+    at30 = "\n".join(rep.setup_vs_paper(30.0, rep.AQM))
+    at50 = "\n".join(rep.setup_vs_paper(50.0, rep.AQM))
+    assert "25.8 ms of queue at 30 Mbit/s, close to PI2's 20 ms target" in at30
+    assert "15.5 ms of queue at 50 Mbit/s, below PI2's 20 ms target" in at50
+    assert "from 128 packets on the buffer holds more" in at50
+    assert "at 128 minThsld is 22.6 ms of queue (56 frames), above PI2's" in at30
+    assert "at 128 minThsld is 13.6 ms of queue (56 frames), below PI2's" in at50
+    md = rep.markdown([_ired_row("pi2", 20.0, 20.0, 4.0)], {**IRED_META, "aqm": rep.AQM})
+    assert "alpha 0.3125 Hz, beta 3.125 Hz (the paper's Table III" in md

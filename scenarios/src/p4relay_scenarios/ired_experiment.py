@@ -21,7 +21,8 @@ For each buffer reference (Table I) five policies on that port:
   codel         the egress-drop AQMs the paper compares iRED with, on the same
   pi2           port's queue (the softswitch's --port-aqm: CoDel, RFC 8289, target
                 5 ms / interval 100 ms as the paper's Table II; PI2, RFC 9332's
-                Classic AQM, target 20 ms as its Table III), each deciding and
+                Classic AQM, target 20 ms, update every 33 ms, alpha 0.3125 Hz and
+                beta 3.125 Hz as its Table III), each deciding and
                 dropping as packets leave the queue, in a buffer of maxLenQueue
                 (the tail-drop mode's limit). This kernel has no CoDel or PIE
                 qdisc (CONFIG_NET_SCH_CODEL/PIE/DUALPI2 off), and the softswitch
@@ -67,6 +68,7 @@ from p4relay_switch.ired import IredPortState, IredSettings, cells, clear_ired, 
 from p4relay_scenarios import capture, topology
 from p4relay_scenarios.experiment import machine, recorded_command, switch_drops
 from p4relay_scenarios.ired_report import (
+    AQM,
     EGRESS,
     FRAME,
     MAX_RUNS,
@@ -86,6 +88,7 @@ from p4relay_scenarios.procs import StartError
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, ROOT, SWITCH_METRICS, Stack, StackConfig
 
 __all__ = [
+    "AQM",
     "EGRESS",
     "FRAME",
     "MOS_TARGET",
@@ -97,9 +100,6 @@ __all__ = [
     "run_cell",
 ]
 
-# The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port (the
-# paper's parameters); the switch restarts between groups of policies.
-AQM: dict[str, str] = {"codel": "codel:5000:100000", "pi2": "pi2:20000"}
 BOTTLENECK = topology.UAS  # the port towards the callee: calls, TCP and ping share its queue
 TCP_SRC = topology.NAT
 PING_SRC = topology.ATTACKER
@@ -582,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         "nice": a.nice,
         "repetitions": a.runs,
         "port": BOTTLENECK.port,
+        "aqm": AQM,
         "minutes": round((time.monotonic() - t0) / 60, 1),
     }
     if a.merge:

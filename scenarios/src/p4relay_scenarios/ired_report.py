@@ -19,6 +19,10 @@ EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with
 FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
 PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
 MOS_TARGET = 4.2
+# The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port, with the
+# paper's parameters (CoDel: Table II; PI2: Table III, target 20 ms, PI update every
+# 33 ms, alpha 0.3125 Hz, beta 3.125 Hz).
+AQM: dict[str, str] = {"codel": "codel:5000:100000", "pi2": "pi2:20000:33000:0.3125:3.125"}
 TCP_WARMUP_S = 10.0
 MAX_RUNS = 10
 # Student's t, 97.5th percentile, by degrees of freedom 1..MAX_RUNS-1: the 95 %
@@ -114,34 +118,77 @@ PAPER = (
 )
 
 
-def setup_vs_paper(rate_mbit: float) -> list[str]:
+def aqm_params(spec: str) -> dict[str, float]:
+    """An AQM's `--port-aqm` values in ms and Hz: codel:TARGET_US:INTERVAL_US or
+    pi2:TARGET_US:TUPDATE_US:ALPHA_HZ:BETA_HZ (the experiment passes them all)."""
+    kind, *vals = spec.split(":")
+    names = {"codel": ("target", "interval"), "pi2": ("target", "tupdate", "alpha", "beta")}
+    if kind not in names or len(vals) != len(names[kind]):
+        raise ValueError(f"{spec!r}: not an AQM spec the experiment writes")
+    return {
+        k: float(v) / 1000 if k in ("target", "interval", "tupdate") else float(v)
+        for k, v in zip(names[kind], vals, strict=True)
+    }
+
+
+def aqm_text(aqm: dict[str, str]) -> str:
+    """The egress AQMs as they ran: CoDel's and PI2's values."""
+    c, p = aqm_params(aqm["codel"]), aqm_params(aqm["pi2"])
+    return (
+        f"CoDel (RFC 8289) at target {c['target']:g} ms / interval {c['interval']:g} ms "
+        "(the paper's Table II), PI2 (RFC 9332's Classic AQM, drop chance p'^2) at target "
+        f"{p['target']:g} ms with its PI controller updated every {p['tupdate']:g} ms, "
+        f"alpha {p['alpha']:g} Hz, beta {p['beta']:g} Hz (the paper's Table III; RFC 9332's "
+        "defaults are 16 ms, 0.16 Hz and 3.2 Hz)"
+    )
+
+
+def _vs_targets(ms: float, codel_ms: float, pi2_ms: float) -> str:
+    def rel(target: float, name: str) -> str:
+        return f"{'below' if ms < target else 'above'} {name}'s {target:g} ms"
+
+    return f"{rel(pi2_ms, 'PI2')} and {rel(codel_ms, 'CoDel')}"
+
+
+def setup_vs_paper(rate_mbit: float, aqm: dict[str, str]) -> list[str]:
     """How this setup differs from the paper's, and which way each difference leans."""
 
-    def ms(frames: int) -> str:
-        return f"{frames * FRAME * 8 / (rate_mbit * 1e3):.1f} ms"
+    def ms(frames: int) -> float:
+        return frames * FRAME * 8 / (rate_mbit * 1e3)
 
+    codel_t, pi2_t = aqm_params(aqm["codel"])["target"], aqm_params(aqm["pi2"])["target"]
+    # the smallest reference whose full buffer holds PI2's target delay
+    pi2_free = next((b for b in TABLE_I if ms(b) > pi2_t), None)
+    binds = f"a 64-frame buffer is {ms(64):.1f} ms of queue at {rate_mbit:g} Mbit/s, "
+    if ms(64) <= pi2_t:
+        binds += (
+            f"below PI2's {pi2_t:g} ms target, so PI2 never reaches its target there and "
+            "drops as tail drop does"
+        )
+    else:
+        binds += f"close to PI2's {pi2_t:g} ms target, so PI2 at 64 behaves much as tail drop does"
+    if pi2_free and pi2_free > 64:
+        binds += f"; from {pi2_free} packets on the buffer holds more than the target"
+    thresholds = "; ".join(
+        f"at {b} minThsld is {ms(b // 2 - n):.1f} ms of queue ({b // 2 - n} frames), "
+        + _vs_targets(ms(b // 2 - n), codel_t, pi2_t)
+        for b, n in TABLE_I.items()
+        if b <= 256
+    )
     return [
         "How this setup differs from the paper's, and which way each difference leans:",
         "",
         "* Buffer of the egress AQMs. The paper ran CoDel and PI2 once, in a 10,000-packet "
         "buffer, and compared that with iRED at each reference; here they run at every "
         "reference in a buffer of maxLenQueue (the same buffer as tail drop and iRED). At "
-        "small references this caps their standing queue by tail drop, which favours them: "
-        f"PI2's 20 ms target is close to the {ms(64)} that 64 frames take at {rate_mbit:g} "
-        "Mbit/s, so PI2 at 64 behaves much as tail drop does. Where the buffer no longer "
-        "binds they run as in the paper.",
-        "* CoDel's parameters are the paper's (Table II: target 5 ms, interval 100 ms). PI2's "
-        "target is the paper's (Table III: 20 ms), its controller RFC 9332's (Tupdate 16 ms, "
-        "alpha 0.16 Hz, beta 3.2 Hz) where PI2 for P4 used 33 ms, 0.3125 Hz and 3.125 Hz: the "
-        "target sets the standing delay PI2 steers to; the gains set how fast it gets there "
-        "(the paper's integral gain is twice ours, so our PI2 settles more slowly after TCP's "
-        "start, inside the warm-up).",
+        f"small references this caps their standing queue by tail drop, which favours them: "
+        f"{binds}. Where the buffer no longer binds they run as in the paper.",
+        "* Parameters. CoDel's and PI2's are the paper's (Tables II and III); the target "
+        "sets the standing delay each AQM steers to, PI2's gains how fast it gets there.",
         "* Rate. iRED's thresholds are in packets, the AQMs' targets in time, so the ratio "
-        f"between them depends on the port rate: at {rate_mbit:g} Mbit/s minThsld is "
-        f"{ms(28)} of queue at 64 (28 frames), below PI2's 20 ms target and above CoDel's "
-        f"5 ms; at 128 it is {ms(56)} (56 frames), and above both targets from there on, so "
-        "iRED's RTT is higher than theirs there, as a RED with those thresholds must be. The "
-        "paper's BMv2 rate is not given.",
+        f"between them depends on the port rate. At {rate_mbit:g} Mbit/s {thresholds}; "
+        "where minThsld is above a target, iRED's RTT is higher than that AQM's, as a RED "
+        "with those thresholds must be. The paper's BMv2 rate is not given.",
         "* Where iRED decides. As on Tofino and in the paper: in the egress pipeline, as a "
         "packet leaves the shaped queue, from the depth it found when it was queued; the "
         "feedback copy reaches ingress one sojourn later and the next packet to the port is "
@@ -295,10 +342,9 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "Policies: taildrop = the port drops what arrives when it holds the buffer "
         "(iRED's tail-drop mode); ired = iRED, any packet; ired-protect = iRED sparing relay "
         "hits and DSCP EF; codel / pi2 = the egress-drop AQMs of the paper's comparison in "
-        "the same switch queue (softswitch `--port-aqm`, restarted for them): CoDel (RFC 8289) "
-        "at target 5 ms / interval 100 ms (the paper's Table II), PI2 (RFC 9332's Classic "
-        "AQM: Tupdate 16 ms, alpha 0.16 Hz, beta 3.2 Hz, drop chance p'^2) at target 20 ms "
-        "(Table III), each deciding and dropping as a packet leaves the queue, in the same "
+        "the same switch queue (softswitch `--port-aqm`, restarted for them): "
+        f"{aqm_text(_aqm(meta))}, each deciding and dropping as a packet leaves the queue, "
+        "in the same "
         "buffer (the tail-drop mode's limit; its drops count with the AQM's). The kernel "
         "here has no CoDel or PIE qdisc, and the switch's port is the bottleneck of every "
         "policy.",
@@ -351,7 +397,7 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "",
         PAPER,
         "",
-        *setup_vs_paper(float(str(meta["rate_mbit"]))),
+        *setup_vs_paper(float(str(meta["rate_mbit"])), _aqm(meta)),
         "",
         *[f"Run: `{c}`" for c in _runs(meta)],
         "",
@@ -361,6 +407,12 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         "per-call figures are in `results.json`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _aqm(meta: dict[str, object]) -> dict[str, str]:
+    """The AQMs' values the run recorded (AQM for results without them)."""
+    got = meta.get("aqm")
+    return {k: str(v) for k, v in got.items()} if isinstance(got, dict) else AQM
 
 
 def _runs(meta: dict[str, object]) -> list[str]:
@@ -489,7 +541,7 @@ def merge(
     if not f.exists():
         return rows, {**meta, "runs": [meta["command"]]}
     old = json.loads(f.read_text())
-    same = ("rate_mbit", "calls", "seconds", "flows", "warmup_s", "cc")
+    same = ("rate_mbit", "calls", "seconds", "flows", "warmup_s", "cc", "aqm")
     if diff := [k for k in same if old["meta"].get(k) != meta.get(k)]:
         raise SystemExit(f"ired-experiment: --merge: {out} was run with other {', '.join(diff)}")
     new = {(r.buffer, r.policy) for r in rows}

@@ -61,8 +61,10 @@ pub struct Args {
     )]
     pub port_rate: Vec<String>,
     /// Egress-drop AQM of a port's queue, DEV_PORT=codel[:TARGET_US[:INTERVAL_US]]
-    /// (default 5000:100000) or DEV_PORT=pi2[:TARGET_US] (default 20000)
-    /// (repeatable). For comparisons with iRED; drops as packets leave the queue
+    /// (default 5000:100000) or
+    /// DEV_PORT=pi2[:TARGET_US[:TUPDATE_US[:ALPHA_HZ[:BETA_HZ]]]] (default
+    /// 20000:16000:0.16:3.2) (repeatable). For comparisons with iRED; drops as
+    /// packets leave the queue
     #[arg(
         long = "port-aqm",
         value_name = "DEV_PORT=AQM",
@@ -217,7 +219,7 @@ pub enum UserIo {
     AfPacket,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PortConfig {
     pub ifname: String,
     /// Egress line rate, bits/s; 0 = unshaped.
@@ -419,9 +421,9 @@ mod tests {
         };
         assert_eq!(
             Config::resolve(&aqm).unwrap().ports[&2].aqm,
-            Some(AqmConfig::Pi2 { target_us: 20_000 })
+            Some(AqmConfig::parse("pi2:20000:16000:0.16:3.2").unwrap())
         );
-        for bad in ["3=codel", "2=red", "2=codel:1:2"] {
+        for bad in ["3=codel", "2=red", "2=codel:1:2", "2=pi2:20000:33000:0"] {
             let a = Args {
                 config: Some(f.clone()),
                 port_aqm: vec![bad.into()],

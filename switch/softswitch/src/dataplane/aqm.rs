@@ -11,23 +11,32 @@ use anyhow::{bail, Context, Result};
 
 /// Below this backlog CoDel never drops (RFC 8289 `maxpacket`: one MTU frame).
 const MAX_PACKET_BYTES: u64 = 1514;
-/// PI2's update period and gains (RFC 9332 Appendix A: Tupdate 16 ms,
-/// alpha 0.16 Hz, beta 3.2 Hz).
-const PI2_TUPDATE_NS: u64 = 16_000_000;
+/// PI2's default update period and gains (RFC 9332 Appendix A: Tupdate
+/// 16 ms, alpha 0.16 Hz, beta 3.2 Hz).
+const PI2_TUPDATE_US: u32 = 16_000;
 const PI2_ALPHA_HZ: f64 = 0.16;
 const PI2_BETA_HZ: f64 = 3.2;
+/// Gains above this would move p by more than its whole range per second of
+/// delay error; a typo, not a controller.
+const PI2_MAX_GAIN_HZ: f64 = 100.0;
 /// Updates caught up at once after the queue sat idle.
 const PI2_MAX_CATCHUP: u64 = 64;
 
 /// A port's AQM as configured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AqmConfig {
     /// CoDel with its target and interval (defaults 5 ms / 100 ms, the iRED
     /// paper's Table II and RFC 8289's).
     Codel { target_us: u32, interval_us: u32 },
-    /// PI2 with its target delay (default 20 ms, the iRED paper's Table III);
+    /// PI2 with its target delay (default 20 ms, the iRED paper's Table III)
+    /// and its PI controller: update period and gains (defaults RFC 9332's);
     /// a Classic packet is dropped with chance p'^2.
-    Pi2 { target_us: u32 },
+    Pi2 {
+        target_us: u32,
+        tupdate_us: u32,
+        alpha_hz: f64,
+        beta_hz: f64,
+    },
 }
 
 impl fmt::Display for AqmConfig {
@@ -37,41 +46,70 @@ impl fmt::Display for AqmConfig {
                 target_us,
                 interval_us,
             } => write!(f, "codel:{target_us}:{interval_us}"),
-            AqmConfig::Pi2 { target_us } => write!(f, "pi2:{target_us}"),
+            AqmConfig::Pi2 {
+                target_us,
+                tupdate_us,
+                alpha_hz,
+                beta_hz,
+            } => write!(f, "pi2:{target_us}:{tupdate_us}:{alpha_hz}:{beta_hz}"),
         }
     }
 }
 
+const SYNTAX: &str =
+    "expected codel[:TARGET_US[:INTERVAL_US]] or pi2[:TARGET_US[:TUPDATE_US[:ALPHA_HZ[:BETA_HZ]]]]";
+
+fn micros(p: &str) -> Result<u32> {
+    p.parse::<u32>()
+        .ok()
+        .filter(|v| (100..=10_000_000).contains(v))
+        .with_context(|| format!("{p:?}: microseconds, 100..=10000000"))
+}
+
+fn hertz(p: &str) -> Result<f64> {
+    p.parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v <= PI2_MAX_GAIN_HZ)
+        .with_context(|| format!("{p:?}: a gain in Hz, above 0 and at most {PI2_MAX_GAIN_HZ}"))
+}
+
 impl AqmConfig {
-    /// `codel[:TARGET_US[:INTERVAL_US]]` or `pi2[:TARGET_US]`.
+    /// `codel[:TARGET_US[:INTERVAL_US]]` or
+    /// `pi2[:TARGET_US[:TUPDATE_US[:ALPHA_HZ[:BETA_HZ]]]]`.
     pub fn parse(text: &str) -> Result<AqmConfig> {
         let mut parts = text.split(':');
         let kind = parts.next().unwrap_or_default();
-        let nums = parts
-            .map(|p| {
-                p.parse::<u32>()
-                    .ok()
-                    .filter(|v| (100..=10_000_000).contains(v))
-                    .with_context(|| format!("{p:?}: microseconds, 100..=10000000"))
-            })
-            .collect::<Result<Vec<u32>>>()?;
-        Ok(match (kind, nums.as_slice()) {
-            ("codel", []) => AqmConfig::Codel {
-                target_us: 5_000,
-                interval_us: 100_000,
+        let rest: Vec<&str> = parts.collect();
+        Ok(match kind {
+            "codel" => {
+                let nums = rest
+                    .iter()
+                    .map(|p| micros(p))
+                    .collect::<Result<Vec<u32>>>()?;
+                match nums.as_slice() {
+                    [] => AqmConfig::Codel {
+                        target_us: 5_000,
+                        interval_us: 100_000,
+                    },
+                    [t] => AqmConfig::Codel {
+                        target_us: *t,
+                        interval_us: 100_000.max(*t),
+                    },
+                    [t, i] if t <= i => AqmConfig::Codel {
+                        target_us: *t,
+                        interval_us: *i,
+                    },
+                    [_, _] => bail!("codel: the target must not exceed the interval"),
+                    _ => bail!("{SYNTAX}"),
+                }
+            }
+            "pi2" if rest.len() <= 4 => AqmConfig::Pi2 {
+                target_us: rest.first().map_or(Ok(20_000), |p| micros(p))?,
+                tupdate_us: rest.get(1).map_or(Ok(PI2_TUPDATE_US), |p| micros(p))?,
+                alpha_hz: rest.get(2).map_or(Ok(PI2_ALPHA_HZ), |p| hertz(p))?,
+                beta_hz: rest.get(3).map_or(Ok(PI2_BETA_HZ), |p| hertz(p))?,
             },
-            ("codel", [t]) => AqmConfig::Codel {
-                target_us: *t,
-                interval_us: 100_000.max(*t),
-            },
-            ("codel", [t, i]) if t <= i => AqmConfig::Codel {
-                target_us: *t,
-                interval_us: *i,
-            },
-            ("codel", [_, _]) => bail!("codel: the target must not exceed the interval"),
-            ("pi2", []) => AqmConfig::Pi2 { target_us: 20_000 },
-            ("pi2", [t]) => AqmConfig::Pi2 { target_us: *t },
-            _ => bail!("expected codel[:TARGET_US[:INTERVAL_US]] or pi2[:TARGET_US]"),
+            _ => bail!("{SYNTAX}"),
         })
     }
 }
@@ -123,8 +161,19 @@ impl Aqm {
                 u64::from(target_us) * 1000,
                 u64::from(interval_us) * 1000,
             ),
-            AqmConfig::Pi2 { target_us } => {
-                self.pi2_update(now_ns, sojourn_ns, f64::from(target_us) * 1e-6);
+            AqmConfig::Pi2 {
+                target_us,
+                tupdate_us,
+                alpha_hz,
+                beta_hz,
+            } => {
+                let gains = Pi2Gains {
+                    target_s: f64::from(target_us) * 1e-6,
+                    tupdate_ns: u64::from(tupdate_us) * 1000,
+                    alpha_hz,
+                    beta_hz,
+                };
+                self.pi2_update(now_ns, sojourn_ns, &gains);
                 self.p * self.p > self.uniform()
             }
         }
@@ -173,24 +222,24 @@ impl Aqm {
     /// The PI controller every Tupdate (RFC 9332 A.1 `dualpi2_update`), run
     /// as packets leave: the periods the queue sat idle are caught up with
     /// the current (short) delay.
-    fn pi2_update(&mut self, now: u64, sojourn: u64, target_s: f64) {
+    fn pi2_update(&mut self, now: u64, sojourn: u64, g: &Pi2Gains) {
         if self.next_update_ns == 0 {
-            self.next_update_ns = now + PI2_TUPDATE_NS;
+            self.next_update_ns = now + g.tupdate_ns;
             return;
         }
         let qdelay = sojourn as f64 * 1e-9;
-        let t = PI2_TUPDATE_NS as f64 * 1e-9;
+        let t = g.tupdate_ns as f64 * 1e-9;
         let mut n = 0;
         while now >= self.next_update_ns && n < PI2_MAX_CATCHUP {
-            self.p += PI2_ALPHA_HZ * t * (qdelay - target_s)
-                + PI2_BETA_HZ * t * (qdelay - self.prev_qdelay_s);
+            self.p += g.alpha_hz * t * (qdelay - g.target_s)
+                + g.beta_hz * t * (qdelay - self.prev_qdelay_s);
             self.p = self.p.clamp(0.0, 1.0);
             self.prev_qdelay_s = qdelay;
-            self.next_update_ns += PI2_TUPDATE_NS;
+            self.next_update_ns += g.tupdate_ns;
             n += 1;
         }
         if now >= self.next_update_ns {
-            self.next_update_ns = now + PI2_TUPDATE_NS;
+            self.next_update_ns = now + g.tupdate_ns;
         }
     }
 
@@ -208,6 +257,14 @@ impl Aqm {
     pub fn pi2_prob(&self) -> f64 {
         self.p
     }
+}
+
+/// PI2's controller in the units it computes in.
+struct Pi2Gains {
+    target_s: f64,
+    tupdate_ns: u64,
+    alpha_hz: f64,
+    beta_hz: f64,
 }
 
 /// Next drop: `t + interval / sqrt(count)`.
@@ -232,15 +289,56 @@ mod tests {
         );
         assert_eq!(
             AqmConfig::parse("pi2:15000").unwrap(),
-            AqmConfig::Pi2 { target_us: 15_000 }
+            AqmConfig::Pi2 {
+                target_us: 15_000,
+                tupdate_us: 16_000,
+                alpha_hz: 0.16,
+                beta_hz: 3.2
+            }
+        );
+        // the iRED paper's Table III (PI2 for P4)
+        assert_eq!(
+            AqmConfig::parse("pi2:20000:33000:0.3125:3.125").unwrap(),
+            AqmConfig::Pi2 {
+                target_us: 20_000,
+                tupdate_us: 33_000,
+                alpha_hz: 0.3125,
+                beta_hz: 3.125
+            }
+        );
+        assert_eq!(
+            AqmConfig::parse("pi2:20000:33000:0.5").unwrap().to_string(),
+            "pi2:20000:33000:0.5:3.2"
         );
         assert_eq!(
             AqmConfig::parse("codel:2000:50000").unwrap().to_string(),
             "codel:2000:50000"
         );
-        for bad in ["", "red", "codel:x", "codel:50000:2000", "pi2:1:2", "pi2:0"] {
+        for text in ["pi2", "pi2:20000:33000:0.3125:3.125", "codel"] {
+            let c = AqmConfig::parse(text).unwrap();
+            assert_eq!(AqmConfig::parse(&c.to_string()).unwrap(), c);
+        }
+        for bad in [
+            "",
+            "red",
+            "codel:x",
+            "codel:50000:2000",
+            "codel:1000:2000:3000",
+            "pi2:1:2",
+            "pi2:0",
+            "pi2:20000:99",
+            "pi2::16000",
+            "pi2:20000:16000:0",
+            "pi2:20000:16000:-0.1",
+            "pi2:20000:16000:nan",
+            "pi2:20000:16000:inf",
+            "pi2:20000:16000:0.16:101",
+            "pi2:20000:16000:0.16:3.2:1",
+        ] {
             assert!(AqmConfig::parse(bad).is_err(), "{bad}");
         }
+        let e = format!("{:#}", AqmConfig::parse("pi2:20000:16000:x").unwrap_err());
+        assert!(e.contains("\"x\": a gain in Hz"), "{e}");
     }
 
     #[test]
@@ -290,5 +388,32 @@ mod tests {
             b.drop_at_dequeue(i * MS, 20 * MS, 100_000);
         }
         assert!(first > 0.0 && (b.pi2_prob() - first).abs() < 1e-12);
+    }
+
+    #[test]
+    fn pi2_runs_its_configured_period_and_gains() {
+        // the paper's PI2: updates every 33 ms, not 16
+        let mut a = Aqm::new(AqmConfig::parse("pi2:20000:33000:0.3125:3.125").unwrap());
+        a.drop_at_dequeue(0, 100 * MS, 100_000);
+        a.drop_at_dequeue(32 * MS, 100 * MS, 100_000);
+        assert_eq!(a.pi2_prob(), 0.0);
+        a.drop_at_dequeue(33 * MS, 100 * MS, 100_000);
+        // one step: alpha T (q - target) + beta T (q - 0)
+        let step = 0.3125 * 0.033 * 0.08 + 3.125 * 0.033 * 0.1;
+        assert!((a.pi2_prob() - step).abs() < 1e-12, "{}", a.pi2_prob());
+        // the integral term per second of error is alpha (q - target), whatever
+        // the period: 20 s at 100 ms climb to ~0.5 with alpha 0.3125 where
+        // RFC 9332's 0.16 reaches ~0.26
+        let climb = |spec: &str| {
+            let mut a = Aqm::new(AqmConfig::parse(spec).unwrap());
+            for i in 0..20_000u64 {
+                a.drop_at_dequeue(i * MS, 100 * MS, 100_000);
+            }
+            a.pi2_prob()
+        };
+        let paper = climb("pi2:20000:33000:0.3125:3.125");
+        let rfc = climb("pi2");
+        assert!((0.45..0.56).contains(&paper), "{paper}");
+        assert!((0.22..0.3).contains(&rfc), "{rfc}");
     }
 }
