@@ -376,7 +376,24 @@ def test_ired_report_states_the_aqms_and_the_rate_as_run() -> None:
     assert "25.8 ms of queue at 30 Mbit/s, close to PI2's 20 ms target" in at30
     assert "15.5 ms of queue at 50 Mbit/s, below PI2's 20 ms target" in at50
     assert "from 128 packets on the buffer holds more" in at50
-    assert "at 128 minThsld is 22.6 ms of queue (56 frames), above PI2's" in at30
-    assert "at 128 minThsld is 13.6 ms of queue (56 frames), below PI2's" in at50
+    assert "22.6 ms at 128 (56 frames), above PI2's" in at30
+    assert "13.6 ms at 128 (56 frames), below PI2's" in at50
     md = rep.markdown([_ired_row("pi2", 20.0, 20.0, 4.0)], {**IRED_META, "aqm": rep.AQM})
     assert "alpha 0.3125 Hz, beta 3.125 Hz (the paper's Table III" in md
+
+
+def test_ired_report_names_its_rate_and_quotes_probes_apart(tmp_path: Path) -> None:
+    rows = [_ired_row("ired-protect", 10.0, 24.0, 4.41), _ired_row("pi2", 25.0, 24.0, 4.0)]
+    probe = tmp_path / "probe"
+    rep.write(rows, {**IRED_META, "rate_mbit": 30.0, "command": "probe-30"}, probe)
+    (tmp_path / rep.PROBES).mkdir()
+    (probe / "results.json").rename(tmp_path / rep.PROBES / "30.json")
+    rep.write(rows, {**IRED_META, "rate_mbit": rep.RATE_MBIT}, tmp_path)
+    md = (tmp_path / "README.md").read_text()
+    assert rep.RATE_WHY in md
+    assert "Probes, not part of the table above" in md and "`probe-30`" in md
+    # the probe's PI2 against its iRED: 25 / 10 (mean), 50 / 20 (p99)
+    assert "| 30.0 | 64 | pi2 | 1 | 25.0 | 50.0 | 24.0 | 2.50x / 2.50x | 4.00 | 3.0 |" in md
+    assert "| 30.0 | 64 | ired-protect | 1 | 10.0 | 20.0 | 24.0 | - |" in md
+    other = rep.markdown(rows, {**IRED_META, "rate_mbit": 20.0})
+    assert "Rate: " not in other and "Probes" not in other

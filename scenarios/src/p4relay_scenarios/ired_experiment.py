@@ -75,6 +75,7 @@ from p4relay_scenarios.ired_report import (
     MOS_TARGET,
     PHYSICAL_QUEUE,
     POLICIES,
+    RATE_MBIT,
     TABLE_I,
     TCP_WARMUP_S,
     Row,
@@ -478,7 +479,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)} (default all)"
     )
-    ap.add_argument("--rate-mbit", type=float, default=30.0, help="bottleneck port rate (30)")
+    ap.add_argument(
+        "--rate-mbit",
+        type=float,
+        default=RATE_MBIT,
+        help=f"bottleneck port rate ({RATE_MBIT:g}; the results README says why)",
+    )
     ap.add_argument("--calls", type=int, default=20, help="concurrent calls (20)")
     ap.add_argument(
         "--seconds", type=float, default=20.0, help="measured seconds per cell and run (20)"
