@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any, cast
 
@@ -90,6 +91,51 @@ async def test_commands_that_waited_too_long_are_given_up_unsent() -> None:
         assert "V0" in sent_at and len(sent_at) < 5  # some were given up unsent
         for v, at in sent_at.items():
             assert at - t0 <= limit + 0.1, (v, at - t0)
+    finally:
+        await up.close()
+        transport.close()
+
+
+async def test_each_command_is_resent_a_timeout_after_its_own_send() -> None:
+    """Commands sent at different times each go again `timeout` after their
+    own (last) send, with the same cookie, `retries` times, then are given up;
+    one answered meanwhile is never resent, one answered after a resend is
+    answered once."""
+    loop = asyncio.get_running_loop()
+    transport, rtpp = await loop.create_datagram_endpoint(_Rtpp, local_addr=("127.0.0.1", 0))
+    port = transport.get_extra_info("sockname")[1]
+    timeout = 0.2
+    up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=timeout, retries=2, max_inflight=8)
+    await up.start()
+    arrivals: dict[str, list[tuple[str, float]]] = {}
+    orig = rtpp.datagram_received
+
+    def record(data: bytes, addr: tuple[Any, ...]) -> None:
+        cookie, body = data.decode().split(" ", 1)
+        arrivals.setdefault(body, []).append((cookie, time.monotonic()))
+        orig(data, addr)
+
+    rtpp.datagram_received = record  # type: ignore[method-assign]
+    try:
+        replies: dict[str, list[str | None]] = {"A": [], "B": [], "C": []}
+        up.call_cb("A", replies["A"].append)
+        await asyncio.sleep(0.07)
+        up.call_cb("B", replies["B"].append)
+        await asyncio.sleep(0.07)
+        up.call_cb("C", replies["C"].append)
+        await wait_for(lambda: len(arrivals.get("C", [])) == 1)
+        rtpp.answer(len(rtpp.got) - 1)  # C answered at once: never resent
+        await wait_for(lambda: len(arrivals["B"]) == 2, within=2.0)
+        rtpp.answer(len(rtpp.got) - 1)  # B answered after its first resend
+        await wait_for(lambda: replies["A"] == [None], within=3.0)
+        await asyncio.sleep(timeout * 1.5)
+        assert replies == {"A": [None], "B": ["ok:B"], "C": ["ok:C"]}
+        assert len(arrivals["A"]) == 3 and len(arrivals["B"]) == 2 and len(arrivals["C"]) == 1
+        for sends in arrivals.values():
+            assert len({c for c, _ in sends}) == 1  # a resend keeps its cookie
+            gaps = [b - a for (_, a), (_, b) in itertools.pairwise(sends)]
+            assert all(timeout - 0.005 <= g <= timeout + 0.1 for g in gaps), gaps
+        assert up._inflight == 0 and not up._pending
     finally:
         await up.close()
         transport.close()

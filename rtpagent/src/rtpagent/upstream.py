@@ -33,6 +33,11 @@ from .sockets import SocketSpec
 log = structlog.get_logger("rtpagent.upstream")
 
 
+# A timer may fire this much before its time (uvloop's are in milliseconds):
+# a command this close to its deadline counts as due.
+TIMER_SLACK = 0.001
+
+
 class UpstreamTimeout(Exception):
     pass
 
@@ -54,11 +59,13 @@ class _Command:
     An object, not closures: a closure that re-arms its own timer refers to
     itself, a reference cycle per command (with the whole command's state)
     that only the garbage collector could free; young-generation passes then
-    freed thousands of objects each, 1-9 ms pauses on the event loop. Here
-    the timer is dropped when the command is done: reference counting frees
-    everything."""
+    freed thousands of objects each, 1-9 ms pauses on the event loop. Once
+    answered or given up, nothing refers to it: reference counting frees
+    everything. Its deadline is kept by `Upstream`'s one timer, not a timer
+    of its own (arming and cancelling one per command cost more than the
+    rest of its bookkeeping)."""
 
-    __slots__ = ("cb", "cookie", "data", "left", "t0", "timer", "up")
+    __slots__ = ("cb", "cookie", "data", "deadline", "left", "t0", "up")
 
     def __init__(self, up: Upstream, body: str, cb: Callable[[str | None], None]) -> None:
         self.up = up
@@ -67,19 +74,15 @@ class _Command:
         self.data = f"{self.cookie} {body}".encode(WIRE)
         self.left = up.retries
         self.t0 = time.perf_counter()
-        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
 
     def start(self) -> None:
         up = self.up
         assert up._transport is not None
-        up._pending_cb[self.cookie] = self.on_reply
         up._transport.sendto(self.data)
-        self.timer = asyncio.get_running_loop().call_later(up.timeout, self.expire)
+        up._await(self)
 
     def on_reply(self, text: str) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
         metrics.CONTROL_LATENCY.observe(time.perf_counter() - self.t0)
         try:
             self.cb(text)  # the reply first, then the next command goes
@@ -87,12 +90,9 @@ class _Command:
             self.up._release()
 
     def expire(self) -> None:
+        """Its deadline passed unanswered (it is no longer pending)."""
         up = self.up
-        if self.cookie not in up._pending_cb:
-            return
         if self.left <= 0:
-            del up._pending_cb[self.cookie]
-            self.timer = None
             metrics.UPSTREAM_TIMEOUTS.inc()
             try:
                 self.cb(None)
@@ -102,7 +102,7 @@ class _Command:
         self.left -= 1
         assert up._transport is not None
         up._transport.sendto(self.data)  # same cookie: RTPProxy answers from its cache
-        self.timer = asyncio.get_running_loop().call_later(up.timeout, self.expire)
+        up._await(self)
 
 
 class Upstream:
@@ -114,7 +114,10 @@ class Upstream:
         self.retries = retries
         self.max_inflight = max(1, max_inflight)
         self._transport: asyncio.DatagramTransport | None = None
-        self._pending_cb: dict[str, Callable[[str], None]] = {}
+        # Commands sent and not answered, by cookie, in the order they were
+        # (last) sent: with one timeout for all, that is deadline order.
+        self._pending: dict[str, _Command] = {}
+        self._timer: asyncio.TimerHandle | None = None  # at the first deadline
         self._inflight = 0
         # Commands waiting for a slot: (queued at, body, callback).
         self._waiting: deque[tuple[float, str, Callable[[str | None], None]]] = deque()
@@ -147,9 +150,9 @@ class Upstream:
             return
         text = data.decode(WIRE)
         cookie, _, body = text.partition(" ")
-        cb = self._pending_cb.pop(cookie, None)
-        if cb is not None:
-            cb(body)
+        cmd = self._pending.pop(cookie, None)
+        if cmd is not None:
+            cmd.on_reply(body)
             return
         metrics.BAD_INPUT.labels("reply_unmatched").inc()
         log.debug("reply_unmatched", cookie=cookie[:64])
@@ -197,6 +200,43 @@ class Upstream:
                 cb(None)
                 continue
             self._send(body, cb)
+
+    def _await(self, cmd: _Command) -> None:
+        """`cmd` was just sent: answered, or expired `timeout` from now."""
+        loop = asyncio.get_running_loop()
+        cmd.deadline = loop.time() + self.timeout
+        self._pending[cmd.cookie] = cmd
+        if self._timer is None:
+            self._timer = loop.call_at(cmd.deadline, self._expire_due)
+
+    def _expire_due(self) -> None:
+        """The timer: every command past its deadline is resent or given up,
+        in the order sent; then the timer is set for the next deadline."""
+        self._timer = None
+        pending = self._pending
+        loop = asyncio.get_running_loop()
+        now = loop.time() + TIMER_SLACK
+        due: list[_Command] = []
+        for cmd in pending.values():
+            if cmd.deadline > now:
+                break
+            due.append(cmd)
+        for cmd in due:
+            # Out of `pending` first: a resend goes back in at the end (its
+            # new deadline the latest), a give-up frees its slot.
+            del pending[cmd.cookie]
+        for cmd in due:
+            try:
+                cmd.expire()
+            except Exception:  # one caller's failure must not stop the others' timeouts
+                log.exception("command_expiry_failed")
+        if self._timer is not None:
+            # Set meanwhile (a resend, a waiting command sent) for a later deadline.
+            self._timer.cancel()
+            self._timer = None
+        if pending:
+            first = next(iter(pending.values()))
+            self._timer = loop.call_at(first.deadline, self._expire_due)
 
     def _send(self, body: str, cb: Callable[[str | None], None]) -> None:
         self._inflight += 1
