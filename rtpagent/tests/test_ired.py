@@ -2,7 +2,8 @@
 environment and the TOML file with clear errors; set by the agent on the real
 software switch at connect and again after the switch restarted; a port the
 switch does not have is refused and reported without stopping the others;
-`--show-ired` prints what the switch runs."""
+a port the switch runs iRED on but the configuration no longer lists is set back
+to tail drop at connect; `--show-ired` prints what the switch runs."""
 
 from __future__ import annotations
 
@@ -191,8 +192,9 @@ def _agent(conf: Path, metrics_port: int, log: IO[bytes]) -> subprocess.Popen[by
 
 
 def _sample(text: str, name: str, labels: str) -> float | None:
+    series = f"{name}{{{labels}}} " if labels else f"{name} "
     for line in text.splitlines():
-        if line.startswith(f"{name}{{{labels}}} "):
+        if line.startswith(series):
             return float(line.rsplit(" ", 1)[1])
     return None
 
@@ -301,6 +303,91 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
+        await probe.close()
+        sw.stop()
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(120)
+async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_tail_drop(
+    netns_two_ports: tuple[list[str], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The switch runs iRED on ports 1 and 2 (an earlier agent's configuration); the
+    agent starts with only port 1 in its file: at connect port 2 goes back to tail
+    drop (entry deleted, drop flag and queue average zeroed, counters kept), logged
+    and counted, and port 1 is set as configured."""
+    import signal
+    import urllib.request
+
+    from harness import free_port, record_pid
+    from p4relay_switch.ired import set_ired
+    from p4relay_switch.names import REG_IRED_DECISIONS, REG_IRED_DROP_FLAG, REG_IRED_QAVG
+
+    (a, b), _ = netns_two_ports
+    sw = Softswitch(["--port", f"1={a}", "--port", f"2={b}"])
+    sw.start()
+    probe = SwitchClient(
+        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    conf = tmp_path / "agent.toml"
+    conf.write_text(
+        _toml(sw.address, "port = 1\nmax_len_queue = 256\nn_drop = 16\newma_n = 2\nprotect = false")
+    )
+    log_path = tmp_path / "agent.log"
+    log = log_path.open("wb")
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        await probe.connect()
+        # what the agent left before it stopped: port 1 otherwise, port 2 mid-way
+        await set_ired(probe, 1, IredSettings(max_len_queue=64 * 19, n_drop=4 * 19))
+        await set_ired(probe, 2, IredSettings(max_len_queue=64 * 19, n_drop=4 * 19))
+        await probe.write_register(REG_IRED_DROP_FLAG, {2: 1})
+        await probe.write_register(REG_IRED_QAVG, {2: 700})
+        await probe.write_register(REG_IRED_DECISIONS, {2: 5})
+        mport = free_port()
+        proc = _agent(conf, mport, log)
+        record_pid(proc.pid)
+
+        async def reconciled() -> bool:
+            return await ired_settings(probe) == {1: ON_SWITCH}
+
+        await wait_for(reconciled, within=60.0, interval=0.2)
+        regs = {
+            r: (await probe.read_register(r, [2]))[2]
+            for r in (REG_IRED_DROP_FLAG, REG_IRED_QAVG, REG_IRED_DECISIONS)
+        }
+        assert sum(regs[REG_IRED_DROP_FLAG]) == 0 and sum(regs[REG_IRED_QAVG]) == 0, regs
+        assert sum(regs[REG_IRED_DECISIONS]) == 5, regs  # counters kept
+
+        def metrics() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+                return str(r.read().decode())
+
+        async def counted() -> bool:
+            return _sample(metrics(), "rtpagent_ired_unlisted_cleared_total", "") == 1
+
+        await wait_for(counted, within=10.0, interval=0.2)
+        text = metrics()
+        assert _sample(text, "rtpagent_ired_port_set", 'dev_port="1"') == 1
+        assert _sample(text, "rtpagent_ired_port_set", 'dev_port="2"') is None
+        (line,) = [ln for ln in log_path.read_text().splitlines() if "ired_unlisted_cleared" in ln]
+        got = json.loads(line)
+        assert (got["dev_ports"], got["failed"]) == ([2], []), got
+
+        assert await asyncio.to_thread(cli.main, ["--config", str(conf), "--show-ired"]) == 0
+        shown = capsys.readouterr().out
+        assert [ln.split()[:2] for ln in shown.splitlines() if ln[:5].strip().isdigit()] == [
+            ["1", "iRED"]
+        ], shown
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         log.close()
         await probe.close()
         sw.stop()

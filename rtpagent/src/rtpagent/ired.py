@@ -3,10 +3,12 @@
 The agent is the switch's control plane, so it sets the configured ports at
 every (re)connect, after a switch restart too, beside the relay addresses and
 the port binding; a reload (SIGHUP) sets what changed and sets a port dropped
-from the configuration back to the switch's default, plain tail drop. Ports
-never configured are left as the switch has them. Depths are given in
-full-size packets (1514-byte frames, the unit of the iRED paper's Table I)
-and written in the switch's 80-byte queue cells.
+from the configuration back to the switch's default, plain tail drop. At
+connect it also reads back which ports the switch runs iRED on and sets those
+not configured back to tail drop: a port removed from the configuration while
+the agent was stopped, which no reload saw. Depths are given in full-size
+packets (1514-byte frames, the unit of the iRED paper's Table I) and written
+in the switch's 80-byte queue cells.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from p4relay_switch.names import (
     IRED_CELL_BYTES,
     IRED_EWMA_N_MAX,
     IRED_PORT,
+    K_EGRESS_PORT,
     REG_IRED_DROP_FLAG,
     REG_IRED_QAVG,
     REG_IRED_QDEPTH_PREV,
@@ -190,6 +193,23 @@ async def clear(client: SwitchClient, ports: list[int]) -> dict[int, str | None]
     return out
 
 
+async def unlisted(client: SwitchClient, configured: set[int]) -> list[int]:
+    """Ports the switch runs iRED on (an entry in its table) that are not in
+    `configured`; none when the program has no iRED or the table cannot be read
+    (logged: the next connect tries again)."""
+    try:
+        client.schema.table(IRED_PORT)
+    except SchemaError:
+        return []
+    try:
+        entries = await client.read(IRED_PORT)
+    except SwitchError as e:
+        log.error("ired_read_failed", reason=str(e))
+        return []
+    ports = {e.key.get(K_EGRESS_PORT) for e in entries}
+    return sorted(p for p in ports if isinstance(p, int) and p not in configured)
+
+
 @dataclass
 class Change:
     """What a reload does on the switch: ports set (new, changed, or refused before),
@@ -207,7 +227,9 @@ class IredControl:
     """The configured ports and what the switch was told: every configured port at
     each connect, the difference at a reload. Ports dropped from the configuration
     are set back to tail drop, at the reload or, if the switch was away, when it
-    connects. One at a time (a reload and a reconnect never interleave their writes)."""
+    connects; at each connect so is every other port the switch runs iRED on
+    (dropped while the agent was stopped). One at a time (a reload and a reconnect
+    never interleave their writes)."""
 
     def __init__(self, ports: list[IredPort]) -> None:
         self.ports = ports
@@ -217,7 +239,18 @@ class IredControl:
 
     async def at_connect(self, client: SwitchClient) -> dict[int, str | None]:
         async with self._lock:
-            await self._clear_pending(client)
+            stale = await unlisted(client, {p.port for p in self.ports})
+            self._to_clear |= set(stale)
+            cleared = await self._clear_pending(client)
+            if stale:
+                done = [p for p in stale if not cleared.get(p)]
+                metrics.IRED_UNLISTED_CLEARED.inc(len(done))
+                log.warning(
+                    "ired_unlisted_cleared",
+                    dev_ports=done,
+                    failed=sorted(set(stale) - set(done)),
+                    why="iRED on the switch, not in the configuration: set back to tail drop",
+                )
             out = await apply(client, self.ports)
             self._refused = {p for p, why in out.items() if why}
             return out

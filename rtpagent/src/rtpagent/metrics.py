@@ -71,6 +71,11 @@ IRED_SET = Gauge(
     "the switch refused it (the agent's log says why); no series for a port not configured",
     ["dev_port"],
 )
+IRED_UNLISTED_CLEARED = Counter(
+    "rtpagent_ired_unlisted_cleared_total",
+    "Ports found running iRED at a connect to the switch though not configured (dropped "
+    "while the agent was stopped), set back to tail drop",
+)
 RELOADS = Counter(
     "rtpagent_config_reloads_total",
     "Configuration reloads (SIGHUP): applied, invalid (refused, the running settings kept), "
