@@ -228,3 +228,34 @@ async def test_switch_idle_notifies_no_socket_outside_the_list(tmp_path: Path) -
         cl.close()
         allowed.close()
         foreign.close()
+
+
+async def test_a_session_keeps_only_its_latest_token(tmp_path: Path) -> None:
+    """Each U with a timeout socket gets a new token; RTPProxy keeps only the
+    latest U's, so the earlier one names nothing any more (a notification
+    with it is unknown), and a D leaves no token behind."""
+    sip = Listener()
+    await sip.start()
+    fake = FakeSwitch()
+    fake.up = False
+    app, cl = await start(tmp_path, fake, notify_allow=[sip.spec])
+    try:
+        assert app.agent is not None
+        await cl.cmd(f"U tk1 198.18.1.10 6000 f;1 {sip.spec} dlg%3A1")
+        s = next(iter(app.table))
+        first = s.notify_token
+        assert first is not None and app.agent.notify_tokens == {first: s.uid}
+        await cl.cmd("U tk1 198.18.1.10 6000 f;1 t;1")  # no socket: the handler is dropped
+        await cl.cmd(f"U tk1 198.18.1.10 6002 f;1 t;1 {sip.spec} dlg%3A1")
+        second = s.notify_token
+        assert second not in (None, first) and app.agent.notify_tokens == {second: s.uid}
+        unknown = metrics.RTPP_TIMEOUTS.labels("unknown")._value.get()
+        app.agent.on_rtpproxy_timeout(first)
+        assert metrics.RTPP_TIMEOUTS.labels("unknown")._value.get() == unknown + 1
+        assert s.uid in app.table.by_uid
+        await cl.cmd("D tk1 f t")
+        assert app.agent.notify_tokens == {} and not app.table.by_uid
+    finally:
+        await app.stop()
+        cl.close()
+        sip.close()

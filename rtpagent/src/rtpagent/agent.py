@@ -204,10 +204,7 @@ class Agent:
             self.offloader.emit("created", s)
         if token is not None and out.changed:
             s = out.changed[0]
-            if s.notify_socket is not None:
-                old = [t for t, uid in self.notify_tokens.items() if uid == s.uid]
-                for t in old:
-                    self.notify_tokens.pop(t, None)
+            self.forget_tokens(s)  # RTPProxy keeps only the latest U's socket and tag
             if cmd.notify_socket is not None:
                 s.notify_socket = cmd.notify_socket
                 s.notify_tag = cmd.notify_tag
@@ -236,14 +233,15 @@ class Agent:
             self.offloader.touch(s)
             self.offloader.emit("changed", s)
         for s in out.ended:
-            self._forget_tokens(s)
+            self.forget_tokens(s)
             self.offloader.end(s)
-        metrics.SESSIONS.set(len(self.table))
 
-    def _forget_tokens(self, s: Session) -> None:
-        for t, uid in list(self.notify_tokens.items()):
-            if uid == s.uid:
-                del self.notify_tokens[t]
+    def forget_tokens(self, s: Session) -> None:
+        """`s`'s token no longer names it. A session has at most one token in
+        `notify_tokens`, the one it keeps (`notify_token`): no scan of all."""
+        t = s.notify_token
+        if t is not None and self.notify_tokens.get(t) == s.uid:
+            del self.notify_tokens[t]
 
     # ------------------------------------------------------------------ truthful answers
     async def _rewrite_query(self, cmd: Command, raw: str) -> str:
@@ -366,9 +364,8 @@ class Agent:
     def _close(self, s: Session) -> None:
         if s.uid in self.table.by_uid:
             self.table.remove(s)
-            self._forget_tokens(s)
+            self.forget_tokens(s)
             self.offloader.end(s)
-            metrics.SESSIONS.set(len(self.table))
 
     def _notify_sip(self, s: Session) -> None:
         if s.notify_socket and not self.notify_allow.permits(s.notify_socket):

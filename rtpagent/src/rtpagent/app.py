@@ -82,6 +82,8 @@ class App:
         self.cfg = cfg
         self.embedded: asyncio.subprocess.Process | None = None
         self.table = SessionTable()
+        # Counted when scraped, not at every command.
+        metrics.SESSIONS.set_function(self.table.__len__)
         self.store = Store(cfg.state_file)
         if switch is None:
             from .bfrt import BfrtSwitch
@@ -338,7 +340,6 @@ class App:
             if s.notify_token and self.agent is not None:
                 self.agent.notify_tokens[s.notify_token] = s.uid
             loaded.append(s)
-        metrics.SESSIONS.set(len(self.table))
         if loaded:
             log.info("journal_loaded", sessions=len(loaded))
         else:
@@ -434,11 +435,8 @@ class App:
         ends it: final counters, entries removed, reported ended."""
         assert self.agent is not None
         self.table.remove(s)
-        for t, uid in list(self.agent.notify_tokens.items()):
-            if uid == s.uid:
-                del self.agent.notify_tokens[t]
+        self.agent.forget_tokens(s)
         self.offloader.end(s)
-        metrics.SESSIONS.set(len(self.table))
         RECONCILED_GONE.inc()
 
     async def _alive_in_rtpproxy(self, s: Session) -> bool | None:

@@ -32,6 +32,21 @@ log = structlog.get_logger("rtpagent.reporter")
 PT_NAMES = {0: "PCMU", 3: "GSM", 4: "G723", 8: "PCMA", 9: "G722", 18: "G729"}
 
 
+# Offloader notifications after which the session's state is reported.
+_SESSION_REPORTS = frozenset(
+    {
+        "created",
+        "state",
+        "offload_installed",
+        "offload_removed",
+        "fallback",
+        "modified",
+        "ended",
+        "timeout",
+    }
+)
+
+
 def _ts(t: float | None = None) -> str:
     return datetime.fromtimestamp(time.time() if t is None else t, UTC).isoformat()
 
@@ -87,16 +102,7 @@ class Reporter:
                 "payload": {k: v for k, v in payload.items()},
             }
             self.store.enqueue("event", ev)
-        if kind in (
-            "created",
-            "state",
-            "offload_installed",
-            "offload_removed",
-            "fallback",
-            "modified",
-            "ended",
-            "timeout",
-        ):
+        if kind in _SESSION_REPORTS and not self.store.session_queued(s.uid):
             # Coalesced: the server keeps only the highest `seq`, so one full
             # state per session per spool flush is enough (fewer encodes).
             self.store.enqueue_session(s.uid, functools.partial(self._final_doc, s))

@@ -114,6 +114,11 @@ class Store:
         """A session's current state, serialised once at the next flush."""
         self._session_docs[uid] = doc
 
+    def session_queued(self, uid: str) -> bool:
+        """The session's state is to be serialised at the next flush already
+        (its document source reads the session then: nothing to add)."""
+        return uid in self._session_docs
+
     def enqueue(self, kind: str, doc: dict[str, Any]) -> None:
         """A report (a new dict, not changed afterwards), encoded at the flush."""
         self._spool.append((kind, doc))
