@@ -20,7 +20,8 @@ import enum
 import functools
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import unquote_to_bytes
 
 # Commands and replies are bytes on the wire; one str character per byte.
@@ -420,16 +421,16 @@ def unquote_tag(tag: str) -> str:
 # ---------------------------------------------------------------- replies
 
 
-@dataclass(frozen=True)
-class Reply:
-    """A parsed reply body (cookie removed)."""
+class Reply(NamedTuple):
+    """A parsed reply body (cookie removed). A named tuple: every reply is
+    parsed, and it builds in a third of a frozen dataclass's time."""
 
     text: str
     error: int | None = None
     port: int | None = None  # U/L: allocated port (0: L found nothing)
     addr: str | None = None  # U/L: relay address, when given
     ipv6: bool = False
-    numbers: tuple[int, ...] = field(default_factory=tuple)
+    numbers: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -449,7 +450,8 @@ def parse_reply(body: str) -> Reply:
         return Reply(text, error=int(tokens[0][1:]))
     nums: list[int] = []
     for t in tokens:
-        if t.lstrip("-").isascii() and t.lstrip("-").isdigit():
+        digits = t.lstrip("-")
+        if digits.isascii() and digits.isdigit():
             nums.append(int(t))
         else:
             break
