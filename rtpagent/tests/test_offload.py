@@ -193,6 +193,38 @@ async def test_fail_open_table_full(tmp_path: Path, probe: SwitchClient) -> None
             cl.close()
 
 
+async def test_one_refused_call_in_a_batched_write_leaves_the_others(tmp_path: Path) -> None:
+    """Calls changed while a write is under way go to the switch together in
+    the next one; when the switch refuses one of them (its table full), that
+    call alone stays on RTPProxy: the others of the same batch are offloaded
+    and nothing of the refused call is left in the switch."""
+    with softswitch(["--relay-entries", "12"]) as small:  # room for 3 calls' relays
+        await route_all(small.address)
+        cfg = settings(tmp_path, switch=small.address)
+        async with running_agent(cfg) as app:
+            cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+            writer = app.offloader.writer
+            async with writer.lock:  # the writer waits with call 1; calls 2-4 gather
+                for n in (1, 2, 3, 4):
+                    await cl.cmd(f"U batch{n} 198.18.1.1{n} 6000 f;1")
+                    await cl.cmd(f"L batch{n} 198.18.2.1{n} 7000 f;1 t;1")
+                gathered = {s.call_id for s in writer.dirty.values()}
+                assert gathered >= {"batch2", "batch3", "batch4"}, gathered
+            await app.offloader.drained()
+            states = {s.call_id: (s.state, s.reason) for s in app.table}
+            offloaded = (OffloadState.OFFLOADED, None)
+            assert [states[f"batch{n}"] for n in (1, 2, 3)] == [offloaded] * 3, states
+            assert states["batch4"] == (OffloadState.FALLBACK, "table_full"), states
+            sc = SwitchClient(small.address, client_id=8)
+            await sc.connect()
+            try:
+                assert len(await relays(sc)) == 12 and len(await legs(sc)) == 6
+                assert len(await guards(sc)) == 12
+            finally:
+                await sc.close()
+            cl.close()
+
+
 async def test_fail_open_guard_table_full(tmp_path: Path) -> None:
     """Room for two calls' relays but, with another client's guards taking half
     the guard table, for one call's guards: the second call stays on RTPProxy
