@@ -196,3 +196,22 @@ async def test_rows_resent_by_an_upgraded_agent_are_taken(
     finally:
         server.stop()
         store.close()
+
+
+def test_report_timestamps_read_as_datetime_writes_them() -> None:
+    """The reports' timestamps: the text `datetime.isoformat` gives, its
+    rounding to the microsecond included (half-way, the next second, zero)."""
+    import random
+    import time
+    from datetime import UTC, datetime
+
+    from rtpagent.reporter import _ts
+
+    now = time.time()
+    whole = float(int(now))
+    edge = [0.0, 0.5, 1e-6, 5e-7, 4.9e-7, 0.9999995, 0.9999994, 0.9999999, 0.25]
+    values = [whole + d for d in edge] + [1.0, 86399.9999996, 951782400.0000005]
+    values += [now + random.uniform(-3e8, 3e8) for _ in range(20000)]
+    for t in values:
+        assert _ts(t) == datetime.fromtimestamp(t, UTC).isoformat(), t
+    assert _ts().endswith("+00:00")
