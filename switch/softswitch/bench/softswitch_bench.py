@@ -26,6 +26,12 @@ Method, so the figures mean what they say:
   three rounds; medians with the min beside them.
 
     python switch/softswitch/bench/softswitch_bench.py [--quick] [--skip-memory] [--variants bf,sn]
+        [--bin-b PATH]
+
+--bin-b runs every selected softswitch variant a second time with another
+build of the switch (its own testbed, named "... [B]"), interleaved with the
+first in the same rounds, and adds the ratios B / A: a change measured side
+by side on one host under one load.
 
 Environment: P4RB_RATES (comma-separated pps), P4RB_TRIAL_S, P4RB_ROUNDS.
 """
@@ -64,6 +70,7 @@ LOSS_MAX = 0.001
 SESSIONS = 1_000_000
 CTL_PORT = 7723
 SHAPED_BPS = 1_000_000_000
+B_SUFFIX = " [B]"  # a variant run with --bin-b's build
 
 
 def sh(*cmd: str, check: bool = True) -> str:
@@ -695,6 +702,11 @@ def report(
     # INT's cost per relayed packet (target: at most 1.3x), side by side in this run
     with_int, relay_only = "softswitch, user space + INT", "softswitch, user space (AF_XDP)"
     ratio_row(f"{with_int} / {relay_only}", with_int, relay_only)
+    # --bin-b: the other build against this one, variant by variant
+    for r in results:
+        if r.dut.name.endswith(B_SUFFIX):
+            a = r.dut.name.removesuffix(B_SUFFIX)
+            ratio_row(f"{r.dut.name} / {a}", r.dut.name, a)
     w("")
     k0 = RATES[0]
     w(
@@ -755,7 +767,7 @@ def report(
 
 
 def main() -> int:
-    global RATES, ROUNDS
+    global RATES, ROUNDS, BIN
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -765,7 +777,15 @@ def main() -> int:
         "--variants",
         help="comma-separated testbed tags to run (bn,bf,bg,sg,sn,su,sp,ss,sq,si,sx,rp); default all",
     )
+    ap.add_argument(
+        "--bin-b",
+        type=Path,
+        help="another p4relay-softswitch build: each selected softswitch variant also runs with it",
+    )
     args = ap.parse_args()
+    if args.bin_b is not None and not args.bin_b.is_file():
+        print(f"--bin-b {args.bin_b}: no such file", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("needs root (network namespaces, AF_PACKET, XDP)", file=sys.stderr)
         return 2
@@ -835,6 +855,16 @@ def main() -> int:
         for tag, make in makers:
             if tag in only:
                 duts.append(make(Testbed(tag).build()))
+                if args.bin_b is not None and tag.startswith("s"):
+                    # The same variant on the other build, in its own testbed.
+                    a_bin, BIN = BIN, args.bin_b
+                    try:
+                        d = make(Testbed(tag + "b").build())
+                    finally:
+                        BIN = a_bin
+                    d.name += B_SUFFIX
+                    d.settings += f" — build B: `{args.bin_b}`"
+                    duts.append(d)
         base = Result(base_dut)
         results = [Result(d) for d in duts]
         everyone = [base, *results]
