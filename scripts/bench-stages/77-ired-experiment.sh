@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # iRED against tail drop, CoDel and PI2 (the iRED paper's Experiment 1, scaled):
-# the softswitch's port towards the UAS host shaped to 30 Mbit/s carries iperf3
+# the softswitch's port towards the UAS host shaped to 50 Mbit/s carries iperf3
 # TCP bulk flows, ping and the media of SIPp calls relayed by the switch; buffer
 # references of Table I, tail drop vs CoDel vs PI2 (the switch queue's
 # --port-aqm) vs iRED vs iRED sparing media. RTT, TCP goodput, drop rate,

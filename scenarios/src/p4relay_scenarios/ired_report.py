@@ -31,11 +31,12 @@ RATE_WHY = (
     "Rate: 50 Mbit/s, the top of the range this experiment is specified for (20-50 "
     "Mbit/s), because it is the nearest to the paper's regime, which the paper does not "
     "state but implies: it finds iRED's RTT below CoDel's at the 128-packet reference, "
-    "where minThsld is 56 full frames, while CoDel holds the RTT near 10 ms (5 ms target; "
-    "10-11 ms here at 30 Mbit/s). 56 frames of 1514 bytes drain in under 10 ms only above "
-    "68 Mbit/s (22.6 ms at 30 Mbit/s, 13.6 ms at 50). The testbed keeps up at 50: no "
-    "switch RX drops, and the port stays the bottleneck (TCP goodput / port rate below "
-    "as high as at 30). Nothing else is chosen from the results."
+    "where iRED's queue sits near minThsld, 56 full frames, and CoDel's near its 5 ms "
+    "target plus TCP's swings around it. 56 frames of 1514 bytes take 22.6 ms at 30 "
+    "Mbit/s and 13.6 ms at 50; under 10 ms only above 68 Mbit/s. The testbed keeps up "
+    "at 50: the switch drops no frame at its RX rings (switch RX drops) and TCP's "
+    "goodput stays at the port rate less its headers, as at 30. Nothing else is chosen "
+    "from the results."
 )
 MAX_RUNS = 10
 # Student's t, 97.5th percentile, by degrees of freedom 1..MAX_RUNS-1: the 95 %
