@@ -664,6 +664,8 @@ def report(
 
     def ratio_row(label: str, num: str, den: str) -> None:
         a, b = by.get(num), by.get(den)
+        if a is None or b is None:
+            return  # a variant --variants left out
         cells = []
         for k in RATES:
             x = med(net(a, k)) if a else None
