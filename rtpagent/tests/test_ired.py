@@ -191,6 +191,16 @@ def _agent(conf: Path, metrics_port: int, log: IO[bytes]) -> subprocess.Popen[by
     )
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if the agent has not exited in 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _sample(text: str, name: str, labels: str) -> float | None:
     series = f"{name}{{{labels}}} " if labels else f"{name} "
     for line in text.splitlines():
@@ -297,12 +307,7 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
         assert await ired_settings(probe) == {1: want}
         assert proc.poll() is None  # still running
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
         log.close()
         await probe.close()
         sw.stop()
@@ -317,7 +322,6 @@ async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_t
     agent starts with only port 1 in its file: at connect port 2 goes back to tail
     drop (entry deleted, drop flag and queue average zeroed, counters kept), logged
     and counted, and port 1 is set as configured."""
-    import signal
     import urllib.request
 
     from harness import free_port, record_pid
@@ -382,12 +386,7 @@ async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_t
         ], shown
     finally:
         if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop(proc)
         log.close()
         await probe.close()
         sw.stop()
