@@ -1,6 +1,7 @@
 """Writes the current report of one benchmark stage to docs/benchmarks/<stage>.md.
 
-`bench_report.py STAGE LOG` is called by `make bench` after a stage passes. The report
+`bench_report.py STAGE LOG` is called by `make bench` after a stage passes, or ends
+with exit 3 (it ran to its end but a target is not met; $BENCH_RC=3). The report
 holds the machine, the command, the date and commit, then the stage's table: the
 Markdown file the stage wrote to $BENCH_TABLE when it wrote one, otherwise what the
 stage printed (colour codes and progress-bar redraws removed). One file per stage,
@@ -74,8 +75,11 @@ def main() -> int:
         f"- machine: {cpu_model()}, {os.cpu_count()} cores, {memory_gib()}, "
         f"Linux {platform.release()}\n"
         f"- command: `make bench STAGE={stage}`\n"
-        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit(root)}\n\n"
+        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, commit {commit(root)}\n"
     )
+    if os.environ.get("BENCH_RC") == "3":
+        header += "- targets: not all met (the rows marked NO; the stage exits 3)\n"
+    header += "\n"
     out = root / "docs" / "benchmarks" / f"{stage}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + body)

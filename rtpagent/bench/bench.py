@@ -8,6 +8,9 @@
   shapes rtpagent writes (install, removal; encoding included)
 * offload latency: answer reply received -> the call's relay entries readable
   in the switch (polled over BfRt by a second client)
+
+Exit status 0 when every target is met, 3 when one is not (the table is printed
+either way).
 """
 
 from __future__ import annotations
@@ -624,7 +627,8 @@ async def main_async(a: argparse.Namespace) -> int:
     for name, val, target, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
         print(f"{name:<{w}}  {val:>34}  {target:>10}  {mark}")
-    return 0 if all(r[3] is not False for r in rows) else 1
+    # 3: ran to its end, a target not met (`make bench` still keeps this table).
+    return 0 if all(r[3] is not False for r in rows) else 3
 
 
 def main() -> int:

@@ -381,7 +381,8 @@ def main() -> int:
         table.add_row(*row)
     Console(width=120).print(table)
     print("targets met" if ok else "TARGETS MISSED")
-    return 0 if ok else 1
+    # 3: ran to its end, a target not met (`make bench` still keeps this table).
+    return 0 if ok else 3
 
 
 if __name__ == "__main__":
