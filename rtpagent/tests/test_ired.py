@@ -127,6 +127,24 @@ async def bed(netns_port: tuple[str, str]) -> AsyncIterator[Bed]:
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
 
 
+@pytest.fixture
+async def two_port_switch(
+    netns_two_ports: tuple[list[str], str],
+) -> AsyncIterator[tuple[Softswitch, SwitchClient]]:
+    """A softswitch on two veth ports and a BfRt client that reads its state."""
+    (a, b), _ = netns_two_ports
+    sw = Softswitch(["--port", f"1={a}", "--port", f"2={b}"])
+    sw.start()
+    probe = SwitchClient(
+        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    try:
+        yield sw, probe
+    finally:
+        await probe.close()
+        sw.stop()
+
+
 @ROOT_ONLY
 @pytest.mark.timeout(120)
 async def test_set_at_connect_and_after_a_switch_restart(
@@ -212,7 +230,9 @@ def _sample(text: str, name: str, labels: str) -> float | None:
 @ROOT_ONLY
 @pytest.mark.timeout(180)
 async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
-    netns_two_ports: tuple[list[str], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    two_port_switch: tuple[Softswitch, SwitchClient],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`rtpagent` as operators run it: the file edited, SIGHUP; the changed port set, the
     port dropped from the file back to tail drop (its drop flag and average zeroed, its
@@ -224,12 +244,7 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
     from harness import free_port, record_pid
     from p4relay_switch.names import REG_IRED_DECISIONS, REG_IRED_DROP_FLAG
 
-    (a, b), _ = netns_two_ports
-    sw = Softswitch(["--port", f"1={a}", "--port", f"2={b}"])
-    sw.start()
-    probe = SwitchClient(
-        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
-    )
+    sw, probe = two_port_switch
     conf = tmp_path / "agent.toml"
     p1 = "port = 1\nmax_len_queue = 256\nn_drop = 16\newma_n = 2\nprotect = false"
     p1_new = "port = 1\nmax_len_queue = 512\nn_drop = 32"
@@ -309,14 +324,14 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
     finally:
         _stop(proc)
         log.close()
-        await probe.close()
-        sw.stop()
 
 
 @ROOT_ONLY
 @pytest.mark.timeout(120)
 async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_tail_drop(
-    netns_two_ports: tuple[list[str], str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    two_port_switch: tuple[Softswitch, SwitchClient],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The switch runs iRED on ports 1 and 2 (an earlier agent's configuration); the
     agent starts with only port 1 in its file: at connect port 2 goes back to tail
@@ -328,12 +343,7 @@ async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_t
     from p4relay_switch.ired import set_ired
     from p4relay_switch.names import REG_IRED_DECISIONS, REG_IRED_DROP_FLAG, REG_IRED_QAVG
 
-    (a, b), _ = netns_two_ports
-    sw = Softswitch(["--port", f"1={a}", "--port", f"2={b}"])
-    sw.start()
-    probe = SwitchClient(
-        sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
-    )
+    sw, probe = two_port_switch
     conf = tmp_path / "agent.toml"
     conf.write_text(
         _toml(sw.address, "port = 1\nmax_len_queue = 256\nn_drop = 16\newma_n = 2\nprotect = false")
@@ -388,8 +398,6 @@ async def test_connect_sets_a_port_dropped_while_the_agent_was_stopped_back_to_t
         if proc is not None:
             _stop(proc)
         log.close()
-        await probe.close()
-        sw.stop()
 
 
 @ROOT_ONLY
