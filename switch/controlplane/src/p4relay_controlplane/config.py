@@ -1,0 +1,520 @@
+"""One switch's configuration: defaults < TOML file < environment
+(P4RELAY_CONTROLPLANE_*) < flags, validated whole.
+
+The file holds top-level keys (or a `[controlplane]` table) named like the
+settings below. Each feature section says what the switch runs, whole: a
+section that is present is the truth for its tables (an empty list empties
+them); a section left out is not managed at all (its tables are left as they
+are). Lists in the environment are JSON (`P4RELAY_CONTROLPLANE_ROUTES='[...]'`);
+nested keys take `__` (`P4RELAY_CONTROLPLANE_INT__CALLS=all`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from p4relay_switch import SwitchError
+from p4relay_switch.ired import IredSettings, cells
+from p4relay_switch.names import IRED_EWMA_N_MAX, REROUTE_SLOTS
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "P4RELAY_CONTROLPLANE_"
+FRAME_BYTES = 1514  # iRED depths are given in full-size packets (the iRED paper's unit)
+# Table sizes of the Tofino build (switch/contract.toml size_p4): a config that
+# cannot fit is refused before anything is written.
+NEXTHOP_SIZE = 4096
+IPV4_LPM_SIZE = 16384
+INT_WATCH_SIZE = 256
+LEG_BITS = 21
+
+DevPort = Annotated[int, Field(ge=0, le=511, description="dev_port")]
+U16 = Annotated[int, Field(ge=0, le=65535)]
+U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+_BOOLS = {"1": True, "true": True, "on": True, "yes": True}
+_BOOLS |= {"0": False, "false": False, "off": False, "no": False}
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used: the message says which setting and why."""
+
+
+def mac(text: str) -> int:
+    parts = text.split(":")
+    if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+        raise ValueError(f"MAC address must look like 02:00:00:00:00:01, got {text!r}")
+    try:
+        return int("".join(parts), 16)
+    except ValueError:
+        raise ValueError(f"MAC address must look like 02:00:00:00:00:01, got {text!r}") from None
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PortShaping(_Section):
+    """Egress shaping of one port (tf1.tm.port.sched_shaping)."""
+
+    port: DevPort
+    rate_kbps: Annotated[int, Field(ge=0, le=400_000_000)] = Field(
+        description="egress rate, kbit/s; 0: unshaped (line rate)"
+    )
+    burst_bytes: Annotated[int, Field(ge=0, le=16_777_215)] = Field(
+        default=9000, description="shaper burst, bytes"
+    )
+
+
+class NexthopConfig(_Section):
+    """A next hop (pipe.Ingress.nexthop): the port and MACs a route sends by."""
+
+    id: U16
+    port: DevPort
+    src_mac: str
+    dst_mac: str
+    int_role: Literal["transit", "sink"] | None = Field(
+        default=None,
+        description="INT role of the next hop: transit = another INT switch, sink = the "
+        "edge of the INT domain (strip and report); none: outside INT",
+    )
+
+    @field_validator("src_mac", "dst_mac")
+    @classmethod
+    def _mac(cls, v: str) -> str:
+        mac(v)
+        return v.lower()
+
+
+class RouteConfig(_Section):
+    """A route (pipe.Ingress.ipv4_lpm); 0.0.0.0/0 is the default route."""
+
+    prefix: ipaddress.IPv4Network
+    nexthop: U16
+
+
+class RerouteClassConfig(_Section):
+    flow_class: Annotated[int, Field(ge=0, le=255)]
+    t_q_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
+        description="queueing delay threshold, us"
+    )
+    m: U16 = Field(description="consecutive packets over t_q that move the flow (0: never)")
+    hold_ms: U32 = Field(description="the primary stays clear this long before a flow moves back")
+
+    @property
+    def t_q_ns(self) -> int:
+        return round(self.t_q_us * 1000)
+
+
+class RerouteWatchConfig(_Section):
+    prefix: ipaddress.IPv4Network
+    slot: Annotated[int, Field(ge=0, le=REROUTE_SLOTS - 1)]
+    flow_class: Annotated[int, Field(ge=0, le=255)]
+    primary_port: DevPort = Field(
+        description="dev_port of the primary next hop (upstream notices only from there)"
+    )
+    backup_nexthop_id: U16 | None = Field(
+        default=None, description="next hop to move to; none: notify the upstream switch"
+    )
+    backup_port: DevPort | None = Field(
+        default=None, description="dev_port of the backup next hop (for the record)"
+    )
+
+
+class RerouteSection(_Section):
+    """Congestion reroute: flow classes, watched destinations, the return."""
+
+    poll_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
+        default=100, description="how often the primaries of moved flows are checked"
+    )
+    classes: list[RerouteClassConfig] = Field(default_factory=list)
+    watch: list[RerouteWatchConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        slots = [w.slot for w in self.watch]
+        if len(set(slots)) != len(slots):
+            raise ValueError("two reroute watches share a slot")
+        prefixes = [w.prefix for w in self.watch]
+        if len(set(prefixes)) != len(prefixes):
+            raise ValueError("a reroute watch prefix is given twice")
+        classes = [c.flow_class for c in self.classes]
+        if len(set(classes)) != len(classes):
+            raise ValueError("a reroute flow class is defined twice")
+        for w in self.watch:
+            if w.flow_class not in classes:
+                raise ValueError(f"watch {w.prefix} names flow class {w.flow_class}, not defined")
+        return self
+
+
+class IredPort(_Section):
+    """One port's iRED: a TOML table, or `port=4,max_len_queue=1024,n_drop=64`
+    (the environment's JSON list) with the same keys."""
+
+    port: DevPort
+    max_len_queue: int = Field(ge=1, description="maxLenQueue, full-size packets")
+    n_drop: int = Field(ge=1, description="N, full-size packets: minThsld = maxLenQueue/2 - N")
+    ewma_n: int = Field(default=1, description="n of the queue average, 1..4")
+    drop_prob: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="chance between the thresholds; default the paper's 2 / (N + 1)",
+    )
+    tail_drop: bool = Field(
+        default=False, description="plain tail drop at maxLenQueue instead (comparisons)"
+    )
+    protect: bool = Field(
+        default=True, description="never pick offloaded calls' media or DSCP EF packets"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_text(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        out: dict[str, Any] = {}
+        for part in (p.strip() for p in v.split(",")):
+            if not part:
+                continue
+            key, sep, val = part.partition("=")
+            key = key.strip()
+            if not sep:
+                raise ValueError(f"iRED port {v!r}: {part!r} is not key=value")
+            if key in out:
+                raise ValueError(f"iRED port {v!r}: {key} given twice")
+            val = val.strip()
+            if key in ("tail_drop", "protect"):
+                if val.lower() not in _BOOLS:
+                    raise ValueError(f"iRED port {v!r}: {key}={val!r} is not on/off")
+                out[key] = _BOOLS[val.lower()]
+            else:
+                out[key] = val
+        return out
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        where = f"iRED on port {self.port}"
+        if not 1 <= self.ewma_n <= IRED_EWMA_N_MAX:
+            raise ValueError(f"{where}: ewma_n (n) {self.ewma_n} must be 1..{IRED_EWMA_N_MAX}")
+        if 2 * self.n_drop >= self.max_len_queue:
+            raise ValueError(
+                f"{where}: n_drop (N) {self.n_drop} must be below max_len_queue / 2 = "
+                f"{self.max_len_queue / 2:g} (minThsld = maxLenQueue/2 - N must stay above 0)"
+            )
+        try:
+            self.settings().check()
+        except SwitchError as e:
+            raise ValueError(f"{where}: {e}") from None
+        return self
+
+    def settings(self) -> IredSettings:
+        """The switch's entry (depths in cells)."""
+        return IredSettings(
+            max_len_queue=cells(self.max_len_queue, FRAME_BYTES),
+            n_drop=cells(self.n_drop, FRAME_BYTES),
+            ewma_n=self.ewma_n,
+            drop_prob=2.0 / (self.n_drop + 1) if self.drop_prob is None else self.drop_prob,
+            tail_drop=self.tail_drop,
+            protect=self.protect,
+        )
+
+
+class IntHopConfig(_Section):
+    """This switch's INT hop on an egress port, with the congestion thresholds
+    a hop is marked by (clear <= onset: hysteresis)."""
+
+    port: DevPort
+    onset_cells: U32 = Field(default=200, description="queue depth at dequeue, 80-byte cells")
+    clear_cells: U32 = Field(default=50)
+    onset_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
+        default=1000.0, description="hop latency, us"
+    )
+    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=250.0)
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> Self:
+        if self.clear_cells > self.onset_cells or self.clear_us > self.onset_us:
+            raise ValueError(
+                f"INT hop on port {self.port}: clear thresholds ({self.clear_cells} cells, "
+                f"{self.clear_us} us) must not exceed the onset thresholds "
+                f"({self.onset_cells} cells, {self.onset_us} us)"
+            )
+        return self
+
+
+class IntReportConfig(_Section):
+    """Where a sink's telemetry reports go (the collector's --int-report-listen)."""
+
+    port: DevPort = Field(description="dev_port the reports leave by")
+    src_mac: str
+    dst_mac: str
+    src_addr: ipaddress.IPv4Address
+    dst_addr: ipaddress.IPv4Address
+    dst_port: Annotated[int, Field(ge=1, le=65535)] = 32766
+
+    @field_validator("src_mac", "dst_mac")
+    @classmethod
+    def _mac(cls, v: str) -> str:
+        mac(v)
+        return v.lower()
+
+
+class IntSection(_Section):
+    """In-band network telemetry on this switch: which calls it traces as the
+    source (the relay switch), the hop it adds per egress port, and where a
+    sink's reports go. Roles are per next hop (`nexthops[].int_role`)."""
+
+    switch_id: U32 = Field(description="this switch's INT node id (hops and reports)")
+    calls: Literal["none", "all", "sampled", "prefixes"] = Field(
+        default="all",
+        description="calls traced from here: every offloaded call, one in sample_one_in "
+        "(by leg index), those whose far party is in prefixes, or none (transit/sink only)",
+    )
+    sample_one_in: Annotated[int, Field(ge=1, le=1 << LEG_BITS)] = Field(
+        default=1, description="calls = sampled: a power of two (a ternary match on the leg)"
+    )
+    prefixes: list[ipaddress.IPv4Network] = Field(
+        default_factory=list, description="calls = prefixes: the far party's address"
+    )
+    hops: list[IntHopConfig] = Field(default_factory=list)
+    report: IntReportConfig | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        n = self.sample_one_in
+        if n & (n - 1):
+            raise ValueError(
+                f"int.sample_one_in {n} must be a power of two (the switch samples by the "
+                "low bits of the call's leg index, a ternary match)"
+            )
+        if self.calls == "sampled" and n == 1:
+            raise ValueError("int.calls = sampled needs sample_one_in > 1 (1 is calls = all)")
+        if self.calls == "prefixes" and not self.prefixes:
+            raise ValueError("int.calls = prefixes needs int.prefixes")
+        if self.calls != "prefixes" and self.prefixes:
+            raise ValueError(f"int.prefixes is used only with calls = prefixes, not {self.calls}")
+        if len(set(self.prefixes)) != len(self.prefixes):
+            raise ValueError("an int prefix is given twice")
+        if len(self.prefixes) > INT_WATCH_SIZE:
+            raise ValueError(f"int.prefixes: at most {INT_WATCH_SIZE} (int_watch's size)")
+        ports = [h.port for h in self.hops]
+        if len(set(ports)) != len(ports):
+            raise ValueError("an INT hop port is given twice")
+        return self
+
+
+# The config file's content for the settings being built: pydantic-settings'
+# sources are per class, the file is per load.
+_FILE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("file", default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return (_FILE.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE.get() or {})
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    switch: str = Field(
+        default="sw1", min_length=1, max_length=128, description="the switch's name at the server"
+    )
+    grpc_address: str = Field(
+        default="127.0.0.1:50052", description="the switch's BfRt gRPC host:port"
+    )
+    client_id: U16 = Field(default=11, description="BfRt client id (rtpagent 1, the collector 2)")
+    timeout_s: Annotated[float, Field(gt=0, le=60)] = Field(
+        default=2.0, description="BfRt connect and RPC timeout, s"
+    )
+    reconcile_interval_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=5.0, description="how often the switch is read back and drift repaired, s"
+    )
+    metrics_listen: str = Field(
+        default="127.0.0.1:9104", description="Prometheus /metrics host:port; empty: off"
+    )
+    server_url: str = Field(
+        default="", description="the p4relay server for reroute events; empty: logged only"
+    )
+    token: SecretStr | None = Field(default=None, description="ingest token (prefer token_file)")
+    token_file: Path | None = Field(
+        default=None, description="file holding the ingest token (first line)"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_json: bool = Field(default=True, description="JSON lines on stderr (else console text)")
+
+    ports: list[PortShaping] | None = Field(
+        default=None, description="egress shaping per port; ports not listed are left alone"
+    )
+    nexthops: list[NexthopConfig] | None = Field(
+        default=None, description="next hops (pipe.Ingress.nexthop, int_role)"
+    )
+    routes: list[RouteConfig] | None = Field(
+        default=None, description="routes (pipe.Ingress.ipv4_lpm); 0.0.0.0/0 = default"
+    )
+    reroute: RerouteSection | None = Field(default=None, description="congestion reroute")
+    ired: list[IredPort] | None = Field(default=None, description="iRED per egress port")
+    int: IntSection | None = Field(default=None, description="in-band network telemetry")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _FileSource(settings_cls)
+
+    @field_validator("grpc_address", "metrics_listen")
+    @classmethod
+    def _host_port(cls, v: str, info: Any) -> str:
+        if v or info.field_name == "grpc_address":
+            parse_listen(v)
+        return v
+
+    @field_validator("server_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"server_url must start with http:// or https://, not {v!r}")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _whole(self) -> Self:
+        if self.ports is not None:
+            _unique([p.port for p in self.ports], "ports: port {} given twice")
+        if self.ired is not None:
+            _unique([p.port for p in self.ired], "iRED: port {} configured twice")
+        nexthop_ids: set[int] | None = None
+        if self.nexthops is not None:
+            _unique([n.id for n in self.nexthops], "nexthops: id {} given twice")
+            if len(self.nexthops) > NEXTHOP_SIZE:
+                raise ValueError(f"nexthops: at most {NEXTHOP_SIZE}")
+            nexthop_ids = {n.id for n in self.nexthops}
+            if self.int is None and any(n.int_role for n in self.nexthops):
+                raise ValueError("nexthops name an int_role but there is no [int] section")
+        if self.routes is not None:
+            _unique([str(r.prefix) for r in self.routes], "routes: prefix {} given twice")
+            if len(self.routes) > IPV4_LPM_SIZE:
+                raise ValueError(f"routes: at most {IPV4_LPM_SIZE}")
+            if nexthop_ids is None:
+                raise ValueError("routes need the nexthops they name ([[nexthops]])")
+            for r in self.routes:
+                if r.nexthop not in nexthop_ids:
+                    raise ValueError(f"route {r.prefix}: nexthop {r.nexthop} is not in nexthops")
+        if self.reroute is not None and nexthop_ids is not None:
+            for w in self.reroute.watch:
+                if w.backup_nexthop_id is not None and w.backup_nexthop_id not in nexthop_ids:
+                    raise ValueError(
+                        f"reroute watch {w.prefix}: backup_nexthop_id {w.backup_nexthop_id} "
+                        "is not in nexthops"
+                    )
+        sinks = [n for n in self.nexthops or [] if n.int_role == "sink"]
+        if self.int is not None and self.int.report is None and sinks:
+            raise ValueError("a sink next hop needs [int.report] (where its reports go)")
+        return self
+
+    def ingest_token(self) -> str | None:
+        """The token from `token`, else the first line of `token_file`; None without either."""
+        if self.token is not None and self.token.get_secret_value():
+            return self.token.get_secret_value()
+        if self.token_file is None:
+            return None
+        try:
+            text = self.token_file.read_text().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read token_file {self.token_file}: {e.strerror}") from e
+        if not text:
+            raise ConfigError(f"token_file {self.token_file} is empty")
+        return text.splitlines()[0].strip()
+
+
+def _unique(values: list[Any], msg: str) -> None:
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(msg.format(v))
+        seen.add(v)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:9104`) -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected host:port, got {text!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _explain(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        msg = err["msg"].removeprefix("Value error, ")
+        lines.append(f"{where}: {msg}")
+    return "; ".join(lines)
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        doc = tomllib.loads(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from e
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    table = doc.get("controlplane", doc)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [controlplane] must be a table")
+    return table
+
+
+def load(path: Path | None, flags: dict[str, Any] | None = None) -> Settings:
+    """Settings from the file, the environment and `flags` (None values ignored),
+    validated whole; ConfigError says every reason."""
+    data = read_file(path) if path is not None else {}
+    token = _FILE.set(data)
+    try:
+        return Settings(**{k: v for k, v in (flags or {}).items() if v is not None})
+    except ValidationError as e:
+        where = f"{path}: " if path is not None else ""
+        raise ConfigError(f"{where}{_explain(e)}") from e
+    finally:
+        _FILE.reset(token)
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "ConfigError",
+    "IntHopConfig",
+    "IntReportConfig",
+    "IntSection",
+    "IredPort",
+    "NexthopConfig",
+    "PortShaping",
+    "RerouteClassConfig",
+    "RerouteSection",
+    "RerouteWatchConfig",
+    "RouteConfig",
+    "Settings",
+    "load",
+    "mac",
+    "parse_listen",
+]

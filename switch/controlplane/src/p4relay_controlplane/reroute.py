@@ -1,0 +1,195 @@
+"""Congestion reroute decisions of one switch.
+
+The data plane moves a watched flow to its backup next hop by itself (or
+notifies the upstream switch); the daemon installs the classes and watches
+(desired.py) and here:
+
+- hears every `pipe.IngressDeparser.reroute` digest and records it (flow, from
+  path, to path, trigger values) as a `reroute` event for the server;
+- moves a flow back once its primary port has stayed clear for the class's
+  hold time: the port's `reroute_port_hot` stamp (the switch's time of the
+  last departure over t_q there, by any packet with a class) must stay
+  unchanged that long, read every `poll_ms`. A flow that congests its primary
+  again moves again only after m more hot packets: no flapping faster than
+  the hold time;
+- at connect, takes over flows the switch already has on their backup (a
+  restart of the daemon).
+
+Why in the switch's control plane and not rtpagent: every switch on a path
+needs it (a switch without the relay, or one an upstream notice moves a flow
+on, has no rtpagent), and a watch names any destination, not only a call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+from p4relay_collector.wire import Event, IngestBatch, PayloadValue
+from p4relay_switch import Digest, SwitchClient
+from p4relay_switch.reroute import MOVED, Reroute, RerouteEvent
+
+from p4relay_controlplane import metrics
+from p4relay_controlplane.config import RerouteSection, RerouteWatchConfig
+
+log = structlog.get_logger("p4relay.controlplane.reroute")
+
+Submit = Callable[[IngestBatch], Awaitable[None]]
+
+
+@dataclass
+class Episode:
+    """A flow on its backup, and what the return waits for."""
+
+    watch: RerouteWatchConfig
+    event: RerouteEvent
+    since: float
+    hot_seen: int | None = None  # last port_hot stamp read on the primary
+    clear_since: float = field(default_factory=time.monotonic)
+
+
+def _path(port: int | None, nexthop: int | None = None) -> str:
+    if port is None and nexthop is None:
+        return "upstream"
+    parts = []
+    if nexthop is not None:
+        parts.append(f"nexthop {nexthop}")
+    if port is not None:
+        parts.append(f"port {port}")
+    return " ".join(parts)
+
+
+class RerouteControl:
+    """Episodes of one switch's watched flows. `submit` takes events to the
+    server (None: they are logged only)."""
+
+    def __init__(
+        self, cfg: RerouteSection, switch: str, client: SwitchClient, submit: Submit | None
+    ) -> None:
+        self.switch = switch
+        self.rr = Reroute(client)
+        self.submit = submit
+        self.episodes: dict[int, Episode] = {}
+        self.moves = 0
+        self.returns = 0
+        self.configure(cfg)
+
+    def configure(self, cfg: RerouteSection) -> None:
+        """A (re)loaded section: episodes of slots no longer watched are forgotten."""
+        self.cfg = cfg
+        self.by_slot = {w.slot: w for w in cfg.watch}
+        self.hold_ms = {c.flow_class: c.hold_ms for c in cfg.classes}
+        self.t_q_ns = {c.flow_class: c.t_q_ns for c in cfg.classes}
+        for slot in [s for s, ep in self.episodes.items() if self.by_slot.get(s) != ep.watch]:
+            del self.episodes[slot]
+        metrics.ON_BACKUP.set(len(self.episodes))
+
+    async def at_connect(self) -> None:
+        """Flows the switch already has on their backup become episodes."""
+        if not self.by_slot:
+            return
+        active = await self.rr.active(sorted(self.by_slot))
+        for slot, on_backup in active.items():
+            if on_backup and slot not in self.episodes:
+                w = self.by_slot[slot]
+                ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
+                self.episodes[slot] = Episode(w, ev, time.monotonic())
+        metrics.ON_BACKUP.set(len(self.episodes))
+        if self.episodes:
+            log.info("reroute_on_backup_at_connect", slots=sorted(self.episodes))
+
+    def _event(self, payload: dict[str, PayloadValue], msg: str) -> Event:
+        return Event(
+            event_id=str(uuid.uuid4()),
+            type="reroute",
+            ts=dt.datetime.now(dt.UTC),
+            severity="warning",
+            switch=self.switch,
+            message=msg,
+            payload=payload,
+        )
+
+    async def _send(self, events: list[Event]) -> None:
+        if self.submit is not None and events:
+            await self.submit(IngestBatch(idempotency_key=str(uuid.uuid4()), events=events))
+
+    async def on_digest(self, d: Digest) -> None:
+        events = []
+        for ev in Reroute.events(d):
+            w = self.by_slot.get(ev.slot)
+            if w is None:
+                log.warning("reroute_digest_unknown_slot", slot=ev.slot, dst=str(ev.dst))
+                continue
+            t_q = self.t_q_ns.get(ev.flow_class)
+            trigger = (
+                f"queue delay {ev.queue_delay_ns / 1e6:.3f} ms > t_q "
+                f"{(t_q or 0) / 1e6:.3f} ms for {ev.run} packets"
+            )
+            if ev.moved:
+                self.moves += 1
+                self.episodes[ev.slot] = Episode(w, ev, time.monotonic())
+                to = _path(w.backup_port, w.backup_nexthop_id)
+            else:
+                to = "upstream"
+            direction = "to_backup" if ev.moved else "notify_upstream"
+            metrics.REROUTES.labels(direction).inc()
+            payload: dict[str, PayloadValue] = {
+                "flow": str(w.prefix),
+                "from_path": _path(w.primary_port),
+                "to_path": to,
+                "trigger": trigger,
+                "slot": ev.slot,
+                "queue_delay_ns": ev.queue_delay_ns,
+                "run": ev.run,
+                "flow_class": ev.flow_class,
+                "ingress_port": ev.port,
+                "direction": direction,
+            }
+            log.info("reroute", **payload)
+            events.append(self._event(payload, f"{w.prefix} moved off port {w.primary_port}"))
+        metrics.ON_BACKUP.set(len(self.episodes))
+        await self._send(events)
+
+    async def check_returns(self) -> None:
+        """Moves back every flow whose primary stayed clear for its hold time."""
+        if not self.episodes:
+            return
+        ports = sorted({e.watch.primary_port for e in self.episodes.values()})
+        hot = await self.rr.port_hot(ports)
+        now = time.monotonic()
+        back: list[int] = []
+        for slot, ep in self.episodes.items():
+            stamp = hot.get(ep.watch.primary_port, 0)
+            if stamp != ep.hot_seen:
+                ep.hot_seen = stamp
+                ep.clear_since = now
+            hold_s = self.hold_ms.get(ep.watch.flow_class, 0) / 1000
+            if now - ep.clear_since >= hold_s:
+                back.append(slot)
+        if not back:
+            return
+        await self.rr.move_back(back)
+        events = []
+        for slot in back:
+            ep = self.episodes.pop(slot)
+            self.returns += 1
+            metrics.REROUTES.labels("to_primary").inc()
+            w = ep.watch
+            held = round((now - ep.clear_since) * 1000)
+            payload: dict[str, PayloadValue] = {
+                "flow": str(w.prefix),
+                "from_path": _path(w.backup_port, w.backup_nexthop_id),
+                "to_path": _path(w.primary_port),
+                "trigger": f"primary clear for {held} ms (hold {self.hold_ms.get(w.flow_class, 0)} ms)",
+                "slot": slot,
+                "direction": "to_primary",
+                "on_backup_ms": round((now - ep.since) * 1000),
+            }
+            log.info("reroute_back", **payload)
+            events.append(self._event(payload, f"{w.prefix} back on port {w.primary_port}"))
+        metrics.ON_BACKUP.set(len(self.episodes))
+        await self._send(events)
