@@ -259,3 +259,32 @@ async def test_a_session_keeps_only_its_latest_token(tmp_path: Path) -> None:
         await app.stop()
         cl.close()
         sip.close()
+
+
+async def test_callee_update_naming_a_socket_without_tag(tmp_path: Path) -> None:
+    """Kamailio's callee re-INVITE with its timeout_socket set: `U <call-id>
+    <addr> <port> <callee tag> <caller tag> <socket>`, no notify tag. RTPProxy
+    updates the call's one session (the reply is the caller's port, as the
+    answer's was; no second session) and a media timeout reaches the socket
+    with the dialog's call-id and caller tag."""
+    sip = Listener()
+    await sip.start()
+    fake = FakeSwitch()
+    fake.up = False  # the call stays on RTPProxy, which times it out
+    app, cl = await start(tmp_path, fake, rtpproxy_ttl=2.0, notify_allow=[sip.spec])
+    try:
+        offer = await cl.cmd("U kc1 198.18.1.10 6000 f;1")
+        answer = await cl.cmd("L kc1 198.18.2.10 7000 f;1 t;1")
+        assert offer is not None and answer is not None
+        reinvite = await cl.cmd(f"U kc1 198.18.2.10 7002 t;1 f;1 {sip.spec}")
+        assert reinvite is not None
+        assert reinvite.split()[0] == answer.split()[0] != offer.split()[0]
+        assert len(app.table) == 1
+        (s,) = list(app.table)
+        assert (s.tag, s.to_tag, s.notify_socket) == ("f;1", "t;1", sip.spec)
+        await wait_for(lambda: sip.lines, within=10.0)
+        assert sip.lines == [b"kc1 f\n"]
+    finally:
+        await app.stop()
+        cl.close()
+        sip.close()

@@ -39,6 +39,49 @@ def test_update_notify_without_to_tag() -> None:
     assert c.to_tag is None and c.notify_socket == "unix:/tmp/s" and c.notify_tag == "tag"
 
 
+def test_update_notify_socket_without_tag() -> None:
+    """Kamailio's rtpproxy module (timeout_socket, up to 5.6) on a U with a
+    to-tag: `from_tag to_tag socket`, no tag. Read as meant, sent on in a
+    form RTPProxy reads the same way (rpcpv1_ul.c: 8 words, or 6)."""
+    body = "Uc0,8 cid 198.18.2.10 7002 tt;1 ft;1 tcp:127.0.0.1:22225"
+    c = parse_command(body)
+    assert c.parse_error is None
+    assert (c.from_tag, c.to_tag) == ("tt;1", "ft;1")
+    assert (c.notify_socket, c.notify_tag) == ("tcp:127.0.0.1:22225", None)
+    assert (c.addr, c.port) == ("198.18.2.10", "7002")
+    sent = with_notify(c, "tcp:127.0.0.1:22224", "p4r_1")
+    assert sent == "Uc0,8 cid 198.18.2.10 7002 tt;1 ft;1 tcp:127.0.0.1:22224 p4r_1"
+    again = parse_command(sent)
+    assert (again.from_tag, again.to_tag, again.notify_tag) == ("tt;1", "ft;1", "p4r_1")
+    bare = with_notify(c, None, None)
+    assert bare == "Uc0,8 cid 198.18.2.10 7002 tt;1 ft;1"
+    assert parse_command(bare).to_tag == "ft;1" and parse_command(bare).notify_socket is None
+    unix = parse_command("U cid 1.2.3.4 5000 ft tt unix:/run/k.sock")
+    assert (unix.to_tag, unix.notify_socket, unix.notify_tag) == ("tt", "unix:/run/k.sock", None)
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        # RTPProxy's own reading: `from_tag socket tag` (a 7-word U).
+        ("ft tcp:127.0.0.1:22225 tag", (None, "tcp:127.0.0.1:22225", "tag")),
+        ("ft unix:/s unix:/t", (None, "unix:/s", "unix:/t")),
+        # The last word is no socket RTPProxy's -n takes: RTPProxy's reading.
+        ("ft tt tcp:127.0.0.1:0", (None, "tt", "tcp:127.0.0.1:0")),
+        ("ft tt tcp:127.0.0.1:70000", (None, "tt", "tcp:127.0.0.1:70000")),
+        ("ft tt tcp::5", (None, "tt", "tcp::5")),
+        ("ft tt unix:", (None, "tt", "unix:")),
+        ("ft tt /run/k.sock", (None, "tt", "/run/k.sock")),
+        # A socket and no tag after a to-tag.
+        ("ft tt tcp:localhost:22225", ("tt", "tcp:localhost:22225", None)),
+    ],
+)
+def test_update_six_words_readings(args: str, expect: tuple[str | None, ...]) -> None:
+    c = parse_command(f"U cid 1.2.3.4 5000 {args}")
+    assert c.parse_error is None
+    assert (c.to_tag, c.notify_socket, c.notify_tag) == expect
+
+
 @pytest.mark.parametrize(
     ("body", "op", "code"),
     [

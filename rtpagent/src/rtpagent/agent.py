@@ -115,8 +115,9 @@ class Agent:
         ):
             # Not ours to reach: RTPProxy gets the U as sent (and applies its
             # own -n list); the session keeps no notify socket of the agent's.
+            # A socket without a tag RTPProxy would misread: it goes without.
             self._refuse_notify(cmd.notify_socket)
-            return cmd, body, None
+            return cmd, body if cmd.notify_tag is not None else with_notify(cmd, None, None), None
         if (
             cmd.op is Op.UPDATE
             and cmd.understood
@@ -125,7 +126,21 @@ class Agent:
         ):
             token = f"{self._tok_prefix}_{next(self._tok):x}"
             return cmd, with_notify(cmd, self.notify_socket, token), token
+        if cmd.op is Op.UPDATE and cmd.notify_socket is not None and cmd.notify_tag is None:
+            # No socket of the agent's: RTPProxy notifies the SIP server itself,
+            # and needs a tag for it; the one the SIP server finds its dialog by.
+            return cmd, with_notify(cmd, cmd.notify_socket, self._dialog_tag(cmd)), None
         return cmd, body, None
+
+    def _dialog_tag(self, cmd: Command) -> str:
+        """The default notify tag of the session `cmd` names (the command's own
+        call-id and from-tag when the agent has no such session)."""
+        assert cmd.call_id is not None and cmd.from_tag is not None
+        found = self.table.find_stream(cmd.call_id, cmd.from_tag, cmd.to_tag)
+        if found is not None:
+            return default_notify_tag(found[0])
+        tag = cmd.from_tag.split(";", 1)[0]
+        return quote_from_bytes(f"{cmd.call_id} {tag}".encode(WIRE), safe="")
 
     def _refuse_notify(self, socket: str) -> None:
         metrics.NOTIFY_REFUSED.inc()
@@ -207,7 +222,8 @@ class Agent:
             self.forget_tokens(s)  # RTPProxy keeps only the latest U's socket and tag
             if cmd.notify_socket is not None:
                 s.notify_socket = cmd.notify_socket
-                s.notify_tag = cmd.notify_tag
+                # A socket without a tag: the one the SIP server finds its dialog by.
+                s.notify_tag = cmd.notify_tag or default_notify_tag(s)
             elif s.notify_socket is None or s.notify_socket == self.sip_notify:
                 # The default socket: the call named as the SIP server finds
                 # its dialog (call-id, the dialog's from-tag), URL-quoted as
@@ -366,6 +382,10 @@ class Agent:
             self.table.remove(s)
             self.forget_tokens(s)
             self.offloader.end(s)
+
+    def notify_sip(self, s: Session) -> None:
+        """Tell the session's SIP server its media timed out (as RTPProxy would)."""
+        self._notify_sip(s)
 
     def _notify_sip(self, s: Session) -> None:
         if s.notify_socket and not self.notify_allow.permits(s.notify_socket):

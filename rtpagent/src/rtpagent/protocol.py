@@ -146,7 +146,9 @@ class Command:
     addr: str | None = None  # U/L: SDP address
     port: str | None = None  # U/L: SDP port (string: RTPProxy resolves it)
     notify_socket: str | None = None  # U only
-    notify_tag: str | None = None  # U only, as sent (URL-quoted)
+    # U only, as sent (URL-quoted). None with a notify_socket: a socket without
+    # a tag (Kamailio's `timeout_socket`), which RTPProxy cannot take as sent.
+    notify_tag: str | None = None
     ul: ULOptions | None = None
     parse_error: ProtocolError | None = None
     # Words after the first `&&` (subcommands): RTPProxy acts on them too,
@@ -346,6 +348,19 @@ def _syntax_error(
     return None
 
 
+def notify_socket_form(word: str) -> bool:
+    """`word` is written as RTPProxy's notify sockets are (its `-n` list,
+    rtpp_tnotify_set.c parse_timeout_sock): `unix:<path>` or
+    `tcp:<host>:<port>`, port 1-65535. (RTPProxy also takes a bare path for
+    an old `unix:` entry; a bare word cannot be told from a tag.)"""
+    if word.startswith("unix:"):
+        return len(word) > 5
+    if not word.startswith("tcp:"):
+        return False
+    host, sep, port = word[4:].rpartition(":")
+    return bool(sep and host and port.isascii() and port.isdigit() and 0 < int(port) <= 65535)
+
+
 def _parse_ul(
     op: Op, word: str, call_id: str, args: tuple[str, ...], mods: str, subc: tuple[str, ...]
 ) -> Command:
@@ -356,7 +371,16 @@ def _parse_ul(
     if op is Op.UPDATE and len(args) == 7:
         nsock, ntag = args[5], args[6]
     elif op is Op.UPDATE and len(args) == 6:
-        nsock, ntag, to_tag = args[4], args[5], None
+        if notify_socket_form(args[5]) and not notify_socket_form(args[4]):
+            # `from_tag to_tag notify_socket`, no tag: what Kamailio's rtpproxy
+            # module (up to 5.6, `timeout_socket`) sends on a U with a to-tag.
+            # RTPProxy would take the to-tag for the socket and the socket for
+            # the tag, drop the to-tag and open a second session for the
+            # callee's re-INVITE; the agent reads what was meant and forwards
+            # it in a form RTPProxy reads the same way (`forward_text`).
+            nsock = args[5]
+        else:
+            nsock, ntag, to_tag = args[4], args[5], None
     try:
         ul = _parse_ul_modifiers(mods) if mods else _NO_UL_OPTIONS
     except ProtocolError as exc:
@@ -398,12 +422,15 @@ def _url_quoted(tag: str) -> bool:
     return _QUOTED.fullmatch(tag) is not None
 
 
-def with_notify(c: Command, socket: str, tag: str) -> str:
-    """The command text with its notify socket/tag replaced (U only). Words
-    joined by one space: RTPProxy splits them back into the same words."""
+def with_notify(c: Command, socket: str | None, tag: str | None) -> str:
+    """The command text with its notify socket/tag replaced (U only); None:
+    without one. Words joined by one space: RTPProxy splits them back into
+    the same words."""
     args = list(c.args)
-    if len(args) == 7:
-        args[5], args[6] = socket, tag
+    if socket is None or tag is None:
+        del args[5 if c.to_tag is not None else 4 :]
+    elif len(args) == 7 or (len(args) == 6 and c.to_tag is not None):
+        args[5:] = [socket, tag]
     elif len(args) == 6:
         args[4], args[5] = socket, tag
     elif c.to_tag is not None:

@@ -1,8 +1,9 @@
 """Kamailio's media-timeout listener: RTPProxy says a call's media stopped, we end it.
 
 OpenSIPS has this built in (`rtpp_notify_socket`); Kamailio's rtpproxy module
-only hands RTPProxy a `timeout_socket`. This process listens there (TCP,
-README's `127.0.0.1:22225`), reads one notification per line and ends the
+does not (its `timeout_socket` is unset: see kamailio.cfg), so rtpagent's
+`--sip-notify` names this process (TCP, README's `127.0.0.1:22225`). It
+reads one notification per line and ends the
 matching dialog over Kamailio's JSON-RPC control socket (jsonrpcs, unix
 datagram): `dlg.list` to find it by Call-ID, then `dlg.end_dlg`, which sends
 BYE both ways. Those BYEs come from the dialog module and never pass the
