@@ -1,6 +1,6 @@
 """Every metric a Grafana dashboard or a Prometheus rule file queries must be
 one the components export. Exported names come from their code: the
-prometheus_client declarations (server, collector, rtpagent), the softswitch's
+prometheus_client declarations (server, collector, rtpagent, controlplane), the softswitch's
 metric families (Rust) and the server's fleet metrics (`/api/v1/overview/metrics`).
 
     python deploy/grafana/check_metrics.py deploy/grafana/p4relay.json deploy/prometheus/alerts.yml
@@ -21,7 +21,7 @@ from typing import TypedDict
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PY_SOURCES = ["server/src", "collector/src", "rtpagent/src"]
+PY_SOURCES = ["server/src", "collector/src", "rtpagent/src", "switch/controlplane/src"]
 RUST_SOURCES = ["switch/softswitch/src/metrics.rs"]
 FLEET_SOURCE = "server/src/p4relay_server/services/queries.py"
 
