@@ -61,6 +61,39 @@ def test_items_dedupe_across_batches(client: TestClient, auth: Auth, clean: Engi
     assert count(clean, QualitySample) == 1
 
 
+def test_event_resent_with_other_content_is_409(
+    client: TestClient, auth: Auth, clean: Engine
+) -> None:
+    """An event_id is an idempotency key: the same id with other content is
+    refused whole (nothing of the batch stored), as a reused batch key is."""
+    ev = {
+        "event_id": "ev-conflict-01",
+        "type": "fallback",
+        "ts": iso(T0),
+        "payload": {"reason": "a"},
+    }
+    assert post(client, auth, batch(events=[ev])).status_code == 200
+    same = post(client, auth, batch(events=[ev]))
+    assert same.status_code == 200 and same.json()["events_duplicate"] == 1
+    for change in (
+        {"payload": {"reason": "b"}},
+        {"ts": iso(T0 + dt.timedelta(seconds=1))},
+        {"severity": "warning"},
+        {"session_key": "c9;z"},
+    ):
+        r = post(client, auth, batch(sessions=[session_item("c9;z")], events=[{**ev, **change}]))
+        assert r.status_code == 409, (change, r.text)
+        assert "ev-conflict-01" in r.json()["detail"]
+    # Twice in one batch with other content: refused as well.
+    twin = {**ev, "event_id": "ev-conflict-02"}
+    r = post(client, auth, batch(events=[twin, {**twin, "payload": {"reason": "c"}}]))
+    assert r.status_code == 409, r.text
+    assert count(clean, Event) == 1
+    assert count(clean, CallSession) == 0  # the refused batches stored nothing
+    with clean.connect() as c:
+        assert c.execute(select(Event.payload)).scalar_one() == {"reason": "a"}
+
+
 def test_session_updates_apply_in_seq_order(client: TestClient, auth: Auth, clean: Engine) -> None:
     key = "c2;b"
     r = post(

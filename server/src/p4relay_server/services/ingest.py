@@ -38,6 +38,7 @@ from p4relay_server.models import (
     SwitchPort,
 )
 from p4relay_server.schemas.ingest import (
+    EventIn,
     IngestBatch,
     IngestResult,
     QualitySampleIn,
@@ -625,10 +626,16 @@ def apply_queue_samples(ctx: _Context) -> None:
 # -------------------------------------------------------------------- events
 def apply_events(ctx: _Context) -> None:
     """Events by `event_id`, duplicates ignored; linked to their session when
-    it is known (else when it arrives), their switch and agent."""
+    it is known (else when it arrives), their switch and agent. An `event_id`
+    is an idempotency key: the same id with other content (in this batch or
+    stored) is refused whole (IdempotencyConflict, 409), as a reused batch key is."""
     events = ctx.batch.events
     if not events:
         return
+    by_id: dict[str, EventIn] = {}
+    for e in events:
+        if by_id.setdefault(e.event_id, e) != e:
+            raise IdempotencyConflict(f"event_id {e.event_id!r} sent twice with other content")
     switch_ids = ctx.switch_ids(e.switch for e in events)
     keys = list({e.session_key for e in events if e.session_key})
     sessions: dict[str, int] = {
@@ -659,6 +666,8 @@ def apply_events(ctx: _Context) -> None:
     ).all()
     ctx.result.events_stored = len(stored)
     ctx.result.events_duplicate = len(events) - len(stored)
+    if len(stored) < len(rows):
+        _check_event_replays(ctx, rows, {r.event_id for r in stored})
     if stored:
         ids = {r.event_id: r.id for r in stored}
         names = ctx.switch_names()
@@ -683,6 +692,33 @@ def apply_events(ctx: _Context) -> None:
                 ],
             }
         )
+
+
+_EVENT_CONTENT = (
+    "type",
+    "ts",
+    "severity",
+    "session_key",
+    "switch_id",
+    "agent_id",
+    "message",
+    "payload",
+)
+
+
+def _check_event_replays(ctx: _Context, rows: list[dict[str, Any]], stored: set[str]) -> None:
+    """The events already held under these ids must be these very events."""
+    again = {r["event_id"]: r for r in rows if r["event_id"] not in stored}
+    t = _table(Event)
+    held = ctx.db.execute(
+        select(t.c.event_id, *(t.c[c] for c in _EVENT_CONTENT)).where(t.c.event_id.in_(list(again)))
+    ).all()
+    for h in held:
+        new = again[h.event_id]
+        if any(getattr(h, c) != new[c] for c in _EVENT_CONTENT):
+            raise IdempotencyConflict(
+                f"event_id {h.event_id!r} is held with other content; an event is never changed"
+            )
 
 
 # ----------------------------------------------------------- INT path records
@@ -725,7 +761,8 @@ APPLIERS = (
 
 
 class IdempotencyConflict(ValueError):
-    """The token already used this idempotency key for a different batch."""
+    """The token already used this idempotency key for a different batch, or an
+    event's `event_id` came again with other content."""
 
 
 def body_hash(body: bytes) -> str:
