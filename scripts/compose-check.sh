@@ -13,7 +13,10 @@
 #      placing the services in test namespaces;
 #   5. sends SIPp calls through it from namespace p4rc-uac to p4rc-uas and
 #      checks: calls completed, media relayed by the switch (relay hits and the
-#      UAS port's TX, RTPProxy relaying next to nothing), sessions in the API;
+#      UAS port's TX, RTPProxy relaying next to nothing), sessions in the API,
+#      INT on the calls (the control plane's [int]: the switch traces every
+#      offloaded call and reports it to the collector; path records and hop
+#      queue samples in the API);
 #   6. drills: SIGKILL rtpagent mid-call (restarted by its policy, calls
 #      complete, media keeps flowing), restart PostgreSQL (no session lost);
 #   7. `down -v` and removes the namespaces: nothing left behind.
@@ -23,13 +26,14 @@
 # REBUILD=0 skips the second, nothing-changed build (the warm figure),
 # STACK_LOCK (a file; /run/lock/p4relay-compose-check.lock) is held while the
 # stack is up,
-# ONSWITCH=1 runs the on-switch image (bootstrap + rtpagent + collector in one
-# container) in place of the rtpagent and collector services,
+# ONSWITCH=1 runs the on-switch image (control plane + rtpagent + collector in
+# one container) in place of the controlplane, rtpagent and collector services,
 # OPENSIPS_TARBALL (default ../shared/vendor/opensips-3.6.8.tar.gz),
 # BENCH_TABLE=FILE writes the figures (images, build times, calls, drills) there
 # as Markdown (`make bench` puts it in docs/benchmarks/).
 # Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
-# .11 management; namespaces and links named p4rc-*.
+# .11 management, .12 the collector's INT report link (switch port 4);
+# namespaces and links named p4rc-*.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -58,6 +62,7 @@ STACK_LOCK=${STACK_LOCK:-/run/lock/p4relay-compose-check.lock}
 export BUILDAH_FORMAT=docker
 NS_SW=p4rc-sw NS_RELAY=p4rc-relay NS_UAC=p4rc-uac NS_UAS=p4rc-uas
 RELAY_IP=198.18.8.10 UAC_IP=198.18.9.10 UAS_IP=198.18.10.10 MGMT_SW=198.18.11.1 MGMT_RELAY=198.18.11.10
+INT_COLLECTOR=198.18.12.1
 WORK=$(mktemp -d /tmp/p4rc-compose.XXXXXX)
 FAILS=0
 START=$(date +%s)
@@ -174,7 +179,11 @@ unnice_dockerd() {
     renice -n 0 -p "$DOCKERD_PID" $(pgrep -x containerd) >/dev/null 2>&1 || true
 }
 AGENT=rtpagent COLLECTOR=collector PROFILES=(--profile softswitch --profile "$SIP")
-if [ "${ONSWITCH:-0}" = 1 ]; then AGENT=onswitch COLLECTOR=onswitch PROFILES+=(--profile onswitch); fi
+# Where the control plane and the collector run (the on-switch container: the relay host).
+CONTROL=controlplane NS_CONTROL=$NS_SW
+if [ "${ONSWITCH:-0}" = 1 ]; then
+    AGENT=onswitch COLLECTOR=onswitch CONTROL=onswitch NS_CONTROL=$NS_RELAY PROFILES+=(--profile onswitch)
+fi
 if [ "$ENGINE" = podman ]; then
     COMPOSE() { "$PC_VENV/bin/podman-compose" -p "$PROJECT" --env-file "$WORK/env" \
         -f docker-compose.yml -f deploy/compose/testbed.yml "${PROFILES[@]}" "$@"; }
@@ -284,6 +293,16 @@ testbed_up() {
     in_ns "$NS_SW" ip link set p4rc-mgmt up
     in_ns "$NS_RELAY" ip addr add "$MGMT_RELAY/24" dev mgmt0
     in_ns "$NS_RELAY" ip link set mgmt0 up
+    # INT report link: switch port 4 -> the collector's listener where the
+    # collector runs (MACs as deploy/compose/testbed-controlplane.toml has them).
+    ip link add p4rc-sw-col address 02:8c:00:00:04:01 netns "$NS_SW" type veth \
+        peer name p4rc-col address 02:8c:00:00:04:10 netns "$NS_CONTROL"
+    in_ns "$NS_SW" sysctl -qw net.ipv6.conf.p4rc-sw-col.disable_ipv6=1
+    in_ns "$NS_SW" ip link set p4rc-sw-col up
+    in_ns "$NS_SW" ethtool -K p4rc-sw-col tx off >/dev/null
+    in_ns "$NS_CONTROL" sysctl -qw net.ipv6.conf.p4rc-col.disable_ipv6=1
+    in_ns "$NS_CONTROL" ip addr add "$INT_COLLECTOR/24" dev p4rc-col
+    in_ns "$NS_CONTROL" ip link set p4rc-col up
     ok "testbed namespaces $NS_SW $NS_RELAY $NS_UAC $NS_UAS"
 }
 testbed_down() {
@@ -311,9 +330,11 @@ RTPPROXY_TTL=60
 SIP_IP=$RELAY_IP
 UAS_URI=sip:$UAS_IP:5060
 RTPAGENT_SWITCH=$MGMT_SW:50052
-SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-uas
+SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-uas,4=p4rc-sw-col
 SWITCH_GRPC_LISTEN=0.0.0.0:50052
-SWITCH_SITE=./deploy/compose/testbed-site.json
+CONTROLPLANE_CONFIG=./deploy/compose/testbed-controlplane.toml
+INT_REPORT_LISTEN=$INT_COLLECTOR:32766
+INT_SWITCH_NAMES=1=sw1
 SWITCH_WORKERS=1
 EOF
     umask 022
@@ -498,25 +519,34 @@ if [ "$ENGINE" = docker ] && [ "${ONSWITCH:-0}" != 1 ]; then
     ONE_UP=1
     # As an operator starts it: one `up`, docker compose ordering the start by
     # depends_on (healthy, completed successfully).
-    COMPOSE up -d postgres softswitch switch-bootstrap rtpproxy init server rtpagent collector "$SIP" \
+    COMPOSE up -d postgres softswitch controlplane rtpproxy init server rtpagent collector "$SIP" \
         >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up failed"; }
 fi
 # podman 4.3 (Debian 12) cannot start a container whose `--requires` names a
-# one-shot that has exited (init, switch-bootstrap), nor wait for `healthy`:
-# start each tier with --no-deps and wait for its healthchecks and one-shots
-# here, the order depends_on gives under docker compose. (With docker the
-# stack is up already and this only checks each tier; the on-switch service
-# replaces two that the SIP server depends on, so it starts tier by tier.)
+# one-shot that has exited (init), nor wait for `healthy`: start each tier
+# with --no-deps and wait for its healthchecks and one-shots here, the order
+# depends_on gives under docker compose. (With docker the stack is up already
+# and this only checks each tier; the on-switch service replaces services the
+# SIP server depends on, so it starts tier by tier.)
 up postgres softswitch rtpproxy
 wait_healthy postgres 90 || die "postgres not healthy"
 wait_healthy softswitch 60 || die "softswitch not healthy"
 wait_healthy rtpproxy 60 || die "rtpproxy not healthy"
-up init switch-bootstrap
+up init
 wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
-wait_exited_ok switch-bootstrap 120 && ok "switch-bootstrap: routes and relay range written over BfRt gRPC" \
-    || die "switch-bootstrap failed"
-up server "$AGENT"
+up server "$CONTROL"
 wait_healthy server 120 || die "server not healthy"
+wait_healthy "$CONTROL" 120 || die "$CONTROL not healthy"
+cp_ok=0
+for _ in $(seq 60); do
+    [ "$(metric "$NS_CONTROL" 127.0.0.1:9104 p4relay_controlplane_switch_connected)" -eq 1 ] \
+        && [ "$(metric "$NS_CONTROL" 127.0.0.1:9104 'p4relay_controlplane_reconciles_total\{result="(clean|repaired)"')" -ge 1 ] \
+        && { cp_ok=1; break; }
+    sleep 1
+done
+[ "$cp_ok" = 1 ] && ok "$CONTROL: control plane connected, next hops, routes and INT applied over BfRt gRPC" \
+    || die "$CONTROL: the control plane did not apply its configuration"
+[ "$AGENT" = "$CONTROL" ] || up "$AGENT"
 wait_healthy "$AGENT" 120 || die "$AGENT not healthy"
 up "$COLLECTOR" "$SIP"
 for s in "$COLLECTOR" "$SIP"; do
@@ -545,6 +575,19 @@ sleep 3
 read -r nsess noff < <(session_count)
 [ "$nsess" -ge "$CALLS" ] && [ "$noff" -ge "$CALLS" ] && ok "server API: $nsess sessions, $noff offloaded" \
     || bad "server API: $nsess sessions ($noff offloaded), expected >= $CALLS"
+# INT: every offloaded call traced by the switch, its reports through the
+# collector in the server (path records of the calls' media, the hop's queue).
+read -r npaths nflows < <(api "/api/v1/paths?addr=$UAS_IP&limit=1000" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+print(len(p), len({(r["src"]["addr"], r["src"]["port"], r["dst"]["addr"], r["dst"]["port"]) for r in p}))')
+hop=$(api "/api/v1/queues?from=$(date -u -d "-10 min" +%Y-%m-%dT%H:%M:%SZ)" | python3 -c '
+import json, sys
+print(sum(len(q["points"]) for q in json.load(sys.stdin) if q["switch"] == "sw1" and q["dev_port"] == 3))')
+reports=$(metric "$NS_CONTROL" 127.0.0.1:9103 p4relay_collector_int_reports_total)
+[ "$nflows" -ge "$CALLS" ] && [ "$hop" -gt 0 ] \
+    && ok "INT on the calls: $nflows traced flows ($npaths path records), $hop queue samples of the UAS hop, $reports reports" \
+    || bad "INT: $nflows traced flows ($npaths path records) for $CALLS calls, $hop hop samples, $reports reports"
 
 # ---------------------------------------------------------------- 6. drills
 log "drill 1: SIGKILL $AGENT during $DRILL_CALLS calls of ${DRILL_CALL_S}s"

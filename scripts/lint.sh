@@ -20,7 +20,7 @@ MYPY_PATHS=(switch/client/src server/src rtpagent/src scenarios/src collector/sr
 MYPY_DIRS=(
   switch/client/tests switch/ptf rtpagent/tests:rtpagent/bench
   server/tests collector/tests:collector/bench scenarios/tests
-  switch/softswitch/bench:switch/bfrt:switch/p4:server/bench:deploy/grafana:deploy/onswitch:migrations
+  switch/softswitch/bench:switch/bfrt:switch/p4:server/bench:deploy/grafana:migrations
 )
 
 # Every tracked Python file is under MYPY_PATHS or MYPY_DIRS.

@@ -1,24 +1,25 @@
 #!/bin/bash
 # p4relay-onswitch COMMAND: the on-switch image's entry point.
-#   run        bootstrap, then rtpagent and the collector (the container ends
-#              when either ends; the restart policy brings it back)
-#   bootstrap  program the switch from $P4RELAY_BFRT_CONFIG: through the SDE's
-#              bfshell when the image has one and P4RELAY_BOOTSTRAP is not
-#              "grpc", else over BfRt gRPC at $P4RELAY_SWITCH_GRPC
-#   check      validate $P4RELAY_BFRT_CONFIG and print the calls it makes
-#   health     rtpagent's and the collector's /metrics answer
-#   rtpagent ARGS... | collector ARGS...   one component alone
-# rtpagent and the collector take their settings from the environment
-# (RTPAGENT_*, P4RELAY_COLLECTOR_*; flags after the command word).
+#   run        bootstrap, then the switch's control plane (when its
+#              configuration is there), rtpagent and the collector (the
+#              container ends when one ends; the restart policy brings it back)
+#   bootstrap  ports and mirror sessions from $P4RELAY_BFRT_CONFIG through the
+#              SDE's bfshell, when the image has one
+#   check      validate both configurations and print what they write
+#   health [controlplane|rtpagent|collector...]  their /metrics answer
+#              (default: every component `run` starts)
+#   controlplane ARGS... | rtpagent ARGS... | collector ARGS...   one alone
+# The control plane reads $ONSWITCH_CONTROLPLANE_CONFIG
+# (/etc/p4relay/controlplane.toml) and P4RELAY_CONTROLPLANE_*; rtpagent and the
+# collector RTPAGENT_* and P4RELAY_COLLECTOR_* (flags after the command word).
 set -euo pipefail
 bfrt=/opt/p4relay/bfrt
 config=${P4RELAY_BFRT_CONFIG:-/etc/p4relay/bfrt.json}
-grpc=${P4RELAY_SWITCH_GRPC:-127.0.0.1:50052}
+cp_config=${ONSWITCH_CONTROLPLANE_CONFIG:-/etc/p4relay/controlplane.toml}
 
 bootstrap() {
     case "${P4RELAY_BOOTSTRAP:-auto}" in
     skip) echo "p4relay-onswitch: bootstrap skipped (P4RELAY_BOOTSTRAP=skip)"; return 0 ;;
-    grpc) ;;
     auto|bfshell)
         if command -v bfshell >/dev/null; then
             # bfrt_python runs inside bf_switchd: the script must be at a path
@@ -33,15 +34,28 @@ bootstrap() {
         elif [ "${P4RELAY_BOOTSTRAP:-auto}" = bfshell ]; then
             echo "p4relay-onswitch: no bfshell in this image (build it with SDE_IMAGE)" >&2
             return 1
-        fi ;;
-    *) echo "p4relay-onswitch: P4RELAY_BOOTSTRAP is auto, bfshell, grpc or skip" >&2; return 2 ;;
+        fi
+        echo "p4relay-onswitch: no bfshell in this image: ports and mirror sessions stay as the switch has them"
+        return 0 ;;
+    grpc)
+        echo "p4relay-onswitch: P4RELAY_BOOTSTRAP=grpc is gone: next hops and routes are the" \
+             "control plane's ($cp_config, switch/controlplane/README.md)" >&2
+        return 2 ;;
+    *) echo "p4relay-onswitch: P4RELAY_BOOTSTRAP is auto, bfshell or skip" >&2; return 2 ;;
     esac
-    python3 "$bfrt/grpc_bootstrap.py" --config "$config" --switch "$grpc" \
-        --timeout "${P4RELAY_BOOTSTRAP_TIMEOUT_S:-60}"
 }
 
 metrics_ok() {
     python3 -c "import sys,urllib.request; urllib.request.urlopen('http://%s/metrics' % sys.argv[1], timeout=4)" "$1"
+}
+
+listen_of() {  # the component's /metrics host:port
+    case "$1" in
+    controlplane) echo "${P4RELAY_CONTROLPLANE_METRICS_LISTEN:-127.0.0.1:9104}" ;;
+    rtpagent) echo "${RTPAGENT_METRICS_LISTEN:-127.0.0.1:9102}" ;;
+    collector) echo "${P4RELAY_COLLECTOR_METRICS_LISTEN:-127.0.0.1:9103}" ;;
+    *) echo "p4relay-onswitch: health of controlplane, rtpagent or collector, not '$1'" >&2; return 2 ;;
+    esac
 }
 
 cmd=${1:-run}
@@ -49,21 +63,38 @@ cmd=${1:-run}
 case "$cmd" in
 run)
     bootstrap
+    pids=()
+    if [ -f "$cp_config" ]; then
+        p4relay-controlplane --config "$cp_config" &
+        pids+=($!)
+    else
+        echo "p4relay-onswitch: no $cp_config: the switch's routes, INT, iRED and reroute are" \
+             "left to another control plane"
+    fi
     p4relay-collector &
-    collector=$!
+    pids+=($!)
     rtpagent &
-    agent=$!
-    trap 'kill -TERM $agent $collector 2>/dev/null' TERM INT
-    wait -n $agent $collector || true
-    kill -TERM $agent $collector 2>/dev/null || true
+    pids+=($!)
+    trap 'kill -TERM "${pids[@]}" 2>/dev/null' TERM INT
+    wait -n "${pids[@]}" || true
+    kill -TERM "${pids[@]}" 2>/dev/null || true
     wait
     exit 1 ;;
 bootstrap) bootstrap ;;
-check) exec python3 "$bfrt/bootstrap.py" --check "$config" ;;
+check)
+    [ -f "$config" ] && python3 "$bfrt/bootstrap.py" --check "$config"
+    exec p4relay-controlplane --check "$cp_config" ;;
 health)
-    metrics_ok "${RTPAGENT_METRICS_LISTEN:-127.0.0.1:9102}"
-    metrics_ok "${P4RELAY_COLLECTOR_METRICS_LISTEN:-127.0.0.1:9103}" ;;
+    if [ $# -eq 0 ]; then
+        set -- rtpagent collector
+        [ -f "$cp_config" ] && set -- controlplane "$@"
+    fi
+    for c in "$@"; do
+        listen=$(listen_of "$c") || exit 2
+        metrics_ok "$listen"
+    done ;;
+controlplane) exec p4relay-controlplane --config "$cp_config" "$@" ;;
 rtpagent) exec rtpagent "$@" ;;
 collector) exec p4relay-collector "$@" ;;
-*) echo "usage: p4relay-onswitch run|bootstrap|check|health|rtpagent ARGS|collector ARGS" >&2; exit 2 ;;
+*) echo "usage: p4relay-onswitch run|bootstrap|check|health [COMPONENT...]|controlplane ARGS|rtpagent ARGS|collector ARGS" >&2; exit 2 ;;
 esac
