@@ -59,6 +59,7 @@ class FakeSwitch:
         self.guard_capacity = 1 << 20
         self.up = True
         self.writes = 0
+        self.ttl_left: dict[FlowKey, int] = {}
         self.queue: asyncio.Queue[SwitchEvent] = asyncio.Queue()
 
     @property
@@ -115,6 +116,11 @@ class FakeSwitch:
     async def dump(self) -> EntryDump:
         guards = [GuardEntry(g, self.guard_legs[g]) for g in self.guards]
         return EntryDump(list(self.relays.values()), list(self.legs.values()), guards)
+
+    async def read_ttl_left(self) -> dict[FlowKey, int]:
+        """As a switch whose entries all saw a packet just now (a test that
+        needs another age sets `ttl_left`)."""
+        return {k: self.ttl_left.get(k, 5000) for k in self.relays}
 
     async def read_routes(self) -> Routes:
         if not self.up:

@@ -47,6 +47,9 @@ class RtpproxyProcess:
 
     def __init__(self, control_port: int, listen: str, ports: str, extra: list[str]) -> None:
         self.control = f"udp:127.0.0.1:{control_port}"
+        # rtp.io's RTPProxy writes its accounting (rtpproxy_acct.csv) here
+        self.workdir = tempfile.mkdtemp(prefix="p4ra-rtpp-")
+        self.acct = f"{self.workdir}/rtpproxy_acct.csv"
         self.cmd = [
             sys.executable,
             "-m",
@@ -57,8 +60,8 @@ class RtpproxyProcess:
             listen,
             "--ports",
             ports,
-            "--workdir",  # where rtp.io's RTPProxy writes rtpproxy_acct.csv
-            tempfile.mkdtemp(prefix="p4ra-rtpp-"),
+            "--workdir",
+            self.workdir,
             "--",
             *extra,
         ]

@@ -151,23 +151,24 @@ class Agent:
             self._refused_logged[socket] = now
             log.warning("notify_socket_refused", socket=socket[:200])
 
-    def _complete(self, cmd: Command, raw: str, token: str | None) -> str:
-        """RTPProxy answered: update sessions; the reply (I/G with switch counts)."""
+    def _complete(self, cmd: Command, raw: str, token: str | None, at: float | None = None) -> str:
+        """RTPProxy answered (at wall-clock `at`, default now): update sessions;
+        the reply (I/G with switch counts)."""
         reply = parse_reply(raw)
         if reply.error is None:
             metrics.REPLY_OK.inc()
         else:
             metrics.REPLY_ERROR.inc()
         out = self.tracker.apply(cmd, reply)
-        self._after(cmd, reply, out, token)
+        self._after(cmd, reply, out, token, at)
         if cmd.op in (Op.INFO, Op.GET_STATS) and reply.ok:
             return self._rewrite_stats(cmd, raw)
         return raw
 
-    def learn(self, body: str, raw: str) -> None:
+    def learn(self, body: str, raw: str, at: float | None = None) -> None:
         """A command that passed through unchanged (at start, while the
-        journal was loading) and RTPProxy's answer: the sessions catch up."""
-        self._complete(parse_command(body), raw, None)
+        journal was loading) and RTPProxy's answer at `at`: the sessions catch up."""
+        self._complete(parse_command(body), raw, None, at)
 
     async def handle(self, body: str, parsed: Command | None = None) -> str | None:
         """One command (cookie removed) -> reply body, or None if RTPProxy
@@ -214,7 +215,9 @@ class Agent:
 
         self.upstream.call_cb(send, on_raw)
 
-    def _after(self, cmd: Command, reply: Reply, out: Outcome, token: str | None) -> None:
+    def _after(
+        self, cmd: Command, reply: Reply, out: Outcome, token: str | None, at: float | None = None
+    ) -> None:
         for s in out.created:
             self.offloader.emit("created", s)
         if token is not None and out.changed:
@@ -243,6 +246,8 @@ class Agent:
             out.changed[0].notify_socket = None
         now = time.perf_counter()
         for s in out.changed:
+            if s.answered_at is None and all(st.port and st.sdp for st in s.streams):
+                s.answered_at = time.time() if at is None else at  # the answer's reply
             if s.uid not in self.offloader.plans:
                 s.pending_since = now
             s.last_refresh = time.monotonic()
@@ -362,6 +367,8 @@ class Agent:
         """The switch saw no media either way for the TTL: end it as RTPProxy would."""
         if s.uid not in self.table.by_uid:
             return
+        # Its media stopped a TTL ago (the switch sweeps once a second): the end.
+        s.ended_at = time.time() - self.offloader.installed.idle_ttl_ms / 1000.0
         self._spawn(self._end_idle(s))
 
     async def _end_idle(self, s: Session) -> None:

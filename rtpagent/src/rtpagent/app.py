@@ -20,26 +20,31 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 import structlog
+from p4relay_switch import FlowKey
 from prometheus_client import Counter
 
 from . import __version__, metrics
+from .acct import AcctFile, AcctRecord
 from .admission import Admission
 from .agent import Agent
 from .config import Settings
+from .early import EarlyRelay
 from .frontend import Frontend
 from .notify import NotifyListener
 from .offload import Offloader
 from .protocol import ECODE_SESUNKN, Command, parse_command, parse_reply
 from .reporter import Reporter, Sampler, Sender
-from .sockets import parse_spec
-from .state import Session, SessionTable
+from .sockets import SocketSpec, parse_spec
+from .state import OffloadState, Session, SessionTable
 from .store import Store
-from .switchport import Switch
+from .switchport import OffloadRefused, Switch
 from .upstream import Upstream, UpstreamTimeout
 
 log = structlog.get_logger("rtpagent")
@@ -53,6 +58,19 @@ AGED_OUT = Counter(
     "rtpagent_sessions_aged_out_total",
     "Sessions RTPProxy no longer had when asked after a TTL without commands (ended)",
 )
+ACCT_ENDED = Counter(
+    "rtpagent_rtpproxy_ended_total",
+    "Sessions RTPProxy's accounting says it ended without the agent seeing the end",
+)
+ADOPTED = Counter(
+    "rtpagent_adopted_sessions_total",
+    "Sessions RTPProxy ended that the agent never saw (created while it was away), recorded",
+)
+ACCT_OFFSET = "rtpproxy_acct_offset"
+ACCT_POLL_S = 0.5
+# Ended sessions kept for RTPProxy's record of them.
+ENDED_KEPT = 100_000
+ENDED_KEPT_S = 120.0
 RECONCILED_GONE = Counter(
     "rtpagent_reconciled_gone_total",
     "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
@@ -78,8 +96,12 @@ def setup_logging(level: str, json: bool) -> None:
 
 
 class App:
-    def __init__(self, cfg: Settings, switch: Switch | None = None) -> None:
+    def __init__(
+        self, cfg: Settings, switch: Switch | None = None, early: EarlyRelay | None = None
+    ) -> None:
         self.cfg = cfg
+        # The control sockets as the process opened them at its start, relaying.
+        self.early = early
         self.embedded: asyncio.subprocess.Process | None = None
         self.table = SessionTable()
         # Counted when scraped, not at every command.
@@ -140,9 +162,20 @@ class App:
             },
         )
         self._tasks: list[asyncio.Task[None]] = []
+        offset = self.store.meta(ACCT_OFFSET)
+        self._acct_saved = int(offset) if offset is not None else None
+        self.acct = (
+            AcctFile(cfg.rtpproxy_acct, int(offset) if offset is not None else None)
+            if cfg.rtpproxy_acct
+            else None
+        )
+        # Ended sessions by (call-id, tag), a while: RTPProxy's record of them
+        # comes after (its packets are added to theirs).
+        self._ended: OrderedDict[tuple[str, str], tuple[float, Session]] = OrderedDict()
+        self.offloader.listeners.append(self._note_ended)
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
-        self._passing: list[tuple[str, str]] | None = []
+        self._passing: list[tuple[str, str, float]] | None = []
         self._admitted: tuple[str, Command] | None = None  # the last U `_admit` parsed
         self.passed_through = 0  # commands that passed while the journal loaded
         # Set when every journalled session has been checked against RTPProxy.
@@ -175,13 +208,27 @@ class App:
             await self.notify_listener.start()
         # Commands pass through from here on; until the journal is loaded
         # they only pass (answers kept to be learnt from, in order, after).
-        self.frontend = Frontend(
-            [parse_spec(s) for s in cfg.listen], self._handle, self._handle_cb, self._admit
-        )
+        specs = [parse_spec(s) for s in cfg.listen]
+        bound: dict[SocketSpec, socket.socket] = {}
+        if self.early is not None:
+            early, self.early = self.early, None
+            if early.listen == specs and early.rtpproxy == parse_spec(rtpp):
+                socks, passed = await asyncio.to_thread(early.hand_over)
+                bound = dict(zip(specs, socks, strict=True))
+                assert self._passing is not None
+                self._passing[:0] = passed
+                log.info("early_relay_handed_over", commands=len(passed))
+            else:  # the settings read in full name other sockets
+                early.close()
+        self.frontend = Frontend(specs, self._handle, self._handle_cb, self._admit, bound)
         await self.frontend.start()
         journalled = await self._load_journal()
         self.agent.start()
         self._catch_up()
+        if self.acct is not None:
+            # What RTPProxy ended while the agent was away, before anything asks it.
+            while await self._read_acct():
+                pass
         # What commands change for the switch waits (marked) until the
         # journal's plans are back and the switch is connected.
         await self._restore(journalled)
@@ -195,6 +242,8 @@ class App:
             asyncio.create_task(self._reconcile_rtpproxy(journalled), name="reconcile-rtpproxy"),
             asyncio.create_task(self._age(), name="age-sessions"),
         ]
+        if self.acct is not None:
+            self._tasks.append(asyncio.create_task(self._follow_acct(), name="rtpproxy-acct"))
         self.store.enqueue(
             "event",
             {
@@ -284,7 +333,7 @@ class App:
 
         def answered(raw: str | None) -> None:
             if raw is not None:
-                backlog.append((body, raw))
+                backlog.append((body, raw, time.time()))
             done(raw)
 
         if self.upstream.spec.datagram:
@@ -304,7 +353,7 @@ class App:
             raw = await self.upstream.call(body)
         except UpstreamTimeout:
             return None
-        backlog.append((body, raw))
+        backlog.append((body, raw, time.time()))
         return raw
 
     def _catch_up(self) -> None:
@@ -312,9 +361,9 @@ class App:
         from now on the agent handles every command."""
         assert self.agent is not None
         backlog, self._passing = self._passing or [], None
-        for body, raw in backlog:
+        for body, raw, at in backlog:
             try:
-                self.agent.learn(body, raw)
+                self.agent.learn(body, raw, at)
             except Exception:
                 log.exception("catch_up_failed", command=body[:200])
         self.passed_through = len(backlog)
@@ -367,6 +416,7 @@ class App:
         t0 = time.monotonic()
         todo = iter(sessions)
         gone = kept = unknown = 0
+        stopped = await self._media_stopped()
 
         async def worker() -> None:
             nonlocal gone, kept, unknown
@@ -381,7 +431,7 @@ class App:
                     kept += 1
                 else:
                     gone += 1
-                    self._end_gone(s)
+                    self._end_gone(s, stopped)
 
         await asyncio.gather(*(worker() for _ in range(RECONCILE_WORKERS)))
         self.reconcile_seconds = time.monotonic() - t0
@@ -430,10 +480,112 @@ class App:
             else:
                 s.last_refresh = time.monotonic()  # next look in a TTL
 
-    def _end_gone(self, s: Session) -> None:
+    # ------------------------------------------------------------ RTPProxy's accounting
+    def _note_ended(self, kind: str, s: Session, payload: dict[str, object]) -> None:
+        if kind != "ended" or self.acct is None:
+            return
+        now = time.monotonic()
+        self._ended[s.key] = (now, s)
+        self._ended.move_to_end(s.key)
+        while self._ended and (
+            len(self._ended) > ENDED_KEPT
+            or now - next(iter(self._ended.values()))[0] > ENDED_KEPT_S
+        ):
+            self._ended.popitem(last=False)
+
+    async def _follow_acct(self) -> None:
+        while True:
+            await asyncio.sleep(ACCT_POLL_S)
+            try:
+                await self._read_acct()
+            except Exception:
+                log.exception("rtpproxy_acct_failed")
+
+    async def _read_acct(self) -> bool:
+        """Apply the rows RTPProxy appended; True if there were any."""
+        assert self.acct is not None
+        rows = await asyncio.to_thread(self.acct.read)
+        for n, rec in enumerate(rows, 1):
+            self._on_acct(rec)
+            if n % LOAD_SLICE == 0:
+                await asyncio.sleep(0)
+        if self.acct.offset is not None and self.acct.offset != self._acct_saved:
+            self._acct_saved = self.acct.offset
+            self.store.set_meta(ACCT_OFFSET, str(self.acct.offset))
+        return bool(rows)
+
+    def _on_acct(self, rec: AcctRecord) -> None:
+        """RTPProxy ended a session: one the agent still holds ended behind its
+        back (its end and RTPProxy's packets from the record); one the agent
+        ended gets RTPProxy's packets added; one it never saw was created
+        while it was away: recorded whole (reason `agent_away`)."""
+        key = (rec.call_id, rec.tag)
+        live = next((s for s in self.table.for_call(rec.call_id) if s.tag == rec.tag), None)
+        if live is not None and live.created <= rec.teardown_ts + 1.0:
+            _add_rtpproxy_packets(live, rec)
+            if live.answered_at is None and rec.first_rtp_o > 0:
+                live.answered_at = rec.first_rtp_o
+            live.ended_at = rec.teardown_ts
+            log.info("rtpproxy_ended_session", call_id=rec.call_id, tag=rec.tag)
+            ACCT_ENDED.inc()
+            self._end_gone(live)
+            return
+        got = self._ended.pop(key, None)
+        ending = got[1] if got else self._ending(key)
+        if ending is not None:
+            fresh = ending.answered_at is None and rec.first_rtp_o > 0
+            if fresh:  # its answer went to RTPProxy directly: the callee's first packet
+                ending.answered_at = rec.first_rtp_o
+            added = _add_rtpproxy_packets(ending, rec)
+            if (added or fresh) and ending.state is OffloadState.ENDED:
+                self.offloader.emit("amended", ending)
+            return
+        self._adopt(rec)
+
+    def _ending(self, key: tuple[str, str]) -> Session | None:
+        """A session the reaper is ending (its removal under way)."""
+        return next((s for s in self.offloader.reaper.ending.values() if s.key == key), None)
+
+    def _adopt(self, rec: AcctRecord) -> None:
+        """A session RTPProxy had and the agent never saw: the SIP server
+        placed the call with RTPProxy directly while the agent was away."""
+        s = Session(call_id=rec.call_id, tag=rec.tag, created=rec.setup_ts)
+        s.answered_at = rec.first_rtp_o or None  # the callee's media starts with its answer
+        s.ended_at = rec.teardown_ts
+        s.adopted = "agent_away"
+        _add_rtpproxy_packets(s, rec)
+        s.state, s.reason = OffloadState.FALLBACK, "agent_away"
+        ADOPTED.inc()
+        log.info("adopted_session", call_id=rec.call_id, tag=rec.tag, reason="agent_away")
+        self.offloader.emit("fallback", s, reason="agent_away")
+        s.state = OffloadState.ENDED
+        self.offloader.emit("ended", s)
+
+    async def _media_stopped(self) -> dict[FlowKey, float]:
+        """When each relay entry last saw a packet (wall clock), from the time
+        the switch has left on it: the evidence of when a call that ended
+        while the agent was away stopped. An entry that aged already says
+        only that it was at least its TTL ago: that bound is taken."""
+        if not self.cfg.switch or not self.switch.connected:
+            return {}
+        try:
+            left = await self.switch.read_ttl_left()
+        except OffloadRefused as exc:
+            log.warning("entry_ages_unread", reason=exc.reason)
+            return {}
+        now, ttl = time.time(), self.cfg.idle_ttl_ms
+        return {k: now - max(0, ttl - ms) / 1000.0 for k, ms in left.items()}
+
+    def _end_gone(self, s: Session, stopped: dict[FlowKey, float] | None = None) -> None:
         """RTPProxy no longer has it (ended while the agent was away): as a `D`
-        ends it: final counters, entries removed, reported ended."""
+        ends it: final counters, entries removed, reported ended; its end is
+        when its media stopped on the switch (`stopped`), if it was there."""
         assert self.agent is not None
+        p = self.offloader.plans.get(s.uid)
+        if stopped and p is not None:
+            hits = [stopped[r.key] for r in p.relays if not r.rtcp and r.key in stopped]
+            if hits:
+                s.ended_at = max(hits)
         self.table.remove(s)
         self.agent.forget_tokens(s)
         self.offloader.end(s)
@@ -543,3 +695,15 @@ def _now() -> str:
     from datetime import UTC, datetime
 
     return datetime.now(UTC).isoformat()
+
+
+def _add_rtpproxy_packets(s: Session, rec: AcctRecord) -> bool:
+    """What RTPProxy relayed itself (before an offload, in a fallback, the
+    whole call when it was never offloaded) goes into the session's totals;
+    the switch counted none of it. True if there was any."""
+    p0, p1 = rec.relayed_by_stream()
+    if not (p0 or p1):
+        return False
+    s.switch_totals.packets[0] += p0
+    s.switch_totals.packets[1] += p1
+    return True

@@ -10,6 +10,7 @@ errors into fail-open reasons.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -20,6 +21,7 @@ from p4relay_switch import (
     Digest,
     EntryBatch,
     EntryDump,
+    FlowKey,
     IdleTimeout,
     LegQuality,
     Pipeline,
@@ -29,6 +31,7 @@ from p4relay_switch import (
     SwitchClient,
     SwitchError,
     SwitchUnavailableError,
+    names,
 )
 
 from . import ired
@@ -162,6 +165,23 @@ class BfrtSwitch:
 
     async def dump(self) -> EntryDump:
         return await _refusing(self.pipeline.dump())
+
+    async def read_ttl_left(self) -> dict[FlowKey, int]:
+        entries = await _refusing(self.client.read(names.RELAY))
+        out: dict[FlowKey, int] = {}
+        for r in entries:
+            k = r.key
+            key = FlowKey(
+                str(ipaddress.IPv4Address(k[names.K_SRC_ADDR])),
+                str(ipaddress.IPv4Address(k[names.K_DST_ADDR])),
+                int(str(k[names.K_SRC_PORT])),
+                int(str(k[names.K_DST_PORT])),
+                int(str(k[names.K_BOUND_PORT])),
+            )
+            ttl = r.data.get(names.TTL)
+            if isinstance(ttl, int):
+                out[key] = ttl
+        return out
 
     async def read_routes(self) -> Routes:
         return await _refusing(self.pipeline.read_routes())

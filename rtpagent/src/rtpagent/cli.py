@@ -8,8 +8,12 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from .config import Settings, load
+from .early import EarlyRelay, start_from_argv
+
+if TYPE_CHECKING:  # loaded in main, after the control sockets are open (early.py)
+    from .config import Settings
 
 SWITCH_INTERVAL_S = 0.0002
 # BfRt client id of `--show-ired` (a one-shot reader beside the running agent).
@@ -39,6 +43,8 @@ given as a flag, as RTPAGENT_<NAME> in the environment, or in the TOML file
 
 
 def parser() -> argparse.ArgumentParser:
+    from .config import Settings
+
     ap = argparse.ArgumentParser(
         prog="rtpagent",
         description="RTPProxy control-protocol proxy: offloads calls' media to a P4 switch, fail-open.",
@@ -99,7 +105,7 @@ async def _show_ired(cfg: Settings) -> int:
     return 0
 
 
-async def _run(cfg: Settings, read: Callable[[], Settings]) -> int:
+async def _run(cfg: Settings, read: Callable[[], Settings], early: EarlyRelay | None = None) -> int:
     from .app import App, setup_logging
 
     setup_logging(cfg.log_level, cfg.log_json)
@@ -108,7 +114,7 @@ async def _run(cfg: Settings, read: Callable[[], Settings]) -> int:
 
         host, _, port = cfg.metrics_listen.rpartition(":")
         start_http_server(int(port), addr=host or "0.0.0.0")
-    app = App(cfg)
+    app = App(cfg, early=early)
     stop = asyncio.Event()
     started = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -142,6 +148,18 @@ async def _run(cfg: Settings, read: Callable[[], Settings]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before anything heavy is loaded: SIP servers' commands are relayed from here on.
+    early = start_from_argv(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv, early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _main(argv: list[str] | None, early: EarlyRelay | None) -> int:
+    from .config import load
+
     a = parser().parse_args(argv)
     overrides = {
         k: v for k, v in vars(a).items() if k not in ("config", "check_config", "show_ired")
@@ -160,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return asyncio.run(_show_ired(cfg))
     with asyncio.Runner(loop_factory=_loop_factory(cfg.event_loop)) as runner:
-        return runner.run(_run(cfg, lambda: load(a.config, overrides)))
+        return runner.run(_run(cfg, lambda: load(a.config, overrides), early))
 
 
 def _tune_gc() -> None:

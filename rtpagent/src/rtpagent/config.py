@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .early import DEFAULT_LISTEN, DEFAULT_RTPPROXY
 from .ired import IredPort, check_unique
 from .sockets import parse_spec
 
@@ -17,11 +18,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RTPAGENT_", extra="forbid")
 
     listen: list[str] = Field(
-        default_factory=lambda: ["udp:127.0.0.1:22222"],
+        default_factory=lambda: list(DEFAULT_LISTEN),
         description="where SIP servers send commands (RTPProxy -s syntax)",
     )
     rtpproxy: str = Field(
-        default="udp:127.0.0.1:22223", description="RTPProxy's control socket, or 'embedded'"
+        default=DEFAULT_RTPPROXY, description="RTPProxy's control socket, or 'embedded'"
     )
     embedded_ports: str = Field(
         default="35000-65000", description="media port range of the embedded RTPProxy"
@@ -149,6 +150,14 @@ class Settings(BaseSettings):
     state_file: str = Field(
         default="/var/lib/rtpagent/state.sqlite", description="journal + report spool"
     )
+    rtpproxy_acct: str = Field(
+        default="",
+        description="RTPProxy's accounting CSV (acct_csv, rtpproxy_acct.csv): the end, packets "
+        "and media times of sessions RTPProxy ended, followed from where the agent left it "
+        "(ends it missed, RTPProxy-relayed packets, calls created while it was away); "
+        "empty: not read",
+    )
+
     server_url: str | None = Field(
         default=None, description="server base URL, e.g. http://127.0.0.1:8000"
     )

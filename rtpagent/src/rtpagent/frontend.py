@@ -140,8 +140,11 @@ class Frontend:
         handler: Handler,
         handler_cb: CallbackHandler | None = None,
         admit: Admit | None = None,
+        bound: dict[SocketSpec, socket.socket] | None = None,
     ) -> None:
         self.specs = specs
+        # Datagram sockets bound already (early.py: open since the process started).
+        self.bound = bound or {}
         self.handler = handler
         self.handler_cb = handler_cb
         self.admit = admit
@@ -155,10 +158,14 @@ class Frontend:
                 family = (
                     socket.AF_INET6 if spec.kind == "udp6" or ":" in spec.host else socket.AF_INET
                 )
+                sock = self.bound.get(spec)
                 transport, _ = await loop.create_datagram_endpoint(
                     lambda: _DgramServer(self.handler, self.handler_cb, self.admit),
-                    local_addr=(spec.host, spec.port),
-                    family=family,
+                    **(
+                        {"sock": sock}
+                        if sock is not None
+                        else {"local_addr": (spec.host, spec.port), "family": family}
+                    ),
                 )
                 self._closers.append(transport.close)
             elif spec.kind == "unix":

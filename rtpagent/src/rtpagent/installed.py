@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -52,6 +52,11 @@ class Installed:
         # leg -> guard_drops[leg] as last read (a leg's cell is zeroed with
         # its registers when the leg is freed or reused).
         self._drops_seen: dict[int, int] = {}
+        # leg -> its counters as last read. A switch that restarted lost them:
+        # they go into the session's totals when its entries are written again
+        # or it leaves the switch, so the record loses at most what came after
+        # the last read (the sampler reads every second).
+        self.seen: dict[int, Counters] = {}
         self.write_lock = asyncio.Lock()
         # Called when a guard was taken over: its delete waits for a write.
         self.on_guard_taken: Callable[[], None] = lambda: None
@@ -105,6 +110,7 @@ class Installed:
             for leg in s.legs:
                 self.legs.release(leg)
                 self._drops_seen.pop(leg, None)
+                self.seen.pop(leg, None)
             s.legs = None
 
     def of(self, sessions: list[Session]) -> list[tuple[Session, Plan]]:
@@ -164,9 +170,10 @@ class Installed:
             )
         )
 
-    async def reconcile(self, restarted: bool) -> None:
+    async def reconcile(self, restarted: bool, sessions: Mapping[str, Session]) -> None:
         """After (re)connecting: make the switch hold exactly the planned entries."""
         fix = reconciliation(self.plans.values(), await self.switch.dump())
+        self._fold_lost({lg.leg for lg in fix.missing.add_legs}, sessions)
         if fix.stale:
             await self.write_removal(lambda: fix.stale)
             log.info(
@@ -190,18 +197,42 @@ class Installed:
 
     # ---------------------------------------------------------------- counters
     async def harvest(self, plans: list[tuple[Session, Plan]]) -> None:
-        """Read final counters into each session's totals before removal."""
-        if not plans or not self.switch.connected:
+        """Read final counters into each session's totals before removal; a
+        leg the switch no longer has (it restarted, or is away) gives what
+        was last read of it."""
+        if not plans:
             return
         legs = [lg.leg for _, p in plans for lg in p.legs]
-        try:
-            counts = await self.switch.read_leg_counters(legs)
-        except OffloadRefused as exc:
-            log.warning("final_counters_unread", reason=exc.reason, detail=exc.detail)
-            return
+        counts: dict[int, Counters] = {}
+        if self.switch.connected:
+            try:
+                counts = await self.switch.read_leg_counters(legs)
+            except OffloadRefused as exc:
+                log.warning("final_counters_unread", reason=exc.reason, detail=exc.detail)
+        for leg in legs:
+            last = self.seen.pop(leg, None)
+            if leg not in counts and last is not None:
+                counts[leg] = last
         for s, p in plans:
             add_counts(s, p, counts)
-        await self.read_foreign_drops(plans)
+        if self.switch.connected:
+            await self.read_foreign_drops(plans)
+
+    def _fold_lost(self, legs: set[int], sessions: Mapping[str, Session]) -> None:
+        """These legs' entries are gone from the switch with their counters
+        (it restarted): what was last read of them goes into the totals."""
+        if not legs:
+            return
+        folded = 0
+        for uid, p in self.plans.items():
+            for i, lg in enumerate(p.legs):
+                last = self.seen.pop(lg.leg, None) if lg.leg in legs else None
+                s = sessions.get(uid)
+                if last is not None and s is not None:
+                    s.switch_totals.packets[i] += last.packets
+                    s.switch_totals.bytes[i] += last.bytes
+                    folded += last.packets
+        log.info("counters_carried_over", legs=len(legs), packets=folded)
 
     async def read_foreign_drops(self, plans: list[tuple[Session, Plan]]) -> None:
         """Add what the guards dropped (guard_drops, per leg) to each session's
@@ -237,6 +268,7 @@ class Installed:
             return None
         legs = [lg.leg for _, p in live for lg in p.legs]
         counts = await self.switch.read_leg_counters(legs)
+        self.seen.update(counts)
         quality = await self.switch.read_quality(legs)
         await self.read_foreign_drops(live)
         return LiveReading(live, counts, quality)

@@ -33,6 +33,7 @@ from .writer import InstallWriter
 log = structlog.get_logger("rtpagent.offload")
 
 Listener = Callable[[str, Session, dict[str, object]], None]
+ROUTE_WAIT_S = 0.25  # routes re-read this often while calls wait for one
 
 
 class Offloader:
@@ -81,6 +82,8 @@ class Offloader:
         self.ports: dict[tuple[str, int], tuple[str, int, bool]] = {}
         self._port_keys: dict[str, set[tuple[str, int]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Set when a call waits on RTPProxy for its route: the routes are read often.
+        self._route_wanted = asyncio.Event()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -115,6 +118,8 @@ class Offloader:
             )
 
     def emit(self, kind: str, s: Session, **payload: object) -> None:
+        if kind == "fallback" and payload.get("reason") == "no_ingress_route":
+            self._route_wanted.set()
         for cb in self.listeners:
             try:
                 cb(kind, s, payload)
@@ -222,9 +227,23 @@ class Offloader:
             if s.uid in self.plans or s.state in (OffloadState.PENDING, OffloadState.FALLBACK):
                 self.touch(s)
 
+    def _waiting_for_routes(self) -> bool:
+        return not (self.planner.routes and self.planner.routes.prefixes) or any(
+            s.reason == "no_ingress_route" for s in self.table
+        )
+
     async def _routes_loop(self) -> None:
+        """Every route_refresh_s; every ROUTE_WAIT_S while calls wait on RTPProxy
+        for a route (a switch that restarted gets its routes back from its
+        control plane after the agent reconnected): offloaded again as soon
+        as their route is there."""
         while True:
-            await asyncio.sleep(self.route_refresh_s)
+            if self._waiting_for_routes():
+                await asyncio.sleep(min(ROUTE_WAIT_S, self.route_refresh_s))
+            else:
+                self._route_wanted.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._route_wanted.wait(), self.route_refresh_s)
             try:
                 await self.refresh_routes()
             except Exception:
@@ -255,7 +274,7 @@ class Offloader:
         """After (re)connecting: make the switch hold exactly the planned entries."""
         async with self.writer.lock, self.reaper.lock:
             metrics.SWITCH_UP.set(1)
-            await self.installed.reconcile(restarted)
+            await self.installed.reconcile(restarted, self.table.by_uid)
         # Sessions that fell back because the switch was away get another chance.
         for s in self.table:
             if s.state is OffloadState.FALLBACK and s.reason == "switch_unreachable":

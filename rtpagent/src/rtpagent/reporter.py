@@ -43,6 +43,7 @@ _SESSION_REPORTS = frozenset(
         "fallback",
         "modified",
         "ended",
+        "amended",
         "timeout",
     }
 )
@@ -92,15 +93,20 @@ class Reporter:
         self.offloader = offloader
         self.switch_name = switch_name
         self.seq: dict[str, int] = {}
-        self.answered: dict[str, float] = {}
         self.ended_at: dict[str, float] = {}
         self.pt: dict[str, int] = {}
         offloader.listeners.append(self.on_event)
 
     def on_event(self, kind: str, s: Session, payload: dict[str, object]) -> None:
         if kind == "ended":
-            self.ended_at[s.uid] = time.time()
+            # From evidence when the agent learnt of the end late (state.py).
+            if s.ended_at is None:
+                s.ended_at = time.time()
+            self.ended_at[s.uid] = s.ended_at
             self.store.drop_session(s.uid)
+        elif kind == "amended" and s.ended_at is not None:
+            # An ended session's totals completed (RTPProxy's record): reported again.
+            self.ended_at[s.uid] = s.ended_at
         else:
             self.store.put_session(s.uid, s.to_json)
         if kind in ("offload_installed", "offload_removed", "fallback", "learn_refused"):
@@ -131,7 +137,6 @@ class Reporter:
         doc = self.session_doc(s)
         if s.state is OffloadState.ENDED:
             self.seq.pop(s.uid, None)
-            self.answered.pop(s.uid, None)
             self.ended_at.pop(s.uid, None)
             self.pt.pop(s.uid, None)
         return doc
@@ -140,8 +145,6 @@ class Reporter:
         s.report_seq += 1  # journalled with the session: continues after a restart
         self.seq[s.uid] = s.report_seq
         complete = all(st.port and st.sdp for st in s.streams)
-        if complete and s.uid not in self.answered:
-            self.answered[s.uid] = time.time()
         state = "ended" if s.state is OffloadState.ENDED else ("active" if complete else "setup")
         legs = []
         if complete:
@@ -178,7 +181,8 @@ class Reporter:
             "codec": codec_of(s, self.pt.get(s.uid)),
             "switch": self.switch_name,
             "started_at": _ts(s.created),
-            "answered_at": _ts(self.answered[s.uid]) if s.uid in self.answered else None,
+            # The answer's reply (journalled), never when the report is built.
+            "answered_at": _ts(s.answered_at) if s.answered_at is not None else None,
             "ended_at": _ts(self.ended_at.get(s.uid, time.time())) if state == "ended" else None,
             "legs": legs,
         }
@@ -234,6 +238,8 @@ class Sampler:
                 seen.add(key)
                 prev = self._last.get(key, (0, 0, 0, 0))
                 cur = (c.packets, c.bytes, q.lost, q.reordered)
+                if cur[0] < prev[0]:  # written again (the switch restarted): from 0
+                    prev = (0, 0, 0, 0)
                 self._last[key] = cur
                 if cur != prev:
                     self.store.put_sampled(key, cur)

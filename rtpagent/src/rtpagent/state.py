@@ -98,6 +98,14 @@ class Session:
     created: float = field(default_factory=time.time)
     last_refresh: float = field(default_factory=time.monotonic)
     offloaded_at: float | None = None
+    # Wall-clock times from evidence: the answer's reply (both parties known),
+    # and when media stopped if the agent learnt of the end only later (idle
+    # entries, the switch's time left on them); None: the end is when it is seen.
+    answered_at: float | None = None
+    ended_at: float | None = None
+    # Why the agent took it over from RTPProxy instead of seeing its `U`:
+    # created while the agent was away ("agent_away"), found at start.
+    adopted: str | None = None
     refresh_cmd: str | None = None  # an `L` that re-states the session (timer refresh)
     notify_token: str | None = None  # the tag RTPProxy notifies the agent with
     pending_since: float | None = None  # perf_counter() of the reply that made it offloadable
@@ -179,6 +187,9 @@ class Session:
             "created": self.created,
             "last_refresh": 0.0,
             "offloaded_at": self.offloaded_at,
+            "answered_at": self.answered_at,
+            "ended_at": self.ended_at,
+            "adopted": self.adopted,
             "refresh_cmd": self.refresh_cmd,
             "notify_token": self.notify_token,
             "report_seq": self.report_seq,

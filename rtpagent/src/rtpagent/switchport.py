@@ -16,6 +16,7 @@ from p4relay_switch import (
     Counters,
     EntryBatch,
     EntryDump,
+    FlowKey,
     LearnEvent,
     LegQuality,
     RelayIdle,
@@ -78,6 +79,11 @@ class Switch(Protocol):
     async def read_quality(self, legs: list[int]) -> dict[int, LegQuality]: ...
 
     async def dump(self) -> EntryDump: ...
+
+    async def read_ttl_left(self) -> dict[FlowKey, int]:
+        """Each relay entry's time left before it ages, ms (`$ENTRY_TTL` read
+        back: its TTL less the time since its last hit; 0 once idle)."""
+        ...
 
     async def read_routes(self) -> Routes:
         """The switch's routes with their ports (reverse-path binding)."""

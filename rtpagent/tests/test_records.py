@@ -1,0 +1,293 @@
+"""Exact records through faults: the control socket from the process's first
+moment, ends the agent missed taken from RTPProxy's accounting, calls placed
+while the agent was away recorded, an answer's time from the answer, and a
+switch restart losing no packet from the record. RTPProxy is the real one
+(rtp.io) in its own process."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeswitch import ROUTES, FakeSwitch
+from harness import Client, RtpproxyProcess, free_port, free_udp_pair, settings, wait_for
+from p4relay_switch import Counters, LegQuality, Routes
+from rtpagent.acct import AcctFile
+from rtpagent.app import App
+from rtpagent.early import EarlyRelay, settings_for
+from rtpagent.sockets import parse_spec
+from rtpagent.state import OffloadState
+from rtpagent.switchport import SwitchUp
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _t(text: object) -> float:
+    return datetime.fromisoformat(str(text)).timestamp()
+
+
+def _last_reports(app: App) -> dict[str, dict[str, Any]]:
+    """Each session's latest report in the spool."""
+    app.store.flush()
+    out: dict[str, dict[str, Any]] = {}
+    for _, kind, d in app.store.spool_head(100000):
+        if kind == "session":
+            out[str(d["session_key"])] = d
+    return out
+
+
+def _events(app: App, kind: str) -> list[dict[str, Any]]:
+    app.store.flush()
+    return [d for _, k, d in app.store.spool_head(100000) if k == "event" and d["type"] == kind]
+
+
+class _Bed:
+    """RTPProxy in its own process and the agent's settings around it."""
+
+    def __init__(self, tmp: Path, **kw: Any) -> None:
+        self.port = free_udp_pair()
+        notify = free_port()
+        self.rtpp = RtpproxyProcess(
+            self.port + 1, "127.0.0.1", "37000-37999", ["-T", "60", "-n", f"tcp:127.0.0.1:{notify}"]
+        )
+        self.kw: dict[str, Any] = dict(
+            port=self.port,
+            rtpproxy=f"udp:127.0.0.1:{self.port + 1}",
+            notify_listen=f"tcp:127.0.0.1:{notify}",
+            relay_ports="37000-37999",
+            rtpproxy_acct=self.rtpp.acct,
+            **kw,
+        )
+        self.tmp = tmp
+
+    def app(self, **switch: Any) -> App:
+        return App(settings(self.tmp, **self.kw), **switch)
+
+
+async def test_commands_before_the_agent_is_loaded_are_relayed_and_learnt(
+    tmp_path: Path,
+) -> None:
+    """The control socket the process opens first (early.py) relays a call's
+    offer and answer; the agent, once loaded, takes the socket over, knows
+    the call (answered when its answer was) and offloads it."""
+    bed = _Bed(tmp_path, switch="fake:1")
+    bed.rtpp.start()
+    relay = EarlyRelay([parse_spec(f"udp:127.0.0.1:{bed.port}")], parse_spec(bed.kw["rtpproxy"]))
+    relay.start()
+    cl = Client(bed.port)
+    fake = FakeSwitch()
+    try:
+        assert await cl.cmd("V") == "20040107\n"
+        assert await cl.cmd("U early 198.18.1.10 6000 f;1")
+        before_answer = time.time()
+        assert await cl.cmd("L early 198.18.2.10 7000 f;1 t;1")
+        after_answer = time.time()
+        app = bed.app(switch=fake, early=relay)
+        await app.start()
+        try:
+            assert app.passed_through == 3
+            (s,) = list(app.table)
+            assert s.call_id == "early" and s.to_tag == "t;1"
+            assert s.answered_at is not None and before_answer <= s.answered_at <= after_answer
+            await wait_for(lambda: len(fake.relays) == 4)  # offloaded like any call
+            assert await cl.cmd("D early f t") == "0\n"  # the same socket, the agent's now
+            await wait_for(lambda: not fake.relays)
+        finally:
+            await app.stop()
+    finally:
+        cl.close()
+        bed.rtpp.stop()
+
+
+def test_early_settings_follow_the_agents_precedence(tmp_path: Path) -> None:
+    cfg = tmp_path / "a.toml"
+    cfg.write_text('[rtpagent]\nlisten = ["udp:127.0.0.1:1"]\nrtpproxy = "udp:127.0.0.1:2"\n')
+    assert settings_for(["--config", str(cfg)]) == (["udp:127.0.0.1:1"], "udp:127.0.0.1:2")
+    assert settings_for(["--config", str(cfg), "--rtpproxy=udp:127.0.0.1:3"]) == (
+        ["udp:127.0.0.1:1"],
+        "udp:127.0.0.1:3",
+    )
+    assert settings_for(["--check-config"]) is None
+    assert settings_for(["--config", str(tmp_path / "missing.toml")]) is None
+
+
+def test_acct_file_follows_rows_rotation_and_bad_input(tmp_path: Path) -> None:
+    head = (
+        "rec_ver,call_id,from_tag,setup_ts,teardown_ts,first_rtp_ts_ino,last_rtp_ts_ino,"
+        "first_rtp_ts_ina,last_rtp_ts_ina,rtp_npkts_ina,rtp_npkts_ino,rtp_nrelayed,rtcp_nrelayed\n"
+    )
+
+    def row(call: str, relayed: int = 10) -> str:
+        return f"1.2,{call},f;1,100.0,110.0,101.0,109.5,100.5,109.8,6,4,{relayed},0\n"
+
+    path = tmp_path / "acct.csv"
+    path.write_text(head + row("old"))
+    f = AcctFile(str(path), None)
+    assert f.read() == []  # a first run: rows already there are older than the agent
+    with path.open("a") as fh:
+        fh.write(row("a") + "1.2,bad,row\n" + row("b")[:20])  # a bad row, a partial one
+    got = f.read()
+    assert [r.call_id for r in got] == ["a"]
+    assert got[0].media_stopped == 109.8 and got[0].relayed_by_stream() == (4, 6)
+    with path.open("a") as fh:
+        fh.write(row("b")[20:])
+    assert [r.call_id for r in f.read()] == ["b"]  # the line completed
+    path.write_text(head + row("c"))  # rotated: a new, shorter file
+    assert [r.call_id for r in f.read()] == ["c"]
+    f2 = AcctFile(str(path), f.offset)  # a restart goes on from the journalled offset
+    with path.open("a") as fh:
+        fh.write(row("d"))
+    assert [r.call_id for r in f2.read()] == ["d"]
+
+
+async def test_ends_missed_and_calls_placed_while_away_are_recorded(tmp_path: Path) -> None:
+    """While the agent is away the SIP server talks to RTPProxy directly (the
+    second node of its set): a call the agent knew ends there, another is
+    placed and ended there, a third is placed there and ends through the
+    restarted agent. RTPProxy's accounting gives the restarted agent each
+    end (not when it noticed), and the calls it never saw are recorded
+    whole with their reason and RTPProxy's packets."""
+    bed = _Bed(tmp_path, switch="fake:1")
+    bed.rtpp.start()
+    fake = FakeSwitch()
+    cl, direct = Client(bed.port), Client(bed.port + 1)
+    try:
+        app1 = bed.app(switch=fake)
+        await app1.start()
+        assert await cl.cmd("U known 198.18.1.10 6000 f;1")
+        assert await cl.cmd("L known 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4)
+        await app1.stop()
+
+        # The agent is away: RTPProxy directly.
+        t_known_end = time.time()
+        assert await direct.cmd("D known f t") == "0\n"
+        t_away_start = time.time()
+        assert await direct.cmd("U away 198.18.1.10 6100 f;1")
+        assert await direct.cmd("L away 198.18.2.10 7100 f;1 t;1")
+        t_away_end = time.time()
+        assert await direct.cmd("D away f t") == "0\n"
+        assert await direct.cmd("U still 198.18.1.10 6200 f;1")
+        assert await direct.cmd("L still 198.18.2.10 7200 f;1 t;1")
+        await asyncio.sleep(0.5)  # the restart takes a while
+
+        app2 = bed.app(switch=fake)
+        await app2.start()
+        try:
+            assert not list(app2.table)  # the known call's end was read at start
+            t_still_end = time.time()
+            assert await cl.cmd("D still f t") == "0\n"  # through the agent, back again
+
+            def recorded() -> bool:
+                r = _last_reports(app2)
+                return all(
+                    r.get(k, {}).get("state") == "ended"
+                    for k in ("known;f;1", "away;f;1", "still;f;1")
+                )
+
+            await wait_for(recorded, within=10.0, interval=0.1)
+            r = _last_reports(app2)
+            assert abs(_t(r["known;f;1"]["ended_at"]) - t_known_end) < 0.2
+            assert abs(_t(r["away;f;1"]["ended_at"]) - t_away_end) < 0.2
+            assert abs(_t(r["away;f;1"]["started_at"]) - t_away_start) < 0.2
+            assert abs(_t(r["still;f;1"]["ended_at"]) - t_still_end) < 0.2
+            for k in ("away;f;1", "still;f;1"):
+                assert r[k]["offload_reason"] == "agent_away" and not r[k]["offloaded"]
+            reasons = {
+                (e["session_key"], e["payload"]["reason"]) for e in _events(app2, "fallback")
+            }
+            assert {("away;f;1", "agent_away"), ("still;f;1", "agent_away")} <= reasons
+            assert not fake.relays  # the known call's entries went with it
+        finally:
+            await app2.stop()
+    finally:
+        cl.close()
+        direct.close()
+        bed.rtpp.stop()
+
+
+async def test_answer_time_survives_a_restart(tmp_path: Path) -> None:
+    """`answered_at` is the answer's, journalled: a call answered before a
+    restart and ended after it is not reported answered at its end."""
+    bed = _Bed(tmp_path, switch="fake:1")
+    bed.rtpp.start()
+    fake = FakeSwitch()
+    cl = Client(bed.port)
+    try:
+        app1 = bed.app(switch=fake)
+        await app1.start()
+        assert await cl.cmd("U ans 198.18.1.10 6000 f;1")
+        t_answer = time.time()
+        assert await cl.cmd("L ans 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4)
+        await app1.stop()
+        await asyncio.sleep(1.0)
+        app2 = bed.app(switch=fake)
+        await app2.start()
+        try:
+            assert await cl.cmd("D ans f t") == "0\n"
+            await wait_for(
+                lambda: _last_reports(app2).get("ans;f;1", {}).get("state") == "ended", within=5.0
+            )
+            doc = _last_reports(app2)["ans;f;1"]
+            assert abs(_t(doc["answered_at"]) - t_answer) < 0.2
+            assert _t(doc["ended_at"]) - _t(doc["answered_at"]) > 0.9
+        finally:
+            await app2.stop()
+    finally:
+        cl.close()
+        bed.rtpp.stop()
+
+
+async def test_switch_restart_loses_no_packet_and_waits_for_no_timer(tmp_path: Path) -> None:
+    """The switch restarts empty and gets its routes back after the agent
+    reconnected: the call falls back to RTPProxy (no route to bind it to),
+    is offloaded again as soon as the route is there (not at the next
+    periodic route read), and its record holds the packets counted before
+    the restart as well as after."""
+    bed = _Bed(tmp_path, switch="fake:1", route_refresh_s=60.0, sample_interval=0.1)
+    bed.rtpp.start()
+    fake = FakeSwitch()
+    cl = Client(bed.port)
+    try:
+        app = bed.app(switch=fake)
+        await app.start()
+        try:
+            assert await cl.cmd("U sw 198.18.1.10 6000 f;1")
+            assert await cl.cmd("L sw 198.18.2.10 7000 f;1 t;1")
+            await wait_for(lambda: len(fake.relays) == 4)
+            legs = sorted(fake.legs)
+            for leg in legs:
+                fake.counters[leg] = Counters(100, 17200)
+                fake.quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
+            await wait_for(lambda: all(app.offloader.installed.seen.get(g) for g in legs))
+            # The restart: tables and counters gone, no route yet.
+            fake.relays.clear()
+            fake.legs.clear()
+            fake.guards.clear()
+            fake.counters.clear()
+            fake.routes = Routes()
+            fake.queue.put_nowait(SwitchUp(restarted=True))
+            (s,) = list(app.table)
+            await wait_for(lambda: s.state is OffloadState.FALLBACK, within=5.0)
+            assert s.reason == "no_ingress_route"
+            fake.routes = ROUTES  # the switch's control plane restored them
+            t0 = time.monotonic()
+            await wait_for(lambda: len(fake.relays) == 4, within=5.0)
+            assert time.monotonic() - t0 < 2.0  # well before the 60 s periodic read
+            for leg in fake.legs:
+                fake.counters[leg] = Counters(50, 8600)
+            assert await cl.cmd("D sw f t") == "0\n"
+            await wait_for(
+                lambda: _last_reports(app).get("sw;f;1", {}).get("state") == "ended", within=5.0
+            )
+            assert _last_reports(app)["sw;f;1"]["packets"] == 2 * (100 + 50)
+        finally:
+            await app.stop()
+    finally:
+        cl.close()
+        bed.rtpp.stop()
