@@ -132,6 +132,7 @@ def test_opensips_cfg_placeholders_are_all_filled_and_checked() -> None:
         "SIP_PORT": "5060",
         "UAS_URI": "sip:192.0.2.2:5060",
         "RTPAGENT_SOCK": "udp:127.0.0.1:22222",
+        "RTPPROXY_SOCK": "udp:127.0.0.1:22223",
         "NOTIFY_SOCK": "tcp:127.0.0.1:22225",
         "RUN_DIR": "/run/opensips",
         "MODULES_DIR": "/usr/lib/x86_64-linux-gnu/opensips/modules/",

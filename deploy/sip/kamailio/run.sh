@@ -9,7 +9,7 @@ python3 /usr/local/lib/p4relay/timeout_listener.py --listen "$NOTIFY_SOCK" \
 listener=$!
 kamailio -DD -E -f /etc/kamailio/p4relay.cfg \
     -A "SIP_UDP=udp:${SIP_LISTEN_IP}:${SIP_PORT}" -A "SIP_TCP=tcp:${SIP_LISTEN_IP}:${SIP_PORT}" \
-    -A "RTPPROXY_SOCK=\"${RTPAGENT_SOCK}\"" \
+    -A "RTPPROXY_SOCK=\"${RTPAGENT_SOCK}\"" -A "RTPPROXY_DIRECT_SET=\"1 == ${RTPPROXY_SOCK}\"" \
     -A "UAS_URI=\"${UAS_URI}\"" "$@" &
 sip=$!
 trap 'kill $sip $listener 2>/dev/null' TERM INT

@@ -340,6 +340,9 @@ class Stack:
         cmd += ["--switch", GRPC_ADDR if (self.cfg.offload and self.cfg.switch) else ""]
         cmd += ["--switch-name", SWITCH_NAME]
         cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
+        # RTPProxy's accounting (its working directory is the run's): ends the agent
+        # missed, RTPProxy-relayed packets, calls placed while the agent was away
+        cmd += ["--rtpproxy-acct", str(self.cfg.run_dir / "rtpproxy_acct.csv")]
         cmd += ["--metrics-listen", f"{topology.MGMT_RELAY_ADDR}:9102", "--log-json"]
         if self.cfg.idle_ttl_ms is not None:
             cmd += ["--idle-ttl-ms", str(self.cfg.idle_ttl_ms)]
@@ -537,6 +540,8 @@ class SipEndpoints:
     port: int = SIP_PORT
     uas_uri: str = UAS_URI  # the trunk every call goes to
     rtpproxy_sock: str = AGENT_CONTROL  # its rtpproxy module's socket (rtpagent)
+    # RTPProxy's own: the set's fallback node while the agent does not answer
+    direct_sock: str = RTPPROXY_CONTROL
     notify_sock: str = SIP_TIMEOUT_SOCK  # media-timeout notifications
 
 
@@ -553,6 +558,7 @@ def opensips_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[
                 "SIP_PORT": str(ep.port),
                 "UAS_URI": ep.uas_uri,
                 "RTPAGENT_SOCK": ep.rtpproxy_sock,
+                "RTPPROXY_SOCK": ep.direct_sock,
                 "NOTIFY_SOCK": ep.notify_sock,
                 "RUN_DIR": str(run_dir),
                 "MODULES_DIR": opensips_modules_dir(),
@@ -595,6 +601,7 @@ def kamailio_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[
         "JSONRPC_SOCK": f'"{run_dir}/jsonrpc.sock"',
         "CTL_SOCK": f'"unix:{run_dir}/ctl.sock"',
         "RTPPROXY_SOCK": f'"{ep.rtpproxy_sock}"',
+        "RTPPROXY_DIRECT_SET": f'"1 == {ep.direct_sock}"',
         "TIMEOUT_SOCK": f'"{ep.notify_sock}"',
     }.items():
         cmd += ["-A", f"{k}={v}"]
