@@ -9,6 +9,7 @@ import { api } from '../api/endpoints';
 import { useLive, useLiveSessions } from '../api/live';
 import type { Agent, SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
+import { CongestionControl } from '../components/CongestionControl';
 import { timeSeriesOption, windowAround } from '../lib/chartOptions';
 import { episodeKey } from '../lib/congestion';
 import { elapsedSeconds, formatCount, formatDuration, formatMs, formatPercent, formatTime } from '../lib/format';
@@ -240,6 +241,7 @@ export default function OverviewPage() {
             </tbody>
           </table>
         </section>
+        <CongestionControl />
         <section className="card" aria-label="Switches">
           <h2>Switches</h2>
           {switches.isError ? <p className="error" role="alert">{switches.error.message}</p> : <SwitchHealth switches={switches.data ?? []} now={now} />}
