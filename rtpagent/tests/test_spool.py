@@ -132,8 +132,17 @@ async def test_spool_replays_when_server_returns(
                 text("SELECT call_id, state, offloaded FROM sessions ORDER BY call_id")
             ).all()
             kinds = {r[0] for r in c.execute(text("SELECT type FROM events")).all()}
+            legs = c.execute(
+                text("SELECT switch_leg, installed, installed_at, removed_at FROM session_legs")
+            ).all()
         eng.dispose()
         assert [(r[0], r[1], r[2]) for r in rows] == [(f"sp{n}", "ended", True) for n in range(3)]
+        # Every leg of an ended call: the switch leg it used, installed, then removed.
+        assert len(legs) == 6
+        for switch_leg, installed, installed_at, removed_at in legs:
+            assert switch_leg is not None and not installed
+            assert installed_at is not None and removed_at is not None
+            assert removed_at >= installed_at
         assert {"offload_installed", "offload_removed", "agent_up"} <= kinds
     finally:
         await app.stop()

@@ -39,6 +39,7 @@ from .early import EarlyRelay
 from .frontend import Frontend
 from .notify import NotifyListener
 from .offload import Offloader
+from .oneway import OneWay
 from .protocol import ECODE_SESUNKN, Command, parse_command, parse_reply
 from .reporter import Reporter, Sampler, Sender
 from .sockets import SocketSpec, parse_spec
@@ -149,6 +150,13 @@ class App:
         self.reporter = Reporter(self.store, self.offloader, cfg.switch_name)
         self.sampler = Sampler(self.offloader, self.store, cfg.sample_interval)
         self.sampler.reporter = self.reporter
+        self.oneway = OneWay(
+            cfg.one_way_after_s,
+            self.offloader.emit,
+            notify_after_s=cfg.one_way_notify_s,
+            notify_sip=self._one_way_timeout,
+        )
+        self.sampler.oneway = self.oneway
         url = cfg.server_url.rstrip("/") + "/api/v1/ingest" if cfg.server_url else None
         self.sender = Sender(
             self.store,
@@ -306,6 +314,12 @@ class App:
         code = await proc.wait()
         if self.embedded is proc:  # not stopped by us
             log.error("embedded_rtpproxy_exited", pid=proc.pid, returncode=code)
+
+    def _one_way_timeout(self, s: Session) -> None:
+        """One-way media for --one-way-notify-s: the SIP server hears of it as
+        of a media timeout (and ends the dialog)."""
+        if self.agent is not None:
+            self.agent.notify_sip(s)
 
     # ------------------------------------------------------------ control socket
     def _admit(self, source: str, body: str) -> int | None:

@@ -164,6 +164,18 @@ class Settings(BaseSettings):
     server_token: str | None = None
     agent_name: str = "rtpagent-1"
     sample_interval: float = 1.0
+    one_way_after_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="an offloaded call with no packets in one direction this long while the "
+        "other flows is reported (event one_way_media); 0: off",
+    )
+    one_way_notify_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="one-way media this long: the SIP server is told as for a media timeout "
+        "(the dialog ends); 0: never",
+    )
     metrics_listen: str = Field(
         default="127.0.0.1:9102", description="Prometheus /metrics; empty: off"
     )

@@ -83,3 +83,11 @@ RELOADS = Counter(
     "when it connects)",
     ["result"],
 )
+ONE_WAY = Counter(
+    "rtpagent_one_way_media_total",
+    "Offloaded calls found with one direction silent while the other flows",
+    ["direction"],
+)
+ONE_WAY_CALLS = Gauge(
+    "rtpagent_one_way_media_calls", "Offloaded calls whose media flows one way only now"
+)

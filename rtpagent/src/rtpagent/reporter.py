@@ -24,6 +24,7 @@ import structlog
 
 from . import metrics
 from .offload import Offloader
+from .oneway import OneWay
 from .state import OffloadState, Session
 from .store import Store
 from .switchport import OffloadRefused
@@ -47,6 +48,20 @@ _SESSION_REPORTS = frozenset(
         "timeout",
     }
 )
+
+
+# Offloader notifications that go to the server as events.
+_EVENTS = frozenset(
+    {
+        "offload_installed",
+        "offload_removed",
+        "fallback",
+        "learn_refused",
+        "one_way_media",
+        "one_way_media_cleared",
+    }
+)
+_WARNINGS = frozenset({"fallback", "learn_refused", "one_way_media"})
 
 
 _SECONDS: dict[int, str] = {}  # whole second -> its ISO text (calls report a few seconds)
@@ -95,9 +110,19 @@ class Reporter:
         self.seq: dict[str, int] = {}
         self.ended_at: dict[str, float] = {}
         self.pt: dict[str, int] = {}
+        # uid -> the switch legs it was given (released before its removal is told)
+        self.legs_used: dict[str, list[int]] = {}
+        # uid -> when its entries left the switch
+        self.removed: dict[str, float] = {}
         offloader.listeners.append(self.on_event)
 
     def on_event(self, kind: str, s: Session, payload: dict[str, object]) -> None:
+        if s.legs:
+            self.legs_used[s.uid] = list(s.legs)
+        if kind == "offload_removed":
+            self.removed[s.uid] = time.time()
+        elif kind == "offload_installed":
+            self.removed.pop(s.uid, None)
         if kind == "ended":
             # From evidence when the agent learnt of the end late (state.py).
             if s.ended_at is None:
@@ -109,7 +134,7 @@ class Reporter:
             self.ended_at[s.uid] = s.ended_at
         else:
             self.store.put_session(s.uid, s.to_json)
-        if kind in ("offload_installed", "offload_removed", "fallback", "learn_refused"):
+        if kind in _EVENTS:
             if kind == "offload_removed" and s.foreign_sources:
                 # The server has no event kind of its own for stray media:
                 # what the relay guard kept out travels with the removal.
@@ -122,7 +147,7 @@ class Reporter:
                 "event_id": str(uuid.uuid4()),
                 "type": kind,
                 "ts": _ts(),
-                "severity": "warning" if kind in ("fallback", "learn_refused") else "info",
+                "severity": "warning" if kind in _WARNINGS else "info",
                 "session_key": session_key(s),
                 "switch": self.switch_name,
                 "payload": {k: v for k, v in payload.items()},
@@ -139,6 +164,8 @@ class Reporter:
             self.seq.pop(s.uid, None)
             self.ended_at.pop(s.uid, None)
             self.pt.pop(s.uid, None)
+            self.removed.pop(s.uid, None)
+            self.legs_used.pop(s.uid, None)
         return doc
 
     def session_doc(self, s: Session) -> dict[str, Any]:
@@ -147,6 +174,11 @@ class Reporter:
         complete = all(st.port and st.sdp for st in s.streams)
         state = "ended" if s.state is OffloadState.ENDED else ("active" if complete else "setup")
         legs = []
+        removed_at = self.removed.get(s.uid)
+        if state == "ended" and removed_at is None:
+            # Never on the switch (or its removal not seen): the leg ended with the call.
+            removed_at = self.ended_at.get(s.uid, time.time())
+        switch_legs = s.legs or self.legs_used.get(s.uid)
         if complete:
             for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
                 me, other = s.streams[i], s.streams[1 - i]
@@ -157,13 +189,16 @@ class Reporter:
                     {
                         "direction": direction,
                         "media_index": max(0, s.medianum - 1),
-                        "switch_leg": s.legs[i] if s.legs else None,
+                        "switch_leg": switch_legs[i] if switch_legs else None,
                         "src": {"addr": src.addr, "port": src.port},
                         "relay_in": {"addr": me.laddr, "port": me.port},
                         "relay_out": {"addr": other.laddr, "port": other.port},
                         "dst": {"addr": dst.addr, "port": dst.port},
                         "installed": s.state is OffloadState.OFFLOADED,
                         "installed_at": _ts(s.offloaded_at) if s.offloaded_at else None,
+                        "removed_at": _ts(removed_at)
+                        if removed_at is not None and s.state is not OffloadState.OFFLOADED
+                        else None,
                         "packets": s.switch_totals.packets[i],
                         "bytes": s.switch_totals.bytes[i],
                     }
@@ -205,6 +240,7 @@ class Sampler:
         self._last: dict[tuple[str, int], tuple[int, ...]] = store.sampled()
         self.total_packets = 0
         self.reporter: Reporter | None = None
+        self.oneway: OneWay | None = None  # fed each leg's new packets (oneway.py)
 
     async def run(self) -> None:
         while True:
@@ -220,9 +256,12 @@ class Sampler:
         off = self.offloader
         reading = await off.read_live()
         if reading is None:
+            if self.oneway is not None:
+                self.oneway.evaluate(time.monotonic(), set())
             return 0
         live, counts, quality = reading.sessions, reading.counts, reading.quality
         now = _ts()
+        mono = time.monotonic()
         n = 0
         total = 0
         seen: set[tuple[str, int]] = set()
@@ -244,6 +283,8 @@ class Sampler:
                 if cur != prev:
                     self.store.put_sampled(key, cur)
                 d = [max(0, a - b) for a, b in zip(cur, prev, strict=True)]
+                if self.oneway is not None:
+                    self.oneway.observe(s, i, d[0], mono)
                 if d[0] > 0:
                     off.mark_active(s, i)
                     if self.reporter is not None and q.payload_type:
@@ -268,6 +309,8 @@ class Sampler:
                     },
                 )
                 n += 1
+        if self.oneway is not None:
+            self.oneway.evaluate(mono, {s.uid for s, _ in live})
         for key in list(self._last):
             if key not in seen:
                 del self._last[key]
