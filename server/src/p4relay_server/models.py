@@ -102,6 +102,7 @@ class CallSession(Base):
     __tablename__ = "sessions"
     __table_args__ = (
         CheckConstraint(_in("state", SESSION_STATES), name="state"),
+        CheckConstraint(_in("one_way", DIRECTIONS), name="one_way"),
         Index("ix_sessions_started_at_id", "started_at", "id"),
         Index("ix_sessions_state_started_at", "state", "started_at", "id"),
         Index("ix_sessions_mos_avg", "mos_avg"),
@@ -132,6 +133,9 @@ class CallSession(Base):
     mos_min: Mapped[float | None] = mapped_column(Float)
     mos_samples: Mapped[int] = mapped_column(BigInteger, server_default="0")
     jitter_ms_max: Mapped[float | None] = mapped_column(Float)
+    # The direction whose media stopped while the other flows (the agent's
+    # one_way_media event), until it flows again (one_way_media_cleared).
+    one_way: Mapped[str | None] = mapped_column(String(16))
     updated_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
     legs: Mapped[list[SessionLeg]] = relationship(
         back_populates="session",

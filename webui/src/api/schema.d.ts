@@ -662,7 +662,9 @@ export interface components {
          *     congestion_onset/clear `dev_port`; offload_failed/fallback `reason`;
          *     learn_refused (media from a source the learning policy did not accept;
          *     security) `source` ("addr:port"), optionally `expected`, `policy`,
-         *     `relay_port`, `reason`.
+         *     `relay_port`, `reason`; one_way_media (one direction of a call silent
+         *     while the other flows) and one_way_media_cleared `direction` (the silent
+         *     one, caller_to_callee or callee_to_caller), optionally `silent_s`.
          */
         EventIn: {
             /** Agent */
@@ -697,7 +699,7 @@ export interface components {
              * Type
              * @enum {string}
              */
-            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused";
+            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared";
         };
         /** EventOut */
         EventOut: {
@@ -1330,6 +1332,11 @@ export interface components {
             /** Offloaded */
             offloaded: boolean;
             /**
+             * One Way
+             * @description the direction with no media while the other flows (one_way_media), until it flows again
+             */
+            one_way?: ("caller_to_callee" | "callee_to_caller") | null;
+            /**
              * Packets
              * @description packets relayed: running sum of quality samples (both directions) while active, the agent's totals once ended
              */
@@ -1420,6 +1427,11 @@ export interface components {
             offload_reason: string | null;
             /** Offloaded */
             offloaded: boolean;
+            /**
+             * One Way
+             * @description the direction with no media while the other flows (one_way_media), until it flows again
+             */
+            one_way?: ("caller_to_callee" | "callee_to_caller") | null;
             /**
              * Packets
              * @description packets relayed: running sum of quality samples (both directions) while active, the agent's totals once ended
@@ -1960,7 +1972,7 @@ export interface operations {
     list_events_api_v1_events_get: {
         parameters: {
             query?: {
-                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused")[] | null;
+                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared")[] | null;
                 severity?: ("info" | "warning" | "error") | null;
                 switch?: string | null;
                 session_id?: number | null;

@@ -152,6 +152,11 @@ class SessionSummary(_Out):
     mos_avg: float | None
     mos_min: float | None
     jitter_ms_max: float | None
+    one_way: Direction | None = Field(
+        default=None,
+        description="the direction with no media while the other flows (one_way_media), "
+        "until it flows again",
+    )
 
 
 class SessionPage(BaseModel):

@@ -94,6 +94,8 @@ EventType = Literal[
     "switch_up",
     "switch_down",
     "learn_refused",
+    "one_way_media",
+    "one_way_media_cleared",
 ]
 # The database's check constraint on event types (models.py) reads them here.
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
@@ -305,7 +307,9 @@ class EventIn(_Strict):
     congestion_onset/clear `dev_port`; offload_failed/fallback `reason`;
     learn_refused (media from a source the learning policy did not accept;
     security) `source` ("addr:port"), optionally `expected`, `policy`,
-    `relay_port`, `reason`.
+    `relay_port`, `reason`; one_way_media (one direction of a call silent
+    while the other flows) and one_way_media_cleared `direction` (the silent
+    one, caller_to_callee or callee_to_caller), optionally `silent_s`.
     """
 
     event_id: Annotated[str, StringConstraints(min_length=8, max_length=128)] = Field(
@@ -337,6 +341,8 @@ REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "offload_failed": ("reason",),
     "fallback": ("reason",),
     "learn_refused": ("source",),
+    "one_way_media": ("direction",),
+    "one_way_media_cleared": ("direction",),
 }
 
 

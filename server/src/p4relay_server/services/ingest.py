@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from p4relay_server import mos as emodel
 from p4relay_server.live import Message
 from p4relay_server.models import (
+    DIRECTIONS,
     Agent,
     CallSession,
     Event,
@@ -668,6 +669,8 @@ def apply_events(ctx: _Context) -> None:
     ctx.result.events_duplicate = len(events) - len(stored)
     if len(stored) < len(rows):
         _check_event_replays(ctx, rows, {r.event_id for r in stored})
+    new_ids = {r.event_id for r in stored}
+    _apply_one_way(ctx, [r for r in rows if r["event_id"] in new_ids])
     if stored:
         ids = {r.event_id: r.id for r in stored}
         names = ctx.switch_names()
@@ -692,6 +695,48 @@ def apply_events(ctx: _Context) -> None:
                 ],
             }
         )
+
+
+_ONE_WAY = {"one_way_media": True, "one_way_media_cleared": False}
+
+
+def _apply_one_way(ctx: _Context, rows: list[dict[str, Any]]) -> None:
+    """One-way media events set (or clear) their session's silent direction,
+    in event time order; the live stream hears of the session's new state."""
+    changed: dict[int, dict[str, Any]] = {}
+    for r in sorted((r for r in rows if r["type"] in _ONE_WAY), key=lambda r: r["ts"]):
+        direction = r["payload"].get("direction")
+        if r["session_id"] is None or direction not in DIRECTIONS:
+            continue
+        set_to = direction if _ONE_WAY[r["type"]] else None
+        stmt = update(CallSession).where(CallSession.id == r["session_id"])
+        if set_to is None:
+            stmt = stmt.where(CallSession.one_way == direction)  # a later silence stays
+        got = ctx.db.execute(
+            stmt.values(one_way=set_to).returning(
+                CallSession.id,
+                CallSession.session_key,
+                CallSession.call_id,
+                CallSession.state,
+                CallSession.offloaded,
+                CallSession.started_at,
+                CallSession.ended_at,
+                CallSession.one_way,
+            )
+        ).first()
+        if got is not None:
+            changed[got.id] = {
+                "id": got.id,
+                "session_key": got.session_key,
+                "call_id": got.call_id,
+                "state": got.state,
+                "offloaded": got.offloaded,
+                "started_at": _iso(got.started_at),
+                "ended_at": _iso(got.ended_at),
+                "one_way": got.one_way,
+            }
+    if changed:
+        ctx.messages.append({"topic": "sessions", "items": list(changed.values())})
 
 
 _EVENT_CONTENT = (
