@@ -291,3 +291,37 @@ async def test_switch_restart_loses_no_packet_and_waits_for_no_timer(tmp_path: P
     finally:
         cl.close()
         bed.rtpp.stop()
+
+
+async def test_media_stopped_while_away_ends_the_call(tmp_path: Path) -> None:
+    """A call whose `D` was lost while the agent was away stays in RTPProxy;
+    its entries aged on the switch meanwhile (time left 0), an idle timeout
+    nobody heard. The restarted agent ends it as that timeout would: RTPProxy's
+    session deleted, the record ended a TTL before it found out."""
+    bed = _Bed(tmp_path, switch="fake:1", idle_ttl_ms=2000)
+    bed.rtpp.start()
+    fake = FakeSwitch()
+    cl = Client(bed.port)
+    try:
+        app1 = bed.app(switch=fake)
+        await app1.start()
+        assert await cl.cmd("U lost 198.18.1.10 6000 f;1")
+        assert await cl.cmd("L lost 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4)
+        await app1.stop()
+        fake.ttl_left = dict.fromkeys(fake.relays, 0)
+        app2 = bed.app(switch=fake)
+        await app2.start()
+        found = time.time()
+        try:
+            await wait_for(lambda: not fake.relays, within=5.0)
+            await wait_for(
+                lambda: _last_reports(app2).get("lost;f;1", {}).get("state") == "ended", within=5.0
+            )
+            assert abs(_t(_last_reports(app2)["lost;f;1"]["ended_at"]) - (found - 2.0)) < 0.5
+            assert (await Client(bed.port + 1).cmd("Q lost f;1 t;1") or "").startswith("E")
+        finally:
+            await app2.stop()
+    finally:
+        cl.close()
+        bed.rtpp.stop()

@@ -79,7 +79,7 @@ class Agent:
         # Switch-carried packets (all sessions), refreshed by the sampler: added
         # to RTPProxy's own totals in `I`/`G` answers.
         self.offloader_packets_cache = 0
-        offloader.on_timeout = self._switch_idle
+        offloader.on_timeout = self.switch_idle
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -363,7 +363,7 @@ class Agent:
         self._close(s)
         self._notify_sip(s)
 
-    def _switch_idle(self, s: Session) -> None:
+    def switch_idle(self, s: Session) -> None:
         """The switch saw no media either way for the TTL: end it as RTPProxy would."""
         if s.uid not in self.table.by_uid:
             return

@@ -430,10 +430,11 @@ class App:
         t0 = time.monotonic()
         todo = iter(sessions)
         gone = kept = unknown = 0
-        stopped = await self._media_stopped()
+        stopped, aged = await self._media_stopped()
+        idle = 0
 
         async def worker() -> None:
-            nonlocal gone, kept, unknown
+            nonlocal gone, kept, unknown, idle
             for s in todo:
                 if s.uid not in self.table.by_uid:
                     continue
@@ -441,8 +442,20 @@ class App:
                 alive = await self._alive_in_rtpproxy(s)
                 if alive is None:
                     unknown += 1
-                elif alive or s.last_refresh != seen or s.uid not in self.table.by_uid:
+                elif s.last_refresh != seen or s.uid not in self.table.by_uid:
                     kept += 1
+                elif alive:
+                    p = self.offloader.plans.get(s.uid)
+                    rtp = [r.key for r in p.relays if not r.rtcp] if p is not None else []
+                    if rtp and all(k in aged for k in rtp):
+                        # Its media stopped both ways while the agent was away, long
+                        # enough for the switch's idle timeout (its `D` lost, say):
+                        # ended as that timeout ends a call.
+                        idle += 1
+                        assert self.agent is not None
+                        self.agent.switch_idle(s)
+                    else:
+                        kept += 1
                 else:
                     gone += 1
                     self._end_gone(s, stopped)
@@ -454,6 +467,7 @@ class App:
             "reconciled_with_rtpproxy",
             kept=kept,
             gone=gone,
+            idle=idle,
             unknown=unknown,
             seconds=round(self.reconcile_seconds, 3),
         )
@@ -564,7 +578,8 @@ class App:
         """A session RTPProxy had and the agent never saw: the SIP server
         placed the call with RTPProxy directly while the agent was away."""
         s = Session(call_id=rec.call_id, tag=rec.tag, created=rec.setup_ts)
-        s.answered_at = rec.first_rtp_o or None  # the callee's media starts with its answer
+        # The callee's media starts with its answer (the caller's, if the callee sent none).
+        s.answered_at = rec.first_rtp_o or rec.first_rtp_a or None
         s.ended_at = rec.teardown_ts
         s.adopted = "agent_away"
         _add_rtpproxy_packets(s, rec)
@@ -575,20 +590,22 @@ class App:
         s.state = OffloadState.ENDED
         self.offloader.emit("ended", s)
 
-    async def _media_stopped(self) -> dict[FlowKey, float]:
+    async def _media_stopped(self) -> tuple[dict[FlowKey, float], set[FlowKey]]:
         """When each relay entry last saw a packet (wall clock), from the time
         the switch has left on it: the evidence of when a call that ended
         while the agent was away stopped. An entry that aged already says
-        only that it was at least its TTL ago: that bound is taken."""
+        only that it was at least its TTL ago: that bound is taken (and the
+        entry is among the aged, the second result)."""
         if not self.cfg.switch or not self.switch.connected:
-            return {}
+            return {}, set()
         try:
             left = await self.switch.read_ttl_left()
         except OffloadRefused as exc:
             log.warning("entry_ages_unread", reason=exc.reason)
-            return {}
+            return {}, set()
         now, ttl = time.time(), self.cfg.idle_ttl_ms
-        return {k: now - max(0, ttl - ms) / 1000.0 for k, ms in left.items()}
+        stopped = {k: now - max(0, ttl - ms) / 1000.0 for k, ms in left.items()}
+        return stopped, {k for k, ms in left.items() if ms <= 0}
 
     def _end_gone(self, s: Session, stopped: dict[FlowKey, float] | None = None) -> None:
         """RTPProxy no longer has it (ended while the agent was away): as a `D`
