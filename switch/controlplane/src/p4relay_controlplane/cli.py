@@ -248,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         print(f"{PROG}: {path}: configuration OK ({len(lines)} lines)", file=sys.stderr)
         return 0
-    setup_logging(cfg.log_level, cfg.log_json)
-    if a.show_ired:
+    if a.show_ired:  # a report on stdout: no log set-up
         return asyncio.run(_show_ired(cfg))
+    setup_logging(cfg.log_level, cfg.log_json)
     if a.once:
         return asyncio.run(_once(cfg))
     return asyncio.run(_serve(cfg, lambda: load(a.config, flags)))

@@ -22,6 +22,7 @@ from p4relay_switch.ired import IredSettings, cells
 from p4relay_switch.names import IRED_EWMA_N_MAX, REROUTE_SLOTS
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SecretStr,
@@ -44,6 +45,19 @@ LEG_BITS = 21
 DevPort = Annotated[int, Field(ge=0, le=511, description="dev_port")]
 U16 = Annotated[int, Field(ge=0, le=65535)]
 U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
+
+
+def _prefix(v: Any) -> Any:
+    if not isinstance(v, str):
+        return v
+    try:
+        return ipaddress.IPv4Network(v, strict=True)
+    except ValueError as e:
+        raise ValueError(f"{v!r} is not an IPv4 prefix (address/length): {e}") from None
+
+
+# An IPv4 prefix whose host bits are clear ("198.18.2.0/24").
+Prefix = Annotated[ipaddress.IPv4Network, BeforeValidator(_prefix)]
 _BOOLS = {"1": True, "true": True, "on": True, "yes": True}
 _BOOLS |= {"0": False, "false": False, "off": False, "no": False}
 
@@ -101,7 +115,7 @@ class NexthopConfig(_Section):
 class RouteConfig(_Section):
     """A route (pipe.Ingress.ipv4_lpm); 0.0.0.0/0 is the default route."""
 
-    prefix: ipaddress.IPv4Network
+    prefix: Prefix
     nexthop: U16
 
 
@@ -119,7 +133,7 @@ class RerouteClassConfig(_Section):
 
 
 class RerouteWatchConfig(_Section):
-    prefix: ipaddress.IPv4Network
+    prefix: Prefix
     slot: Annotated[int, Field(ge=0, le=REROUTE_SLOTS - 1)]
     flow_class: Annotated[int, Field(ge=0, le=255)]
     primary_port: DevPort = Field(
@@ -286,7 +300,7 @@ class IntSection(_Section):
     sample_one_in: Annotated[int, Field(ge=1, le=1 << LEG_BITS)] = Field(
         default=1, description="calls = sampled: a power of two (a ternary match on the leg)"
     )
-    prefixes: list[ipaddress.IPv4Network] = Field(
+    prefixes: list[Prefix] = Field(
         default_factory=list, description="calls = prefixes: the far party's address"
     )
     hops: list[IntHopConfig] = Field(default_factory=list)

@@ -116,12 +116,13 @@ class Daemon:
         if restart:
             log.warning("config_reload_needs_restart", settings=restart)
         async with self._lock:
+            before = {p.port for p in self.cfg.ired or []}
             self.cfg = self.cfg.model_copy(update={k: getattr(cfg, k) for k in LIVE})
             self.want = desired(self.cfg)
             self._applied = False
-            for p in list(metrics.IRED_SET._metrics):  # series of ports no longer configured
-                if int(p[0]) not in {x.port for x in self.cfg.ired or []}:
-                    metrics.IRED_SET.remove(*p)
+            for port in before - {p.port for p in self.cfg.ired or []}:
+                with contextlib.suppress(KeyError):  # no series for a port not configured
+                    metrics.IRED_SET.remove(str(port))
             if self.cfg.reroute is None:
                 self.reroute = None
             elif self.reroute is None:

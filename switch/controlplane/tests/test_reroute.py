@@ -1,0 +1,185 @@
+"""Congestion reroute, decided by the daemon, against the real softswitch and
+the real server: the daemon installs its routes, classes and watch; a burst
+into the shaped port moves the watched destination to its backup in the data
+plane, the daemon records it as a `reroute` event (flow, paths, trigger), and
+once the primary port has stayed clear for the hold time it moves the flow
+back (a second event) and the switch forwards by the primary again. Bad
+configuration is refused with a clear message."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT_ONLY
+from p4relay_collector.config import Settings as CollectorSettings
+from p4relay_collector.service import Collector
+from p4relay_controlplane.config import ConfigError, Settings, load
+from p4relay_controlplane.daemon import Daemon
+from p4relay_testsupport import Server, Softswitch, wait_for
+from pydantic import SecretStr
+
+HOLD_MS = 400
+
+
+def send_udp(ns: str, n: int, size: int) -> None:
+    code = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        f"for _ in range({n}): s.sendto(b'x' * {size}, ('198.18.99.10', 40000))\n"
+    )
+    subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", code], check=True, timeout=30)
+
+
+def config(address: str) -> Settings:
+    """198.18.99.0/24 by port 2 (primary, next hop 1); next hop 2 (port 1) is the backup."""
+    return Settings.model_validate(
+        {
+            "switch": "soft-rr",
+            "grpc_address": address,
+            "client_id": 21,
+            "metrics_listen": "",
+            "reconcile_interval_s": 30,
+            "nexthops": [
+                {
+                    "id": 1,
+                    "port": 2,
+                    "src_mac": "02:00:00:00:00:01",
+                    "dst_mac": "02:00:00:00:00:99",
+                },
+                {
+                    "id": 2,
+                    "port": 1,
+                    "src_mac": "02:00:00:00:00:01",
+                    "dst_mac": "02:00:00:00:00:98",
+                },
+            ],
+            "routes": [{"prefix": "198.18.99.0/24", "nexthop": 1}],
+            "reroute": {
+                "poll_ms": 20,
+                "classes": [
+                    {"flow_class": 0, "t_q_us": 1000, "m": 1, "hold_ms": HOLD_MS},
+                    {"flow_class": 1, "t_q_us": 1000, "m": 5, "hold_ms": HOLD_MS},
+                ],
+                "watch": [
+                    {
+                        "prefix": "198.18.99.0/24",
+                        "slot": 3,
+                        "flow_class": 1,
+                        "primary_port": 2,
+                        "backup_nexthop_id": 2,
+                        "backup_port": 1,
+                    }
+                ],
+            },
+        }
+    )
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(120)
+async def test_reroute_recorded_and_moved_back_after_hold(
+    server: Server, shaped: tuple[Softswitch, str]
+) -> None:
+    sw, ns = shaped
+    collector = Collector(
+        CollectorSettings.model_validate(
+            {
+                "server_url": server.url,
+                "token": SecretStr(server.ingest_token),
+                "metrics_listen": "",
+            }
+        )
+    )
+    d = Daemon(config(sw.address), collector.submit)
+    assert d.reroute is not None
+    rc = d.reroute
+    stop = asyncio.Event()
+    task = asyncio.create_task(d.run(stop))
+    try:
+        await wait_for(lambda: d.last_report is not None, within=20, what="configuration applied")
+        assert d.last_report is not None and not d.last_report.refused
+        # 300 x 1000 bytes at once into a 10 Mbit/s port: the queue holds ms
+        await asyncio.to_thread(send_udp, ns, 300, 1000)
+        t_sent = time.monotonic()
+        await wait_for(lambda: rc.moves > 0, within=5, interval=0.01, what="reroute digest")
+        moved_after = time.monotonic() - t_sent
+        assert (await rc.rr.active([3]))[3] is True
+        await wait_for(lambda: rc.returns > 0, within=10, interval=0.02, what="move back")
+        assert (await rc.rr.active([3]))[3] is False
+    finally:
+        stop.set()
+        await task
+        await collector.close()
+    assert moved_after < 1.0
+    events = server.get("/api/v1/events", type="reroute")["items"]
+    assert len(events) == 2, events
+    by_dir = {e["payload"]["direction"]: e for e in events}
+    away, back = by_dir["to_backup"], by_dir["to_primary"]
+    # The primary was hot until the queue drained (~0.05 s), then clear for the
+    # hold time: timed by the daemon's own event stamps.
+    held = dt.datetime.fromisoformat(back["ts"]) - dt.datetime.fromisoformat(away["ts"])
+    assert held.total_seconds() >= HOLD_MS / 1000, (away["ts"], back["ts"])
+    assert away["payload"]["flow"] == "198.18.99.0/24"
+    assert away["payload"]["from_path"] == "port 2"
+    assert away["payload"]["to_path"] == "nexthop 2 port 1"
+    assert away["payload"]["run"] == 5
+    assert away["payload"]["queue_delay_ns"] > 1_000_000
+    assert "t_q 1.000 ms for 5 packets" in away["payload"]["trigger"]
+    assert back["payload"]["to_path"] == "port 2"
+    assert away["switch"] == "soft-rr"
+
+
+def test_bad_config_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "r.toml"
+    base = 'switch = "s"\ngrpc_address = "127.0.0.1:1"\n[reroute]\n'
+    p.write_text(
+        base
+        + '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 1\nflow_class = 9\nprimary_port = 1\n'
+    )
+    with pytest.raises(ConfigError, match="flow class 9"):
+        load(p)
+    p.write_text(
+        base
+        + '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 4096\nflow_class = 0\nprimary_port = 1\n'
+    )
+    with pytest.raises(ConfigError, match="slot"):
+        load(p)
+    p.write_text(
+        base + "[[reroute.classes]]\nflow_class = 0\nt_q_us = 1\nm = 1\nhold_ms = 1\n"
+        '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 1\nflow_class = 0\nprimary_port = 1\n'
+        '[[reroute.watch]]\nprefix = "10.1.0.0/16"\nslot = 1\nflow_class = 0\nprimary_port = 1\n'
+    )
+    with pytest.raises(ConfigError, match="share a slot"):
+        load(p)
+    p.write_text(base + "bogus = 1\n")
+    with pytest.raises(ConfigError, match="bogus"):
+        load(p)
+    p.write_text("not toml [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(p)
+    # a backup next hop the configuration does not have
+    p.write_text(
+        base + "[[reroute.classes]]\nflow_class = 1\nt_q_us = 1\nm = 1\nhold_ms = 1\n"
+        '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 1\nflow_class = 1\nprimary_port = 1\n'
+        "backup_nexthop_id = 4\n"
+        '[[nexthops]]\nid = 1\nport = 1\nsrc_mac = "02:00:00:00:00:01"\n'
+        'dst_mac = "02:00:00:00:00:02"\n'
+    )
+    with pytest.raises(ConfigError, match="backup_nexthop_id 4 is not in nexthops"):
+        load(p)
+    ok = base + "[[reroute.classes]]\nflow_class = 1\nt_q_us = 250.5\nm = 3\nhold_ms = 2000\n"
+    p.write_text(
+        ok
+        + '[[reroute.watch]]\nprefix = "198.18.2.0/24"\nslot = 0\nflow_class = 1\nprimary_port = 2\n'
+    )
+    cfg = load(p)
+    assert cfg.reroute is not None
+    assert cfg.reroute.classes[0].t_q_ns == 250_500
+    w = cfg.reroute.watch[0]
+    assert w.prefix == ipaddress.IPv4Network("198.18.2.0/24") and w.backup_nexthop_id is None
