@@ -11,14 +11,14 @@ step() { echo "-- $*"; "$@" || rc=1; }
 uvr() { uv run --frozen --no-sync "$@"; }
 
 # The Python packages mypy checks strictly (sources, scripts).
-MYPY_PATHS=(switch/client/src server/src rtpagent/src scenarios/src collector/src testsupport/src scripts)
+MYPY_PATHS=(switch/client/src switch/controlplane/src server/src rtpagent/src scenarios/src collector/src testsupport/src scripts)
 # Test suites, benches and tools, just as strictly. They import their helpers as
 # top-level modules (`from harness import ...`, `conftest`, `p4rbase`), so each
 # entry is a MYPYPATH: its directories are checked together, each on the path,
 # and their top-level module names must not collide (every suite has a
 # `conftest`: one suite an entry). Each entry keeps its own cache.
 MYPY_DIRS=(
-  switch/client/tests switch/ptf rtpagent/tests:rtpagent/bench
+  switch/client/tests switch/controlplane/tests switch/ptf rtpagent/tests:rtpagent/bench
   server/tests collector/tests:collector/bench scenarios/tests
   switch/softswitch/bench:switch/bfrt:switch/p4:server/bench:deploy/grafana:migrations
 )
@@ -55,8 +55,10 @@ group() {
       local d
       for d in "${MYPY_DIRS[@]}"; do step mypy_dirs "$d"; done ;;
     imports)
-      # Layering and no import cycles (.importlinter).
-      step uvr lint-imports --no-cache ;;
+      # Layering and no import cycles (.importlinter); one writer per switch table
+      # (only the switch control plane writes routes, shaping, reroute, INT, iRED).
+      step uvr lint-imports --no-cache
+      step uvr python scripts/check_table_owners.py ;;
     shell)
       # Warnings and errors; the info level flags functions run from traps as unreachable.
       step bash -c 'git ls-files -z -- "*.sh" .ci/run | xargs -0 shellcheck -S warning' ;;

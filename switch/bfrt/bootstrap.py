@@ -1,11 +1,13 @@
-"""p4relay BfRt bootstrap: what a Tofino needs before rtpagent connects.
+"""p4relay BfRt bootstrap: the chassis of a Tofino, before anything connects.
 
-Ports and speeds, next hops and routes (including the default route), the
-relay addresses and port ranges (relay_addr), per-pipe entry scope of the
-session tables, mirror sessions, the jitter write-back sessions the
-program's egress RTP quality needs and the congestion reroute notice sessions
-(one per pipe each). Sessions themselves (relay, leg_rewrite,
-relay_guard) are written by rtpagent over BfRt gRPC, never here.
+What only bf_switchd's own Python shell sets up on a Tofino: ports with their
+speeds and FEC, per-pipe entry scope of the session tables, mirror sessions,
+the jitter write-back sessions the program's egress RTP quality needs, the
+congestion reroute notice sessions and the iRED feedback sessions (one per
+pipe each). No table entry is written here: next hops, routes, shaping,
+reroute, INT and iRED are the switch control plane's (p4relay-controlplane,
+switch/controlplane/README.md), the relay addresses and the calls' entries
+rtpagent's.
 
 On the switch, inside bfshell (bfrt_python provides the global ``bfrt``)::
 
@@ -25,7 +27,6 @@ library and no syntax newer than 3.8.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import os
 import sys
@@ -38,15 +39,9 @@ DEFAULT_CONFIG = "/etc/p4relay/bfrt.json"
 
 # Contract names (switch/contract.toml) this script writes; the bootstrap test
 # (switch/client/tests/test_bfrt_bootstrap.py) checks them.
-TABLE_IPV4_LPM = "pipe.Ingress.ipv4_lpm"
-TABLE_NEXTHOP = "pipe.Ingress.nexthop"
-TABLE_RELAY_ADDR = "pipe.Ingress.relay_addr"
 TABLE_RELAY = "pipe.Ingress.relay"
 TABLE_LEG_REWRITE = "pipe.Ingress.leg_rewrite"
 TABLE_RELAY_GUARD = "pipe.Ingress.relay_guard"
-ACTION_SET_NEXTHOP = "Ingress.set_nexthop"
-ACTION_FORWARD = "Ingress.forward"
-ACTION_MARK_RELAY = "Ingress.mark_relay"
 PER_PIPE_TABLES = (TABLE_RELAY, TABLE_LEG_REWRITE, TABLE_RELAY_GUARD)
 
 SPEEDS = {
@@ -145,31 +140,6 @@ def _port(value: Any, where: str) -> int | FrontPanel:
     raise ConfigError(f"{where}: port must be a dev port number or 'conn/chnl', got {value!r}")
 
 
-def _mac(value: Any, where: str) -> int:
-    if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) == 6 and all(len(p) == 2 for p in parts):
-            try:
-                return int("".join(parts), 16)
-            except ValueError:
-                pass
-    raise ConfigError(f"{where}: MAC address must look like 02:00:00:00:00:01, got {value!r}")
-
-
-def _ipv4(value: Any, where: str) -> int:
-    try:
-        return int(ipaddress.IPv4Address(value))
-    except (ipaddress.AddressValueError, ValueError) as e:
-        raise ConfigError(f"{where}: not an IPv4 address: {value!r}") from e
-
-
-def _prefix(value: Any, where: str) -> ipaddress.IPv4Network:
-    try:
-        return ipaddress.IPv4Network(value, strict=True)
-    except (ipaddress.AddressValueError, ipaddress.NetmaskValueError, ValueError) as e:
-        raise ConfigError(f"{where}: not an IPv4 prefix with host bits clear: {value!r}") from e
-
-
 def _int(value: Any, where: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ConfigError(f"{where}: expected an integer in {lo}..{hi}, got {value!r}")
@@ -186,10 +156,6 @@ def _list(config: dict[str, Any], key: str) -> list[dict[str, Any]]:
 KNOWN_KEYS = {
     "program",
     "ports",
-    "nexthops",
-    "routes",
-    "default_route",
-    "relay_addrs",
     "mirror_sessions",
     "session_entry_scope",
     "jitter_writeback",
@@ -197,9 +163,22 @@ KNOWN_KEYS = {
     "ired_feedback",
 }
 
+# Table entries this file once carried, and who writes them now (one writer per table).
+MOVED = {
+    "nexthops": "next hops are the switch control plane's ([[nexthops]] of p4relay-controlplane)",
+    "routes": "routes are the switch control plane's ([[routes]] of p4relay-controlplane)",
+    "default_route": "the default route is the switch control plane's (route 0.0.0.0/0 "
+    "in [[routes]] of p4relay-controlplane)",
+    "relay_addrs": "the relay addresses are rtpagent's (--relay-addr, --relay-ports: "
+    "RTPProxy's -l and -m/-M), set at every connect",
+}
+
 
 def plan(config: dict[str, Any]) -> list[Op]:
     """Validate ``config`` and return the calls that set the switch up."""
+    for key, owner in MOVED.items():
+        if key in config:
+            raise ConfigError(f"{key}: {owner}; remove it from this file")
     unknown = sorted(set(config) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"unknown keys {unknown}; known: {sorted(KNOWN_KEYS)}")
@@ -234,74 +213,6 @@ def plan(config: dict[str, Any]) -> list[Op]:
                 args=(scope == "all_pipes",),
                 skip_if=("symmetric_mode_get", scope == "all_pipes"),
                 what=f"{table} entry scope {scope} (the table must be empty to change it)",
-            )
-        )
-
-    nexthop_ids: set[int] = set()
-    for i, n in enumerate(_list(config, "nexthops")):
-        where = f"nexthops[{i}]"
-        nid = _int(n.get("id"), f"{where}.id", 0, 0xFFFF)
-        if nid in nexthop_ids:
-            raise ConfigError(f"{where}: next hop id {nid} given twice")
-        nexthop_ids.add(nid)
-        ops.append(
-            Op(
-                (program, "pipe", "Ingress", "nexthop", "add_with_forward"),
-                {
-                    "nexthop_id": nid,
-                    "port": _port(n.get("port"), f"{where}.port"),
-                    "src_mac": _mac(n.get("src_mac"), f"{where}.src_mac"),
-                    "dst_mac": _mac(n.get("dst_mac"), f"{where}.dst_mac"),
-                },
-                fallback="mod_with_forward",
-                what=f"next hop {nid}",
-            )
-        )
-
-    routes = list(_list(config, "routes"))
-    default = config.get("default_route")
-    if default is not None:
-        if not isinstance(default, dict):
-            raise ConfigError("default_route: expected an object with nexthop_id")
-        routes.append({"prefix": "0.0.0.0/0", **default})
-    seen: set[str] = set()
-    for i, r in enumerate(routes):
-        where = f"routes[{i}]" if i < len(routes) - (default is not None) else "default_route"
-        net = _prefix(r.get("prefix"), f"{where}.prefix")
-        if str(net) in seen:
-            raise ConfigError(f"{where}: prefix {net} given twice")
-        seen.add(str(net))
-        nid = _int(r.get("nexthop_id"), f"{where}.nexthop_id", 0, 0xFFFF)
-        if nid not in nexthop_ids:
-            raise ConfigError(f"{where}: nexthop_id {nid} is not in nexthops")
-        ops.append(
-            Op(
-                (program, "pipe", "Ingress", "ipv4_lpm", "add_with_set_nexthop"),
-                {
-                    "dst_addr": int(net.network_address),
-                    "dst_addr_p_length": net.prefixlen,
-                    "nexthop_id": nid,
-                },
-                fallback="mod_with_set_nexthop",
-                what=f"route {net} -> next hop {nid}",
-            )
-        )
-
-    for i, a in enumerate(_list(config, "relay_addrs")):
-        where = f"relay_addrs[{i}]"
-        lo = _int(a.get("port_min"), f"{where}.port_min", 1, 0xFFFF)
-        hi = _int(a.get("port_max"), f"{where}.port_max", lo, 0xFFFF)
-        ops.append(
-            Op(
-                (program, "pipe", "Ingress", "relay_addr", "add_with_mark_relay"),
-                {
-                    "dst_addr": _ipv4(a.get("addr"), f"{where}.addr"),
-                    "dst_port_start": lo,
-                    "dst_port_end": hi,
-                    "MATCH_PRIORITY": _int(a.get("priority", 1), f"{where}.priority", 0, 2**31),
-                },
-                fallback="mod_with_mark_relay",
-                what=f"relay address {a.get('addr')} ports {lo}-{hi}",
             )
         )
 

@@ -41,7 +41,7 @@ IRED_TAIL_DROPS = Counter(
     "packets dropped by iRED's tail-drop comparison mode",
     ["switch", "dev_port"],
 )
-# The port's iRED settings as the switch holds them (what `rtpagent --ired` set).
+# The port's iRED settings as the switch holds them (what p4relay-controlplane set).
 IRED_THRESHOLD_BYTES = Gauge(
     "p4relay_collector_ired_threshold_bytes",
     "iRED thresholds of a port: max_len_queue, min (maxLenQueue/2 - N) and max (2 x min)",

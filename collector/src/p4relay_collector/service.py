@@ -121,7 +121,7 @@ class Collector:
         return batches
 
     async def submit(self, batch: IngestBatch) -> None:
-        """Queues a batch from another producer (the reroute daemon) and sends
+        """Queues a batch from another producer (the switch control plane) and sends
         the backlog, with the same ordering, retries and bounds."""
         self._enqueue(batch)
         await self.flush()

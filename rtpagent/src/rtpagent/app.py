@@ -119,7 +119,6 @@ class App:
                 port_min=lo,
                 port_max=hi,
                 port_bound=cfg.port_binding != "off",
-                ired_ports=cfg.ired,
             )
         self.switch = switch
         self.offloader = Offloader(
@@ -644,41 +643,20 @@ class App:
     async def reload(self, read: Callable[[], Settings]) -> bool:
         """SIGHUP: the configuration read again (the file and the environment; flags
         still win). One that does not validate is refused, logged and counted, and the
-        running one stays; a valid one's iRED is applied (`IredControl.reload`). Other
-        settings that changed are named in the log: they take effect at a restart."""
-        from .bfrt import BfrtSwitch
-
+        running one stays. Settings that changed are named in the log: they take effect
+        at a restart. (The switch's own features, iRED among them, are the switch control
+        plane's: p4relay-controlplane.)"""
         try:
             cfg = read()
         except (ValueError, OSError) as exc:
             metrics.RELOADS.labels("invalid").inc()
             log.error("config_reload_refused", error=str(exc), kept="the running configuration")
             return False
-        later = sorted(
-            k
-            for k in Settings.model_fields
-            if k != "ired" and getattr(cfg, k) != getattr(self.cfg, k)
-        )
+        later = sorted(k for k in Settings.model_fields if getattr(cfg, k) != getattr(self.cfg, k))
         if later:
             log.warning("config_reload_needs_restart", settings=later)
-        self.cfg = self.cfg.model_copy(update={"ired": cfg.ired})
-        if not isinstance(self.switch, BfrtSwitch) or not self.cfg.switch:
-            metrics.RELOADS.labels("applied").inc()
-            log.info("config_reloaded", ired="no switch")
-            return True
-        change = await self.switch.reload_ired(cfg.ired)
-        result = (
-            "deferred" if not change.applied else "switch_refused" if change.refused else "applied"
-        )
-        metrics.RELOADS.labels(result).inc()
-        log.info(
-            "config_reloaded",
-            result=result,
-            ired_set=change.set,
-            ired_cleared=change.cleared,
-            ired_unchanged=change.unchanged,
-            ired_refused=change.refused,
-        )
+        metrics.RELOADS.labels("applied").inc()
+        log.info("config_reloaded", result="applied")
         return True
 
     async def stop(self) -> None:

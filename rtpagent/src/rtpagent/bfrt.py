@@ -34,7 +34,6 @@ from p4relay_switch import (
     names,
 )
 
-from . import ired
 from .switchport import OffloadRefused, SwitchEvent, SwitchUp
 
 log = structlog.get_logger("rtpagent.bfrt")
@@ -72,7 +71,6 @@ class BfrtSwitch:
         idle_query_ms: int = 1000,
         timeout_s: float = 2.0,
         port_bound: bool = True,
-        ired_ports: list[ired.IredPort] | None = None,
     ) -> None:
         self.client = SwitchClient(
             address,
@@ -87,8 +85,6 @@ class BfrtSwitch:
         self.idle_query_ms = idle_query_ms
         # Port binding of every switch port, set at each (re)connect.
         self.port_bound = port_bound
-        # iRED of the configured ports, set at each (re)connect and reload.
-        self.ired = ired.IredControl(ired_ports or [])
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
@@ -129,16 +125,12 @@ class BfrtSwitch:
         ports = await self.client.ports()
         await self.pipeline.set_port_binding(ports, bound=self.port_bound)
         log.info("port_binding_set", bound=self.port_bound, ports=len(ports))
-        await self.ired.at_connect(self.client)
 
     async def close(self) -> None:
         for t in (self._task, self._connect_task):
             if t is not None:
                 t.cancel()
         await self.client.close()
-
-    async def reload_ired(self, ports: list[ired.IredPort]) -> ired.Change:
-        return await self.ired.reload(self.client, ports)
 
     async def set_relay_addrs(self, addrs: list[str], port_min: int, port_max: int) -> None:
         self.relay_addrs, self.port_min, self.port_max = addrs, port_min, port_max

@@ -16,22 +16,20 @@ if TYPE_CHECKING:  # loaded in main, after the control sockets are open (early.p
     from .config import Settings
 
 SWITCH_INTERVAL_S = 0.0002
-# BfRt client id of `--show-ired` (a one-shot reader beside the running agent).
-SHOW_CLIENT_ID = 13
 
 EPILOG = """\
 examples:
   rtpagent --rtpproxy udp:127.0.0.1:22223 --listen udp:127.0.0.1:22222 --switch 127.0.0.1:50052
   rtpagent --rtpproxy embedded --relay-addr 198.18.0.10 --embedded-ports 20000-29999
   RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
-  rtpagent --switch 127.0.0.1:50052 --ired port=4,max_len_queue=1024,n_drop=64
-  rtpagent --config /etc/rtpagent.toml --show-ired
-  kill -HUP <agent pid>   # re-read the file and the environment: iRED applied
+  kill -HUP <agent pid>   # re-read the file and the environment: checked, logged
 
 SIGHUP reloads the configuration (the file, RTPAGENT_* and the flags, which
 still win): a configuration that does not validate is refused in the log and
-the running one stays; iRED changes are applied to the switch at once, ports
-dropped from the list go back to tail drop; other settings need a restart.
+the running one stays; changed settings are named and take effect at a restart.
+The agent writes only the calls' entries, the relay addresses and the port
+binding; the switch's routes, shaping, iRED, INT and reroute are
+p4relay-controlplane's.
 
 RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
 (the value of --notify-listen) to its flags; the SIP server's own socket stays
@@ -75,34 +73,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--check-config", action="store_true", help="print the effective settings and exit"
     )
-    ap.add_argument(
-        "--show-ired",
-        action="store_true",
-        help="print the switch's iRED per port (settings, counters, against --ired) and exit",
-    )
     return ap
-
-
-async def _show_ired(cfg: Settings) -> int:
-    from p4relay_switch import Subscription, SwitchClient, SwitchError
-
-    from .ired import show
-
-    client = SwitchClient(
-        cfg.switch,
-        client_id=SHOW_CLIENT_ID,
-        reconnect=False,
-        subscription=Subscription(learn=False, idle_timeout=False),
-    )
-    try:
-        await client.connect()
-        print(await show(client, cfg.ired), end="")
-    except SwitchError as exc:
-        print(f"rtpagent: switch {cfg.switch}: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        await client.close()
-    return 0
 
 
 async def _run(cfg: Settings, read: Callable[[], Settings], early: EarlyRelay | None = None) -> int:
@@ -161,9 +132,7 @@ def _main(argv: list[str] | None, early: EarlyRelay | None) -> int:
     from .config import load
 
     a = parser().parse_args(argv)
-    overrides = {
-        k: v for k, v in vars(a).items() if k not in ("config", "check_config", "show_ired")
-    }
+    overrides = {k: v for k, v in vars(a).items() if k not in ("config", "check_config")}
     try:
         cfg = load(a.config, overrides)
     except (ValueError, OSError) as exc:
@@ -172,11 +141,6 @@ def _main(argv: list[str] | None, early: EarlyRelay | None) -> int:
     if a.check_config:
         print(cfg.model_dump_json(indent=2))
         return 0
-    if a.show_ired:
-        if not cfg.switch:
-            print("rtpagent: --show-ired needs --switch", file=sys.stderr)
-            return 2
-        return asyncio.run(_show_ired(cfg))
     with asyncio.Runner(loop_factory=_loop_factory(cfg.event_loop)) as runner:
         return runner.run(_run(cfg, lambda: load(a.config, overrides), early))
 

@@ -10,7 +10,6 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .early import DEFAULT_LISTEN, DEFAULT_RTPPROXY
-from .ired import IredPort, check_unique
 from .sockets import parse_spec
 
 
@@ -125,13 +124,6 @@ class Settings(BaseSettings):
         "packets from any other source are dropped there instead of reaching RTPProxy, "
         "which would latch and relay them; off only for a switch without that table",
     )
-    ired: list[IredPort] = Field(
-        default_factory=list,
-        description="iRED on an egress port, set at every connect to the switch: "
-        "port=DEV_PORT,max_len_queue=PACKETS,n_drop=PACKETS[,ewma_n=1..4][,drop_prob=0..1]"
-        "[,protect=on|off][,tail_drop=on|off] (depths in 1514-byte packets; "
-        "N below max_len_queue/2); in the TOML file [[rtpagent.ired]] tables with these keys",
-    )
     default_asymmetric: bool = Field(default=False, description="RTPProxy runs with -A")
     new_sessions_per_second: float = Field(
         default=5000.0,
@@ -207,11 +199,6 @@ class Settings(BaseSettings):
         if v and parse_spec(v).kind not in ("tcp", "tcp6", "unix"):
             raise ValueError(f"sip_notify {v!r}: must be tcp: or unix:")
         return v
-
-    @field_validator("ired")
-    @classmethod
-    def _ired(cls, v: list[IredPort]) -> list[IredPort]:
-        return check_unique(v)
 
     @field_validator("event_loop")
     @classmethod

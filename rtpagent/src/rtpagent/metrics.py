@@ -65,22 +65,10 @@ OFFLOAD_LATENCY = Histogram(
     "Answer reply sent -> the switch acknowledged the call's entries",
     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.05, 0.1, 0.5, 1.0),
 )
-IRED_SET = Gauge(
-    "rtpagent_ired_port_set",
-    "1 when the agent set the port's configured iRED at its last connect or reload, 0 when "
-    "the switch refused it (the agent's log says why); no series for a port not configured",
-    ["dev_port"],
-)
-IRED_UNLISTED_CLEARED = Counter(
-    "rtpagent_ired_unlisted_cleared_total",
-    "Ports found running iRED at a connect to the switch though not configured (dropped "
-    "while the agent was stopped), set back to tail drop",
-)
 RELOADS = Counter(
     "rtpagent_config_reloads_total",
-    "Configuration reloads (SIGHUP): applied, invalid (refused, the running settings kept), "
-    "switch_refused (some port's iRED refused by the switch), deferred (switch away: applied "
-    "when it connects)",
+    "Configuration reloads (SIGHUP): applied (validated; changed settings take effect at a "
+    "restart), invalid (refused, the running settings kept)",
     ["result"],
 )
 ONE_WAY = Counter(

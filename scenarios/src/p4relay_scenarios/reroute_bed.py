@@ -245,6 +245,28 @@ async def program(switch: str, address: str, layout: Layout = BED) -> None:
         )
 
 
+def reroute_controlplane(
+    address: str,
+    *,
+    t_q_us: float,
+    m: int,
+    hold_ms: int,
+    switch_name: str = "s1",
+    layout: Layout = BED,
+) -> dict[str, object]:
+    """s1's `p4relay-controlplane` settings with only its `[reroute]` section
+    (`program` writes the bed's routes; a section left out is not managed)."""
+    rr = reroute_config(
+        address, t_q_us=t_q_us, m=m, hold_ms=hold_ms, switch_name=switch_name, layout=layout
+    )
+    return {
+        "switch": rr.pop("switch"),
+        "grpc_address": rr.pop("grpc_address"),
+        "metrics_listen": "",
+        "reroute": rr,
+    }
+
+
 def reroute_config(
     address: str,
     *,

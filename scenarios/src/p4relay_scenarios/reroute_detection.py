@@ -36,8 +36,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from p4relay_collector.reroute import RerouteAgent, RerouteConfig
 from p4relay_collector.wire import IngestBatch
+from p4relay_controlplane.config import Settings
+from p4relay_controlplane.daemon import Daemon
 from p4relay_switch import SwitchClient
 from p4relay_switch.reroute import Reroute, RerouteClass, RerouteWatch
 
@@ -229,10 +230,10 @@ class _Agent:
 
     def __init__(self, address: str, t_q_us: float, m: int) -> None:
         self.times: list[float] = []
-        cfg = RerouteConfig.model_validate(
-            bed.reroute_config(address, t_q_us=t_q_us, m=m, hold_ms=600_000)
+        cfg = Settings.model_validate(
+            bed.reroute_controlplane(address, t_q_us=t_q_us, m=m, hold_ms=600_000)
         )
-        self.agent = RerouteAgent(cfg, self._submit)
+        self.agent = Daemon(cfg, self._submit)
         self.stop = asyncio.Event()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(
@@ -267,7 +268,8 @@ def data_plane(
         ag.close()
     onset = _onset(rows, t0, t_q_us)
     reaction = (ag.times[0] - onset) * 1000 if ag.times else None
-    return reaction, _loss(rows, n), ag.agent.moves
+    assert ag.agent.reroute is not None
+    return reaction, _loss(rows, n), ag.agent.reroute.moves
 
 
 def polling(

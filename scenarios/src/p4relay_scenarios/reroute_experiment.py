@@ -10,7 +10,7 @@ rtpagent offloads each to s1, which relays its media to the UAS over the
 bottleneck. After the calls are up, iperf3 UDP cross traffic at 2x and 4x
 the bottleneck's rate shares the s1-s2 link for `--cross-seconds`. Without
 reroute the calls lose what the cross traffic leaves them; with it, s1's
-`p4relay-reroute` control plane has the UAS subnet watched (t_q, m) with the
+switch control plane (`p4relay-controlplane`) has the UAS subnet watched (t_q, m) with the
 backup by s3, and the data plane moves the calls there.
 
 Per call, its caller->callee RTP stream (the direction over the bottleneck),

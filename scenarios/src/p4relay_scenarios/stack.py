@@ -6,7 +6,8 @@
 With `fabric`, the switch is the three-switch reroute fabric of reroute_bed.py
 (`STACK` layout): the stack's softswitch is s1 (relay, UAC, NAT, attacker),
 the UAS sits behind s2, s3 is the way around; `reroute()` starts s1's
-`p4relay-reroute` control plane against the stack's server.
+switch control plane (`p4relay-controlplane`, its `[reroute]` section only)
+against the stack's server.
 
 The SIP server is OpenSIPS (the default) or Kamailio (`StackConfig.sip`); with
 Kamailio the media-timeout listener runs next to it. Each piece can be left
@@ -204,14 +205,15 @@ class Stack:
         )
 
     def reroute(self, t_q_us: float, m: int, hold_ms: int) -> None:
-        """s1's reroute control plane (`p4relay-reroute`) reporting to the
-        stack's server: the UAS subnet watched, its backup by s3."""
+        """s1's switch control plane (`p4relay-controlplane`) with only its
+        reroute section, reporting to the stack's server: the UAS subnet
+        watched, its backup by s3."""
         if not self.cfg.fabric or self.creds is None:
             raise StartError("reroute needs the fabric and a server (fabric=True, database_url)")
         token_file = self.cfg.run_dir / "reroute.token"
         token_file.write_text(self.creds.ingest_token)
         token_file.chmod(0o600)
-        rr = reroute_bed.reroute_config(
+        cp = reroute_bed.reroute_controlplane(
             GRPC_ADDR,
             t_q_us=t_q_us,
             m=m,
@@ -219,20 +221,22 @@ class Stack:
             switch_name=SWITCH_NAME,
             layout=reroute_bed.STACK,
         )
+        reroute = cp.pop("reroute")
+        assert isinstance(reroute, dict)
         cfg = self.cfg.run_dir / "reroute.toml"
         cfg.write_text(
             toml_tables(
                 {
-                    "collector": {
+                    "controlplane": {
+                        **cp,
                         "server_url": SERVER_URL,
                         "token_file": str(token_file),
-                        "metrics_listen": "",
                     },
-                    "reroute": rr,
+                    "controlplane.reroute": reroute,
                 }
             )
         )
-        self.sup.start("reroute", [str(VENV_BIN / "p4relay-reroute"), "--config", str(cfg)])
+        self.sup.start("reroute", [str(VENV_BIN / "p4relay-controlplane"), "--config", str(cfg)])
 
     def _server_cli(self, *args: str, stdin: str | None = None) -> str:
         assert self.cfg.database_url is not None

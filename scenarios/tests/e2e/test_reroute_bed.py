@@ -1,8 +1,8 @@
 """Congestion reroute end to end on the three-switch testbed (reroute_bed.py):
 a media stream UAC -> UAS (50 packets/s) shares the shaped s1-s2 link with
 iperf3 cross traffic at twice its rate; s1's data plane moves the stream to
-s1-s3-s2 within m packets of queueing delay over t_q, `p4relay-reroute`
-records the reroute at the server, and the stream loses under 1 %."""
+s1-s3-s2 within m packets of queueing delay over t_q, s1's control plane
+(`p4relay-controlplane`) records the reroute at the server, and the stream loses under 1 %."""
 
 from __future__ import annotations
 
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from p4relay_collector.config import Settings
-from p4relay_collector.reroute import RerouteAgent, RerouteConfig
 from p4relay_collector.service import Collector
+from p4relay_controlplane.config import Settings as ControlplaneSettings
+from p4relay_controlplane.daemon import Daemon
 from p4relay_scenarios import reroute_bed as bed
 from p4relay_testsupport import Server, Softswitch, running_server, wait_until
 from pydantic import SecretStr
@@ -101,7 +102,9 @@ def test_stream_moves_off_the_congested_link_without_loss(
     switches: dict[str, Softswitch], server: Server
 ) -> None:
     s1 = switches["s1"].address
-    cfg = RerouteConfig.model_validate(bed.reroute_config(s1, t_q_us=T_Q_US, m=M, hold_ms=60_000))
+    cfg = ControlplaneSettings.model_validate(
+        bed.reroute_controlplane(s1, t_q_us=T_Q_US, m=M, hold_ms=60_000)
+    )
     collector = Collector(
         Settings.model_validate(
             {
@@ -111,7 +114,9 @@ def test_stream_moves_off_the_congested_link_without_loss(
             }
         )
     )
-    agent = RerouteAgent(cfg, collector.submit)
+    agent = Daemon(cfg, collector.submit)
+    assert agent.reroute is not None
+    rc = agent.reroute
     stop = asyncio.Event()
     loop = asyncio.new_event_loop()
 
@@ -166,9 +171,9 @@ def test_stream_moves_off_the_congested_link_without_loss(
     assert lost_cross > 20, "the cross traffic did not congest the bottleneck"
     print(
         f"reroute e2e: media loss {loss:.2%}, max inter-arrival {stats['max_gap_s'] * 1000:.1f} ms, "
-        f"cross-traffic loss {lost_cross:.1f} %, reroutes {agent.moves}"
+        f"cross-traffic loss {lost_cross:.1f} %, reroutes {rc.moves}"
     )
-    assert agent.moves == 1
+    assert rc.moves == 1
     assert loss < 0.01, stats
     # The e2e suite shares one database: this bed's reroutes are those of its UAS subnet.
     events = [

@@ -2,7 +2,7 @@
 three-switch fabric (stack.py `fabric`, reroute_bed.STACK), one SIPp call
 through OpenSIPS + rtpagent + RTPProxy, offloaded to s1; cross traffic at
 twice the s1-s2 rate; s1's data plane moves the call's media to s1-s3-s2,
-`p4relay-reroute` records it at the server, the server links the call to the
+s1's `p4relay-controlplane` records it at the server, the server links the call to the
 reroute, and the call loses under 1 %. The experiment's own run
 (reroute_experiment.run_one), cut to one call and a few seconds."""
 

@@ -1,5 +1,5 @@
-"""switch/bfrt/bootstrap.py (bfshell's table defaults) writes the contract's names
-and refuses bad site configs; its jitter write-back sessions are the P4 build's."""
+"""switch/bfrt/bootstrap.py (bfshell's chassis set-up) writes the contract's names,
+no table entry, and refuses bad site configs; its jitter write-back sessions are the P4 build's."""
 
 from __future__ import annotations
 
@@ -43,64 +43,29 @@ def _bootstrap() -> Any:
     return mod
 
 
-def bfrt_python_kwargs(contract: dict[str, Any], table: str, action: str) -> set[str]:
-    """Keyword names bfrt_python accepts for add_with_<action> on a contract table."""
-    ct = next(t for t in contract["table"] if t["name"] == table)
-    names: set[str] = set()
-    for k in ct["keys"]:
-        if k["name"] == "$MATCH_PRIORITY":
-            names.add("MATCH_PRIORITY")
-            continue
-        base = k["name"].split(".")[-1]
-        suffixes = {"LPM": ["", "_p_length"], "Range": ["_start", "_end"], "Ternary": ["", "_mask"]}
-        names |= {base + s for s in suffixes.get(k["match"], [""])}
-    ca = next(a for a in contract["action"] if a["name"] == action)
-    return names | {p["name"] for p in ca["params"]}
-
-
-def test_bootstrap_writes_contract_names(contract: dict[str, Any]) -> None:
+def test_bootstrap_writes_contract_names_and_no_table_entry(contract: dict[str, Any]) -> None:
+    """The chassis only: entry scope of the contract's per-pipe tables, ports,
+    mirror sessions; no entry of any P4 table (one writer per table: the
+    switch control plane, rtpagent)."""
     boot = _bootstrap()
     tables = {t["name"]: t for t in contract["table"]}
-    for name in (
-        boot.TABLE_IPV4_LPM,
-        boot.TABLE_NEXTHOP,
-        boot.TABLE_RELAY_ADDR,
-        *boot.PER_PIPE_TABLES,
-    ):
-        assert name in tables, name
     for t in boot.PER_PIPE_TABLES:
+        assert t in tables, t
         assert tables[t].get("entry_scope") == "per_pipe", t
     ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
-    table_ops = [
-        op for op in ops if op.path[:2] == ("p4relay", "pipe") and "add_with_" in op.path[-1]
+    assert [op for op in ops if op.path[:2] == ("p4relay", "pipe")] == [
+        op for op in ops if op.path[-1] == "symmetric_mode_set"
     ]
-    assert {op.path[3] for op in table_ops} == {"ipv4_lpm", "nexthop", "relay_addr"}
-    for op in table_ops:
-        table = "pipe." + ".".join(op.path[2:-1])
-        action = "Ingress." + op.path[-1].removeprefix("add_with_")
-        assert action in tables[table]["actions"], (table, action)
-        assert set(op.kwargs) == bfrt_python_kwargs(contract, table, action), op.describe()
-    default = [op for op in table_ops if op.kwargs.get("dst_addr_p_length") == 0]
-    assert len(default) == 1, "the example config installs exactly one default route"
+    assert {op.path[:2] for op in ops} == {("port", "port"), ("p4relay", "pipe"), ("mirror", "cfg")}
 
 
 @pytest.mark.parametrize(
     ("patch", "needle"),
     [
-        (
-            {
-                "nexthops": [
-                    {"id": 1, "port": "1/0", "src_mac": "zz", "dst_mac": "02:00:00:00:00:01"}
-                ]
-            },
-            "src_mac",
-        ),
-        ({"default_route": {"nexthop_id": 99}}, "nexthop_id 99 is not in nexthops"),
-        ({"routes": [{"prefix": "198.18.1.1/24", "nexthop_id": 1}]}, "host bits"),
-        (
-            {"relay_addrs": [{"addr": "198.18.0.10", "port_min": 30000, "port_max": 20000}]},
-            "port_max",
-        ),
+        ({"nexthops": []}, r"nexthops: next hops are the switch control plane's"),
+        ({"routes": []}, r"\[\[routes\]\] of p4relay-controlplane"),
+        ({"default_route": {"nexthop_id": 1}}, "route 0.0.0.0/0"),
+        ({"relay_addrs": []}, "the relay addresses are rtpagent's"),
         ({"ports": [{"port": 600}]}, "outside 0..511"),
         ({"ports": [{"port": "1/0", "speed": "400G"}]}, "speed"),
         ({"mirror_sessions": [{"sid": 1, "port": 5, "direction": "UP"}]}, "direction"),
@@ -177,14 +142,17 @@ def test_bootstrap_apply_modifies_existing_and_keeps_scope() -> None:
 
     boot = _bootstrap()
     ops = boot.plan(boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json")))
-    fake = _RecordingBfrt(existing={"nexthop"}, symmetric=False)
+    mirrors = [op for op in ops if op.path == ("mirror", "cfg", "add_with_normal")]
+    fake = _RecordingBfrt(existing={"cfg"}, symmetric=False)
     out = io.StringIO()
     assert boot.apply(fake, ops, out) == 0
     log = out.getvalue()
-    assert log.count("mod   next hop") == 4 and "same  pipe.Ingress.relay entry scope" in log
+    assert log.count("mod   mirror session 1 (existed)") == 1
+    assert log.count(" (existed)") == len(mirrors) == 7
+    assert "same  pipe.Ingress.relay entry scope" in log
     assert not any("symmetric_mode_set" in c for c in fake.calls)
     assert any(c.startswith("port.port.add") and "('DEV_PORT', 101)" in c for c in fake.calls)
-    assert sum("mod_with_forward" in c for c in fake.calls) == 4
+    assert sum("mod_with_normal" in c for c in fake.calls) == len(mirrors)
 
 
 def test_bootstrap_creates_the_programs_reroute_notice_sessions() -> None:
