@@ -253,3 +253,41 @@ def test_the_operator_page_names_every_setting() -> None:
         if not re.search(rf"[`\[.]{name}[`\]]", text)
     ]
     assert not missing, missing
+
+
+def test_the_daemon_serves_metrics_waits_for_its_switch_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """No switch yet: /metrics answers (connected 0) and the daemon keeps trying;
+    a second one on the same metrics port is exit 2, named; SIGTERM is exit 0."""
+    import signal
+    import urllib.request
+
+    from p4relay_testsupport import free_port, wait_until
+
+    port = free_port()
+    f = _file(tmp_path, f'grpc_address = "127.0.0.1:{free_port()}"\ntimeout_s = 0.5\n')
+    cmd = [sys.executable, "-m", "p4relay_controlplane.cli", "--config", str(f)]
+    cmd += ["--metrics-listen", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+
+        def serving() -> bool:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as r:
+                    return "p4relay_controlplane_switch_connected 0.0" in r.read().decode()
+            except OSError:
+                return False
+
+        wait_until(serving, within=20, what="/metrics")
+        taken = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+        assert taken.returncode == 2
+        assert f"p4relay-controlplane: metrics on 127.0.0.1:{port}" in taken.stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert '"switch_unavailable"' in proc.communicate()[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
