@@ -292,6 +292,20 @@ async def test_registers_roundtrip(sw: SwitchClient) -> None:
 
 async def test_idle_table_attribute(sw: SwitchClient) -> None:
     await Pipeline(sw).setup(ttl_query_interval_ms=100, min_ttl_ms=1000)
+    got = await sw.read_idle_table(pl.RELAY)
+    assert (got.enable, got.notify, got.ttl_query_interval_ms) == (True, True, 100)
+    await sw.set_idle_table(pl.RELAY, enable=False, ttl_query_interval_ms=250)
+    got = await sw.read_idle_table(pl.RELAY)
+    assert (got.enable, got.ttl_query_interval_ms) == (False, 250)
+    # The interval is held within what the switch polls at: 10 ms .. 10 s.
+    await sw.set_idle_table(pl.RELAY, ttl_query_interval_ms=1)
+    assert (await sw.read_idle_table(pl.RELAY)).ttl_query_interval_ms == 10
+    with pytest.raises(SwitchError, match="no idle timeout"):
+        await sw.set_idle_table(pl.NEXTHOP)
+    with pytest.raises(SwitchError, match="NOTIFY"):
+        await sw.set_idle_table(pl.RELAY, notify=False)
+    await Pipeline(sw).setup(ttl_query_interval_ms=100, min_ttl_ms=1000)
+    assert (await sw.read_idle_table(pl.RELAY)).enable
 
 
 async def test_connect_timeout_when_nothing_listens() -> None:
@@ -350,7 +364,14 @@ async def test_reconnect_after_switch_restart() -> None:
 def test_blocking_facade(switch_addr: str) -> None:
     sw = BlockingSwitch(switch_addr, client_id=13)
     try:
-        assert sw.run(sw.client.usage(pl.RELAY)) >= 0
+        before = sw.run(sw.client.usage(pl.NEXTHOP))
+        p = Pipeline(sw.client)
+        sw.run(p.add_nexthops([Nexthop(77, 1, "02:00:00:00:00:01", "02:00:00:00:00:02")]))
+        assert sw.run(sw.client.usage(pl.NEXTHOP)) == before + 1
+        sw.run(p.delete_nexthops([77]))
+        assert sw.run(sw.client.usage(pl.NEXTHOP)) == before
+        with pytest.raises(NotFoundError):  # the coroutine's error reaches the caller
+            sw.run(p.delete_nexthops([77]))
         assert sw.next_notification(0.1) is None
     finally:
         sw.close()

@@ -116,6 +116,17 @@ Notification = Digest | IdleTimeout | PortStatus | Reconnected
 
 
 @dataclass(frozen=True, slots=True)
+class IdleTableConfig:
+    """A table's idle-timeout attribute as the switch holds it."""
+
+    enable: bool
+    notify: bool  # notify mode (idle entries reported); False: poll mode
+    ttl_query_interval_ms: int
+    min_ttl_ms: int
+    max_ttl_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class Subscription:
     learn: bool = True
     idle_timeout: bool = True
@@ -615,6 +626,19 @@ class SwitchClient:
         )
         attr = pb.TableAttribute(table_id=t.id, idle_table=it)
         await self.write([pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_attribute=attr))])
+
+    async def read_idle_table(self, table: str) -> IdleTableConfig:
+        t = self.schema.table(table)
+        attr = pb.TableAttribute(table_id=t.id, idle_table=pb.IdleTable())
+        (got,) = await self._read([pb.Entity(table_attribute=attr)], None)
+        it = got.table_attribute.idle_table
+        return IdleTableConfig(
+            enable=it.enable,
+            notify=it.idle_table_mode == pb.IdleTable.IDLE_TABLE_NOTIFY_MODE,
+            ttl_query_interval_ms=it.ttl_query_interval,
+            min_ttl_ms=it.min_ttl,
+            max_ttl_ms=it.max_ttl,
+        )
 
     async def set_entry_scope(self, table: str, *, per_pipe: bool) -> None:
         """SINGLE pipe scope (each pipe its own entries) or ALL (symmetric)."""
