@@ -114,6 +114,15 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     got = enc.batch(batch, 5000)
     assert list(pb.WriteRequest.FromString(got.updates).updates) == want
     assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 2) + [2, 2, 2, 0]
+    # The inserts' positions, which a failed write's undo goes by.
+    for at, table in (
+        (got.add_legs, pl.LEG_REWRITE),
+        (got.add_relays, pl.RELAY),
+        (got.add_guards, pl.RELAY_GUARD),
+    ):
+        assert [(want[i].type, want[i].entity.table_entry.table_id) for i in at] == [
+            (pb.Update.INSERT, c.schema.table(table).id)
+        ]
     # Each TTL and rtcp flag has its own template: the same values again.
     for ttl, rtcp in ((0, False), (5000, True), (70000, False)):
         e = RelayEntry(KEY, 300, rtcp)

@@ -84,10 +84,15 @@ DELETE_KIND, MODIFY_KIND, INSERT_KIND = 0, 1, 2
 class Encoded:
     """A batch as a Write's updates: `updates` is the concatenation of the
     framed `WriteRequest.updates` fields (`RawRpc.write_updates`), `kinds`
-    each update's kind, in order."""
+    each update's kind, in order; the positions of the batch's inserts (its
+    `add_legs`, `add_relays` and `add_guards`, item by item), so that a failed
+    write can undo what was inserted."""
 
     updates: bytes
     kinds: list[int]
+    add_legs: range = range(0)
+    add_relays: range = range(0)
+    add_guards: range = range(0)
 
 
 def exact(field_id: int, value: bytes) -> bytes:
@@ -303,7 +308,10 @@ class Encoder:
         self._legs(out, self._leg_insert_c, b.add_legs)
         self._relay_inserts(out, b.add_relays, ttl_ms)
         self._guard_inserts(out, b.add_guards)
-        n_ins = len(b.add_legs) + len(b.add_relays) + len(b.add_guards)
+        legs_at = n_del + n_mod
+        relays_at = legs_at + len(b.add_legs)
+        guards_at = relays_at + len(b.add_relays)
+        n_ins = guards_at + len(b.add_guards) - legs_at
         self._leg_deletes(out, b.del_legs)
         kinds = (
             [DELETE_KIND] * n_del
@@ -311,7 +319,13 @@ class Encoder:
             + [INSERT_KIND] * n_ins
             + [DELETE_KIND] * len(b.del_legs)
         )
-        return Encoded(b"".join(out), kinds)
+        return Encoded(
+            b"".join(out),
+            kinds,
+            add_legs=range(legs_at, relays_at),
+            add_relays=range(relays_at, guards_at),
+            add_guards=range(guards_at, guards_at + len(b.add_guards)),
+        )
 
     # Each writer below appends, per update, the framed template's constant
     # pieces interleaved with the update's values (`Template.constant`).

@@ -29,7 +29,7 @@ import structlog
 
 from p4relay_switch.client import Digest, Entry, IdleTimeout, SwitchClient
 from p4relay_switch.codec import KeyValue, Lpm, Range
-from p4relay_switch.encode import DELETE_KIND, Encoder
+from p4relay_switch.encode import DELETE_KIND, Encoded, Encoder
 from p4relay_switch.errors import NotFoundError, SwitchError, WriteError, write_error
 from p4relay_switch.model import (
     Addr,
@@ -362,45 +362,34 @@ class Pipeline:
             if exc.errors and not failed:
                 return  # only deletions of entries already gone
             log.warning("switch.batch_failed", error=str(exc), failed=len(failed) or len(kinds))
-            await self._undo(batch, {e.index for e in exc.errors} if exc.errors else set())
+            await self._undo(batch, enc, {e.index for e in exc.errors} if exc.errors else set())
             if failed:
                 # Every failed update, each by its index in the batch.
                 msg = f"Write: {len(failed)} of {len(kinds)} updates failed"
                 raise write_error(failed[0].code, msg, tuple(failed)) from exc
             raise
 
-    async def _undo(self, b: EntryBatch, failed: set[int]) -> None:
+    async def _undo(self, b: EntryBatch, enc: Encoded, failed: set[int]) -> None:
         """Delete what this batch inserted, but never an entry whose own insert
-        failed. Without per-update detail every insert of the batch is undone."""
-        pos = (
-            len(b.del_guards)
-            + len(b.del_relays)
-            + len(b.mod_legs)
-            + len(b.reset_legs) * self._encoder().resets_per_leg
-        )
-        del_legs: list[int] = []
-        del_relays: list[FlowKey] = []
-        del_guards: list[GuardKey] = []
-        for lg in b.add_legs:
-            if pos not in failed:
-                del_legs.append(lg.leg)
-            pos += 1
-        for r in b.add_relays:
-            if pos not in failed:
-                del_relays.append(r.key)
-            pos += 1
-        for g in b.add_guards:
-            if pos not in failed:
-                del_guards.append(g.key)
-            pos += 1
+        failed (`enc` says which update inserted what). Without per-update
+        detail every insert of the batch is undone."""
+        del_legs = [
+            lg.leg for i, lg in zip(enc.add_legs, b.add_legs, strict=True) if i not in failed
+        ]
+        del_relays = [
+            r.key for i, r in zip(enc.add_relays, b.add_relays, strict=True) if i not in failed
+        ]
+        del_guards = [
+            g.key for i, g in zip(enc.add_guards, b.add_guards, strict=True) if i not in failed
+        ]
         undo = EntryBatch(
             del_relays=tuple(del_relays), del_legs=tuple(del_legs), del_guards=tuple(del_guards)
         )
         if not undo:
             return
-        enc = self._encoder().batch(undo, 0)
+        undo_enc = self._encoder().batch(undo, 0)
         try:
-            await self.client.write_updates(enc.updates, len(enc.kinds))
+            await self.client.write_updates(undo_enc.updates, len(undo_enc.kinds))
         except SwitchError as exc:  # absent entries, or the switch went away
             log.info("switch.undo_incomplete", error=str(exc))
 
