@@ -6,6 +6,7 @@
 # ($P4RELAY_TEST_DATABASE_URL); the table-ownership lint check's own test.
 set -euo pipefail
 export COVERAGE_FILE="$RESULTS/$STAGE.coverage"  # coverage table printed at the end
+export P4RELAY_TEST_PIDS="${RESULTS:-/tmp}/controlplane.pids"  # scripts/cleanup.d/controlplane.sh
 : "${P4RELAY_TEST_DATABASE_URL:?needs the PostgreSQL started by the runner (make test STAGE=controlplane)}"
 bin=switch/target/release/p4relay-softswitch
 [ -x "$bin" ] || (cd switch && cargo build --release --quiet)

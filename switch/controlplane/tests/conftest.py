@@ -43,7 +43,7 @@ def veth_ports(count: int) -> Iterator[tuple[list[str], str]]:
     """`count` veth pairs: (switch-side ifnames, namespace); the peers live in the
     namespace, named like the switch side with a trailing `n`."""
     tag = secrets.token_hex(3)
-    ns = f"p4cp-{tag}"
+    ns = f"p4cp-{os.getpid()}-{tag}"  # the owner's pid: scripts/cleanup.d/controlplane.sh
     names = [f"p4cp{tag}{i}" for i in range(count)]
     sh("ip", "netns", "add", ns)
     try:
