@@ -40,6 +40,12 @@ def _last_reports(app: App) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _seen(app: App, leg: int) -> int:
+    """The packets the agent last read from a leg's counter."""
+    c = app.offloader.installed.seen.get(leg)
+    return c.packets if c is not None else 0
+
+
 def _events(app: App, kind: str) -> list[dict[str, Any]]:
     app.store.flush()
     return [d for _, k, d in app.store.spool_head(100000) if k == "event" and d["type"] == kind]
@@ -264,7 +270,7 @@ async def test_switch_restart_loses_no_packet_and_waits_for_no_timer(tmp_path: P
             for leg in legs:
                 fake.counters[leg] = Counters(100, 17200)
                 fake.quality[leg] = LegQuality(leg, 100, 0, 0, 0, 0, 0, 0, 0)
-            await wait_for(lambda: all(app.offloader.installed.seen.get(g) for g in legs))
+            await wait_for(lambda: all(_seen(app, g) for g in legs))
             # The restart: tables and counters gone, no route yet.
             fake.relays.clear()
             fake.legs.clear()
@@ -297,8 +303,9 @@ async def test_media_stopped_while_away_ends_the_call(tmp_path: Path) -> None:
     """A call whose `D` was lost while the agent was away stays in RTPProxy;
     its entries aged on the switch meanwhile (time left 0), an idle timeout
     nobody heard. The restarted agent ends it as that timeout would: RTPProxy's
-    session deleted, the record ended a TTL before it found out."""
-    bed = _Bed(tmp_path, switch="fake:1", idle_ttl_ms=2000)
+    session deleted, the record ended when the leg counters say the media
+    stopped (read now against the last read before, at the leg's rate)."""
+    bed = _Bed(tmp_path, switch="fake:1", idle_ttl_ms=2000, sample_interval=0.1)
     bed.rtpp.start()
     fake = FakeSwitch()
     cl = Client(bed.port)
@@ -308,17 +315,29 @@ async def test_media_stopped_while_away_ends_the_call(tmp_path: Path) -> None:
         assert await cl.cmd("U lost 198.18.1.10 6000 f;1")
         assert await cl.cmd("L lost 198.18.2.10 7000 f;1 t;1")
         await wait_for(lambda: len(fake.relays) == 4)
-        await app1.stop()
+        (s1,) = list(app1.table)
+        assert s1.offloaded_at is not None
+        legs = sorted(fake.legs)
+        await asyncio.sleep(1.0)
+        for leg in legs:  # 50 packets a second, each way, since the offload
+            fake.counters[leg] = Counters(int(50 * (time.time() - s1.offloaded_at)), 0)
+            fake.quality[leg] = LegQuality(leg, 0, 0, 0, 0, 0, 0, 0, 0)
+        await wait_for(lambda: all(_seen(app1, g) for g in legs))
+        read_at = time.time()
+        await app1.stop()  # the last read journalled with when it was read
+        for leg in legs:  # 1.5 s more after the last read, then the BYE's D was lost
+            fake.counters[leg] = Counters(fake.counters[leg].packets + 75, 0)
         fake.ttl_left = dict.fromkeys(fake.relays, 0)
+        await asyncio.sleep(4.0)  # the entries aged: stopped more than the TTL ago
         app2 = bed.app(switch=fake)
         await app2.start()
-        found = time.time()
         try:
             await wait_for(lambda: not fake.relays, within=5.0)
             await wait_for(
                 lambda: _last_reports(app2).get("lost;f;1", {}).get("state") == "ended", within=5.0
             )
-            assert abs(_t(_last_reports(app2)["lost;f;1"]["ended_at"]) - (found - 2.0)) < 0.5
+            ended = _t(_last_reports(app2)["lost;f;1"]["ended_at"])
+            assert abs(ended - (read_at + 1.5)) < 0.6, ended - read_at
             assert (await Client(bed.port + 1).cmd("Q lost f;1 t;1") or "").startswith("E")
         finally:
             await app2.stop()

@@ -363,12 +363,13 @@ class Agent:
         self._close(s)
         self._notify_sip(s)
 
-    def switch_idle(self, s: Session) -> None:
-        """The switch saw no media either way for the TTL: end it as RTPProxy would."""
+    def switch_idle(self, s: Session, stopped: float | None = None) -> None:
+        """The switch saw no media either way for the TTL: end it as RTPProxy
+        would. `stopped`: when its media stopped, if known better than a TTL ago."""
         if s.uid not in self.table.by_uid:
             return
         # Its media stopped a TTL ago (the switch sweeps once a second): the end.
-        s.ended_at = time.time() - self.offloader.installed.idle_ttl_ms / 1000.0
+        s.ended_at = stopped or time.time() - self.offloader.installed.idle_ttl_ms / 1000.0
         self._spawn(self._end_idle(s))
 
     async def _end_idle(self, s: Session) -> None:

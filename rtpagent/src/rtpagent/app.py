@@ -40,6 +40,7 @@ from .frontend import Frontend
 from .notify import NotifyListener
 from .offload import Offloader
 from .oneway import OneWay
+from .planner import Plan
 from .protocol import ECODE_SESUNKN, Command, parse_command, parse_reply
 from .reporter import Reporter, Sampler, Sender
 from .sockets import SocketSpec, parse_spec
@@ -108,6 +109,9 @@ class App:
         # Counted when scraped, not at every command.
         metrics.SESSIONS.set_function(self.table.__len__)
         self.store = Store(cfg.state_file)
+        # The leg counters last read before a restart, with when: evidence of
+        # how long a call's media went on while the agent was away.
+        self._sampled_before = self.store.sampled_at()
         if switch is None:
             from .bfrt import BfrtSwitch
 
@@ -446,13 +450,13 @@ class App:
                 elif alive:
                     p = self.offloader.plans.get(s.uid)
                     rtp = [r.key for r in p.relays if not r.rtcp] if p is not None else []
-                    if rtp and all(k in aged for k in rtp):
+                    if p is not None and rtp and all(k in aged for k in rtp):
                         # Its media stopped both ways while the agent was away, long
                         # enough for the switch's idle timeout (its `D` lost, say):
                         # ended as that timeout ends a call.
                         idle += 1
                         assert self.agent is not None
-                        self.agent.switch_idle(s)
+                        self.agent.switch_idle(s, await self._stopped_after_read(s, p))
                     else:
                         kept += 1
                 else:
@@ -605,6 +609,27 @@ class App:
         now, ttl = time.time(), self.cfg.idle_ttl_ms
         stopped = {k: now - max(0, ttl - ms) / 1000.0 for k, ms in left.items()}
         return stopped, {k for k, ms in left.items() if ms <= 0}
+
+    async def _stopped_after_read(self, s: Session, p: Plan) -> float | None:
+        """When a call's media stopped while the agent was away, its entries
+        aged since: the leg counters now against those last read before (and
+        when), at the rate the leg carried until then; at most a TTL ago."""
+        latest = time.time() - self.cfg.idle_ttl_ms / 1000.0
+        try:
+            now = await self.switch.read_leg_counters([lg.leg for lg in p.legs])
+        except OffloadRefused:
+            return None
+        ends: list[float] = []
+        for lg in p.legs:
+            before, c = self._sampled_before.get((s.uid, lg.leg)), now.get(lg.leg)
+            if before is None or c is None or s.offloaded_at is None:
+                continue
+            packets, at = before
+            if packets <= 0 or at <= s.offloaded_at:
+                continue
+            rate = packets / (at - s.offloaded_at)
+            ends.append(min(latest, at + max(0, c.packets - packets) / rate))
+        return max(ends) if ends else None
 
     def _end_gone(self, s: Session, stopped: dict[FlowKey, float] | None = None) -> None:
         """RTPProxy no longer has it (ended while the agent was away): as a `D`

@@ -19,6 +19,7 @@ import asyncio
 import json
 import sqlite3
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -80,7 +81,7 @@ class Store:
         # The sampler's last counters per (session, leg): committed with the
         # samples they are the baseline of, so a restarted agent's first
         # sample is an interval, not everything counted so far.
-        self._sampled: dict[SampledKey, tuple[int, ...] | None] = {}
+        self._sampled: dict[SampledKey, tuple[float, ...] | None] = {}
         self._staged_sampled: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
         self._writing: dict[int, int] = {}  # handed-over batch (id) -> its rows, until written
@@ -105,7 +106,9 @@ class Store:
         self._sessions[uid] = None
 
     def put_sampled(self, key: SampledKey, counters: tuple[int, ...]) -> None:
-        self._sampled[key] = counters
+        # With when they were read: how long a leg's media went on after the
+        # last read is estimated from it when the end was missed (app.py).
+        self._sampled[key] = (*counters, round(time.time(), 3))
 
     def drop_sampled(self, key: SampledKey) -> None:
         self._sampled[key] = None
@@ -242,7 +245,18 @@ class Store:
         """The sampler's last counters per (session uid, leg), as committed."""
         with self._lock:
             rows = self.db.execute("SELECT uid, leg, v FROM sampled").fetchall()
-        return {(uid, int(leg)): tuple(json.loads(v)) for uid, leg, v in rows}
+        return {(uid, int(leg)): tuple(json.loads(v)[:4]) for uid, leg, v in rows}
+
+    def sampled_at(self) -> dict[SampledKey, tuple[int, float]]:
+        """(packets, when read) of the sampler's last counters, as committed."""
+        with self._lock:
+            rows = self.db.execute("SELECT uid, leg, v FROM sampled").fetchall()
+        out: dict[SampledKey, tuple[int, float]] = {}
+        for uid, leg, v in rows:
+            got = json.loads(v)
+            if len(got) > 4:
+                out[(uid, int(leg))] = (int(got[0]), float(got[4]))
+        return out
 
     def spool_head(self, limit: int) -> list[tuple[int, str, dict[str, Any]]]:
         with self._lock:
