@@ -39,6 +39,10 @@ grpc_address = "{{address}}"
 reconcile_interval_s = {RECONCILE_S}
 log_level = "info"
 
+[[ports]]
+port = 2
+rate_kbps = 10000
+
 [[nexthops]]
 id = 1
 port = 1
@@ -78,6 +82,14 @@ dst_addr = "198.19.0.50"
 ROUTE_2 = {K_DST_ADDR: Lpm(0xC6120200, 24)}  # 198.18.2.0/24
 
 
+SHAPING = "tf1.tm.port.sched_shaping"
+
+
+async def _rate(b: Bed, port: int) -> object:
+    (e,) = await b.probe.read(SHAPING, [{"dev_port": port}])
+    return e.data.get("max_rate")
+
+
 async def _counts(b: Bed) -> dict[str, int]:
     return {
         t: len(await b.probe.read(t))
@@ -103,6 +115,18 @@ async def test_drift_and_a_switch_restart_are_repaired_and_counted(
         await wait_for(full, within=30, interval=0.1, what="the configuration applied")
         # The first pass applies the configuration: nothing is drift yet.
         assert d.sample(DRIFT, table=IPV4_LPM, kind="missing") is None
+        assert await _rate(bed, 2) == 10000
+
+        # Port 2's shaping changed behind its back: set back, counted.
+        await bed.probe.set_port_shaping(2, 5000)
+
+        async def reshaped() -> bool:
+            return await _rate(bed, 2) == 10000
+
+        await wait_for(reshaped, within=RECONCILE_S + SLACK_S, interval=0.05, what="shaping")
+        await wait_for(
+            lambda: d.sample(DRIFT, table=SHAPING, kind="changed") == 1, within=5, what="counted"
+        )
 
         # Behind the daemon's back: a route and the INT watch entry deleted, a next
         # hop changed, a route added.
@@ -167,4 +191,54 @@ async def test_drift_and_a_switch_restart_are_repaired_and_counted(
             )
 
         await wait_for(restart_counted, within=5, interval=0.1, what="restart counted")
+
+        # Then the passes find nothing to repair: what was written reads back the same.
+        def drift_total() -> float:
+            return sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in d.metrics().splitlines()
+                if line.startswith(DRIFT + "{")
+            )
+
+        before = drift_total()
+        clean = d.sample("p4relay_controlplane_reconciles_total", result="clean") or 0.0
+        await wait_for(
+            lambda: (
+                (d.sample("p4relay_controlplane_reconciles_total", result="clean") or 0)
+                >= clean + 2
+            ),
+            within=RECONCILE_S * 2 + SLACK_S * 2,
+            interval=0.1,
+            what="two clean passes",
+        )
+        assert drift_total() == before
         assert d.proc.poll() is None
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(60)
+async def test_once_applies_and_says_what_it_did(bed: Bed, tmp_path: Path) -> None:
+    """The one-shot mode (a bootstrap): exit 0 with what it wrote; run again,
+    nothing to write; a port the switch does not have is exit 1, named."""
+    import asyncio
+    import subprocess
+    import sys
+
+    def once(text: str) -> subprocess.CompletedProcess[str]:
+        conf = tmp_path / "once.toml"
+        conf.write_text(text)
+        cmd = [sys.executable, "-m", "p4relay_controlplane.cli", "--config", str(conf), "--once"]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+
+    text = CONFIG.format(address=bed.sw.address)
+    first = await asyncio.to_thread(once, text)
+    assert first.returncode == 0, first.stderr
+    assert f"{IPV4_LPM}: 3 missing" in first.stdout and "0 refused" in first.stdout
+    assert await _counts(bed) == FULL
+    again = await asyncio.to_thread(once, text)
+    assert again.returncode == 0 and "0 written, 0 refused" in again.stdout, again.stdout
+    bad = await asyncio.to_thread(
+        once, text.replace("[[int.hops]]\nport = 2", "[[int.hops]]\nport = 9")
+    )
+    assert bad.returncode == 1
+    assert f"REFUSED {INT_HOP_CONFIG}: eg_intr_md.egress_port=9: port 9 is not a port" in bad.stdout

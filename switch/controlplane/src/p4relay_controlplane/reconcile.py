@@ -217,8 +217,9 @@ class Reconciler:
             try:
                 got = await self.client.read(SHAPING, [{"dev_port": port}], from_hw=False)
                 data = got[0].data if got else {}
-                now = (data.get("max_rate"), data.get("max_burst_size", burst))
-                if now == (rate, burst):
+                # A target that does not keep the burst (the softswitch) reads it as 0.
+                held = data.get("max_burst_size") or burst
+                if (data.get("max_rate"), held) == (rate, burst):
                     continue
                 await self.client.set_port_shaping(
                     port, rate, max_burst_bytes=burst, enable=rate > 0
