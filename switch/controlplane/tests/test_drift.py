@@ -242,3 +242,31 @@ async def test_once_applies_and_says_what_it_did(bed: Bed, tmp_path: Path) -> No
     )
     assert bad.returncode == 1
     assert f"REFUSED {INT_HOP_CONFIG}: eg_intr_md.egress_port=9: port 9 is not a port" in bad.stdout
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(60)
+async def test_undelivered_events_are_retried_at_each_pass(bed: Bed) -> None:
+    """Reroute events the server did not take wait in the ingest backlog; the
+    daemon re-sends them at every reconcile pass, not only at the next event."""
+    import asyncio
+
+    from p4relay_controlplane.config import Settings
+    from p4relay_controlplane.daemon import Daemon
+
+    flushed: list[float] = []
+
+    async def flush() -> None:
+        flushed.append(time.monotonic())
+
+    cfg = Settings.model_validate(
+        {"grpc_address": bed.sw.address, "metrics_listen": "", "reconcile_interval_s": 0.2}
+    )
+    d = Daemon(cfg, flush=flush)
+    stop = asyncio.Event()
+    task = asyncio.create_task(d.run(stop))
+    try:
+        await wait_for(lambda: len(flushed) >= 3, within=10, what="three retries")
+    finally:
+        stop.set()
+        await task

@@ -195,7 +195,7 @@ async def _serve(cfg: Settings, reread: Any) -> int:
             CollectorSettings(server_url=cfg.server_url, token=SecretStr(token), metrics_listen="")
         )
         submit = collector.submit
-    daemon = Daemon(cfg, submit)
+    daemon = Daemon(cfg, submit, collector.flush if collector is not None else None)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[str]] = set()

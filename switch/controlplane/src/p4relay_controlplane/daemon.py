@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 from p4relay_switch import (
@@ -42,7 +43,15 @@ LIVE = {"reconcile_interval_s", "ports", "nexthops", "routes", "reroute", "ired"
 
 
 class Daemon:
-    def __init__(self, cfg: Settings, submit: Submit | None = None) -> None:
+    """`submit` takes reroute events to the server; `flush` re-sends what it
+    could not deliver (called at every reconcile tick)."""
+
+    def __init__(
+        self,
+        cfg: Settings,
+        submit: Submit | None = None,
+        flush: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.want: Desired = desired(cfg)
         self.client = SwitchClient(
@@ -55,6 +64,7 @@ class Daemon:
         )
         self.reconciler = Reconciler(self.client)
         self.submit = submit
+        self.flush = flush
         self.reroute = (
             RerouteControl(cfg.reroute, cfg.switch, self.client, submit) if cfg.reroute else None
         )
@@ -187,6 +197,8 @@ class Daemon:
                 if time.monotonic() - last >= self.cfg.reconcile_interval_s:
                     await self.converge(drift=True)
                     last = time.monotonic()
+                    if self.flush is not None:
+                        await self.flush()  # events the server did not take yet
         finally:
             if pump is not None:
                 pump.cancel()
