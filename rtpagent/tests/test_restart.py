@@ -218,10 +218,14 @@ async def test_agent_killed_and_restarted(
             ],
         )
         start()
+        # Answered from the process's first moment (early.py), long before it is loaded.
         await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
-        await asyncio.sleep(0.5)
+
+        async def reconciled() -> bool:
+            return await guards() == 4  # the live call's, the stale one gone
+
+        await wait_for(reconciled, within=30.0, interval=0.1)
         assert await relays() == 4  # recovered, not swept, not duplicated
-        assert await guards() == 4  # the live call's, the stale one gone
         assert await cl.cmd("D kill f t") == "0\n"
 
         async def removed() -> bool:
