@@ -110,19 +110,15 @@ class Reporter:
         self.seq: dict[str, int] = {}
         self.ended_at: dict[str, float] = {}
         self.pt: dict[str, int] = {}
-        # uid -> the switch legs it was given (released before its removal is told)
-        self.legs_used: dict[str, list[int]] = {}
-        # uid -> when its entries left the switch
-        self.removed: dict[str, float] = {}
         offloader.listeners.append(self.on_event)
 
     def on_event(self, kind: str, s: Session, payload: dict[str, object]) -> None:
-        if s.legs:
-            self.legs_used[s.uid] = list(s.legs)
+        if s.legs and s.legs != s.legs_used:
+            s.legs_used = list(s.legs)  # released before the removal is told
         if kind == "offload_removed":
-            self.removed[s.uid] = time.time()
+            s.removed_at = time.time()
         elif kind == "offload_installed":
-            self.removed.pop(s.uid, None)
+            s.removed_at = None
         if kind == "ended":
             # From evidence when the agent learnt of the end late (state.py).
             if s.ended_at is None:
@@ -164,8 +160,6 @@ class Reporter:
             self.seq.pop(s.uid, None)
             self.ended_at.pop(s.uid, None)
             self.pt.pop(s.uid, None)
-            self.removed.pop(s.uid, None)
-            self.legs_used.pop(s.uid, None)
         return doc
 
     def session_doc(self, s: Session) -> dict[str, Any]:
@@ -174,11 +168,11 @@ class Reporter:
         complete = all(st.port and st.sdp for st in s.streams)
         state = "ended" if s.state is OffloadState.ENDED else ("active" if complete else "setup")
         legs = []
-        removed_at = self.removed.get(s.uid)
+        removed_at = s.removed_at
         if state == "ended" and removed_at is None:
             # Never on the switch (or its removal not seen): the leg ended with the call.
-            removed_at = self.ended_at.get(s.uid, time.time())
-        switch_legs = s.legs or self.legs_used.get(s.uid)
+            removed_at = self.ended_at.get(s.uid, s.ended_at or time.time())
+        switch_legs = s.legs or s.legs_used
         if complete:
             for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
                 me, other = s.streams[i], s.streams[1 - i]

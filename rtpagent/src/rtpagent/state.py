@@ -103,6 +103,10 @@ class Session:
     # entries, the switch's time left on them); None: the end is when it is seen.
     answered_at: float | None = None
     ended_at: float | None = None
+    # The switch legs it was last given (kept past their release) and when its
+    # entries left the switch: what its report's legs say after the removal.
+    legs_used: list[int] | None = None
+    removed_at: float | None = None
     # Why the agent took it over from RTPProxy instead of seeing its `U`:
     # created while the agent was away ("agent_away"), found at start.
     adopted: str | None = None
@@ -189,6 +193,8 @@ class Session:
             "offloaded_at": self.offloaded_at,
             "answered_at": self.answered_at,
             "ended_at": self.ended_at,
+            "legs_used": self.legs_used,
+            "removed_at": self.removed_at,
             "adopted": self.adopted,
             "refresh_cmd": self.refresh_cmd,
             "notify_token": self.notify_token,
