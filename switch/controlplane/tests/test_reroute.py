@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT_ONLY
+from conftest import ROOT_ONLY, Bed
 from p4relay_collector.config import Settings as CollectorSettings
 from p4relay_collector.service import Collector
 from p4relay_controlplane.config import ConfigError, Settings, load
@@ -183,3 +183,32 @@ def test_bad_config_is_refused(tmp_path: Path) -> None:
     assert cfg.reroute.classes[0].t_q_ns == 250_500
     w = cfg.reroute.watch[0]
     assert w.prefix == ipaddress.IPv4Network("198.18.2.0/24") and w.backup_nexthop_id is None
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(60)
+async def test_at_connect_flows_on_backup_are_taken_over_and_stale_slots_reset(bed: Bed) -> None:
+    """A daemon starting finds slot 3 (watched) on its backup: it takes the
+    flow over and moves it back after the hold time (the primary is quiet);
+    slot 7 on a backup that no watch names any more goes back at once."""
+    from p4relay_switch.names import REG_REROUTE_ACTIVE
+
+    await bed.probe.write_register(REG_REROUTE_ACTIVE, {3: 1, 7: 1})
+    cfg = config(bed.sw.address).model_copy(update={"nexthops": None, "routes": None})
+    d = Daemon(cfg)
+    assert d.reroute is not None
+    rc = d.reroute
+    stop = asyncio.Event()
+    task = asyncio.create_task(d.run(stop))
+    try:
+        await wait_for(lambda: d.last_report is not None, within=20, what="first pass")
+
+        async def slot(i: int) -> int:
+            return sum((await bed.probe.read_register(REG_REROUTE_ACTIVE, [i]))[i])
+
+        await wait_for(lambda: 3 in rc.episodes or rc.returns > 0, within=5, what="taken over")
+        await wait_for(lambda: rc.returns == 1, within=10, interval=0.05, what="moved back")
+        assert await slot(3) == 0 and await slot(7) == 0
+    finally:
+        stop.set()
+        await task

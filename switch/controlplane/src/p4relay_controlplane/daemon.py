@@ -146,6 +146,11 @@ class Daemon:
         else:
             report = await self.converge(drift=False)
             result = "failed" if report is None or report.refused else "applied"
+            if self.reroute is not None:
+                try:
+                    await self.reroute.at_connect()  # slots of removed watches back
+                except SwitchError as e:
+                    log.warning("reroute_state_unread", error=str(e))
         metrics.RELOADS.labels(result).inc()
         log.info("config_reloaded", result=result)
         return result

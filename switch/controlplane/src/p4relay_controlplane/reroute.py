@@ -13,7 +13,9 @@ notifies the upstream switch); the daemon installs the classes and watches
   again moves again only after m more hot packets: no flapping faster than
   the hold time;
 - at connect, takes over flows the switch already has on their backup (a
-  restart of the daemon).
+  restart of the daemon), and puts back on their primary the slots no watch
+  names any more (a watch removed while a flow was away: a later watch given
+  that slot must not start on a backup).
 
 Why in the switch's control plane and not rtpagent: every switch on a path
 needs it (a switch without the relay, or one an upstream notice moves a flow
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 from p4relay_collector.wire import Event, IngestBatch, PayloadValue
 from p4relay_switch import Digest, SwitchClient
+from p4relay_switch.names import REROUTE_SLOTS
 from p4relay_switch.reroute import MOVED, Reroute, RerouteEvent
 
 from p4relay_controlplane import metrics
@@ -89,12 +92,15 @@ class RerouteControl:
         metrics.ON_BACKUP.set(len(self.episodes))
 
     async def at_connect(self) -> None:
-        """Flows the switch already has on their backup become episodes."""
-        if not self.by_slot:
-            return
-        active = await self.rr.active(sorted(self.by_slot))
+        """Flows the switch already has on their backup become episodes; slots
+        no watch names are moved back."""
+        active = await self.rr.active(range(REROUTE_SLOTS))
+        stale = sorted(s for s, on in active.items() if on and s not in self.by_slot)
+        if stale:
+            await self.rr.move_back(stale)
+            log.info("reroute_unwatched_slots_reset", slots=stale)
         for slot, on_backup in active.items():
-            if on_backup and slot not in self.episodes:
+            if on_backup and slot in self.by_slot and slot not in self.episodes:
                 w = self.by_slot[slot]
                 ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
                 self.episodes[slot] = Episode(w, ev, time.monotonic())
