@@ -23,7 +23,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 PY_SOURCES = ["server/src", "collector/src", "rtpagent/src", "switch/controlplane/src"]
 RUST_SOURCES = ["switch/softswitch/src/metrics.rs"]
-FLEET_SOURCE = "server/src/p4relay_server/services/queries.py"
+FLEET_SOURCE = "server/src/p4relay_server/services/queries/fleet_metrics.py"
 
 _PY_DECL = re.compile(r"\b(Counter|Gauge|Histogram|Summary)\(\s*\"([a-zA-Z_:][a-zA-Z0-9_:]*)\"")
 _RUST_NAME = re.compile(r"\"(p4relay_[a-z0-9_]+)(?:\{|\")")

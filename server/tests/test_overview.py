@@ -9,6 +9,8 @@ from typing import Any
 
 from conftest import T0, Auth, batch, iso, sample_item, session_item
 from fastapi.testclient import TestClient
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
 
 def ingest(client: TestClient, auth: Auth, **parts: Any) -> None:
@@ -197,6 +199,51 @@ def test_fleet_metrics(client: TestClient, auth: Auth) -> None:
     assert 0 <= lines['p4relay_agent_last_seen_age_seconds{agent="relay-1"}'] < 60
     assert lines['p4relay_congestion_open{switch="sw1"}'] == 1
     assert client.get("/api/v1/overview/metrics").status_code == 401
+
+
+FLEET_FAMILIES = {
+    "p4relay_calls_active",
+    "p4relay_calls_offloaded",
+    "p4relay_calls_not_offloaded",
+    "p4relay_calls_sampled",
+    "p4relay_calls_mos_degraded",
+    "p4relay_calls_mos",
+    "p4relay_calls_loss_ratio",
+    "p4relay_calls_jitter_seconds",
+    "p4relay_switch_up",
+    "p4relay_switch_last_seen_age_seconds",
+    "p4relay_switch_relay_table_used",
+    "p4relay_switch_relay_table_capacity",
+    "p4relay_agent_last_seen_age_seconds",
+    "p4relay_congestion_open",
+}
+
+
+def fleet(client: TestClient, auth: Auth) -> dict[str, Metric]:
+    r = client.get("/api/v1/overview/metrics", headers=auth.read)
+    assert r.status_code == 200, r.text
+    return {f.name: f for f in text_string_to_metric_families(r.text)}
+
+
+def test_fleet_metrics_are_prometheus_text_whatever_the_labels_hold(
+    client: TestClient, auth: Auth
+) -> None:
+    """Every family is declared (a gauge) even with nothing to count, and a label
+    value with quotes, backslashes and line breaks (a reason an agent sent) is
+    escaped: Prometheus' own parser reads back what was stored."""
+    empty = fleet(client, auth)
+    assert set(empty) == FLEET_FAMILIES
+    assert {f.type for f in empty.values()} == {"gauge"}
+    assert [s.value for s in empty["p4relay_calls_active"].samples] == [0]
+    assert empty["p4relay_calls_mos"].samples == []
+    reason = 'said "no" \\ twice\nthen gave up'
+    ingest(
+        client,
+        auth,
+        sessions=[session_item("q;t", offloaded=False, offload_reason=reason)],
+    )
+    (s,) = fleet(client, auth)["p4relay_calls_not_offloaded"].samples
+    assert (s.labels, s.value) == ({"reason": reason}, 1)
 
 
 def test_sessions_filter_by_loss_and_jitter(client: TestClient, auth: Auth) -> None:
