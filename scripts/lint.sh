@@ -11,7 +11,7 @@ step() { echo "-- $*"; "$@" || rc=1; }
 uvr() { uv run --frozen --no-sync "$@"; }
 
 # The Python packages mypy checks strictly (sources, scripts).
-MYPY_PATHS=(switch/client/src switch/controlplane/src server/src rtpagent/src scenarios/src collector/src testsupport/src scripts)
+MYPY_PATHS=(switch/client/src switch/controlplane/src server/src rtpagent/src scenarios/src collector/src testsupport/src runtime/src scripts)
 # Test suites, benches and tools, just as strictly. They import their helpers as
 # top-level modules (`from harness import ...`, `conftest`, `p4rbase`), so each
 # entry is a MYPYPATH: its directories are checked together, each on the path,

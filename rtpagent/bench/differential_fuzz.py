@@ -21,11 +21,12 @@ from harness import (
     settings,
     softswitch,
 )
-from rtpagent.app import App, setup_logging
+from p4relay_runtime.logs import configure_logging
+from rtpagent.app import App
 
 
 async def main(n: int, seed: int) -> int:
-    setup_logging("error", json=False)
+    configure_logging("error", json=False)
     with softswitch() as sw, tempfile.TemporaryDirectory(prefix="p4ra-diff-") as tmp:
         port = free_udp_pair()
         notify = free_port()

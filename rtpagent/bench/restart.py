@@ -32,8 +32,9 @@ from harness import (
     softswitch,
     wait_for,
 )
+from p4relay_runtime.logs import configure_logging
 from p4relay_switch import Subscription, SwitchClient
-from rtpagent.app import App, setup_logging
+from rtpagent.app import App
 from rtpagent.state import Endpoint, OffloadState, Session
 from rtpagent.store import Store
 
@@ -60,7 +61,7 @@ def journalled(call: str, pa: int, pb: int, legs: list[int] | None) -> Session:
 
 
 async def main(n: int, alive: int, offloaded: int) -> int:
-    setup_logging("error", json=False)
+    configure_logging("error", json=False)
     with softswitch() as sw, tempfile.TemporaryDirectory(prefix="p4ra-restart-") as tmp:
         port = free_udp_pair()
         notify = free_port()

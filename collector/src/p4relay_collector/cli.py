@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -14,7 +13,7 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, TypeVar, get_args
 
-import structlog
+from p4relay_runtime.logs import configure_logging
 from prometheus_client import start_http_server
 from pydantic import BaseModel
 
@@ -75,26 +74,6 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def setup_logging(level: str, json: bool) -> None:
-    lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
-    logging.basicConfig(format="%(message)s", stream=sys.stderr, level=lvl, force=True)
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-
-
 async def serve(
     prog: str, metrics_listen: str, work: Callable[[asyncio.Event], Awaitable[None]]
 ) -> int:
@@ -145,7 +124,7 @@ def start(
     except ConfigError as e:
         print(f"{prog}: configuration error: {e}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level, settings.log_json)
+    configure_logging(settings.log_level, settings.log_json)
     return asyncio.run(run(settings, shown))
 
 

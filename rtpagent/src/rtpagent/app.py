@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 import sys
@@ -77,24 +76,6 @@ RECONCILED_GONE = Counter(
     "rtpagent_reconciled_gone_total",
     "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
 )
-
-
-def setup_logging(level: str, json: bool) -> None:
-    lvl = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(level=lvl, format="%(message)s")
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer()
-            if json
-            else structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        cache_logger_on_first_use=True,
-    )
 
 
 class App:

@@ -77,9 +77,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def _run(cfg: Settings, read: Callable[[], Settings], early: EarlyRelay | None = None) -> int:
-    from .app import App, setup_logging
+    from p4relay_runtime.logs import configure_logging
 
-    setup_logging(cfg.log_level, cfg.log_json)
+    from .app import App
+
+    configure_logging(cfg.log_level, cfg.log_json)
     if cfg.metrics_listen:
         from prometheus_client import start_http_server
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from p4relay_runtime.procs import free_port, softswitch_binary, stop, wait_tcp
 from p4relay_switch import Endpoint, Pipeline, RelayCall, SwitchClient
 from p4relay_switch import int_telemetry as it
 
@@ -270,25 +271,6 @@ class Running:
     procs: list[subprocess.Popen[bytes]]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(addr: str, proc: subprocess.Popen[bytes], within: float = 20.0) -> None:
-    host, port = addr.rsplit(":", 1)
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise RuntimeError(f"softswitch for {addr} exited with {proc.returncode}")
-        with contextlib.suppress(OSError):
-            socket.create_connection((host, int(port)), timeout=0.5).close()
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"softswitch on {addr} did not come up")
-
-
 def _wait_listening(collector: subprocess.Popen[bytes], within: float = 60.0) -> None:
     """Until the collector's report listener is bound (the media's first
     reports must not go unheard): binding the same address then fails."""
@@ -305,12 +287,6 @@ def _wait_listening(collector: subprocess.Popen[bytes], within: float = 60.0) ->
     raise RuntimeError("p4relay-collector's report listener did not come up")
 
 
-def softswitch_binary() -> Path:
-    return Path(
-        os.environ.get("P4RELAY_SOFTSWITCH_BIN", ROOT / "switch/target/release/p4relay-softswitch")
-    )
-
-
 @contextlib.contextmanager
 def running(
     server_url: str, token_file: Path, run_dir: Path, collector_interval_s: float = 0.5
@@ -325,20 +301,20 @@ def running(
     addrs: dict[str, str] = {}
     try:
         for name in bed.SWITCHES:
-            addr = f"127.0.0.1:{_free_port()}"
+            addr = f"127.0.0.1:{free_port()}"
             cmd = [
                 str(softswitch_binary()),
                 "--grpc-listen",
                 addr,
                 "--metrics-listen",
-                f"127.0.0.1:{_free_port()}",
+                f"127.0.0.1:{free_port()}",
                 "--workers",
                 "1",
                 *switch_args(name),
             ]
             log = (run_dir / f"{name}.log").open("wb")
             procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT))
-            _wait_port(addr, procs[-1])
+            wait_tcp(addr, procs[-1], what=f"softswitch {name}")
             addrs[name] = addr
         for name, addr in addrs.items():
             asyncio.run(program(name, addr))
@@ -374,12 +350,7 @@ def running(
         yield Running(addrs, procs)
     finally:
         for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+            stop(p)
         down()
 
 

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import socket
 
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port on 127.0.0.1 that nothing is bound to now (TCP by default)."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from p4relay_runtime.procs import free_port
 
 
 def free_udp_pair() -> int:
@@ -25,3 +20,6 @@ def free_udp_pair() -> int:
                 continue
         return p
     raise RuntimeError("no free UDP port pair")
+
+
+__all__ = ["free_port", "free_udp_pair"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from types import UnionType
 from typing import Any, get_args
 
 import structlog
+from p4relay_runtime.logs import configure_logging
 from pydantic import SecretStr
 
 from p4relay_controlplane.config import ENV_PREFIX, ConfigError, Settings, load, parse_listen
@@ -39,6 +41,7 @@ examples:
   p4relay-controlplane --config /etc/p4relay/controlplane.toml
   p4relay-controlplane --check /etc/p4relay/controlplane.toml   # validate, print the entries
   p4relay-controlplane --config s1.toml --once                   # apply, repair, exit
+  p4relay-controlplane --config s1.toml --diff                   # what differs; writes nothing
   p4relay-controlplane --config s1.toml --show-ired
   kill -HUP <pid>    # re-read the file and the environment; the flags still win
 
@@ -58,8 +61,9 @@ p4relay_controlplane_config_reloads_total{result="invalid"}) and the running
 configuration stays. Every setting is P4RELAY_CONTROLPLANE_<NAME> in the
 environment (lists and tables as JSON, nested keys with __) or a key of the
 TOML file; switch/controlplane/README.md has the reference.
-Exit status: 0 done, 1 the switch refused something (--once) or is
-unreachable, 2 configuration error.
+Exit status: 0 done, 1 the switch refused something (--once), is
+unreachable, or differs from the file (--diff), 2 configuration error
+(--diff: 2 also when the switch cannot be read).
 """
 
 
@@ -93,6 +97,12 @@ def parser() -> argparse.ArgumentParser:
     )
     mode.add_argument("--once", action="store_true", help="apply and repair once, then exit")
     mode.add_argument(
+        "--diff",
+        action="store_true",
+        help="read the switch and print what differs from the configuration (missing, "
+        "changed, extra), writing nothing; exit 1 when something differs",
+    )
+    mode.add_argument(
         "--show-ired",
         action="store_true",
         help="print the switch's iRED per port (settings, counters, against the config)",
@@ -116,10 +126,13 @@ def _flags(a: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(a, k) for k in SCALARS}
 
 
-def setup_logging(level: str, json: bool) -> None:
-    from p4relay_collector.cli import setup_logging as collector_logging
-
-    collector_logging(level, json)  # one log format for the switch-side daemons
+def _report_mode_logs() -> None:
+    """The report modes print on stdout: log lines (the client's) go to
+    stderr, warnings and errors only."""
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
 
 
 async def _show_ired(cfg: Settings) -> int:
@@ -171,6 +184,38 @@ async def _once(cfg: Settings) -> int:
             print(f"REFUSED {table}: {key}: {why}")
     print(f"{PROG}: {report.touched} written, {sum(map(len, report.refused.values()))} refused")
     return 1 if report.refused else 0
+
+
+async def _diff(cfg: Settings) -> int:
+    from p4relay_switch import Subscription, SwitchClient, SwitchError
+
+    from p4relay_controlplane.desired import desired
+    from p4relay_controlplane.reconcile import Reconciler
+
+    client = SwitchClient(
+        cfg.grpc_address,
+        client_id=SHOW_CLIENT_ID,
+        reconnect=False,
+        timeout_s=cfg.timeout_s,
+        connect_timeout_s=cfg.timeout_s,
+        subscription=Subscription(learn=False, idle_timeout=False),
+    )
+    try:
+        await client.connect()
+        report = await Reconciler(client, dry_run=True).run(desired(cfg), drift=False)
+    except SwitchError as exc:
+        print(f"{PROG}: switch {cfg.grpc_address}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        await client.close()
+    for table, kind, key in report.differs:
+        print(f"{kind:<8} {table}: {key}")
+    for table, items in sorted(report.refused.items()):
+        for key, why in items:
+            print(f"REFUSED  {table}: {key}: {why}")
+    n = len(report.differs)
+    print(f"{PROG}: {n} difference{'s' if n != 1 else ''}", file=sys.stderr)
+    return 1 if n else 0
 
 
 async def _serve(cfg: Settings, reread: Any) -> int:
@@ -248,9 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(lines))
         print(f"{PROG}: {path}: configuration OK ({len(lines)} lines)", file=sys.stderr)
         return 0
-    if a.show_ired:  # a report on stdout: no log set-up
-        return asyncio.run(_show_ired(cfg))
-    setup_logging(cfg.log_level, cfg.log_json)
+    if a.show_ired or a.diff:  # a report on stdout
+        _report_mode_logs()
+        return asyncio.run(_show_ired(cfg) if a.show_ired else _diff(cfg))
+    configure_logging(cfg.log_level, cfg.log_json)
     if a.once:
         return asyncio.run(_once(cfg))
     return asyncio.run(_serve(cfg, lambda: load(a.config, flags)))
