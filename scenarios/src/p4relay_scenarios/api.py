@@ -32,6 +32,38 @@ class ServerApi:
         items: list[dict[str, Any]] = self._get("/api/v1/sessions", limit=limit)["items"]
         return items
 
+    def all_sessions(self, **filters: Any) -> list[dict[str, Any]]:
+        """Every session the filters select, following `next_cursor` to the last page."""
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = self._get("/api/v1/sessions", limit=500, cursor=cursor, **filters)
+            out += page["items"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def events_since(self, type_: str, since: str) -> list[dict[str, Any]]:
+        """Every event of one type since `since` (ISO 8601), every page."""
+        out: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = self._get("/api/v1/events", type=type_, since=since, limit=1000, cursor=cursor)
+            out += page["items"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def paths(self, addr: str, since: str | None = None) -> list[dict[str, Any]]:
+        """INT path records of flows from or to `addr`."""
+        out: list[dict[str, Any]] = self._get("/api/v1/paths", addr=addr, since=since, limit=1000)
+        return out
+
+    def hop_queues(self, since: str) -> list[dict[str, Any]]:
+        """Every switch's queue series (INT hops and polled ports) since `since`."""
+        out: list[dict[str, Any]] = self._get("/api/v1/queues", **{"from": since})
+        return out
+
     def session(self, session_id: int) -> dict[str, Any]:
         out: dict[str, Any] = self._get(f"/api/v1/sessions/{session_id}")
         return out

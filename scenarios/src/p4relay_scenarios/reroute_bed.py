@@ -195,7 +195,7 @@ def down(layout: Layout = BED) -> None:
             run(["ip", "link", "del", link_if(a, b, layout)], check=False)
 
 
-def _peer_mac(switch: str, port: int, layout: Layout) -> str:
+def peer_mac(switch: str, port: int, layout: Layout) -> str:
     """MAC of what is at the other end of a switch port (host or switch)."""
     for h in layout.hosts:
         if h.switch == switch and h.port == port:
@@ -227,7 +227,7 @@ async def program(switch: str, address: str, layout: Layout = BED) -> None:
                 Entry(
                     {"ig_md.nexthop_id": p},
                     "Ingress.forward",
-                    {"port": p, "src_mac": mac_of(ifname), "dst_mac": _peer_mac(switch, p, layout)},
+                    {"port": p, "src_mac": mac_of(ifname), "dst_mac": peer_mac(switch, p, layout)},
                 )
                 for p, ifname in ports.items()
             ],

@@ -114,6 +114,14 @@ class StackConfig:
     # The three-switch reroute fabric (reroute_bed.STACK) instead of one switch;
     # switch_args go to s1 (the stack's switch: where the bottleneck is shaped)
     fabric: bool = False
+    # More ports per fabric switch (name -> dev_port -> interface), e.g. s2's port
+    # towards the collector's INT report listener
+    fabric_ports: dict[str, dict[int, str]] = field(default_factory=dict)
+    # False: the fabric's switches start without routes, their control planes
+    # (p4relay-controlplane, demo_fabric.py) write them
+    fabric_routes: bool = True
+    switch_name: str = SWITCH_NAME  # the stack's switch at the server and in rtpagent
+    collector_args: list[str] = field(default_factory=list)  # more collector flags
 
 
 @dataclass
@@ -188,7 +196,8 @@ class Stack:
         where = {"s1": (GRPC_ADDR, SWITCH_METRICS), **FABRIC_SWITCHES}
         for name, (grpc, metrics) in where.items():
             cmd = [str(SOFTSWITCH_BIN)]
-            for port, ifname in reroute_bed.switch_ports(name, layout).items():
+            ports = reroute_bed.switch_ports(name, layout) | self.cfg.fabric_ports.get(name, {})
+            for port, ifname in sorted(ports.items()):
                 cmd += ["--port", f"{port}={ifname}"]
             cmd += ["--grpc-listen", grpc, "--metrics-listen", metrics, "--log-json"]
             if name == "s1":
@@ -197,7 +206,8 @@ class Stack:
             self.sup.start(proc, cmd)
             port_no = int(grpc.rsplit(":", 1)[1])
             self.sup.wait_ready(proc, partial(tcp_open, MGMT, port_no), 30, "BfRt gRPC port")
-            asyncio.run(reroute_bed.program(name, grpc, layout))
+            if self.cfg.fabric_routes:
+                asyncio.run(reroute_bed.program(name, grpc, layout))
         asyncio.run(
             switchcfg.program(
                 GRPC_ADDR, [], relay_port_min=RELAY_PORTS[0], relay_port_max=RELAY_PORTS[1]
@@ -218,7 +228,7 @@ class Stack:
             t_q_us=t_q_us,
             m=m,
             hold_ms=hold_ms,
-            switch_name=SWITCH_NAME,
+            switch_name=self.cfg.switch_name,
             layout=reroute_bed.STACK,
         )
         reroute = cp.pop("reroute")
@@ -273,7 +283,7 @@ class Stack:
         if self.cfg.switch:
             admin = ServerApi.login(SERVER_URL, user, password)
             try:
-                admin.register_switch(SWITCH_NAME, GRPC_ADDR)
+                admin.register_switch(self.cfg.switch_name, GRPC_ADDR)
             finally:
                 admin.close()
         if self.cfg.collector and self.cfg.switch:
@@ -291,6 +301,7 @@ class Stack:
                     str(token_file),
                     "--metrics-listen",
                     f"127.0.0.1:{port}" if port else "",
+                    *self.cfg.collector_args,
                 ],
             )
         return self.creds
@@ -342,7 +353,7 @@ class Stack:
         # names its socket in every offer and answer (`n`); this changes nothing for it.
         cmd += ["--sip-notify", SIP_TIMEOUT_SOCK]
         cmd += ["--switch", GRPC_ADDR if (self.cfg.offload and self.cfg.switch) else ""]
-        cmd += ["--switch-name", SWITCH_NAME]
+        cmd += ["--switch-name", self.cfg.switch_name]
         cmd += ["--state-file", str(self.cfg.run_dir / "rtpagent.db")]
         # RTPProxy's accounting (its working directory is the run's): ends the agent
         # missed, RTPProxy-relayed packets, calls placed while the agent was away
