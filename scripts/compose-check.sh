@@ -24,6 +24,8 @@
 # SIP (opensips|kamailio), KEEP=1 leaves the stack up for a look,
 # SKIP_BUILD=1 uses the images as they are (after a build of the same tree),
 # REBUILD=0 skips the second, nothing-changed build (the warm figure),
+# BUILD_ONLY=1 stops after the images are built (nothing on the testbed: a later
+# SKIP_BUILD=1 run brings the stack up),
 # STACK_LOCK (a file; /run/lock/p4relay-compose-check.lock) is held while the
 # stack is up,
 # ONSWITCH=1 runs the on-switch image (control plane + rtpagent + collector in
@@ -495,6 +497,10 @@ else
         log "all images rebuilt (nothing changed) in ${WARM_TOTAL}s"
     fi
     print_builds
+fi
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+    log "BUILD_ONLY=1: images built; SKIP_BUILD=1 runs the stack with them"
+    exit 0
 fi
 unnice_dockerd
 
