@@ -219,15 +219,16 @@ async def test_drift_and_a_switch_restart_are_repaired_and_counted(
 @pytest.mark.timeout(60)
 async def test_once_applies_and_says_what_it_did(bed: Bed, tmp_path: Path) -> None:
     """The one-shot mode (a bootstrap): exit 0 with what it wrote; run again,
-    nothing to write; a port the switch does not have is exit 1, named."""
+    nothing to write; `--diff` names a route deleted behind its back and writes
+    nothing; a port the switch does not have is exit 1, named."""
     import asyncio
     import subprocess
     import sys
 
-    def once(text: str) -> subprocess.CompletedProcess[str]:
+    def once(text: str, mode: str = "--once") -> subprocess.CompletedProcess[str]:
         conf = tmp_path / "once.toml"
         conf.write_text(text)
-        cmd = [sys.executable, "-m", "p4relay_controlplane.cli", "--config", str(conf), "--once"]
+        cmd = [sys.executable, "-m", "p4relay_controlplane.cli", "--config", str(conf), mode]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
 
     text = CONFIG.format(address=bed.sw.address)
@@ -237,6 +238,16 @@ async def test_once_applies_and_says_what_it_did(bed: Bed, tmp_path: Path) -> No
     assert await _counts(bed) == FULL
     again = await asyncio.to_thread(once, text)
     assert again.returncode == 0 and "0 written, 0 refused" in again.stdout, again.stdout
+    # --diff reads and compares, writing nothing
+    await bed.probe.delete(IPV4_LPM, [Entry(ROUTE_2)])
+    diff = await asyncio.to_thread(once, text, "--diff")
+    assert diff.returncode == 1, diff.stderr
+    assert f"missing  {IPV4_LPM}: hdr.ipv4.dst_addr=198.18.2.0/24" in diff.stdout, diff.stdout
+    assert "1 difference" in diff.stderr
+    assert len(await bed.probe.read(IPV4_LPM)) == 2
+    await asyncio.to_thread(once, text)
+    clean = await asyncio.to_thread(once, text, "--diff")
+    assert clean.returncode == 0 and clean.stdout == "", clean.stdout
     bad = await asyncio.to_thread(
         once, text.replace("[[int.hops]]\nport = 2", "[[int.hops]]\nport = 9")
     )

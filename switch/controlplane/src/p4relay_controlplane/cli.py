@@ -128,9 +128,9 @@ def _flags(a: argparse.Namespace) -> dict[str, Any]:
 
 def _report_mode_logs() -> None:
     """The report modes print on stdout: log lines (the client's) go to
-    stderr, warnings and errors only."""
+    stderr (whichever it is when a line is written), warnings and errors only."""
     structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=lambda *_: structlog.PrintLogger(sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
 

@@ -48,6 +48,8 @@ class Report:
 
     repaired: dict[tuple[str, Kind], int] = field(default_factory=dict)
     refused: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # table -> (key, why)
+    # a dry run: what differs, (table, kind, key), nothing written
+    differs: list[tuple[str, Kind, str]] = field(default_factory=list)
 
     def count(self, table: str, kind: Kind, n: int = 1) -> None:
         if n:
@@ -76,10 +78,12 @@ def _differs(want: Entry, got: ReadEntry) -> bool:
 
 
 class Reconciler:
-    """Passes over one switch; ``ports`` of the switch are read once per pass."""
+    """Passes over one switch; ``ports`` of the switch are read once per pass.
+    ``dry_run``: read and compare only (`--diff`), nothing is written."""
 
-    def __init__(self, client: SwitchClient) -> None:
+    def __init__(self, client: SwitchClient, *, dry_run: bool = False) -> None:
         self.client = client
+        self.dry_run = dry_run
 
     async def run(self, want: Desired, *, drift: bool) -> Report:
         report = Report()
@@ -128,7 +132,7 @@ class Reconciler:
         missing = [k for k in wanted if k not in have]
         if extra:
             await self._write(table, "extra", [Entry(dict(k)) for k in extra], report, drift)
-            if table == IRED_PORT:
+            if table == IRED_PORT and not self.dry_run:
                 await self._ired_off([dict(k).get(K_EGRESS_PORT) for k in extra], report)
         if changed:
             await self._write(table, "changed", [wanted[k] for k in changed], report, drift)
@@ -139,6 +143,9 @@ class Reconciler:
     async def _write(
         self, table: str, kind: Kind, entries: list[Entry], report: Report, drift: bool
     ) -> None:
+        if self.dry_run:
+            report.differs += [(table, kind, describe(key_of(e.key))) for e in entries]
+            return
         op = {
             "extra": self.client.delete,
             "changed": self.client.modify,
@@ -191,6 +198,9 @@ class Reconciler:
         fix = {i: values[i] for i in idx if any(v != values[i] for v in got.get(i, [None]))}
         if not fix:
             return
+        if self.dry_run:
+            report.differs += [(reg, "changed", f"$REGISTER_INDEX={i}") for i in fix]
+            return
         try:
             await self.client.write_register(reg, fix)
         except SwitchError as exc:
@@ -220,6 +230,9 @@ class Reconciler:
                 # A target that does not keep the burst (the softswitch) reads it as 0.
                 held = data.get("max_burst_size") or burst
                 if (data.get("max_rate"), held) == (rate, burst):
+                    continue
+                if self.dry_run:
+                    report.differs.append((SHAPING, "changed", key))
                     continue
                 await self.client.set_port_shaping(
                     port, rate, max_burst_bytes=burst, enable=rate > 0
