@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from p4relay_scenarios import capture, media
+from p4relay_scenarios import capture, media, phones
 from p4relay_scenarios import ired_report as rep
 from p4relay_scenarios.load import PROFILES, Profile, level, read_stats
 from p4relay_scenarios.stack import SCENARIOS
@@ -397,3 +397,37 @@ def test_ired_report_names_its_rate_and_quotes_probes_apart(tmp_path: Path) -> N
     assert "| 30.0 | 64 | ired-protect | 1 | 10.0 | 20.0 | 24.0 | - |" in md
     other = rep.markdown(rows, {**IRED_META, "rate_mbit": 20.0})
     assert "Rate: " not in other and "Probes" not in other
+
+
+def _rtp_pcap(path: Path, packets: list[tuple[float, int]], tone_hz: float, dport: int) -> None:
+    """An Ethernet/IPv4/UDP pcap of A-law RTP: (arrival time, sequence number)
+    per packet, each carrying its 20 ms of a tone."""
+    frames = []
+    for t, seq in packets:
+        pcm = [
+            media._alaw(int(8000 * np.sin(2 * np.pi * tone_hz * (seq * 160 + k) / 8000)))
+            for k in range(160)
+        ]
+        rtp = struct.pack("!BBHII", 0x80, 8, seq & 0xFFFF, seq * 160, 0x1234) + bytes(pcm)
+        udp = struct.pack("!HHHH", 20000, dport, 8 + len(rtp), 0) + rtp
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0,
+                         bytes([198, 18, 0, 10]), bytes([198, 18, 1, 10]))  # fmt: skip
+        frame = b"\x02" * 12 + b"\x08\x00" + ip + udp
+        us = round(t * 1e6)
+        frames.append(struct.pack("<IIII", us // 10**6, us % 10**6, len(frame), len(frame)) + frame)
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + b"".join(frames))
+
+
+def test_received_audio_counts_what_a_phone_heard(tmp_path: Path) -> None:
+    # 2 s of a 500 Hz tone; seq 30 never arrives; a 0.5 s pause after seq 60
+    # (a hold: the sender stops, its sequence goes on where it stopped).
+    pkts = [(0.02 * s, s) for s in range(100) if s != 30]
+    pkts = [(t + (0.5 if s > 60 else 0.0), s) for t, s in pkts]
+    _rtp_pcap(tmp_path / "rx.pcap", pkts, 500.0, 31000)
+    audio = phones.received_audio(tmp_path / "rx.pcap", (31000, 31099))
+    assert (audio.packets, audio.lost) == (99, 1)
+    assert audio.seconds == pytest.approx(1.98)
+    assert audio.tone_hz == pytest.approx(500.0, abs=2.0) and audio.tone_share > 0.9
+    assert [(round(s, 2), round(g, 2)) for s, g in audio.gaps] == [(1.2, 0.52)]
+    # Packets to other ports are not the phone's RTP.
+    assert phones.received_audio(tmp_path / "rx.pcap", (40000, 40099)).packets == 0
