@@ -60,6 +60,7 @@ class FakeSwitch:
         self.up = True
         self.writes = 0
         self.ttl_left: dict[FlowKey, int] = {}
+        self.lost_at: float | None = None
         self.queue: asyncio.Queue[SwitchEvent] = asyncio.Queue()
 
     @property

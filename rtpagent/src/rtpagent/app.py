@@ -22,7 +22,7 @@ import os
 import socket
 import sys
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator
 
 import structlog
@@ -69,6 +69,7 @@ ADOPTED = Counter(
 )
 ACCT_OFFSET = "rtpproxy_acct_offset"
 ACCT_POLL_S = 0.5
+ACCT_GRACE_S = 2.0  # a record no session matches waits this long before it is adopted
 # Ended sessions kept for RTPProxy's record of them.
 ENDED_KEPT = 100_000
 ENDED_KEPT_S = 120.0
@@ -165,6 +166,7 @@ class App:
         # comes after (its packets are added to theirs).
         self._ended: OrderedDict[tuple[str, str], tuple[float, Session]] = OrderedDict()
         self.offloader.listeners.append(self._note_ended)
+        self._unmatched: deque[tuple[float, AcctRecord]] = deque()
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
         self._passing: list[tuple[str, str, float]] | None = []
@@ -217,16 +219,17 @@ class App:
         journalled = await self._load_journal()
         self.agent.start()
         self._catch_up()
-        if self.acct is not None:
-            # What RTPProxy ended while the agent was away, before anything asks it.
-            while await self._read_acct():
-                pass
         # What commands change for the switch waits (marked) until the
         # journal's plans are back and the switch is connected.
         await self._restore(journalled)
         if cfg.switch:
             await self.switch.start()
         self.offloader.start()
+        if self.acct is not None:
+            # What RTPProxy ended while the agent was away, before anything asks
+            # it (the sessions' entries back, so their counters are read first).
+            while await self._read_acct():
+                pass
         self._tasks += [
             asyncio.create_task(self.sampler.run(), name="sampler"),
             asyncio.create_task(self.sender.run(), name="sender"),
@@ -517,6 +520,7 @@ class App:
         """Apply the rows RTPProxy appended; True if there were any."""
         assert self.acct is not None
         rows = await asyncio.to_thread(self.acct.read)
+        self._adopt_unmatched()
         for n, rec in enumerate(rows, 1):
             self._on_acct(rec)
             if n % LOAD_SLICE == 0:
@@ -543,7 +547,7 @@ class App:
             self._end_gone(live)
             return
         got = self._ended.pop(key, None)
-        ending = got[1] if got else self._ending(key)
+        ending = got[1] if got else None
         if ending is not None:
             fresh = ending.answered_at is None and rec.first_rtp_o > 0
             if fresh:  # its answer went to RTPProxy directly: the callee's first packet
@@ -552,11 +556,20 @@ class App:
             if (added or fresh) and ending.state is OffloadState.ENDED:
                 self.offloader.emit("amended", ending)
             return
-        self._adopt(rec)
+        # Not known (yet): the agent may be ending it right now (its removal
+        # under way); a session it never saw is adopted after ACCT_GRACE_S.
+        self._unmatched.append((time.monotonic(), rec))
 
-    def _ending(self, key: tuple[str, str]) -> Session | None:
-        """A session the reaper is ending (its removal under way)."""
-        return next((s for s in self.offloader.reaper.ending.values() if s.key == key), None)
+    def _adopt_unmatched(self) -> None:
+        now = time.monotonic()
+        while self._unmatched and now - self._unmatched[0][0] >= ACCT_GRACE_S:
+            _, rec = self._unmatched.popleft()
+            got = self._ended.pop((rec.call_id, rec.tag), None)
+            if got is not None:  # ended meanwhile: its packets
+                if _add_rtpproxy_packets(got[1], rec):
+                    self.offloader.emit("amended", got[1])
+            elif not any(s.tag == rec.tag for s in self.table.for_call(rec.call_id)):
+                self._adopt(rec)
 
     def _adopt(self, rec: AcctRecord) -> None:
         """A session RTPProxy had and the agent never saw: the SIP server

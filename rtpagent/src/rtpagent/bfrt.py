@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
@@ -39,6 +40,7 @@ from .switchport import OffloadRefused, SwitchEvent, SwitchUp
 log = structlog.get_logger("rtpagent.bfrt")
 
 T = TypeVar("T")
+LOST_POLL_S = 0.05  # how often the connection is looked at (when it was lost)
 
 
 def _refused(exc: SwitchError) -> OffloadRefused:
@@ -88,13 +90,27 @@ class BfrtSwitch:
         self._events: asyncio.Queue[SwitchEvent] = asyncio.Queue(65536)
         self._task: asyncio.Task[None] | None = None
         self._connect_task: asyncio.Task[None] | None = None
+        self.lost_at: float | None = None
+        self._watch_task: asyncio.Task[None] | None = None
 
     @property
     def connected(self) -> bool:
         return self.client.connected
 
+    async def _watch(self) -> None:
+        """When the connection is lost (a restart's counters are carried on to
+        then, installed.py): the client notices a broken stream at once."""
+        was = self.client.connected
+        while True:
+            await asyncio.sleep(LOST_POLL_S)
+            now = self.client.connected
+            if was and not now:
+                self.lost_at = time.time()
+            was = now
+
     async def start(self) -> None:
         """Connect now if the switch answers; otherwise keep trying in the background."""
+        self._watch_task = asyncio.create_task(self._watch())
         try:
             await self._connect()
         except SwitchError as exc:
@@ -127,7 +143,7 @@ class BfrtSwitch:
         log.info("port_binding_set", bound=self.port_bound, ports=len(ports))
 
     async def close(self) -> None:
-        for t in (self._task, self._connect_task):
+        for t in (self._task, self._connect_task, self._watch_task):
             if t is not None:
                 t.cancel()
         await self.client.close()

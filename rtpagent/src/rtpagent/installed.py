@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -26,6 +27,35 @@ from .state import Session, SessionTable
 from .switchport import OffloadRefused, Switch
 
 log = structlog.get_logger("rtpagent.installed")
+
+
+@dataclass(frozen=True, slots=True)
+class LegRead:
+    """A leg's counters as last read, when, and the rate they grew at since
+    the read before."""
+
+    counters: Counters
+    at: float
+    pps: float = 0.0
+    bps: float = 0.0
+
+    def then(self, now: float, c: Counters) -> LegRead:
+        dt = now - self.at
+        if dt <= 0 or c.packets < self.counters.packets:
+            return LegRead(c, now)
+        return LegRead(
+            c, now, (c.packets - self.counters.packets) / dt, (c.bytes - self.counters.bytes) / dt
+        )
+
+    def until(self, t: float | None) -> Counters:
+        """The counters at `t` (when the switch was lost) at the leg's rate: it
+        forwarded until then, and nobody could read it after this read."""
+        if t is None or t <= self.at:
+            return self.counters
+        dt = t - self.at
+        return Counters(
+            self.counters.packets + round(self.pps * dt), self.counters.bytes + round(self.bps * dt)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +84,9 @@ class Installed:
         self._drops_seen: dict[int, int] = {}
         # leg -> its counters as last read. A switch that restarted lost them:
         # they go into the session's totals when its entries are written again
-        # or it leaves the switch, so the record loses at most what came after
-        # the last read (the sampler reads every second).
-        self.seen: dict[int, Counters] = {}
+        # or it leaves the switch, carried on at the leg's rate to when the
+        # switch was lost (the sampler reads every --sample-interval).
+        self.seen: dict[int, LegRead] = {}
         self.write_lock = asyncio.Lock()
         # Called when a guard was taken over: its delete waits for a write.
         self.on_guard_taken: Callable[[], None] = lambda: None
@@ -212,7 +242,7 @@ class Installed:
         for leg in legs:
             last = self.seen.pop(leg, None)
             if leg not in counts and last is not None:
-                counts[leg] = last
+                counts[leg] = last.until(self.switch.lost_at)
         for s, p in plans:
             add_counts(s, p, counts)
         if self.switch.connected:
@@ -226,9 +256,10 @@ class Installed:
         folded = 0
         for uid, p in self.plans.items():
             for i, lg in enumerate(p.legs):
-                last = self.seen.pop(lg.leg, None) if lg.leg in legs else None
+                read = self.seen.pop(lg.leg, None) if lg.leg in legs else None
                 s = sessions.get(uid)
-                if last is not None and s is not None:
+                if read is not None and s is not None:
+                    last = read.until(self.switch.lost_at)
                     s.switch_totals.packets[i] += last.packets
                     s.switch_totals.bytes[i] += last.bytes
                     folded += last.packets
@@ -268,7 +299,10 @@ class Installed:
             return None
         legs = [lg.leg for _, p in live for lg in p.legs]
         counts = await self.switch.read_leg_counters(legs)
-        self.seen.update(counts)
+        now = time.time()
+        for leg, c in counts.items():
+            prev = self.seen.get(leg)
+            self.seen[leg] = prev.then(now, c) if prev is not None else LegRead(c, now)
         quality = await self.switch.read_quality(legs)
         await self.read_foreign_drops(live)
         return LiveReading(live, counts, quality)
