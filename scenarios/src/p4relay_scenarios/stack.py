@@ -336,7 +336,9 @@ class Stack:
             "control socket",
         )
 
-    def rtpagent(self) -> None:
+    def rtpagent(self, *, loaded: bool = True) -> None:
+        """Start rtpagent; return when its control socket answers and, with
+        `loaded`, when the agent is loaded (`agent_loaded`)."""
         lo, hi = RELAY_PORTS
         cmd = [
             str(VENV_BIN / "rtpagent"),
@@ -370,6 +372,19 @@ class Stack:
             30,
             "control socket",
         )
+        if loaded:
+            self.sup.wait_ready("rtpagent", self.agent_loaded, 90, "loaded (/metrics)")
+
+    def agent_loaded(self) -> bool:
+        """The control socket answers from the agent process's first moment
+        (commands are relayed to RTPProxy while it loads); loaded: its /metrics
+        answers and, offloading, it is connected to the switch."""
+        try:
+            text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=1.0).text
+        except httpx.HTTPError:
+            return False
+        offload = self.cfg.offload and self.cfg.switch
+        return not offload or "rtpagent_switch_connected 1.0" in text
 
     def _rtpproxy_sock(self) -> str:
         return AGENT_CONTROL if self.cfg.agent else RTPPROXY_CONTROL
