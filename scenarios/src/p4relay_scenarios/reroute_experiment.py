@@ -147,7 +147,7 @@ def run_one(
             stack.reroute(t_q_us=t_q_us, m=m, hold_ms=600_000)
             stack.sup.wait_ready(
                 "reroute",
-                lambda: "reroute installed" in stack.sup.procs["reroute"].log_tail(50),
+                lambda: '"config_applied"' in stack.sup.procs["reroute"].log_tail(50),
                 30,
                 "flow classes and watch installed",
             )
