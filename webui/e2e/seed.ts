@@ -188,7 +188,7 @@ export async function seed(baseUrl: string, token: string): Promise<void> {
   await ingest(baseUrl, token, {
     events: [
       event('offload_installed', now - 95_000, { entries: 2 }, { session_key: rk }),
-      // As `p4relay-reroute` sends it: the watched destination, not a call (the server links the calls).
+      // As `p4relay-controlplane` sends it: the watched destination, not a call (the server links the calls).
       event('reroute', now - REROUTE_AGO_MS, {
         flow: REROUTE_FLOW, from_path: PRIMARY_PATH, to_path: BACKUP_PATH, trigger: 'queue delay 4.2 ms > t_q 2 ms for 5 packets',
         direction: 'to_backup', slot: 0, run: 5,
