@@ -225,7 +225,11 @@ class Reconciler:
                 report.refuse(SHAPING, key, f"port {port} is not a port of this switch")
                 continue
             try:
-                got = await self.client.read(SHAPING, [{"dev_port": port}], from_hw=False)
+                # Tofino: the traffic manager's tables are per pipe (dev_port >> 7).
+                tofino = "tf1.tm.port.cfg" in self.client.schema.tables
+                got = await self.client.read(
+                    SHAPING, [{"dev_port": port}], from_hw=False, pipe=port >> 7 if tofino else None
+                )
                 data = got[0].data if got else {}
                 # A target that does not keep the burst (the softswitch) reads it as 0.
                 held = data.get("max_burst_size") or burst
