@@ -9,7 +9,7 @@ mkdir -p "$STAMPS"
 APT_PACKAGES=(
   postgresql          # the server's database (tests start a throwaway cluster)
   sip-tester          # SIPp: SIP/RTP load generator for scenarios and e2e tests
-  baresip-core        # baresip: a real SIP user agent (hold, re-INVITE, audio to a wav) in the e2e suite
+  baresip-core        # baresip: real SIP phones for the e2e suite (holds, re-INVITEs, one tone each way)
   kamailio            # SIP server of the local testbed and CI (rtpproxy module)
   kamailio-extra-modules
   iperf3              # background/cross traffic in experiments

@@ -250,9 +250,7 @@ def test_one_way_media_when_a_phone_dies(stack: Stack, phones: tuple[Phone, Phon
         events = wait_for(
             "one_way_media at the server",
             lambda: [
-                e
-                for e in api.events("one_way_media")
-                if e["session_id"] == sessions[0]["id"]
+                e for e in api.events("one_way_media") if e["session_id"] == sessions[0]["id"]
             ],
             within=ONE_WAY_AFTER_S + 10,
         )

@@ -39,7 +39,7 @@ export type EventQuery = NonNullable<operations['list_events_api_v1_events_get']
 export type LiveSessionItem = Pick<
   SessionSummary,
   'id' | 'session_key' | 'call_id' | 'state' | 'offloaded' | 'offload_reason' | 'switch' | 'started_at' | 'answered_at' | 'ended_at'
-> & Partial<Pick<SessionSummary, 'caller' | 'callee'>>;
+> & Partial<Pick<SessionSummary, 'caller' | 'callee' | 'one_way'>>;
 export type LiveSampleItem = Pick<QualityPoint, 'ts' | 'packets' | 'lost' | 'loss_pct' | 'jitter_ms' | 'delay_ms' | 'mos'> & {
   session_id: number | null;
   session_key: string;

@@ -354,6 +354,14 @@ export function eventSummary(e: EventItem): string {
     case 'offload_failed':
     case 'fallback':
       return str('reason') ?? e.message ?? '';
+    case 'one_way_media':
+    case 'one_way_media_cleared': {
+      const dir = str('direction');
+      const what = dir === 'caller_to_callee' ? 'caller → callee' : dir === 'callee_to_caller' ? 'callee → caller' : (dir ?? '?');
+      return e.type === 'one_way_media'
+        ? `no media ${what} for ${str('silent_s') ?? '?'} s while the other direction flows`
+        : `media ${what} again after ${str('silent_s') ?? '?'} s`;
+    }
     default: {
       if (e.message) return e.message;
       const keys = Object.keys(p).slice(0, 3);

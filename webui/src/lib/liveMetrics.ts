@@ -2,8 +2,10 @@
 // when the stream delivered some, else the stored aggregates.
 import type { LiveSession } from '../api/types';
 
-/** The worse direction's latest MOS (a call is as good as its worse half). */
+/** The worse direction's latest MOS (a call is as good as its worse half);
+ * null when one direction carries no media (one-way: no quality to rate). */
 export function currentMos(s: LiveSession): number | null {
+  if (s.one_way) return null;
   const dirs = Object.values(s.live?.dirs ?? {});
   const vals = dirs.map((d) => d.mos).filter((m): m is number => m != null);
   if (vals.length) return Math.min(...vals);

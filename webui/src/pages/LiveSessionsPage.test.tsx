@@ -57,6 +57,26 @@ describe('LiveSessionsPage', () => {
     expect(await screen.findByTestId('live-count')).toHaveTextContent('1 of 2');
   });
 
+  it('rates a one-way call as no media, and clears it when the stream says it flows again', () => {
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    const quiet = makeSession(1, { call_id: 'quiet@x', mos_avg: 4.41 });
+    act(() => {
+      store.replaceAll([quiet]);
+      store.upsert({ ...quiet, one_way: 'callee_to_caller' });
+      store.flush();
+    });
+    const row = screen.getAllByTestId('row')[0];
+    expect(row).toBeDefined();
+    if (!row) return;
+    expect(within(row).getByText('no media')).toHaveAttribute('title', 'no media callee → caller');
+    expect(within(row).queryByText('4.41')).toBeNull();
+    act(() => {
+      store.upsert({ ...quiet, one_way: null });
+      store.flush();
+    });
+    expect(screen.queryByText('no media')).toBeNull();
+  });
+
   it('filters by text, relay and degraded MOS', async () => {
     const user = userEvent.setup();
     const { store } = renderWithLive(<LiveSessionsPage />);

@@ -18,6 +18,7 @@ import {
   type ActivityPoint,
 } from '../lib/overview';
 import { summarise } from '../lib/summary';
+import { ONE_WAY } from './sessionColumns';
 
 const HOUR = 3_600_000;
 const TICK_MS = 10_000;
@@ -171,6 +172,7 @@ export default function OverviewPage() {
   }, [history.data, live, now]);
 
   const open = Array.from(congestion.values()).sort((a, b) => a.started_at.localeCompare(b.started_at));
+  const oneWay = rows.filter((r) => r.one_way).sort((a, b) => a.started_at.localeCompare(b.started_at));
   const underShare = hist.withMos ? hist.under / hist.withMos : null;
 
   return (
@@ -185,6 +187,10 @@ export default function OverviewPage() {
         <li className={hist.under > 0 ? 'alert' : undefined}>
           <span className="k">Calls under MOS 3.6</span>
           <span className="v" data-testid="kpi-under">{formatPercent(underShare, 1)} <small>({formatCount(hist.under)} of {formatCount(hist.withMos)})</small></span>
+        </li>
+        <li className={oneWay.length > 0 ? 'alert' : undefined}>
+          <span className="k">One-way media</span>
+          <span className="v" data-testid="kpi-one-way">{oneWay.length === 0 ? 'none' : `${String(oneWay.length)} call${oneWay.length > 1 ? 's' : ''}`}</span>
         </li>
         <li className={open.length > 0 ? 'alert' : undefined}>
           <span className="k">Open congestion</span>
@@ -242,6 +248,25 @@ export default function OverviewPage() {
           </table>
         </section>
         <CongestionControl />
+        <section className="card" aria-label="Calls with one-way media">
+          <h2>Calls with one-way media</h2>
+          <table className="data" aria-label="Calls with one-way media">
+            <thead>
+              <tr><th scope="col">Call-ID</th><th scope="col">No media</th><th scope="col">Caller</th><th scope="col">Callee</th></tr>
+            </thead>
+            <tbody>
+              {oneWay.map((r) => (
+                <tr key={r.id}>
+                  <td><Link to={`/sessions/${String(r.id)}`}>{r.call_id}</Link></td>
+                  <td>{r.one_way ? ONE_WAY[r.one_way] : '–'}</td>
+                  <td className="mono">{r.caller ?? '–'}</td>
+                  <td className="mono">{r.callee ?? '–'}</td>
+                </tr>
+              ))}
+              {oneWay.length === 0 && <tr><td colSpan={4} className="muted">Every active call carries media both ways.</td></tr>}
+            </tbody>
+          </table>
+        </section>
         <section className="card" aria-label="Switches">
           <h2>Switches</h2>
           {switches.isError ? <p className="error" role="alert">{switches.error.message}</p> : <SwitchHealth switches={switches.data ?? []} now={now} />}

@@ -1,4 +1,4 @@
-import { useEffect, useMemo } from 'react';
+import { Fragment, useEffect, useMemo } from 'react';
 import { Link, useParams } from 'react-router';
 import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
@@ -10,10 +10,33 @@ import { MosBadge } from '../components/MosBadge';
 import { ScrollRegion } from '../components/ScrollRegion';
 import { eventSummary, pathLabel, pathOption, pathWhy, qualityCharts, qualityWindow } from '../lib/chartOptions';
 import Chart from '../components/Chart';
-import type { Leg } from '../api/types';
+import type { Direction, Leg, QualitySeries } from '../api/types';
 import { elapsedSeconds, formatClock, formatCount, formatDuration, formatEndpoint, formatMs, formatTime } from '../lib/format';
 
 const DIRECTION = { caller_to_callee: 'caller → callee', callee_to_caller: 'callee → caller' } as const;
+const DIRECTIONS: readonly Direction[] = ['caller_to_callee', 'callee_to_caller'];
+
+interface DirectionQuality { packets: number; lost: number; mos: number | null }
+
+/** Per direction: packets and lost over the samples, MOS weighted by packets. */
+function directionQuality(series: readonly QualitySeries[]): Record<Direction, DirectionQuality> {
+  const out: Record<Direction, DirectionQuality> = {
+    caller_to_callee: { packets: 0, lost: 0, mos: null },
+    callee_to_caller: { packets: 0, lost: 0, mos: null },
+  };
+  const sums = { caller_to_callee: { mos: 0, packets: 0 }, callee_to_caller: { mos: 0, packets: 0 } };
+  for (const d of series) {
+    const o = out[d.direction];
+    const w = sums[d.direction];
+    for (const p of d.points) {
+      o.packets += p.packets;
+      o.lost += p.lost;
+      if (p.mos != null && p.packets > 0) { w.mos += p.mos * p.packets; w.packets += p.packets; }
+    }
+  }
+  for (const d of DIRECTIONS) if (sums[d].packets > 0) out[d].mos = sums[d].mos / sums[d].packets;
+  return out;
+}
 
 /** The call's parties as media endpoints: the caller→callee leg's source and destination. */
 function parties(legs: readonly Leg[]): string {
@@ -71,12 +94,12 @@ export default function SessionDetailPage() {
       path: d.path.length ? pathOption(d.path, window, fetchedAt) : null,
     };
   }, [q.data, fetchedAt]);
-  // Active calls have no final counters yet: sum what the samples say.
+  // Active calls have no final counters yet: sum what the samples say (per direction too).
   const sampled = useMemo(() => {
     let packets = 0;
     let lost = 0;
     for (const d of q.data?.quality ?? []) for (const p of d.points) { packets += p.packets; lost += p.lost; }
-    return { packets, lost };
+    return { packets, lost, dirs: directionQuality(q.data?.quality ?? []) };
   }, [q.data?.quality]);
 
   if (!Number.isInteger(sessionId) || sessionId <= 0) return <p className="error" role="alert">No such session: {id}</p>;
@@ -93,7 +116,13 @@ export default function SessionDetailPage() {
       <div className="grid-detail">
         <section className="card" aria-label="Summary">
           <dl className="facts">
-            <dt>State</dt><dd>{s.state}</dd>
+            <dt>State</dt>
+            <dd>
+              {s.state}
+              {s.one_way && (
+                <> <span className="badge bad" data-testid="session-one-way">one-way media: no media {DIRECTION[s.one_way]}</span></>
+              )}
+            </dd>
             <dt>Relayed by</dt><dd>{offloadLabel(s)}</dd>
             <dt>Switch / agent</dt><dd>{s.switch ?? '–'} / {s.agent ?? '–'}</dd>
             <dt>Caller → callee</dt><dd className="mono">{parties(s.legs)}</dd>
@@ -110,6 +139,22 @@ export default function SessionDetailPage() {
             </dd>
             <dt>Max jitter</dt><dd>{formatMs(s.jitter_ms_max)}</dd>
             <dt>MOS mean / min</dt><dd><MosBadge mos={s.mos_avg} /> / <MosBadge mos={s.mos_min} /></dd>
+            {DIRECTIONS.map((d) => {
+              const q = sampled.dirs[d];
+              const other = sampled.dirs[d === 'caller_to_callee' ? 'callee_to_caller' : 'caller_to_callee'];
+              // No media: silent now (one_way), or never a packet while the other side sent.
+              const none = s.one_way === d || (q.packets === 0 && other.packets > 0);
+              return (
+                <Fragment key={d}>
+                  <dt>Quality {DIRECTION[d]}</dt>
+                  <dd data-testid={`quality-${d}`}>
+                    {none
+                      ? <span className="badge bad">no media</span>
+                      : <><MosBadge mos={q.mos} /> <span className="muted">({formatCount(q.packets)} packets, {formatCount(q.lost)} lost)</span></>}
+                  </dd>
+                </Fragment>
+              );
+            })}
           </dl>
         </section>
         <section className="card" aria-label="Legs and rewrite entries">
@@ -137,7 +182,8 @@ export default function SessionDetailPage() {
                     <td>{l.installed ? `leg ${l.switch_leg == null ? '?' : String(l.switch_leg)}` : 'not installed'}</td>
                     <td className="nowrap" title={l.installed_at ?? undefined}>{formatClock(l.installed_at)}</td>
                     <td className="nowrap" title={l.removed_at ?? undefined}>{formatClock(l.removed_at)}</td>
-                    <td className="num">{formatCount(l.packets)}</td>
+                    {/* Active: the samples' running sum of the direction, as the summary's total above. */}
+                    <td className="num">{formatCount(s.packets == null ? sampled.dirs[l.direction].packets : l.packets)}</td>
                   </tr>
                 ))}
                 {s.legs.length === 0 && <tr><td colSpan={9} className="muted">No legs recorded.</td></tr>}

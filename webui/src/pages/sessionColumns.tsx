@@ -8,6 +8,9 @@ import { currentJitterMs, currentMos, lossFraction, packetCount } from '../lib/l
 
 const col = createColumnHelper<LiveSession>();
 
+/** A silent direction, as the console names it. */
+export const ONE_WAY = { caller_to_callee: 'caller → callee', callee_to_caller: 'callee → caller' } as const;
+
 export function offloadLabel(s: Pick<SessionSummary, 'offloaded' | 'offload_reason'>): string {
   return s.offloaded ? 'switch' : `RTPProxy${s.offload_reason ? ` (${s.offload_reason})` : ''}`;
 }
@@ -45,7 +48,12 @@ const duration = col.accessor((s) => elapsedSeconds(s.answered_at ?? s.started_a
   id: 'duration', header: 'Duration', size: 90, meta: { numeric: true },
   cell: (c) => formatDuration(c.getValue()),
 });
-const state = col.accessor('state', { header: 'State', size: 80 });
+const state = col.accessor((s) => (s.one_way ? `${s.state}, one-way` : s.state), {
+  id: 'state', header: 'State', size: 110,
+  cell: (c) => (c.row.original.one_way
+    ? <span title={`no media ${ONE_WAY[c.row.original.one_way]}`}>{c.row.original.state} <span className="badge bad">one-way</span></span>
+    : c.row.original.state),
+});
 const packets = col.accessor((s) => packetCount(s), {
   id: 'packets', header: 'Packets', size: 90, meta: { numeric: true }, sortUndefined: 'last',
   cell: (c) => formatCount(c.getValue()),
@@ -60,7 +68,9 @@ const jitter = col.accessor((s) => currentJitterMs(s), {
 });
 const mos = col.accessor((s) => currentMos(s) ?? undefined, {
   id: 'mos', header: 'MOS', size: 80, meta: { numeric: true }, sortUndefined: 'last',
-  cell: (c) => <MosBadge mos={c.getValue()} />,
+  cell: (c) => (c.row.original.one_way
+    ? <span className="badge bad" title={`no media ${ONE_WAY[c.row.original.one_way]}`}>no media</span>
+    : <MosBadge mos={c.getValue()} />),
 });
 
 // Audit: the call's stored aggregates (mean and worst MOS, loss over the call, worst jitter).
