@@ -60,7 +60,9 @@ def test_set_and_cleared_in_one_batch_apply_in_time_order(client: TestClient, au
         one_way(11, "ow2;a", "one_way_media_cleared", "caller_to_callee", 20),
         one_way(10, "ow2;a", "one_way_media", "caller_to_callee", 10),
     ]
-    assert post(client, auth, batch(sessions=[session_item("ow2;a")], events=evs)).status_code == 200
+    assert (
+        post(client, auth, batch(sessions=[session_item("ow2;a")], events=evs)).status_code == 200
+    )
     assert summary(client, auth, "ow2")["one_way"] == "caller_to_callee"
 
 
@@ -87,5 +89,7 @@ def test_bad_one_way_events_refused(client: TestClient, auth: Auth) -> None:
     assert r.status_code == 422 and "direction" in r.text
     # An unknown direction is stored as an event but names no direction of the session.
     odd = {**ev, "event_id": "ev-oneway-odd1", "payload": {"direction": "sideways"}}
-    assert post(client, auth, batch(sessions=[session_item("ow4;a")], events=[odd])).status_code == 200
+    assert (
+        post(client, auth, batch(sessions=[session_item("ow4;a")], events=[odd])).status_code == 200
+    )
     assert summary(client, auth, "ow4")["one_way"] is None
