@@ -2,11 +2,10 @@
 quality registers) for `Pipeline`: its writes and reads of calls.
 
 The generic client encodes by name for every update (schema lookups, range
-checks, address parsing); at a thousand calls per second that was most of the
-agent's CPU. Ids and widths are resolved once per schema here. Writes are
-encoded straight to protobuf wire bytes (`wire.py`): an `Update` is a few
-joined byte strings, no message objects, so an install's encoding no longer
-holds the event loop for a third of a millisecond. Each kind of update is a
+checks, address parsing), too slow for a thousand calls per second on the
+agent's event loop. Here ids and widths are resolved once per schema, and
+writes are encoded straight to protobuf wire bytes (`wire.py`): an `Update` is
+a few joined byte strings, no message objects. Each kind of update is a
 `Template` built at start-up, framed as a `WriteRequest.updates` element:
 a batch is one list of constant pieces and values, joined once into the
 request's updates (no bytes object per update, no second copy to frame it).
