@@ -4,8 +4,8 @@
 // PostgreSQL and server serving this console (root, namespaces p4r-*). While
 // its congestion episode runs, the console must show, from the demo's live
 // data: iRED dropping on the bottleneck, every hop INT reported, the reroute
-// and a moved call's INT path by s3 with its MOS; and the demo's summary line
-// must say what happened.
+// (on the Overview and the Events page) and a moved call's INT path by s3 with
+// its MOS; and the demo's summary line must say what happened.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -150,6 +150,17 @@ async function chartsTrue(want: ChartExpect[]): Promise<ChartDrawn[]> {
 }
 
 describe("the demo's congestion episode in the console", () => {
+  it("Overview: the reroute and iRED's drops on the bottleneck at a glance", async () => {
+    const card = page.getByRole('region', { name: 'Congestion control' });
+    await card.getByRole('table', { name: 'Recent reroutes' }).locator('tbody tr[data-direction="to_backup"]').first()
+      .waitFor({ timeout: 20_000 });
+    const ired = card.getByRole('table', { name: 'iRED per port' }).getByRole('row', { name: new RegExp(`^s1 port ${String(BOTTLENECK)} `) });
+    await ired.waitFor({ timeout: 20_000 });
+    const dropped = Number(((await ired.locator('td').nth(1).textContent()) ?? '').replace(/\D/g, ''));
+    expect(dropped).toBeGreaterThan(0);
+    await screenshot(page, 'demo-overview');
+  });
+
   it('Switches: iRED drops on the bottleneck and the queue of every hop INT reported', async () => {
     await page.getByRole('link', { name: 'Switches' }).click();
     await page.getByRole('heading', { name: 'Switches' }).waitFor();

@@ -342,6 +342,7 @@ def main(argv: list[str]) -> int:
         "--sip", choices=SIP_SERVERS, default="opensips", help="the SIP server (default opensips)"
     )
     args = p.parse_args(argv)
+    launched = time.monotonic()
     global console
     if args.json:
         console = Console(stderr=True)
@@ -393,8 +394,9 @@ def main(argv: list[str]) -> int:
                 demo_fabric.up(stack)
             else:
                 stack.up()
+        up_s = time.monotonic() - launched
         console.print(
-            f"[green]up[/green]: console at [bold]{SERVER_URL}/[/bold], "
+            f"[green]up[/green] in {up_s:.0f} s: console at [bold]{SERVER_URL}/[/bold], "
             f"SIP server {live.sip_server}"
             + (", switches s1, s2, s3 (iRED, INT, reroute on)" if fabric else "")
         )
@@ -414,6 +416,7 @@ def main(argv: list[str]) -> int:
                 user=stack.creds.admin_user if stack.creds else None,
                 password=stack.creds.admin_password if stack.creds else None,
                 fabric=fabric,
+                up_s=round(up_s, 1),
                 started_at=run_start,
             )
             threading.Thread(target=stdin_closed, args=(stopping,), daemon=True).start()

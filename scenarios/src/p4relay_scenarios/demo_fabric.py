@@ -19,8 +19,8 @@ from the server's data.
   and the control plane moves it back once the primary stayed clear.
 
 The episode is UDP cross traffic (iperf3, xsrc -> xdst) at CROSS times the
-bottleneck's rate. `summary` reads the server afterwards (every session,
-every page) and says in one line what the switches did.
+bottleneck's rate. `summarise` reads the server afterwards (every session,
+every page) and `Summary.line` says in one line what the switches did.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ CONTROLPLANE_METRICS = {"s1": "127.0.0.1:9104", "s2": "127.0.0.1:9105", "s3": "1
 RATE_BPS = 8_000_000
 QUEUE_PKTS = 256
 CROSS = 2.0
-# iRED on the bottleneck, depths in 1514-byte packets: minThsld 16 (24 ms at
-# RATE_BPS), maxThsld 48 (73 ms).
+# iRED on the bottleneck, depths in 1514-byte packets: minThsld 64/2 - 16 = 16
+# (24 ms at RATE_BPS), maxThsld 2 x 16 = 32 (48 ms).
 IRED = {"max_len_queue": 64, "n_drop": 16}
 # Reroute: the calls' packets over t_q for m packets in a row move them by s3
 # (t_q well above what the calls' own bursts queue on a busy host); back after

@@ -7,7 +7,7 @@ import { useQuery, useQueryClient } from '@tanstack/react-query';
 import { api } from '../api/endpoints';
 import { useLive } from '../api/live';
 import { iredByPort, latestReroutes } from '../lib/congestionControl';
-import { formatCount, formatTime } from '../lib/format';
+import { formatClock, formatCount, formatTime } from '../lib/format';
 
 const WINDOW_MIN = 15;
 const MOVE: Record<string, string> = { to_backup: 'to backup', to_primary: 'back to primary', notify_upstream: 'upstream notified' };
@@ -37,19 +37,18 @@ export function CongestionControl() {
       {q.isError && <p className="error" role="alert">Could not load the switches&apos; events: {q.error.message}</p>}
       <table className="data" aria-label="Recent reroutes">
         <thead>
-          <tr><th scope="col">Reroute</th><th scope="col">Switch</th><th scope="col">Destination</th><th scope="col">Move</th><th scope="col">Path</th></tr>
+          <tr><th scope="col">Reroute</th><th scope="col">Move</th><th scope="col">Destination</th><th scope="col">Path</th></tr>
         </thead>
         <tbody>
           {reroutes.map((r) => (
             <tr key={r.id} data-direction={r.direction}>
-              <td className="nowrap">{formatTime(r.ts)}</td>
-              <td>{r.switch}</td>
+              <td className="nowrap" title={formatTime(r.ts)}>{formatClock(r.ts)}</td>
+              <td>{r.switch} {MOVE[r.direction] ?? r.direction}</td>
               <td className="mono">{r.flow}</td>
-              <td>{MOVE[r.direction] ?? r.direction}</td>
-              <td className="mono">{r.from} → {r.to}</td>
+              <td className="mono" style={{ whiteSpace: 'normal' }}>{r.from} → {r.to}</td>
             </tr>
           ))}
-          {reroutes.length === 0 && <tr><td colSpan={5} className="muted">No reroutes.</td></tr>}
+          {reroutes.length === 0 && <tr><td colSpan={4} className="muted">No reroutes.</td></tr>}
         </tbody>
       </table>
       <table className="data" aria-label="iRED per port">
@@ -62,7 +61,7 @@ export function CongestionControl() {
               <td><Link to="/switches">{p.key}</Link></td>
               <td className="num">{formatCount(p.drops)}</td>
               <td className="num">{formatCount(p.spared)}</td>
-              <td className="nowrap">{formatTime(p.last)}</td>
+              <td className="nowrap" title={formatTime(p.last)}>{formatClock(p.last)}</td>
             </tr>
           ))}
           {ired.length === 0 && <tr><td colSpan={4} className="muted">iRED dropped nothing.</td></tr>}
