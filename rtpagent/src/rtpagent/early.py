@@ -23,6 +23,7 @@ import os
 import secrets
 import selectors
 import socket
+import sys
 import threading
 import time
 import tomllib
@@ -185,9 +186,14 @@ class EarlyRelay:
             sock.sendto(data, addr)
 
 
+def _env(setting: str) -> str | None:
+    # The current name, else the former one (the settings warn about it when loaded).
+    return os.environ.get(f"P4RELAY_RTPAGENT_{setting}", os.environ.get(f"RTPAGENT_{setting}"))
+
+
 def settings_for(argv: Sequence[str]) -> tuple[list[str], str] | None:
     """`--listen` and `--rtpproxy` as the agent will read them (flags over
-    RTPAGENT_* over the TOML file over the defaults), without loading the
+    P4RELAY_RTPAGENT_* over the TOML file over the defaults), without loading the
     settings library; None when the process will not relay (a one-shot
     command) or cannot tell."""
     if any(a in ("-h", "--help", "--check-config", "--show-ired") for a in argv):
@@ -208,17 +214,13 @@ def settings_for(argv: Sequence[str]) -> tuple[list[str], str] | None:
             file = doc.get("rtpagent", doc) if isinstance(doc.get("rtpagent", doc), dict) else {}
         listen: list[str] = (
             flags.get("listen")
-            or (
-                json.loads(os.environ["RTPAGENT_LISTEN"])
-                if "RTPAGENT_LISTEN" in os.environ
-                else None
-            )
+            or (json.loads(env_listen) if (env_listen := _env("LISTEN")) is not None else None)
             or file.get("listen")
             or DEFAULT_LISTEN
         )
         rtpproxy = (
             (flags.get("rtpproxy") or [""])[-1]
-            or os.environ.get("RTPAGENT_RTPPROXY")
+            or _env("RTPPROXY")
             or file.get("rtpproxy")
             or DEFAULT_RTPPROXY
         )
@@ -251,4 +253,29 @@ def start_from_argv(argv: Sequence[str]) -> EarlyRelay | None:
     except OSError:
         relay.close()
         return None
+    # The logging library is not loaded yet: one JSON line, as the agent's own.
+    print(
+        json.dumps(
+            {
+                "event": "control_socket_open",
+                "listen": got[0],
+                "after_s": _since_process_start(),
+                "level": "info",
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
     return relay
+
+
+def _since_process_start() -> float | None:
+    """Seconds since this process started (Linux /proc), None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
