@@ -11,7 +11,7 @@ setup:  ## install Debian packages, Python (uv), web (npm) and Rust deps; idempo
 test: setup  ## lint, then every suite (Rust, Python, PTF, server, e2e, web); one summary line
 	@scripts/run-stages.sh test $(STAGE)
 
-lint:  ## ruff, mypy, rustfmt, clippy, eslint, tsc
+lint:  ## ruff, mypy, rustfmt, clippy, eslint, tsc, offline dependency audit
 	@scripts/lint.sh
 
 demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + server + console, live SIPp calls

@@ -2,7 +2,7 @@
 # make lint: every static check, grouped. Runs all groups, reports each failure,
 # exits non-zero if any failed.
 #
-#   scripts/lint.sh [GROUP ...]   groups: python mypy mypy-tests imports shell rust web rules
+#   scripts/lint.sh [GROUP ...]   groups: python mypy mypy-tests imports shell rust web rules audit
 #                                 (default: all; pre-commit runs single groups)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,13 +81,17 @@ group() {
       step promtool check config --syntax-only deploy/prometheus/prometheus.yml
       step uvr python deploy/grafana/check_metrics.py deploy/grafana/*.json "${rules[@]}"
       return 0 ;;
+    audit)
+      # Locked Rust crates and Python packages against the offline advisory databases
+      # (../shared/vendor); an advisory fails unless scripts/audit-exceptions.toml excepts it.
+      step uvr python scripts/audit.py ;;
     *)
-      echo "lint: unknown group '$1' (python mypy mypy-tests imports shell rust web rules)" >&2
+      echo "lint: unknown group '$1' (python mypy mypy-tests imports shell rust web rules audit)" >&2
       return 2 ;;
   esac
 }
 
 groups=("$@")
-((${#groups[@]})) || groups=(python mypy mypy-tests imports shell rust web rules)
+((${#groups[@]})) || groups=(python mypy mypy-tests imports shell rust web rules audit)
 for g in "${groups[@]}"; do group "$g" || rc=1; done
 exit $rc

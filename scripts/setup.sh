@@ -81,6 +81,12 @@ if [ -f switch/Cargo.toml ]; then
   (cd switch && cargo build --release --quiet --all-targets)
 fi
 
+# cargo-audit for the offline dependency audit in make lint (scripts/audit.py).
+if ! command -v cargo-audit >/dev/null 2>&1; then
+  echo "setup: installing cargo-audit from crates.io (a few minutes, once)"
+  cargo install --locked --quiet cargo-audit --version 0.22.2
+fi
+
 # Tofino compiler (p4lang/p4c with its Tofino back end, the open-source bf-p4c) for
 # the p4 stage: installed under /opt/p4c-tofino when ../shared provides the prebuilt
 # tree (switch/p4/README.md "Build"). P4 Studio users keep their bf-p4c.
