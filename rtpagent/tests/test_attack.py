@@ -5,8 +5,8 @@ namespace, RTPProxy (rtp.io, its own process) in another; the real softswitch si
 between them on two veth pairs and routes like the production switch (relay
 address on one port, parties on the other). The agent runs in the test.
 
-Why a guard is needed (measured against this RTPProxy, see rtpagent/README.md,
-"Stray media"): once the switch carries a call, RTPProxy never sees its media
+Why a guard is needed (measured against this RTPProxy, see
+docs/design/relay-guard.md): once the switch carries a call, RTPProxy never sees its media
 again, so its streams stay (or become again) latchable by anyone:
 * offloaded before the first packet: RTPProxy never latched;
 * offloaded after RTPProxy latched ("latch first", `latch_always`): the agent's
