@@ -14,9 +14,9 @@
 #   5. sends SIPp calls through it from namespace p4rc-uac to p4rc-uas and
 #      checks: calls completed, media relayed by the switch (relay hits and the
 #      UAS port's TX, RTPProxy relaying next to nothing), sessions in the API,
-#      INT on the calls (the control plane's [int]: the switch traces every
-#      offloaded call and reports it to the collector; path records and hop
-#      queue samples in the API);
+#      INT on the calls (the control planes' [int]: sw1 traces every offloaded
+#      call, the UAS's switch s2 is the sink and reports to the collector;
+#      path records and hop queue samples in the API);
 #   6. drills: SIGKILL rtpagent mid-call (restarted by its policy, calls
 #      complete, media keeps flowing), restart PostgreSQL (no session lost);
 #   7. `down -v` and removes the namespaces: nothing left behind.
@@ -34,8 +34,9 @@
 # BENCH_TABLE=FILE writes the figures (images, build times, calls, drills) there
 # as Markdown (`make bench` puts it in docs/benchmarks/).
 # Address plan (README "Deployment"): 198.18.8.0/24 relay, .9 UAC, .10 UAS,
-# .11 management, .12 the collector's INT report link (switch port 4);
-# namespaces and links named p4rc-*.
+# .11 management, .12 the collector's INT report link (s2's port 3); the UAS
+# sits behind a second switch s2 (deploy/compose/testbed.yml adds it and its
+# control plane), reached by sw1's port 3; namespaces and links named p4rc-*.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -288,20 +289,35 @@ testbed_up() {
     done
     link_host "$NS_RELAY" 1 "$RELAY_IP"
     link_host "$NS_UAC" 2 "$UAC_IP"
-    link_host "$NS_UAS" 3 "$UAS_IP"
+    # The UAS behind s2 (both switches in p4rc-sw): sw1 port 3 <-> s2 port 1,
+    # s2 port 2 <-> the UAS (MACs as the control planes' configs have them).
+    ip link add p4rc-sw-s2 address 02:8c:00:00:03:01 netns "$NS_SW" type veth \
+        peer name p4rc-s2-sw address 02:8c:00:00:21:01 netns "$NS_SW"
+    ip link add p4rc-s2-uas address 02:8c:00:00:22:01 netns "$NS_SW" type veth \
+        peer name eth0 address 02:8c:00:00:03:10 netns "$NS_UAS"
+    for i in p4rc-sw-s2 p4rc-s2-sw p4rc-s2-uas; do
+        in_ns "$NS_SW" sysctl -qw "net.ipv6.conf.$i.disable_ipv6=1"
+        in_ns "$NS_SW" ip link set "$i" up
+        in_ns "$NS_SW" ethtool -K "$i" tx off >/dev/null
+    done
+    in_ns "$NS_UAS" ip addr add "$UAS_IP/24" dev eth0
+    in_ns "$NS_UAS" ip link set eth0 up
+    in_ns "$NS_UAS" ip route add default via "${UAS_IP%.*}.1"
+    in_ns "$NS_UAS" ip neigh replace "${UAS_IP%.*}.1" lladdr 02:8c:00:00:22:01 dev eth0 nud permanent
+    in_ns "$NS_UAS" ethtool -K eth0 tx off >/dev/null
     # Management link: rtpagent -> switch gRPC and server, both in p4rc-sw.
     ip link add p4rc-mgmt netns "$NS_SW" type veth peer name mgmt0 netns "$NS_RELAY"
     in_ns "$NS_SW" ip addr add "$MGMT_SW/24" dev p4rc-mgmt
     in_ns "$NS_SW" ip link set p4rc-mgmt up
     in_ns "$NS_RELAY" ip addr add "$MGMT_RELAY/24" dev mgmt0
     in_ns "$NS_RELAY" ip link set mgmt0 up
-    # INT report link: switch port 4 -> the collector's listener where the
-    # collector runs (MACs as deploy/compose/testbed-controlplane.toml has them).
-    ip link add p4rc-sw-col address 02:8c:00:00:04:01 netns "$NS_SW" type veth \
+    # INT report link: s2's port 3 -> the collector's listener where the
+    # collector runs (MACs as deploy/compose/testbed-controlplane-s2.toml has them).
+    ip link add p4rc-s2-col address 02:8c:00:00:23:01 netns "$NS_SW" type veth \
         peer name p4rc-col address 02:8c:00:00:04:10 netns "$NS_CONTROL"
-    in_ns "$NS_SW" sysctl -qw net.ipv6.conf.p4rc-sw-col.disable_ipv6=1
-    in_ns "$NS_SW" ip link set p4rc-sw-col up
-    in_ns "$NS_SW" ethtool -K p4rc-sw-col tx off >/dev/null
+    in_ns "$NS_SW" sysctl -qw net.ipv6.conf.p4rc-s2-col.disable_ipv6=1
+    in_ns "$NS_SW" ip link set p4rc-s2-col up
+    in_ns "$NS_SW" ethtool -K p4rc-s2-col tx off >/dev/null
     in_ns "$NS_CONTROL" sysctl -qw net.ipv6.conf.p4rc-col.disable_ipv6=1
     in_ns "$NS_CONTROL" ip addr add "$INT_COLLECTOR/24" dev p4rc-col
     in_ns "$NS_CONTROL" ip link set p4rc-col up
@@ -332,11 +348,13 @@ RTPPROXY_TTL=60
 SIP_IP=$RELAY_IP
 UAS_URI=sip:$UAS_IP:5060
 RTPAGENT_SWITCH=$MGMT_SW:50052
-SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-uas,4=p4rc-sw-col
+SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-s2
 SWITCH_GRPC_LISTEN=0.0.0.0:50052
 CONTROLPLANE_CONFIG=./deploy/compose/testbed-controlplane.toml
+S2_PORTS=1=p4rc-s2-sw,2=p4rc-s2-uas,3=p4rc-s2-col
+CONTROLPLANE_S2_CONFIG=./deploy/compose/testbed-controlplane-s2.toml
 INT_REPORT_LISTEN=$INT_COLLECTOR:32766
-INT_SWITCH_NAMES=1=sw1
+INT_SWITCH_NAMES=1=sw1,2=s2
 SWITCH_WORKERS=1
 EOF
     umask 022
@@ -525,7 +543,8 @@ if [ "$ENGINE" = docker ] && [ "${ONSWITCH:-0}" != 1 ]; then
     ONE_UP=1
     # As an operator starts it: one `up`, docker compose ordering the start by
     # depends_on (healthy, completed successfully).
-    COMPOSE up -d postgres softswitch controlplane rtpproxy init server rtpagent collector "$SIP" \
+    COMPOSE up -d postgres softswitch softswitch-s2 controlplane controlplane-s2 rtpproxy init \
+        server rtpagent collector "$SIP" \
         >>"$WORK/up.log" 2>&1 || { tail -n 40 "$WORK/up.log"; die "compose up failed"; }
 fi
 # podman 4.3 (Debian 12) cannot start a container whose `--requires` names a
@@ -534,24 +553,28 @@ fi
 # depends_on gives under docker compose. (With docker the stack is up already
 # and this only checks each tier; the on-switch service replaces services the
 # SIP server depends on, so it starts tier by tier.)
-up postgres softswitch rtpproxy
+up postgres softswitch softswitch-s2 rtpproxy
 wait_healthy postgres 90 || die "postgres not healthy"
 wait_healthy softswitch 60 || die "softswitch not healthy"
+wait_healthy softswitch-s2 60 || die "softswitch-s2 not healthy"
 wait_healthy rtpproxy 60 || die "rtpproxy not healthy"
 up init
 wait_exited_ok init 180 && ok "init: migrated, admin, ingest token, switch registered" || die "init failed"
-up server "$CONTROL"
+up server "$CONTROL" controlplane-s2
 wait_healthy server 120 || die "server not healthy"
 wait_healthy "$CONTROL" 120 || die "$CONTROL not healthy"
+wait_healthy controlplane-s2 120 || die "controlplane-s2 not healthy"
+applied() {  # applied NS HOST:PORT: the control plane is connected and has been over its switch
+    [ "$(metric "$1" "$2" p4relay_controlplane_switch_connected)" -eq 1 ] \
+        && [ "$(metric "$1" "$2" 'p4relay_controlplane_reconciles_total\{result="(clean|repaired)"')" -ge 1 ]
+}
 cp_ok=0
 for _ in $(seq 60); do
-    [ "$(metric "$NS_CONTROL" 127.0.0.1:9104 p4relay_controlplane_switch_connected)" -eq 1 ] \
-        && [ "$(metric "$NS_CONTROL" 127.0.0.1:9104 'p4relay_controlplane_reconciles_total\{result="(clean|repaired)"')" -ge 1 ] \
-        && { cp_ok=1; break; }
+    applied "$NS_CONTROL" 127.0.0.1:9104 && applied "$NS_SW" 127.0.0.1:9105 && { cp_ok=1; break; }
     sleep 1
 done
-[ "$cp_ok" = 1 ] && ok "$CONTROL: control plane connected, next hops, routes and INT applied over BfRt gRPC" \
-    || die "$CONTROL: the control plane did not apply its configuration"
+[ "$cp_ok" = 1 ] && ok "$CONTROL, controlplane-s2: both control planes connected, next hops, routes and INT applied over BfRt gRPC" \
+    || die "the control planes did not apply their configurations ($CONTROL, controlplane-s2)"
 [ "$AGENT" = "$CONTROL" ] || up "$AGENT"
 wait_healthy "$AGENT" 120 || die "$AGENT not healthy"
 up "$COLLECTOR" "$SIP"
