@@ -47,7 +47,9 @@ group() {
   case "$1" in
     python)
       step uvr ruff check .
-      step uvr ruff format --check . ;;
+      step uvr ruff format --check .
+      # Each component's settings table in its README is the one its settings model gives.
+      step uvr python scripts/settings_reference.py --check ;;
     mypy)
       step uvr mypy "${MYPY_PATHS[@]}" ;;
     mypy-tests)

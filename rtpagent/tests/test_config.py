@@ -12,13 +12,26 @@ from rtpagent.config import load
 def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     f = tmp_path / "a.toml"
     f.write_text('[rtpagent]\nrtpproxy = "udp:127.0.0.1:1000"\nlegs = 10\nswitch_name = "file"\n')
-    monkeypatch.setenv("RTPAGENT_LEGS", "20")
-    monkeypatch.setenv("RTPAGENT_RELAY_ADDR", '["198.18.0.10"]')
+    monkeypatch.setenv("P4RELAY_RTPAGENT_LEGS", "20")
+    monkeypatch.setenv("P4RELAY_RTPAGENT_RELAY_ADDR", '["198.18.0.10"]')
     cfg = load(str(f), {"switch_name": "flag"})
     assert cfg.rtpproxy == "udp:127.0.0.1:1000"  # file over default
     assert cfg.legs == 20  # environment over file
     assert cfg.relay_addr == ["198.18.0.10"]
     assert cfg.switch_name == "flag"  # flag over everything
+
+
+def test_former_environment_names_are_read_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RTPAGENT_LEGS", "30")
+    monkeypatch.setenv("RTPAGENT_SWITCH_NAME", "old")
+    monkeypatch.setenv("P4RELAY_RTPAGENT_SWITCH_NAME", "new")
+    with pytest.warns(FutureWarning) as got:
+        cfg = load(None, {})
+    assert (cfg.legs, cfg.switch_name) == (30, "new")  # the current name wins
+    assert {str(w.message).split()[0] for w in got} == {"RTPAGENT_LEGS", "RTPAGENT_SWITCH_NAME"}
+    assert "use P4RELAY_RTPAGENT_LEGS" in str(got[0].message)
 
 
 def test_bad_config_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

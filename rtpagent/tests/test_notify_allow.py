@@ -187,10 +187,10 @@ def test_notify_allow_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     from rtpagent.config import load
 
     monkeypatch.setenv(
-        "RTPAGENT_NOTIFY_ALLOW", json.dumps(["tcp:127.0.0.1:22225", "unix:/run/sip.sock"])
+        "P4RELAY_RTPAGENT_NOTIFY_ALLOW", json.dumps(["tcp:127.0.0.1:22225", "unix:/run/sip.sock"])
     )
     assert load(None, {}).notify_allow == ["tcp:127.0.0.1:22225", "unix:/run/sip.sock"]
-    monkeypatch.delenv("RTPAGENT_NOTIFY_ALLOW")
+    monkeypatch.delenv("P4RELAY_RTPAGENT_NOTIFY_ALLOW")
     toml = tmp_path / "a.toml"
     toml.write_text('[rtpagent]\nnotify_allow = ["tcp:10.0.0.1:5"]\n')
     assert load(str(toml), {}).notify_allow == ["tcp:10.0.0.1:5"]

@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import Auth, batch
 from fastapi.testclient import TestClient
 from p4relay_server.app import create_app
@@ -97,8 +98,18 @@ def test_unknown_ids_and_wrong_methods(client: TestClient, auth: Auth) -> None:
 def _cli(
     db_url: str, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if k != "P4RELAY_ADMIN_PASSWORD"}
-    full_env.update({"P4RELAY_DATABASE_URL": db_url, "P4RELAY_LOG_LEVEL": "warning", **(env or {})})
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("P4RELAY_SERVER_ADMIN_PASSWORD", "P4RELAY_ADMIN_PASSWORD")
+    }
+    full_env.update(
+        {
+            "P4RELAY_SERVER_DATABASE_URL": db_url,
+            "P4RELAY_SERVER_LOG_LEVEL": "warning",
+            **(env or {}),
+        }
+    )
     return subprocess.run(
         [sys.executable, "-m", "p4relay_server.cli", *args],
         input=stdin,
@@ -166,14 +177,25 @@ def test_cli_migrate_and_config_file(db_url: str, tmp_path: Path) -> None:
         s = load_settings(cfg)
         assert s.database_url.startswith("postgresql+psycopg://from-file")
         assert s.retention.raw_hours == 1.5
-        os.environ["P4RELAY_RETENTION__RAW_HOURS"] = "3"
+        os.environ["P4RELAY_SERVER_RETENTION__RAW_HOURS"] = "3"
         assert load_settings(cfg).retention.raw_hours == 3  # env beats file
         assert load_settings(
             cfg, database_url="postgresql+psycopg://flag@h/db"
         ).database_url.endswith("flag@h/db")
+        # A former name is still read, with a warning; the current name wins over it.
+        os.environ["P4RELAY_RETENTION__RAW_HOURS"] = "4"
+        os.environ["P4RELAY_JWT_TTL_MINUTES"] = "7"
+        with pytest.warns(FutureWarning) as got:
+            s = load_settings(cfg)
+        assert {str(w.message).split()[0] for w in got} == {
+            "P4RELAY_JWT_TTL_MINUTES",
+            "P4RELAY_RETENTION__RAW_HOURS",
+        }
+        assert (s.jwt_ttl_minutes, s.retention.raw_hours) == (7, 3)
     finally:
-        os.environ.pop("P4RELAY_RETENTION__RAW_HOURS", None)
-        os.environ.pop("P4RELAY_CONFIG", None)
+        for k in ("RETENTION__RAW_HOURS", "JWT_TTL_MINUTES", "CONFIG"):
+            os.environ.pop(f"P4RELAY_SERVER_{k}", None)
+            os.environ.pop(f"P4RELAY_{k}", None)
         os.environ.update(env_backup)
     missing = _cli(db_url, "--config", str(tmp_path / "nope.toml"), "migrate", "current")
     assert missing.returncode == 2 and "config file not found" in missing.stderr

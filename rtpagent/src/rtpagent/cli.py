@@ -1,4 +1,4 @@
-"""`rtpagent` command line: flags over environment (RTPAGENT_*) over the TOML file."""
+"""`rtpagent` command line: flags over environment (P4RELAY_RTPAGENT_*) over the TOML file."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ EPILOG = """\
 examples:
   rtpagent --rtpproxy udp:127.0.0.1:22223 --listen udp:127.0.0.1:22222 --switch 127.0.0.1:50052
   rtpagent --rtpproxy embedded --relay-addr 198.18.0.10 --embedded-ports 20000-29999
-  RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
+  P4RELAY_RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
   kill -HUP <agent pid>   # re-read the file and the environment: checked, logged
 
-SIGHUP reloads the configuration (the file, RTPAGENT_* and the flags, which
+SIGHUP reloads the configuration (the file, P4RELAY_RTPAGENT_* and the flags, which
 still win): a configuration that does not validate is refused in the log and
 the running one stays; changed settings are named and take effect at a restart.
 The agent writes only the calls' entries, the relay addresses and the port
@@ -35,7 +35,7 @@ RTPProxy must allow the agent's timeout socket: add `-n tcp:127.0.0.1:22224`
 (the value of --notify-listen) to its flags; the SIP server's own socket stays
 in its own -n. The agent notifies only --sip-notify and the --notify-allow
 sockets; a U naming another is forwarded unchanged. Every setting can be
-given as a flag, as RTPAGENT_<NAME> in the environment, or in the TOML file
+given as a flag, as P4RELAY_RTPAGENT_<NAME> in the environment, or in the TOML file
 (keys named like the flags, with _).
 """
 

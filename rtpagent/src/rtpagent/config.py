@@ -1,4 +1,6 @@
-"""Configuration: defaults < TOML file < environment (RTPAGENT_*) < flags."""
+"""Configuration: defaults < TOML file < environment (P4RELAY_RTPAGENT_*) < flags.
+
+The former environment names (`RTPAGENT_<SETTING>`) are still read, with a warning."""
 
 from __future__ import annotations
 
@@ -6,15 +8,29 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from p4relay_runtime.settings import LegacyEnvSource, env_prefix
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .early import DEFAULT_LISTEN, DEFAULT_RTPPROXY
 from .sockets import parse_spec
 
+ENV_PREFIX = env_prefix("rtpagent")
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RTPAGENT_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, LegacyEnvSource(settings_cls, "RTPAGENT_", ENV_PREFIX)
 
     listen: list[str] = Field(
         default_factory=lambda: list(DEFAULT_LISTEN),
@@ -149,7 +165,6 @@ class Settings(BaseSettings):
         "(ends it missed, RTPProxy-relayed packets, calls created while it was away); "
         "empty: not read",
     )
-
     server_url: str | None = Field(
         default=None, description="server base URL, e.g. http://127.0.0.1:8000"
     )

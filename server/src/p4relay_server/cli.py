@@ -7,10 +7,11 @@ import argparse
 import datetime as dt
 import getpass
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from p4relay_runtime.settings import legacy_env
 
 from p4relay_server.config import Settings, load_settings
 from p4relay_server.logs import configure_logging
@@ -47,11 +48,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def _read_password(args: argparse.Namespace) -> str:
     if args.password_stdin:
         return sys.stdin.readline().rstrip("\n")
-    env = os.environ.get("P4RELAY_ADMIN_PASSWORD")
+    env = legacy_env("P4RELAY_SERVER_ADMIN_PASSWORD", "P4RELAY_ADMIN_PASSWORD")
     if env:
         return env
     if not sys.stdin.isatty():
-        raise SystemExit("no password: use --password-stdin, P4RELAY_ADMIN_PASSWORD or a terminal")
+        raise SystemExit(
+            "no password: use --password-stdin, P4RELAY_SERVER_ADMIN_PASSWORD or a terminal"
+        )
     first = getpass.getpass("password: ")
     if getpass.getpass("again: ") != first:
         raise SystemExit("passwords differ")
@@ -152,11 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="p4relay-server",
         description="p4relay server: session audit, telemetry, MOS, live feed; and its tools. "
-        "Settings: defaults < TOML file (--config or P4RELAY_CONFIG) < P4RELAY_* env < flags.",
+        "Settings: defaults < TOML file (--config or P4RELAY_SERVER_CONFIG) < "
+        "P4RELAY_SERVER_* env < flags.",
     )
     p.add_argument("--config", type=Path, help="TOML settings file")
-    p.add_argument("--database-url", help="SQLAlchemy URL (P4RELAY_DATABASE_URL)")
-    p.add_argument("--log-level", help="debug|info|warning|error (P4RELAY_LOG_LEVEL)")
+    p.add_argument("--database-url", help="SQLAlchemy URL (P4RELAY_SERVER_DATABASE_URL)")
+    p.add_argument("--log-level", help="debug|info|warning|error (P4RELAY_SERVER_LOG_LEVEL)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", help="run the API and console server")
@@ -179,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--password-stdin",
         action="store_true",
-        help="read the password from stdin (else P4RELAY_ADMIN_PASSWORD or a prompt)",
+        help="read the password from stdin (else P4RELAY_SERVER_ADMIN_PASSWORD or a prompt)",
     )
     s.set_defaults(func=cmd_create_admin)
 
@@ -216,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Logs go to stderr (stdout carries command output such as tokens, OpenAPI).
-    configure_logging(args.log_level or os.environ.get("P4RELAY_LOG_LEVEL", "info"))
+    level = legacy_env("P4RELAY_SERVER_LOG_LEVEL", "P4RELAY_LOG_LEVEL")
+    configure_logging(args.log_level or level or "info")
     try:
         rc: int = args.func(args)
     except FileNotFoundError as e:

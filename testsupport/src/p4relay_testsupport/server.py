@@ -71,7 +71,7 @@ def running_server(
 ) -> Iterator[Server]:
     """Migrate `database_url`, make an ingest and a read token, serve on a free
     port (output to `log`) and wait until /readyz answers; stopped on exit."""
-    env = {**(env or {}), "P4RELAY_LOG_LEVEL": "warning"}
+    env = {**(env or {}), "P4RELAY_SERVER_LOG_LEVEL": "warning"}
     port = free_port()
     admin = Server(f"http://127.0.0.1:{port}", "", "", database_url)
     admin.cli("migrate")
@@ -82,8 +82,8 @@ def running_server(
             [str(BIN / "p4relay-server"), "serve", "--host", "127.0.0.1", "--port", str(port)],
             env={
                 **os.environ,
-                "P4RELAY_DATABASE_URL": database_url,
-                "P4RELAY_JWT_SECRET": secrets.token_hex(32),
+                "P4RELAY_SERVER_DATABASE_URL": database_url,
+                "P4RELAY_SERVER_JWT_SECRET": secrets.token_hex(32),
                 **env,
             },
             stdout=out,
