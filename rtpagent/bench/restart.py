@@ -4,9 +4,12 @@ switch entries of sessions RTPProxy lost meanwhile outlive the restart.
 
 A journal of N sessions (default 10,000) is written as a crashed agent
 leaves it, `--offloaded` of them with their entries in the software switch
-(installed by an agent that then stopped; the others stayed on RTPProxy),
-and RTPProxy (rtp.io, its own process) still has only `--alive` of them
-(created by real `U`/`L`); the rest ended while the agent was away. Then the agent starts on that state file. Prints one table.
+(installed by an agent that then stopped; the others are held on RTPProxy,
+recorded there), and RTPProxy (rtp.io, its own process) still has only
+`--alive` of them (created by real `U`/`L`); the rest ended while the agent
+was away. The switch routes every address to port 1, as its control plane's
+bootstrap does (route port binding installs no party without a route). Then
+the agent starts on that state file. Prints one table.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from harness import (
     RtpproxyProcess,
     free_port,
     free_udp_pair,
+    route_all,
     settings,
     softswitch,
     wait_for,
@@ -43,7 +47,8 @@ SYNTH_PORT0 = 44000  # relay ports of the sessions RTPProxy no longer has
 
 
 def journalled(call: str, pa: int, pb: int, legs: list[int] | None) -> Session:
-    """A complete call; offloaded (entries in the switch) when given legs."""
+    """A complete call; offloaded (entries in the switch, each party bound to
+    the port its address is routed to) when given legs, else held on RTPProxy."""
     s = Session(call, "f;1", to_tag="t;1")
     for i, (port, peer) in enumerate(((pb, 7000), (pa, 6000))):
         st = s.streams[i]
@@ -53,9 +58,12 @@ def journalled(call: str, pa: int, pb: int, legs: list[int] | None) -> Session:
     if legs:
         s.state = OffloadState.OFFLOADED
         s.legs = legs
+        for st in s.streams:
+            st.ingress_port = 1
     else:
-        s.state = OffloadState.FALLBACK
-        s.reason = "table_full"
+        s.recording = True
+        s.state = OffloadState.HELD
+        s.reason = "recording"
     s.refresh_cmd = f"L {call} 198.18.2.10 7000 f;1 t;1"
     return s
 
@@ -76,6 +84,7 @@ async def main(n: int, alive: int, offloaded: int) -> int:
             sw.address, client_id=9, subscription=Subscription(learn=False, idle_timeout=False)
         )
         await probe.connect()
+        await route_all(sw.address)  # the bootstrap's routes: every address to port 1
         kw = dict(
             port=port,
             rtpproxy=f"udp:127.0.0.1:{port + 1}",
