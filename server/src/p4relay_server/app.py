@@ -35,6 +35,7 @@ from p4relay_server.api.routes import (
 )
 from p4relay_server.config import Retention, Settings
 from p4relay_server.db import make_engine, make_sessionmaker
+from p4relay_server.homer import exporter_for
 from p4relay_server.live import LiveHub
 from p4relay_server.retention import run_retention
 
@@ -88,9 +89,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             if every > 0
             else None
         )
+        homer = exporter_for(app.state)
+        homer_task = asyncio.create_task(homer.run()) if homer is not None else None
         yield
-        if task is not None:
-            task.cancel()
+        for t in (task, homer_task):
+            if t is not None:
+                t.cancel()
         engine.dispose()
 
     app = FastAPI(

@@ -20,3 +20,9 @@ LIVE_MESSAGES = Counter("p4relay_live_messages_total", "live messages", ["topic"
 LIVE_OVERFLOWS = Counter(
     "p4relay_live_overflows_total", "subscribers cut off because they fell behind"
 )
+HOMER_REPORTS = Counter(
+    "p4relay_homer_reports_total",
+    "call quality reports to Homer (HEP) by outcome: sent, failed, dropped (queue full), invalid",
+    ["outcome"],
+)
+HOMER_QUEUE = Gauge("p4relay_homer_queue_reports", "quality reports waiting to be sent to Homer")

@@ -1,0 +1,321 @@
+"""Quality reports to Homer, received by Homer 5's capture server: Kamailio's
+sipcapture module decoding HEPv3 (every chunk) and storing into PostgreSQL.
+Calls are ingested as agents send them; each offloaded call's legs must be
+filed under its Call-ID with the figures the server holds (within 1 %)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Auth, batch, create_database, drop_database, sample_item, session_item
+from fastapi.testclient import TestClient
+from p4relay_server.app import create_app
+from p4relay_server.config import Homer, Settings
+from prometheus_client import REGISTRY
+from pydantic import SecretStr
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+HERE = Path(__file__).parent / "homer"
+AUTH_KEY = "homer-test-key"
+CAPTURE_ID = 2042
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("kamailio") is None
+    or not Path("/usr/lib/x86_64-linux-gnu/kamailio/modules/db_postgres.so").exists(),
+    reason="Kamailio with sipcapture and db_postgres (make setup installs them)",
+)
+
+
+def _free_port() -> int:
+    """A port free for both UDP and TCP on loopback."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.bind(("127.0.0.1", 0))
+            port: int = u.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+                try:
+                    t.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no free port")
+
+
+def wait_for(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Receiver:
+    def __init__(self, port: int, engine: Engine, log: Path) -> None:
+        self.port = port
+        self.engine = engine
+        self.log = log
+
+    def rows(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as c:
+            return [
+                dict(r._mapping) for r in c.execute(text("SELECT * FROM rtcp_capture ORDER BY id"))
+            ]
+
+
+@pytest.fixture
+def receiver(tmp_path: Path) -> Iterator[Receiver]:
+    url = create_database("homer")
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text((HERE / "rtcp_capture.sql").read_text()))
+    name = make_url(url).database
+    with engine.begin() as c:
+        # sipcapture's {sql.val.str} escapes quotes with a backslash.
+        c.execute(text(f'ALTER DATABASE "{name}" SET standard_conforming_strings = off'))
+        c.execute(text(f'ALTER DATABASE "{name}" SET escape_string_warning = off'))
+    engine.dispose()
+    engine = create_engine(url)
+    u = make_url(url)
+    port = _free_port()
+    cfg = tmp_path / "sipcapture.cfg"
+    cfg.write_text(
+        (HERE / "sipcapture.cfg")
+        .read_text()
+        .replace("@PORT@", str(port))
+        .replace("@DB_URL@", f"postgres://{u.username}@{u.host}:{u.port}/{u.database}")
+        .replace("@AUTH_KEY@", AUTH_KEY)
+    )
+    log = tmp_path / "kamailio.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                "kamailio",
+                "-f",
+                str(cfg),
+                "-DD",
+                "-E",
+                "-w",
+                str(tmp_path),
+                "-P",
+                str(tmp_path / "pid"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError(f"kamailio exited: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            return False
+        return b"SO_RCVBUF is finally" in log.read_bytes()  # the UDP listener too
+
+    try:
+        wait_for("kamailio listening", listening)
+        yield Receiver(port, engine, log)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        engine.dispose()
+        drop_database(url)
+
+
+def _settings(base: Settings, **homer: Any) -> Settings:
+    return base.model_copy(update={"homer": Homer(**homer)})
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
+def _calls(n: int) -> list[str]:
+    return [f"hep-call-{i}'{os.getpid()}@198.18.1.10;ft" for i in range(n)]
+
+
+def _ingest_call(client: TestClient, auth: Auth, key: str, i: int, state: str, seq: int) -> None:
+    t0 = _now() - dt.timedelta(seconds=10)
+    samples = [
+        sample_item(
+            key,
+            t0 + dt.timedelta(seconds=s),
+            direction=d,
+            packets=50 - (s + i) % 3,
+            lost=(s + i + j) % 3,
+            jitter_ms=0.5 + 0.7 * i + 0.3 * s + j,
+            delay_ms=12.0 + i + j,
+        )
+        for s in range(5)
+        for j, d in enumerate(("caller_to_callee", "callee_to_caller"))
+    ]
+    extra: dict[str, Any] = {"state": state}
+    if state == "ended":
+        extra["ended_at"] = _now().isoformat()
+    r = client.post(
+        "/api/v1/ingest",
+        json=batch(sessions=[session_item(key, seq, **extra)], samples=samples if seq == 1 else []),
+        headers=auth.ingest,
+    )
+    assert r.status_code == 200, r.text
+
+
+def _server_figures(engine: Engine, key: str) -> dict[str, dict[str, float]]:
+    with engine.connect() as c:
+        rows = c.execute(
+            text(
+                "SELECT direction, sum(packets), sum(lost), avg(jitter_ms), avg(mos), "
+                "avg(r_factor), min(mos) FROM quality_samples WHERE session_key = :k "
+                "GROUP BY direction"
+            ),
+            {"k": key},
+        )
+        return {
+            r[0]: {
+                "packets": float(r[1]),
+                "lost": float(r[2]),
+                "jitter_ms": r[3],
+                "mos": r[4],
+                "r_factor": r[5],
+                "mos_min": r[6],
+            }
+            for r in rows
+        }
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 0.01 * max(abs(a), abs(b)) + 1e-9
+
+
+def _reports(rec: Receiver, call_id: str, final: bool) -> dict[str, dict[str, Any]]:
+    """The receiver's latest report per direction for a Call-ID."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rec.rows():
+        if row["correlation_id"] != call_id:
+            continue
+        doc = json.loads(row["msg"])
+        if doc["p4relay"]["final"] == final:
+            out[doc["p4relay"]["direction"]] = {"row": row, "doc": doc}
+    return out
+
+
+def _both_legs(rec: Receiver, call_id: str, *, final: bool) -> Callable[[], bool]:
+    return lambda: len(_reports(rec, call_id, final)) == 2
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_reports_filed_under_the_call_id_with_the_servers_figures(
+    receiver: Receiver, settings: Settings, clean: Engine, transport: str
+) -> None:
+    cfg = _settings(
+        settings,
+        address=f"127.0.0.1:{receiver.port}",
+        transport=transport,
+        capture_id=CAPTURE_ID,
+        auth_key=SecretStr(AUTH_KEY),
+        interval_s=0.3,
+    )
+    keys = _calls(3)
+    with TestClient(create_app(cfg, clean)) as client:
+        auth = Auth(clean, client)
+        for i, key in enumerate(keys):
+            _ingest_call(client, auth, key, i, "active", 1)
+        # A call left on RTPProxy is not reported.
+        rtpproxy_key = f"rtpproxy-{os.getpid()}@x;ft"
+        r = client.post(
+            "/api/v1/ingest",
+            json=batch(
+                sessions=[session_item(rtpproxy_key, offloaded=False, legs=[])],
+                samples=[sample_item(rtpproxy_key, _now())],
+            ),
+            headers=auth.ingest,
+        )
+        assert r.status_code == 200
+        call_ids = [k.split(";")[0] for k in keys]
+        # While the calls are up: interval reports for both legs of each.
+        for cid in call_ids:
+            wait_for(f"interval reports of {cid}", _both_legs(receiver, cid, final=False))
+        for i, key in enumerate(keys):
+            _ingest_call(client, auth, key, i, "ended", 2)
+        for cid in call_ids:
+            wait_for(f"final reports of {cid}", _both_legs(receiver, cid, final=True))
+    legs = {leg["direction"]: leg for leg in session_item("x")["legs"]}  # every call's legs
+
+    rows = receiver.rows()
+    assert {r["correlation_id"] for r in rows} == set(call_ids), "only offloaded calls, by Call-ID"
+    matched = 0
+    for key, cid in zip(keys, call_ids, strict=True):
+        server = _server_figures(clean, key)
+        for direction, got in _reports(receiver, cid, True).items():
+            row, doc = got["row"], got["doc"]
+            want = server[direction]
+            mine = doc["p4relay"]
+            # Every chunk as the receiver decoded it.
+            assert (row["family"], row["proto"], row["type"]) == (2, 17, 5)
+            assert row["capture_id"] == CAPTURE_ID
+            assert row["source_ip"] == legs[direction]["relay_out"]["addr"]
+            assert row["source_port"] == legs[direction]["relay_out"]["port"]
+            assert row["destination_ip"] == legs[direction]["dst"]["addr"]
+            assert row["destination_port"] == legs[direction]["dst"]["port"]
+            assert abs(row["micro_ts"] / 1e6 - time.time()) < 120
+            # The server's figures for the leg, within 1 %.
+            assert mine["packets"] == want["packets"] and mine["lost"] == want["lost"]
+            expected = want["packets"] + want["lost"]
+            assert _close(mine["loss_pct"], 100 * want["lost"] / expected)
+            assert _close(mine["jitter_ms"], want["jitter_ms"])
+            assert _close(mine["mos"], want["mos"]) and _close(mine["r_factor"], want["r_factor"])
+            # ... and in the RFC 3611 / RFC 3550 fields Homer reads.
+            xr, rb = doc["report_blocks_xr"], doc["report_blocks"][0]
+            assert xr["fraction_lost"] == int(want["lost"] * 256 // expected)
+            assert xr["mos_cq"] == round(want["mos"] * 10)
+            assert xr["r_factor"] == round(want["r_factor"])
+            assert rb["packets_lost"] == want["lost"]
+            assert rb["ia_jitter"] == round(want["jitter_ms"] * 8)
+            matched += 1
+    assert matched == 2 * len(keys)
+    print(
+        f"\n{transport}: {len(rows)} reports decoded, {len(call_ids)} Call-IDs, {matched} final legs matched"
+    )
+
+
+def test_undeliverable_reports_are_counted_and_ingest_goes_on(
+    settings: Settings, clean: Engine
+) -> None:
+    port = _free_port()  # nothing listens: the ICMP errors fail the sends
+    cfg = _settings(settings, address=f"127.0.0.1:{port}", interval_s=0.1)
+
+    def failed() -> float:
+        return (
+            REGISTRY.get_sample_value("p4relay_homer_reports_total", {"outcome": "failed"}) or 0.0
+        )
+
+    before = failed()
+    with TestClient(create_app(cfg, clean)) as client:
+        auth = Auth(clean, client)
+        for n in range(3):
+            for i, key in enumerate(_calls(2)):
+                _ingest_call(client, auth, f"{n}-{key}", i, "active", 1)
+        wait_for("failed sends counted", lambda: failed() > before)
+        r = client.post(
+            "/api/v1/ingest", json=batch(sessions=[session_item("late;ft")]), headers=auth.ingest
+        )
+        assert r.status_code == 200
