@@ -12,6 +12,7 @@ APT_PACKAGES=(
   baresip-core        # baresip: real SIP phones for the e2e suite (holds, re-INVITEs, one tone each way)
   kamailio            # SIP server of the local testbed and CI (rtpproxy module)
   kamailio-extra-modules
+  kamailio-postgres-modules # db_postgres: sipcapture (Homer 5's capture server) in the HEP export tests
   iperf3              # background/cross traffic in experiments
   tshark              # packet captures at switch ports (delay, loss measurement)
   tcpdump             # quick captures in testbeds
