@@ -5,12 +5,14 @@ filed under its Call-ID with the figures the server holds (within 1 %)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +24,7 @@ from conftest import Auth, batch, create_database, drop_database, sample_item, s
 from fastapi.testclient import TestClient
 from p4relay_server.app import create_app
 from p4relay_server.config import Homer, Settings
+from p4relay_server.hep import decode_hep3
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine, text
@@ -319,3 +322,114 @@ def test_undeliverable_reports_are_counted_and_ingest_goes_on(
             "/api/v1/ingest", json=batch(sessions=[session_item("late;ft")]), headers=auth.ingest
         )
         assert r.status_code == 200
+
+
+def _pcap(packets: list[tuple[str, int, str, int, bytes]]) -> bytes:
+    """A pcap of IPv4/UDP datagrams (LINKTYPE_IPV4: no link header)."""
+    out = [struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 228)]
+    for src, sport, dst, dport, payload in packets:
+        udp = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+        ip = struct.pack(
+            "!BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(udp),
+            0,
+            0,
+            64,
+            17,
+            0,
+            socket.inet_aton(src),
+            socket.inet_aton(dst),
+        )
+        frame = ip + udp
+        out.append(struct.pack("<IIII", 0, 0, len(frame), len(frame)) + frame)
+    return b"".join(out)
+
+
+def _fields(layer: Any, name: str) -> list[str]:
+    """Every value of a field anywhere in a tshark JSON layer tree."""
+    found: list[str] = []
+    if isinstance(layer, dict):
+        for k, v in layer.items():
+            if k == name:
+                found += v if isinstance(v, list) else [v]
+            else:
+                found += _fields(v, name)
+    elif isinstance(layer, list):
+        for v in layer:
+            found += _fields(v, name)
+    return found
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark (make setup installs it)")
+def test_binary_rtcp_payload_is_what_wiresharks_rtcp_dissector_reads(
+    settings: Settings, clean: Engine, tmp_path: Path
+) -> None:
+    """payload = "rtcp": the RR and the RFC 3611 VoIP Metrics block as
+    Wireshark's RTCP dissector decodes them carry the server's figures."""
+    sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sink.bind(("127.0.0.1", 0))
+    sink.settimeout(0.05)
+    cfg = _settings(
+        settings,
+        address=f"127.0.0.1:{sink.getsockname()[1]}",
+        payload="rtcp",
+        interval_s=3600,  # finals only
+    )
+    keys = _calls(2)
+    got: list[bytes] = []
+
+    def four() -> bool:
+        with contextlib.suppress(TimeoutError):
+            got.append(sink.recv(65535))
+        return len(got) >= 4
+
+    with TestClient(create_app(cfg, clean)) as client:
+        auth = Auth(clean, client)
+        for i, key in enumerate(keys):
+            _ingest_call(client, auth, key, i, "active", 1)
+            _ingest_call(client, auth, key, i, "ended", 2)
+        wait_for("4 final reports", four)
+    sink.close()
+
+    frames: list[tuple[str, int, str, int, bytes]] = []
+    meta: list[tuple[str, str]] = []
+    for pkt in got:
+        c = decode_hep3(pkt)
+        frames.append(
+            (
+                socket.inet_ntoa(c[0x0003]),
+                struct.unpack("!H", c[0x0007])[0],
+                socket.inet_ntoa(c[0x0004]),
+                struct.unpack("!H", c[0x0008])[0],
+                c[0x000F],
+            )
+        )
+        meta.append((c[0x0011].decode(), frames[-1][2]))
+    pcap = tmp_path / "rtcp.pcap"
+    pcap.write_bytes(_pcap(frames))
+    ports = sorted({f[3] for f in frames})
+    cmd = ["tshark", "-r", str(pcap), "-T", "json", "--no-duplicate-keys"]
+    for p in ports:
+        cmd += ["-d", f"udp.port=={p},rtcp"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True)
+    decoded = json.loads(out.stdout)
+    assert len(decoded) == 4
+    by_dst = {leg["dst"]["addr"]: leg["direction"] for leg in session_item("x")["legs"]}
+    for frame, (call_id, dst) in zip(decoded, meta, strict=True):
+        rtcp = frame["_source"]["layers"]["rtcp"]
+        key = next(k for k in keys if k.startswith(call_id + ";"))
+        want = _server_figures(clean, key)[by_dst[dst]]
+        expected = want["packets"] + want["lost"]
+        assert _fields(rtcp, "rtcp.pt") == ["201", "207"]
+        # RR block, then the XR VoIP Metrics loss rate (the dissector's name for both).
+        fraction = [int(v) for v in _fields(rtcp, "rtcp.ssrc.fraction")]
+        assert fraction[-1] == int(want["lost"] * 256 // expected)
+        assert int(_fields(rtcp, "rtcp.ssrc.cum_nr")[0]) == want["lost"]
+        assert int(_fields(rtcp, "rtcp.ssrc.jitter")[0]) == round(want["jitter_ms"] * 8)
+        assert int(_fields(rtcp, "rtcp.xr.voipmetrics.rfactor")[0]) == round(want["r_factor"])
+        # MOS-CQ is carried times 10; the dissector shows it divided back.
+        assert float(_fields(rtcp, "rtcp.xr.voipmetrics.moscq")[0]) == round(want["mos"] * 10) / 10
+        assert _fields(rtcp, "rtcp.xr.voipmetrics.signallevel") == ["127"]
+        assert _fields(rtcp, "rtcp.xr.voipmetrics.gmin") == ["16"]
