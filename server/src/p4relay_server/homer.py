@@ -266,6 +266,7 @@ class HomerExporter:
         self._live = live
         self._clock = clock
         self._reader = LegReader()
+        self._reading = asyncio.Lock()
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(cfg.queue_size)
         self._auth = cfg.auth_key.get_secret_value() if cfg.auth_key else None
         self._unsent = 0
@@ -351,7 +352,8 @@ class HomerExporter:
                 return self._reader.legs(db, ids, final=final, now=now)
 
         try:
-            legs = await run_in_threadpool(read)
+            async with self._reading:  # one read at a time: the legs' previous counts
+                legs = await run_in_threadpool(read)
         except Exception:
             HOMER_REPORTS.labels("failed").inc(len(ids))
             log.exception("homer: reading call quality failed", sessions=len(ids), final=final)
