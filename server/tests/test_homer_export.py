@@ -10,7 +10,6 @@ import datetime as dt
 import json
 import os
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -20,128 +19,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Auth, batch, create_database, drop_database, sample_item, session_item
+from conftest import Auth, batch, sample_item, session_item
 from fastapi.testclient import TestClient
 from p4relay_server.app import create_app
 from p4relay_server.config import Homer, Settings
 from p4relay_server.hep import decode_hep3
+from p4relay_testsupport import homer as homer_support
+from p4relay_testsupport.homer import HomerCapture
+from p4relay_testsupport.net import free_port
+from p4relay_testsupport.wait import wait_until
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, text
 
-HERE = Path(__file__).parent / "homer"
 AUTH_KEY = "homer-test-key"
 CAPTURE_ID = 2042
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("kamailio") is None
-    or not Path("/usr/lib/x86_64-linux-gnu/kamailio/modules/db_postgres.so").exists(),
+needs_kamailio = pytest.mark.skipif(
+    shutil.which("kamailio") is None or not homer_support.available(),
     reason="Kamailio with sipcapture and db_postgres (make setup installs them)",
 )
 
 
 def _free_port() -> int:
-    """A port free for both UDP and TCP on loopback."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
-            u.bind(("127.0.0.1", 0))
-            port: int = u.getsockname()[1]
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
-                try:
-                    t.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no free port")
+    """A loopback UDP port nothing listens on."""
+    return free_port(socket.SOCK_DGRAM)
 
 
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Receiver:
-    def __init__(self, port: int, engine: Engine, log: Path) -> None:
-        self.port = port
-        self.engine = engine
-        self.log = log
-
-    def rows(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as c:
-            return [
-                dict(r._mapping) for r in c.execute(text("SELECT * FROM rtcp_capture ORDER BY id"))
-            ]
+def wait_for(what: str, cond: Callable[[], object], timeout: float = 20.0) -> None:
+    wait_until(cond, timeout, what=what)
 
 
 @pytest.fixture
-def receiver(tmp_path: Path) -> Iterator[Receiver]:
-    url = create_database("homer")
-    engine = create_engine(url)
-    with engine.begin() as c:
-        c.execute(text((HERE / "rtcp_capture.sql").read_text()))
-    name = make_url(url).database
-    with engine.begin() as c:
-        # sipcapture's {sql.val.str} escapes quotes with a backslash.
-        c.execute(text(f'ALTER DATABASE "{name}" SET standard_conforming_strings = off'))
-        c.execute(text(f'ALTER DATABASE "{name}" SET escape_string_warning = off'))
-    engine.dispose()
-    engine = create_engine(url)
-    u = make_url(url)
-    port = _free_port()
-    cfg = tmp_path / "sipcapture.cfg"
-    cfg.write_text(
-        (HERE / "sipcapture.cfg")
-        .read_text()
-        .replace("@PORT@", str(port))
-        .replace("@DB_URL@", f"postgres://{u.username}@{u.host}:{u.port}/{u.database}")
-        .replace("@AUTH_KEY@", AUTH_KEY)
-    )
-    log = tmp_path / "kamailio.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                "kamailio",
-                "-f",
-                str(cfg),
-                "-DD",
-                "-E",
-                "-w",
-                str(tmp_path),
-                "-P",
-                str(tmp_path / "pid"),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-    def listening() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError(f"kamailio exited: {log.read_text()[-2000:]}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        except OSError:
-            return False
-        return b"SO_RCVBUF is finally" in log.read_bytes()  # the UDP listener too
-
-    try:
-        wait_for("kamailio listening", listening)
-        yield Receiver(port, engine, log)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        engine.dispose()
-        drop_database(url)
+def receiver(db_url: str, tmp_path: Path) -> Iterator[HomerCapture]:
+    with homer_support.homer_capture(db_url, tmp_path / "homer", AUTH_KEY) as capture:
+        yield capture
 
 
 def _settings(base: Settings, **homer: Any) -> Settings:
@@ -209,7 +121,7 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 0.01 * max(abs(a), abs(b)) + 1e-9
 
 
-def _reports(rec: Receiver, call_id: str, final: bool) -> dict[str, dict[str, Any]]:
+def _reports(rec: HomerCapture, call_id: str, final: bool) -> dict[str, dict[str, Any]]:
     """The receiver's latest report per direction for a Call-ID."""
     out: dict[str, dict[str, Any]] = {}
     for row in rec.rows():
@@ -221,13 +133,14 @@ def _reports(rec: Receiver, call_id: str, final: bool) -> dict[str, dict[str, An
     return out
 
 
-def _both_legs(rec: Receiver, call_id: str, *, final: bool) -> Callable[[], bool]:
+def _both_legs(rec: HomerCapture, call_id: str, *, final: bool) -> Callable[[], bool]:
     return lambda: len(_reports(rec, call_id, final)) == 2
 
 
+@needs_kamailio
 @pytest.mark.parametrize("transport", ["udp", "tcp"])
 def test_reports_filed_under_the_call_id_with_the_servers_figures(
-    receiver: Receiver, settings: Settings, clean: Engine, transport: str
+    receiver: HomerCapture, settings: Settings, clean: Engine, transport: str
 ) -> None:
     cfg = _settings(
         settings,
