@@ -47,7 +47,8 @@ async def test_notification_after_the_sip_server_restarted() -> None:
         await first.stop()  # e.g. the SIP server restarts
         second = SipServerSocket(port)
         await second.start()
-        await asyncio.sleep(0.05)  # the old connection's close has reached the agent
+        # The old connection's close has reached the agent (its reader at EOF).
+        await wait_for(lambda: all(r.at_eof() for r, _ in n._conns.values()))
         assert await n.send(target, "call-2 tag-b")
         await wait_for(lambda: second.got, within=3.0)
         assert second.got == [b"call-2 tag-b\n"]

@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import functools
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from p4relay_testsupport import wait_until
 from rtpagent.store import DOCS_PER_SLICE, Store, StoreClosed, Taken
 
 
@@ -49,7 +49,7 @@ def test_close_waits_for_a_write_in_another_thread(tmp_path: Path) -> None:
     batch: Taken = ([], [], [("event", '{"e":1}')] * n, [])
     writer = threading.Thread(target=st.write, args=(batch,))
     writer.start()
-    time.sleep(0.01)  # the writer holds the connection
+    wait_until(st._lock.locked, within=5.0, interval=0.001, what="the writer holds the connection")
     st.close()
     writer.join()
     with pytest.raises(StoreClosed):

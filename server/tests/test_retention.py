@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from p4relay_server.app import create_app
 from p4relay_server.config import Retention
 from p4relay_server.models import CallSession, Event, QualitySample, QueueSample
 from p4relay_server.retention import run_retention
+from p4relay_testsupport import wait_until
 from sqlalchemy import Engine, func, select
 
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
@@ -132,14 +132,12 @@ def test_serve_runs_retention_periodically(
         headers=auth.ingest,
     )
     fast = settings.model_copy(update={"retention": Retention(interval_minutes=0.005)})  # 0.3 s
+
+    def raw_samples() -> int:
+        with clean.connect() as c:
+            n = c.execute(select(func.count()).where(QualitySample.resolution_s == 0)).scalar()
+        return int(n or 0)
+
+    assert raw_samples() == 30
     with TestClient(create_app(fast, clean)):
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with clean.connect() as c:
-                raw = c.execute(
-                    select(func.count()).where(QualitySample.resolution_s == 0)
-                ).scalar()
-            if raw == 0:
-                break
-            time.sleep(0.2)
-    assert raw == 0
+        wait_until(lambda: raw_samples() == 0, within=20.0, what="raw samples folded")

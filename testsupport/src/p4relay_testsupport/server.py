@@ -96,7 +96,8 @@ def running_server(
                 assert proc.poll() is None, log.read_text()[-2000:]
                 return _ready(server.url)
 
-            wait_until(ready, within=30, what="server /readyz")
+            # Seconds when the host is idle; a loaded one takes long to import the app.
+            wait_until(ready, within=90, what="server /readyz")
             yield server
         finally:
             proc.terminate()
