@@ -26,7 +26,6 @@ import ipaddress
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,13 +38,13 @@ from pathlib import Path
 from p4relay_collector.wire import IngestBatch
 from p4relay_controlplane.config import Settings
 from p4relay_controlplane.daemon import Daemon
+from p4relay_runtime.procs import free_port, softswitch_binary, stop, wait_tcp
 from p4relay_switch import SwitchClient
 from p4relay_switch.reroute import Reroute, RerouteClass, RerouteWatch
 
 from p4relay_scenarios import reroute_bed as bed
 
 ROOT = Path(__file__).resolve().parents[3]
-SOFTSWITCH = ROOT / "switch/target/release/p4relay-softswitch"
 
 RECEIVER = """
 import json, socket, sys, time
@@ -79,24 +78,6 @@ def _ns(name: str, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", name, *cmd]
 
 
-def _wait_port(addr: str, within: float = 20.0) -> None:
-    host, port = addr.rsplit(":", 1)
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            socket.create_connection((host, int(port)), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"softswitch on {addr} did not come up")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_switches(
     run_dir: Path, rate_bps: int
 ) -> tuple[dict[str, subprocess.Popen[bytes]], dict[str, str]]:
@@ -107,13 +88,13 @@ def start_switches(
     addrs: dict[str, str] = {}
     try:
         for name in bed.SWITCHES:
-            addr = f"127.0.0.1:{_free_port()}"
+            addr = f"127.0.0.1:{free_port()}"
             args = [
-                str(SOFTSWITCH),
+                str(softswitch_binary()),
                 "--grpc-listen",
                 addr,
                 "--metrics-listen",
-                f"127.0.0.1:{_free_port()}",
+                f"127.0.0.1:{free_port()}",
             ]
             for p, ifname in bed.switch_ports(name).items():
                 args += ["--port", f"{p}={ifname}"]
@@ -123,7 +104,7 @@ def start_switches(
             procs[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
             addrs[name] = addr
         for name, addr in addrs.items():
-            _wait_port(addr)
+            wait_tcp(addr, procs[name], what=f"softswitch {name}")
             asyncio.run(bed.program(name, addr))
     except BaseException:
         stop_switches(procs)
@@ -133,11 +114,7 @@ def start_switches(
 
 def stop_switches(procs: dict[str, subprocess.Popen[bytes]]) -> None:
     for proc in procs.values():
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, 5)
     bed.down()
 
 
