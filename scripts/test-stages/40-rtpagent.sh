@@ -7,4 +7,4 @@ export COVERAGE_FILE="$RESULTS/$STAGE.coverage"  # coverage table printed at the
 export P4RELAY_RTPAGENT_PIDS="${RESULTS:-/tmp}/rtpagent.pids"
 exec uv run --frozen --no-sync pytest rtpagent/tests -q -p no:cacheprovider \
   --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE" \
-  --cov=rtpagent --cov-report=term:skip-covered
+  --cov=rtpagent --cov-report=term:skip-covered --cov-fail-under=93  # today's figure
