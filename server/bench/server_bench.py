@@ -76,10 +76,10 @@ def server(url: str) -> Iterator[str]:
         port = s.getsockname()[1]
     env = {
         **os.environ,
-        "P4RELAY_DATABASE_URL": url,
-        "P4RELAY_JWT_SECRET": secrets.token_urlsafe(32),
-        "P4RELAY_LOG_LEVEL": "warning",
-        "P4RELAY_DB_POOL_SIZE": "20",
+        "P4RELAY_SERVER_DATABASE_URL": url,
+        "P4RELAY_SERVER_JWT_SECRET": secrets.token_urlsafe(32),
+        "P4RELAY_SERVER_LOG_LEVEL": "warning",
+        "P4RELAY_SERVER_DB_POOL_SIZE": "20",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "p4relay_server.cli", "serve", "--port", str(port)], env=env

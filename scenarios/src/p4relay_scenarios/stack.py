@@ -250,7 +250,7 @@ class Stack:
 
     def _server_cli(self, *args: str, stdin: str | None = None) -> str:
         assert self.cfg.database_url is not None
-        env = {**os.environ, "P4RELAY_DATABASE_URL": self.cfg.database_url}
+        env = {**os.environ, "P4RELAY_SERVER_DATABASE_URL": self.cfg.database_url}
         r = subprocess.run(
             [str(VENV_BIN / "p4relay-server"), *args],
             input=stdin,
@@ -272,7 +272,7 @@ class Stack:
         ingest = self._server_cli("create-token", "--name", "rtpagent-relay", "--scope", "ingest")
         read = self._server_cli("create-token", "--name", "scenarios", "--scope", "read")
         self.creds = Credentials(user, password, ingest.split()[-1], read.split()[-1])
-        env = {"P4RELAY_DATABASE_URL": self.cfg.database_url}
+        env = {"P4RELAY_SERVER_DATABASE_URL": self.cfg.database_url}
         self.sup.start(
             "server",
             [str(VENV_BIN / "p4relay-server"), "serve", "--host", MGMT, "--port", str(SERVER_PORT)],

@@ -199,7 +199,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     try:
         db = base.rsplit("/", 1)[0] + "/" + name
         with running_server(
-            db, tmp_path / "server.log", {"P4RELAY_RETENTION__INTERVAL_MINUTES": "0"}
+            db, tmp_path / "server.log", {"P4RELAY_SERVER_RETENTION__INTERVAL_MINUTES": "0"}
         ) as srv:
             yield srv
     finally:
