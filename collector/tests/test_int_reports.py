@@ -20,7 +20,7 @@ from p4relay_collector.int_reports import (
     parse_report,
 )
 from p4relay_collector.service import Collector
-from p4relay_testsupport import Server
+from p4relay_testsupport import Server, wait_for
 from prometheus_client import REGISTRY
 from pydantic import SecretStr
 
@@ -247,7 +247,15 @@ def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Se
                 if c.int_telemetry.path(FLOW) is not None:
                     break
                 await asyncio.sleep(0.02)
-            await asyncio.sleep(cfg.interval_s * 1.5)  # one poll sends the batch
+
+            async def stored() -> bool:  # the next poll sends the batch
+                paths = await asyncio.to_thread(server.get, "/api/v1/paths")
+                onsets = await asyncio.to_thread(
+                    server.get, "/api/v1/events", type="congestion_onset"
+                )
+                return bool(paths) and bool(onsets["items"])
+
+            await wait_for(stored, within=10.0, what="the batch stored by the server")
         finally:
             stop.set()
             await task

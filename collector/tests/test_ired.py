@@ -17,7 +17,7 @@ from p4relay_switch import SwitchClient
 from p4relay_switch.ired import IredSettings, clear_ired, set_ired
 from p4relay_testsupport import Server, Softswitch
 from prometheus_client import REGISTRY
-from test_softswitch import program_forwarding, send_udp, settings
+from test_softswitch import program_forwarding, send_udp, settings, through
 
 CELLS = 15  # a 1200-byte frame is 15 cells of 80 bytes
 
@@ -45,7 +45,7 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
             # take the whole first burst into the queue before the first decision, so
             # the flag is consumed by the second burst.
             await asyncio.to_thread(send_udp, 20, 1200)
-            await asyncio.sleep(0.5)
+            await through(softswitch.address, 320)
             out += await col.poll_once()
             await asyncio.sleep(0.1)
             out += await col.poll_once()  # nothing new: no event

@@ -17,7 +17,7 @@ from p4relay_collector.poller import SwitchPoller
 from p4relay_collector.service import Collector
 from p4relay_collector.wire import IngestBatch, QueueSample, SwitchInfo
 from p4relay_switch import Endpoint, Nexthop, Pipeline, RelayCall, SwitchClient
-from p4relay_testsupport import Server, Softswitch, free_port
+from p4relay_testsupport import Server, Softswitch, free_port, wait_for
 from pydantic import SecretStr
 
 
@@ -42,6 +42,18 @@ async def install_call(address: str, n: int) -> None:
             ports=(1, 2),
         )
         await Pipeline(sw).install_call(call, ttl_ms=600_000)
+
+
+async def through(address: str, sent: int, *, rx_port: int = 1, tx_port: int = 2) -> None:
+    """Until the switch has taken `sent` frames in on `rx_port` and `tx_port`'s
+    queue is empty again: each one forwarded or dropped, counted where it was."""
+    async with SwitchClient(address, client_id=9) as sw:
+
+        async def done() -> bool:
+            rx = (await sw.port_stats([rx_port]))[rx_port].get("$FramesReceivedOK", 0)
+            return rx >= sent and (await sw.queue_stats(tx_port))["usage_cells"] == 0
+
+        await wait_for(done, within=10.0, what=f"{sent} frames through the switch")
 
 
 def softswitch_relay_size() -> int:
@@ -85,7 +97,7 @@ def test_collector_polls_softswitch_and_server_stores_it(
             (first,) = await col.poll_once()
             await install_call(softswitch.address, 1)
             await asyncio.to_thread(send_udp, 40)
-            await asyncio.sleep(0.3)
+            await through(softswitch.address, 40)
             (second,) = await col.poll_once()
             assert softswitch.proc is not None
             softswitch.proc.kill()  # the switch crashes
@@ -142,7 +154,7 @@ def test_burst_over_shaped_port_opens_and_closes_congestion(
             await col.refresh_switches()
             out += await col.poll_once()
             await asyncio.to_thread(send_udp, 300, 1200)
-            await asyncio.sleep(0.5)  # the queue drains (64 x 1.2 kB at 10 Mbit/s: 63 ms)
+            await through(softswitch.address, 300)  # 64 x 1.2 kB at 10 Mbit/s: 63 ms
             out += await col.poll_once()
             assert col.congestion.open_episodes() == [("soft-1", 2, 0)]
             for _ in range(3):
