@@ -8,4 +8,4 @@ export COVERAGE_FILE="$RESULTS/$STAGE.coverage"  # coverage table printed at the
 : "${P4RELAY_TEST_DATABASE_URL:?needs the PostgreSQL started by the runner (make test STAGE=server)}"
 exec uv run --frozen --no-sync pytest server/tests -q -p no:cacheprovider \
   --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE" \
-  --cov=p4relay_server --cov-report=term:skip-covered
+  --cov=p4relay_server --cov-report=term:skip-covered --cov-fail-under=91  # today's figure
