@@ -9,7 +9,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use super::aqm::{Aqm, AqmConfig};
+use super::aqm::Aqm;
+use crate::config::AqmConfig;
 use crate::pipeline::{Bridged, EgressPass, EgressVerdict};
 
 /// Slot size: the largest frame the switch carries (the RX ring frame size).

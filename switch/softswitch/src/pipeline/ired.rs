@@ -16,65 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, O
 
 use super::{Bridged, Pipeline};
 use crate::schema::IredReg;
-use crate::tables::small::IRED_PORTS;
+use crate::tables::small::{PORTS, QUEUE_DEPTH_MAX};
 
 /// DSCP Expedited Forwarding (RFC 3246).
 pub const DSCP_EF: u8 = 46;
 /// Drop flag values (`pipe.Ingress.ired_drop_flag`).
 pub const FLAG_DROP: u8 = 1;
 pub const FLAG_DROP_SPARE_PROTECTED: u8 = 3;
-
-/// One `pipe.Egress.ired_port` entry (`Egress.ired_set`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IredConfig {
-    /// maxLenQueue, cells.
-    pub max_len_queue: u32,
-    /// N, cells.
-    pub n_drop: u32,
-    /// n: the average weighs the new sample 2^-n.
-    pub ewma_n: u8,
-    /// Comparison mode: no decisions, drop at egress when enq depth >= maxLenQueue.
-    pub tail_drop: bool,
-    /// Relay hits and DSCP EF are never dropped by the flag.
-    pub protect: bool,
-}
-
-impl IredConfig {
-    /// The configuration errors the control plane is told about.
-    pub fn validate(&self, ewma_n_max: u32) -> Result<(), String> {
-        if self.ewma_n == 0 || u32::from(self.ewma_n) > ewma_n_max {
-            return Err(format!(
-                "ewma_n {} out of range 1..={ewma_n_max}",
-                self.ewma_n
-            ));
-        }
-        if !(4..=DEPTH_MAX).contains(&self.max_len_queue) {
-            return Err(format!(
-                "max_len_queue {} cells out of range 4..={DEPTH_MAX}",
-                self.max_len_queue
-            ));
-        }
-        if self.n_drop == 0 || self.n_drop >= self.max_len_queue / 2 {
-            return Err(format!(
-                "n_drop (N) {} must be at least 1 and below max_len_queue / 2 = {} \
-                 (minThsld = max_len_queue / 2 - N must stay above 0)",
-                self.n_drop,
-                self.max_len_queue / 2
-            ));
-        }
-        Ok(())
-    }
-
-    /// minThsld = maxLenQueue / 2 - N (cells).
-    pub fn min_thsld(&self) -> u32 {
-        (self.max_len_queue >> 1).saturating_sub(self.n_drop)
-    }
-
-    /// maxThsld = 2 * minThsld (cells).
-    pub fn max_thsld(&self) -> u32 {
-        self.min_thsld() << 1
-    }
-}
 
 /// One port's iRED registers (all of `pipe.Egress.ired_*` and
 /// `pipe.Ingress.ired_*` at this index).
@@ -106,8 +54,8 @@ pub struct IredRegs {
 
 impl Default for IredRegs {
     fn default() -> Self {
-        let mut ports = Vec::with_capacity(IRED_PORTS);
-        ports.resize_with(IRED_PORTS, PortRegs::default);
+        let mut ports = Vec::with_capacity(PORTS);
+        ports.resize_with(PORTS, PortRegs::default);
         IredRegs {
             ports,
             recirc_pending: AtomicBool::new(false),
@@ -184,9 +132,6 @@ impl IredRegs {
     }
 }
 
-/// Tofino's queue depths are 19-bit.
-const DEPTH_MAX: u32 = (1 << 19) - 1;
-
 impl Pipeline {
     /// Whether a port has an `ired_port` entry (the XDP fast path leaves such
     /// ports to user space, where the decision is made).
@@ -207,13 +152,13 @@ impl Pipeline {
         };
         let n = c.ewma_n;
         // 19-bit depths, as eg_intr_md.deq_qdepth / enq_qdepth.
-        let cur = deq_cells.min(DEPTH_MAX);
+        let cur = deq_cells.min(QUEUE_DEPTH_MAX);
         let prev = r.qdepth_prev.swap(cur, Relaxed);
         let avg = prev - (prev >> n) + (cur >> n);
         let (min, max) = (c.min_thsld(), c.max_thsld());
         r.qavg.store(avg, Relaxed);
         if c.tail_drop {
-            if enq_cells.min(DEPTH_MAX) >= c.max_len_queue {
+            if enq_cells.min(QUEUE_DEPTH_MAX) >= c.max_len_queue {
                 r.tail_drops.fetch_add(1, Relaxed);
                 return false;
             }
@@ -288,47 +233,5 @@ impl Pipeline {
             }
             false
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(max: u32, n_drop: u32) -> IredConfig {
-        IredConfig {
-            max_len_queue: max,
-            n_drop,
-            ewma_n: 1,
-            tail_drop: false,
-            protect: false,
-        }
-    }
-
-    #[test]
-    fn thresholds_follow_table_one() {
-        // Table I (packets): 64/4 -> 28/56 ... 512/32 -> 224/448; 1024/64 -> 448/896
-        for (max, n, lo, hi) in [
-            (64, 4, 28, 56),
-            (128, 8, 56, 112),
-            (256, 16, 112, 224),
-            (512, 32, 224, 448),
-            (1024, 64, 448, 896),
-        ] {
-            let c = cfg(max, n);
-            assert_eq!((c.min_thsld(), c.max_thsld()), (lo, hi));
-            assert!(c.validate(4).is_ok());
-        }
-    }
-
-    #[test]
-    fn bad_configurations_are_refused() {
-        assert!(cfg(64, 32).validate(4).unwrap_err().contains("n_drop"));
-        assert!(cfg(64, 0).validate(4).is_err());
-        let mut c = cfg(64, 4);
-        c.ewma_n = 5;
-        assert!(c.validate(4).unwrap_err().contains("ewma_n"));
-        c.ewma_n = 0;
-        assert!(c.validate(4).is_err());
     }
 }

@@ -19,11 +19,12 @@
 //!   primary port moves the receiver's slot. Everything else is dropped.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::TrySendError;
 
-use super::{Bridged, DropReason, Meta, Pipeline, Verdict};
+use super::{zeroed, Bridged, DropReason, Meta, Pipeline, Verdict};
 use crate::packet::{self, rd16, rd32, ETHERTYPE_VLAN};
+use crate::schema::Reg;
 use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
 
 /// Pipe-local number of Tofino 1's recirculation port: notices from this
@@ -286,5 +287,50 @@ impl Pipeline {
         {
             self.rr_stats.digests_lost.fetch_add(1, Relaxed);
         }
+    }
+}
+
+/// Congestion reroute state (`pipe.Ingress.reroute_active`,
+/// `pipe.Egress.reroute_run` per slot; `pipe.Egress.reroute_port_hot` per
+/// egress dev_port).
+pub struct RerouteRegs {
+    pub active: Vec<AtomicU8>,
+    pub run: Vec<AtomicU16>,
+    pub port_hot: Vec<AtomicU32>,
+}
+
+impl RerouteRegs {
+    pub fn new(slots: usize, ports: usize) -> RerouteRegs {
+        RerouteRegs {
+            active: zeroed(slots),
+            run: zeroed(slots),
+            port_hot: zeroed(ports),
+        }
+    }
+
+    pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
+        Some(match reg {
+            Reg::RerouteActive => self.active.get(i)?.load(Relaxed).into(),
+            Reg::RerouteRun => self.run.get(i)?.load(Relaxed).into(),
+            Reg::ReroutePortHot => self.port_hot.get(i)?.load(Relaxed).into(),
+            _ => return None,
+        })
+    }
+
+    /// Register write (truncated to the register width, as on Tofino).
+    pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
+        match reg {
+            Reg::RerouteActive => self.active.get(i).map(|c| c.store(v as u8, Relaxed)),
+            Reg::RerouteRun => self.run.get(i).map(|c| c.store(v as u16, Relaxed)),
+            Reg::ReroutePortHot => self.port_hot.get(i).map(|c| c.store(v as u32, Relaxed)),
+            _ => None,
+        }
+        .is_some()
+    }
+
+    pub fn clear(&self) {
+        self.active.iter().for_each(|c| c.store(0, Relaxed));
+        self.run.iter().for_each(|c| c.store(0, Relaxed));
+        self.port_hot.iter().for_each(|c| c.store(0, Relaxed));
     }
 }

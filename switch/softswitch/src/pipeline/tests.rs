@@ -1,5 +1,7 @@
 //! The pipeline end to end, frame by frame.
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use super::*;
 use crate::contract::CONTRACT;
 use crate::packet::testpkt::{rtp, udp_checksum, Udp4};
