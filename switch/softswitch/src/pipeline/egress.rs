@@ -45,3 +45,70 @@ impl Pipeline {
         self.reroute_detect(b, d.port, d.queue_delay_ns, ms_clock(now_ns), d.frame);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::Rtp;
+    use crate::pipeline::tests::setup;
+    use crate::schema::Reg;
+    use crate::tables::small::IredConfig;
+
+    fn rtp_of_leg(leg: u32, rtcp: bool) -> Bridged {
+        Bridged {
+            relayed_rtp: true,
+            leg,
+            rtcp,
+            rtp: Rtp {
+                payload_type: 0,
+                seq: 1,
+                timestamp: 0,
+            },
+            ..Bridged::default()
+        }
+    }
+
+    #[test]
+    fn departure_measures_relayed_rtp_only() {
+        let (p, _) = setup();
+        let d = Departure::default();
+        p.egress_depart(&rtp_of_leg(4, false), 5_000_000, &d);
+        p.egress_depart(&rtp_of_leg(5, true), 5_000_000, &d);
+        p.egress_depart(&Bridged::default(), 5_000_000, &d);
+        assert_eq!(p.quality.read(Reg::Packets, 4), Some(1));
+        assert_eq!(p.quality.read(Reg::LastSeen, 4), Some(5));
+        assert_eq!(p.quality.read(Reg::Packets, 5), Some(0), "RTCP: no quality");
+        assert_eq!(p.quality.read(Reg::Packets, 0), Some(0), "not relayed");
+    }
+
+    #[test]
+    fn the_head_sends_unless_ireds_tail_drop_mode_drops() {
+        let (p, _) = setup();
+        let mut buf = [0u8; 128];
+        let b = Bridged::default();
+        let mut head = |port, deq, enq| {
+            let mut e = EgressPass {
+                deq_cells: deq,
+                enq_cells: enq,
+                queue_delay_ns: 0,
+                buf: &mut buf[..],
+                len: 64,
+            };
+            p.egress_head(port, &b, &mut e, 0)
+        };
+        assert_eq!(head(2, 900, 900), EgressVerdict::Send);
+        let c = IredConfig {
+            max_len_queue: 64,
+            n_drop: 4,
+            ewma_n: 1,
+            tail_drop: true,
+            protect: false,
+        };
+        p.small
+            .update(|t| t.ired_port_write(2, Some(c), true))
+            .unwrap();
+        assert_eq!(head(2, 0, 63), EgressVerdict::Send);
+        assert_eq!(head(2, 0, 64), EgressVerdict::Drop);
+        assert_eq!(head(3, 0, 64), EgressVerdict::Send);
+    }
+}

@@ -100,3 +100,95 @@ fn deparse(frame: &mut [u8], p: &packet::Parsed, out: &forwarding::Egress) {
     let c = packet::ipv4_checksum(ip);
     wr16(ip, 10, c);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::testpkt::Udp4;
+    use crate::packet::{ipv4_checksum, rd16};
+    use crate::pipeline::tests::{meta, setup, UAC, UAS};
+    use crate::schema::IredReg;
+    use crate::tables::small::IredConfig;
+
+    #[test]
+    fn the_deparser_writes_macs_ttl_and_a_fresh_header_checksum() {
+        let (p, _) = setup();
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            ttl: 2,
+            options: vec![1, 1, 1, 0],
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(p.process(&mut f, &meta(0)), Verdict::Forward(2));
+        assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 0xb]);
+        assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 0xa]);
+        assert_eq!(f[14 + 8], 1, "TTL 2 leaves with 1");
+        let ihl = usize::from(f[14] & 0xf) * 4;
+        assert_eq!(ihl, 24, "options kept");
+        assert_eq!(rd16(&f, 14 + 10), ipv4_checksum(&f[14..14 + ihl]));
+        assert!(packet::parse(&f).is_ok());
+    }
+
+    #[test]
+    fn fragments_are_counted_and_routed() {
+        let (p, _) = setup();
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            ..Udp4::default()
+        }
+        .build();
+        f[14 + 6] |= 0x20; // more fragments
+        let c = ipv4_checksum(&f[14..34]);
+        wr16(&mut f, 24, c);
+        assert_eq!(p.process(&mut f, &meta(0)), Verdict::Forward(2));
+        assert_eq!(p.stats.fragments.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn the_ired_flag_drops_after_routing_and_spares_ef_when_protected() {
+        let (p, _) = setup();
+        let c = IredConfig {
+            max_len_queue: 64,
+            n_drop: 4,
+            ewma_n: 1,
+            tail_drop: false,
+            protect: true,
+        };
+        p.small
+            .update(|t| t.ired_port_write(2, Some(c), true))
+            .unwrap();
+        let pkt = |dscp: u8| {
+            let mut f = Udp4 {
+                src: UAC,
+                dst: UAS,
+                ..Udp4::default()
+            }
+            .build();
+            f[15] = dscp << 2;
+            let c = ipv4_checksum(&f[14..34]);
+            wr16(&mut f, 24, c);
+            f
+        };
+        // a decision at port 2's egress sets its flag (spare protected)
+        p.ired(2, &Bridged::default(), 500, 500);
+        p.ired_feedback();
+        assert_eq!(
+            p.process(&mut pkt(ired::DSCP_EF), &meta(0)),
+            Verdict::Forward(2)
+        );
+        assert_eq!(
+            p.process(&mut pkt(0), &meta(0)),
+            Verdict::Drop(DropReason::Ired)
+        );
+        assert_eq!(
+            p.process(&mut pkt(0), &meta(0)),
+            Verdict::Forward(2),
+            "one drop per flag"
+        );
+        assert_eq!(p.ired.read(IredReg::Spared, 2), Some(1));
+        assert_eq!(p.ired.read(IredReg::Drops, 2), Some(1));
+    }
+}

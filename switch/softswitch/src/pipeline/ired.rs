@@ -235,3 +235,192 @@ impl Pipeline {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::tests::setup;
+    use crate::tables::small::IredConfig;
+
+    const PORT: u16 = 2;
+
+    /// A pipeline with iRED on `PORT`: maxLenQueue 64 cells, N 4 (minThsld
+    /// 28, maxThsld 56), average weight 2^-1.
+    fn with_ired(tail_drop: bool, protect: bool) -> Pipeline {
+        let (p, _) = setup();
+        let c = IredConfig {
+            max_len_queue: 64,
+            n_drop: 4,
+            ewma_n: 1,
+            tail_drop,
+            protect,
+        };
+        p.small
+            .update(|t| t.ired_port_write(PORT, Some(c), true))
+            .unwrap();
+        p
+    }
+
+    fn reg(p: &Pipeline, r: IredReg) -> u64 {
+        p.ired.read(r, usize::from(PORT)).unwrap()
+    }
+
+    /// One packet leaves `PORT` with `deq` cells behind it; then the
+    /// recirculated copy, if any, reaches Ingress.
+    fn depart(p: &Pipeline, deq: u32) -> bool {
+        let sent = p.ired(PORT, &Bridged::default(), deq, deq);
+        p.ired_feedback();
+        sent
+    }
+
+    #[test]
+    fn a_port_without_an_entry_is_plain_tail_drop() {
+        let (p, _) = setup();
+        for deq in [0, 1000, QUEUE_DEPTH_MAX] {
+            assert!(p.ired(PORT, &Bridged::default(), deq, deq));
+        }
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert_eq!(
+            reg(&p, IredReg::Qavg),
+            0,
+            "no entry: the registers stay put"
+        );
+        assert!(!p.ired_drop(PORT, false));
+    }
+
+    #[test]
+    fn the_average_is_the_p4_programs_shift_arithmetic() {
+        let p = with_ired(false, false);
+        // avg = prev - (prev >> 1) + (cur >> 1), prev = the previous sample
+        depart(&p, 10);
+        assert_eq!(reg(&p, IredReg::Qavg), 5); // 0 - 0 + 5
+        assert_eq!(reg(&p, IredReg::QdepthPrev), 10);
+        depart(&p, 21);
+        assert_eq!(reg(&p, IredReg::Qavg), 10 - 5 + 10);
+        depart(&p, 0);
+        assert_eq!(reg(&p, IredReg::Qavg), 21 - 10);
+        // depths are 19-bit: a deeper queue reads as the maximum
+        depart(&p, u32::MAX);
+        assert_eq!(reg(&p, IredReg::QdepthPrev), u64::from(QUEUE_DEPTH_MAX));
+    }
+
+    #[test]
+    fn below_min_never_decides_above_max_always_and_the_next_packet_drops() {
+        let p = with_ired(false, false);
+        depart(&p, 20);
+        depart(&p, 20); // avg 20 < minThsld 28
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert!(!p.ired_drop(PORT, false));
+        depart(&p, 200);
+        depart(&p, 200); // avg 200 > maxThsld 56
+        assert_eq!(reg(&p, IredReg::Decisions), 1 + 1);
+        // the deciding packets were sent; the flag waits for the next one
+        assert_eq!(reg(&p, IredReg::DropFlag), u64::from(FLAG_DROP));
+        assert_eq!(reg(&p, IredReg::FlagsSet), 2);
+        assert!(
+            p.ired_drop(PORT, false),
+            "the next packet to the port is dropped"
+        );
+        assert!(!p.ired_drop(PORT, false), "one drop per flag");
+        assert_eq!(reg(&p, IredReg::Drops), 1);
+        // another port's packets are not touched
+        assert!(!p.ired_drop(PORT + 1, false));
+    }
+
+    #[test]
+    fn between_the_thresholds_the_drop_probability_decides() {
+        let p = with_ired(false, false);
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0);
+        for _ in 0..50 {
+            depart(&p, 40); // avg settles at 40: between 28 and 56
+        }
+        assert_eq!(reg(&p, IredReg::Decisions), 0, "probability 0: never");
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0xffff);
+        for _ in 0..50 {
+            depart(&p, 40);
+        }
+        let d = reg(&p, IredReg::Decisions);
+        // a 16-bit random number below 0xffff: all but 1 in 65536
+        assert!(d >= 49, "probability ~1: {d} of 50 decided");
+        // the register is 16 bits wide
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0x1_0007);
+        assert_eq!(reg(&p, IredReg::DropProb), 7);
+    }
+
+    #[test]
+    fn relayed_rtp_never_carries_a_decision() {
+        let p = with_ired(false, false);
+        let rtp = Bridged {
+            relayed_rtp: true,
+            ..Bridged::default()
+        };
+        for _ in 0..4 {
+            assert!(p.ired(PORT, &rtp, 500, 500));
+        }
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        // RTCP of a relayed leg does carry one
+        let rtcp = Bridged { rtcp: true, ..rtp };
+        p.ired(PORT, &rtcp, 500, 500);
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 1);
+    }
+
+    #[test]
+    fn protection_spares_relay_hits_and_ef_but_not_the_rest() {
+        let p = with_ired(false, true);
+        depart(&p, 500);
+        assert_eq!(
+            reg(&p, IredReg::DropFlag),
+            u64::from(FLAG_DROP_SPARE_PROTECTED)
+        );
+        assert!(!p.ired_drop(PORT, true), "protected: passes");
+        assert_eq!(reg(&p, IredReg::Spared), 1);
+        assert!(
+            p.ired_drop(PORT, false),
+            "the flag still drops the next unprotected one"
+        );
+        assert_eq!(reg(&p, IredReg::Drops), 1);
+        // without protection a protected packet is dropped like any other
+        let q = with_ired(false, false);
+        depart(&q, 500);
+        assert!(q.ired_drop(PORT, true));
+    }
+
+    #[test]
+    fn tail_drop_mode_drops_at_egress_from_the_enqueue_depth() {
+        let p = with_ired(true, false);
+        assert!(
+            p.ired(PORT, &Bridged::default(), 500, 63),
+            "63 < maxLenQueue"
+        );
+        assert!(
+            !p.ired(PORT, &Bridged::default(), 0, 64),
+            "64 >= maxLenQueue"
+        );
+        assert!(!p.ired(PORT, &Bridged::default(), 0, u32::MAX));
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::TailDrops), 2);
+        assert_eq!(reg(&p, IredReg::Decisions), 0, "no decisions in this mode");
+        assert!(!p.ired_drop(PORT, false));
+    }
+
+    #[test]
+    fn clear_resets_every_register_and_copies_in_flight() {
+        let p = with_ired(false, false);
+        p.ired(PORT, &Bridged::default(), 500, 500);
+        p.ired.clear();
+        p.ired_feedback();
+        for r in [
+            IredReg::Qavg,
+            IredReg::Decisions,
+            IredReg::DropFlag,
+            IredReg::FlagsSet,
+        ] {
+            assert_eq!(reg(&p, r), 0, "{r:?}");
+        }
+        assert_eq!(p.ired.read(IredReg::Qavg, PORTS), None, "beyond the ports");
+        assert!(!p.ired.write(IredReg::Qavg, PORTS, 1));
+    }
+}

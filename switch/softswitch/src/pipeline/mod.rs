@@ -295,7 +295,7 @@ impl Pipeline {
             notice_ethertype: c.config.reroute_notice_ethertype,
             ports: ports
                 .iter()
-                .filter(|&&p| p < 64)
+                .filter(|&&p| p < u32::from(port_binding::PORTS))
                 .fold(0, |m, &p| m | 1 << p),
             fastpath: None,
         }
@@ -316,7 +316,7 @@ impl Pipeline {
     }
 
     pub fn has_port(&self, port: u32) -> bool {
-        port < 64 && self.ports & (1 << port) != 0
+        port < u32::from(port_binding::PORTS) && self.ports & (1 << port) != 0
     }
 
     /// Clears every table and register (SetForwardingPipelineConfig).

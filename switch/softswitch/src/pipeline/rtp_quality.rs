@@ -215,4 +215,84 @@ mod tests {
         let got = r.read(Reg::Jitter, 0).unwrap() as f64 / 16.0;
         assert!((got - j).abs() < 1.5, "jitter {got} vs {j}");
     }
+
+    #[test]
+    fn sequence_numbers_wrap_at_16_bits() {
+        let r = QualityRegs::new(1, 8000, 4);
+        for (i, seq) in [65534u16, 65535, 0, 1].into_iter().enumerate() {
+            r.update(0, &rtp(seq, 0), 0, i as u32);
+        }
+        assert_eq!(
+            r.read(Reg::Lost, 0),
+            Some(0),
+            "65535 -> 0 is the next packet"
+        );
+        assert_eq!(r.read(Reg::Reordered, 0), Some(0));
+        assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
+        // a jump of half the space or more reads as late (signed 16-bit delta)
+        r.update(0, &rtp(1 + 0x8000, 0), 0, 9);
+        assert_eq!(r.read(Reg::Reordered, 0), Some(1));
+        assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
+        r.update(0, &rtp(1 + 0x7fff, 0), 0, 9);
+        assert_eq!(
+            r.read(Reg::Lost, 0),
+            Some(0x7ffe),
+            "the largest gap forward"
+        );
+        assert_eq!(r.read(Reg::LastSeen, 0), Some(9));
+    }
+
+    #[test]
+    fn transit_is_in_clock_units_mod_2_32() {
+        let r = QualityRegs::new(1, 8000, 4);
+        // departure at 1 s = 8000 units; RTP timestamp 8160: transit -160 mod 2^32
+        r.update(0, &rtp(1, 8160), 1_000_000_000, 0);
+        assert_eq!(
+            r.read(Reg::Transit, 0),
+            Some(u64::from(8000u32.wrapping_sub(8160)))
+        );
+        assert_eq!(
+            r.read(Reg::Jitter, 0),
+            Some(0),
+            "the first packet sets no jitter"
+        );
+    }
+
+    #[test]
+    fn writes_truncate_to_the_register_width_and_stay_in_range() {
+        let r = QualityRegs::new(2, 8000, 4);
+        assert!(r.write(Reg::MaxSeq, 1, 0x1_0005));
+        assert!(r.write(Reg::PayloadType, 1, 0x1ff));
+        assert!(r.write(Reg::Packets, 1, 0x1_0000_0007));
+        assert_eq!(r.read(Reg::MaxSeq, 1), Some(5));
+        assert_eq!(r.read(Reg::PayloadType, 1), Some(0xff));
+        assert_eq!(r.read(Reg::Packets, 1), Some(7));
+        assert!(!r.write(Reg::Packets, 2, 1), "beyond the legs");
+        assert_eq!(r.read(Reg::Packets, 2), None);
+        // an update beyond the legs is ignored, not a panic
+        r.update(2, &rtp(1, 0), 0, 0);
+        r.clear();
+        assert_eq!(r.read(Reg::Packets, 1), Some(0));
+        assert_eq!(r.read(Reg::MaxSeq, 1), Some(0));
+    }
+
+    #[test]
+    fn the_step_counts_only_the_leg_it_was_bridged_with() {
+        let (p, _) = crate::pipeline::tests::setup();
+        let b = Bridged {
+            relayed_rtp: true,
+            leg: 3,
+            rtp: rtp(10, 0),
+            ..Bridged::default()
+        };
+        p.rtp_quality(&b, 2_000_000);
+        assert_eq!(p.quality.read(Reg::Packets, 3), Some(1));
+        assert_eq!(
+            p.quality.read(Reg::LastSeen, 3),
+            Some(2),
+            "ms_clock of the departure"
+        );
+        assert_eq!(p.quality.read(Reg::Packets, 2), Some(0));
+        assert_eq!(p.stats.rtp_packets.load(Relaxed), 1);
+    }
 }
