@@ -336,9 +336,14 @@ impl SmallTables {
         a: Option<RerouteWatchAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_map(&mut self.reroute_watch, prefix_key(prefix, len)?, a, insert)?;
-        self.watch_by_len = index_by_len(&self.reroute_watch);
-        Ok(())
+        write_lpm(
+            &mut self.reroute_watch,
+            &mut self.watch_by_len,
+            prefix,
+            len,
+            a,
+            insert,
+        )
     }
 
     pub fn reroute_class_write(
@@ -364,14 +369,14 @@ impl SmallTables {
         c: Option<IredConfig>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= PORTS {
-            return Err(TableError::Invalid(format!(
-                "ired_port: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.ired_port, port, c, insert)?;
-        self.ired_by_port[usize::from(port)] = self.ired_port.get(&port).copied();
-        Ok(())
+        write_port(
+            "ired_port",
+            &mut self.ired_port,
+            Some(&mut self.ired_by_port),
+            port,
+            c,
+            insert,
+        )
     }
 
     /// `int_watch`: the first (highest priority) entry that matches.
@@ -429,14 +434,15 @@ impl SmallTables {
         h: Option<IntHop>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= PORTS {
-            return Err(TableError::Invalid(format!(
-                "int_hop_config: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.int_hop_config, port, h, insert)?;
-        self.int_hop_by_port[usize::from(port)] = self.int_hop_config.get(&port).copied();
-        Ok(())
+        let index = Some(&mut self.int_hop_by_port);
+        write_port(
+            "int_hop_config",
+            &mut self.int_hop_config,
+            index,
+            port,
+            h,
+            insert,
+        )
     }
 
     #[inline]
@@ -457,12 +463,7 @@ impl SmallTables {
         e: Option<IntReportEncap>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= PORTS {
-            return Err(TableError::Invalid(format!(
-                "int_report: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.int_report, port, e, insert)
+        write_port("int_report", &mut self.int_report, None, port, e, insert)
     }
 
     pub fn lpm_write(
@@ -472,9 +473,7 @@ impl SmallTables {
         a: Option<LpmAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_map(&mut self.lpm, prefix_key(prefix, len)?, a, insert)?;
-        self.lpm_by_len = index_by_len(&self.lpm);
-        Ok(())
+        write_lpm(&mut self.lpm, &mut self.lpm_by_len, prefix, len, a, insert)
     }
 
     pub fn nexthop_write(
@@ -576,6 +575,44 @@ fn write_map<K, V>(
         }
         (None, true, false) => Err(TableError::NotFound),
     }
+}
+
+/// Writes an LPM table's entry (`ipv4_lpm`, `reroute_watch`) and rebuilds
+/// its data-path index.
+fn write_lpm<A: Copy>(
+    entries: &mut BTreeMap<(u32, u8), A>,
+    index: &mut ByLen<A>,
+    prefix: u32,
+    len: u8,
+    a: Option<A>,
+    insert: bool,
+) -> Result<(), TableError> {
+    write_map(entries, prefix_key(prefix, len)?, a, insert)?;
+    *index = index_by_len(entries);
+    Ok(())
+}
+
+/// Writes a per-egress-port table's entry (`ired_port`, `int_hop_config`,
+/// `int_report`), refusing ports beyond the switch's, and refreshes the
+/// port's slot in the data-path index where the table has one.
+fn write_port<A: Copy>(
+    table: &str,
+    entries: &mut BTreeMap<u16, A>,
+    index: Option<&mut [Option<A>; PORTS]>,
+    port: u16,
+    a: Option<A>,
+    insert: bool,
+) -> Result<(), TableError> {
+    if usize::from(port) >= PORTS {
+        return Err(TableError::Invalid(format!(
+            "{table}: port {port} is not a port of this switch"
+        )));
+    }
+    write_map(entries, port, a, insert)?;
+    if let Some(index) = index {
+        index[usize::from(port)] = entries.get(&port).copied();
+    }
+    Ok(())
 }
 
 /// Snapshot holder: lock-free reads, serialized copy-on-write updates.
