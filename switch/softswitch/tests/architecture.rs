@@ -401,3 +401,56 @@ fn python_contract_config_is_generated_from_the_contract() {
         "../client/src/p4relay_switch/contract_config.py",
     );
 }
+
+#[path = "../build/abi.rs"]
+mod abi;
+
+fn abi_of(constant_type: &str, fields: &str) -> Result<abi::Abi, String> {
+    let contract: toml::Table = toml::from_str("[config]\nport = 511\nname = \"x\"\n").unwrap();
+    let text = format!(
+        "[constants.PORT]\ncontract = \"port\"\ntype = \"{constant_type}\"\ndoc = \"d\"\n\
+         [[struct]]\nc = \"s\"\nrust = \"S\"\ndoc = \"d\"\nfields = [{fields}]\n"
+    );
+    let t: toml::Table = toml::from_str(&text).unwrap();
+    abi::Abi::parse(&t, &contract).map_err(|e| e.to_string())
+}
+
+fn refused(r: Result<abi::Abi, String>) -> String {
+    r.err().expect("refused")
+}
+
+#[test]
+fn the_abi_generator_lays_out_like_c_and_refuses_what_does_not_fit() {
+    // a@0, (pad) b@4, m@8..14, c@14, then padding to b's alignment: 16
+    let a = abi_of(
+        "u16",
+        r#"{ name = "a", type = "u8" }, { name = "b", type = "u32" },
+           { name = "m", type = "[u8; 6]" }, { name = "c", type = "u16" }"#,
+    )
+    .unwrap();
+    let h = a.c_header();
+    assert!(h.contains("#define PORT 511"), "{h}");
+    assert!(h.contains("    __u8 m[6];"), "{h}");
+    assert!(h.contains("_Static_assert(sizeof(struct s) == 16"), "{h}");
+    let r = a.rust();
+    assert!(r.contains("pub const PORT: u16 = 511;"), "{r}");
+    assert!(r.contains("pub m: [u8; 6],"), "{r}");
+    assert!(r.contains("size_of::<S>() == 16"), "{r}");
+    // a u64 after a u8: 8-byte alignment, 16 bytes
+    let a = abi_of(
+        "u16",
+        r#"{ name = "a", type = "u8" }, { name = "b", type = "u64" }"#,
+    )
+    .unwrap();
+    assert!(a.rust().contains("size_of::<S>() == 16"));
+    // 511 does not fit a u8; unknown types and empty structs are refused
+    assert!(refused(abi_of("u8", r#"{ name = "a", type = "u8" }"#)).contains("does not fit"));
+    assert!(refused(abi_of("u16", r#"{ name = "a", type = "i7" }"#)).contains("unknown type"));
+    assert!(refused(abi_of("u16", "")).contains("no fields"));
+    // Python: only integers in [config]
+    let contract: toml::Table = toml::from_str("[config]\nname = \"x\"\n").unwrap();
+    assert!(abi::Abi::python(&contract)
+        .unwrap_err()
+        .to_string()
+        .contains("not an integer"));
+}
