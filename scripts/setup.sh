@@ -80,6 +80,15 @@ fi
 # Software switch: one release profile serves tests and benchmarks.
 if [ -f switch/Cargo.toml ]; then
   (cd switch && cargo build --release --quiet --all-targets)
+  # Rust line coverage for the rust test stage: LLVM's tools from rustup and
+  # cargo-llvm-cov from crates.io (once).
+  rustup component add llvm-tools-preview >/dev/null 2>&1 \
+    || echo "setup: rustup could not add llvm-tools-preview: the rust stage runs without coverage" >&2
+  if ! cargo llvm-cov --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-llvm-cov"
+    cargo install --locked --quiet cargo-llvm-cov@0.9.1 \
+      || echo "setup: cargo-llvm-cov not installed: the rust stage runs without coverage" >&2
+  fi
 fi
 
 # cargo-audit for the offline dependency audit in make lint (scripts/audit.py).

@@ -2,7 +2,7 @@
 //
 // p4relay softswitch XDP fast path: relay hits of the pipeline, in the kernel.
 //
-// The same pipeline as src/pipeline.rs, for the one case that is all of a
+// The same pipeline as src/pipeline/, for the one case that is all of a
 // call's media: a clean IPv4/UDP packet that hits `relay`, whose leg has a
 // `leg_rewrite` and whose routed egress port is enabled and unshaped. Such a
 // packet is rewritten, counted and its RTP quality measured here, then
@@ -21,8 +21,7 @@
 // packet takes: the quality registers are this program's `quality` array,
 // mmapped by the softswitch as its register storage; leg counters
 // (leg_rewrite's direct counter), port counters and pipeline counters here
-// are added to the softswitch's own on every read. Layouts: src/fastpath/mod.rs
-// (keep in lockstep).
+// are added to the softswitch's own on every read. Map layouts: bpf/abi.toml.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -32,83 +31,15 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+// UNBOUND_PORT, MAX_PORTS, XSK_QUEUES and the map keys and values, generated
+// by build.rs from bpf/abi.toml and switch/contract.toml (the softswitch's
+// src/xdp_abi.rs is the same definition in Rust).
+#include "xdp_abi.h"
+
 #define NS_PER_S 1000000000ULL
 #define NS_PER_MS 1000000ULL
 
 // Sizes are set by the loader before load (bpf_map__set_max_entries).
-#define MAX_PORTS 64
-// RX queues per port with an AF_XDP socket: xsks index = port * XSK_QUEUES + queue.
-#define XSK_QUEUES 64
-// contract [config] unbound_port: the relay key's port where binding is off.
-#define UNBOUND_PORT 511
-
-struct relay_key { // host byte order, = RelayKey
-    __u32 src;
-    __u32 dst;
-    __u16 sport;
-    __u16 dport;
-    __u32 port;    // ig_md.bound_port: ingress dev port, or UNBOUND_PORT
-};
-
-struct relay_val {
-    __u32 leg;
-    __u32 rtcp;
-    __u32 last_hit_ms; // 0: never relayed here (idle timeout)
-    __u32 _pad;
-};
-
-// leg_rewrite's direct counter, this program's part (by leg).
-struct leg_count {
-    __u64 pkts;
-    __u64 bytes;
-};
-
-// leg_rewrite with its route resolved (ipv4_lpm + nexthop of the new dst).
-struct leg_val {
-    __u32 src;
-    __u32 dst;
-    __u16 sport;
-    __u16 dport;
-    __u32 port;    // egress dev port
-    __u8 smac[6];
-    __u8 dmac[6];
-    __u32 valid;
-};
-
-struct port_val {
-    __u32 ifindex;
-    __u32 enabled; // $PORT_ENABLE: may receive
-    __u32 fast;    // may send on this path: enabled, unshaped, link up
-    __u32 unbound; // port binding off ($PORT_METADATA): relay keys on UNBOUND_PORT
-    __u64 rx_packets;
-    __u64 rx_bytes;
-    __u64 tx_packets;
-    __u64 tx_bytes;
-};
-
-// = registers.rs LegQuality (32 bytes: an array element is 8-byte aligned).
-struct quality {
-    __u32 packets;
-    __u32 lost;
-    __u32 reordered;
-    __u32 transit;
-    __u32 jitter;
-    __u32 last_seen;
-    __u16 max_seq;
-    __u8 payload_type;
-    __u8 _pad;
-    __u32 _pad2;
-};
-
-struct config {
-    __u64 wall_offset_ns; // CLOCK_REALTIME - CLOCK_MONOTONIC, refreshed by the softswitch
-    __u32 clock_hz;
-    __u32 jitter_shift;
-    __u64 relay_hits;
-    __u64 relay_rewrites;
-    __u64 rtp_packets;
-};
-
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 65536);
@@ -206,7 +137,7 @@ static __always_inline __u32 ip_sum(const __u16 *w)
     return s;
 }
 
-// registers.rs QualityRegs::update, statement for statement.
+// src/pipeline/rtp_quality.rs QualityRegs::update, statement for statement.
 static __always_inline void quality_update(struct quality *q, __u8 pt, __u16 seq, __u32 ts,
                                            __u64 now_ns, const struct config *c)
 {

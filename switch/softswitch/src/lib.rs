@@ -1,13 +1,16 @@
 //! p4relay software switch: the p4relay pipeline on Linux interfaces.
 //!
 //! Layout: `contract`/`schema` (names and ids), `packet` (parser, checksums),
-//! `tables` + `registers` (pipeline state), `pipeline` (one packet through
-//! the tables, a step per P4 control), `dataplane` (AF_XDP sockets or
-//! AF_PACKET rings, workers, egress FIFOs), `fastpath` (the XDP program
-//! behind `pipeline::FastPathMaps` and the AF_XDP sockets' map),
-//! `grpc` (BfRt server and notifications), `metrics` (Prometheus), `sys`
-//! (clocks, shared mappings). Dependencies point one way: config and sys
-//! below everything, pipeline below dataplane, fastpath and grpc.
+//! `tables` (the state the control plane writes), `pipeline` (one packet
+//! through the tables, a module per P4 control with its registers),
+//! `dataplane` (AF_XDP sockets or AF_PACKET rings, workers, egress FIFOs),
+//! `fastpath` (the XDP program behind `pipeline::FastPathMaps` and the AF_XDP
+//! sockets' map), `xdp_abi` (the constants and map layouts the program
+//! shares with the softswitch), `grpc` (BfRt server and notifications),
+//! `metrics` (Prometheus), `sys` (clocks, shared mappings). Dependencies
+//! point one way (tests/architecture.rs checks there is no cycle): config,
+//! sys and xdp_abi below everything, tables below pipeline, pipeline below
+//! dataplane, fastpath and grpc.
 
 pub mod config;
 pub mod contract;
@@ -17,10 +20,10 @@ pub mod grpc;
 pub mod metrics;
 pub mod packet;
 pub mod pipeline;
-pub mod registers;
 pub mod schema;
 pub mod sys;
 pub mod tables;
+pub mod xdp_abi;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -3,6 +3,20 @@ them (tests/test_contract.py checks they match it)."""
 
 from __future__ import annotations
 
+# contract.toml [config], generated from the contract (UNBOUND_PORT: the relay
+# key port of a flow from a port whose binding is off).
+from p4relay_switch.contract_config import INT_DSCP as INT_DSCP
+from p4relay_switch.contract_config import INT_FLOW_SLOTS as INT_FLOW_SLOTS
+from p4relay_switch.contract_config import INT_MAX_HOPS as INT_MAX_HOPS
+from p4relay_switch.contract_config import INT_REPORT_INTERVAL_MS as INT_REPORT_INTERVAL_MS
+from p4relay_switch.contract_config import IRED_CELL_BYTES as IRED_CELL_BYTES
+from p4relay_switch.contract_config import IRED_EWMA_N_MAX as IRED_EWMA_N_MAX
+from p4relay_switch.contract_config import JITTER_SHIFT as JITTER_SHIFT
+from p4relay_switch.contract_config import REROUTE_NOTICE_ETHERTYPE as REROUTE_NOTICE_ETHERTYPE
+from p4relay_switch.contract_config import REROUTE_SLOTS as REROUTE_SLOTS
+from p4relay_switch.contract_config import RTP_CLOCK_HZ as RTP_CLOCK_HZ
+from p4relay_switch.contract_config import UNBOUND_PORT as UNBOUND_PORT
+
 IPV4_LPM = "pipe.Ingress.ipv4_lpm"
 NEXTHOP = "pipe.Ingress.nexthop"
 RELAY_ADDR = "pipe.Ingress.relay_addr"
@@ -72,12 +86,6 @@ COUNTER_BYTES = "$COUNTER_SPEC_BYTES"
 COUNTER_PKTS = "$COUNTER_SPEC_PKTS"
 COUNTER_INDEX = "$COUNTER_INDEX"
 
-# contract.toml [config]
-RTP_CLOCK_HZ = 8000
-JITTER_SHIFT = 4
-REROUTE_SLOTS = 4096
-REROUTE_NOTICE_ETHERTYPE = 0x88B5
-UNBOUND_PORT = 511  # relay key port of a flow from a port whose binding is off
 
 # iRED (Egress decides, Ingress drops), per egress dev_port.
 IRED_PORT = "pipe.Egress.ired_port"
@@ -103,9 +111,6 @@ IRED_REGISTERS = (
     REG_IRED_DROPS,
     REG_IRED_SPARED,
 )
-# contract.toml [config]
-IRED_EWMA_N_MAX = 4
-IRED_CELL_BYTES = 80
 
 # INT (in-band network telemetry): watch list and roles in Ingress, the hop
 # and the telemetry report in Egress.
@@ -136,8 +141,3 @@ INT_REGISTERS = (
     REG_INT_FLOW_REPORTED,
     REG_INT_REPORT_SEQ,
 )
-# contract.toml [config]
-INT_DSCP = 0x17
-INT_MAX_HOPS = 2
-INT_FLOW_SLOTS = 4096
-INT_REPORT_INTERVAL_MS = 1000

@@ -9,7 +9,8 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use super::aqm::{Aqm, AqmConfig};
+use super::aqm::Aqm;
+use crate::config::AqmConfig;
 use crate::pipeline::{Bridged, EgressPass, EgressVerdict};
 
 /// Slot size: the largest frame the switch carries (the RX ring frame size).
@@ -458,5 +459,156 @@ mod tests {
         q.drain(late, &mut s, &st, |_, _| EgressVerdict::Send, |_, _, _| {});
         assert_eq!(s.frames.len() as u64, 11 + MAX_CATCHUP_NS / 1_000_000 + 1);
         assert_eq!(q.len() as u64, 20 - 1 - MAX_CATCHUP_NS / 1_000_000 - 1);
+    }
+
+    fn send_all(q: &mut Fifo, now: u64, st: &EgressStats) -> Vec<Vec<u8>> {
+        let mut s = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        q.drain(now, &mut s, st, |_, _| EgressVerdict::Send, |_, _, _| {});
+        s.frames
+    }
+
+    #[test]
+    fn a_frame_beyond_the_slot_is_a_tail_drop_and_one_that_fits_is_kept_whole() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(4);
+        assert!(!q.push(&[1; SLOT + 1], Bridged::default(), 0, &st));
+        assert_eq!(st.tail_drops.load(Relaxed), 1);
+        assert!(q.push(&[2; SLOT], Bridged::default(), 0, &st));
+        assert_eq!(send_all(&mut q, 0, &st), vec![vec![2; SLOT]]);
+    }
+
+    #[test]
+    fn depths_are_in_80_byte_cells_rounded_up() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(8);
+        for len in [1, 80, 81, 160] {
+            q.push(&vec![0; len], Bridged::default(), 0, &st);
+        }
+        // 1 + 1 + 2 + 2 cells
+        assert_eq!(q.cells(), 6);
+        assert_eq!(st.watermark_cells.load(Relaxed), 6);
+        assert_eq!(st.depth_bytes.load(Relaxed), 1 + 80 + 81 + 160);
+        let mut seen = Vec::new();
+        let mut s = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        q.drain(
+            0,
+            &mut s,
+            &st,
+            |_, e| {
+                seen.push((e.enq_cells, e.deq_cells));
+                EgressVerdict::Send
+            },
+            |_, _, _| {},
+        );
+        // enq: cells ahead on arrival; deq: cells behind at the head
+        assert_eq!(seen, vec![(0, 5), (1, 4), (2, 2), (4, 0)]);
+        assert_eq!((q.cells(), st.depth_bytes.load(Relaxed)), (0, 0));
+        assert_eq!(st.watermark_cells.load(Relaxed), 6, "the watermark stays");
+    }
+
+    #[test]
+    fn egress_may_grow_or_shrink_a_frame_and_consume_a_copy() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(4);
+        q.push(&[1; 100], Bridged::default(), 0, &st);
+        q.push(&[2; 100], Bridged::default(), 0, &st);
+        q.push(&[3; 100], Bridged::default(), 0, &st);
+        let mut departed = Vec::new();
+        let mut s = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        q.drain(
+            0,
+            &mut s,
+            &st,
+            |_, e| match e.buf[0] {
+                1 => {
+                    // INT inserted: 100 -> 180 bytes in the slot
+                    e.buf[100..180].fill(9);
+                    e.len = 180;
+                    EgressVerdict::Send
+                }
+                2 => EgressVerdict::Consume,
+                _ => {
+                    e.len = 40;
+                    EgressVerdict::Send
+                }
+            },
+            |_, _, f| departed.push(f.len()),
+        );
+        assert_eq!(
+            s.frames.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![180, 40]
+        );
+        assert_eq!(&s.frames[0][100..], &[9; 80][..]);
+        assert_eq!(departed, vec![180, 40], "a consumed copy never departs");
+        assert_eq!(st.tx_bytes.load(Relaxed), 220);
+        assert_eq!((q.cells(), st.depth_bytes.load(Relaxed)), (0, 0));
+    }
+
+    #[test]
+    fn an_egress_drop_still_departs_but_is_not_sent() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(2);
+        let b = Bridged {
+            leg: 7,
+            ..Bridged::default()
+        };
+        q.push(&[1; 64], b, 1_000, &st);
+        let mut departed = Vec::new();
+        let mut s = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        q.drain(
+            3_000,
+            &mut s,
+            &st,
+            |_, _| EgressVerdict::Drop,
+            |b, delay, _| departed.push((b.leg, delay)),
+        );
+        assert!(s.frames.is_empty());
+        assert_eq!(departed, vec![(7, 2_000)]);
+        assert_eq!(st.egress_drops.load(Relaxed), 1);
+        assert_eq!(st.tx_packets.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn the_ring_wraps_around_in_order() {
+        let st = EgressStats::default();
+        let mut q = Fifo::new(3);
+        let mut out = Vec::new();
+        for round in 0..5u8 {
+            q.push(&[round * 2; 10], Bridged::default(), 0, &st);
+            q.push(&[round * 2 + 1; 10], Bridged::default(), 0, &st);
+            out.extend(send_all(&mut q, 0, &st).into_iter().map(|f| f[0]));
+        }
+        assert_eq!(out, (0..10).collect::<Vec<u8>>());
+        assert_eq!(st.tail_drops.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn an_idle_shaped_link_banks_no_credit() {
+        let st = EgressStats::default();
+        // 1 Mbit/s: a 101-byte frame takes 1 ms of line time
+        st.rate_bps.store(1_000_000, Relaxed);
+        let mut q = Fifo::new(10);
+        q.push(&[0; 101], Bridged::default(), 0, &st);
+        assert_eq!(send_all(&mut q, 0, &st).len(), 1);
+        // idle for a second, then three at once: one now, the next a frame time later
+        let t = 1_000_000_000;
+        for _ in 0..3 {
+            q.push(&[0; 101], Bridged::default(), t, &st);
+        }
+        assert_eq!(send_all(&mut q, t, &st).len(), 1);
+        assert_eq!(send_all(&mut q, t + 999_999, &st).len(), 0);
+        assert_eq!(send_all(&mut q, t + 1_000_000, &st).len(), 1);
     }
 }

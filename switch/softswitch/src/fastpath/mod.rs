@@ -20,17 +20,15 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::config::XdpMode;
 use crate::pipeline::mirror::{FastPathMaps, FastPathStatus, LegRoute, PipelineCounts, PortCounts};
-use crate::registers::LegQuality;
 use crate::tables::relay::RelayKey;
+use crate::xdp_abi::{
+    ConfigVal, LegCount, LegQuality, LegRouteC, PortVal, RelayKeyC, RelayVal, MAX_PORTS, XSK_QUEUES,
+};
 use anyhow::{Context, Result};
 
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.bpf.o"));
 const PROGRAM: &str = "p4relay_fastpath";
 const PROBE: &str = "p4relay_probe";
-/// bpf/fastpath.bpf.c MAX_PORTS: dev ports the `ports` array holds.
-pub const MAX_PORTS: u32 = 64;
-/// bpf/fastpath.bpf.c XSK_QUEUES: RX queues per port in the `xsks` map.
-const XSK_QUEUES: u32 = 64;
 
 /// The XDP attach flags of a resolved mode (`Off` never attaches; `Auto`
 /// is resolved to native or generic before attaching).
@@ -49,49 +47,6 @@ pub fn is_virtual(ifname: &str) -> bool {
     !std::path::Path::new(&format!("/sys/class/net/{ifname}/device")).exists()
 }
 
-// Map layouts: bpf/fastpath.bpf.c (keep in lockstep).
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct RelayKeyC {
-    src: u32,
-    dst: u32,
-    sport: u16,
-    dport: u16,
-    port: u32,
-}
-
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct RelayVal {
-    leg: u32,
-    rtcp: u32,
-    /// 0: never relayed by the kernel.
-    last_hit_ms: u32,
-    _pad: u32,
-}
-
-/// `struct leg_count`: leg_rewrite's direct counter, the kernel's part.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct LegCount {
-    pkts: u64,
-    bytes: u64,
-}
-
-/// `struct leg_route`: a leg's rewrite with its route resolved.
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct LegRouteC {
-    src: u32,
-    dst: u32,
-    sport: u16,
-    dport: u16,
-    port: u32,
-    smac: [u8; 6],
-    dmac: [u8; 6],
-    valid: u32,
-}
-
 impl From<LegRoute> for LegRouteC {
     fn from(r: LegRoute) -> Self {
         LegRouteC {
@@ -105,31 +60,6 @@ impl From<LegRoute> for LegRouteC {
             valid: u32::from(r.valid),
         }
     }
-}
-
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct PortVal {
-    ifindex: u32,
-    enabled: u32,
-    fast: u32,
-    /// Port binding off: relay keys on the contract's unbound_port.
-    unbound: u32,
-    rx_packets: u64,
-    rx_bytes: u64,
-    tx_packets: u64,
-    tx_bytes: u64,
-}
-
-#[repr(C)]
-#[derive(Debug, Default, Clone, Copy)]
-struct ConfigVal {
-    wall_offset_ns: u64,
-    clock_hz: u32,
-    jitter_shift: u32,
-    relay_hits: u64,
-    relay_rewrites: u64,
-    rtp_packets: u64,
 }
 
 pub struct FastPath {

@@ -55,3 +55,83 @@ impl Pipeline {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::testpkt::Udp4;
+    use crate::pipeline::tests::{meta, setup, UAS};
+
+    /// Forwarding alone for a packet to `dst` with `ttl`, routed on `route_on`
+    /// (the destination after a relay rewrite).
+    fn route(p: &Pipeline, dst: u32, ttl: u8, route_on: u32) -> Result<Egress, DropReason> {
+        let f = Udp4 {
+            dst,
+            ttl,
+            ..Udp4::default()
+        }
+        .build();
+        let parsed = packet::parse(&f).unwrap();
+        let mut md = IngressMeta::new(&parsed, 1, 1);
+        md.dst_addr = route_on;
+        p.forwarding(&parsed, &md, &meta(0), &mut Bridged::default())
+    }
+
+    #[test]
+    fn the_longest_prefix_chooses_the_next_hop_and_its_port() {
+        let (p, _) = setup();
+        let e = route(&p, UAS, 64, UAS).unwrap();
+        assert_eq!((e.nexthop_id, e.port), (2, 2));
+        assert_eq!(
+            (e.src_mac, e.dst_mac),
+            ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb])
+        );
+        // a /32 inside 198.18.2.0/24 wins over it
+        p.small
+            .update(|t| t.lpm_write(UAS, 32, Some(LpmAction::SetNexthop(3)), true))
+            .unwrap();
+        assert_eq!(route(&p, UAS, 64, UAS).unwrap().port, 3);
+        assert_eq!(route(&p, UAS + 1, 64, UAS + 1).unwrap().port, 2);
+    }
+
+    #[test]
+    fn it_routes_on_the_rewritten_destination() {
+        let (p, _) = setup();
+        // the packet was addressed to 10.0.0.1 (next hop 9, port 40); after a
+        // relay rewrite it goes to UAS
+        assert_eq!(route(&p, 0x0a00_0001, 64, UAS).unwrap().port, 2);
+    }
+
+    #[test]
+    fn no_route_a_drop_next_hop_expiry_and_unknown_ports_drop() {
+        let (p, _) = setup();
+        assert_eq!(
+            route(&p, 0x0808_0808, 64, 0x0808_0808),
+            Err(DropReason::NoRoute)
+        );
+        p.small
+            .update(|t| {
+                t.lpm_write(0x0808_0800, 24, Some(LpmAction::SetNexthop(77)), true)?;
+                t.lpm_write(0x0909_0900, 24, Some(LpmAction::Drop), true)
+            })
+            .unwrap();
+        // a next hop without an entry takes nexthop's default: drop
+        assert_eq!(
+            route(&p, 0x0808_0808, 64, 0x0808_0808),
+            Err(DropReason::NoRoute)
+        );
+        assert_eq!(
+            route(&p, 0x0909_0909, 64, 0x0909_0909),
+            Err(DropReason::NoRoute)
+        );
+        // forward decrements the TTL: 1 expires here, 2 leaves with 1
+        assert_eq!(route(&p, UAS, 1, UAS), Err(DropReason::TtlExpired));
+        assert_eq!(route(&p, UAS, 0, UAS), Err(DropReason::TtlExpired));
+        assert!(route(&p, UAS, 2, UAS).is_ok());
+        // next hop 9 names port 40, which this switch does not have
+        assert_eq!(
+            route(&p, 0x0a00_0001, 64, 0x0a00_0001),
+            Err(DropReason::NoSuchPort)
+        );
+    }
+}

@@ -28,17 +28,6 @@ use super::{Bridged, EgressPass, EgressVerdict, Pipeline};
 use crate::contract::CONTRACT;
 use crate::packet::{ipv4_checksum, rd16, wr16, wr32, ETHERTYPE_IPV4, IPPROTO_UDP};
 
-/// One `pipe.Egress.int_report` entry (`Egress.int_report_encap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IntReportEncap {
-    pub src_mac: [u8; 6],
-    pub dst_mac: [u8; 6],
-    pub src_addr: u32,
-    pub dst_addr: u32,
-    pub dst_port: u16,
-    pub switch_id: u32,
-}
-
 /// Ethernet 14 + IPv4 20 + UDP 8 + report group header 8 + individual
 /// report header 12.
 pub const REPORT_HEADER_BYTES: usize = 62;

@@ -18,7 +18,7 @@ use super::{Bridged, IngressMeta, Pipeline};
 use crate::contract::CONTRACT;
 use crate::packet::{self, rd16, rd32};
 use crate::schema::IntReg;
-use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchFields, IRED_PORTS};
+use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchFields, PORTS};
 
 pub const INT_TYPE_MD: u8 = 1;
 pub const INT_VERSION: u8 = 2;
@@ -91,7 +91,7 @@ impl Default for IntRegs {
         let slots = CONTRACT.config.int_flow_slots as usize;
         IntRegs {
             malformed: AtomicU32::new(0),
-            tx_bytes: (0..IRED_PORTS).map(|_| AtomicU32::new(0)).collect(),
+            tx_bytes: (0..PORTS).map(|_| AtomicU32::new(0)).collect(),
             hop_limit: AtomicU32::new(0),
             flow_path: (0..slots).map(|_| AtomicU16::new(0)).collect(),
             flow_congested: (0..slots).map(|_| AtomicU8::new(0)).collect(),

@@ -1,15 +1,15 @@
 //! INT through source, transit and sink switches, frame by frame (each
 //! switch: Ingress, then the Egress pass at the head of its queue).
 
-use super::int_sink::{IntReportEncap, REPORT_HEADER_BYTES};
+use super::int_sink::REPORT_HEADER_BYTES;
 use super::int_source::{flow_slot, IntReportCopy, FLAG_ONSET, FLAG_OVER_CLEAR};
-use super::int_transit::IntHop;
 use super::tests::{meta, setup, UAC, UAS};
 use super::*;
 use crate::dataplane::egress::SLOT;
 use crate::packet::testpkt::Udp4;
 use crate::packet::{ipv4_checksum, parse, rd16, rd32, wr16};
 use crate::schema::IntReg;
+use crate::tables::small::{IntHop, IntReportEncap};
 use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchKey};
 
 const SHIM: usize = 14 + 20 + 8;

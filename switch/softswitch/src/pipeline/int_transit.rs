@@ -24,19 +24,7 @@ use super::int_source::{
 };
 use super::{Bridged, EgressPass, Pipeline};
 use crate::packet::{ipv4_checksum, rd16, wr16, wr32};
-
-/// One `pipe.Egress.int_hop_config` entry (`Egress.int_hop`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IntHop {
-    pub switch_id: u32,
-    pub onset_cells: u32,
-    pub clear_cells: u32,
-    pub onset_ns: u32,
-    pub clear_ns: u32,
-}
-
-/// Tofino's queue depths are 19-bit.
-const DEPTH_MAX: u32 = (1 << 19) - 1;
+use crate::tables::small::QUEUE_DEPTH_MAX;
 
 impl Pipeline {
     /// Whether a port adds an INT hop (the XDP fast path leaves such ports
@@ -75,7 +63,7 @@ impl Pipeline {
         if e.len + added > e.buf.len() {
             return;
         }
-        let deq = e.deq_cells.min(DEPTH_MAX);
+        let deq = e.deq_cells.min(QUEUE_DEPTH_MAX);
         let latency = e.queue_delay_ns.min(u64::from(u32::MAX)) as u32;
         let word = (h.switch_id & 0x3FFF) as u16;
         let l3 = shim - 28;

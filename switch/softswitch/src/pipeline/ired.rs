@@ -16,65 +16,13 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, O
 
 use super::{Bridged, Pipeline};
 use crate::schema::IredReg;
-use crate::tables::small::IRED_PORTS;
+use crate::tables::small::{PORTS, QUEUE_DEPTH_MAX};
 
 /// DSCP Expedited Forwarding (RFC 3246).
 pub const DSCP_EF: u8 = 46;
 /// Drop flag values (`pipe.Ingress.ired_drop_flag`).
 pub const FLAG_DROP: u8 = 1;
 pub const FLAG_DROP_SPARE_PROTECTED: u8 = 3;
-
-/// One `pipe.Egress.ired_port` entry (`Egress.ired_set`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IredConfig {
-    /// maxLenQueue, cells.
-    pub max_len_queue: u32,
-    /// N, cells.
-    pub n_drop: u32,
-    /// n: the average weighs the new sample 2^-n.
-    pub ewma_n: u8,
-    /// Comparison mode: no decisions, drop at egress when enq depth >= maxLenQueue.
-    pub tail_drop: bool,
-    /// Relay hits and DSCP EF are never dropped by the flag.
-    pub protect: bool,
-}
-
-impl IredConfig {
-    /// The configuration errors the control plane is told about.
-    pub fn validate(&self, ewma_n_max: u32) -> Result<(), String> {
-        if self.ewma_n == 0 || u32::from(self.ewma_n) > ewma_n_max {
-            return Err(format!(
-                "ewma_n {} out of range 1..={ewma_n_max}",
-                self.ewma_n
-            ));
-        }
-        if !(4..=DEPTH_MAX).contains(&self.max_len_queue) {
-            return Err(format!(
-                "max_len_queue {} cells out of range 4..={DEPTH_MAX}",
-                self.max_len_queue
-            ));
-        }
-        if self.n_drop == 0 || self.n_drop >= self.max_len_queue / 2 {
-            return Err(format!(
-                "n_drop (N) {} must be at least 1 and below max_len_queue / 2 = {} \
-                 (minThsld = max_len_queue / 2 - N must stay above 0)",
-                self.n_drop,
-                self.max_len_queue / 2
-            ));
-        }
-        Ok(())
-    }
-
-    /// minThsld = maxLenQueue / 2 - N (cells).
-    pub fn min_thsld(&self) -> u32 {
-        (self.max_len_queue >> 1).saturating_sub(self.n_drop)
-    }
-
-    /// maxThsld = 2 * minThsld (cells).
-    pub fn max_thsld(&self) -> u32 {
-        self.min_thsld() << 1
-    }
-}
 
 /// One port's iRED registers (all of `pipe.Egress.ired_*` and
 /// `pipe.Ingress.ired_*` at this index).
@@ -106,8 +54,8 @@ pub struct IredRegs {
 
 impl Default for IredRegs {
     fn default() -> Self {
-        let mut ports = Vec::with_capacity(IRED_PORTS);
-        ports.resize_with(IRED_PORTS, PortRegs::default);
+        let mut ports = Vec::with_capacity(PORTS);
+        ports.resize_with(PORTS, PortRegs::default);
         IredRegs {
             ports,
             recirc_pending: AtomicBool::new(false),
@@ -184,9 +132,6 @@ impl IredRegs {
     }
 }
 
-/// Tofino's queue depths are 19-bit.
-const DEPTH_MAX: u32 = (1 << 19) - 1;
-
 impl Pipeline {
     /// Whether a port has an `ired_port` entry (the XDP fast path leaves such
     /// ports to user space, where the decision is made).
@@ -207,13 +152,13 @@ impl Pipeline {
         };
         let n = c.ewma_n;
         // 19-bit depths, as eg_intr_md.deq_qdepth / enq_qdepth.
-        let cur = deq_cells.min(DEPTH_MAX);
+        let cur = deq_cells.min(QUEUE_DEPTH_MAX);
         let prev = r.qdepth_prev.swap(cur, Relaxed);
         let avg = prev - (prev >> n) + (cur >> n);
         let (min, max) = (c.min_thsld(), c.max_thsld());
         r.qavg.store(avg, Relaxed);
         if c.tail_drop {
-            if enq_cells.min(DEPTH_MAX) >= c.max_len_queue {
+            if enq_cells.min(QUEUE_DEPTH_MAX) >= c.max_len_queue {
                 r.tail_drops.fetch_add(1, Relaxed);
                 return false;
             }
@@ -294,41 +239,188 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::tests::setup;
+    use crate::tables::small::IredConfig;
 
-    fn cfg(max: u32, n_drop: u32) -> IredConfig {
-        IredConfig {
-            max_len_queue: max,
-            n_drop,
+    const PORT: u16 = 2;
+
+    /// A pipeline with iRED on `PORT`: maxLenQueue 64 cells, N 4 (minThsld
+    /// 28, maxThsld 56), average weight 2^-1.
+    fn with_ired(tail_drop: bool, protect: bool) -> Pipeline {
+        let (p, _) = setup();
+        let c = IredConfig {
+            max_len_queue: 64,
+            n_drop: 4,
             ewma_n: 1,
-            tail_drop: false,
-            protect: false,
-        }
+            tail_drop,
+            protect,
+        };
+        p.small
+            .update(|t| t.ired_port_write(PORT, Some(c), true))
+            .unwrap();
+        p
+    }
+
+    fn reg(p: &Pipeline, r: IredReg) -> u64 {
+        p.ired.read(r, usize::from(PORT)).unwrap()
+    }
+
+    /// One packet leaves `PORT` with `deq` cells behind it; then the
+    /// recirculated copy, if any, reaches Ingress.
+    fn depart(p: &Pipeline, deq: u32) -> bool {
+        let sent = p.ired(PORT, &Bridged::default(), deq, deq);
+        p.ired_feedback();
+        sent
     }
 
     #[test]
-    fn thresholds_follow_table_one() {
-        // Table I (packets): 64/4 -> 28/56 ... 512/32 -> 224/448; 1024/64 -> 448/896
-        for (max, n, lo, hi) in [
-            (64, 4, 28, 56),
-            (128, 8, 56, 112),
-            (256, 16, 112, 224),
-            (512, 32, 224, 448),
-            (1024, 64, 448, 896),
+    fn a_port_without_an_entry_is_plain_tail_drop() {
+        let (p, _) = setup();
+        for deq in [0, 1000, QUEUE_DEPTH_MAX] {
+            assert!(p.ired(PORT, &Bridged::default(), deq, deq));
+        }
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert_eq!(
+            reg(&p, IredReg::Qavg),
+            0,
+            "no entry: the registers stay put"
+        );
+        assert!(!p.ired_drop(PORT, false));
+    }
+
+    #[test]
+    fn the_average_is_the_p4_programs_shift_arithmetic() {
+        let p = with_ired(false, false);
+        // avg = prev - (prev >> 1) + (cur >> 1), prev = the previous sample
+        depart(&p, 10);
+        assert_eq!(reg(&p, IredReg::Qavg), 5); // 0 - 0 + 5
+        assert_eq!(reg(&p, IredReg::QdepthPrev), 10);
+        depart(&p, 21);
+        assert_eq!(reg(&p, IredReg::Qavg), 10 - 5 + 10);
+        depart(&p, 0);
+        assert_eq!(reg(&p, IredReg::Qavg), 21 - 10);
+        // depths are 19-bit: a deeper queue reads as the maximum
+        depart(&p, u32::MAX);
+        assert_eq!(reg(&p, IredReg::QdepthPrev), u64::from(QUEUE_DEPTH_MAX));
+    }
+
+    #[test]
+    fn below_min_never_decides_above_max_always_and_the_next_packet_drops() {
+        let p = with_ired(false, false);
+        depart(&p, 20);
+        depart(&p, 20); // avg 20 < minThsld 28
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert!(!p.ired_drop(PORT, false));
+        depart(&p, 200);
+        depart(&p, 200); // avg 200 > maxThsld 56
+        assert_eq!(reg(&p, IredReg::Decisions), 1 + 1);
+        // the deciding packets were sent; the flag waits for the next one
+        assert_eq!(reg(&p, IredReg::DropFlag), u64::from(FLAG_DROP));
+        assert_eq!(reg(&p, IredReg::FlagsSet), 2);
+        assert!(
+            p.ired_drop(PORT, false),
+            "the next packet to the port is dropped"
+        );
+        assert!(!p.ired_drop(PORT, false), "one drop per flag");
+        assert_eq!(reg(&p, IredReg::Drops), 1);
+        // another port's packets are not touched
+        assert!(!p.ired_drop(PORT + 1, false));
+    }
+
+    #[test]
+    fn between_the_thresholds_the_drop_probability_decides() {
+        let p = with_ired(false, false);
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0);
+        for _ in 0..50 {
+            depart(&p, 40); // avg settles at 40: between 28 and 56
+        }
+        assert_eq!(reg(&p, IredReg::Decisions), 0, "probability 0: never");
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0xffff);
+        for _ in 0..50 {
+            depart(&p, 40);
+        }
+        let d = reg(&p, IredReg::Decisions);
+        // a 16-bit random number below 0xffff: all but 1 in 65536
+        assert!(d >= 49, "probability ~1: {d} of 50 decided");
+        // the register is 16 bits wide
+        p.ired.write(IredReg::DropProb, usize::from(PORT), 0x1_0007);
+        assert_eq!(reg(&p, IredReg::DropProb), 7);
+    }
+
+    #[test]
+    fn relayed_rtp_never_carries_a_decision() {
+        let p = with_ired(false, false);
+        let rtp = Bridged {
+            relayed_rtp: true,
+            ..Bridged::default()
+        };
+        for _ in 0..4 {
+            assert!(p.ired(PORT, &rtp, 500, 500));
+        }
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        // RTCP of a relayed leg does carry one
+        let rtcp = Bridged { rtcp: true, ..rtp };
+        p.ired(PORT, &rtcp, 500, 500);
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::Decisions), 1);
+    }
+
+    #[test]
+    fn protection_spares_relay_hits_and_ef_but_not_the_rest() {
+        let p = with_ired(false, true);
+        depart(&p, 500);
+        assert_eq!(
+            reg(&p, IredReg::DropFlag),
+            u64::from(FLAG_DROP_SPARE_PROTECTED)
+        );
+        assert!(!p.ired_drop(PORT, true), "protected: passes");
+        assert_eq!(reg(&p, IredReg::Spared), 1);
+        assert!(
+            p.ired_drop(PORT, false),
+            "the flag still drops the next unprotected one"
+        );
+        assert_eq!(reg(&p, IredReg::Drops), 1);
+        // without protection a protected packet is dropped like any other
+        let q = with_ired(false, false);
+        depart(&q, 500);
+        assert!(q.ired_drop(PORT, true));
+    }
+
+    #[test]
+    fn tail_drop_mode_drops_at_egress_from_the_enqueue_depth() {
+        let p = with_ired(true, false);
+        assert!(
+            p.ired(PORT, &Bridged::default(), 500, 63),
+            "63 < maxLenQueue"
+        );
+        assert!(
+            !p.ired(PORT, &Bridged::default(), 0, 64),
+            "64 >= maxLenQueue"
+        );
+        assert!(!p.ired(PORT, &Bridged::default(), 0, u32::MAX));
+        p.ired_feedback();
+        assert_eq!(reg(&p, IredReg::TailDrops), 2);
+        assert_eq!(reg(&p, IredReg::Decisions), 0, "no decisions in this mode");
+        assert!(!p.ired_drop(PORT, false));
+    }
+
+    #[test]
+    fn clear_resets_every_register_and_copies_in_flight() {
+        let p = with_ired(false, false);
+        p.ired(PORT, &Bridged::default(), 500, 500);
+        p.ired.clear();
+        p.ired_feedback();
+        for r in [
+            IredReg::Qavg,
+            IredReg::Decisions,
+            IredReg::DropFlag,
+            IredReg::FlagsSet,
         ] {
-            let c = cfg(max, n);
-            assert_eq!((c.min_thsld(), c.max_thsld()), (lo, hi));
-            assert!(c.validate(4).is_ok());
+            assert_eq!(reg(&p, r), 0, "{r:?}");
         }
-    }
-
-    #[test]
-    fn bad_configurations_are_refused() {
-        assert!(cfg(64, 32).validate(4).unwrap_err().contains("n_drop"));
-        assert!(cfg(64, 0).validate(4).is_err());
-        let mut c = cfg(64, 4);
-        c.ewma_n = 5;
-        assert!(c.validate(4).unwrap_err().contains("ewma_n"));
-        c.ewma_n = 0;
-        assert!(c.validate(4).is_err());
+        assert_eq!(p.ired.read(IredReg::Qavg, PORTS), None, "beyond the ports");
+        assert!(!p.ired.write(IredReg::Qavg, PORTS, 1));
     }
 }

@@ -1,10 +1,10 @@
 //! `LearnFilter` (switch/p4/controls/learn_filter.p4): the learn digest,
 //! suppressed per hashed flow (4-tuple and bound port) for `learn_filter_age_ms`.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::mpsc::TrySendError;
 
-use super::{LearnDigest, Meta, Pipeline};
+use super::{zeroed, LearnDigest, Meta, Pipeline};
 use crate::tables::relay::RelayKey;
 
 impl Pipeline {
@@ -35,5 +35,144 @@ impl Pipeline {
                 self.stats.learn_dropped.fetch_add(1, Relaxed);
             }
         }
+    }
+}
+
+/// Digest suppression: hashed flow → ms it was last reported. A flow reports
+/// again once `age_ms` has passed, so a digest lost while the agent restarts
+/// comes back.
+pub struct LearnFilter {
+    slots: Vec<AtomicU32>,
+    age_ms: u32,
+}
+
+impl LearnFilter {
+    pub fn new(size: usize, age_ms: u32) -> LearnFilter {
+        LearnFilter {
+            slots: zeroed(size.next_power_of_two()),
+            age_ms,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// True if the flow should raise a digest now.
+    #[inline]
+    pub fn admit(&self, flow_hash: u32, now_ms: u32) -> bool {
+        let slot = &self.slots[flow_hash as usize & (self.slots.len() - 1)];
+        let last = slot.load(Relaxed);
+        if last != 0 && now_ms.wrapping_sub(last) < self.age_ms {
+            return false;
+        }
+        slot.store(now_ms.max(1), Relaxed);
+        true
+    }
+
+    pub fn read(&self, i: usize) -> Option<u64> {
+        self.slots.get(i).map(|s| s.load(Relaxed).into())
+    }
+
+    pub fn write(&self, i: usize, v: u64) -> bool {
+        self.slots
+            .get(i)
+            .map(|s| s.store(v as u32, Relaxed))
+            .is_some()
+    }
+
+    pub fn clear(&self) {
+        self.slots.iter().for_each(|s| s.store(0, Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learn_filter_suppresses_then_ages_out() {
+        let f = LearnFilter::new(4096, 2000);
+        assert!(f.admit(77, 10));
+        assert!(!f.admit(77, 1500));
+        assert!(f.admit(77, 2010));
+        assert!(f.admit(78, 2010));
+    }
+
+    #[test]
+    fn the_filter_ages_across_the_ms_clocks_wrap() {
+        let f = LearnFilter::new(16, 2000);
+        assert!(f.admit(1, u32::MAX - 500));
+        assert!(!f.admit(1, 1000), "1501 ms later, across the wrap");
+        assert!(f.admit(1, 1500));
+        // time 0 is stored as 1: a slot at 0 reads as never reported
+        assert!(f.admit(2, 0));
+        assert_eq!(f.read(2), Some(1));
+        assert!(!f.admit(2, 1));
+    }
+
+    #[test]
+    fn the_size_rounds_up_to_a_power_of_two_and_writes_truncate() {
+        let f = LearnFilter::new(3000, 2000);
+        assert_eq!(f.len(), 4096);
+        assert!(f.write(5, 0x1_0000_0009));
+        assert_eq!(f.read(5), Some(9));
+        assert!(!f.write(4096, 1));
+        assert_eq!(f.read(4096), None);
+        f.clear();
+        assert_eq!(f.read(5), Some(0));
+    }
+
+    fn flow(sport: u16, port: u16) -> RelayKey {
+        RelayKey {
+            src: 1,
+            dst: 2,
+            sport,
+            dport: 20000,
+            port,
+        }
+    }
+
+    #[test]
+    fn learning_reports_a_flow_once_per_age_with_the_real_ingress_port() {
+        let (p, rx) = crate::pipeline::tests::setup();
+        let m = crate::pipeline::tests::meta(100);
+        // keyed on the unbound port, reported with the port it came in on
+        p.learning(&flow(4000, 511), 3, &m);
+        p.learning(&flow(4000, 511), 3, &m);
+        let d = rx.try_recv().unwrap();
+        assert_eq!(
+            (d.src, d.dst, d.sport, d.dport, d.ingress_port),
+            (1, 2, 4000, 20000, 3)
+        );
+        assert!(rx.try_recv().is_err(), "suppressed");
+        assert_eq!(p.stats.learn_suppressed.load(Relaxed), 1);
+        // the same 4-tuple from another bound port is another flow
+        p.learning(&flow(4000, 2), 2, &m);
+        assert_eq!(rx.try_recv().unwrap().ingress_port, 2);
+        // after the age it reports again
+        p.learning(
+            &flow(4000, 511),
+            3,
+            &crate::pipeline::tests::meta(100 + 2000),
+        );
+        assert!(rx.try_recv().is_ok());
+        assert_eq!(p.stats.learn_digests.load(Relaxed), 3);
+    }
+
+    #[test]
+    fn a_full_digest_queue_counts_the_loss() {
+        let (p, _rx) = crate::pipeline::tests::setup();
+        let m = crate::pipeline::tests::meta(1);
+        // setup's queue holds 16 digests
+        for sport in 0..20 {
+            p.learning(&flow(sport, 1), 1, &m);
+        }
+        assert_eq!(p.stats.learn_digests.load(Relaxed), 16);
+        assert_eq!(p.stats.learn_dropped.load(Relaxed), 4);
     }
 }

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::Pipeline;
-use crate::registers::LegQuality;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 use crate::tables::small::{LpmAction, NexthopAction, RerouteWatchAction};
+use crate::xdp_abi::LegQuality;
 
 /// What the pipeline needs of a fast path that forwards relay hits outside
 /// it (the XDP program, crate::fastpath): maps to mirror the tables into and

@@ -1,28 +1,23 @@
 //! One packet through the p4relay pipeline, in the P4 program's order; each
-//! control of switch/p4/controls/ has its step here under the same name:
-//! `ingress_into` is ingress.p4's `Ingress.apply` after the parser's
-//! `port_binding` (port_binding.rs: the relay key's port), calling `relay_sessions`
-//! (relay_sessions.rs: relay_addr, relay, relay_guard, leg_rewrite),
-//! `learning` (learn_filter.rs) and `forwarding` (forwarding.rs: ipv4_lpm,
-//! nexthop), then the deparser's checksum. It works in place on the frame,
-//! no allocation. Egress (`egress_depart`, egress.p4, calling `rtp_quality`):
-//! the RTP quality registers, updated when the packet leaves its egress queue, from what
-//! ingress bridged with it (`Bridged`), so tail drops show as loss and
-//! queueing delay variation as jitter. iRED (ired.rs, controls/ired.p4):
-//! `ired` decides in Egress as a packet leaves its FIFO, `ired_feedback`
-//! sets the drop flag from the recirculated copy, `ired_drop` drops in
-//! Ingress after `forwarding`. INT (int_source.rs, int_transit.rs,
-//! int_sink.rs; controls/int_*.p4): `int_check`, `int_watch` and
-//! `int_source` in Ingress, `int_transit` / `int_sink` in Egress as the
-//! packet leaves its FIFO (`egress_head`), where they rewrite the frame in
-//! its queue slot. mirror.rs keeps the XDP fast path's maps
-//! (`FastPathMaps`) in step with the tables.
+//! control file of switch/p4/controls/ has its module here under the same
+//! name (tests/architecture.rs checks it), holding the step and its
+//! registers: `ingress` (ingress.p4's `Ingress.apply` after the parser's
+//! `port_binding`, calling `relay_sessions`, `learn_filter`, `forwarding`,
+//! `reroute`, `ired`'s drop and `int_source`, then the deparser), `egress`
+//! (egress.p4: `int_sink` / `int_transit` and `ired` as the packet leaves
+//! its FIFO, where they rewrite the frame in its queue slot; `rtp_quality`
+//! with `rtp_clock`'s time bases and `reroute`'s detection as it departs,
+//! from what ingress bridged with it, `Bridged`). The tables are the
+//! control plane's (crate::tables); mirror.rs keeps the XDP fast path's
+//! maps (`FastPathMaps`) in step with them.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
+mod egress;
 mod forwarding;
+mod ingress;
 pub mod int_sink;
 pub mod int_source;
 pub mod int_transit;
@@ -32,18 +27,28 @@ pub mod mirror;
 pub mod port_binding;
 mod relay_sessions;
 pub mod reroute;
+mod rtp_clock;
+mod rtp_quality;
 
+pub use learn_filter::LearnFilter;
 pub use mirror::{FastPathMaps, Touched};
-pub use reroute::{RerouteDigest, RerouteStats};
+pub use reroute::{RerouteDigest, RerouteRegs, RerouteStats};
+pub use rtp_quality::QualityRegs;
 
 use crate::contract::Contract;
-use crate::packet::{self, wr16, ParseError, Rtp};
-use crate::registers::{LearnFilter, QualityRegs, RerouteRegs};
+use crate::packet::{self, ParseError, Rtp};
 use crate::tables::counter::PacketCounter;
 use crate::tables::guard::GuardTable;
 use crate::tables::legs::LegTable;
 use crate::tables::relay::{RelayKey, RelayTable};
 use crate::tables::small::SmallStore;
+
+/// `n` registers at zero.
+fn zeroed<T: Default>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    v.resize_with(n, T::default);
+    v
+}
 
 /// `pipe.IngressDeparser.learn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -290,7 +295,7 @@ impl Pipeline {
             notice_ethertype: c.config.reroute_notice_ethertype,
             ports: ports
                 .iter()
-                .filter(|&&p| p < 64)
+                .filter(|&&p| p < u32::from(port_binding::PORTS))
                 .fold(0, |m, &p| m | 1 << p),
             fastpath: None,
         }
@@ -311,7 +316,7 @@ impl Pipeline {
     }
 
     pub fn has_port(&self, port: u32) -> bool {
-        port < 64 && self.ports & (1 << port) != 0
+        port < u32::from(port_binding::PORTS) && self.ports & (1 << port) != 0
     }
 
     /// Clears every table and register (SetForwardingPipelineConfig).
@@ -331,135 +336,6 @@ impl Pipeline {
         self.int.clear();
         self.port_binding.clear();
         self.mirror_cleared();
-    }
-
-    /// Ingress only (the bridged metadata is dropped): tests and fuzzing.
-    pub fn process(&self, frame: &mut [u8], m: &Meta) -> Verdict {
-        self.ingress(frame, m).0
-    }
-
-    /// Ingress: the verdict, and what the packet carries to `egress_depart`.
-    pub fn ingress(&self, frame: &mut [u8], m: &Meta) -> (Verdict, Bridged) {
-        let mut b = Bridged::default();
-        let v = self.ingress_into(frame, m, &mut b);
-        (v, b)
-    }
-
-    /// `Egress.apply` at the head of `port`'s queue (switch/p4/controls/
-    /// egress.p4, the steps that act on the packet): INT (the sink's report
-    /// copy or strip, else this switch's hop), then iRED. `now_ns`: wall
-    /// clock (the report's suppression interval).
-    #[inline]
-    pub fn egress_head(
-        &self,
-        port: u16,
-        b: &Bridged,
-        e: &mut EgressPass<'_>,
-        now_ns: u64,
-    ) -> EgressVerdict {
-        if let Some(r) = &b.int_report {
-            return self.int_report(port, r, e, (now_ns / 1_000_000) as u32);
-        }
-        if b.int_sink {
-            self.int_strip(b, e);
-        } else {
-            self.int_transit(port, b, e);
-        }
-        if self.ired(port, b, e.deq_cells, e.enq_cells) {
-            EgressVerdict::Send
-        } else {
-            EgressVerdict::Drop
-        }
-    }
-
-    /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
-    /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch, the
-    /// egress timestamp); a relayed RTP packet goes through `rtp_quality`,
-    /// every packet through `reroute_detect`.
-    #[inline]
-    pub fn egress_depart(&self, b: &Bridged, now_ns: u64, d: &Departure<'_>) {
-        if b.relayed_rtp && !b.rtcp {
-            self.rtp_quality(b, now_ns);
-        }
-        let now_ms = (now_ns / 1_000_000) as u32; // ms_clock
-        self.reroute_detect(b, d.port, d.queue_delay_ns, now_ms, d.frame);
-    }
-
-    /// `RtpQuality` (switch/p4/controls/rtp_quality.p4) with `ms_clock` and
-    /// `rtp_clock` (rtp_clock.p4): the leg's quality registers
-    /// (registers.rs, shared with the XDP fast path).
-    #[inline]
-    fn rtp_quality(&self, b: &Bridged, now_ns: u64) {
-        self.stats.rtp_packets.fetch_add(1, Relaxed);
-        let now_ms = (now_ns / 1_000_000) as u32; // ms_clock
-        self.quality.update(b.leg as usize, &b.rtp, now_ns, now_ms);
-    }
-
-    /// `Ingress.apply` (switch/p4/controls/ingress.p4): the parser's checks,
-    /// `relay_sessions`, the bridged header, `learning` (learn_filter),
-    /// `relay_guard`'s drop, `forwarding`, `ired_drop`, then the deparser's checksum.
-    fn ingress_into(&self, frame: &mut [u8], m: &Meta, b: &mut Bridged) -> Verdict {
-        if self.is_notice(frame) {
-            // the parser's notice state: no session's packet (reroute.rs)
-            return self.reroute_notice(frame, m);
-        }
-        let p = match packet::parse(frame) {
-            Ok(p) => p,
-            Err(e) => return Verdict::Drop(e.into()),
-        };
-        if p.fragment {
-            self.stats.fragments.fetch_add(1, Relaxed);
-        }
-        let stack = match self.int_check(frame, &p) {
-            Ok(s) => s,
-            Err(()) => return Verdict::Drop(DropReason::IntMalformed),
-        };
-        let bound_port = self.port_binding(m.ingress_port);
-        let mut md = IngressMeta::new(&p, m.ingress_port, bound_port);
-        // INT packets are routed, not relayed: the relay switch is the
-        // source of its sessions' INT
-        if stack.is_none() {
-            self.relay_sessions(frame, &p, m, &mut md);
-        }
-        let watched = stack.is_none() && self.int_watch(frame, &p, &md);
-        if md.relay_hit && !md.rtcp && md.rewritten {
-            *b = self.bridge(frame, &p, &md).unwrap_or_default();
-        }
-        if md.relay_dst && !md.relay_hit {
-            // Also for a guarded port: the agent sees the foreign source
-            // (NAT rebinding, attacks).
-            self.learning(&md.flow, md.ingress_port, m);
-        }
-        if md.guard_drop {
-            return Verdict::Drop(DropReason::Guarded);
-        }
-        let out = match self.forwarding(&p, &md, m, b) {
-            Ok(out) => out,
-            Err(reason) => return Verdict::Drop(reason),
-        };
-        let report = self.int_source(&p, &md, stack, watched, out.nexthop_id, b);
-        let protected = md.relay_hit || frame[p.l3 + 1] >> 2 == ired::DSCP_EF;
-        if self.ired_drop(out.port, protected) {
-            return Verdict::Drop(DropReason::Ired);
-        }
-        deparse(frame, &p, &out);
-        if let (Some(r), Some(s)) = (report, stack) {
-            self.int_report_copy(&frame[..p.l3 + p.total_len], s.shim, r);
-        }
-        Verdict::Forward(out.port)
-    }
-
-    /// `hdr.bridged`: what egress needs of a relayed RTP packet.
-    fn bridge(&self, frame: &[u8], p: &packet::Parsed, md: &IngressMeta) -> Option<Bridged> {
-        let u = p.udp.as_ref()?;
-        let rtp = packet::parse_rtp(frame, u, p)?;
-        Some(Bridged {
-            relayed_rtp: true,
-            leg: md.leg,
-            rtcp: md.rtcp,
-            rtp,
-            ..Bridged::default()
-        })
     }
 }
 
@@ -505,18 +381,6 @@ impl IngressMeta {
             dst_addr: p.dst,
         }
     }
-}
-
-/// The IngressDeparser's work on a forwarded packet: MACs and TTL as
-/// `nexthop.forward` set them, the IPv4 header checksum recomputed. (The UDP
-/// checksum was updated incrementally by `leg_rewrite`.)
-fn deparse(frame: &mut [u8], p: &packet::Parsed, out: &forwarding::Egress) {
-    frame[0..6].copy_from_slice(&out.dst_mac);
-    frame[6..12].copy_from_slice(&out.src_mac);
-    let ip = &mut frame[p.l3..p.l3 + p.ihl];
-    ip[8] = p.ttl - 1;
-    let c = packet::ipv4_checksum(ip);
-    wr16(ip, 10, c);
 }
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use parking_lot::Mutex;
 
 use super::Pipeline;
 
-/// Dev ports this table can name (contract max_ports).
-pub const PORTS: u16 = 64;
+/// Dev ports this table can name (contract max_ports; one bit each).
+pub const PORTS: u16 = crate::tables::small::PORTS as u16;
+const _: () = assert!(PORTS <= 64);
 
 /// `$PORT_METADATA` entries: which ports have one, and their `unbound` bit.
 /// The data path reads one bitmap; writes are serialised.
@@ -100,5 +101,48 @@ impl Pipeline {
         } else {
             ingress_port // port_bound
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::CONTRACT;
+    use crate::pipeline::tests::setup;
+
+    #[test]
+    fn a_port_without_an_entry_is_bound() {
+        let (p, _) = setup();
+        assert_eq!(p.port_binding(1), 1);
+        assert_eq!(p.port_binding.get(1), None);
+        assert!(!p.port_binding.unbound(1));
+    }
+
+    #[test]
+    fn an_unbound_port_keys_on_the_contracts_unbound_port() {
+        let (p, _) = setup();
+        let unbound = CONTRACT.config.unbound_port;
+        assert_eq!(p.port_binding.set(2, Some(true)), None);
+        assert_eq!(p.port_binding(2), unbound);
+        assert_eq!(p.port_binding(1), 1, "other ports stay bound");
+        // an entry with unbound = 0 binds the port again
+        assert_eq!(p.port_binding.set(2, Some(false)), Some(true));
+        assert_eq!(p.port_binding(2), 2);
+        assert_eq!(p.port_binding.entries(), vec![(2, false)]);
+        // deleting the entry: bound, no entry
+        assert_eq!(p.port_binding.set(2, None), Some(false));
+        assert!(p.port_binding.entries().is_empty());
+    }
+
+    #[test]
+    fn ports_beyond_the_table_are_never_unbound() {
+        let b = PortBinding::new(511);
+        b.set(PORTS - 1, Some(true));
+        assert!(b.unbound(PORTS - 1));
+        assert!(!b.unbound(PORTS));
+        assert!(!b.unbound(u16::MAX));
+        b.clear();
+        assert!(!b.unbound(PORTS - 1));
+        assert!(b.entries().is_empty());
     }
 }

@@ -106,3 +106,169 @@ impl Pipeline {
         self.stats.relay_rewrites.fetch_add(1, Relaxed);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::rd32;
+    use crate::packet::testpkt::{udp_checksum, Udp4};
+    use crate::pipeline::tests::{install_call, meta, setup, RELAY, UAC, UAS};
+    use crate::tables::relay::RelayKey;
+
+    /// RelaySessions alone on a UDP packet from UAC:`sport` to RELAY:`dport`
+    /// arriving on port 1: the metadata it leaves, and the frame.
+    fn run(p: &Pipeline, sport: u16, dport: u16, udp_csum: bool) -> (IngressMeta, Vec<u8>) {
+        let mut f = Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport,
+            dport,
+            udp_csum,
+            payload: vec![0x80, 8, 0, 1, 0, 0, 0, 160, 1, 2, 3, 4, 0xd5, 0xd5],
+            ..Udp4::default()
+        }
+        .build();
+        let parsed = packet::parse(&f).unwrap();
+        let mut md = IngressMeta::new(&parsed, 1, 1);
+        p.relay_sessions(&mut f, &parsed, &meta(5), &mut md);
+        (md, f)
+    }
+
+    /// Addresses and ports of a frame without options (its IPv4 checksum is
+    /// the deparser's business, after this step).
+    fn udp_ports(f: &[u8]) -> (u32, u32, u16, u16) {
+        (rd32(f, 26), rd32(f, 30), rd16(f, 34), rd16(f, 36))
+    }
+
+    /// The frame as the deparser leaves it (IPv4 checksum recomputed), parsed.
+    fn deparsed(f: &[u8]) -> (Vec<u8>, packet::Parsed) {
+        let mut g = f.to_vec();
+        let c = packet::ipv4_checksum(&g[14..34]);
+        wr16(&mut g, 24, c);
+        let p = packet::parse(&g).unwrap();
+        (g, p)
+    }
+
+    #[test]
+    fn a_hit_takes_the_leg_and_rewrites_with_a_valid_checksum() {
+        let (p, _) = setup();
+        install_call(&p);
+        let (md, f) = run(&p, 4000, 20000, true);
+        assert!(md.relay_hit && md.rewritten && !md.rtcp && !md.relay_dst);
+        assert_eq!(md.leg, 7);
+        assert_eq!(md.dst_addr, UAS, "forwarding routes on the new destination");
+        assert_eq!(udp_ports(&f), (RELAY, UAS, 20002, 6000));
+        let (g, parsed) = deparsed(&f);
+        let stored = rd16(&g, parsed.udp.unwrap().off + 6);
+        assert_eq!(stored, udp_checksum(&g, &parsed));
+        // leg_rewrite's direct counter: the packet as it arrived
+        assert_eq!(p.legs.counts(7), (1, f.len() as u64));
+    }
+
+    #[test]
+    fn rtcp_takes_both_ports_plus_one() {
+        let (p, _) = setup();
+        install_call(&p);
+        let (md, f) = run(&p, 4001, 20001, true);
+        assert!(md.relay_hit && md.rtcp);
+        assert_eq!(udp_ports(&f), (RELAY, UAS, 20003, 6001));
+    }
+
+    #[test]
+    fn port_plus_one_wraps_at_16_bits_and_no_checksum_stays_none() {
+        let (p, _) = setup();
+        install_call(&p);
+        let r = Rewrite {
+            src: RELAY,
+            dst: UAS,
+            sport: 65535,
+            dport: 65535,
+        };
+        p.legs.modify(7, r).unwrap();
+        let (_, f) = run(&p, 4001, 20001, false);
+        assert_eq!(udp_ports(&f), (RELAY, UAS, 0, 0), "bit<16> + 1 wraps");
+        assert_eq!(rd16(&f, 40), 0, "0: no checksum, kept");
+    }
+
+    #[test]
+    fn a_miss_in_the_relay_range_is_marked_and_outside_it_is_not() {
+        let (p, _) = setup();
+        install_call(&p);
+        let (md, f) = run(&p, 4000, 20010, true);
+        assert!(md.relay_dst && !md.relay_hit && !md.guard_drop);
+        assert_eq!(udp_ports(&f), (UAC, RELAY, 4000, 20010), "not rewritten");
+        let (md, _) = run(&p, 4000, 30000, true);
+        assert!(!md.relay_dst, "30000 is beyond relay_addr's 20000..=29999");
+        let (md, _) = run(&p, 4000, 19999, true);
+        assert!(!md.relay_dst);
+        let (md, _) = run(&p, 4000, 29999, true);
+        assert!(md.relay_dst, "the range is inclusive");
+    }
+
+    #[test]
+    fn a_noaction_entry_is_a_hit_that_does_nothing() {
+        let (p, _) = setup();
+        let k = RelayKey {
+            src: UAC,
+            dst: RELAY,
+            sport: 4000,
+            dport: 20010,
+            port: 1,
+        };
+        p.relay.insert(k, RelayAction::NoAction, 0, 0).unwrap();
+        let (md, f) = run(&p, 4000, 20010, true);
+        assert!(
+            !md.relay_hit && !md.relay_dst,
+            "not a miss: relay_addr not applied"
+        );
+        assert_eq!(udp_ports(&f), (UAC, RELAY, 4000, 20010));
+    }
+
+    #[test]
+    fn the_guard_drops_foreign_sources_and_counts_them_per_leg() {
+        let (p, _) = setup();
+        install_call(&p);
+        let g = GuardKey {
+            dst: RELAY,
+            dport: 20000,
+        };
+        p.guard
+            .insert(g, GuardAction::Drop { leg: 5 }, 0, 0)
+            .unwrap();
+        // the call's own flow hits relay: the guard is not consulted
+        let (md, _) = run(&p, 4000, 20000, true);
+        assert!(md.relay_hit && !md.guard_drop);
+        // a foreign source to the same relay port
+        let (md, _) = run(&p, 4444, 20000, true);
+        assert!(md.relay_dst && md.guard_drop);
+        assert_eq!(p.guard_drops.read(5), Some(1));
+        assert_eq!(p.stats.guard_drops.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_leg_without_rewrite_and_a_bad_udp_length_leave_the_packet_alone() {
+        let (p, _) = setup();
+        install_call(&p);
+        p.legs.delete(7).unwrap();
+        let (md, f) = run(&p, 4000, 20000, true);
+        assert!(md.relay_hit && !md.rewritten);
+        assert_eq!(udp_ports(&f), (UAC, RELAY, 4000, 20000));
+        assert_eq!(p.stats.leg_misses.load(Relaxed), 1);
+        // a UDP length beyond the IPv4 payload: routed, never relayed
+        let mut f = Udp4 {
+            src: UAC,
+            dst: RELAY,
+            sport: 4000,
+            dport: 20000,
+            ..Udp4::default()
+        }
+        .build();
+        let off = packet::parse(&f).unwrap().udp.unwrap().off;
+        wr16(&mut f, off + 4, 1000);
+        let parsed = packet::parse(&f).unwrap();
+        let mut md = IngressMeta::new(&parsed, 1, 1);
+        p.relay_sessions(&mut f, &parsed, &meta(5), &mut md);
+        assert!(!md.relay_hit && !md.relay_dst);
+        assert_eq!(p.stats.udp_bad_length.load(Relaxed), 1);
+    }
+}

@@ -19,11 +19,12 @@
 //!   primary port moves the receiver's slot. Everything else is dropped.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::TrySendError;
 
-use super::{Bridged, DropReason, Meta, Pipeline, Verdict};
+use super::{zeroed, Bridged, DropReason, Meta, Pipeline, Verdict};
 use crate::packet::{self, rd16, rd32, ETHERTYPE_VLAN};
+use crate::schema::Reg;
 use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
 
 /// Pipe-local number of Tofino 1's recirculation port: notices from this
@@ -286,5 +287,269 @@ impl Pipeline {
         {
             self.rr_stats.digests_lost.fetch_add(1, Relaxed);
         }
+    }
+}
+
+/// Congestion reroute state (`pipe.Ingress.reroute_active`,
+/// `pipe.Egress.reroute_run` per slot; `pipe.Egress.reroute_port_hot` per
+/// egress dev_port).
+pub struct RerouteRegs {
+    pub active: Vec<AtomicU8>,
+    pub run: Vec<AtomicU16>,
+    pub port_hot: Vec<AtomicU32>,
+}
+
+impl RerouteRegs {
+    pub fn new(slots: usize, ports: usize) -> RerouteRegs {
+        RerouteRegs {
+            active: zeroed(slots),
+            run: zeroed(slots),
+            port_hot: zeroed(ports),
+        }
+    }
+
+    pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
+        Some(match reg {
+            Reg::RerouteActive => self.active.get(i)?.load(Relaxed).into(),
+            Reg::RerouteRun => self.run.get(i)?.load(Relaxed).into(),
+            Reg::ReroutePortHot => self.port_hot.get(i)?.load(Relaxed).into(),
+            _ => return None,
+        })
+    }
+
+    /// Register write (truncated to the register width, as on Tofino).
+    pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
+        match reg {
+            Reg::RerouteActive => self.active.get(i).map(|c| c.store(v as u8, Relaxed)),
+            Reg::RerouteRun => self.run.get(i).map(|c| c.store(v as u16, Relaxed)),
+            Reg::ReroutePortHot => self.port_hot.get(i).map(|c| c.store(v as u32, Relaxed)),
+            _ => None,
+        }
+        .is_some()
+    }
+
+    pub fn clear(&self) {
+        self.active.iter().for_each(|c| c.store(0, Relaxed));
+        self.run.iter().for_each(|c| c.store(0, Relaxed));
+        self.port_hot.iter().for_each(|c| c.store(0, Relaxed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Detection after the queue, the recirculated notice, the move to the
+    //! backup, the upstream notice.
+    use std::sync::mpsc::{sync_channel, Receiver};
+
+    use super::*;
+    use crate::packet::testpkt::Udp4;
+    use crate::pipeline::tests::{meta, setup, UAC, UAS};
+    use crate::pipeline::Departure;
+
+    const T_Q: u32 = 1_000_000; // 1 ms
+
+    /// UAS (port 2 primary) watched in slot 7, class 1 (t_q 1 ms, m = 3),
+    /// backup next hop 3 (port 3), or, with `notify`, no backup.
+    fn watched(notify: bool) -> (Pipeline, Receiver<RerouteDigest>) {
+        let (p, _) = setup();
+        let (tx, rx) = sync_channel(16);
+        let p = p.with_reroute_digests(tx);
+        let a = if notify {
+            RerouteWatchAction::Notify {
+                slot: 7,
+                flow_class: 1,
+            }
+        } else {
+            RerouteWatchAction::Backup {
+                slot: 7,
+                flow_class: 1,
+                backup_nexthop_id: 3,
+                primary_port: 2,
+            }
+        };
+        p.small
+            .update(|t| {
+                t.reroute_watch_write(UAS, 32, Some(a), true)?;
+                t.reroute_class_write(
+                    1,
+                    Some(RerouteClassAction::Thresholds {
+                        t_q_ns: T_Q,
+                        m: 3,
+                        hold_ms: 500,
+                    }),
+                    true,
+                )
+            })
+            .unwrap();
+        (p, rx)
+    }
+
+    /// One packet UAC -> UAS through ingress and out of its queue after `delay_ns`.
+    fn send(p: &Pipeline, delay_ns: u64) -> (Verdict, Vec<u8>) {
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            dport: 5000,
+            ..Udp4::default()
+        }
+        .build();
+        let (v, b) = p.ingress(&mut f, &meta(1));
+        if let Verdict::Forward(port) = v {
+            let d = Departure {
+                port,
+                queue_delay_ns: delay_ns,
+                frame: &f,
+            };
+            p.egress_depart(&b, 5_000_000_000, &d);
+        }
+        (v, f)
+    }
+
+    fn recirculate(p: &Pipeline) -> Vec<Verdict> {
+        let mut out = vec![];
+        while let Some(mut n) = p.take_notice() {
+            let m = Meta {
+                ingress_port: RECIRC_PORT,
+                ..meta(2)
+            };
+            out.push(p.process(&mut n, &m));
+        }
+        out
+    }
+
+    #[test]
+    fn m_minus_1_hot_packets_do_not_trigger_and_a_clear_one_resets() {
+        let (p, rx) = watched(false);
+        for _ in 0..2 {
+            send(&p, u64::from(T_Q) + 1);
+        }
+        send(&p, u64::from(T_Q)); // not over t_q: the run starts again
+        for _ in 0..2 {
+            send(&p, 5 * u64::from(T_Q));
+        }
+        assert!(p.take_notice().is_none());
+        assert_eq!(p.reroute_regs.run[7].load(Relaxed), 2);
+        assert_eq!(send(&p, 5 * u64::from(T_Q)).0, Verdict::Forward(2));
+        // the m-th: one notice; the switch's own ingress moves the slot
+        assert_eq!(
+            recirculate(&p),
+            vec![Verdict::Drop(DropReason::RerouteNotice)]
+        );
+        assert_eq!(p.reroute_regs.active[7].load(Relaxed), 1);
+        let d = rx.try_recv().unwrap();
+        assert_eq!(
+            (d.dst_addr, d.slot, d.kind, d.port, d.run, d.flow_class),
+            (UAS, 7, MOVED, 1, 3, 1)
+        );
+        assert_eq!(d.queue_delay_ns, 5 * T_Q);
+        // the next packet takes the backup, and is not counted there
+        assert_eq!(send(&p, 9 * u64::from(T_Q)).0, Verdict::Forward(3));
+        assert!(p.take_notice().is_none());
+        // the control plane moves it back
+        p.reroute_regs.active[7].store(0, Relaxed);
+        assert_eq!(send(&p, 0).0, Verdict::Forward(2));
+        assert!(rx.try_recv().is_err());
+        // every hot departure stamped its port (5 s after the epoch)
+        assert_eq!(p.reroute_regs.port_hot[2].load(Relaxed), 5000);
+        assert_eq!(p.reroute_regs.port_hot[3].load(Relaxed), 5000);
+    }
+
+    #[test]
+    fn without_a_backup_the_notice_goes_upstream_by_the_ingress_port() {
+        let (p, rx) = watched(true);
+        for _ in 0..3 {
+            send(&p, 2 * u64::from(T_Q));
+        }
+        let mut n = p.take_notice().unwrap();
+        let m = Meta {
+            ingress_port: RECIRC_PORT,
+            ..meta(2)
+        };
+        assert_eq!(p.process(&mut n, &m), Verdict::Forward(1));
+        assert_eq!(rd16(&n, 12), 0x88b5);
+        assert_eq!(n[14], NOTICE_UPSTREAM);
+        assert_eq!(rd32(&n, 26 + 16), UAS); // the flow's IPv4 header follows
+        assert_eq!(rx.try_recv().unwrap().kind, NOTIFIED);
+        assert_eq!(p.reroute_regs.active[7].load(Relaxed), 0);
+
+        // The upstream switch: the same destination watched with a backup,
+        // its primary next hop on the port the notice arrives by.
+        let (up, up_rx) = watched(false);
+        let from = |port: u16| Meta {
+            ingress_port: port,
+            ..meta(3)
+        };
+        let mut wrong = n.clone();
+        assert_eq!(
+            up.process(&mut wrong, &from(1)),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+        assert_eq!(up.reroute_regs.active[7].load(Relaxed), 0);
+        let mut ok = n.clone();
+        assert_eq!(
+            up.process(&mut ok, &from(2)),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+        assert_eq!(up.reroute_regs.active[7].load(Relaxed), 1);
+        assert_eq!(up_rx.try_recv().unwrap().kind, MOVED);
+        assert_eq!(up.rr_stats.refused.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn forged_and_damaged_notices_change_nothing() {
+        let (p, rx) = watched(false);
+        for _ in 0..3 {
+            send(&p, 2 * u64::from(T_Q));
+        }
+        let n = p.take_notice().unwrap();
+        assert_eq!(n[14], NOTICE_LOCAL);
+        // a LOCAL notice from a wire port is a forgery
+        let mut f = n.clone();
+        assert_eq!(
+            p.process(&mut f, &meta(2)),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+        // damaged IPv4 header, truncated frame, unknown kind
+        let mut bad = n.clone();
+        bad[26 + 8] ^= 1;
+        let m = Meta {
+            ingress_port: RECIRC_PORT,
+            ..meta(2)
+        };
+        assert_eq!(
+            p.process(&mut bad, &m),
+            Verdict::Drop(DropReason::BadIpChecksum)
+        );
+        let mut short = n[..40].to_vec();
+        assert_eq!(
+            p.process(&mut short, &m),
+            Verdict::Drop(DropReason::Truncated)
+        );
+        let mut kind = n.clone();
+        kind[14] = 9;
+        assert_eq!(
+            p.process(&mut kind, &m),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+        assert_eq!(p.reroute_regs.active[7].load(Relaxed), 0);
+        assert!(rx.try_recv().is_err());
+        // m = 0 never triggers
+        p.small
+            .update(|t| {
+                t.reroute_class_write(
+                    1,
+                    Some(RerouteClassAction::Thresholds {
+                        t_q_ns: 0,
+                        m: 0,
+                        hold_ms: 0,
+                    }),
+                    false,
+                )
+            })
+            .unwrap();
+        for _ in 0..10 {
+            send(&p, 1);
+        }
+        assert!(p.take_notice().is_none());
     }
 }

@@ -10,12 +10,13 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::TableError;
-use crate::pipeline::int_sink::IntReportEncap;
-use crate::pipeline::int_transit::IntHop;
-use crate::pipeline::ired::IredConfig;
 
-/// dev_ports `ired_port` can name (contract max_ports).
-pub const IRED_PORTS: usize = 64;
+/// dev_ports the per-port tables (`ired_port`, `int_hop_config`) and
+/// registers can name: contract max_ports.
+pub const PORTS: usize = crate::xdp_abi::MAX_PORTS as usize;
+
+/// Tofino's queue depths are 19-bit (cells).
+pub const QUEUE_DEPTH_MAX: u32 = (1 << 19) - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LpmAction {
@@ -75,6 +76,79 @@ pub enum IntRoleAction {
     Transit,
     Sink,
     NoAction,
+}
+
+/// One `pipe.Egress.ired_port` entry (`Egress.ired_set`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IredConfig {
+    /// maxLenQueue, cells.
+    pub max_len_queue: u32,
+    /// N, cells.
+    pub n_drop: u32,
+    /// n: the average weighs the new sample 2^-n.
+    pub ewma_n: u8,
+    /// Comparison mode: no decisions, drop at egress when enq depth >= maxLenQueue.
+    pub tail_drop: bool,
+    /// Relay hits and DSCP EF are never dropped by the flag.
+    pub protect: bool,
+}
+
+impl IredConfig {
+    /// The configuration errors the control plane is told about.
+    pub fn validate(&self, ewma_n_max: u32) -> Result<(), String> {
+        if self.ewma_n == 0 || u32::from(self.ewma_n) > ewma_n_max {
+            return Err(format!(
+                "ewma_n {} out of range 1..={ewma_n_max}",
+                self.ewma_n
+            ));
+        }
+        if !(4..=QUEUE_DEPTH_MAX).contains(&self.max_len_queue) {
+            return Err(format!(
+                "max_len_queue {} cells out of range 4..={QUEUE_DEPTH_MAX}",
+                self.max_len_queue
+            ));
+        }
+        if self.n_drop == 0 || self.n_drop >= self.max_len_queue / 2 {
+            return Err(format!(
+                "n_drop (N) {} must be at least 1 and below max_len_queue / 2 = {} \
+                 (minThsld = max_len_queue / 2 - N must stay above 0)",
+                self.n_drop,
+                self.max_len_queue / 2
+            ));
+        }
+        Ok(())
+    }
+
+    /// minThsld = maxLenQueue / 2 - N (cells).
+    pub fn min_thsld(&self) -> u32 {
+        (self.max_len_queue >> 1).saturating_sub(self.n_drop)
+    }
+
+    /// maxThsld = 2 * minThsld (cells).
+    pub fn max_thsld(&self) -> u32 {
+        self.min_thsld() << 1
+    }
+}
+
+/// One `pipe.Egress.int_hop_config` entry (`Egress.int_hop`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntHop {
+    pub switch_id: u32,
+    pub onset_cells: u32,
+    pub clear_cells: u32,
+    pub onset_ns: u32,
+    pub clear_ns: u32,
+}
+
+/// One `pipe.Egress.int_report` entry (`Egress.int_report_encap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntReportEncap {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src_addr: u32,
+    pub dst_addr: u32,
+    pub dst_port: u16,
+    pub switch_id: u32,
 }
 
 /// Key of an `int_watch` entry: (value, mask) per field and the priority
@@ -142,7 +216,7 @@ pub struct SmallTables {
     /// `ired_port` entries by dev_port (the control-plane view) ...
     pub ired_port: BTreeMap<u16, IredConfig>,
     /// ... and the data path's index.
-    ired_by_port: [Option<IredConfig>; IRED_PORTS],
+    ired_by_port: [Option<IredConfig>; PORTS],
     /// Sorted by key, so by priority first.
     pub int_watch: BTreeMap<IntWatchKey, IntWatchAction>,
     pub int_watch_default: IntWatchAction,
@@ -150,7 +224,7 @@ pub struct SmallTables {
     pub int_role_default: IntRoleAction,
     /// `int_hop_config` entries by dev_port, and the data path's index.
     pub int_hop_config: BTreeMap<u16, IntHop>,
-    int_hop_by_port: [Option<IntHop>; IRED_PORTS],
+    int_hop_by_port: [Option<IntHop>; PORTS],
     /// `int_report` entries by dev_port.
     pub int_report: BTreeMap<u16, IntReportEncap>,
 }
@@ -171,13 +245,13 @@ impl Default for SmallTables {
             reroute_class: HashMap::new(),
             reroute_class_default: RerouteClassAction::NoAction,
             ired_port: BTreeMap::new(),
-            ired_by_port: [None; IRED_PORTS],
+            ired_by_port: [None; PORTS],
             int_watch: BTreeMap::new(),
             int_watch_default: IntWatchAction::NoAction,
             int_role: HashMap::new(),
             int_role_default: IntRoleAction::NoAction,
             int_hop_config: BTreeMap::new(),
-            int_hop_by_port: [None; IRED_PORTS],
+            int_hop_by_port: [None; PORTS],
             int_report: BTreeMap::new(),
         }
     }
@@ -262,9 +336,14 @@ impl SmallTables {
         a: Option<RerouteWatchAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_map(&mut self.reroute_watch, prefix_key(prefix, len)?, a, insert)?;
-        self.watch_by_len = index_by_len(&self.reroute_watch);
-        Ok(())
+        write_lpm(
+            &mut self.reroute_watch,
+            &mut self.watch_by_len,
+            prefix,
+            len,
+            a,
+            insert,
+        )
     }
 
     pub fn reroute_class_write(
@@ -290,14 +369,14 @@ impl SmallTables {
         c: Option<IredConfig>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= IRED_PORTS {
-            return Err(TableError::Invalid(format!(
-                "ired_port: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.ired_port, port, c, insert)?;
-        self.ired_by_port[usize::from(port)] = self.ired_port.get(&port).copied();
-        Ok(())
+        write_port(
+            "ired_port",
+            &mut self.ired_port,
+            Some(&mut self.ired_by_port),
+            port,
+            c,
+            insert,
+        )
     }
 
     /// `int_watch`: the first (highest priority) entry that matches.
@@ -355,14 +434,15 @@ impl SmallTables {
         h: Option<IntHop>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= IRED_PORTS {
-            return Err(TableError::Invalid(format!(
-                "int_hop_config: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.int_hop_config, port, h, insert)?;
-        self.int_hop_by_port[usize::from(port)] = self.int_hop_config.get(&port).copied();
-        Ok(())
+        let index = Some(&mut self.int_hop_by_port);
+        write_port(
+            "int_hop_config",
+            &mut self.int_hop_config,
+            index,
+            port,
+            h,
+            insert,
+        )
     }
 
     #[inline]
@@ -383,12 +463,7 @@ impl SmallTables {
         e: Option<IntReportEncap>,
         insert: bool,
     ) -> Result<(), TableError> {
-        if usize::from(port) >= IRED_PORTS {
-            return Err(TableError::Invalid(format!(
-                "int_report: port {port} is not a port of this switch"
-            )));
-        }
-        write_map(&mut self.int_report, port, e, insert)
+        write_port("int_report", &mut self.int_report, None, port, e, insert)
     }
 
     pub fn lpm_write(
@@ -398,9 +473,7 @@ impl SmallTables {
         a: Option<LpmAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_map(&mut self.lpm, prefix_key(prefix, len)?, a, insert)?;
-        self.lpm_by_len = index_by_len(&self.lpm);
-        Ok(())
+        write_lpm(&mut self.lpm, &mut self.lpm_by_len, prefix, len, a, insert)
     }
 
     pub fn nexthop_write(
@@ -502,6 +575,44 @@ fn write_map<K, V>(
         }
         (None, true, false) => Err(TableError::NotFound),
     }
+}
+
+/// Writes an LPM table's entry (`ipv4_lpm`, `reroute_watch`) and rebuilds
+/// its data-path index.
+fn write_lpm<A: Copy>(
+    entries: &mut BTreeMap<(u32, u8), A>,
+    index: &mut ByLen<A>,
+    prefix: u32,
+    len: u8,
+    a: Option<A>,
+    insert: bool,
+) -> Result<(), TableError> {
+    write_map(entries, prefix_key(prefix, len)?, a, insert)?;
+    *index = index_by_len(entries);
+    Ok(())
+}
+
+/// Writes a per-egress-port table's entry (`ired_port`, `int_hop_config`,
+/// `int_report`), refusing ports beyond the switch's, and refreshes the
+/// port's slot in the data-path index where the table has one.
+fn write_port<A: Copy>(
+    table: &str,
+    entries: &mut BTreeMap<u16, A>,
+    index: Option<&mut [Option<A>; PORTS]>,
+    port: u16,
+    a: Option<A>,
+    insert: bool,
+) -> Result<(), TableError> {
+    if usize::from(port) >= PORTS {
+        return Err(TableError::Invalid(format!(
+            "{table}: port {port} is not a port of this switch"
+        )));
+    }
+    write_map(entries, port, a, insert)?;
+    if let Some(index) = index {
+        index[usize::from(port)] = entries.get(&port).copied();
+    }
+    Ok(())
 }
 
 /// Snapshot holder: lock-free reads, serialized copy-on-write updates.
@@ -613,5 +724,42 @@ mod tests {
                 true
             ))
             .is_err());
+    }
+
+    fn cfg(max: u32, n_drop: u32) -> IredConfig {
+        IredConfig {
+            max_len_queue: max,
+            n_drop,
+            ewma_n: 1,
+            tail_drop: false,
+            protect: false,
+        }
+    }
+
+    #[test]
+    fn thresholds_follow_table_one() {
+        // Table I (packets): 64/4 -> 28/56 ... 512/32 -> 224/448; 1024/64 -> 448/896
+        for (max, n, lo, hi) in [
+            (64, 4, 28, 56),
+            (128, 8, 56, 112),
+            (256, 16, 112, 224),
+            (512, 32, 224, 448),
+            (1024, 64, 448, 896),
+        ] {
+            let c = cfg(max, n);
+            assert_eq!((c.min_thsld(), c.max_thsld()), (lo, hi));
+            assert!(c.validate(4).is_ok());
+        }
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        assert!(cfg(64, 32).validate(4).unwrap_err().contains("n_drop"));
+        assert!(cfg(64, 0).validate(4).is_err());
+        let mut c = cfg(64, 4);
+        c.ewma_n = 5;
+        assert!(c.validate(4).unwrap_err().contains("ewma_n"));
+        c.ewma_n = 0;
+        assert!(c.validate(4).is_err());
     }
 }

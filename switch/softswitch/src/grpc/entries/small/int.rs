@@ -19,10 +19,10 @@ use crate::contract::names;
 use crate::grpc::codec::{invalid, key_exact, key_ternary, Data, Keys};
 use crate::grpc::entries::{action_only, params};
 use crate::grpc::{pb, Switch};
-use crate::pipeline::int_sink::IntReportEncap;
-use crate::pipeline::int_transit::IntHop;
 use crate::schema::TableSchema;
-use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchKey, SmallTables};
+use crate::tables::small::{
+    IntHop, IntReportEncap, IntRoleAction, IntWatchAction, IntWatchKey, SmallTables,
+};
 use crate::tables::TableError;
 
 fn mac(v: u64) -> [u8; 6] {

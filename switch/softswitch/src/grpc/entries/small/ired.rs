@@ -12,8 +12,8 @@ use crate::contract::{names, CONTRACT};
 use crate::grpc::codec::{invalid, Data, Keys};
 use crate::grpc::entries::params;
 use crate::grpc::{pb, Switch};
-use crate::pipeline::ired::IredConfig;
 use crate::schema::TableSchema;
+use crate::tables::small::IredConfig;
 use crate::tables::small::SmallTables;
 use crate::tables::TableError;
 

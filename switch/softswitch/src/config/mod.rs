@@ -12,7 +12,9 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::contract::CONTRACT;
-use crate::dataplane::aqm::AqmConfig;
+
+mod aqm;
+pub use aqm::AqmConfig;
 
 /// p4relay software switch: the p4relay relay pipeline (IPv4 LPM forwarding,
 /// RTP/RTCP session rewrite, learning digests, RTP quality registers) on Linux

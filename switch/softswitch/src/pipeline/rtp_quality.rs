@@ -1,38 +1,31 @@
-//! Registers: per-leg RTP quality (Egress) and the learn-digest suppression
-//! filter (Ingress). Relaxed atomics: a leg's packets leave through one egress
-//! port, whose queue one drainer at a time empties, and a flow stays on one
-//! worker (PACKET_FANOUT_HASH) for the filter, so updates of one slot do not
-//! race in practice; a rare race costs one sample, never memory safety.
+//! `RtpQuality` (switch/p4/controls/rtp_quality.p4): a relayed RTP packet's
+//! leg quality registers (`pipe.Egress.rtp_*`), updated as the packet leaves
+//! its egress queue, so tail drops show as sequence gaps and queueing delay
+//! variation as jitter. Relaxed atomics: a leg's packets leave through one
+//! egress port, whose queue one drainer at a time empties, so updates of one
+//! slot do not race in practice; a rare race costs one sample, never memory
+//! safety. The XDP fast path (bpf/fastpath.bpf.c `quality_update`) updates
+//! the same memory the same way.
 
-use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 
+use super::rtp_clock::{ms_clock, rtp_clock};
+use super::{zeroed, Bridged, Pipeline};
 use crate::packet::Rtp;
 use crate::schema::Reg;
+use crate::xdp_abi::LegQuality;
 
-fn zeroed<T: Default>(n: usize) -> Vec<T> {
-    let mut v = Vec::with_capacity(n);
-    v.resize_with(n, T::default);
-    v
+impl Pipeline {
+    /// `RtpQuality` (switch/p4/controls/rtp_quality.p4) with `ms_clock` and
+    /// `rtp_clock` (rtp_clock.p4): the leg's quality registers
+    /// (shared with the XDP fast path).
+    #[inline]
+    pub(super) fn rtp_quality(&self, b: &Bridged, now_ns: u64) {
+        self.stats.rtp_packets.fetch_add(1, Relaxed);
+        self.quality
+            .update(b.leg as usize, &b.rtp, now_ns, ms_clock(now_ns));
+    }
 }
-
-/// One leg's RTP quality registers. `repr(C)`, 32 bytes: the XDP fast path
-/// (bpf/fastpath.bpf.c `struct quality`) updates the same memory.
-#[repr(C)]
-#[derive(Debug, Default)]
-pub struct LegQuality {
-    packets: AtomicU32,
-    lost: AtomicU32,
-    reordered: AtomicU32,
-    transit: AtomicU32,
-    jitter: AtomicU32,
-    last_seen: AtomicU32,
-    max_seq: AtomicU16,
-    payload_type: AtomicU8,
-    _pad: u8,
-    _pad2: u32,
-}
-
-const _: () = assert!(std::mem::size_of::<LegQuality>() == 32);
 
 /// Where the registers live: our heap, or memory shared with the kernel
 /// (the fast path's mmapped `quality` array, alive as long as the process).
@@ -89,7 +82,7 @@ impl QualityRegs {
             return;
         };
         // Arrival in RTP clock units, so transit and jitter are in the codec's clock.
-        let arrival = ((u128::from(now_ns) * u128::from(self.clock_hz)) / 1_000_000_000) as u32;
+        let arrival = rtp_clock(now_ns, self.clock_hz);
         let transit = arrival.wrapping_sub(rtp.timestamp);
         let n = q.packets.fetch_add(1, Relaxed);
         if n == 0 {
@@ -170,103 +163,6 @@ impl QualityRegs {
     }
 }
 
-/// Digest suppression: hashed flow → ms it was last reported. A flow reports
-/// again once `age_ms` has passed, so a digest lost while the agent restarts
-/// comes back.
-pub struct LearnFilter {
-    slots: Vec<AtomicU32>,
-    age_ms: u32,
-}
-
-impl LearnFilter {
-    pub fn new(size: usize, age_ms: u32) -> LearnFilter {
-        LearnFilter {
-            slots: zeroed(size.next_power_of_two()),
-            age_ms,
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
-    }
-
-    /// True if the flow should raise a digest now.
-    #[inline]
-    pub fn admit(&self, flow_hash: u32, now_ms: u32) -> bool {
-        let slot = &self.slots[flow_hash as usize & (self.slots.len() - 1)];
-        let last = slot.load(Relaxed);
-        if last != 0 && now_ms.wrapping_sub(last) < self.age_ms {
-            return false;
-        }
-        slot.store(now_ms.max(1), Relaxed);
-        true
-    }
-
-    pub fn read(&self, i: usize) -> Option<u64> {
-        self.slots.get(i).map(|s| s.load(Relaxed).into())
-    }
-
-    pub fn write(&self, i: usize, v: u64) -> bool {
-        self.slots
-            .get(i)
-            .map(|s| s.store(v as u32, Relaxed))
-            .is_some()
-    }
-
-    pub fn clear(&self) {
-        self.slots.iter().for_each(|s| s.store(0, Relaxed));
-    }
-}
-
-/// Congestion reroute state (`pipe.Ingress.reroute_active`,
-/// `pipe.Egress.reroute_run` per slot; `pipe.Egress.reroute_port_hot` per
-/// egress dev_port), used by pipeline/reroute.rs.
-pub struct RerouteRegs {
-    pub active: Vec<AtomicU8>,
-    pub run: Vec<AtomicU16>,
-    pub port_hot: Vec<AtomicU32>,
-}
-
-impl RerouteRegs {
-    pub fn new(slots: usize, ports: usize) -> RerouteRegs {
-        RerouteRegs {
-            active: zeroed(slots),
-            run: zeroed(slots),
-            port_hot: zeroed(ports),
-        }
-    }
-
-    pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
-        Some(match reg {
-            Reg::RerouteActive => self.active.get(i)?.load(Relaxed).into(),
-            Reg::RerouteRun => self.run.get(i)?.load(Relaxed).into(),
-            Reg::ReroutePortHot => self.port_hot.get(i)?.load(Relaxed).into(),
-            _ => return None,
-        })
-    }
-
-    /// Register write (truncated to the register width, as on Tofino).
-    pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
-        match reg {
-            Reg::RerouteActive => self.active.get(i).map(|c| c.store(v as u8, Relaxed)),
-            Reg::RerouteRun => self.run.get(i).map(|c| c.store(v as u16, Relaxed)),
-            Reg::ReroutePortHot => self.port_hot.get(i).map(|c| c.store(v as u32, Relaxed)),
-            _ => None,
-        }
-        .is_some()
-    }
-
-    pub fn clear(&self) {
-        self.active.iter().for_each(|c| c.store(0, Relaxed));
-        self.run.iter().for_each(|c| c.store(0, Relaxed));
-        self.port_hot.iter().for_each(|c| c.store(0, Relaxed));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,11 +217,82 @@ mod tests {
     }
 
     #[test]
-    fn learn_filter_suppresses_then_ages_out() {
-        let f = LearnFilter::new(4096, 2000);
-        assert!(f.admit(77, 10));
-        assert!(!f.admit(77, 1500));
-        assert!(f.admit(77, 2010));
-        assert!(f.admit(78, 2010));
+    fn sequence_numbers_wrap_at_16_bits() {
+        let r = QualityRegs::new(1, 8000, 4);
+        for (i, seq) in [65534u16, 65535, 0, 1].into_iter().enumerate() {
+            r.update(0, &rtp(seq, 0), 0, i as u32);
+        }
+        assert_eq!(
+            r.read(Reg::Lost, 0),
+            Some(0),
+            "65535 -> 0 is the next packet"
+        );
+        assert_eq!(r.read(Reg::Reordered, 0), Some(0));
+        assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
+        // a jump of half the space or more reads as late (signed 16-bit delta)
+        r.update(0, &rtp(1 + 0x8000, 0), 0, 9);
+        assert_eq!(r.read(Reg::Reordered, 0), Some(1));
+        assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
+        r.update(0, &rtp(1 + 0x7fff, 0), 0, 9);
+        assert_eq!(
+            r.read(Reg::Lost, 0),
+            Some(0x7ffe),
+            "the largest gap forward"
+        );
+        assert_eq!(r.read(Reg::LastSeen, 0), Some(9));
+    }
+
+    #[test]
+    fn transit_is_in_clock_units_mod_2_32() {
+        let r = QualityRegs::new(1, 8000, 4);
+        // departure at 1 s = 8000 units; RTP timestamp 8160: transit -160 mod 2^32
+        r.update(0, &rtp(1, 8160), 1_000_000_000, 0);
+        assert_eq!(
+            r.read(Reg::Transit, 0),
+            Some(u64::from(8000u32.wrapping_sub(8160)))
+        );
+        assert_eq!(
+            r.read(Reg::Jitter, 0),
+            Some(0),
+            "the first packet sets no jitter"
+        );
+    }
+
+    #[test]
+    fn writes_truncate_to_the_register_width_and_stay_in_range() {
+        let r = QualityRegs::new(2, 8000, 4);
+        assert!(r.write(Reg::MaxSeq, 1, 0x1_0005));
+        assert!(r.write(Reg::PayloadType, 1, 0x1ff));
+        assert!(r.write(Reg::Packets, 1, 0x1_0000_0007));
+        assert_eq!(r.read(Reg::MaxSeq, 1), Some(5));
+        assert_eq!(r.read(Reg::PayloadType, 1), Some(0xff));
+        assert_eq!(r.read(Reg::Packets, 1), Some(7));
+        assert!(!r.write(Reg::Packets, 2, 1), "beyond the legs");
+        assert_eq!(r.read(Reg::Packets, 2), None);
+        // an update beyond the legs is ignored, not a panic
+        r.update(2, &rtp(1, 0), 0, 0);
+        r.clear();
+        assert_eq!(r.read(Reg::Packets, 1), Some(0));
+        assert_eq!(r.read(Reg::MaxSeq, 1), Some(0));
+    }
+
+    #[test]
+    fn the_step_counts_only_the_leg_it_was_bridged_with() {
+        let (p, _) = crate::pipeline::tests::setup();
+        let b = Bridged {
+            relayed_rtp: true,
+            leg: 3,
+            rtp: rtp(10, 0),
+            ..Bridged::default()
+        };
+        p.rtp_quality(&b, 2_000_000);
+        assert_eq!(p.quality.read(Reg::Packets, 3), Some(1));
+        assert_eq!(
+            p.quality.read(Reg::LastSeen, 3),
+            Some(2),
+            "ms_clock of the departure"
+        );
+        assert_eq!(p.quality.read(Reg::Packets, 2), Some(0));
+        assert_eq!(p.stats.rtp_packets.load(Relaxed), 1);
     }
 }
