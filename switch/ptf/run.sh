@@ -81,7 +81,7 @@ P4TESTUTILS=$("$ROOT/.venv/bin/python" -c \
   || { echo "P4 Studio's p4testutils is not installed: run switch/p4studio/install.sh (make setup)"; exit 1; }
 rc=0
 nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" --pypath "$P4TESTUTILS" "${ifargs[@]}" \
-  --test-params "arch='tofino';target='asic-model';grpc_server='${GRPC%:*}';bfrt_grpc_port='${GRPC#*:}';relay_entries=256;queue_depth=64" \
+  --test-params "arch='tofino';grpc_server='${GRPC%:*}';bfrt_grpc_port='${GRPC#*:}';relay_entries=256;queue_depth=64" \
   --qlen 100000 --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
 # One XML per test module; the stage runner counts $RESULTS/$STAGE*.xml.
 for x in "$WORK"/xunit/*.xml; do
