@@ -395,6 +395,16 @@ pub fn df_int(id: u32, v: u64, bits: u32) -> pb::DataField {
     }
 }
 
+/// A repeated integer field (`int_arr_val`).
+pub fn df_int_array(id: u32, v: &[u32]) -> pb::DataField {
+    pb::DataField {
+        field_id: id,
+        value: Some(data_field::Value::IntArrVal(data_field::IntArray {
+            val: v.to_vec(),
+        })),
+    }
+}
+
 pub fn df_bool(id: u32, v: bool) -> pb::DataField {
     pb::DataField {
         field_id: id,

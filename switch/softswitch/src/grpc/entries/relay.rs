@@ -1,13 +1,15 @@
 //! `pipe.Ingress.relay`: 4-tuple and bound port → `relay_leg(leg, rtcp)`, with
 //! `$ENTRY_TTL` (idle timeout). No counter: the leg counts (leg_rewrite).
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use tonic::Status;
 
 use super::{action_only, params, u32_of, write_exact, Reader, Target, Undo, Update};
 use crate::contract::{names, CONTRACT};
-use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
+use crate::grpc::codec::{df_int, df_str, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
-use crate::schema::{TableSchema, ID_ENTRY_TTL};
+use crate::schema::{TableSchema, ID_ENTRY_HIT_STATE, ID_ENTRY_TTL};
 use crate::sys::now_ms;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 
@@ -99,7 +101,23 @@ pub(super) fn read(
 ) -> Result<(), Status> {
     let (t, pipeline) = (r.t, &r.sw.pipeline);
     let now = now_ms();
-    let mut emit = |s: EntrySnapshot| out(r.entry(key_pb(t, &s.key), data_pb(t, &s)));
+    // $ENTRY_HIT_STATE when the read names it: whether a packet hit the
+    // entry within the idle sweep's last query interval.
+    let hit_window = r
+        .names(ID_ENTRY_HIT_STATE)
+        .then(|| r.sw.idle.interval_ms.load(Relaxed));
+    let mut emit = |s: EntrySnapshot| {
+        let mut d = data_pb(t, &s);
+        if let Some(window) = hit_window {
+            let state = if s.idle_ms < window {
+                "ENTRY_ACTIVE"
+            } else {
+                "ENTRY_IDLE"
+            };
+            d.fields.push(df_str(ID_ENTRY_HIT_STATE, state));
+        }
+        out(r.entry(key_pb(t, &s.key), d))
+    };
     match target {
         Target::Key(k) => {
             let rk = key(&Keys::new(t, k)?)?;
