@@ -2,14 +2,16 @@
 theirs (p4-examples `tna_register`, `tna_counter`, `tna_digest`,
 `tna_idletimeout`), call for call, so what a P4 Studio user writes against
 bf_switchd works here as there: a register cell added with `entry_add` and
-read back as one value per pipe; a learn digest's target pipe; per-update
-errors in the response (`error_in_resp`, `tna_exact_match`);
-`clear_all_tables`."""
+read back as one value per pipe; a direct counter set by a MODIFY that names
+only the counter and read by naming its fields; a learn digest's target pipe;
+an entry's hit state in poll mode; per-update errors in the response
+(`error_in_resp`, `tna_exact_match`); `clear_all_tables`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import bfrt_grpc.bfruntime_pb2 as bfruntime_pb2
 import bfrt_grpc.client as gc
 import grpc
 from bfrt_tables import flow_key, register_field
@@ -56,6 +58,46 @@ class RegisterAsTnaRegister(P4RelayTest):
         self.assertEqual(sum(data.to_dict()[field]), 1001)
 
 
+class DirectCounterAsTnaCounter(P4RelayTest):
+    """tna_counter: a MODIFY naming the entry's action and only the counter
+    sets the counter and keeps the action's parameters; a read naming the
+    counter fields returns those fields."""
+
+    def runTest(self) -> None:
+        call = self.call()
+        self.calls.install(call)
+        leg = call.a_to_b.leg
+        t = self.bfrt_info.table_get(pl.LEG_REWRITE)
+        key = [t.make_key([gc.KeyTuple(pl.K_LEG, leg)])]
+        t.entry_mod(
+            self.target,
+            key,
+            [
+                t.make_data(
+                    [gc.DataTuple(pl.COUNTER_BYTES, 4000), gc.DataTuple(pl.COUNTER_PKTS, 20)],
+                    pl.A_REWRITE,
+                )
+            ],
+        )
+        wanted = t.make_data(
+            [gc.DataTuple(pl.COUNTER_BYTES), gc.DataTuple(pl.COUNTER_PKTS)], pl.A_REWRITE, get=True
+        )
+        data, _ = next(t.entry_get(self.target, key, {"from_hw": True}, wanted))
+        d = data.to_dict()
+        self.assertEqual((d[pl.COUNTER_PKTS], d[pl.COUNTER_BYTES]), (20, 4000))
+        self.assertEqual(
+            set(d) - {"action_name", "is_default_entry"}, {pl.COUNTER_PKTS, pl.COUNTER_BYTES}
+        )
+        # the rewrite is intact: the leg still relays, and counts on
+        pkt = rtp_a(1)
+        self.send(1, pkt)
+        self.expect(forwarded(pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        data, _ = next(t.entry_get(self.target, key, {"from_hw": True}, wanted))
+        d = data.to_dict()
+        self.assertEqual(d[pl.COUNTER_PKTS], 21)
+        self.assertIn(d[pl.COUNTER_BYTES], (4000 + len(pkt), 4000 + len(pkt) + 4))
+
+
 class LearnDigestAsTnaDigest(LearnBase):
     """tna_digest: the digest's target pipe is the ingress port's pipe, and
     make_data_list gives the learned fields."""
@@ -73,6 +115,48 @@ class LearnDigestAsTnaDigest(LearnBase):
             {k: got[0][k] for k in ("src_port", "dst_port", "ingress_port")},
             {"src_port": 4500, "dst_port": 20030, "ingress_port": self.dev[4]},
         )
+
+
+class HitStateAsTnaIdletimeout(P4RelayTest):
+    """tna_idletimeout (poll mode): a relay entry reads ENTRY_IDLE, then
+    ENTRY_ACTIVE after a packet and UpdateHitState, then ENTRY_IDLE again
+    (the state is cleared by the read)."""
+
+    def tearDown(self) -> None:
+        try:
+            self.tables.clear(pl.RELAY)
+            self.tables.table(pl.RELAY).attribute_idle_time_set(
+                self.target,
+                enable=True,
+                idle_table_mode=bfruntime_pb2.IdleTable.IDLE_TABLE_NOTIFY_MODE,
+                ttl_query_interval=200,
+                min_ttl=1000,
+            )
+        finally:
+            super().tearDown()
+
+    def hit_state(self, t: Any, key: list[Any]) -> str:
+        wanted = t.make_data([gc.DataTuple("$ENTRY_HIT_STATE")], get=True)
+        data, _ = next(t.entry_get(self.target, key, {"from_hw": False}, wanted))
+        state: str = data.to_dict()["$ENTRY_HIT_STATE"]
+        return state
+
+    def runTest(self) -> None:
+        t = self.bfrt_info.table_get(pl.RELAY)
+        self.tables.clear(pl.RELAY)
+        t.attribute_idle_time_set(self.target, True, bfruntime_pb2.IdleTable.IDLE_TABLE_POLL_MODE)
+        call = self.call()
+        self.calls.install(call)
+        k = flow_key(call.a_to_b.flow_key())
+        key = [self.tables.key(pl.RELAY, k)]
+        self.assertEqual(self.hit_state(t, key), "ENTRY_IDLE")
+        pkt = rtp_a(1)
+        self.send(1, pkt)
+        self.expect(forwarded(pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
+        t.operations_execute(self.target, "UpdateHitState")
+        self.assertEqual(self.hit_state(t, key), "ENTRY_ACTIVE")
+        t.operations_execute(self.target, "UpdateHitState")
+        self.assertEqual(self.hit_state(t, key), "ENTRY_IDLE")
 
 
 class WriteErrorsInResponse(P4RelayTest):
