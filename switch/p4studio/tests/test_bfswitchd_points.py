@@ -17,9 +17,11 @@ import contextlib
 import secrets
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import bfrt_grpc.bfruntime_pb2 as bfruntime_pb2
 import bfrt_grpc.client as gc
 import pytest
 from p4relay_testsupport import Softswitch
@@ -290,3 +292,75 @@ def test_fixed_tables_have_bf_drivers_tf1_ids_and_widths(client: Any) -> None:
     for name in ("pipe.Egress.ired_port", "pipe.Egress.int_hop_config", "pipe.Egress.int_report"):
         assert bfrt.table_get(name).info.size_get() == 512, name
     assert bfrt.table_get("pipe.IngressParser.$PORT_METADATA").info.size_get() == 288
+
+
+def test_direct_counter_modified_as_tna_counter(client: Any) -> None:
+    """tna_counter's idiom: a MODIFY naming the entry's action with only the
+    direct counter's fields sets the counter and keeps the action's data."""
+    lr = info(client).table_get("pipe.Ingress.leg_rewrite")
+    key = lr.make_key([gc.KeyTuple("ig_md.leg", 9)])
+    params = {"src_addr": RELAY_IP, "dst_addr": HOST_IP, "src_port": 20000, "dst_port": 4000}
+    lr.entry_add(
+        ALL_PIPES,
+        [key],
+        [lr.make_data([gc.DataTuple(k, v) for k, v in params.items()], "Ingress.rewrite")],
+    )
+    try:
+        counters = [gc.DataTuple("$COUNTER_SPEC_BYTES", 700), gc.DataTuple("$COUNTER_SPEC_PKTS", 7)]
+        lr.entry_mod(ALL_PIPES, [key], [lr.make_data(counters, "Ingress.rewrite")])
+        got = read_one(lr, key)
+        assert (got["$COUNTER_SPEC_BYTES"], got["$COUNTER_SPEC_PKTS"]) == (700, 7)
+        assert {k: got[k] for k in params} == params
+    finally:
+        lr.entry_del(ALL_PIPES, [key])
+
+
+def test_hit_state_polled_as_tna_idletimeout(client: Any, port: tuple[str, str, str]) -> None:
+    """tna_idletimeout's POLL mode: UpdateHitState samples whether an entry
+    was hit since the last sample into $ENTRY_HIT_STATE, which every read
+    returns and a MODIFY can set."""
+    bfrt = info(client)
+    relay = bfrt.table_get("pipe.Ingress.relay")
+    relay.attribute_idle_time_set(ALL_PIPES, True, bfruntime_pb2.IdleTable.IDLE_TABLE_POLL_MODE)
+    try:
+        attr = next(iter(relay.attribute_get(ALL_PIPES, "IdleTimeout")))
+        assert attr["idle_table_mode"] == bfruntime_pb2.IdleTable.IDLE_TABLE_POLL_MODE
+        assert (attr["enable"], attr["ttl_query_interval"]) == (True, 0)
+        key = relay.make_key(
+            [
+                gc.KeyTuple("hdr.ipv4.src_addr", HOST_IP),
+                gc.KeyTuple("hdr.ipv4.dst_addr", RELAY_IP),
+                gc.KeyTuple("hdr.udp.src_port", 4300),
+                gc.KeyTuple("hdr.udp.dst_port", 20030),
+                gc.KeyTuple("ig_md.bound_port", DEV_PORT),
+            ]
+        )
+        data = relay.make_data(
+            [gc.DataTuple("leg", 5), gc.DataTuple("rtcp", 0)], "Ingress.relay_leg"
+        )
+        relay.entry_add(ALL_PIPES, [key], [data])
+        try:
+            assert read_one(relay, key)["$ENTRY_HIT_STATE"] == "ENTRY_IDLE"
+            relay.operations_execute(ALL_PIPES, "UpdateHitState")
+            assert read_one(relay, key)["$ENTRY_HIT_STATE"] == "ENTRY_IDLE"
+            _, ns, peer = port
+            send_udp(ns, peer, "10.0.0.5", 4300, "198.18.10.1", 20030)
+            deadline = time.monotonic() + 5
+            state = "ENTRY_IDLE"
+            while state == "ENTRY_IDLE" and time.monotonic() < deadline:
+                relay.operations_execute(ALL_PIPES, "UpdateHitState")
+                state = read_one(relay, key)["$ENTRY_HIT_STATE"]
+            assert state == "ENTRY_ACTIVE"
+            relay.operations_execute(ALL_PIPES, "UpdateHitState")
+            assert read_one(relay, key)["$ENTRY_HIT_STATE"] == "ENTRY_IDLE"
+            active = relay.make_data([gc.DataTuple("$ENTRY_HIT_STATE", str_val="ENTRY_ACTIVE")])
+            relay.entry_mod(ALL_PIPES, [key], [active])
+            assert read_one(relay, key)["$ENTRY_HIT_STATE"] == "ENTRY_ACTIVE"
+            relay.operations_execute(ALL_PIPES, "UpdateHitState")
+            assert read_one(relay, key)["$ENTRY_HIT_STATE"] == "ENTRY_IDLE"
+        finally:
+            relay.entry_del(ALL_PIPES, [key])
+    finally:
+        relay.attribute_idle_time_set(
+            ALL_PIPES, True, bfruntime_pb2.IdleTable.IDLE_TABLE_NOTIFY_MODE, 200
+        )

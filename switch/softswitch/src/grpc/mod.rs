@@ -84,6 +84,8 @@ pub struct Subscriber {
 pub struct IdleConfig {
     pub enabled: AtomicBool,
     pub interval_ms: AtomicU32,
+    /// IDLE_TABLE_POLL_MODE: hit states sampled on UpdateHitState, no ageing.
+    pub poll: AtomicBool,
 }
 
 /// Everything the control plane reaches: schema, pipeline, ports, sessions.
@@ -94,6 +96,8 @@ pub struct Switch {
     sessions: Mutex<HashMap<u32, Session>>,
     pub subscribers: Mutex<HashMap<u32, Subscriber>>,
     pub idle: IdleConfig,
+    /// The relay table's sampled hit states (POLL mode).
+    poll_hits: Mutex<entries::relay::PollHits>,
     next_stream: AtomicU64,
     /// Serializes Write batches so a rollback sees only its own changes.
     write_lock: Mutex<()>,
@@ -119,7 +123,9 @@ impl Switch {
             idle: IdleConfig {
                 enabled: AtomicBool::new(true),
                 interval_ms: AtomicU32::new(200),
+                poll: AtomicBool::new(false),
             },
+            poll_hits: Mutex::new(entries::relay::PollHits::default()),
             next_stream: AtomicU64::new(1),
             write_lock: Mutex::new(()),
             writes_ok: AtomicU64::new(0),
@@ -273,7 +279,12 @@ impl Switch {
                     Status::invalid_argument(format!("unknown table id {}", op.table_id))
                 })?;
                 match op.table_operations_type.as_str() {
-                    // Counters and hit state are always live in software.
+                    // In POLL mode, hit states are sampled now.
+                    "UpdateHitState" if self.idle.poll.load(Relaxed) => {
+                        self.poll_hits.lock().sample(self, crate::sys::now_ms());
+                        Ok(())
+                    }
+                    // Counters (and NOTIFY-mode hit state) are always live in software.
                     "SyncCounters" | "UpdateHitState" | "Sync" | "SyncRegisters" => Ok(()),
                     o => Err(Status::invalid_argument(format!(
                         "table operation {o:?} not supported"
@@ -299,13 +310,22 @@ impl Switch {
                         t.name
                     )));
                 }
-                if it.idle_table_mode != pb::idle_table::IdleTableMode::IdleTableNotifyMode as i32
-                    && it.enable
-                {
-                    return Err(Status::invalid_argument(
-                        "only IDLE_TABLE_NOTIFY_MODE is supported",
-                    ));
+                use pb::idle_table::IdleTableMode;
+                let poll = match IdleTableMode::try_from(it.idle_table_mode) {
+                    Ok(IdleTableMode::IdleTablePollMode) => true,
+                    Ok(IdleTableMode::IdleTableNotifyMode) => false,
+                    Err(_) => {
+                        return Err(Status::invalid_argument(format!(
+                            "unknown idle_table_mode {}",
+                            it.idle_table_mode
+                        )))
+                    }
+                };
+                let poll = poll && it.enable;
+                if poll && !self.idle.poll.load(Relaxed) {
+                    self.poll_hits.lock().start(crate::sys::now_ms());
                 }
+                self.idle.poll.store(poll, Relaxed);
                 self.idle.enabled.store(it.enable, Relaxed);
                 if it.ttl_query_interval > 0 {
                     self.idle
@@ -332,13 +352,28 @@ impl Switch {
             {
                 Ok(pb::TableAttribute {
                     table_id: t.id,
-                    attribute: Some(pb::table_attribute::Attribute::IdleTable(pb::IdleTable {
-                        ttl_query_interval: self.idle.interval_ms.load(Relaxed),
-                        max_ttl: u32::MAX,
-                        min_ttl: crate::contract::CONTRACT.config.idle_timeout_min_ms,
-                        idle_table_mode: pb::idle_table::IdleTableMode::IdleTableNotifyMode as i32,
-                        enable: self.idle.enabled.load(Relaxed),
-                    })),
+                    // bf_switchd reports the notify parameters in NOTIFY mode only.
+                    attribute: Some(pb::table_attribute::Attribute::IdleTable(
+                        if self.idle.poll.load(Relaxed) {
+                            pb::IdleTable {
+                                ttl_query_interval: 0,
+                                max_ttl: 0,
+                                min_ttl: 0,
+                                idle_table_mode: pb::idle_table::IdleTableMode::IdleTablePollMode
+                                    as i32,
+                                enable: true,
+                            }
+                        } else {
+                            pb::IdleTable {
+                                ttl_query_interval: self.idle.interval_ms.load(Relaxed),
+                                max_ttl: u32::MAX,
+                                min_ttl: crate::contract::CONTRACT.config.idle_timeout_min_ms,
+                                idle_table_mode: pb::idle_table::IdleTableMode::IdleTableNotifyMode
+                                    as i32,
+                                enable: self.idle.enabled.load(Relaxed),
+                            }
+                        },
+                    )),
                 })
             }
             Some(pb::table_attribute::Attribute::EntryScope(_)) => Ok(pb::TableAttribute {

@@ -198,7 +198,8 @@ pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
         // A sweep of millions of entries takes tens of ms: keep it under ~10 % of a core.
         let interval = Duration::from_millis(u64::from(sw.idle.interval_ms.load(Relaxed)));
         std::thread::sleep(interval.max(last_sweep * 9));
-        if !sw.idle.enabled.load(Relaxed) {
+        // POLL mode: no ageing, no notifications (hit states are sampled).
+        if !sw.idle.enabled.load(Relaxed) || sw.idle.poll.load(Relaxed) {
             continue;
         }
         let t0 = std::time::Instant::now();
