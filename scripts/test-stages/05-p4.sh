@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Tofino P4 program: every profile of switch/p4/build.sh compiled by the Tofino
 # compiler (bf-p4c, or its open-source build under /opt/p4c-tofino that
-# `make setup` installs): the Tofino 1 profiles and the standard profile for
-# Tofino 2. One JUnit test case per profile: a compiler error (or a warning it
-# treats as one, or a placement beyond the pipe's 12 or 20 stages) fails it.
+# `make setup` installs; `build.sh --list`). One JUnit test case per profile: a
+# compiler error (or a warning it treats as one, or a placement beyond the
+# pipe's stages) fails it.
 # Prints stages, SRAM, TCAM and calls per pipe per profile. Output:
 # build/p4relay-<profile>/. Then the bf-rt.json parity test: the software
 # switch's schema against the fresh standard compile and bf-drivers' fixed tables.

@@ -564,29 +564,6 @@ def test_resources_from_compiler_logs(profile: str) -> None:
         assert f"| {table} " in stage_map or f", {table} " in stage_map, table
 
 
-def test_tofino2_build_places_in_its_20_stages() -> None:
-    """The standard profile for Tofino 2 (t2na, every feature): it places in
-    the pipe's 20 stages, and resources.py reads it as a Tofino 2 build."""
-    bfrt = compiled("standard-t2")
-    res = _resources().load(BUILD / "p4relay-standard-t2")
-    assert res.ok, res.error
-    assert res.target == "tofino2" and res.max_stages == 20
-    assert 0 < res.stages <= 20
-    sizes = {t["name"]: t["size"] for t in bfrt["tables"]}
-    assert res.calls_per_pipe == min(
-        sizes["pipe.Ingress.relay"] // 4,
-        sizes["pipe.Ingress.relay_guard"] // 4,
-        sizes["pipe.Ingress.leg_rewrite"] // 2,
-    )
-    # Every feature: the contract's objects are all there.
-    assert not {
-        "pipe.Egress.rtp_jitter",
-        "pipe.Ingress.reroute_watch",
-        "pipe.Ingress.int_watch",
-        "pipe.Egress.ired_port",
-    } - set(sizes)
-
-
 def test_resources_reports_a_failed_compile(tmp_path: Path) -> None:
     """A profile the compiler rejects: its error in the summary, a failing JUnit case."""
     res_mod = _resources()
