@@ -18,7 +18,7 @@ MYPY_PATHS=(switch/client/src switch/controlplane/src server/src rtpagent/src sc
 # and their top-level module names must not collide (every suite has a
 # `conftest`: one suite an entry). Each entry keeps its own cache.
 MYPY_DIRS=(
-  switch/client/tests switch/controlplane/tests switch/ptf rtpagent/tests:rtpagent/bench
+  switch/client/tests switch/controlplane/tests switch/ptf switch/p4studio/tests rtpagent/tests:rtpagent/bench
   server/tests collector/tests:collector/bench scenarios/tests
   switch/softswitch/bench:switch/bfrt:switch/p4:server/bench:deploy/grafana:migrations
 )

@@ -66,6 +66,9 @@ if ! command -v uv >/dev/null 2>&1; then
   python3 -m pip install -q "uv>=0.5" || python3 -m pip install -q --break-system-packages "uv>=0.5"
 fi
 uv sync --frozen --all-packages --quiet
+# P4 Studio's BfRt Python client and PTF base classes (bfrt_grpc, p4testutils) from
+# ../shared/vendor: the PTF suite drives the switch through them.
+switch/p4studio/install.sh
 
 # Web console dependencies: npm ci only when the lock file changed.
 if [ -f webui/package-lock.json ]; then

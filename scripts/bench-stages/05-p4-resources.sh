@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Tofino resources per profile, from the compiler's own logs: compiles every
-# profile (the p4 test stage's compile), then prints the table of stages, SRAM,
-# TCAM, map RAM and calls per pipe / per switch, and each profile's stage map.
+# profile (the p4 test stage's compile), then prints the table of stages,
+# SRAM, TCAM, map RAM and calls per pipe / per switch, and each profile's
+# stage map.
 set -uo pipefail
 out=${P4RELAY_P4_OUT:-build}
 bash scripts/test-stages/05-p4.sh
 rc=$?
 mapfile -t dirs < <(switch/p4/build.sh --list | sed "s|^|$out/p4relay-|")
 report() {
-  echo "Tofino 1 resources per pipe, from the compiler's logs (compiler $(switch/p4/build.sh --compiler 2>/dev/null || echo none)):"
+  echo "Tofino resources per pipe, from the compiler's logs (compiler $(switch/p4/build.sh --compiler 2>/dev/null || echo none)):"
   echo
   python3 switch/p4/resources.py table "${dirs[@]}"
   for d in "${dirs[@]}"; do

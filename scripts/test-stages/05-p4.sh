@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Tofino P4 program: every profile of switch/p4/build.sh compiled by the Tofino
 # compiler (bf-p4c, or its open-source build under /opt/p4c-tofino that
-# `make setup` installs). One JUnit test case per profile: a compiler error (or a
-# warning it treats as one, or a placement beyond 12 stages) fails it. Prints
-# stages, SRAM, TCAM and calls per pipe per profile. Output: build/p4relay-<profile>/.
+# `make setup` installs; `build.sh --list`). One JUnit test case per profile: a
+# compiler error (or a warning it treats as one, or a placement beyond the
+# pipe's stages) fails it.
+# Prints stages, SRAM, TCAM and calls per pipe per profile. Output:
+# build/p4relay-<profile>/. Then the bf-rt.json parity test: the software
+# switch's schema against the fresh standard compile and bf-drivers' fixed tables.
 # CI=true: a missing compiler fails the stage; elsewhere it is reported and skipped.
 set -uo pipefail
 out=${P4RELAY_P4_OUT:-build}
@@ -53,4 +56,10 @@ if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" "$co
     echo "    P4RELAY_UPDATE_BFRT=1 scripts/test-stages/05-p4.sh regenerates it"
   fi
 fi
+echo
+bin=switch/target/release/p4relay-softswitch
+[ -x "$bin" ] || (cd switch && cargo build --release --quiet)
+P4RELAY_P4_OUT="$out" uv run --frozen --no-sync pytest -q -p no:cacheprovider \
+  switch/client/tests/test_bfrt_parity.py \
+  --junitxml="$RESULTS/$STAGE.parity.xml" -o junit_suite_name="$STAGE.parity" || status=1
 exit $status

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build p4relay for Tofino 1 with bf-p4c.
+# Build p4relay for Tofino 1 (or Tofino 2) with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh [standard|lean|large|standard-t2] [--model] [-- extra bf-p4c args]
 #   switch/p4/build.sh --list         the profiles, one a line
 #   switch/p4/build.sh --compiler     the compiler this script would run
 #
@@ -16,6 +16,8 @@
 #           216K relay + guard entries, 108K legs)
 # large     P4RELAY_SCALE_LARGE: RTP quality only (184K relay + guard
 #           entries, 92K legs)
+# standard-t2  the standard profile for Tofino 2 (--target tofino2 --arch
+#           t2na): every feature, sized for its 20 stages (sizes.p4)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
@@ -26,14 +28,24 @@ root=$(cd "$here/../.." && pwd)
 profile=${1:-standard}
 [ $# -gt 0 ] && shift
 defines=()
+target=(--target tofino --arch tna)
 case "$profile" in
   standard) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
+  # Tofino 2's mirror session ids are 8 bits: the same sessions, 768 lower
+  # (the bootstrap's mirror_sessions must use these on a Tofino 2).
+  # Not in --list (the p4 stage): the open-source build (9.13.4) places it,
+  # then its assembler crashes on the Tofino 2 CLOTs ("No length for clot");
+  # with -Xp4c=--no-clot PHV allocation fails instead (README "Resources").
+  standard-t2)
+    target=(--target tofino2 --arch t2na)
+    defines+=(-DJITTER_WRITEBACK_SESSION_BASE=232 -DIRED_SESSION_BASE=236
+              -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252) ;;
   --list) echo standard; echo lean; echo large; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, lean, large, standard-t2)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,7 +72,7 @@ out="${P4RELAY_P4_OUT:-$root/build}/p4relay-$profile"
 rm -rf "$out"
 mkdir -p "$out"
 set -x
-"$compiler" --target tofino --arch tna --std p4-16 -g \
+"$compiler" "${target[@]}" --std p4-16 -g \
   -I "$here" "${defines[@]}" \
   -o "$out" \
   --bf-rt-schema "$out/bf-rt.json" \

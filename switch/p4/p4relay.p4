@@ -1,12 +1,19 @@
-/* p4relay — SIP media relay offload for Tofino 1 (TNA, bf-p4c).
+/* p4relay — SIP media relay offload for Tofino 1 (TNA) and Tofino 2 (T2NA),
+ * bf-p4c.
  *
- * Build: switch/p4/build.sh [standard|lean|large] (README.md "Build").
+ * Build: switch/p4/build.sh [standard|lean|large|standard-t2] (README.md "Build").
  * Control-plane names follow switch/contract.toml; the contract test
  * (switch/client/tests/test_contract_p4.py) checks the compiler's bf-rt.json
  * against it.
  */
 #include <core.p4>
+/* bf-p4c defines __TARGET_TOFINO__ as the target's generation
+ * (--target tofino: 1, tofino2: 2). */
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 #include "include/profiles.p4"
 #include "include/sizes.p4"

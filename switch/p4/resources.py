@@ -30,10 +30,13 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 STAGES = 12  # Tofino 1 MAU stages per pipe
-SRAM_PER_STAGE = 80
+STAGES_BY_TARGET = {"tofino": 12, "tofino2": 20}  # MAU stages per pipe
+SRAM_PER_STAGE = 80  # both generations: 80 SRAM, 24 TCAM, 48 map RAM per stage
 TCAM_PER_STAGE = 24
 MAP_RAM_PER_STAGE = 48
-PIPES = (2, 4)  # Tofino 1 parts: 2-pipe (Wedge100BF-32X, 3.2T) and 4-pipe (6.4T)
+# Parts of either generation: 2-pipe (Tofino 1: Wedge100BF-32X, 3.2T;
+# Tofino 2: 6.4T) and 4-pipe (6.4T; 12.8T).
+PIPES = (2, 4)
 
 
 @dataclass
@@ -61,10 +64,18 @@ class Profile:
     sizes: dict[str, int] = field(default_factory=dict)
     tables: dict[str, list[TableUse]] = field(default_factory=dict)
     compile_s: float = 0.0
+    target: str = "tofino"
 
     @property
     def stages(self) -> int:
         return max(self.ingress_stages, self.egress_stages)
+
+    @property
+    def max_stages(self) -> int:
+        return STAGES_BY_TARGET.get(self.target, STAGES)
+
+    def pct(self, used: int, per_stage: int) -> str:
+        return f"{100 * used / (per_stage * self.max_stages):.0f} %"
 
     @property
     def calls_per_pipe(self) -> int:
@@ -126,6 +137,9 @@ def load(path: Path) -> Profile:
     rc = int(rc_file.read_text().split()[0]) if rc_file.is_file() else 0
     metrics = path / "pipe" / "logs" / "metrics.json"
     p = Profile(name, path, ok=rc == 0 and metrics.is_file())
+    # build.sh logs the command line (--target tofino2 for Tofino 2 builds).
+    t = re.search(r"--target (tofino\d?)\b", log)
+    p.target = t.group(1) if t else ("tofino2" if name.endswith("-t2") else "tofino")
     m = re.search(r"compile_s=([\d.]+)", log)
     if rc_file.is_file():
         parts = rc_file.read_text().split()
@@ -137,10 +151,11 @@ def load(path: Path) -> Profile:
     summary = path / "pipe" / "logs" / "table_summary.log"
     if summary.is_file():
         p.ingress_stages, p.egress_stages = _final_stages(summary.read_text())
-        if p.stages > STAGES:  # placed, but beyond the pipe: the assembler rejects it
+        if p.stages > p.max_stages:  # placed, but beyond the pipe: the assembler rejects it
             p.ok = False
             p.error = (
-                f"needs {p.ingress_stages} ingress / {p.egress_stages} egress stages of {STAGES}"
+                f"needs {p.ingress_stages} ingress / {p.egress_stages} egress stages"
+                f" of {p.max_stages}"
             )
     if metrics.is_file():
         m = json.loads(metrics.read_text())
@@ -162,21 +177,17 @@ def load(path: Path) -> Profile:
     return p
 
 
-def _pct(used: int, per_stage: int) -> str:
-    return f"{100 * used / (per_stage * STAGES):.0f} %"
-
-
 def summary_lines(profiles: list[Profile]) -> list[str]:
-    head = f"{'profile':10} {'result':6} {'stages in/eg':>12} {'SRAM':>12} {'TCAM':>10} {'map RAM':>12} {'calls/pipe':>10}  time"
+    head = f"{'profile':12} {'target':8} {'result':6} {'stages in/eg':>12} {'SRAM':>12} {'TCAM':>10} {'map RAM':>12} {'calls/pipe':>10}  time"
     lines = [head]
     for p in profiles:
         if not p.ok:
-            lines.append(f"{p.name:10} {'FAIL':6} {p.error}")
+            lines.append(f"{p.name:12} {p.target:8} {'FAIL':6} {p.error}")
             continue
         lines.append(
-            f"{p.name:10} {'ok':6} {p.ingress_stages:>5} / {p.egress_stages:<4} "
-            f"{p.sram:>4} ({_pct(p.sram, SRAM_PER_STAGE):>4}) {p.tcam:>3} ({_pct(p.tcam, TCAM_PER_STAGE):>4}) "
-            f"{p.map_ram:>4} ({_pct(p.map_ram, MAP_RAM_PER_STAGE):>4}) {p.calls_per_pipe:>10}  {p.compile_s:.0f} s"
+            f"{p.name:12} {p.target:8} {'ok':6} {p.ingress_stages:>5} / {p.egress_stages:<4} "
+            f"{p.sram:>4} ({p.pct(p.sram, SRAM_PER_STAGE):>4}) {p.tcam:>3} ({p.pct(p.tcam, TCAM_PER_STAGE):>4}) "
+            f"{p.map_ram:>4} ({p.pct(p.map_ram, MAP_RAM_PER_STAGE):>4}) {p.calls_per_pipe:>10}  {p.compile_s:.0f} s"
         )
     return lines
 
@@ -187,11 +198,11 @@ def _k(n: int) -> str:
 
 def table_lines(profiles: list[Profile]) -> list[str]:
     lines = [
-        "| profile | relay / guard / legs per pipe | stages (ingress / egress of 12) "
-        "| SRAM blocks (of 960) | TCAM blocks (of 288) | map RAM (of 576) "
-        "| PHV bits (normal of 4,096 / tagalong of 2,048) "
+        "| profile | target | relay / guard / legs per pipe | stages (ingress / egress of the pipe's) "
+        "| SRAM blocks | TCAM blocks | map RAM "
+        "| PHV bits (normal / tagalong) "
         "| calls per pipe | per 2-pipe switch | per 4-pipe switch |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in profiles:
         s = p.sizes
@@ -199,14 +210,19 @@ def table_lines(profiles: list[Profile]) -> list[str]:
             f"{_k(s.get('pipe.Ingress.relay', 0))} / {_k(s.get('pipe.Ingress.relay_guard', 0))} / "
             f"{_k(s.get('pipe.Ingress.leg_rewrite', 0))}"
         )
+        target = "Tofino 2" if p.target == "tofino2" else "Tofino 1"
         if not p.ok:
-            lines.append(f"| {p.name} | {sizes} | does not fit: {p.error} | | | | | | | |")
+            lines.append(
+                f"| {p.name} | {target} | {sizes} | does not fit: {p.error} | | | | | | | |"
+            )
             continue
         c = p.calls_per_pipe
+        n = p.max_stages
         lines.append(
-            f"| {p.name} | {sizes} | {p.ingress_stages} / {p.egress_stages} "
-            f"| {p.sram} ({_pct(p.sram, SRAM_PER_STAGE)}) | {p.tcam} ({_pct(p.tcam, TCAM_PER_STAGE)}) "
-            f"| {p.map_ram} ({_pct(p.map_ram, MAP_RAM_PER_STAGE)}) "
+            f"| {p.name} | {target} | {sizes} | {p.ingress_stages} / {p.egress_stages} of {n} "
+            f"| {p.sram} of {SRAM_PER_STAGE * n:,} ({p.pct(p.sram, SRAM_PER_STAGE)}) "
+            f"| {p.tcam} of {TCAM_PER_STAGE * n} ({p.pct(p.tcam, TCAM_PER_STAGE)}) "
+            f"| {p.map_ram} of {MAP_RAM_PER_STAGE * n} ({p.pct(p.map_ram, MAP_RAM_PER_STAGE)}) "
             f"| {p.phv_bits:,} / {p.tphv_bits:,} "
             f"| {c:,} | {c * PIPES[0]:,} | {c * PIPES[1]:,} |"
         )

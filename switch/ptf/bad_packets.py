@@ -89,7 +89,7 @@ class Ipv4OptionsRoutedAndRelayed(P4RelayTest):
         self.assertEqual(p[IP].ihl, 7)
         self.send(1, p)
         self.expect(forwarded(p, 2), 2)
-        self.sw.run(self.p.install_call(self.call()))
+        self.calls.install(self.call())
         r = (
             Ether(src=HOST_MAC[1], dst=SW_MAC[1])
             / IP(src=HOST_IP[1], dst=RELAY_IP, ttl=64, options=opts)
@@ -106,7 +106,7 @@ class FragmentsNotRelayed(P4RelayTest):
     """A fragmented datagram matching a relay 5-tuple is routed, not rewritten."""
 
     def runTest(self) -> None:
-        self.sw.run(self.p.install_call(self.call()))
+        self.calls.install(self.call())
         first = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
         first[IP].flags = "MF"
         first = Ether(bytes(first))
@@ -127,7 +127,7 @@ class NonRtpUdpRelayed(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         for payload in (b"", b"\x00" * 11, b"\x40" + b"\x00" * 40, b"STUN-ish" * 3):
             pkt = udp_packet(
                 in_port=1,
@@ -139,6 +139,6 @@ class NonRtpUdpRelayed(P4RelayTest):
             )
             self.send(1, pkt)
             self.expect(forwarded(pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
-        q = self.sw.run(self.p.read_quality([call.a_to_b.leg]))[call.a_to_b.leg]
+        q = self.calls.quality([call.a_to_b.leg])[call.a_to_b.leg]
         self.assertEqual(q.packets, 0)
         self.expect_nothing()

@@ -1,6 +1,7 @@
 """BfRt behaviour of bf_switchd (P4 Studio's bf_rt_server_impl.cpp), point by
-point, on the wire: raw `bfrt_proto` messages through the generated stubs, no
-client library in between, so what a client can observe is checked as it is.
+point, on the wire: raw `bfrt_proto` messages through the stubs P4 Studio's
+`bfrt_grpc` package generates, no client library in between, so what a client
+can observe is checked as it is.
 
 - a `DigestListAck` ends the stream with UNIMPLEMENTED "Not yet implemented";
 - field ids as bf-p4c assigns them ($ENTRY_TTL 65543, $ENTRY_HIT_STATE 65544
@@ -28,12 +29,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import bfrt_grpc.bfruntime_pb2 as pb
+import bfrt_grpc.bfruntime_pb2_grpc as pbg
 import grpc
 from google.rpc import status_pb2
 from p4rbase import RELAY_IP, P4RelayTest, param
 from p4relay_switch import pipeline as pl
-from p4relay_switch.proto import bfruntime_pb2 as pb
-from p4relay_switch.proto import bfruntime_pb2_grpc as pbg
 
 P4_NAME = "p4relay"
 COMPILER_BFRT_JSON = os.path.join(
@@ -51,7 +52,8 @@ class Raw:
     """The BfRt service on the wire, and the program's bfrt.json."""
 
     def __init__(self) -> None:
-        self.channel = grpc.insecure_channel(str(param("grpc_addr", "127.0.0.1:50052")))
+        addr = f"{param('grpc_server', 'localhost')}:{param('bfrt_grpc_port', '50052')}"
+        self.channel = grpc.insecure_channel(addr)
         self.stub: Any = pbg.BfRuntimeStub(self.channel)
         cfg = self.stub.GetForwardingPipelineConfig(
             pb.GetForwardingPipelineConfigRequest(device_id=0, client_id=99), timeout=10
@@ -172,8 +174,9 @@ def details(e: grpc.RpcError) -> list[pb.Error]:
 
 
 class Conformance(P4RelayTest):
-    """The suite's switch set up as usual (client 3 subscribed and bound);
-    the checks go through a raw channel with client ids of their own."""
+    """The suite's switch set up as usual (its client subscribed and bound);
+    the checks go through a raw channel with client ids of their own that
+    name the program (independent clients)."""
 
     def setUp(self) -> None:
         P4RelayTest.setUp(self)

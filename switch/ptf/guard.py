@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from learning import LearnBase
 from p4rbase import HOST_IP, RELAY_IP, forwarded, rtp_payload, udp_packet
+from p4relay_switch import pipeline as pl
 
 ATTACKER = HOST_IP[4]
 
@@ -15,7 +16,7 @@ ATTACKER = HOST_IP[4]
 class GuardDropsForeignSource(LearnBase):
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call, guard=True))
+        self.calls.install(call, guard=True)
         # foreign RTP to the caller-facing relay port, 5 times: nothing leaves
         for seq in range(5):
             bad = udp_packet(
@@ -35,7 +36,7 @@ class GuardDropsForeignSource(LearnBase):
         self.send(4, rtcp)
         self.expect_nothing()
         # 20000 is the caller-facing port (a_to_b's), 20003 the callee's RTCP
-        drops = self.sw.run(self.p.guard_drops(call))
+        drops = self.calls.guard_drops(call)
         self.assertEqual(drops, {call.a_to_b.leg: 5, call.b_to_a.leg: 1})
         # the digest still fires, once per foreign flow
         events = self.learned(1.0)
@@ -46,18 +47,14 @@ class GuardDropsForeignSource(LearnBase):
         # the legitimate flows still relay, both ways, and are not counted as drops
         self.relay_round_trip(1)
         self.expect_nothing()
-        self.assertEqual(
-            self.sw.run(self.p.guard_drops(call)), {call.a_to_b.leg: 5, call.b_to_a.leg: 1}
-        )
-        counts = self.sw.run(self.p.call_counters(call))
+        self.assertEqual(self.calls.guard_drops(call), {call.a_to_b.leg: 5, call.b_to_a.leg: 1})
+        counts = self.calls.counters(call)
         self.assertEqual({leg: c.packets for leg, c in counts.items()}, dict.fromkeys(call.legs, 1))
         self.assertEqual(self.learned(0.5), [])
         # a leg reused by the next call starts with no drops
-        self.sw.run(self.p.remove_call(call))
-        self.sw.run(self.p.install_call(call, guard=True))
-        self.assertEqual(
-            self.sw.run(self.p.guard_drops(call)), {call.a_to_b.leg: 0, call.b_to_a.leg: 0}
-        )
+        self.calls.remove(call)
+        self.calls.install(call, guard=True)
+        self.assertEqual(self.calls.guard_drops(call), {call.a_to_b.leg: 0, call.b_to_a.leg: 0})
 
 
 class GuardMissForwardsToRelayServer(LearnBase):
@@ -66,8 +63,8 @@ class GuardMissForwardsToRelayServer(LearnBase):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
-        self.sw.run(self.p.guard_call(call))
+        self.calls.install(call)
+        self.calls.guard(call)
         other = udp_packet(in_port=4, src=ATTACKER, dst=RELAY_IP, sport=40000, dport=20010)
         self.send(4, other)
         self.expect(forwarded(other, 3), 3)
@@ -76,8 +73,8 @@ class GuardMissForwardsToRelayServer(LearnBase):
         to_host = udp_packet(in_port=4, src=ATTACKER, dst=HOST_IP[2], sport=40000, dport=20000)
         self.send(4, to_host)
         self.expect(forwarded(to_host, 2), 2)
-        self.sw.run(self.p.unguard_call(call))
-        self.assertEqual(self.sw.run(self.p.guard_entry_count()), 0)
+        self.calls.unguard(call)
+        self.assertEqual(self.tables.usage(pl.RELAY_GUARD), 0)
         bad = udp_packet(in_port=4, src=ATTACKER, dst=RELAY_IP, sport=40002, dport=20000)
         self.send(4, bad)
         self.expect(forwarded(bad, 3), 3)

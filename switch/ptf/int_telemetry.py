@@ -8,7 +8,7 @@ host 2's subnet.
 Checked byte for byte against packets built here, except the three hop
 fields only the switch knows (hop latency, queue occupancy, tx bytes), which
 are read from the packet and checked for range. Everything goes through
-p4relay_switch.int_telemetry, so the module runs unchanged on tofino-model
+P4 Studio's client, so the module runs unchanged on tofino-model
 with the standard profile (its report mirror session 1020 must point at port 3:
 switch/bfrt/README.md); a target without the INT tables skips it.
 """
@@ -21,14 +21,35 @@ import time
 
 import ptf.testutils as tu
 from p4rbase import HOST_IP, NET, P4RelayTest, forwarded, udp_packet
+from p4relay_switch import Entry
 from p4relay_switch import int_telemetry as it
+from p4relay_switch.codec import KeyValue, Ternary
 from p4relay_switch.names import (
+    A_INT_HOP,
+    A_INT_REPORT_ENCAP,
+    A_INT_SINK,
+    A_INT_TRANSIT,
+    A_INT_WATCH_FLOW,
+    INT_HOP_CONFIG,
     INT_MAX_HOPS,
+    INT_REPORT,
     INT_REPORT_INTERVAL_MS,
+    INT_ROLE,
     INT_WATCH,
+    K_BRIDGED_LEG,
+    K_BRIDGED_RELAY,
+    K_DST_ADDR,
+    K_DST_PORT,
+    K_EGRESS_PORT,
+    K_NEXTHOP_ID,
+    K_PRIORITY,
+    K_SRC_ADDR,
     REG_INT_FLOW_CONGESTED,
     REG_INT_FLOW_PATH,
     REG_INT_FLOW_REPORTED,
+    REG_INT_HOP_LIMIT,
+    REG_INT_MALFORMED,
+    REG_INT_REPORT_SEQ,
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -109,40 +130,78 @@ class IntTest(P4RelayTest):
 
     def setUp(self) -> None:
         super().setUp()
-        if INT_WATCH not in self.client.schema.tables:
+        if not self.tables.has(INT_WATCH):
             self.skipTest("the target's program has no INT tables (lean or large profile)")
-        self.sw.run(it.clear(self.client))
-        self.sw.run(
-            it.set_hop(
-                self.client, self.dev[2], it.IntHop(SWITCH_ID, 1000, 500, 10_000_000, 5_000_000)
-            )
+        self.clear_int()
+        h = it.IntHop(SWITCH_ID, 1000, 500, 10_000_000, 5_000_000)
+        h.check()
+        self.tables.insert(
+            INT_HOP_CONFIG,
+            [
+                Entry(
+                    {K_EGRESS_PORT: self.dev[2]},
+                    A_INT_HOP,
+                    {
+                        "switch_id": h.switch_id,
+                        "onset_cells": h.onset_cells,
+                        "clear_cells": h.clear_cells,
+                        "onset_ns": h.onset_ns,
+                        "clear_ns": h.clear_ns,
+                    },
+                )
+            ],
         )
-        self.sw.run(it.set_role(self.client, 2, "transit"))
-        self.sw.run(it.set_role(self.client, 4, "sink"))
-        self.sw.run(
-            it.set_report_target(
-                self.client,
-                self.dev[3],
-                it.ReportTarget(
-                    src_mac=REPORT_SRC_MAC,
-                    dst_mac=COLLECTOR_MAC,
-                    src_addr=ipaddress.IPv4Address("198.18.0.1"),
-                    dst_addr=ipaddress.IPv4Address(COLLECTOR_IP),
-                    dst_port=REPORT_PORT,
-                    switch_id=SWITCH_ID,
-                ),
-            )
+        self.set_role(2, A_INT_TRANSIT)
+        self.set_role(4, A_INT_SINK)
+        self.tables.insert(
+            INT_REPORT,
+            [
+                Entry(
+                    {K_EGRESS_PORT: self.dev[3]},
+                    A_INT_REPORT_ENCAP,
+                    {
+                        "src_mac": REPORT_SRC_MAC,
+                        "dst_mac": COLLECTOR_MAC,
+                        "src_addr": "198.18.0.1",
+                        "dst_addr": COLLECTOR_IP,
+                        "dst_port": REPORT_PORT,
+                        "switch_id": SWITCH_ID,
+                    },
+                )
+            ],
         )
-        self.sw.run(it.watch_flows(self.client, dst=ipaddress.IPv4Network(NET[2])))
+        # UDP to host 2's subnet is watched
+        net = ipaddress.IPv4Network(NET[2])
+        watch: dict[str, KeyValue] = {
+            K_BRIDGED_RELAY: Ternary(0, 0),
+            K_BRIDGED_LEG: Ternary(0, 0),
+            K_SRC_ADDR: Ternary(0, 0),
+            K_DST_ADDR: Ternary(int(net.network_address), int(net.netmask)),
+            K_DST_PORT: Ternary(0, 0),
+            K_PRIORITY: 20,
+        }
+        self.tables.insert(INT_WATCH, [Entry(watch, A_INT_WATCH_FLOW)])
         # forget earlier tests' flows: every one reports afresh
         for reg in (REG_INT_FLOW_PATH, REG_INT_FLOW_CONGESTED, REG_INT_FLOW_REPORTED):
-            self.sw.run(self.client.clear(reg))
+            self.tables.clear(reg)
 
     def tearDown(self) -> None:
         try:
-            self.sw.run(it.clear(self.client))
+            self.clear_int()
         finally:
             super().tearDown()
+
+    def clear_int(self) -> None:
+        """INT off: no watch list, roles, hops or report targets."""
+        for table in (INT_WATCH, INT_ROLE, INT_HOP_CONFIG, INT_REPORT):
+            self.tables.clear(table)
+
+    def set_role(self, nexthop_id: int, action: str) -> None:
+        self.tables.insert_or_modify(INT_ROLE, [Entry({K_NEXTHOP_ID: nexthop_id}, action)])
+
+    def counter(self, register: str) -> int:
+        """An INT counter (index 0), summed over the pipes."""
+        return self.tables.register_total(register, 0)
 
     def receive(self, port: int, timeout: float = 2.0) -> bytes:
         r = tu.dp_poll(self, device_number=0, port_number=port, timeout=timeout)
@@ -178,7 +237,7 @@ class IntTest(P4RelayTest):
         return bytes(Ether(bytes(rep)))
 
     def seq(self) -> int:
-        return self.sw.run(it.counters(self.client)).reports
+        return self.counter(REG_INT_REPORT_SEQ)
 
 
 class IntSourceInsertsShimAndHop(IntTest):
@@ -230,13 +289,13 @@ class IntHopLimit(IntTest):
         p = to_host(2)
         hops = [hop(0x33, 1, 2), hop(UPSTREAM_ID, 7, 8)]
         pkt = with_int(p, stack(hops, dscp=0, udp_csum=p[UDP].chksum, flags=0x11))
-        before = self.sw.run(it.counters(self.client)).hop_limit
+        before = self.counter(REG_INT_HOP_LIMIT)
         self.send(1, pkt)
         want = with_int(
             forwarded(p, 2), stack(hops, dscp=0, udp_csum=p[UDP].chksum, flags=0x11, e=True)
         )
         self.expect(want, 2)
-        self.assertEqual(self.sw.run(it.counters(self.client)).hop_limit, before + 1)
+        self.assertEqual(self.counter(REG_INT_HOP_LIMIT), before + 1)
 
 
 class IntSinkRestoresByteIdentical(IntTest):
@@ -249,7 +308,7 @@ class IntSinkRestoresByteIdentical(IntTest):
         self.send(1, p)
         with_stack = self.receive(2)
         # the next switch on the path is the sink: next hop 2 leaves the domain
-        self.sw.run(it.set_role(self.client, 2, "sink"))
+        self.set_role(2, A_INT_SINK)
         seq = self.seq()
         self.send(1, with_stack)
         self.expect(forwarded(forwarded(p, 2), 2), 2)
@@ -288,11 +347,11 @@ class IntMalformedDroppedAndCounted(IntTest):
         e = Ether(bytes(short))
         del e[IP].chksum
         bad.append(bytes(Ether(bytes(e))))
-        before = self.sw.run(it.counters(self.client)).malformed
+        before = self.counter(REG_INT_MALFORMED)
         for b in bad:
             self.send(1, b)
         self.expect_nothing(timeout=1.0)
-        self.assertEqual(self.sw.run(it.counters(self.client)).malformed, before + len(bad))
+        self.assertEqual(self.counter(REG_INT_MALFORMED), before + len(bad))
         # the well-formed one passes
         self.send(1, good)
         self.assertGreater(self.count_received(2, timeout=1.0), 0)

@@ -5,24 +5,88 @@ packet to that port and clears the flag. Media (relay hits, DSCP EF) is
 spared when the port protects it. Depths are in cells (80 bytes) on every
 target; the packets here are 1000 bytes = 13 cells.
 
-Every test reads the iRED registers through p4relay_switch.ired, so it runs
-unchanged on tofino-model (where the feedback mirror sessions must exist).
+Every test writes the settings and reads the iRED registers through P4
+Studio's client, so it runs unchanged on tofino-model (where the feedback
+mirror sessions must exist).
 """
 
 from __future__ import annotations
 
 import time
 
+import grpc
 import ptf.testutils as tu
+from bfrt_tables import Tables
 from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, forwarded, param, rtp_payload, udp_packet
-from p4relay_switch import InvalidArgumentError
-from p4relay_switch.ired import IredPortState, IredSettings, clear_ired, ired_state, set_ired
-from p4relay_switch.names import REG_IRED_DROP_FLAG
+from p4relay_switch import Entry, InvalidArgumentError
+from p4relay_switch.errors import write_error
+from p4relay_switch.ired import IredPortState, IredSettings
+from p4relay_switch.names import (
+    A_IRED_SET,
+    IRED_PORT,
+    IRED_REGISTERS,
+    K_EGRESS_PORT,
+    REG_IRED_DECISIONS,
+    REG_IRED_DROP_FLAG,
+    REG_IRED_DROP_PROB,
+    REG_IRED_DROPS,
+    REG_IRED_FLAGS_SET,
+    REG_IRED_QAVG,
+    REG_IRED_QDEPTH_PREV,
+    REG_IRED_SPARED,
+    REG_IRED_TAIL_DROPS,
+)
 from scapy.packet import Packet
 
 RATE_KBPS = 1000  # 1 Mbit/s: 125 packets/s of 1000 bytes, 8 ms each
 FRAME = 1000
 CELLS = (FRAME + 79) // 80  # 13 cells a packet
+
+
+def set_ired(t: Tables, dev_port: int, s: IredSettings) -> None:
+    """A port's iRED on: its drop chance register, then its ired_port entry.
+    Settings out of range and unknown ports are refused before any write."""
+    s.check()
+    if dev_port not in t.ports():
+        raise write_error(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{IRED_PORT}: port {dev_port} is not a port of this switch",
+        )
+    t.write_register(REG_IRED_DROP_PROB, {dev_port: s.drop_prob_reg})
+    data = {
+        "max_len_queue": s.max_len_queue,
+        "n_drop": s.n_drop,
+        "ewma_n": s.ewma_n,
+        "tail_drop": int(s.tail_drop),
+        "protect": int(s.protect),
+    }
+    t.insert_or_modify(IRED_PORT, [Entry({K_EGRESS_PORT: dev_port}, A_IRED_SET, data)])
+
+
+def clear_ired(t: Tables, dev_port: int, *, reset: bool = True) -> None:
+    """A port's iRED off (plain tail drop); with reset, its registers zeroed."""
+    if any(r.key.get(K_EGRESS_PORT) == dev_port for r in t.read(IRED_PORT)):
+        t.delete(IRED_PORT, [{K_EGRESS_PORT: dev_port}])
+    if reset:
+        for name in IRED_REGISTERS:
+            t.write_register(name, {dev_port: 0})
+
+
+def ired_state(t: Tables, dev_port: int) -> IredPortState:
+    """The port's iRED registers: counters summed over the pipes; the queue
+    depth, average, chance and flag as pipe 0 holds them."""
+    regs = {name: t.read_register(name, [dev_port])[dev_port] for name in IRED_REGISTERS}
+    return IredPortState(
+        qdepth_prev=regs[REG_IRED_QDEPTH_PREV][0],
+        qavg=regs[REG_IRED_QAVG][0],
+        drop_prob=regs[REG_IRED_DROP_PROB][0],
+        decisions=sum(regs[REG_IRED_DECISIONS]),
+        tail_drops=sum(regs[REG_IRED_TAIL_DROPS]),
+        drop_flag=regs[REG_IRED_DROP_FLAG][0],
+        flags_set=sum(regs[REG_IRED_FLAGS_SET]),
+        drops=sum(regs[REG_IRED_DROPS]),
+        spared=sum(regs[REG_IRED_SPARED]),
+    )
 
 
 def pkt_to(port: int, tos: int = 0) -> Packet:
@@ -44,23 +108,23 @@ class IredTest(P4RelayTest):
     def setUp(self) -> None:
         super().setUp()
         for p in (2, 4):
-            self.sw.run(clear_ired(self.client, self.dev[p]))
-        self.sw.run(self.client.set_port_shaping(self.dev[2], RATE_KBPS))
+            clear_ired(self.tables, self.dev[p])
+        self.tables.set_port_shaping(self.dev[2], RATE_KBPS)
 
     def tearDown(self) -> None:
         try:
             for p in (2, 4):
-                self.sw.run(clear_ired(self.client, self.dev[p]))
-            self.sw.run(self.client.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0))))
+                clear_ired(self.tables, self.dev[p])
+            self.tables.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0)))
         finally:
             super().tearDown()
 
     def configure(self, s: IredSettings, port: int = 2) -> None:
-        self.sw.run(set_ired(self.client, self.dev[port], s))
+        set_ired(self.tables, self.dev[port], s)
 
     def state(self, port: int = 2) -> IredPortState:
         d = self.dev[port]
-        return self.sw.run(ired_state(self.client, [d]))[d]
+        return ired_state(self.tables, d)
 
     def burst(self, n: int, port: int = 2, tos: int = 0) -> int:
         """Sends n packets to `port` back to back; returns how many left it."""
@@ -115,7 +179,7 @@ class IredThresholds(IredTest):
         self.assertEqual(st.flags_set, st.decisions)
         self.assertLessEqual(st.drops, st.flags_set)
         self.assertEqual(got + st.drops, sent, "a packet vanished without being counted")
-        q = self.sw.run(self.client.queue_stats(self.dev[2]))
+        q = self.tables.queue_stats(self.dev[2])
         self.assertEqual(q["usage_cells"], 0)
 
 
@@ -178,7 +242,7 @@ class IredProtectsMedia(IredTest):
         self.assertEqual(mid.drop_flag, 3)
         # a relayed RTP packet of an offloaded call passes too
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         a = udp_packet(
             in_port=1,
             src=HOST_IP[1],
@@ -196,7 +260,7 @@ class IredProtectsMedia(IredTest):
         end = self.state()
         self.assertEqual(end.drops, st.drops + 1)
         self.assertEqual(end.drop_flag, 0)
-        self.sw.run(self.p.remove_call(call))
+        self.calls.remove(call)
 
 
 class IredWithoutProtection(IredTest):
@@ -224,8 +288,8 @@ class IredPerPort(IredTest):
         self.assertEqual((p4.decisions, p4.flags_set, p4.drops, p4.drop_flag), (0, 0, 0, 0))
         self.assertEqual(self.state().drop_flag, 1)
         # a port without iRED never decides: port 4 unconfigured, port 2 off
-        self.sw.run(clear_ired(self.client, self.dev[2], reset=False))
-        flag = self.sw.run(self.client.read_register(REG_IRED_DROP_FLAG, [self.dev[2]]))
+        clear_ired(self.tables, self.dev[2], reset=False)
+        flag = self.tables.read_register(REG_IRED_DROP_FLAG, [self.dev[2]])
         self.assertEqual(flag[self.dev[2]][0], 1)
         before = self.state().decisions
         self.burst(30)
@@ -240,11 +304,11 @@ class IredTailDropMode(IredTest):
         self.configure(
             IredSettings(max_len_queue=10 * CELLS, n_drop=CELLS, tail_drop=True, drop_prob=1.0)
         )
-        q0 = self.sw.run(self.client.queue_stats(self.dev[2]))
+        q0 = self.tables.queue_stats(self.dev[2])
         sent = 40
         got = self.burst(sent)
         st = self.state()
-        q1 = self.sw.run(self.client.queue_stats(self.dev[2]))
+        q1 = self.tables.queue_stats(self.dev[2])
         self.assertEqual(st.decisions, 0)
         self.assertGreater(st.tail_drops, 0)
         self.assertEqual(got + st.tail_drops, sent)
@@ -268,11 +332,11 @@ class IredConfigErrors(IredTest):
             with self.assertRaises(InvalidArgumentError, msg=str(s)) as cm:
                 self.configure(s)
             self.assertIn("pipe.Egress.ired_port", str(cm.exception))
-        unknown = max(self.sw.run(self.client.ports())) + 1
+        unknown = max(self.tables.ports()) + 1
         with self.assertRaises(InvalidArgumentError) as cm:
-            self.sw.run(set_ired(self.client, unknown, IredSettings(max_len_queue=640, n_drop=52)))
+            set_ired(self.tables, unknown, IredSettings(max_len_queue=640, n_drop=52))
         self.assertIn("not a port", str(cm.exception))
-        self.assertEqual(self.sw.run(self.client.read("pipe.Egress.ired_port")), [])
+        self.assertEqual(self.tables.read(IRED_PORT), [])
         # still forwarding plainly
         self.assertEqual(self.one_by_one(2), 2)
         time.sleep(0.05)

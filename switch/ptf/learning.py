@@ -9,7 +9,6 @@ import tomllib
 from pathlib import Path
 
 from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, forwarded, udp_packet
-from p4relay_switch import Digest, LearnEvent, Pipeline
 
 _CONTRACT = Path(__file__).resolve().parents[1] / "contract.toml"
 LEARN_FILTER = "pipe.Ingress.learn_filter"
@@ -21,16 +20,9 @@ class LearnBase(P4RelayTest):
     def setUp(self) -> None:
         super().setUp()
         # Forget flows reported by earlier tests.
-        size = self.client.schema.table(LEARN_FILTER).size
-        self.sw.run(self.client.write_register(LEARN_FILTER, dict.fromkeys(range(size), 0)))
-        self.sw.drain_notifications()
-
-    def learned(self, duration_s: float) -> list[LearnEvent]:
-        out: list[LearnEvent] = []
-        for n in self.notifications(duration_s):
-            if isinstance(n, Digest):
-                out.extend(Pipeline.learn_events(n))
-        return out
+        size = self.tables.size(LEARN_FILTER)
+        self.tables.write_register(LEARN_FILTER, dict.fromkeys(range(size), 0))
+        self.drain_notifications()
 
 
 class LearnOncePerFlow(LearnBase):
@@ -85,7 +77,7 @@ class LearnOnlyRelayRange(LearnBase):
         self.send(1, other_dst)
         self.expect(forwarded(other_dst, 2), 2)
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         inst = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
         self.send(1, inst)
         self.expect(forwarded(inst, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)

@@ -1,36 +1,38 @@
 """Shared base of the p4relay PTF conformance suite.
 
-Target-neutral: everything goes through p4relay_switch (BfRt gRPC) and the
-PTF dataplane, so the suite runs unchanged on the softswitch (switch/ptf/run.sh)
-and on tofino-model/hardware. Test parameters (ptf --test-params):
+Target-neutral: the tests drive the switch through P4 Studio's BfRt Python
+client (`bfrt_grpc.client`, base class `BfRuntimeTest` from p4testutils) and the
+PTF dataplane, so the suite runs unchanged with P4 Studio's run_p4_tests.sh on
+tofino-model or hardware and with switch/ptf/run.sh on the software switch.
+Test parameters (ptf --test-params; run_p4_tests.sh sets the first three):
 
-  grpc_addr      BfRt gRPC address (default 127.0.0.1:50052)
-  port_map       "ptfport:devport,..." when PTF and device port numbers differ
-                 (default: identical, ports 1..4)
-  relay_entries  expected size of pipe.Ingress.relay (default: read from bfrt.json)
-  queue_depth    egress FIFO depth in packets the switch was started with
-  client_id      BfRt client id (default 3)
+  grpc_server     BfRt gRPC host (default localhost)
+  bfrt_grpc_port  BfRt gRPC port (default 50052)
+  p4_name         program to bind (default: the first the switch serves)
+  port_map        "ptfport:devport,..." when PTF and device port numbers differ
+                  (default: identical, ports 1..4)
+  relay_entries   expected size of pipe.Ingress.relay (default: read from bf-rt.json)
+  queue_depth     egress FIFO depth in packets the switch was started with
+  client_id       BfRt client id (default 0, as P4 Studio's tests)
 """
 
 from __future__ import annotations
 
+import ipaddress
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-import ptf
+import bfrt_grpc.bfruntime_pb2 as bfruntime_pb2
+import bfrt_grpc.client as gc
+import grpc
 import ptf.testutils as tu
-from p4relay_switch import (
-    BlockingSwitch,
-    Endpoint,
-    Entry,
-    Nexthop,
-    Notification,
-    Pipeline,
-    RelayCall,
-)
+from bfrt_tables import ALL_PIPES, Calls, Tables, error_code, key_int, learn_events, relay_idle
+from p4relay_switch import Endpoint, Entry, LearnEvent, Nexthop, RelayCall, RelayIdle
 from p4relay_switch import pipeline as pl
-from ptf.base_tests import BaseTest
+from p4relay_switch.codec import Lpm, Range
+from p4testutils.bfruntime_client_base_tests import BfRuntimeTest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.layers.rtp import RTP
@@ -78,6 +80,11 @@ def port_map() -> dict[int, int]:
         p, d = pair.split(":")
         out[int(p)] = int(d)
     return out
+
+
+def lpm(prefix: str) -> Lpm:
+    net = ipaddress.IPv4Network(prefix)
+    return Lpm(int(net.network_address), net.prefixlen)
 
 
 def udp_packet(
@@ -128,51 +135,108 @@ def forwarded(pkt: Packet, out_port: int, **ip_changes: Any) -> Packet:
     return Ether(bytes(e))
 
 
-class P4RelayTest(BaseTest):  # type: ignore[misc]  # ptf has no types: BaseTest is Any
-    """Connects, clears the pipeline, routes the four host subnets."""
+class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no types
+    """Binds through P4 Studio's client (`BfRuntimeTest`), clears the
+    pipeline, routes the four host subnets. `self.tables` writes and reads any
+    table, `self.calls` a call's entries (bfrt_tables.py)."""
 
     def setUp(self) -> None:
-        BaseTest.setUp(self)
-        self.dataplane = ptf.dataplane_instance
+        BfRuntimeTest.setUp(
+            self, client_id=int(param("client_id", 0)), p4_name=param("p4_name", None) or None
+        )
+        self.target = gc.Target(device_id=0, pipe_id=ALL_PIPES)
+        self.tables = Tables(self.bfrt_info, self.target)
+        self.calls = Calls(self.tables)
+        self.learn = self.bfrt_info.learn_get(pl.LEARN_DIGEST)
         self.ports = port_map()
         self.dev = self.ports  # ptf port -> dev port
-        self.sw = BlockingSwitch(
-            str(param("grpc_addr", "127.0.0.1:50052")),
-            client_id=int(param("client_id", 3)),
-            timeout_s=10.0,
-        )
-        self.client = self.sw.client
-        self.p = Pipeline(self.client)
         self.clear_pipeline()
-        self.sw.run(self.p.setup(ttl_query_interval_ms=200, min_ttl_ms=1000))
+        self.tables.table(pl.RELAY).attribute_idle_time_set(
+            self.target,
+            enable=True,
+            idle_table_mode=bfruntime_pb2.IdleTable.IDLE_TABLE_NOTIFY_MODE,
+            ttl_query_interval=200,
+            min_ttl=1000,
+        )
         self.add_host_routes()
-        self.sw.run(self.p.add_relay_addr(RELAY_IP, RELAY_PORT_MIN, RELAY_PORT_MAX))
+        self.add_relay_addr(RELAY_IP, RELAY_PORT_MIN, RELAY_PORT_MAX)
         self.dataplane.flush()
-        self.sw.drain_notifications()
+        self.drain_notifications()
 
     def tearDown(self) -> None:
         try:
             self.clear_pipeline()
         finally:
-            self.sw.close()
-            BaseTest.tearDown(self)
+            BfRuntimeTest.tearDown(self)
 
     # ------------------------------------------------------------ setup helpers
 
     def clear_pipeline(self) -> None:
         for t in TABLES:
-            entries = self.sw.run(self.client.read(t, from_hw=False))
-            keys = [Entry(e.key) for e in entries if not e.is_default]
-            if keys:
-                self.sw.run(self.client.delete(t, keys))
+            self.tables.clear(t)
 
     def add_host_routes(self, default_to: int | None = None) -> None:
         nhs = [Nexthop(p, self.dev[p], SW_MAC[p], HOST_MAC[p]) for p in sorted(self.dev)]
-        self.sw.run(self.p.add_nexthops(nhs))
+        self.tables.insert(
+            pl.NEXTHOP,
+            [
+                Entry(
+                    {pl.K_NEXTHOP_ID: nh.id},
+                    pl.A_FORWARD,
+                    {"port": nh.port, "src_mac": nh.src_mac, "dst_mac": nh.dst_mac},
+                )
+                for nh in nhs
+            ],
+        )
         routes: list[tuple[str, int]] = [(NET[p], p) for p in sorted(self.dev)]
         if default_to is not None:
             routes.append(("0.0.0.0/0", default_to))
-        self.sw.run(self.p.add_routes(routes))
+        self.add_routes(routes)
+
+    def add_routes(self, routes: Sequence[tuple[str, int]]) -> None:
+        """(prefix, nexthop id) each."""
+        self.tables.insert(
+            pl.IPV4_LPM,
+            [
+                Entry({pl.K_DST_ADDR: lpm(p)}, pl.A_SET_NEXTHOP, {"nexthop_id": nh})
+                for p, nh in routes
+            ],
+        )
+
+    def delete_routes(self, prefixes: Sequence[str]) -> None:
+        self.tables.delete(pl.IPV4_LPM, [{pl.K_DST_ADDR: lpm(p)} for p in prefixes])
+
+    def add_relay_addr(self, addr: str, port_min: int, port_max: int) -> None:
+        self.tables.insert(
+            pl.RELAY_ADDR,
+            [
+                Entry(
+                    {
+                        pl.K_DST_ADDR: addr,
+                        pl.K_DST_PORT: Range(port_min, port_max),
+                        pl.K_PRIORITY: 0,
+                    },
+                    pl.A_MARK_RELAY,
+                )
+            ],
+        )
+
+    def set_port_binding(self, ports: Iterable[int], *, bound: bool) -> None:
+        self.tables.insert_or_modify(
+            pl.PORT_METADATA,
+            [
+                Entry({pl.K_PORT_METADATA_PORT: p}, None, {pl.D_UNBOUND: 0 if bound else 1})
+                for p in ports
+            ],
+        )
+
+    def read_port_binding(self) -> dict[int, bool]:
+        """dev port -> bound, for every port with a $PORT_METADATA entry."""
+        return {
+            key_int(r.key[pl.K_PORT_METADATA_PORT]): int(r.data.get(pl.D_UNBOUND, 0)) == 0
+            for r in self.tables.read(pl.PORT_METADATA, from_hw=False)
+            if not r.is_default
+        }
 
     def call(
         self, legs: tuple[int, int] = (10, 11), a_port: int = 6000, b_port: int = 7000
@@ -185,6 +249,55 @@ class P4RelayTest(BaseTest):  # type: ignore[misc]  # ptf has no types: BaseTest
             legs=legs,
             ports=(self.dev[1], self.dev[2]),
         )
+
+    # ------------------------------------------------------------ notifications
+
+    def drain_notifications(self) -> None:
+        while self.digest(0.0) is not None:
+            pass
+        while self.idle_notification(0.0) is not None:
+            pass
+
+    def digest(self, timeout: float) -> Any:
+        """The next digest message (any learn object), None after ``timeout``."""
+        try:
+            return self.interface.digest_get(timeout)
+        except RuntimeError:  # bfrt_grpc's "Digest list not received."
+            return None
+
+    def idle_notification(self, timeout: float) -> Any:
+        try:
+            return self.interface.idletime_notification_get(timeout)
+        except RuntimeError:  # "Idletime notification not received"
+            return None
+
+    def digests(self, duration_s: float) -> list[Any]:
+        """Every digest message that arrives within ``duration_s``."""
+        out: list[Any] = []
+        end = time.monotonic() + duration_s
+        while (left := end - time.monotonic()) > 0:
+            d = self.digest(left)
+            if d is not None:
+                out.append(d)
+        return out
+
+    def learned(self, duration_s: float) -> list[LearnEvent]:
+        """The learn digests' events within ``duration_s``."""
+        out: list[LearnEvent] = []
+        for d in self.digests(duration_s):
+            if d.digest_id == self.learn.info.id_get():
+                out.extend(learn_events(self.learn, d))
+        return out
+
+    def idle(self, duration_s: float) -> list[RelayIdle]:
+        """Relay entries reported idle within ``duration_s``."""
+        out: list[RelayIdle] = []
+        end = time.monotonic() + duration_s
+        while (left := end - time.monotonic()) > 0:
+            m = self.idle_notification(left)
+            if m is not None and (r := relay_idle(self.bfrt_info, m)) is not None:
+                out.append(r)
+        return out
 
     # ------------------------------------------------------------ packet helpers
 
@@ -231,14 +344,12 @@ class P4RelayTest(BaseTest):  # type: ignore[misc]  # ptf has no types: BaseTest
                 return n
             n += 1
 
-    def notifications(self, duration_s: float) -> list[Notification]:
-        out: list[Notification] = []
-        end = time.monotonic() + duration_s
-        while (left := end - time.monotonic()) > 0:
-            n = self.sw.next_notification(left)
-            if n is not None:
-                out.append(n)
-        return out
+    @contextmanager
+    def refused(self, *codes: grpc.StatusCode, msg: str = "") -> Iterator[None]:
+        """The block's bfrt_grpc call fails with one of ``codes``."""
+        with self.assertRaises(gc.BfruntimeRpcException, msg=msg) as cm:
+            yield
+        self.assertIn(error_code(cm.exception), codes, f"{msg} {cm.exception}")
 
     def assert_counts(self, got: Sequence[int], want: Sequence[int]) -> None:
         self.assertEqual(list(got), list(want))

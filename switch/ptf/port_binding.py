@@ -36,7 +36,7 @@ def spoof(seq: int, *, src_port: int = 6000, relay_port: int = 20000) -> Packet:
 class SpoofedSourceOtherPortNotRelayed(LearnBase):
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         for seq in range(5):
             bad = spoof(seq)
             self.send(ATTACKER_PORT, bad)
@@ -57,9 +57,9 @@ class SpoofedSourceOtherPortNotRelayed(LearnBase):
             ],
         )
         # nothing of it counted as the caller's media
-        counts = self.sw.run(self.p.call_counters(call))
+        counts = self.calls.counters(call)
         self.assertEqual(counts[call.a_to_b.leg].packets, 0)
-        q = self.sw.run(self.p.read_quality([call.a_to_b.leg]))
+        q = self.calls.quality([call.a_to_b.leg])
         self.assertEqual(q[call.a_to_b.leg].packets, 0)
         # the caller's packets on its own port are relayed
         self.relay_round_trip(1)
@@ -69,11 +69,11 @@ class SpoofedSourceOtherPortNotRelayed(LearnBase):
 class SpoofedSourceOtherPortGuarded(LearnBase):
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call, guard=True))
+        self.calls.install(call, guard=True)
         for seq in range(5):
             self.send(ATTACKER_PORT, spoof(seq))
         self.expect_nothing()
-        drops = self.sw.run(self.p.guard_drops(call))
+        drops = self.calls.guard_drops(call)
         self.assertEqual(drops[call.a_to_b.leg], 5)
         self.assertEqual(
             [(e.src.port, e.ingress_port) for e in self.learned(1.0)],
@@ -81,7 +81,7 @@ class SpoofedSourceOtherPortGuarded(LearnBase):
         )
         self.relay_round_trip(1)
         self.expect_nothing()
-        self.assertEqual(self.sw.run(self.p.guard_drops(call))[call.a_to_b.leg], 5)
+        self.assertEqual(self.calls.guard_drops(call)[call.a_to_b.leg], 5)
 
 
 class SpoofedCopyDoesNotSuppressThePartysDigest(LearnBase):
@@ -136,10 +136,8 @@ class BindingOffRelaysFromAnyPort(LearnBase):
     digest naming the real port."""
 
     def runTest(self) -> None:
-        self.sw.run(self.p.set_port_binding(self.dev.values(), bound=False))
-        self.assertEqual(
-            self.sw.run(self.p.read_port_binding()), dict.fromkeys(self.dev.values(), False)
-        )
+        self.set_port_binding(self.dev.values(), bound=False)
+        self.assertEqual(self.read_port_binding(), dict.fromkeys(self.dev.values(), False))
         call = RelayCall.between(
             a=Endpoint.of(HOST_IP[1], 6000),
             relay_a=Endpoint.of(RELAY_IP, 20000),
@@ -148,18 +146,18 @@ class BindingOffRelaysFromAnyPort(LearnBase):
             legs=(10, 11),
             ports=(pl.UNBOUND_PORT, pl.UNBOUND_PORT),
         )
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         for seq, port in enumerate((1, 4, 3, 1), start=1):
             pkt = caller_rtp(port, seq)
             self.send(port, pkt)
             self.expect(to_callee(pkt), 2)
         self.relay_round_trip(9)
         self.expect_nothing()
-        counts = self.sw.run(self.p.call_counters(call))
+        counts = self.calls.counters(call)
         self.assertEqual(counts[call.a_to_b.leg].packets, 5)
         self.assertEqual(self.learned(0.5), [])
         # not installed: one digest for the flow, from the first port it took
-        self.sw.run(self.p.remove_call(call))
+        self.calls.remove(call)
         for port in (4, 1):
             pkt = caller_rtp(port, 20)
             self.send(port, pkt)
@@ -176,9 +174,9 @@ class BindingOnRelaysOnlyFromItsPort(LearnBase):
     packets reach it."""
 
     def runTest(self) -> None:
-        self.sw.run(self.p.set_port_binding(self.dev.values(), bound=True))
+        self.set_port_binding(self.dev.values(), bound=True)
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         own = caller_rtp(1, 1)
         self.send(1, own)
         self.expect(to_callee(own), 2)
@@ -186,9 +184,9 @@ class BindingOnRelaysOnlyFromItsPort(LearnBase):
         self.send(4, spoofed)
         self.expect(forwarded(spoofed, 3), 3)
         self.expect_nothing()
-        counts = self.sw.run(self.p.call_counters(call))
+        counts = self.calls.counters(call)
         self.assertEqual(counts[call.a_to_b.leg].packets, 1)
-        self.sw.run(self.p.remove_call(call))
+        self.calls.remove(call)
         unbound = RelayCall.between(
             a=Endpoint.of(HOST_IP[1], 6000),
             relay_a=Endpoint.of(RELAY_IP, 20000),
@@ -197,12 +195,12 @@ class BindingOnRelaysOnlyFromItsPort(LearnBase):
             legs=(10, 11),
             ports=(pl.UNBOUND_PORT, pl.UNBOUND_PORT),
         )
-        self.sw.run(self.p.install_call(unbound))
+        self.calls.install(unbound)
         for seq, port in ((3, 1), (4, 4)):
             pkt = caller_rtp(port, seq)
             self.send(port, pkt)
             self.expect(forwarded(pkt, 3), 3)
-        self.sw.run(self.p.set_port_binding([self.dev[4]], bound=False))
+        self.set_port_binding([self.dev[4]], bound=False)
         pkt = caller_rtp(4, 5)
         self.send(4, pkt)
         self.expect(to_callee(pkt), 2)

@@ -19,7 +19,7 @@ class ShapedPortTest(P4RelayTest):
     def tearDown(self) -> None:
         try:
             # 0: unshaped on the softswitch; on Tofino pass line_rate_kbps.
-            self.sw.run(self.client.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0))))
+            self.tables.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0)))
         finally:
             super().tearDown()
 
@@ -28,10 +28,10 @@ class QueueBuildupTailDrop(ShapedPortTest):
     def runTest(self) -> None:
         d2 = self.dev[2]
         depth = int(param("queue_depth", 64))
-        self.sw.run(self.client.set_port_shaping(d2, RATE_KBPS))
-        q0 = self.sw.run(self.client.queue_stats(d2))
+        self.tables.set_port_shaping(d2, RATE_KBPS)
+        q0 = self.tables.queue_stats(d2)
         d1 = self.dev[1]
-        s0 = self.sw.run(self.client.port_stats([d1, d2]))
+        s0 = self.tables.port_stats([d1, d2])
         pkt = udp_packet(
             in_port=1,
             src=HOST_IP[1],
@@ -43,7 +43,7 @@ class QueueBuildupTailDrop(ShapedPortTest):
         self.assertEqual(len(pkt), FRAME)
         for _ in range(SENT):
             self.send(1, pkt)
-        during = self.sw.run(self.client.queue_stats(d2))
+        during = self.tables.queue_stats(d2)
         # drain and count, keeping arrival times to measure the drain rate
         times: list[float] = []
         while True:
@@ -51,8 +51,8 @@ class QueueBuildupTailDrop(ShapedPortTest):
             if not isinstance(r, self.dataplane.PollSuccess):
                 break
             times.append(r.time)
-        q1 = self.sw.run(self.client.queue_stats(d2))
-        s1 = self.sw.run(self.client.port_stats([d1, d2]))
+        q1 = self.tables.queue_stats(d2)
+        s1 = self.tables.port_stats([d1, d2])
         received = len(times)
         drops = q1["drop_count_packets"] - q0["drop_count_packets"]
 
@@ -87,10 +87,10 @@ class QualityAtEgressCountsTailDrops(ShapedPortTest):
     def runTest(self) -> None:
         d2 = self.dev[2]
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         leg = call.a_to_b.leg
-        self.sw.run(self.client.set_port_shaping(d2, RATE_KBPS))
-        q0 = self.sw.run(self.client.queue_stats(d2))
+        self.tables.set_port_shaping(d2, RATE_KBPS)
+        q0 = self.tables.queue_stats(d2)
 
         def rtp(seq: int) -> bytes:
             pkt = udp_packet(
@@ -112,11 +112,11 @@ class QualityAtEgressCountsTailDrops(ShapedPortTest):
         # gap, including drops at the very end of the burst.
         tu.send_packet(self, 1, rtp(SENT))
         received += self.count_received(2, timeout=1.0)
-        q1 = self.sw.run(self.client.queue_stats(d2))
+        q1 = self.tables.queue_stats(d2)
         drops = q1["drop_count_packets"] - q0["drop_count_packets"]
         self.assertGreater(drops, 0, "no tail drop at 1 Mbit/s")
         self.assertEqual(received + drops, SENT + 1)
-        q = self.sw.run(self.p.read_quality([leg]))[leg]
+        q = self.calls.quality([leg])[leg]
         self.assertEqual(q.packets, received, q)
         self.assertEqual(q.lost, drops, q)
         self.assertEqual(q.reordered, 0, q)

@@ -12,7 +12,6 @@ from p4rbase import (
     rtp_payload,
     udp_packet,
 )
-from p4relay_switch import Digest
 from p4relay_switch import pipeline as pl
 from scapy.layers.inet import IP, UDP, IPOption_RR
 from scapy.layers.l2 import Ether
@@ -24,12 +23,12 @@ class RelayBothWays(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         for seq in range(3):
             self.relay_round_trip(seq, ip_ids=(seq, 100 + seq))
         self.expect_nothing()
         # no digest for installed flows
-        self.assertEqual([n for n in self.notifications(0.5) if isinstance(n, Digest)], [])
+        self.assertEqual(self.digests(0.5), [])
 
 
 class RelayRtcp(P4RelayTest):
@@ -37,7 +36,7 @@ class RelayRtcp(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         rtcp = b"\x81\xc9\x00\x07" + b"\x00" * 28  # RR
         a = udp_packet(
             in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6001, dport=20001, payload=rtcp
@@ -51,7 +50,7 @@ class RelayRtcp(P4RelayTest):
         self.expect(forwarded(b, 1, src=RELAY_IP, dst=HOST_IP[1], sport=20001, dport=6001), 1)
         self.expect_nothing()
         # RTCP does not touch the quality registers
-        q = self.sw.run(self.p.read_quality([call.a_to_b.leg, call.b_to_a.leg]))
+        q = self.calls.quality([call.a_to_b.leg, call.b_to_a.leg])
         self.assertEqual(q[call.a_to_b.leg].packets, 0)
         self.assertEqual(q[call.b_to_a.leg].packets, 0)
 
@@ -60,7 +59,7 @@ class RelayZeroUdpChecksum(P4RelayTest):
     """A UDP checksum of 0 (none) stays 0 after the rewrite; others stay valid."""
 
     def runTest(self) -> None:
-        self.sw.run(self.p.install_call(self.call()))
+        self.calls.install(self.call())
         a = udp_packet(
             in_port=1,
             src=HOST_IP[1],
@@ -88,7 +87,7 @@ class RelayOtherTrafficUntouched(P4RelayTest):
     non-UDP packet to the relay is forwarded to the relay server unchanged."""
 
     def runTest(self) -> None:
-        self.sw.run(self.p.install_call(self.call()))
+        self.calls.install(self.call())
         for src, sport in ((HOST_IP[1], 6002), (HOST_IP[4], 6000)):
             in_port = 1 if src == HOST_IP[1] else 4
             pkt = udp_packet(in_port=in_port, src=src, dst=RELAY_IP, sport=sport, dport=20000)
@@ -105,7 +104,7 @@ class RelayCounters(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         n_rtp, n_rtcp = 7, 3
         a = udp_packet(
             in_port=1,
@@ -144,7 +143,7 @@ class RelayCounters(P4RelayTest):
             self.expect(
                 forwarded(s_pkt, 2, src=RELAY_IP, dst=HOST_IP[2], sport=sport, dport=dport), 2
             )
-        got = self.sw.run(self.p.call_counters(call))
+        got = self.calls.counters(call)
         fwd, back = got[call.a_to_b.leg], got[call.b_to_a.leg]
         self.assertEqual(fwd.packets, n_rtp + n_rtcp + len(slow))
         frames = n_rtp * len(a) + n_rtcp * len(c) + sum(len(x) for x in slow)
@@ -153,18 +152,18 @@ class RelayCounters(P4RelayTest):
         self.assertEqual((back.packets, back.bytes), (0, 0))
         # a read of every leg_rewrite entry returns the same counters; relay
         # entries carry none
-        rows = self.sw.run(self.client.read(pl.LEG_REWRITE))
+        rows = self.tables.read(pl.LEG_REWRITE)
         self.assertEqual(
             sorted((r.key[pl.K_LEG], r.data[pl.COUNTER_PKTS]) for r in rows),
             [(call.a_to_b.leg, fwd.packets), (call.b_to_a.leg, 0)],
         )
-        relays = self.sw.run(self.client.read(pl.RELAY))
+        relays = self.tables.read(pl.RELAY)
         self.assertEqual(len(relays), 4)
         self.assertFalse(any(pl.COUNTER_PKTS in r.data for r in relays))
         # a leg's counter starts at 0 when its entry is added again
-        self.sw.run(self.p.remove_call(call))
-        self.sw.run(self.p.install_call(call))
-        self.assertEqual(self.sw.run(self.p.call_counters(call))[call.a_to_b.leg].packets, 0)
+        self.calls.remove(call)
+        self.calls.install(call)
+        self.assertEqual(self.calls.counters(call)[call.a_to_b.leg].packets, 0)
 
 
 class RelayRemove(P4RelayTest):
@@ -172,13 +171,13 @@ class RelayRemove(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         a = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
         self.send(1, a)
         self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7000), 2)
-        self.sw.run(self.p.remove_call(call))
-        self.assertEqual(self.sw.run(self.client.usage(pl.RELAY)), 0)
-        self.assertEqual(self.sw.run(self.client.usage(pl.LEG_REWRITE)), 0)
+        self.calls.remove(call)
+        self.assertEqual(self.tables.usage(pl.RELAY), 0)
+        self.assertEqual(self.tables.usage(pl.LEG_REWRITE), 0)
         self.send(1, a)
         self.expect(forwarded(a, 3), 3)
         self.expect_nothing()
@@ -189,9 +188,9 @@ class RelayModify(P4RelayTest):
 
     def runTest(self) -> None:
         call = self.call()
-        self.sw.run(self.p.install_call(call))
+        self.calls.install(call)
         moved = self.call(b_port=7100)
-        self.sw.run(self.p.update_call(moved))
+        self.calls.update(moved)
         a = udp_packet(in_port=1, src=HOST_IP[1], dst=RELAY_IP, sport=6000, dport=20000)
         self.send(1, a)
         self.expect(forwarded(a, 2, src=RELAY_IP, dst=HOST_IP[2], sport=20002, dport=7100), 2)

@@ -20,23 +20,23 @@ import struct
 import time
 
 import ptf.testutils as tu
-from p4rbase import HOST_IP, HOST_MAC, SW_MAC, P4RelayTest, forwarded, param, udp_packet
-from p4relay_switch import Digest, Entry
+from p4rbase import HOST_IP, HOST_MAC, SW_MAC, P4RelayTest, forwarded, lpm, param, udp_packet
+from p4relay_switch import Entry
 from p4relay_switch.names import (
+    A_REROUTE_BACKUP,
+    A_REROUTE_NOTIFY,
+    A_REROUTE_THRESHOLDS,
+    K_DST_ADDR,
+    K_RR_CLASS,
     REG_REROUTE_ACTIVE,
+    REG_REROUTE_PORT_HOT,
     REG_REROUTE_RUN,
     REROUTE_CLASS,
+    REROUTE_DIGEST,
     REROUTE_NOTICE_ETHERTYPE,
     REROUTE_WATCH,
 )
-from p4relay_switch.reroute import (
-    MOVED,
-    NOTIFIED,
-    Reroute,
-    RerouteClass,
-    RerouteEvent,
-    RerouteWatch,
-)
+from p4relay_switch.reroute import MOVED, NOTIFIED, RerouteClass, RerouteEvent, RerouteWatch
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -58,37 +58,49 @@ class RerouteTest(P4RelayTest):
 
     def setUp(self) -> None:
         super().setUp()
-        self.rr = Reroute(self.client)
+        self.reroute_digest = self.bfrt_info.learn_get(REROUTE_DIGEST)
         self.clear_reroute()
-        self.sw.run(self.rr.set_classes([RerouteClass(CLASS, T_Q_NS, M, HOLD_MS)]))
-        self.sw.run(self.client.set_port_shaping(self.dev[2], RATE_KBPS))
+        c = RerouteClass(CLASS, T_Q_NS, M, HOLD_MS)
+        self.tables.insert_or_modify(
+            REROUTE_CLASS,
+            [
+                Entry(
+                    {K_RR_CLASS: c.flow_class},
+                    A_REROUTE_THRESHOLDS,
+                    {"t_q_ns": c.t_q_ns, "m": c.m, "hold_ms": c.hold_ms},
+                )
+            ],
+        )
+        self.tables.set_port_shaping(self.dev[2], RATE_KBPS)
 
     def tearDown(self) -> None:
         try:
-            self.sw.run(self.client.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0))))
+            self.tables.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0)))
             self.clear_reroute()
         finally:
             super().tearDown()
 
     def clear_reroute(self) -> None:
         for t in (REROUTE_WATCH, REROUTE_CLASS):
-            entries = self.sw.run(self.client.read(t, from_hw=False))
-            keys = [Entry(e.key) for e in entries if not e.is_default]
-            if keys:
-                self.sw.run(self.client.delete(t, keys))
-        self.sw.run(self.client.write_register(REG_REROUTE_ACTIVE, {SLOT: 0, SLOT + 1: 0}))
-        self.sw.run(self.client.write_register(REG_REROUTE_RUN, {SLOT: 0, SLOT + 1: 0}))
+            self.tables.clear(t)
+        self.tables.write_register(REG_REROUTE_ACTIVE, {SLOT: 0, SLOT + 1: 0})
+        self.tables.write_register(REG_REROUTE_RUN, {SLOT: 0, SLOT + 1: 0})
 
     def watch(self, backup: bool, slot: int = SLOT) -> None:
-        self.sw.run(
-            self.rr.watch(
-                [
-                    RerouteWatch(
-                        UAS, slot, CLASS, 3 if backup else None, self.dev[2] if backup else 0
-                    )
-                ]
-            )
-        )
+        """UAS watched: with the backup next hop 3 (primary port 2), or notify upstream."""
+        w = RerouteWatch(UAS, slot, CLASS, 3 if backup else None, self.dev[2] if backup else 0)
+        key = {K_DST_ADDR: lpm(str(w.prefix))}
+        if w.backup_nexthop_id is None:
+            e = Entry(key, A_REROUTE_NOTIFY, {"slot": w.slot, "flow_class": w.flow_class})
+        else:
+            data = {
+                "slot": w.slot,
+                "flow_class": w.flow_class,
+                "backup_nexthop_id": w.backup_nexthop_id,
+                "primary_port": w.primary_port,
+            }
+            e = Entry(key, A_REROUTE_BACKUP, data)
+        self.tables.insert_or_modify(REROUTE_WATCH, [e])
 
     def flow_packet(self, i: int = 0) -> bytes:
         return bytes(
@@ -110,14 +122,29 @@ class RerouteTest(P4RelayTest):
         time.sleep(k * GAP_S + 0.3)
 
     def events(self, duration_s: float = 0.5) -> list[RerouteEvent]:
+        """The reroute digests within ``duration_s``."""
         out: list[RerouteEvent] = []
-        for n in self.notifications(duration_s):
-            if isinstance(n, Digest):
-                out.extend(Reroute.events(n))
+        for d in self.digests(duration_s):
+            if d.digest_id != self.reroute_digest.info.id_get():
+                continue
+            for data in self.reroute_digest.make_data_list(d):
+                r = data.to_dict()
+                out.append(
+                    RerouteEvent(
+                        dst=ipaddress.IPv4Address(r["dst_addr"]),
+                        slot=r["slot"],
+                        kind=r["kind"],
+                        port=r["port"],
+                        queue_delay_ns=r["queue_delay_ns"],
+                        run=r["run"],
+                        flow_class=r["flow_class"],
+                    )
+                )
         return out
 
     def active(self, slot: int = SLOT) -> bool:
-        return self.sw.run(self.rr.active([slot]))[slot]
+        """On its backup, in any pipe."""
+        return any(v != 0 for v in self.tables.read_register(REG_REROUTE_ACTIVE, [slot])[slot])
 
     def notice(self, kind: int, dst: str, in_port: int) -> bytes:
         ip = IP(src=HOST_IP[1], dst=dst, ttl=63, id=9) / UDP(sport=4000, dport=4001) / (b"n" * 40)
@@ -168,11 +195,13 @@ class HysteresisReturn(RerouteTest):
         self.burst(M + 1)
         self.count_received(2, timeout=0.5)
         self.assertTrue(self.active())
-        hot = self.sw.run(self.rr.port_hot([self.dev[2]]))[self.dev[2]]
+        hot = max(self.tables.read_register(REG_REROUTE_PORT_HOT, [self.dev[2]])[self.dev[2]])
         self.assertNotEqual(hot, 0)
-        self.sw.run(self.rr.move_back([SLOT]))
+        # the control plane's move back: active and run of the slot to 0
+        self.tables.write_register(REG_REROUTE_ACTIVE, {SLOT: 0})
+        self.tables.write_register(REG_REROUTE_RUN, {SLOT: 0})
         self.assertFalse(self.active())
-        self.assertEqual(self.sw.run(self.rr.run([SLOT]))[SLOT], 0)
+        self.assertEqual(max(self.tables.read_register(REG_REROUTE_RUN, [SLOT])[SLOT]), 0)
         p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
         self.send(1, p)
         self.expect(forwarded(p, 2), 2)

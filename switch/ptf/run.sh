@@ -5,8 +5,10 @@
 # (p4rptf-sN: the switch's side, p4rptf-pN: PTF's side), starts
 # p4relay-softswitch inside it (gRPC on the namespace's 127.0.0.1:50052) and
 # runs ptf there too, so no packet or connection leaves the namespace. Cleans up
-# on every exit. Against tofino-model/hardware, run ptf directly with the same
-# test dir and --test-params "grpc_addr='HOST:50052';port_map='...'" instead.
+# on every exit. The tests drive the switch through P4 Studio's bfrt_grpc
+# client, with the test parameters and --pypath P4 Studio's run_ptf_tests.py
+# gives them; on tofino-model/hardware run them with P4 Studio's
+# run_p4_tests.sh instead (README.md).
 #
 #   switch/ptf/run.sh [ptf args, e.g. a test name filter: relay.RelayBothWays]
 # Env: RESULTS (xunit XML goes to $RESULTS/$STAGE.*.xml), STAGE (default 20-ptf),
@@ -71,9 +73,15 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
+"$ROOT/switch/p4studio/install.sh"   # bfrt_grpc, p4testutils (a `uv sync` removes them)
+# P4 Studio's PTF base classes import their siblings as top-level modules:
+# their directory goes on ptf's --pypath, as run_ptf_tests.py puts it there.
+P4TESTUTILS=$("$ROOT/.venv/bin/python" -c \
+  'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("p4testutils").origin))') \
+  || { echo "P4 Studio's p4testutils is not installed: run switch/p4studio/install.sh (make setup)"; exit 1; }
 rc=0
-nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" "${ifargs[@]}" \
-  --test-params "grpc_addr='$GRPC';relay_entries=256;queue_depth=64" \
+nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" --pypath "$P4TESTUTILS" "${ifargs[@]}" \
+  --test-params "arch='tofino';grpc_server='${GRPC%:*}';bfrt_grpc_port='${GRPC#*:}';relay_entries=256;queue_depth=64" \
   --qlen 100000 --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
 # One XML per test module; the stage runner counts $RESULTS/$STAGE*.xml.
 for x in "$WORK"/xunit/*.xml; do

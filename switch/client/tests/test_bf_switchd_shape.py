@@ -141,7 +141,7 @@ class BfSwitchdLike(pb_grpc.BfRuntimeServicer):
         requests = aiter(request_iterator)
         first = await anext(requests)
         assert first.WhichOneof("update") == "subscribe"
-        yield pb.StreamMessageResponse(subscribe=pb.Subscribe(status=status_pb2.Status(code=0)))
+        yield pb.StreamMessageResponse(subscribe=pb.Subscribe(status={"code": 0}))
 
         async def acks() -> None:
             async for req in requests:

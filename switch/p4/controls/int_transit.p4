@@ -139,7 +139,8 @@ control IntTransit(
 
     /* shares its container with queue_occupancy: a deposit of its own */
     action hop_queue_id() {
-        hdr.int_hop.queue_id[4:0] = eg_intr_md.egress_qid;
+        /* QueueId_t: 5 bits on Tofino 1, 7 on Tofino 2 */
+        hdr.int_hop.queue_id[QUEUE_ID_WIDTH - 1:0] = eg_intr_md.egress_qid;
     }
 
     action flag_onset() {

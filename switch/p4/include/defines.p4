@@ -31,7 +31,7 @@ const bit<3> DIGEST_TYPE_LEARN = 1;
 const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_h) */
 #define PKT_TYPE_JITTER_WRITEBACK 8w2       /* E2E mirror copy (jitter_writeback_h) */
 /* eg_dprsr_md.mirror_type of the jitter write-back copy. */
-#define MIRROR_TYPE_JITTER_WRITEBACK 3w1     /* Tofino 1: 3 bits */
+#define MIRROR_TYPE_JITTER_WRITEBACK ((MirrorType_t)1) /* 3 bits on Tofino 1, 4 on Tofino 2 */
 
 /* iRED feedback copy (E2E mirror, recirculated to Ingress): pkt_type and
  * mirror_type. Its mirror session is IRED_SESSION_BASE + pipe (bootstrap:
@@ -39,7 +39,7 @@ const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_
 /* 0x81: a recirculated frame starts with a unicast MAC (low bit 0), so the
  * ingress parser never takes one for a feedback copy. */
 #define PKT_TYPE_IRED_FEEDBACK 8w0x81
-#define MIRROR_TYPE_IRED 3w3
+#define MIRROR_TYPE_IRED ((MirrorType_t)3)
 #ifndef IRED_SESSION_BASE
 #define IRED_SESSION_BASE 1004
 #endif
@@ -62,10 +62,14 @@ const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_
 #endif
 
 /* PCIe CPU port: 192 on 2-pipe Tofino 1 (Wedge100BF-32X), 320 on 4-pipe
- * parts and tofino-model (build with -DCPU_PORT=320 there). ARP is punted
- * there; the switch's Linux side answers (README "ARP"). */
+ * parts and tofino-model (build with -DCPU_PORT=320 there), 0 on Tofino 2.
+ * ARP is punted there; the switch's Linux side answers (README "ARP"). */
 #ifndef CPU_PORT
+#if __TARGET_TOFINO__ == 2
+#define CPU_PORT 0
+#else
 #define CPU_PORT 192
+#endif
 #endif
 
 /* contract [config] rtp_clock_hz: RtpClock's shift constants are for 8 kHz. */
@@ -97,7 +101,7 @@ const bit<8> REROUTE_NOTIFIED = 2;          /* no backup here: notice sent upstr
 const bit<3> DIGEST_TYPE_REROUTE = 2;
 #endif
 #define PKT_TYPE_REROUTE_NOTICE 8w3         /* E2E mirror copy (reroute_mirror_h) */
-#define MIRROR_TYPE_REROUTE_NOTICE 3w2
+#define MIRROR_TYPE_REROUTE_NOTICE ((MirrorType_t)2)
 /* Mirror session of a notice about a flow that entered on pipe p: BASE + p,
  * to that pipe's recirculation port (the flow's reroute_active lives in its
  * ingress pipe). switch/bfrt/bootstrap.py creates them ("reroute_notice"). */

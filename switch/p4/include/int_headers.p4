@@ -44,7 +44,7 @@
 /* The sink's report copy: I2E mirror, session INT_REPORT_SESSION (bootstrap
  * points it at the collector's port, the port of the int_report entry). */
 #define PKT_TYPE_INT_REPORT 8w4
-#define MIRROR_TYPE_INT_REPORT 3w1
+#define MIRROR_TYPE_INT_REPORT ((MirrorType_t)1)
 #ifndef INT_REPORT_SESSION
 #define INT_REPORT_SESSION 1020
 #endif

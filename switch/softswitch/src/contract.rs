@@ -267,6 +267,17 @@ pub mod names {
     pub const USAGE_CELLS: &str = "usage_cells";
     pub const WATERMARK_CELLS: &str = "watermark_cells";
     pub const DROP_COUNT_PACKETS: &str = "drop_count_packets";
+    pub const DEVICE_CONFIGURATION: &str = "tf1.dev.device_configuration";
+    pub const SKU: &str = "sku";
+    pub const NUM_PIPES: &str = "num_pipes";
+    pub const NUM_STAGES: &str = "num_stages";
+    pub const NUM_MAX_PORTS: &str = "num_max_ports";
+    pub const NUM_FRONT_PORTS: &str = "num_front_ports";
+    pub const ETH_CPU_PORT_LIST: &str = "eth_cpu_port_list";
+    pub const INTERNAL_PORT_LIST: &str = "internal_port_list";
+    pub const EXTERNAL_PORT_LIST: &str = "external_port_list";
+    pub const RECIRC_PORT_LIST: &str = "recirc_port_list";
+    pub const INTR_BASED_LINK_MONITORING: &str = "intr_based_link_monitoring";
 
     // Built-in fields bf-p4c adds to tables (not in the contract).
     pub const MATCH_PRIORITY: &str = "$MATCH_PRIORITY";

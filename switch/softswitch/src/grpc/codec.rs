@@ -299,6 +299,23 @@ impl<'a> Data<'a> {
         self.action.map(|a| a.name.as_str())
     }
 
+    /// Whether any of the action's parameters is given. A MODIFY naming its
+    /// action without parameters (only direct resources: `$COUNTER_SPEC_*`,
+    /// `$ENTRY_TTL`) leaves the action as it is, as bf_switchd does.
+    pub fn has_action_params(&self) -> bool {
+        self.action
+            .is_some_and(|a| a.params.iter().any(|p| self.fields.contains_key(&p.id)))
+    }
+
+    /// The action a MODIFY sets: None when it names none, or names it
+    /// without any of its parameters (a resources-only modify).
+    pub fn action_to_set(&self, modify: bool) -> Option<&crate::schema::ActionSchema> {
+        match self.action {
+            Some(a) if modify && !a.params.is_empty() && !self.has_action_params() => None,
+            a => a,
+        }
+    }
+
     fn schema_of(&self, name: &str) -> Option<&FieldSchema> {
         self.action
             .and_then(|a| a.params.iter().find(|p| p.name == name))
@@ -392,6 +409,16 @@ pub fn df_int(id: u32, v: u64, bits: u32) -> pb::DataField {
     pb::DataField {
         field_id: id,
         value: Some(data_field::Value::Stream(encode_int(v, bits))),
+    }
+}
+
+/// A repeated integer field (`int_arr_val`).
+pub fn df_int_array(id: u32, v: &[u32]) -> pb::DataField {
+    pb::DataField {
+        field_id: id,
+        value: Some(data_field::Value::IntArrVal(data_field::IntArray {
+            val: v.to_vec(),
+        })),
     }
 }
 

@@ -10,8 +10,13 @@
 //!   "Write Error Status" ("Read Error Status"), its details one
 //!   `bfrt_proto.Error` per update up to the last failure (the successes
 //!   before it as empty Errors); DATAPLANE_ATOMIC is UNIMPLEMENTED;
+//!   With request metadata `error_in_resp: 1` the outcomes go in the
+//!   response's `status` instead and the call succeeds;
 //! - reads: a keyless TableEntry read returns every entry and then the
-//!   default entry; ObjectId and HandleId reads resolve names and handles.
+//!   default entry; a read naming data fields gets only those; ObjectId and
+//!   HandleId reads resolve names and handles;
+//! - warm init (VERIFY_AND_WARM_INIT_*, WARM_INIT_END): the pipeline is
+//!   reset and the client's stream gets WARM_INIT_STARTED / _FINISHED.
 
 // tonic::Status is the API's error type end to end; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -52,6 +57,14 @@ use pb::write_request::Atomicity;
 
 pub const P4_NAME: &str = "p4relay";
 pub const DEVICE_ID: u32 = 0;
+/// The software switch is one pipe (a Tofino 1 has two or four): every
+/// dev_port it can have (below the contract's max_ports) is in pipe 0.
+pub const PIPES: u32 = 1;
+
+/// The pipe of a dev_port, Tofino 1's layout (dev_port bits 8:7).
+pub fn pipe_of(dev_port: u32) -> u32 {
+    (dev_port >> 7) & 0x3
+}
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Session {
@@ -71,6 +84,8 @@ pub struct Subscriber {
 pub struct IdleConfig {
     pub enabled: AtomicBool,
     pub interval_ms: AtomicU32,
+    /// IDLE_TABLE_POLL_MODE: hit states sampled on UpdateHitState, no ageing.
+    pub poll: AtomicBool,
 }
 
 /// Everything the control plane reaches: schema, pipeline, ports, sessions.
@@ -81,6 +96,8 @@ pub struct Switch {
     sessions: Mutex<HashMap<u32, Session>>,
     pub subscribers: Mutex<HashMap<u32, Subscriber>>,
     pub idle: IdleConfig,
+    /// The relay table's sampled hit states (POLL mode).
+    poll_hits: Mutex<entries::relay::PollHits>,
     next_stream: AtomicU64,
     /// Serializes Write batches so a rollback sees only its own changes.
     write_lock: Mutex<()>,
@@ -106,7 +123,9 @@ impl Switch {
             idle: IdleConfig {
                 enabled: AtomicBool::new(true),
                 interval_ms: AtomicU32::new(200),
+                poll: AtomicBool::new(false),
             },
+            poll_hits: Mutex::new(entries::relay::PollHits::default()),
             next_stream: AtomicU64::new(1),
             write_lock: Mutex::new(()),
             writes_ok: AtomicU64::new(0),
@@ -191,6 +210,12 @@ impl Switch {
 
     /// Applies one Write batch with the request's atomicity.
     pub fn write_batch(&self, req: &pb::WriteRequest) -> Result<(), Status> {
+        self.write_batch_reported(req)?.into_result()
+    }
+
+    /// Applies one Write batch; its failed updates in the reporter (the
+    /// call's status, or with `error_in_resp` the response's).
+    fn write_batch_reported(&self, req: &pb::WriteRequest) -> Result<ErrorReporter, Status> {
         self.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         let atomicity = Atomicity::try_from(req.atomicity)
             .map_err(|_| Status::invalid_argument("unknown atomicity"))?;
@@ -216,7 +241,7 @@ impl Switch {
         if report.ok() {
             self.writes_ok.fetch_add(req.updates.len() as u64, Relaxed);
             self.mirror(&touched);
-            return Ok(());
+            return Ok(report);
         }
         self.writes_failed.fetch_add(1, Relaxed);
         if rollback {
@@ -225,7 +250,7 @@ impl Switch {
             }
         }
         self.mirror(&touched);
-        report.into_result()
+        Ok(report)
     }
 
     fn apply_update(&self, u: &pb::Update, undo: &mut Vec<entries::Undo>) -> Result<(), Status> {
@@ -254,7 +279,12 @@ impl Switch {
                     Status::invalid_argument(format!("unknown table id {}", op.table_id))
                 })?;
                 match op.table_operations_type.as_str() {
-                    // Counters and hit state are always live in software.
+                    // In POLL mode, hit states are sampled now.
+                    "UpdateHitState" if self.idle.poll.load(Relaxed) => {
+                        self.poll_hits.lock().sample(self, crate::sys::now_ms());
+                        Ok(())
+                    }
+                    // Counters (and NOTIFY-mode hit state) are always live in software.
                     "SyncCounters" | "UpdateHitState" | "Sync" | "SyncRegisters" => Ok(()),
                     o => Err(Status::invalid_argument(format!(
                         "table operation {o:?} not supported"
@@ -280,13 +310,22 @@ impl Switch {
                         t.name
                     )));
                 }
-                if it.idle_table_mode != pb::idle_table::IdleTableMode::IdleTableNotifyMode as i32
-                    && it.enable
-                {
-                    return Err(Status::invalid_argument(
-                        "only IDLE_TABLE_NOTIFY_MODE is supported",
-                    ));
+                use pb::idle_table::IdleTableMode;
+                let poll = match IdleTableMode::try_from(it.idle_table_mode) {
+                    Ok(IdleTableMode::IdleTablePollMode) => true,
+                    Ok(IdleTableMode::IdleTableNotifyMode) => false,
+                    Err(_) => {
+                        return Err(Status::invalid_argument(format!(
+                            "unknown idle_table_mode {}",
+                            it.idle_table_mode
+                        )))
+                    }
+                };
+                let poll = poll && it.enable;
+                if poll && !self.idle.poll.load(Relaxed) {
+                    self.poll_hits.lock().start(crate::sys::now_ms());
                 }
+                self.idle.poll.store(poll, Relaxed);
                 self.idle.enabled.store(it.enable, Relaxed);
                 if it.ttl_query_interval > 0 {
                     self.idle
@@ -313,13 +352,28 @@ impl Switch {
             {
                 Ok(pb::TableAttribute {
                     table_id: t.id,
-                    attribute: Some(pb::table_attribute::Attribute::IdleTable(pb::IdleTable {
-                        ttl_query_interval: self.idle.interval_ms.load(Relaxed),
-                        max_ttl: u32::MAX,
-                        min_ttl: crate::contract::CONTRACT.config.idle_timeout_min_ms,
-                        idle_table_mode: pb::idle_table::IdleTableMode::IdleTableNotifyMode as i32,
-                        enable: self.idle.enabled.load(Relaxed),
-                    })),
+                    // bf_switchd reports the notify parameters in NOTIFY mode only.
+                    attribute: Some(pb::table_attribute::Attribute::IdleTable(
+                        if self.idle.poll.load(Relaxed) {
+                            pb::IdleTable {
+                                ttl_query_interval: 0,
+                                max_ttl: 0,
+                                min_ttl: 0,
+                                idle_table_mode: pb::idle_table::IdleTableMode::IdleTablePollMode
+                                    as i32,
+                                enable: true,
+                            }
+                        } else {
+                            pb::IdleTable {
+                                ttl_query_interval: self.idle.interval_ms.load(Relaxed),
+                                max_ttl: u32::MAX,
+                                min_ttl: crate::contract::CONTRACT.config.idle_timeout_min_ms,
+                                idle_table_mode: pb::idle_table::IdleTableMode::IdleTableNotifyMode
+                                    as i32,
+                                enable: self.idle.enabled.load(Relaxed),
+                            }
+                        },
+                    )),
                 })
             }
             Some(pb::table_attribute::Attribute::EntryScope(_)) => Ok(pb::TableAttribute {
@@ -350,6 +404,17 @@ impl Switch {
         req: &pb::ReadRequest,
         send: &mut dyn FnMut(pb::ReadResponse) -> bool,
     ) -> Result<(), Status> {
+        self.read_reported(req, send, false)
+    }
+
+    /// A Read; with `error_in_resp` its failures go in the last response's
+    /// `status` (one Error per entity) and the call succeeds.
+    fn read_reported(
+        &self,
+        req: &pb::ReadRequest,
+        send: &mut dyn FnMut(pb::ReadResponse) -> bool,
+        error_in_resp: bool,
+    ) -> Result<(), Status> {
         self.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         const CHUNK: usize = 2048;
         let mut buf: Vec<pb::Entity> = Vec::new();
@@ -371,6 +436,13 @@ impl Switch {
             if !alive {
                 return Ok(());
             }
+        }
+        if error_in_resp {
+            send(pb::ReadResponse {
+                entities: buf,
+                status: report.into_statuses(),
+            });
+            return Ok(());
         }
         if !buf.is_empty() || alive {
             send(pb::ReadResponse {
@@ -526,9 +598,45 @@ impl Switch {
             }
             Action::WarmInitEnd => pb::SetForwardingPipelineConfigResponseType::WarmInitFinished,
         };
+        // bf_switchd tells the client on its stream where a warm init
+        // stands (bfrt_grpc waits for these, e.g. in clear_all_tables).
+        use pb::SetForwardingPipelineConfigResponseType as R;
+        let notices: &[R] = match action {
+            Action::VerifyAndWarmInitBegin => &[R::WarmInitStarted],
+            Action::VerifyAndWarmInitBeginAndEnd => &[R::WarmInitStarted, R::WarmInitFinished],
+            Action::WarmInitEnd | Action::ReconcileAndWarmInitEnd => &[R::WarmInitFinished],
+            Action::Bind | Action::Verify => &[],
+        };
+        self.notify_warm_init(req.client_id, notices);
         Ok(pb::SetForwardingPipelineConfigResponse {
             set_forwarding_pipeline_config_response_type: ty as i32,
         })
+    }
+
+    /// Sends the warm-init notices to one client's stream.
+    fn notify_warm_init(
+        &self,
+        client_id: u32,
+        notices: &[pb::SetForwardingPipelineConfigResponseType],
+    ) {
+        let subs = self.subscribers.lock();
+        let Some(s) = subs.get(&client_id) else {
+            return;
+        };
+        for n in notices {
+            let msg = pb::StreamMessageResponse {
+                update: Some(
+                    pb::stream_message_response::Update::SetForwardingPipelineConfigResponse(
+                        pb::SetForwardingPipelineConfigResponse {
+                            set_forwarding_pipeline_config_response_type: *n as i32,
+                        },
+                    ),
+                ),
+            };
+            if s.tx.try_send(Ok(msg)).is_err() {
+                self.notifications_dropped.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     pub fn pipeline_config(&self) -> pb::GetForwardingPipelineConfigResponse {
@@ -573,8 +681,15 @@ impl BfRuntime for Service {
         request: Request<pb::WriteRequest>,
     ) -> Result<Response<pb::WriteResponse>, Status> {
         let sw = self.sw.clone();
+        let error_in_resp = error_in_resp(request.metadata());
         let req = request.into_inner();
-        blocking(move || sw.write_batch(&req)).await?;
+        let report = blocking(move || sw.write_batch_reported(&req)).await?;
+        if error_in_resp {
+            return Ok(Response::new(pb::WriteResponse {
+                status: report.into_statuses(),
+            }));
+        }
+        report.into_result()?;
         Ok(Response::new(pb::WriteResponse { status: vec![] }))
     }
 
@@ -585,13 +700,14 @@ impl BfRuntime for Service {
         request: Request<pb::ReadRequest>,
     ) -> Result<Response<Self::ReadStream>, Status> {
         let sw = self.sw.clone();
+        let error_in_resp = error_in_resp(request.metadata());
         let req = request.into_inner();
         // Validate the session up front so errors come back as the call's status.
         sw.check_session(req.target.as_ref(), &req.p4_name, req.client_id)?;
         let (tx, rx) = mpsc::channel(4);
         tokio::task::spawn_blocking(move || {
             let mut send = |r: pb::ReadResponse| tx.blocking_send(Ok(r)).is_ok();
-            if let Err(e) = sw.read(&req, &mut send) {
+            if let Err(e) = sw.read_reported(&req, &mut send, error_in_resp) {
                 let _ = tx.blocking_send(Err(e));
             }
         });
@@ -701,6 +817,12 @@ pub fn server(sw: Arc<Switch>) -> BfRuntimeServer<Service> {
 #[cfg(test)]
 mod tests;
 
+/// bf_switchd's request metadata `error_in_resp: 1`: failures go in the
+/// response's `status` list instead of failing the call.
+fn error_in_resp(md: &tonic::metadata::MetadataMap) -> bool {
+    md.get("error_in_resp").is_some_and(|v| v == "1")
+}
+
 const WRITE_ERROR_STATUS: &str = "Write Error Status";
 const READ_ERROR_STATUS: &str = "Read Error Status";
 
@@ -743,6 +865,11 @@ impl ErrorReporter {
 
     fn ok(&self) -> bool {
         self.last_failure.is_none()
+    }
+
+    /// The outcome of every update (entity), for a response's `status`.
+    fn into_statuses(self) -> Vec<pb::Error> {
+        self.outcomes
     }
 
     fn into_result(mut self) -> Result<(), Status> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::codec::df_int;
-use super::{pb, Switch, DEVICE_ID};
+use super::{pb, pipe_of, Switch, DEVICE_ID};
 use crate::contract::names;
 use crate::pipeline::{LearnDigest, RerouteDigest};
 use crate::schema::TableKind;
@@ -22,6 +22,15 @@ fn target() -> pb::TargetDevice {
         pipe_id: 0xffff,
         direction: 0xff,
         prsr_id: 0xff,
+    }
+}
+
+/// A digest list's target: bf_switchd's learn callback is per pipe, so a
+/// list carries the pipe whose ingress raised its digests.
+fn pipe_target(pipe: u32) -> pb::TargetDevice {
+    pb::TargetDevice {
+        pipe_id: pipe,
+        ..target()
     }
 }
 
@@ -52,6 +61,8 @@ pub trait Digest<const N: usize>: Send + 'static {
     const NAME: &'static str;
     const FIELDS: [&'static str; N];
     fn values(&self) -> [u64; N];
+    /// The pipe that raised it: its ingress port's.
+    fn pipe(&self) -> u32;
     fn log_sent(digests: usize, subscribers: usize) {
         tracing::debug!(digests, subscribers, kind = Self::NAME, "digests sent");
     }
@@ -74,6 +85,9 @@ impl Digest<5> for LearnDigest {
             u64::from(self.dport),
             u64::from(self.ingress_port),
         ]
+    }
+    fn pipe(&self) -> u32 {
+        pipe_of(u32::from(self.ingress_port))
     }
 }
 
@@ -100,6 +114,11 @@ impl Digest<7> for RerouteDigest {
             u64::from(self.run),
             u64::from(self.flow_class),
         ]
+    }
+    /// Its ingress port is not carried; every port of the softswitch is in
+    /// its one pipe.
+    fn pipe(&self) -> u32 {
+        0
     }
     fn log_sent(digests: usize, subscribers: usize) {
         tracing::info!(digests, subscribers, "reroute digests sent");
@@ -137,30 +156,37 @@ pub fn run_digests<D: Digest<N>, const N: usize>(sw: Arc<Switch>, rx: Receiver<D
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        list_id = list_id.wrapping_add(1);
-        let data = batch
-            .iter()
-            .map(|g| pb::TableData {
-                action_id: 0,
-                fields: fields
-                    .iter()
-                    .zip(g.values())
-                    .map(|(f, v)| df_int(f.id, v, f.bits))
-                    .collect(),
-            })
-            .collect();
-        let msg = pb::StreamMessageResponse {
-            update: Some(pb::stream_message_response::Update::Digest(
-                pb::DigestList {
-                    digest_id: d.id,
-                    list_id,
-                    data,
-                    target: Some(target()),
-                },
-            )),
-        };
-        let n = sw.broadcast(msg, |s| s.learn);
-        D::log_sent(batch.len(), n);
+        // One list per pipe, as bf_switchd's per-pipe learn callbacks send them.
+        let mut pipes: Vec<u32> = batch.iter().map(Digest::pipe).collect();
+        pipes.sort_unstable();
+        pipes.dedup();
+        for pipe in pipes {
+            list_id = list_id.wrapping_add(1);
+            let data = batch
+                .iter()
+                .filter(|g| g.pipe() == pipe)
+                .map(|g| pb::TableData {
+                    action_id: 0,
+                    fields: fields
+                        .iter()
+                        .zip(g.values())
+                        .map(|(f, v)| df_int(f.id, v, f.bits))
+                        .collect(),
+                })
+                .collect();
+            let msg = pb::StreamMessageResponse {
+                update: Some(pb::stream_message_response::Update::Digest(
+                    pb::DigestList {
+                        digest_id: d.id,
+                        list_id,
+                        data,
+                        target: Some(pipe_target(pipe)),
+                    },
+                )),
+            };
+            let n = sw.broadcast(msg, |s| s.learn);
+            D::log_sent(batch.len(), n);
+        }
     }
 }
 
@@ -172,7 +198,8 @@ pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
         // A sweep of millions of entries takes tens of ms: keep it under ~10 % of a core.
         let interval = Duration::from_millis(u64::from(sw.idle.interval_ms.load(Relaxed)));
         std::thread::sleep(interval.max(last_sweep * 9));
-        if !sw.idle.enabled.load(Relaxed) {
+        // POLL mode: no ageing, no notifications (hit states are sampled).
+        if !sw.idle.enabled.load(Relaxed) || sw.idle.poll.load(Relaxed) {
             continue;
         }
         let t0 = std::time::Instant::now();

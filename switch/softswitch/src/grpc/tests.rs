@@ -806,14 +806,11 @@ async fn guard_entries_write_read_counters_and_rollback() {
             })),
         }),
     };
-    assert_eq!(
-        failure(
-            &h.write(vec![set(pb::update::Type::Insert, 0)], 0)
-                .await
-                .unwrap_err()
-        ),
-        tonic::Code::InvalidArgument
-    );
+    // Every cell exists: INSERT sets it as MODIFY does (bf_switchd).
+    h.write(vec![set(pb::update::Type::Insert, 7)], 0)
+        .await
+        .unwrap();
+    assert_eq!(h.sw.pipeline.guard_drops.read(5), Some(7));
     h.write(vec![set(pb::update::Type::Modify, 0)], 0)
         .await
         .unwrap();
@@ -829,7 +826,8 @@ async fn guard_entries_write_read_counters_and_rollback() {
         tonic::Code::NotFound
     );
     assert_eq!(h.sw.pipeline.guard.len(), 4);
-    // an action of another table is refused; MODIFY to NoAction disarms an entry
+    // an action of another table is refused; so is NoAction in an entry
+    // (bf-p4c scopes it DefaultOnly here)
     let mut foreign = update(
         pb::update::Type::Modify,
         &guard,
@@ -857,8 +855,11 @@ async fn guard_entries_write_read_counters_and_rollback() {
         Some("NoAction"),
         &[],
     );
-    h.write(vec![disarm], 0).await.unwrap();
     assert_eq!(
+        failure(&h.write(vec![disarm], 0).await.unwrap_err()),
+        tonic::Code::InvalidArgument
+    );
+    assert_ne!(
         h.sw.pipeline
             .guard
             .get(
@@ -1015,4 +1016,176 @@ async fn port_metadata_sets_port_binding_and_rolls_back() {
         .unwrap();
     assert!(!pb_.unbound(1));
     assert_eq!(pb_.entries(), vec![(2, false)]);
+}
+
+/// What P4 Studio's client (bfrt_grpc) relies on, as bf_switchd answers it:
+/// counter INSERT, DefaultOnly actions refused in entries, reads naming their
+/// fields, one register value per pipe, warm init on the stream, digests
+/// naming their pipe, `error_in_resp`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_p4_studio_clients_as_bf_switchd() {
+    let mut h = harness(8).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    // A counter cell always exists: INSERT sets it, as MODIFY does.
+    let ctr = h.table("pipe.Ingress.guard_drops").clone();
+    let mut ins = update(
+        pb::update::Type::Insert,
+        &ctr,
+        &[("$COUNTER_INDEX", 3)],
+        None,
+        &[],
+    );
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        ins.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        te.data = Some(pb::TableData {
+            action_id: 0,
+            fields: vec![df_int(crate::schema::ID_COUNTER_PKTS, 11, 64)],
+        });
+    }
+    h.write(vec![ins], 0).await.unwrap();
+    assert_eq!(h.sw.pipeline.guard_drops.read(3), Some(11));
+    // NoAction is DefaultOnly on relay (bf-p4c): refused as an entry's action.
+    let relay = h.table("pipe.Ingress.relay").clone();
+    let noaction = update(
+        pb::update::Type::Insert,
+        &relay,
+        &relay_key(1),
+        Some(names::NO_ACTION),
+        &[],
+    );
+    let e = h.write(vec![noaction], 0).await.unwrap_err();
+    assert_eq!(failure(&e), tonic::Code::InvalidArgument);
+    assert!(details(&e)[0].message.contains("default only"), "{e:?}");
+    // A read naming fields gets only those ($ENTRY_HIT_STATE included).
+    h.write(vec![relay_insert(&h, 1)], 0).await.unwrap();
+    let named = |ids: &[u32]| pb::Entity {
+        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+            table_id: relay.id,
+            value: Some(pb::table_entry::Value::Key(key_of(&relay, &relay_key(1)))),
+            data: Some(pb::TableData {
+                action_id: 0,
+                fields: ids
+                    .iter()
+                    .map(|&field_id| pb::DataField {
+                        field_id,
+                        value: None,
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        })),
+    };
+    let got = h
+        .read(vec![named(&[crate::schema::ID_ENTRY_HIT_STATE])])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
+        panic!()
+    };
+    let fields = &te.data.as_ref().unwrap().fields;
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert!(matches!(
+        &fields[0].value,
+        Some(pb::data_field::Value::StrVal(s)) if s == "ENTRY_IDLE" || s == "ENTRY_ACTIVE"
+    ));
+    // An unknown field id named in a read is an error.
+    let e = h.read(vec![named(&[4242])]).await.unwrap_err();
+    assert_eq!(failure(&e), tonic::Code::InvalidArgument);
+    // A register read: the value once per pipe.
+    let reg = h.table("pipe.Egress.rtp_lost").clone();
+    h.sw.pipeline.quality.write(crate::schema::Reg::Lost, 2, 5);
+    let got = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: reg.id,
+                value: Some(pb::table_entry::Value::Key(key_of(
+                    &reg,
+                    &[("$REGISTER_INDEX", 2)],
+                ))),
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
+        panic!()
+    };
+    assert_eq!(
+        te.data.as_ref().unwrap().fields.len(),
+        super::PIPES as usize
+    );
+    // error_in_resp: a failed update comes back in WriteResponse.status.
+    let mut req = tonic::Request::new(pb::WriteRequest {
+        target: None,
+        client_id: 1,
+        updates: vec![relay_insert(&h, 1)],
+        atomicity: 0,
+        p4_name: String::new(),
+    });
+    req.metadata_mut()
+        .insert("error_in_resp", "1".parse().unwrap());
+    let resp = h.client.write(req).await.unwrap().into_inner();
+    assert_eq!(resp.status.len(), 1);
+    assert_eq!(
+        resp.status[0].canonical_code,
+        tonic::Code::AlreadyExists as i32
+    );
+    // Warm init (clear_all_tables): STARTED, then FINISHED, on the stream.
+    use pb::set_forwarding_pipeline_config_request::Action;
+    h.client
+        .set_forwarding_pipeline_config(pb::SetForwardingPipelineConfigRequest {
+            device_id: 0,
+            client_id: 1,
+            action: Action::VerifyAndWarmInitBeginAndEnd as i32,
+            config: vec![pb::ForwardingPipelineConfig {
+                p4_name: "p4relay".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut seen = vec![];
+    for _ in 0..2 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(5), h.inbound.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let Some(pb::stream_message_response::Update::SetForwardingPipelineConfigResponse(r)) =
+            msg.update
+        else {
+            panic!("{msg:?}")
+        };
+        seen.push(r.set_forwarding_pipeline_config_response_type);
+    }
+    use pb::SetForwardingPipelineConfigResponseType as R;
+    assert_eq!(
+        seen,
+        [R::WarmInitStarted as i32, R::WarmInitFinished as i32]
+    );
+    assert_eq!(h.sw.pipeline.relay.len(), 0);
+    // A digest names its ingress port's pipe (Tofino 1: dev_port bits 8:7).
+    h.digests
+        .send(LearnDigest {
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 4,
+            ingress_port: 5,
+        })
+        .unwrap();
+    let msg = tokio::time::timeout(std::time::Duration::from_secs(5), h.inbound.message())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Some(pb::stream_message_response::Update::Digest(d)) = msg.update else {
+        panic!("{msg:?}")
+    };
+    assert_eq!(d.target.unwrap().pipe_id, 0);
+    assert_eq!(super::pipe_of(130), 1);
+    assert_eq!(super::pipe_of(5), 0);
 }

@@ -1,6 +1,7 @@
 //! Indexed counter tables (`pipe.Ingress.guard_drops`): `$COUNTER_INDEX` →
-//! `$COUNTER_SPEC_PKTS`. A MODIFY sets a cell, a DELETE (or keyless DELETE,
-//! the whole table) zeroes it, as bf_switchd's counter tables do.
+//! `$COUNTER_SPEC_PKTS`. Every cell always exists: an INSERT or a MODIFY sets
+//! it, a DELETE (or keyless DELETE, the whole table) zeroes it, as
+//! bf_switchd's counter tables do.
 
 use tonic::Status;
 
@@ -12,6 +13,7 @@ use crate::grpc::Switch;
 use crate::schema::{Ctr, FieldSchema};
 
 impl Cells for Ctr {
+    const PER_PIPE: bool = false;
     const INDEX: &'static str = names::COUNTER_INDEX;
 
     fn get(self, sw: &Switch, i: usize) -> Option<u64> {
@@ -36,12 +38,6 @@ pub(super) fn apply(u: &mut Update, ctr: Ctr) -> Result<(), Status> {
         return Ok(());
     };
     let t = u.t;
-    if u.op == Op::Insert {
-        return Err(invalid(format!(
-            "{}: a counter cell always exists; MODIFY sets it",
-            t.name
-        )));
-    }
     if u.data.has(names::COUNTER_SPEC_BYTES) {
         return Err(invalid(format!(
             "{}: counts packets only, no {}",

@@ -8,7 +8,7 @@ use tonic::Status;
 use super::{Op, Reader, Target, Undo, Update};
 use crate::contract::names;
 use crate::dataplane::Port;
-use crate::grpc::codec::{df_bool, df_int, df_str, invalid, key_exact, Keys};
+use crate::grpc::codec::{df_bool, df_int, df_int_array, df_str, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
 use crate::pipeline::mirror::PortCounts;
 use crate::schema::{TableKind, TableSchema};
@@ -36,6 +36,12 @@ fn one_queue(keys: &Keys) -> Result<(), Status> {
 
 pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     let (sw, t, op) = (u.sw, u.t, u.op);
+    if t.kind == TableKind::DevConfig {
+        return Err(invalid(format!(
+            "{}: the fields this switch serves are read-only",
+            t.name
+        )));
+    }
     let keys = u.keys()?;
     match t.kind {
         TableKind::Port => {
@@ -105,6 +111,13 @@ pub(super) fn read(
     out: &mut dyn FnMut(pb::TableEntry),
 ) -> Result<(), Status> {
     let (sw, t) = (r.sw, r.t);
+    if t.kind == TableKind::DevConfig {
+        // Keyless: its one entry is the default entry.
+        return match target {
+            Target::Key(_) => Err(invalid(format!("{} has no key", t.name))),
+            _ => Ok(()),
+        };
+    }
     let only = match target {
         Target::Key(k) => {
             let keys = Keys::new(t, k)?;
@@ -156,11 +169,45 @@ fn data_pb(t: &TableSchema, port: &Port, fast: PortCounts) -> pb::TableData {
                 names::PROVISIONING => df_str(id, "UPPER"),
                 names::MAX_RATE => df_int(id, e.rate_bps.load(Relaxed) / 1000, 32),
                 names::MAX_BURST_SIZE => df_int(id, 0, 32),
-                names::USAGE_CELLS => df_int(id, port.queue_cells() as u64, 32),
+                names::USAGE_CELLS => df_int(id, port.queue_cells() as u64, f.bits),
                 names::WATERMARK_CELLS => {
-                    df_int(id, u64::from(e.watermark_cells.load(Relaxed)), 32)
+                    df_int(id, u64::from(e.watermark_cells.load(Relaxed)), f.bits)
                 }
-                names::DROP_COUNT_PACKETS => df_int(id, e.tail_drops.load(Relaxed), 64),
+                names::DROP_COUNT_PACKETS => df_int(id, e.tail_drops.load(Relaxed), f.bits),
+                _ => return None,
+            })
+        })
+        .collect();
+    pb::TableData {
+        action_id: 0,
+        fields,
+    }
+}
+
+/// The softswitch as a device: one pipe of Tofino 1's 12 stages, and its
+/// ports, every one external (no CPU, internal or recirculation ports).
+pub(super) fn device_configuration(sw: &Switch, t: &TableSchema) -> pb::TableData {
+    let ports: Vec<u32> = sw.ports.iter().map(|p| p.id).collect();
+    let fields = t
+        .data
+        .iter()
+        .filter_map(|f| {
+            let id = f.id;
+            Some(match f.name.as_str() {
+                names::SKU => df_str(id, "UNKNOWN"),
+                names::NUM_PIPES => df_int(id, u64::from(super::super::PIPES), 32),
+                names::NUM_STAGES => df_int(id, 12, 32),
+                names::NUM_MAX_PORTS => df_int(
+                    id,
+                    u64::from(crate::contract::CONTRACT.config.max_ports),
+                    32,
+                ),
+                names::NUM_FRONT_PORTS => df_int(id, ports.len() as u64, 32),
+                names::EXTERNAL_PORT_LIST => df_int_array(id, &ports),
+                names::ETH_CPU_PORT_LIST | names::INTERNAL_PORT_LIST | names::RECIRC_PORT_LIST => {
+                    df_int_array(id, &[])
+                }
+                names::INTR_BASED_LINK_MONITORING => df_bool(id, false),
                 _ => return None,
             })
         })

@@ -23,22 +23,24 @@ fn key(u: &Update) -> Result<u32, Status> {
 
 fn action(u: &Update) -> Result<Option<Rewrite>, Status> {
     let d = &u.data;
-    Ok(match d.action_name() {
-        Some(names::REWRITE) => Some(Rewrite {
-            src: u32_of(d.int(names::P_SRC_ADDR)?),
-            dst: u32_of(d.int(names::P_DST_ADDR)?),
-            sport: d.int(names::P_SRC_PORT)? as u16,
-            dport: d.int(names::P_DST_PORT)? as u16,
-        }),
-        Some(other) if u.op != Op::Delete => {
-            return Err(invalid(format!(
-                "{}: only {} entries are stored, not {other}",
-                u.t.name,
-                names::REWRITE
-            )))
-        }
-        _ => None,
-    })
+    Ok(
+        match d.action_to_set(u.op == Op::Modify).map(|a| a.name.as_str()) {
+            Some(names::REWRITE) => Some(Rewrite {
+                src: u32_of(d.int(names::P_SRC_ADDR)?),
+                dst: u32_of(d.int(names::P_DST_ADDR)?),
+                sport: d.int(names::P_SRC_PORT)? as u16,
+                dport: d.int(names::P_DST_PORT)? as u16,
+            }),
+            Some(other) if u.op != Op::Delete => {
+                return Err(invalid(format!(
+                    "{}: only {} entries are stored, not {other}",
+                    u.t.name,
+                    names::REWRITE
+                )))
+            }
+            _ => None,
+        },
+    )
 }
 
 pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
@@ -55,6 +57,18 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     let prev = legs.get(leg);
     let prev_counts = u.sw.pipeline.leg_counts(leg);
     let inserted = u.op == Op::Insert || (u.op == Op::Upsert && prev.is_none());
+    if let (Op::Modify, None, Some((bytes, pkts))) = (u.op, rw, counters) {
+        // Resources only: the counter, the rewrite kept.
+        if prev.is_none() {
+            return Err(Status::not_found(format!(
+                "{}: no entry for leg {leg}",
+                u.t.name
+            )));
+        }
+        u.sw.pipeline.set_leg_counts(leg, pkts, bytes);
+        u.undo.push(Undo::Leg(leg, prev, prev_counts));
+        return Ok(());
+    }
     match (u.op, rw) {
         (Op::Delete, _) => legs.delete(leg),
         (Op::Insert, Some(r)) => legs.insert(leg, r),

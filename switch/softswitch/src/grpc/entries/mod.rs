@@ -20,6 +20,7 @@ mod register;
 pub(super) mod relay;
 mod small;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tonic::Status;
@@ -29,7 +30,7 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::contract::names;
 use crate::pipeline::Touched;
-use crate::schema::{Ctr, Reg, TableKind, TableSchema};
+use crate::schema::{ActionScope, Ctr, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{GuardKey, GuardSnapshot};
@@ -167,10 +168,21 @@ struct Reader<'a> {
     sw: &'a Switch,
     t: &'a TableSchema,
     entry_tgt: Option<pb::TargetDevice>,
+    /// The data fields the read names (bf_switchd returns only those); None: all.
+    wanted: Option<HashSet<u32>>,
 }
 
 impl Reader<'_> {
-    fn entry(&self, key: pb::TableKey, data: pb::TableData) -> pb::TableEntry {
+    /// Whether the read names this data field itself (fields a plain read
+    /// leaves out, as bf_switchd does: `$ENTRY_HIT_STATE`).
+    fn names(&self, id: u32) -> bool {
+        self.wanted.as_ref().is_some_and(|w| w.contains(&id))
+    }
+
+    fn entry(&self, key: pb::TableKey, mut data: pb::TableData) -> pb::TableEntry {
+        if let Some(w) = &self.wanted {
+            data.fields.retain(|f| w.contains(&f.field_id));
+        }
         pb::TableEntry {
             table_id: self.t.id,
             value: Some(pb::table_entry::Value::Key(key)),
@@ -276,6 +288,22 @@ impl Switch {
                 _ => Target::All,
             }
         };
+        if let (Target::Key(_), Some(a)) = (target, data.action) {
+            if a.scope == ActionScope::DefaultOnly {
+                return Err(invalid(format!(
+                    "{}: action {} is default only, it cannot be an entry's action",
+                    t.name, a.name
+                )));
+            }
+        }
+        if let (Target::Default, Some(a)) = (target, data.action) {
+            if a.scope == ActionScope::TableOnly {
+                return Err(invalid(format!(
+                    "{}: action {} is table only, it cannot be the default action",
+                    t.name, a.name
+                )));
+            }
+        }
         let mut u = Update {
             sw: self,
             t,
@@ -294,7 +322,8 @@ impl Switch {
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
-            | TableKind::QueueCounter => fixed::apply(&mut u),
+            | TableKind::QueueCounter
+            | TableKind::DevConfig => fixed::apply(&mut u),
             kind => (small_table(kind)?.apply)(&mut u),
         }
     }
@@ -339,10 +368,19 @@ impl Switch {
             }
             _ => None,
         };
+        // A read names the data fields it wants with field ids and no values.
+        let wanted = match &te.data {
+            Some(d) if !d.fields.is_empty() => {
+                Data::new(t, Some(d))?;
+                Some(d.fields.iter().map(|f| f.field_id).collect())
+            }
+            _ => None,
+        };
         let r = Reader {
             sw: self,
             t,
             entry_tgt: te.entry_tgt,
+            wanted,
         };
         if te.is_default_entry {
             default_entry(&r, out);
@@ -359,7 +397,8 @@ impl Switch {
             TableKind::Port
             | TableKind::PortStat
             | TableKind::SchedShaping
-            | TableKind::QueueCounter => fixed::read(&r, target, out),
+            | TableKind::QueueCounter
+            | TableKind::DevConfig => fixed::read(&r, target, out),
             kind => (small_table(kind)?.read)(&r, target, out),
         }?;
         if key.is_none() {
@@ -392,6 +431,7 @@ fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
         TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
             action_only(r.t, names::NO_ACTION)
         }
+        TableKind::DevConfig => fixed::device_configuration(r.sw, r.t),
         kind => match small::table(kind) {
             Some(small) => (small.default_data)(r),
             None => return,
@@ -404,11 +444,12 @@ fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
     });
 }
 
-/// Match-action tables have a default entry; registers and fixed tables do not.
+/// Match-action tables (and the keyless device configuration) have a default
+/// entry; registers and the other fixed tables do not.
 fn has_default_entry(kind: TableKind) -> bool {
     matches!(
         kind,
-        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite
+        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite | TableKind::DevConfig
     ) || small::table(kind).is_some()
 }
 

@@ -13,6 +13,7 @@ use crate::grpc::Switch;
 use crate::schema::{FieldSchema, Reg};
 
 impl Cells for Reg {
+    const PER_PIPE: bool = true;
     const INDEX: &'static str = names::REGISTER_INDEX;
 
     fn get(self, sw: &Switch, i: usize) -> Option<u64> {

@@ -1,13 +1,16 @@
 //! `pipe.Ingress.relay`: 4-tuple and bound port → `relay_leg(leg, rtcp)`, with
 //! `$ENTRY_TTL` (idle timeout). No counter: the leg counts (leg_rewrite).
 
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+
 use tonic::Status;
 
 use super::{action_only, params, u32_of, write_exact, Reader, Target, Undo, Update};
 use crate::contract::{names, CONTRACT};
-use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
+use crate::grpc::codec::{df_int, df_str, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
-use crate::schema::{TableSchema, ID_ENTRY_TTL};
+use crate::schema::{TableSchema, ID_ENTRY_HIT_STATE, ID_ENTRY_TTL};
 use crate::sys::now_ms;
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 
@@ -22,7 +25,8 @@ pub(super) fn key(keys: &Keys) -> Result<RelayKey, Status> {
 }
 
 fn action(u: &Update) -> Result<Option<RelayAction>, Status> {
-    Ok(match u.data.action_name() {
+    let set = u.data.action_to_set(u.op == super::Op::Modify);
+    Ok(match set.map(|a| a.name.as_str()) {
         Some(names::RELAY_LEG) => {
             let leg = u.data.int(names::P_LEG)?;
             let legs = u.sw.pipeline.legs.capacity();
@@ -38,6 +42,64 @@ fn action(u: &Update) -> Result<Option<RelayAction>, Status> {
         Some(other) => return Err(invalid(format!("{}: action {other} not allowed", u.t.name))),
         None => None,
     })
+}
+
+/// The idle table's POLL mode (bf_switchd's hit-state polling): no ageing
+/// and no notifications; `UpdateHitState` samples which entries were hit
+/// since the previous sample into their `$ENTRY_HIT_STATE` (ENTRY_ACTIVE /
+/// ENTRY_IDLE), which reads return, and a write can set.
+#[derive(Debug, Default)]
+pub struct PollHits {
+    /// When the previous sample (or the switch to POLL mode) was taken.
+    since_ms: u32,
+    /// An entry's last hit (install time) as of the previous sample.
+    seen: HashMap<RelayKey, u32>,
+    /// The sampled state: true = ENTRY_ACTIVE.
+    active: HashMap<RelayKey, bool>,
+}
+
+impl PollHits {
+    /// Starts polling: nothing hit yet.
+    pub fn start(&mut self, now: u32) {
+        *self = PollHits {
+            since_ms: now,
+            ..PollHits::default()
+        };
+    }
+
+    /// `UpdateHitState`: each entry is ENTRY_ACTIVE if hit since the last sample.
+    pub fn sample(&mut self, sw: &Switch, now: u32) {
+        let mut seen = HashMap::new();
+        let mut active = HashMap::new();
+        sw.pipeline.for_each_relay_with_fast_idle(now, |s| {
+            let last_hit = now.wrapping_sub(s.idle_ms);
+            let before = self.seen.get(&s.key).copied().unwrap_or(self.since_ms);
+            active.insert(s.key, last_hit.wrapping_sub(before) as i32 > 0);
+            seen.insert(s.key, last_hit);
+        });
+        *self = PollHits {
+            since_ms: now,
+            seen,
+            active,
+        };
+    }
+
+    /// A write: it re-arms the entry's last hit, which is no hit; a new
+    /// entry starts ENTRY_IDLE.
+    fn written(&mut self, k: RelayKey, new: bool, now: u32) {
+        self.seen.insert(k, now);
+        if new {
+            self.active.remove(&k);
+        }
+    }
+
+    fn state(&self, k: &RelayKey) -> &'static str {
+        if self.active.get(k).copied().unwrap_or(false) {
+            "ENTRY_ACTIVE"
+        } else {
+            "ENTRY_IDLE"
+        }
+    }
 }
 
 /// `$ENTRY_TTL` in ms: 0 (no ageing) or at least the contract's minimum.
@@ -63,17 +125,38 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
         return done;
     }
     let k = key(&u.keys()?)?;
-    if u.data.has(names::ENTRY_HIT_STATE) {
-        return Err(invalid(format!(
-            "{}: {} is for the idle timeout's POLL mode; this table notifies ($ENTRY_TTL)",
-            u.t.name,
-            names::ENTRY_HIT_STATE
-        )));
-    }
+    let poll = u.sw.idle.poll.load(Relaxed);
+    let hit_state = match u.data.str_opt(names::ENTRY_HIT_STATE)? {
+        None => None,
+        Some(_) if !poll => {
+            return Err(invalid(format!(
+                "{}: {} is for the idle timeout's POLL mode; this table notifies ($ENTRY_TTL)",
+                u.t.name,
+                names::ENTRY_HIT_STATE
+            )))
+        }
+        Some("ENTRY_ACTIVE") => Some(true),
+        Some("ENTRY_IDLE") => Some(false),
+        Some(other) => {
+            return Err(invalid(format!(
+                "{}: {} {other:?}: ENTRY_ACTIVE or ENTRY_IDLE",
+                u.t.name,
+                names::ENTRY_HIT_STATE
+            )))
+        }
+    };
     let action = action(u)?;
     let ttl = ttl(u)?;
     let prev = write_exact(relay, u, k, action, ttl)?;
+    let new = prev.is_none();
     u.undo.push(Undo::Relay(k, prev));
+    if poll && u.op != super::Op::Delete {
+        let mut hits = u.sw.poll_hits.lock();
+        hits.written(k, new, now_ms());
+        if let Some(a) = hit_state {
+            hits.active.insert(k, a);
+        }
+    }
     Ok(())
 }
 
@@ -99,7 +182,30 @@ pub(super) fn read(
 ) -> Result<(), Status> {
     let (t, pipeline) = (r.t, &r.sw.pipeline);
     let now = now_ms();
-    let mut emit = |s: EntrySnapshot| out(r.entry(key_pb(t, &s.key), data_pb(t, &s)));
+    // $ENTRY_HIT_STATE: in POLL mode the last sample's (every read); in
+    // NOTIFY mode only when the read names it, whether a packet hit the
+    // entry within the idle sweep's last query interval.
+    let poll = r.sw.idle.poll.load(Relaxed);
+    let hits = poll.then(|| r.sw.poll_hits.lock());
+    let hit_window = r
+        .names(ID_ENTRY_HIT_STATE)
+        .then(|| r.sw.idle.interval_ms.load(Relaxed));
+    let mut emit = |s: EntrySnapshot| {
+        let mut d = data_pb(t, &s);
+        if let Some(h) = &hits {
+            d.fields
+                .retain(|f| f.field_id != ID_ENTRY_TTL || r.names(ID_ENTRY_TTL));
+            d.fields.push(df_str(ID_ENTRY_HIT_STATE, h.state(&s.key)));
+        } else if let Some(window) = hit_window {
+            let state = if s.idle_ms < window {
+                "ENTRY_ACTIVE"
+            } else {
+                "ENTRY_IDLE"
+            };
+            d.fields.push(df_str(ID_ENTRY_HIT_STATE, state));
+        }
+        out(r.entry(key_pb(t, &s.key), d))
+    };
     match target {
         Target::Key(k) => {
             let rk = key(&Keys::new(t, k)?)?;

@@ -16,6 +16,8 @@ use serde_json::{json, Value};
 
 use crate::contract::{names, Contract, KeyDef};
 
+pub mod tf1;
+
 pub const ID_MATCH_PRIORITY: u32 = 65537;
 pub const ID_ENTRY_TTL: u32 = 65543;
 pub const ID_ENTRY_HIT_STATE: u32 = 65544;
@@ -28,13 +30,16 @@ pub const ID_PORT_METADATA_PORT: u32 = 65575;
 
 /// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
 /// reference): the standard profile, which builds every feature.
-const COMPILER_BFRT_JSON: &str = include_str!("../../p4/bfrt/standard.bf-rt.json");
+const COMPILER_BFRT_JSON: &str = include_str!("../../../p4/bfrt/standard.bf-rt.json");
 
-/// Table, action and learn-filter ids by name, from the compiler's bf-rt.json.
+/// Table, action and learn-filter ids by name, and each table's action
+/// scopes, from the compiler's bf-rt.json.
 struct CompilerIds {
     tables: HashMap<String, u32>,
     actions: HashMap<String, u32>,
     learn: HashMap<String, u32>,
+    /// (table, action) → `action_scope` ("TableAndDefault", "DefaultOnly", "TableOnly").
+    scopes: HashMap<(String, String), String>,
 }
 
 impl CompilerIds {
@@ -43,6 +48,7 @@ impl CompilerIds {
             tables: HashMap::new(),
             actions: HashMap::new(),
             learn: HashMap::new(),
+            scopes: HashMap::new(),
         };
         ids.add(COMPILER_BFRT_JSON);
         ids
@@ -61,6 +67,15 @@ impl CompilerIds {
             for a in t["action_specs"].as_array().into_iter().flatten() {
                 if let (Some(name), Some(id)) = (a["name"].as_str(), id_of(a)) {
                     ids.actions.entry(name.to_string()).or_insert(id);
+                }
+                if let (Some(table), Some(name), Some(scope)) = (
+                    t["name"].as_str(),
+                    a["name"].as_str(),
+                    a["action_scope"].as_str(),
+                ) {
+                    ids.scopes
+                        .entry((table.to_string(), name.to_string()))
+                        .or_insert_with(|| scope.to_string());
                 }
             }
         }
@@ -105,6 +120,8 @@ pub enum TableKind {
     PortStat,
     SchedShaping,
     QueueCounter,
+    /// `tf1.dev.device_configuration`: the device's pipes, stages and ports.
+    DevConfig,
 }
 
 /// The registers, in contract order.
@@ -228,11 +245,49 @@ pub struct FieldSchema {
     pub bits: u32,
 }
 
+/// Where an action may be used (bf-rt.json `action_scope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionScope {
+    TableAndDefault,
+    /// Only as the table's default action (P4 `@defaultonly`).
+    DefaultOnly,
+    /// Only in entries (P4 `@tableonly`).
+    TableOnly,
+}
+
+impl ActionScope {
+    fn parse(s: &str) -> ActionScope {
+        match s {
+            "DefaultOnly" => ActionScope::DefaultOnly,
+            "TableOnly" => ActionScope::TableOnly,
+            _ => ActionScope::TableAndDefault,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionScope::TableAndDefault => "TableAndDefault",
+            ActionScope::DefaultOnly => "DefaultOnly",
+            ActionScope::TableOnly => "TableOnly",
+        }
+    }
+
+    /// bf-p4c's annotation for the scope.
+    fn annotations(self) -> Value {
+        match self {
+            ActionScope::TableAndDefault => json!([]),
+            ActionScope::DefaultOnly => json!([{"name": "@defaultonly"}]),
+            ActionScope::TableOnly => json!([{"name": "@tableonly"}]),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ActionSchema {
     pub id: u32,
     pub name: String,
     pub params: Vec<FieldSchema>,
+    pub scope: ActionScope,
 }
 
 #[derive(Debug, Clone)]
@@ -353,11 +408,7 @@ fn keys_of(defs: &[KeyDef]) -> Vec<KeySchema> {
 
 /// bf-p4c's shape of the parser's phase-0 table: keyed by the ingress port
 /// (its own key id), the struct's members as data fields, no actions.
-fn port_metadata_table(
-    c: &Contract,
-    t: &crate::contract::TableDef,
-    ids: &CompilerIds,
-) -> (Value, TableSchema) {
+fn port_metadata_table(t: &crate::contract::TableDef, ids: &CompilerIds) -> (Value, TableSchema) {
     let id = CompilerIds::get(&ids.tables, 0x02, &t.name);
     let mut keys = keys_of(&t.keys);
     for k in &mut keys {
@@ -373,7 +424,7 @@ fn port_metadata_table(
             bits: d.bits,
         })
         .collect();
-    let size = c.config.max_ports;
+    let size = t.size_p4;
     let json_table = json!({
         "name": t.name, "id": id, "table_type": "PortMetadata",
         "size": size, "annotations": [], "depends_on": [],
@@ -427,7 +478,7 @@ impl Schema {
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             if kind == TableKind::PortMetadata {
-                let (json_table, schema) = port_metadata_table(c, t, &ids);
+                let (json_table, schema) = port_metadata_table(t, &ids);
                 json_tables.push(json_table);
                 tables.push(schema);
                 continue;
@@ -436,9 +487,6 @@ impl Schema {
             let size = match kind {
                 TableKind::Relay | TableKind::RelayGuard => relay_entries,
                 TableKind::LegRewrite => legs,
-                TableKind::IredPort | TableKind::IntHopConfig | TableKind::IntReport => {
-                    c.config.max_ports
-                }
                 _ => t.size_p4,
             };
             let keys = keys_of(&t.keys);
@@ -450,6 +498,10 @@ impl Schema {
                     ActionSchema {
                         id: CompilerIds::get(&ids.actions, 0x01, an),
                         name: an.clone(),
+                        scope: ids
+                            .scopes
+                            .get(&(t.name.clone(), an.clone()))
+                            .map_or(ActionScope::TableAndDefault, |s| ActionScope::parse(s)),
                         params: a
                             .params
                             .iter()
@@ -510,7 +562,7 @@ impl Schema {
                 "has_const_default_action": false,
                 "key": keys.iter().map(|k| key_json(k, false)).collect::<Vec<_>>(),
                 "action_specs": actions.iter().map(|a| json!({
-                    "id": a.id, "name": a.name, "action_scope": "TableAndDefault", "annotations": [],
+                    "id": a.id, "name": a.name, "action_scope": a.scope.name(), "annotations": a.scope.annotations(),
                     "data": a.params.iter().map(|p| json!({
                         "id": p.id, "name": p.name, "repeated": false, "mandatory": true,
                         "read_only": false, "annotations": [], "type": bytes_type(p.bits)})).collect::<Vec<_>>()
@@ -539,9 +591,10 @@ impl Schema {
                 .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
             let size = match reg {
                 Reg::LearnFilter => c.config.learn_filter_size,
+                // Indexed by dev_port (9 bits) on the Tofino: bf-p4c's size;
+                // the cells of dev_ports this switch lacks read 0.
                 Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => r.size_p4,
-                Reg::Ired(_) | Reg::Int(IntReg::TxBytes) => c.config.max_ports,
-                Reg::Int(_) => r.size_p4,
+                Reg::Ired(_) | Reg::Int(_) => r.size_p4,
                 _ => legs,
             };
             let short = r.name.trim_start_matches("pipe.");
@@ -558,10 +611,15 @@ impl Schema {
             }];
             json_tables.push(json!({
                 "name": r.name, "id": CompilerIds::get(&ids.tables, 0x0f, &r.name), "table_type": "Register",
-                "size": size, "annotations": [], "depends_on": [],
+                "size": size, "depends_on": [],
                 "key": [json!({"id": ID_REGISTER_INDEX, "name": names::REGISTER_INDEX, "repeated": false,
                         "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
-                "data": [singleton(1, &data[0].name, bytes_type(r.bits), false, true)],
+                // bf-p4c: one value per field, mandatory, classed register_data
+                // (reads return one value per pipe; the client gathers them).
+                "data": [json!({"mandatory": true, "read_only": false,
+                    "singleton": {"id": 1, "name": data[0].name, "repeated": false,
+                        "annotations": [{"name": "$bfrt_field_class", "value": "register_data"}],
+                        "type": bytes_type(r.bits)}})],
                 "supported_operations": ["Sync"], "attributes": [],
             }));
             tables.push(TableSchema {
@@ -649,47 +707,66 @@ impl Schema {
                     "annotations": [], "type": bytes_type(f.bits)})).collect::<Vec<_>>()}))
             .collect();
 
+        // Fixed tables: bf-drivers' tf1 definitions (tf1.rs), the fields the
+        // contract names.
         let mut fixed_json_tables = Vec::new();
         for f in &c.fixed_tables {
-            let (kind, table_type) = match f.name.as_str() {
-                names::PORT => (TableKind::Port, "PortConfigure"),
-                names::PORT_STAT => (TableKind::PortStat, "PortStat"),
-                names::SCHED_SHAPING => (TableKind::SchedShaping, "TmPortSchedShaping"),
-                names::QUEUE_COUNTER => (TableKind::QueueCounter, "TmCounterQueue"),
+            let kind = match f.name.as_str() {
+                names::PORT => TableKind::Port,
+                names::PORT_STAT => TableKind::PortStat,
+                names::SCHED_SHAPING => TableKind::SchedShaping,
+                names::QUEUE_COUNTER => TableKind::QueueCounter,
+                names::DEVICE_CONFIGURATION => TableKind::DevConfig,
                 other => panic!("contract fixed table {other} has no implementation"),
             };
-            let keys = keys_of(&f.keys);
-            let data: Vec<FieldSchema> = f
-                .data
+            let tf = tf1::table(&f.name)
+                .unwrap_or_else(|| panic!("fixed table {} is not a tf1 table", f.name));
+            let keys: Vec<&tf1::Field> = f
+                .keys
                 .iter()
-                .enumerate()
-                .map(|(i, d)| FieldSchema {
-                    id: i as u32 + 1,
-                    name: d.name.clone(),
-                    bits: match d.ty.as_str() {
-                        "uint64" => 64,
-                        "uint32" => 32,
-                        "bool" => 1,
-                        _ => 0,
-                    },
+                .map(|k| {
+                    tf.key(&k.name)
+                        .unwrap_or_else(|| panic!("{}: tf1 has no key {}", f.name, k.name))
                 })
                 .collect();
-            let id = object_id(0x3f, &f.name);
+            let fields: Vec<&tf1::Field> = f
+                .data
+                .iter()
+                .map(|d| {
+                    tf.field(&d.name)
+                        .unwrap_or_else(|| panic!("{}: tf1 has no field {}", f.name, d.name))
+                })
+                .collect();
             fixed_json_tables.push(json!({
-                "name": f.name, "id": id, "table_type": table_type, "size": c.config.max_ports,
-                "annotations": [], "depends_on": [],
-                "key": keys.iter().map(|k| key_json(k, true)).collect::<Vec<_>>(),
-                "data": f.data.iter().zip(&data).map(|(d, s)| singleton(s.id, &d.name, json!({"type": d.ty}), d.read_only, false)).collect::<Vec<_>>(),
-                "supported_operations": [], "attributes": [],
+                "name": tf.name, "id": tf.id, "table_type": tf.table_type, "size": tf.size,
+                "key": keys.iter().map(|k| k.key_json()).collect::<Vec<_>>(),
+                "data": fields.iter().map(|d| d.data_json()).collect::<Vec<_>>(),
+                "supported_operations": [], "attributes": tf.attributes,
             }));
             tables.push(TableSchema {
-                id,
+                id: tf.id,
                 name: f.name.clone(),
                 kind,
-                size: c.config.max_ports,
-                keys,
+                size: tf.size,
+                keys: keys
+                    .iter()
+                    .map(|k| KeySchema {
+                        id: k.id,
+                        name: k.name.to_string(),
+                        match_type: MatchType::Exact,
+                        // uint32 keys are 0 (the codec's default width).
+                        bits: if k.ty == "uint32" { 0 } else { k.bits() },
+                    })
+                    .collect(),
                 actions: vec![],
-                data,
+                data: fields
+                    .iter()
+                    .map(|d| FieldSchema {
+                        id: d.id,
+                        name: d.name.to_string(),
+                        bits: d.bits(),
+                    })
+                    .collect(),
                 default_action: None,
             });
         }
@@ -784,7 +861,7 @@ mod tests {
         assert!(guard.data_by_name("$ENTRY_TTL").is_none());
         assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
         let f: Value = serde_json::from_str(&s.fixed_json).unwrap();
-        assert_eq!(f["tables"].as_array().unwrap().len(), 4);
+        assert_eq!(f["tables"].as_array().unwrap().len(), 5);
     }
 
     /// Every table, action and digest of the contract has the id the Tofino
