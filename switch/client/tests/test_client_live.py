@@ -302,8 +302,10 @@ async def test_idle_table_attribute(sw: SwitchClient) -> None:
     assert (await sw.read_idle_table(pl.RELAY)).ttl_query_interval_ms == 10
     with pytest.raises(SwitchError, match="no idle timeout"):
         await sw.set_idle_table(pl.NEXTHOP)
-    with pytest.raises(SwitchError, match="NOTIFY"):
-        await sw.set_idle_table(pl.RELAY, notify=False)
+    # Poll mode, as bf_switchd has it: hit state read on demand, no notifications.
+    await sw.set_idle_table(pl.RELAY, notify=False, ttl_query_interval_ms=100)
+    got = await sw.read_idle_table(pl.RELAY)
+    assert (got.enable, got.notify) == (True, False)
     await Pipeline(sw).setup(ttl_query_interval_ms=100, min_ttl_ms=1000)
     assert (await sw.read_idle_table(pl.RELAY)).enable
 
