@@ -10,10 +10,10 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from types import UnionType
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 from p4relay_runtime.logs import configure_logging
+from p4relay_runtime.settings import add_setting_flags
 from prometheus_client import start_http_server
 from pydantic import BaseModel
 
@@ -36,17 +36,6 @@ flag, P4RELAY_COLLECTOR_<NAME> in the environment, or a key of the TOML file's
 """
 
 
-def _kind(annotation: object) -> type:
-    """The scalar type behind `X | None`."""
-    if isinstance(annotation, UnionType):
-        inner = [a for a in get_args(annotation) if a is not type(None)]
-        annotation = inner[0] if len(inner) == 1 else str
-    for t in (bool, int, float):
-        if annotation is t:
-            return t
-    return str
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="p4relay-collector",
@@ -56,17 +45,7 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--config", type=Path, help="TOML file ([collector] table or top-level keys)")
-    for name, field in Settings.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        default = field.get_default(call_default_factory=True)
-        help_ = f"{field.description or ''} (default: {default!r})"
-        kind = _kind(field.annotation)
-        if kind is bool:
-            ap.add_argument(
-                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_
-            )
-        else:
-            ap.add_argument(flag, dest=name, type=kind, default=None, help=help_)
+    add_setting_flags(ap, Settings, Settings.model_fields)
     ap.add_argument("--once", action="store_true", help="poll every switch once and exit")
     ap.add_argument(
         "--check-config", action="store_true", help="print the effective settings and exit"

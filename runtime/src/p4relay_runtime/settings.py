@@ -8,11 +8,13 @@ component's settings as the Markdown table its README carries
 
 from __future__ import annotations
 
+import argparse
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, get_args
 
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -139,3 +141,34 @@ def reference_table(
             cells.append(f"`--{key.replace('_', '-')}`")
         lines.append("| " + " | ".join([*cells, default, meaning]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _scalar_kind(annotation: object) -> type:
+    """The scalar type behind `X | None` (str for anything else)."""
+    if isinstance(annotation, UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = inner[0] if len(inner) == 1 else str
+    for t in (bool, int, float):
+        if annotation is t:
+            return t
+    return str
+
+
+def add_setting_flags(
+    ap: argparse.ArgumentParser, settings_cls: type[BaseSettings], names: Iterable[str]
+) -> None:
+    """A `--the-name` flag for each named setting, its description and default
+    as help; booleans take `--no-…` too. Unset flags stay None, so the file and
+    the environment keep their say."""
+    for name in names:
+        field = settings_cls.model_fields[name]
+        flag = "--" + name.replace("_", "-")
+        default = field.get_default(call_default_factory=True)
+        help_ = f"{field.description or ''} (default: {default!r})"
+        kind = _scalar_kind(field.annotation)
+        if kind is bool:
+            ap.add_argument(
+                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_
+            )
+        else:
+            ap.add_argument(flag, dest=name, type=kind, default=None, help=help_)

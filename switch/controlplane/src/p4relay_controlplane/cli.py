@@ -10,11 +10,11 @@ import logging
 import signal
 import sys
 from pathlib import Path
-from types import UnionType
-from typing import Any, get_args
+from typing import Any
 
 import structlog
 from p4relay_runtime.logs import configure_logging
+from p4relay_runtime.settings import add_setting_flags
 from pydantic import SecretStr
 
 from p4relay_controlplane.config import ENV_PREFIX, ConfigError, Settings, load, parse_listen
@@ -67,16 +67,6 @@ unreachable, or differs from the file (--diff), 2 configuration error
 """
 
 
-def _kind(annotation: object) -> type:
-    if isinstance(annotation, UnionType):
-        inner = [a for a in get_args(annotation) if a is not type(None)]
-        annotation = inner[0] if len(inner) == 1 else str
-    for t in (bool, int, float):
-        if annotation is t:
-            return t
-    return str
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog=PROG,
@@ -107,18 +97,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the switch's iRED per port (settings, counters, against the config)",
     )
-    for name in SCALARS:
-        field = Settings.model_fields[name]
-        flag = "--" + name.replace("_", "-")
-        default = field.get_default(call_default_factory=True)
-        help_ = f"{field.description or ''} (default: {default!r})"
-        kind = _kind(field.annotation)
-        if kind is bool:
-            ap.add_argument(
-                flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_
-            )
-        else:
-            ap.add_argument(flag, dest=name, type=kind, default=None, help=help_)
+    add_setting_flags(ap, Settings, SCALARS)
     return ap
 
 
