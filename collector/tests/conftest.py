@@ -6,20 +6,17 @@ in network namespace p4rcolc."""
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from p4relay_testsupport import (
     Server,
     Softswitch,
     SoftswitchNotBuilt,
-    running_server,
+    server_on_fresh_database,
     softswitch_binary,
 )
 
@@ -31,36 +28,15 @@ LINE_RATE = 10_000_000  # bit/s: a few hundred packets queue up and show in util
 QUEUE_DEPTH = 64  # packets: a burst of a few hundred tail-drops
 
 
-def _pg_url() -> str:
-    url = os.environ.get("P4RELAY_TEST_DATABASE_URL")
-    if not url:
-        pytest.fail(
-            "P4RELAY_TEST_DATABASE_URL is not set: run `make test STAGE=collector` "
-            "(it starts a throwaway PostgreSQL)"
-        )
-    return url
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     """The real server on a fresh database of the test cluster, dropped after."""
-    base = _pg_url()
-    name = f"p4relay_collector_{secrets.token_hex(4)}"
-    with psycopg.connect(_libpq(base), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        db = base.rsplit("/", 1)[0] + "/" + name
-        with running_server(
-            db, tmp_path / "server.log", {"P4RELAY_SERVER_RETENTION__INTERVAL_MINUTES": "0"}
-        ) as srv:
-            yield srv
-    finally:
-        with psycopg.connect(_libpq(base), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with server_on_fresh_database(
+        "p4relay_collector",
+        tmp_path / "server.log",
+        {"P4RELAY_SERVER_RETENTION__INTERVAL_MINUTES": "0"},
+    ) as srv:
+        yield srv
 
 
 def sh(*cmd: str) -> None:

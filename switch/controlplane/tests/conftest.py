@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import psycopg
 import pytest
 from p4relay_switch import Subscription, SwitchClient
 from p4relay_testsupport import (
@@ -27,7 +26,7 @@ from p4relay_testsupport import (
     SoftswitchNotBuilt,
     free_port,
     record_pid,
-    running_server,
+    server_on_fresh_database,
     softswitch_binary,
 )
 
@@ -175,36 +174,15 @@ def daemon(conf: Path, log_path: Path) -> Iterator[Daemon]:
 # ------------------------------------------------------------------ server
 
 
-def _pg_url() -> str:
-    url = os.environ.get("P4RELAY_TEST_DATABASE_URL")
-    if not url:
-        pytest.fail(
-            "P4RELAY_TEST_DATABASE_URL is not set: run `make test STAGE=controlplane` "
-            "(it starts a throwaway PostgreSQL)"
-        )
-    return url
-
-
-def _libpq(url: str) -> str:
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     """The real server on a fresh database of the test cluster, dropped after."""
-    base = _pg_url()
-    name = f"p4relay_controlplane_{secrets.token_hex(4)}"
-    with psycopg.connect(_libpq(base), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        db = base.rsplit("/", 1)[0] + "/" + name
-        with running_server(
-            db, tmp_path / "server.log", {"P4RELAY_SERVER_RETENTION__INTERVAL_MINUTES": "0"}
-        ) as srv:
-            yield srv
-    finally:
-        with psycopg.connect(_libpq(base), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with server_on_fresh_database(
+        "p4relay_controlplane",
+        tmp_path / "server.log",
+        {"P4RELAY_SERVER_RETENTION__INTERVAL_MINUTES": "0"},
+    ) as srv:
+        yield srv
 
 
 LINE_RATE = 10_000_000  # bit/s: a burst of a few hundred packets queues for ms

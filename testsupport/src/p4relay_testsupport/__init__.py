@@ -7,12 +7,13 @@
   holds or fail with what was awaited.
 * `record_pid`: note a child process for the stage cleanup hooks.
 * `running_server` / `Server`: the real p4relay server on a database, with
-  an ingest and a read token.
+  an ingest and a read token; `server_on_fresh_database`: the same on a
+  database of its own, dropped after.
 """
 
 from p4relay_testsupport.net import free_port, free_udp_pair
 from p4relay_testsupport.procs import record_pid
-from p4relay_testsupport.server import Server, running_server
+from p4relay_testsupport.server import Server, running_server, server_on_fresh_database
 from p4relay_testsupport.softswitch import (
     Softswitch,
     SoftswitchNotBuilt,
@@ -31,6 +32,7 @@ __all__ = [
     "free_udp_pair",
     "record_pid",
     "running_server",
+    "server_on_fresh_database",
     "softswitch",
     "softswitch_binary",
     "wait_for",

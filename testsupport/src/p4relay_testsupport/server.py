@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from p4relay_testsupport.net import free_port
 from p4relay_testsupport.procs import record_pid
 from p4relay_testsupport.wait import wait_until
@@ -106,3 +108,30 @@ def running_server(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@contextlib.contextmanager
+def server_on_fresh_database(
+    name_prefix: str, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[Server]:
+    """`running_server` on a database of its own in the stage's throwaway
+    cluster ($P4RELAY_TEST_DATABASE_URL, which `make test` sets), dropped after."""
+    base = os.environ.get("P4RELAY_TEST_DATABASE_URL")
+    if not base:
+        raise RuntimeError(
+            "P4RELAY_TEST_DATABASE_URL is not set: run the suite through "
+            "`make test STAGE=...` (it starts a throwaway PostgreSQL)"
+        )
+    name = f"{name_prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(_libpq(base), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with running_server(base.rsplit("/", 1)[0] + "/" + name, log, env) as srv:
+            yield srv
+    finally:
+        with psycopg.connect(_libpq(base), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
