@@ -65,6 +65,7 @@ class Offloader:
         self.listeners: list[Listener] = []
         self.installed = Installed(switch, legs, idle_ttl_ms)
         drain = self._drain = Drain()
+        drain.watch(self._awaiting_first_routes)
         self.writer = InstallWriter(table, self.installed, self.planner, self.emit, drain)
         self.reaper = Reaper(
             self.installed,
@@ -226,6 +227,17 @@ class Offloader:
         for s in self.table:
             if s.uid in self.plans or s.state in (OffloadState.PENDING, OffloadState.FALLBACK):
                 self.touch(s)
+
+    def _awaiting_first_routes(self) -> int:
+        """Calls held back until the switch's routes are read the first time:
+        switch work still to come, so not drained."""
+        if (
+            self.planner.port_binding is not PortBinding.ROUTE
+            or self.planner.routes is not None
+            or not self.switch.connected
+        ):
+            return 0
+        return sum(1 for s in self.table if s.state is OffloadState.PENDING)
 
     def _waiting_for_routes(self) -> bool:
         return not (self.planner.routes and self.planner.routes.prefixes) or any(
