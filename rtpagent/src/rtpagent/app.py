@@ -31,11 +31,13 @@ from prometheus_client import Counter
 
 from . import __version__, metrics
 from .acct import AcctFile, AcctRecord
+from .admin import AdminSocket, ServerControl
 from .admission import Admission
 from .agent import Agent
 from .config import Settings
 from .early import EarlyRelay
 from .frontend import Frontend
+from .maintenance import Maintenance
 from .notify import NotifyListener
 from .offload import Offloader
 from .oneway import OneWay
@@ -132,6 +134,14 @@ class App:
             cfg.max_sessions_per_source,
         )
         self.offloader.listeners.append(self.admission.on_event)
+        self.maintenance = Maintenance(
+            self.offloader,
+            max_offloaded_calls=cfg.max_offloaded_calls,
+            legs=cfg.legs,
+            emit_event=self._maintenance_event,
+        )
+        self.admin: AdminSocket | None = None
+        self.server_control: ServerControl | None = None
         self.reporter = Reporter(self.store, self.offloader, cfg.switch_name)
         self.sampler = Sampler(self.offloader, self.store, cfg.sample_interval)
         self.sampler.reporter = self.reporter
@@ -239,6 +249,7 @@ class App:
         ]
         if self.acct is not None:
             self._tasks.append(asyncio.create_task(self._follow_acct(), name="rtpproxy-acct"))
+        await self._start_maintenance()
         self.store.enqueue(
             "event",
             {
@@ -250,6 +261,45 @@ class App:
         )
         log.info(
             "started", listen=cfg.listen, rtpproxy=rtpp, switch=cfg.switch, sessions=len(self.table)
+        )
+
+    async def _start_maintenance(self) -> None:
+        cfg = self.cfg
+        if cfg.admin_socket:
+            self.admin = AdminSocket(cfg.admin_socket, self.maintenance)
+            await self.admin.start()
+        if cfg.server_url and cfg.maintenance_poll_s > 0:
+            self.server_control = ServerControl(
+                self.maintenance,
+                cfg.server_url,
+                cfg.server_token,
+                cfg.agent_name,
+                cfg.switch_name,
+                cfg.maintenance_poll_s,
+            )
+            self._tasks.append(
+                asyncio.create_task(self.server_control.run(), name="maintenance-poll")
+            )
+        self._tasks.append(asyncio.create_task(self._pipe_gauges(), name="pipe-gauges"))
+
+    async def _pipe_gauges(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.maintenance.publish_pipes()
+
+    def _maintenance_event(self, kind: str, payload: dict[str, object]) -> None:
+        """A mode change or a finished evacuation, for the server's events."""
+        self.store.enqueue(
+            "event",
+            {
+                "event_id": __import__("uuid").uuid4().hex,
+                "type": kind,
+                "ts": _now(),
+                "severity": "warning" if kind == "maintenance" else "info",
+                "agent": self.cfg.agent_name,
+                "switch": self.cfg.switch_name,
+                "payload": payload,
+            },
         )
 
     async def _start_embedded(self) -> str:
@@ -679,6 +729,10 @@ class App:
         return True
 
     async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.close()
+        if self.server_control is not None:
+            await self.server_control.close()
         if self.frontend is not None:
             await self.frontend.close()
         if self.agent is not None:

@@ -23,6 +23,8 @@ examples:
   rtpagent --rtpproxy embedded --relay-addr 198.18.0.10 --embedded-ports 20000-29999
   P4RELAY_RTPAGENT_SERVER_TOKEN=... rtpagent --config /etc/rtpagent.toml
   kill -HUP <agent pid>   # re-read the file and the environment: checked, logged
+  kill -USR1 <agent pid>  # drain: new calls stay on RTPProxy (rtpagent-ctl resume ends it)
+  kill -USR2 <agent pid>  # evacuate: every offloaded call back to RTPProxy, none offloaded
 
 SIGHUP reloads the configuration (the file, P4RELAY_RTPAGENT_* and the flags, which
 still win): a configuration that does not validate is refused in the log and
@@ -110,6 +112,14 @@ async def _run(cfg: Settings, read: Callable[[], Settings], early: EarlyRelay | 
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGHUP, reload)
     await app.start()
+    # Maintenance without the admin socket: SIGUSR1 drains, SIGUSR2 evacuates.
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(
+            signal.SIGUSR1, lambda: app.maintenance.request("local", "draining", "SIGUSR1")
+        )
+        loop.add_signal_handler(
+            signal.SIGUSR2, lambda: app.maintenance.request("local", "evacuated", "SIGUSR2")
+        )
     started.set()
     _tune_gc()
     # Threads beside the loop (the store's JSON encoding, gRPC's) may hold

@@ -186,6 +186,24 @@ class Settings(BaseSettings):
     metrics_listen: str = Field(
         default="127.0.0.1:9102", description="Prometheus /metrics; empty: off"
     )
+    admin_socket: str = Field(
+        default="",
+        description="Unix socket for rtpagent-ctl (status, drain, evacuate, resume), made "
+        "0600; empty: off (SIGUSR1 drains, SIGUSR2 evacuates either way)",
+    )
+    max_offloaded_calls: int = Field(
+        default=0,
+        ge=0,
+        description="calls the agent offloads at most (the switch's cap); above it new calls "
+        "stay on RTPProxy (reason capacity); 0: the leg table's size only",
+    )
+    maintenance_poll_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="how often the agent sends its state to the server and takes the "
+        "operator's drain, out-of-service and cap for it and its switch (with --server-url); "
+        "0: never",
+    )
     event_loop: str = Field(
         default="uvloop",
         description="'uvloop' (libuv: a third less CPU per command) or 'asyncio'",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from p4relay_switch import (
@@ -111,6 +111,13 @@ class Planner:
         self.guard = guard
         self.port_binding = PortBinding(port_binding)
         self.routes: Routes | None = None  # the switch's, once read
+        # Maintenance (rtpagent/maintenance.py sets them): draining keeps new
+        # calls on RTPProxy, evacuating every call; the cap bounds the calls
+        # on the switch (`occupied`: those there and those being added).
+        self.draining = False
+        self.evacuating = False
+        self.capacity: Callable[[], int] | None = None
+        self.occupied: Callable[[], int] = lambda: 0
 
     def route_port(self, addr: str) -> int | None:
         """The port the switch routes `addr` to (None: no route, or routes not read yet)."""
@@ -172,6 +179,13 @@ class Planner:
         for st in s.streams:
             if ":" in (st.laddr or "") or ":" in st.sdp.addr if st.sdp else False:
                 return OffloadState.FALLBACK, "ipv6"
+        if self.evacuating:
+            return OffloadState.FALLBACK, "evacuated"
+        if s.state is not OffloadState.OFFLOADED:
+            if self.draining:
+                return OffloadState.FALLBACK, "draining"
+            if self.capacity is not None and self.occupied() >= self.capacity():
+                return OffloadState.FALLBACK, "capacity"
         if not switch_connected:
             return OffloadState.FALLBACK, "switch_unreachable"
         for st in s.streams:

@@ -46,6 +46,7 @@ class InstallWriter:
         self.emit = emit
         self.drain = drain
         self.dirty: dict[str, Session] = {}
+        self.adding = 0  # new calls in the write under way (the offload cap counts them)
         self.writing: set[str] = set()  # sessions in the write under way
         # One writer at a time: this worker and reconcile must not interleave
         # (a reconcile's read-back would be stale against a concurrent write).
@@ -96,6 +97,7 @@ class InstallWriter:
         if not dirty and not inst.guards.pending_deletes:
             return
         to_install: list[Install] = []
+        self.adding = 0
         to_remove: list[Session] = []
         for s in dirty.values():
             if s.uid not in self.table.by_uid:
@@ -117,6 +119,7 @@ class InstallWriter:
                 if have == p:
                     continue
                 s.legs = legs
+                self.adding += have is None
                 to_install.append((s, p, have is None))
             else:
                 if have is not None:
@@ -125,7 +128,10 @@ class InstallWriter:
         if to_remove:
             await self._take_back(to_remove)
         if to_install:
-            await self._install(to_install)
+            try:
+                await self._install(to_install)
+            finally:
+                self.adding = 0
         elif inst.guards.pending_deletes:
             await inst.write_removal(lambda: Batch(del_guards=inst.guards.take_deletes()))
 
