@@ -55,7 +55,9 @@ class Settings(BaseSettings):
     reply_timeout: float = Field(
         default=1.0, description="seconds to wait for RTPProxy per attempt"
     )
-    reply_retries: int = 2
+    reply_retries: int = Field(
+        default=2, ge=0, description="times a command is sent again when RTPProxy does not answer"
+    )
     rtpproxy_inflight: int = Field(
         default=16,
         description="datagram commands outstanding at RTPProxy at once (its control socket "
@@ -71,8 +73,12 @@ class Settings(BaseSettings):
     switch: str = Field(
         default="127.0.0.1:50052", description="switch BfRt gRPC address; empty: no offload"
     )
-    switch_name: str = "sw1"
-    switch_client_id: int = 1
+    switch_name: str = Field(
+        default="sw1", description="the switch's name at the server (its calls are filed under it)"
+    )
+    switch_client_id: int = Field(
+        default=1, description="BfRt client id on the switch (unique among its clients)"
+    )
     legs: int = Field(
         default=65536, description="leg_rewrite capacity (per pipe; the standard Tofino profile)"
     )
@@ -168,9 +174,16 @@ class Settings(BaseSettings):
     server_url: str | None = Field(
         default=None, description="server base URL, e.g. http://127.0.0.1:8000"
     )
-    server_token: str | None = None
-    agent_name: str = "rtpagent-1"
-    sample_interval: float = 1.0
+    server_token: str | None = Field(
+        default=None, description="bearer token for the server's ingest API"
+    )
+    agent_name: str = Field(
+        default="rtpagent-1", description="the agent's name at the server (unique per agent)"
+    )
+    sample_interval: float = Field(
+        default=1.0,
+        description="seconds between reads of the offloaded calls' counters and quality",
+    )
     one_way_after_s: float = Field(
         default=5.0,
         ge=0,
@@ -208,8 +221,8 @@ class Settings(BaseSettings):
         default="uvloop",
         description="'uvloop' (libuv: a third less CPU per command) or 'asyncio'",
     )
-    log_level: str = "info"
-    log_json: bool = True
+    log_level: str = Field(default="info", description="debug, info, warning or error")
+    log_json: bool = Field(default=True, description="logs as JSON lines; false: for a console")
 
     @field_validator("listen")
     @classmethod
