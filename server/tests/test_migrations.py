@@ -52,7 +52,7 @@ def test_models_and_migrations_agree(fresh_url: str) -> None:
     finally:
         eng.dispose()
     assert diff == [], f"models and migrations differ: {diff}"
-    assert version == "0007"
+    assert version == "0008"
 
 
 def test_0002_adds_relay_occupancy_to_existing_switches(fresh_url: str) -> None:

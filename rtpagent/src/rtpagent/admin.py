@@ -111,7 +111,7 @@ class ServerControl:
         period: float,
     ) -> None:
         self.maint = maint
-        self.url = url.rstrip("/") + "/api/v1/agents/maintenance"
+        self.url = url.rstrip("/") + "/api/v1/maintenance/poll"
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.agent = agent
         self.switch = switch

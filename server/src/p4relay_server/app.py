@@ -29,6 +29,7 @@ from p4relay_server.api.routes import (
     health,
     ingest,
     live,
+    maintenance,
     overview,
     sessions,
     telemetry,
@@ -120,6 +121,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         telemetry.router,
         overview.router,
         admin.router,
+        maintenance.router,
         live.router,
     ):
         v1.include_router(r)

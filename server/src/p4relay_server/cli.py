@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("create-admin", help="create a user (admin by default); no default password")
     s.add_argument("--username", required=True)
-    s.add_argument("--role", choices=["admin", "viewer"], default="admin")
+    s.add_argument("--role", choices=["admin", "operator", "viewer"], default="admin")
     s.add_argument(
         "--password-stdin",
         action="store_true",

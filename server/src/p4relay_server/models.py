@@ -48,7 +48,10 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 DIRECTIONS = ("caller_to_callee", "callee_to_caller")
 SESSION_STATES = ("setup", "active", "ended", "failed")
-ROLES = ("viewer", "admin")
+# operator: a viewer who may also drain and take switches and agents out of service.
+ROLES = ("viewer", "operator", "admin")
+SWITCH_MAINTENANCE = ("active", "out_of_service")
+AGENT_MAINTENANCE = ("active", "draining", "evacuated")
 SCOPES = ("ingest", "read")
 
 
@@ -58,6 +61,10 @@ class Base(DeclarativeBase):
 
 class Switch(Base):
     __tablename__ = "switches"
+    __table_args__ = (
+        CheckConstraint(_in("maintenance", SWITCH_MAINTENANCE), name="maintenance"),
+        CheckConstraint("offload_cap IS NULL OR offload_cap >= 0", name="offload_cap"),
+    )
     id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
     grpc_address: Mapped[str | None] = mapped_column(Text)
@@ -68,6 +75,13 @@ class Switch(Base):
     # Relay (5-tuple) table occupancy as the collector last read it.
     relay_table_used: Mapped[int | None] = mapped_column(BigInteger)
     relay_table_capacity: Mapped[int | None] = mapped_column(BigInteger)
+    # An operator's: out_of_service evacuates every agent's calls from the
+    # switch and offloads none until it is active again; the cap bounds the
+    # calls offloaded to it (each agent's own cap still holds).
+    maintenance: Mapped[str] = mapped_column(String(16), server_default="active")
+    offload_cap: Mapped[int | None] = mapped_column(Integer)
+    maintenance_changed_at: Mapped[dt.datetime | None] = mapped_column(TS)
+    maintenance_changed_by: Mapped[str | None] = mapped_column(String(64))
     ports: Mapped[list[SwitchPort]] = relationship(
         back_populates="switch", order_by="SwitchPort.dev_port", cascade="all, delete-orphan"
     )
@@ -87,6 +101,13 @@ class SwitchPort(Base):
 
 class Agent(Base):
     __tablename__ = "agents"
+    __table_args__ = (
+        CheckConstraint(_in("maintenance", AGENT_MAINTENANCE), name="maintenance"),
+        CheckConstraint(
+            f"reported_mode IS NULL OR {_in('reported_mode', AGENT_MAINTENANCE)}",
+            name="reported_mode",
+        ),
+    )
     id: Mapped[int] = mapped_column(Integer, Identity(), primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
     rtpproxy: Mapped[str | None] = mapped_column(Text)
@@ -94,6 +115,16 @@ class Agent(Base):
     version: Mapped[str | None] = mapped_column(String(64))
     created_at: Mapped[dt.datetime] = mapped_column(TS, server_default=func.now())
     last_seen: Mapped[dt.datetime | None] = mapped_column(TS)
+    # The mode an operator asked for, and what the agent last reported (its
+    # mode is the most restrictive of this, its switch's and its own local one).
+    maintenance: Mapped[str] = mapped_column(String(16), server_default="active")
+    maintenance_changed_at: Mapped[dt.datetime | None] = mapped_column(TS)
+    maintenance_changed_by: Mapped[str | None] = mapped_column(String(64))
+    reported_mode: Mapped[str | None] = mapped_column(String(16))
+    offloaded: Mapped[int | None] = mapped_column(Integer)
+    capacity: Mapped[int | None] = mapped_column(Integer)
+    by_pipe: Mapped[dict[str, int] | None] = mapped_column(JSONB)
+    reported_at: Mapped[dt.datetime | None] = mapped_column(TS)
 
 
 class CallSession(Base):

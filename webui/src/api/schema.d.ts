@@ -177,6 +177,92 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/maintenance": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Maintenance View
+         * @description Every switch's maintenance state, cap and capacity figures (offloaded
+         *     calls, capacity, headroom, relay table occupancy, calls by pipe) with its
+         *     agents' modes as asked and as reported.
+         */
+        get: operations["maintenance_view_api_v1_maintenance_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/maintenance/agents/{agent_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Agent
+         * @description Drain an agent (new calls stay on RTPProxy), evacuate it (every call
+         *     back to RTPProxy) or set it active. Audited as `maintenance_set`.
+         */
+        put: operations["set_agent_api_v1_maintenance_agents__agent_id__put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/maintenance/poll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Poll
+         * @description rtpagent's poll (ingest token): its mode, offloaded calls and capacity
+         *     in; the modes operators set for it and its switch, and the cap, out.
+         */
+        post: operations["poll_api_v1_maintenance_poll_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/maintenance/switches/{switch_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Switch
+         * @description Take a switch out of service (its agents evacuate its calls to RTPProxy
+         *     and offload none) or back, and set its offload cap. Audited: a
+         *     `maintenance_set` event names who did what.
+         */
+        put: operations["set_switch_api_v1_maintenance_switches__switch_id__put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/overview/activity": {
         parameters: {
             query?: never;
@@ -586,6 +672,54 @@ export interface components {
             /** Version */
             version?: string | null;
         };
+        /** AgentMaintenance */
+        AgentMaintenance: {
+            /** By Pipe */
+            by_pipe: {
+                [key: string]: number;
+            } | null;
+            /** Capacity */
+            capacity: number | null;
+            /** Id */
+            id: number;
+            /**
+             * Maintenance
+             * @description the mode an operator asked for
+             * @enum {string}
+             */
+            maintenance: "active" | "draining" | "evacuated";
+            /** Maintenance Changed At */
+            maintenance_changed_at: string | null;
+            /** Maintenance Changed By */
+            maintenance_changed_by: string | null;
+            /** Name */
+            name: string;
+            /** Offloaded */
+            offloaded: number | null;
+            /** Reported At */
+            reported_at: string | null;
+            /**
+             * Reported Mode
+             * @description the agent's mode at its last report (the most restrictive of its own, the operator's and its switch's)
+             */
+            reported_mode: ("active" | "draining" | "evacuated") | null;
+            /**
+             * Stale
+             * @description no report for longer than three poll periods
+             */
+            stale: boolean;
+            /** Switch */
+            switch: string | null;
+        };
+        /** AgentMaintenanceSet */
+        AgentMaintenanceSet: {
+            /**
+             * State
+             * @description draining: new calls stay on RTPProxy, offloaded ones stay; evacuated: every call moved back to RTPProxy, none offloaded; active: offloading
+             * @enum {string}
+             */
+            state: "active" | "draining" | "evacuated";
+        };
         /** AgentOut */
         AgentOut: {
             /**
@@ -605,6 +739,29 @@ export interface components {
             switch: string | null;
             /** Version */
             version: string | null;
+        };
+        /**
+         * AgentPoll
+         * @description An agent's state, posted every poll period.
+         */
+        AgentPoll: {
+            /** Agent */
+            agent: string;
+            /** By Pipe */
+            by_pipe?: {
+                [key: string]: number;
+            };
+            /** Capacity */
+            capacity: number;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "active" | "draining" | "evacuated";
+            /** Offloaded */
+            offloaded: number;
+            /** Switch */
+            switch?: string | null;
         };
         /**
          * CongestionEpisode
@@ -664,7 +821,11 @@ export interface components {
          *     security) `source` ("addr:port"), optionally `expected`, `policy`,
          *     `relay_port`, `reason`; one_way_media (one direction of a call silent
          *     while the other flows) and one_way_media_cleared `direction` (the silent
-         *     one, caller_to_callee or callee_to_caller), optionally `silent_s`.
+         *     one, caller_to_callee or callee_to_caller), optionally `silent_s`;
+         *     maintenance (an agent's mode changed) `mode` (active, draining,
+         *     evacuated), optionally `previous`, `by`, `offloaded`; evacuated (every
+         *     offloaded call back on RTPProxy) `calls`, `seconds`; maintenance_set (an
+         *     operator's action, the server's audit record) `target`, `state`, `by`.
          */
         EventIn: {
             /** Agent */
@@ -699,7 +860,7 @@ export interface components {
              * Type
              * @enum {string}
              */
-            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared";
+            type: "offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared" | "maintenance" | "evacuated" | "maintenance_set";
         };
         /** EventOut */
         EventOut: {
@@ -950,13 +1111,23 @@ export interface components {
              * Role
              * @enum {string}
              */
-            role: "viewer" | "admin";
+            role: "viewer" | "operator" | "admin";
             /**
              * Token Type
              * @default bearer
              * @constant
              */
             token_type: "bearer";
+        };
+        /** MaintenanceView */
+        MaintenanceView: {
+            /**
+             * Agents
+             * @description agents with no switch
+             */
+            agents: components["schemas"]["AgentMaintenance"][];
+            /** Switches */
+            switches: components["schemas"]["SwitchMaintenance"][];
         };
         /** Me */
         Me: {
@@ -970,7 +1141,7 @@ export interface components {
             /** Name */
             name: string;
             /** Role */
-            role?: ("viewer" | "admin") | null;
+            role?: ("viewer" | "operator" | "admin") | null;
             /** Scope */
             scope?: ("ingest" | "read") | null;
         };
@@ -1074,6 +1245,21 @@ export interface components {
              * @description null: still on it (or the call's end)
              */
             until: string | null;
+        };
+        /** PollAnswer */
+        PollAnswer: {
+            /**
+             * Agent Mode
+             * @enum {string}
+             */
+            agent_mode: "active" | "draining" | "evacuated";
+            /** Switch Cap */
+            switch_cap: number | null;
+            /**
+             * Switch Mode
+             * @enum {string}
+             */
+            switch_mode: "active" | "out_of_service";
         };
         /** PortInfo */
         PortInfo: {
@@ -1571,6 +1757,81 @@ export interface components {
              */
             up: boolean;
         };
+        /** SwitchMaintenance */
+        SwitchMaintenance: {
+            /** Agents */
+            agents: components["schemas"]["AgentMaintenance"][];
+            /**
+             * By Pipe
+             * @description offloaded calls by the pipe of their ingress port
+             */
+            by_pipe: {
+                [key: string]: number;
+            };
+            /**
+             * Capacity
+             * @description calls its agents may offload (fresh reports)
+             */
+            capacity: number | null;
+            /**
+             * Evacuated
+             * @description out of service and every fresh agent of it reports no call offloaded
+             */
+            evacuated: boolean;
+            /** Headroom */
+            headroom: number | null;
+            /** Id */
+            id: number;
+            /**
+             * Maintenance
+             * @enum {string}
+             */
+            maintenance: "active" | "out_of_service";
+            /** Maintenance Changed At */
+            maintenance_changed_at: string | null;
+            /** Maintenance Changed By */
+            maintenance_changed_by: string | null;
+            /** Name */
+            name: string;
+            /** Offload Cap */
+            offload_cap: number | null;
+            /**
+             * Offloaded
+             * @description calls its agents have offloaded (fresh reports)
+             */
+            offloaded: number;
+            /** Relay Table Capacity */
+            relay_table_capacity: number | null;
+            /** Relay Table Used */
+            relay_table_used: number | null;
+            /**
+             * Utilisation
+             * @description offloaded / capacity
+             */
+            utilisation: number | null;
+        };
+        /**
+         * SwitchMaintenanceSet
+         * @description What an operator sets on a switch; absent fields stay as they are.
+         */
+        SwitchMaintenanceSet: {
+            /**
+             * Clear Cap
+             * @description remove the cap (offload_cap ignored)
+             * @default false
+             */
+            clear_cap: boolean;
+            /**
+             * Offload Cap
+             * @description calls each agent of the switch may offload at most
+             */
+            offload_cap?: number | null;
+            /**
+             * State
+             * @description out_of_service: every call on it moved back to RTPProxy, none offloaded until active again
+             */
+            state?: ("active" | "out_of_service") | null;
+        };
         /** SwitchOut */
         SwitchOut: {
             /**
@@ -1679,7 +1940,7 @@ export interface components {
              * @default viewer
              * @enum {string}
              */
-            role: "viewer" | "admin";
+            role: "viewer" | "operator" | "admin";
             /** Username */
             username: string;
         };
@@ -1698,7 +1959,7 @@ export interface components {
              * Role
              * @enum {string}
              */
-            role: "viewer" | "admin";
+            role: "viewer" | "operator" | "admin";
             /** Username */
             username: string;
         };
@@ -1709,7 +1970,7 @@ export interface components {
             /** Password */
             password?: string | null;
             /** Role */
-            role?: ("viewer" | "admin") | null;
+            role?: ("viewer" | "operator" | "admin") | null;
         };
     };
     responses: never;
@@ -1972,7 +2233,7 @@ export interface operations {
     list_events_api_v1_events_get: {
         parameters: {
             query?: {
-                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared")[] | null;
+                type?: ("offload_installed" | "offload_removed" | "offload_failed" | "fallback" | "reroute" | "ired_drop" | "congestion_onset" | "congestion_clear" | "agent_up" | "agent_down" | "switch_up" | "switch_down" | "learn_refused" | "one_way_media" | "one_way_media_cleared" | "maintenance" | "evacuated" | "maintenance_set")[] | null;
                 severity?: ("info" | "warning" | "error") | null;
                 switch?: string | null;
                 session_id?: number | null;
@@ -2105,6 +2366,200 @@ export interface operations {
             };
             /** @description credentials lack the needed role or scope */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    maintenance_view_api_v1_maintenance_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceView"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    set_agent_api_v1_maintenance_agents__agent_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentMaintenanceSet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AgentMaintenance"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    poll_api_v1_maintenance_poll_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AgentPoll"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PollAnswer"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description invalid parameters or body */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    set_switch_api_v1_maintenance_switches__switch_id__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                switch_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SwitchMaintenanceSet"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SwitchMaintenance"];
+                };
+            };
+            /** @description missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description credentials lack the needed role or scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description not found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

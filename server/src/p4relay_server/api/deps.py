@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from p4relay_server import security
 from p4relay_server.config import Settings
 from p4relay_server.models import ApiToken, User
+from p4relay_server.schemas.api import role_of
 
 bearer = HTTPBearer(auto_error=False, description="login JWT or API token (p4r_…)")
 
@@ -24,7 +25,7 @@ class Principal:
     kind: Literal["user", "token"]
     id: int
     name: str
-    role: Literal["viewer", "admin"] | None = None
+    role: Literal["viewer", "operator", "admin"] | None = None
     scope: Literal["ingest", "read"] | None = None
     login_at: dt.datetime | None = None  # users: when they logged in (refreshes keep it)
 
@@ -35,6 +36,11 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.kind == "user" and self.role == "admin"
+
+    @property
+    def is_operator(self) -> bool:
+        """May drain and take switches and agents out of service (operators and admins)."""
+        return self.kind == "user" and self.role in ("operator", "admin")
 
     @property
     def can_ingest(self) -> bool:
@@ -89,7 +95,7 @@ def resolve_token(db: Session, token: str, jwt_key: str) -> Principal | None:
     # login issued before it ends.
     if user is None or user.disabled or user.token_version != claims.version:
         return None
-    role: Literal["viewer", "admin"] = "admin" if user.role == "admin" else "viewer"
+    role = role_of(user.role)
     return Principal("user", user.id, user.username, role=role, login_at=claims.auth_time)
 
 
@@ -137,6 +143,12 @@ async def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
     return who
 
 
+async def operator(who: Annotated[Principal, Depends(principal)]) -> Principal:
+    if not who.is_operator:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "operator role required")
+    return who
+
+
 async def ingester(who: Annotated[Principal, Depends(principal)]) -> Principal:
     if not who.can_ingest:
         raise HTTPException(
@@ -147,6 +159,7 @@ async def ingester(who: Annotated[Principal, Depends(principal)]) -> Principal:
 
 Reader = Annotated[Principal, Depends(reader)]
 Admin = Annotated[Principal, Depends(admin)]
+Operator = Annotated[Principal, Depends(operator)]
 Ingester = Annotated[Principal, Depends(ingester)]
 
 # Documented error answers, so clients (and schemathesis) know every status.

@@ -9,8 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from p4relay_server.schemas.ingest import Direction, SessionState, StorableBody, Timestamp
 
-Role = Literal["viewer", "admin"]
+Role = Literal["viewer", "operator", "admin"]
 Scope = Literal["ingest", "read"]
+
+
+def role_of(stored: str) -> Role:
+    """A user's role as stored; anything unknown is the least: viewer."""
+    return "admin" if stored == "admin" else "operator" if stored == "operator" else "viewer"
 
 
 class _Out(BaseModel):

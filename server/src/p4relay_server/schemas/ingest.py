@@ -96,6 +96,9 @@ EventType = Literal[
     "learn_refused",
     "one_way_media",
     "one_way_media_cleared",
+    "maintenance",
+    "evacuated",
+    "maintenance_set",
 ]
 # The database's check constraint on event types (models.py) reads them here.
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
@@ -309,7 +312,11 @@ class EventIn(_Strict):
     security) `source` ("addr:port"), optionally `expected`, `policy`,
     `relay_port`, `reason`; one_way_media (one direction of a call silent
     while the other flows) and one_way_media_cleared `direction` (the silent
-    one, caller_to_callee or callee_to_caller), optionally `silent_s`.
+    one, caller_to_callee or callee_to_caller), optionally `silent_s`;
+    maintenance (an agent's mode changed) `mode` (active, draining,
+    evacuated), optionally `previous`, `by`, `offloaded`; evacuated (every
+    offloaded call back on RTPProxy) `calls`, `seconds`; maintenance_set (an
+    operator's action, the server's audit record) `target`, `state`, `by`.
     """
 
     event_id: Annotated[str, StringConstraints(min_length=8, max_length=128)] = Field(
@@ -343,6 +350,9 @@ REQUIRED_PAYLOAD_KEYS: dict[str, tuple[str, ...]] = {
     "learn_refused": ("source",),
     "one_way_media": ("direction",),
     "one_way_media_cleared": ("direction",),
+    "maintenance": ("mode",),
+    "evacuated": ("calls", "seconds"),
+    "maintenance_set": ("target", "state", "by"),
 }
 
 

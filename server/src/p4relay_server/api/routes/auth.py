@@ -31,9 +31,7 @@ def _login_response(
         dt.timedelta(minutes=settings.jwt_ttl_minutes),
         auth_time,
     )
-    return api.LoginResponse(
-        access_token=token, expires_at=exp, role="admin" if user.role == "admin" else "viewer"
-    )
+    return api.LoginResponse(access_token=token, expires_at=exp, role=api.role_of(user.role))
 
 
 @router.post(
