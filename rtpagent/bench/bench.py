@@ -198,27 +198,11 @@ async def insert_rate(switch: str, calls: int, per_write: int) -> InsertRates:
             ports=(1, 2),
         )
 
-    def merged(bs: list[EntryBatch]) -> EntryBatch:
-        return EntryBatch(
-            reset_legs=tuple(x for b in bs for x in b.reset_legs),
-            add_legs=tuple(x for b in bs for x in b.add_legs),
-            add_relays=tuple(x for b in bs for x in b.add_relays),
-            add_guards=tuple(x for b in bs for x in b.add_guards),
-            del_relays=tuple(x for b in bs for x in b.del_relays),
-            del_legs=tuple(x for b in bs for x in b.del_legs),
-            del_guards=tuple(x for b in bs for x in b.del_guards),
-        )
-
     def install(c: RelayCall) -> EntryBatch:
-        b = c.install(guard=True)
-        return EntryBatch(add_legs=b.add_legs, add_relays=b.add_relays, add_guards=b.add_guards)
+        return c.entries(guard=True).install(reset_legs=())
 
     def removal(c: RelayCall) -> EntryBatch:
-        b = c.removal()
-        return EntryBatch(
-            del_guards=b.del_guards, del_relays=b.del_relays, del_legs=b.del_legs,
-            reset_legs=b.del_legs,
-        )  # fmt: skip
+        return c.entries(guard=True).removal(reset=True)
 
     def unreset(c: RelayCall) -> EntryBatch:
         return c.install(guard=False)
@@ -226,7 +210,7 @@ async def insert_rate(switch: str, calls: int, per_write: int) -> InsertRates:
     async def timed(make: Callable[[RelayCall], EntryBatch]) -> float:
         t0 = time.perf_counter()
         for i in range(0, calls, per_write):
-            await pipeline.write(merged([make(c) for c in built[i : i + per_write]]))
+            await pipeline.write(EntryBatch.joined(make(c) for c in built[i : i + per_write]))
         return time.perf_counter() - t0
 
     try:

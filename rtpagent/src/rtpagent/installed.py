@@ -164,13 +164,9 @@ class Installed:
     # ---------------------------------------------------------------- removals
     @staticmethod
     def removal(plans: list[tuple[Session, Plan]]) -> Batch:
-        legs = tuple(lg.leg for _, p in plans for lg in p.legs)
-        return Batch(
-            del_guards=tuple(g.key for _, p in plans for g in p.guards),
-            del_relays=tuple(k for _, p in plans for k in p.flow_keys()),
-            del_legs=legs,
-            reset_legs=legs,
-        )
+        """The sessions' entries taken away, their legs' registers zeroed
+        (a leg freed clean needs no reset when it is used again)."""
+        return Batch.joined(p.removal(reset=True) for _, p in plans)
 
     async def write_removal(self, make: Callable[[], Batch]) -> None:
         """Build the batch under the write lock, write it. A switch that is
@@ -192,13 +188,10 @@ class Installed:
             return
         guards = self.guards.owned_by(s.uid, _keys(p.guards))
         self.guards.release(s.uid, guards)
-        await self.write_removal(
-            lambda: Batch(
-                del_guards=guards,
-                del_relays=tuple(p.flow_keys()),
-                del_legs=tuple(lg.leg for lg in p.legs),
-            )
-        )
+        # A guard another call has taken over stays: it is that call's now.
+        owned = set(guards)
+        mine = dataclasses.replace(p, guards=tuple(g for g in p.guards if g.key in owned))
+        await self.write_removal(mine.removal)
 
     async def reconcile(self, restarted: bool, sessions: Mapping[str, Session]) -> None:
         """After (re)connecting: make the switch hold exactly the planned entries."""

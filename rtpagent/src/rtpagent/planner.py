@@ -2,27 +2,30 @@
 
 Pure functions of a session's state (no I/O, no switch): whether it can be
 offloaded now and why not (`Planner.desired`), and which entries carry it
-(`Planner.plan`). The offloader writes what this decides.
+(`Planner.plan`: the session as the switch client's `RelayCall`, whose
+entries are the ones the PTF suite checks). The offloader writes what this
+decides.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import ipaddress
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from p4relay_switch import (
+    CallEntries,
     Counters,
     EntryBatch,
     EntryDump,
-    FlowKey,
-    GuardEntry,
-    GuardKey,
-    LegRewrite,
-    RelayEntry,
+    RelayCall,
+    RelayDirection,
     Routes,
 )
+from p4relay_switch import Endpoint as SwitchEndpoint
 from p4relay_switch.names import UNBOUND_PORT
 
 from .state import Endpoint, OffloadState, Session
@@ -64,18 +67,15 @@ class PortBinding(enum.StrEnum):
     OFF = "off"
 
 
-@dataclass(frozen=True)
-class Plan:
-    """The entries one offloaded session needs."""
+# The entries that carry one offloaded session (the switch client's mapping).
+Plan: TypeAlias = CallEntries
 
-    legs: tuple[LegRewrite, LegRewrite]
-    relays: tuple[RelayEntry, ...]
-    # Its relay-side ports (each stream's RTP and RTCP): packets from anyone
-    # but the installed sources are dropped there, never reaching RTPProxy.
-    guards: tuple[GuardEntry, ...] = ()
 
-    def flow_keys(self) -> list[FlowKey]:
-        return [r.key for r in self.relays]
+@functools.lru_cache(maxsize=65536)
+def _switch_endpoint(addr: str, port: int) -> SwitchEndpoint:
+    # Parsed once: a session's endpoints are planned again at every change of
+    # it, and parsing an address costs microseconds.
+    return SwitchEndpoint(ipaddress.IPv4Address(addr), port)
 
 
 def source(s: Session, i: int) -> Endpoint:
@@ -201,38 +201,38 @@ class Planner:
                 return OffloadState.FALLBACK, "no_ingress_route"
         return OffloadState.OFFLOADED, None
 
-    def plan(self, s: Session, legs: list[int]) -> Plan:
+    def call(self, s: Session, legs: list[int]) -> RelayCall:
+        """The session as a call on the switch, on these legs (leg i carries
+        party i's media): party i sends to its relay port and is bound to its
+        ingress port; the other side's relay port sends on to the other
+        party's destination."""
         self.bind(s)
-        rewrites = []
-        relays = []
-        guards = []
+        ep = _switch_endpoint
+        directions = []
         for i in (0, 1):
-            o = 1 - i
-            me, other = s.streams[i], s.streams[o]
+            me, other = s.streams[i], s.streams[1 - i]
             assert me.port and me.laddr and other.port and other.laddr
-            dst = destination(s, o)
-            rewrites.append(LegRewrite(legs[i], other.laddr, dst.addr, other.port, dst.port))
-            src = source(s, i)
-            rtcp_src = me.learned_rtcp or Endpoint(src.addr, src.port + 1)
-            port = me.ingress_port
-            assert port is not None
-            relays.append(
-                RelayEntry(FlowKey(src.addr, me.laddr, src.port, me.port, port), legs[i], False)
-            )
-            relays.append(
-                RelayEntry(
-                    FlowKey(rtcp_src.addr, me.laddr, rtcp_src.port, me.port + 1, port),
-                    legs[i],
-                    True,
+            assert me.ingress_port is not None
+            src, dst = source(s, i), destination(s, 1 - i)
+            rtcp = me.learned_rtcp
+            directions.append(
+                RelayDirection(
+                    leg=legs[i],
+                    src=ep(src.addr, src.port),
+                    relay=ep(me.laddr, me.port),
+                    out_src=ep(other.laddr, other.port),
+                    out_dst=ep(dst.addr, dst.port),
+                    ingress_port=me.ingress_port,
+                    rtcp_src=None if rtcp is None else ep(rtcp.addr, rtcp.port),
                 )
             )
-            if self.guard:
-                # Drops at this side's relay ports count on its leg.
-                guards += [
-                    GuardEntry(GuardKey(me.laddr, me.port), legs[i]),
-                    GuardEntry(GuardKey(me.laddr, me.port + 1), legs[i]),
-                ]
-        return Plan((rewrites[0], rewrites[1]), tuple(relays), tuple(guards))
+        return RelayCall(directions[0], directions[1])
+
+    def plan(self, s: Session, legs: list[int]) -> Plan:
+        """The entries that carry the session; guarded, its relay-side ports
+        drop packets from anyone but the installed sources (counted on the
+        leg of the side the port faces), so they never reach RTPProxy."""
+        return self.call(s, legs).entries(guard=self.guard)
 
 
 def add_counts(s: Session, p: Plan, counts: dict[int, Counters]) -> None:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import structlog
 from p4relay_switch import EntryBatch as Batch
-from p4relay_switch import FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry
 
 from . import metrics
 from .drain import Drain
@@ -215,47 +214,23 @@ class InstallWriter:
 
     def _install_batch(self, items: list[Install]) -> tuple[Batch, dict[str, Plan]]:
         inst = self.installed
-        add_legs: list[LegRewrite] = []
-        mod_legs: list[LegRewrite] = []
-        add_relays: list[RelayEntry] = []
-        del_relays: list[FlowKey] = []
-        add_guards: list[GuardEntry] = []
-        del_guards: list[GuardKey] = []
-        reset: list[int] = []
         olds: dict[str, Plan] = {}
         for s, p, _new in items:
             for g in p.guards:
                 inst.take_guard(g.key, s.uid)
-        del_guards.extend(inst.guards.take_deletes())
+        # Guards taken over from ended calls go first, before anything of the
+        # new ones (Batch's order deletes guards before all else).
+        parts = [Batch(del_guards=inst.guards.take_deletes())]
         for s, p, _new in items:
             old = inst.plans.get(s.uid)
             if old is None:
-                add_legs.extend(p.legs)
-                add_relays.extend(p.relays)
-                add_guards.extend(p.guards)
-                reset.extend(inst.legs.dirty(lg.leg for lg in p.legs))
+                parts.append(p.install(reset_legs=inst.legs.dirty(lg.leg for lg in p.legs)))
                 continue
             olds[s.uid] = old
-            mod_legs.extend(lg for lg, ol in zip(p.legs, old.legs, strict=True) if lg != ol)
-            old_relays = {r.key: r for r in old.relays}
-            new_keys = {r.key for r in p.relays}
-            del_relays.extend(k for k in old_relays if k not in new_keys)
-            add_relays.extend(r for r in p.relays if r.key not in old_relays)
-            # A relay port moved (re-INVITE): its old guard goes before its
-            # relays, the new one comes after them (Batch's order).
-            del_guards.extend(g.key for g in old.guards if g not in p.guards)
-            add_guards.extend(g for g in p.guards if g not in old.guards)
-        # Removed keys first: a re-keyed flow may reuse a key of the same batch.
-        batch = Batch(
-            tuple(add_legs),
-            tuple(mod_legs),
-            tuple(add_relays),
-            tuple(del_relays),
-            reset_legs=tuple(reset),
-            add_guards=tuple(add_guards),
-            del_guards=tuple(del_guards),
-        )
-        return batch, olds
+            # A re-keyed flow or a moved relay port (re-INVITE, latch): its old
+            # entries go before the new ones come, in the same write.
+            parts.append(p.change_from(old))
+        return Batch.joined(parts), olds
 
     async def _take_back(self, sessions: list[Session]) -> None:
         """Move sessions' media back to RTPProxy, keeping the switch's counts."""

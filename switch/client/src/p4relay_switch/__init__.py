@@ -33,6 +33,7 @@ from p4relay_switch.errors import (
     WriteError,
 )
 from p4relay_switch.model import (
+    CallEntries,
     Counters,
     Endpoint,
     EntryBatch,
@@ -60,6 +61,7 @@ __all__ = [
     "RTP_CLOCK_HZ",
     "Backoff",
     "BlockingSwitch",
+    "CallEntries",
     "Counters",
     "Digest",
     "EncodeError",

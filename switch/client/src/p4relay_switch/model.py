@@ -1,15 +1,17 @@
 """A call as switch entries: the typed objects `Pipeline` takes and returns.
 
-Two ways to name the same entries, one model:
+The one mapping from a call to the entries that carry it, used by the agent
+in production and by the PTF suite, the tests and the benches alike:
 
-* `RelayCall` (two `RelayDirection`s between `Endpoint`s): a whole call, as a
-  test or a tool thinks of it;
-* `RelayEntry` / `LegRewrite` / `GuardEntry` collected in an `EntryBatch`: what
-  a control plane that tracks many calls changes in one write (rtpagent).
+* `RelayCall` (two `RelayDirection`s between `Endpoint`s): a whole call;
+* `CallEntries`: the entries it needs (`RelayCall.entries`): two
+  `LegRewrite`s, four `RelayEntry`s and, guarded, four `GuardEntry`s;
+* `EntryBatch`: one ordered write of entries, for one call
+  (`CallEntries.install`, `.removal`, `.change_from`) or many
+  (`EntryBatch.joined`), through `Pipeline.write`.
 
-`RelayCall.batch()` turns the first into the second; both go through
-`Pipeline.write`. Addresses in `FlowKey`/`GuardKey`/`LegRewrite` are dotted
-IPv4 strings (what signalling carries), validated when encoded.
+Addresses in `FlowKey`/`GuardKey`/`LegRewrite` are dotted IPv4 strings (what
+signalling carries), validated when encoded.
 """
 
 from __future__ import annotations
@@ -102,6 +104,23 @@ class EntryBatch:
     add_guards: tuple[GuardEntry, ...] = ()
     del_guards: tuple[GuardKey, ...] = ()
 
+    @classmethod
+    def joined(cls, batches: Iterable[EntryBatch]) -> EntryBatch:
+        """Several batches as one write: each kind of change of all of them
+        at its place in the order (one call's guards still go before any
+        relay is deleted, and so on)."""
+        parts = list(batches)
+        return cls(
+            add_legs=tuple(x for b in parts for x in b.add_legs),
+            mod_legs=tuple(x for b in parts for x in b.mod_legs),
+            add_relays=tuple(x for b in parts for x in b.add_relays),
+            del_relays=tuple(x for b in parts for x in b.del_relays),
+            del_legs=tuple(x for b in parts for x in b.del_legs),
+            reset_legs=tuple(x for b in parts for x in b.reset_legs),
+            add_guards=tuple(x for b in parts for x in b.add_guards),
+            del_guards=tuple(x for b in parts for x in b.del_guards),
+        )
+
     def __bool__(self) -> bool:
         return bool(
             self.add_legs
@@ -112,6 +131,59 @@ class EntryBatch:
             or self.reset_legs
             or self.add_guards
             or self.del_guards
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallEntries:
+    """The entries that carry one call: each direction's leg rewrite, its
+    relay entries (RTP and RTCP) and, when the call is guarded, the relay
+    ports' guards (each direction's RTP and RTCP port)."""
+
+    legs: tuple[LegRewrite, LegRewrite]
+    relays: tuple[RelayEntry, ...]
+    guards: tuple[GuardEntry, ...] = ()
+
+    def flow_keys(self) -> list[FlowKey]:
+        return [r.key for r in self.relays]
+
+    def install(self, reset_legs: Iterable[int] | None = None) -> EntryBatch:
+        """The call's entries written anew; ``reset_legs``: the legs whose
+        quality registers and guard drops are zeroed first (default: both)."""
+        return EntryBatch(
+            add_legs=self.legs,
+            add_relays=self.relays,
+            add_guards=self.guards,
+            reset_legs=(
+                tuple(lg.leg for lg in self.legs) if reset_legs is None else tuple(reset_legs)
+            ),
+        )
+
+    def removal(self, *, reset: bool = False) -> EntryBatch:
+        """The call's entries taken away; ``reset`` zeroes its legs' registers
+        too, so the next call on them starts clean."""
+        legs = tuple(lg.leg for lg in self.legs)
+        return EntryBatch(
+            del_guards=tuple(g.key for g in self.guards),
+            del_relays=tuple(self.flow_keys()),
+            del_legs=legs,
+            reset_legs=legs if reset else (),
+        )
+
+    def change_from(self, old: CallEntries) -> EntryBatch:
+        """What turns ``old`` (the same call on the same legs, as installed)
+        into these entries: changed rewrites modified, moved flows' relays
+        and moved relay ports' guards deleted and added (a re-INVITE, a
+        latched source). The batch's order deletes before it adds, so a flow
+        may take over a key the same write frees."""
+        old_relays = {r.key: r for r in old.relays}
+        new_keys = {r.key for r in self.relays}
+        return EntryBatch(
+            mod_legs=tuple(lg for lg, was in zip(self.legs, old.legs, strict=True) if lg != was),
+            del_relays=tuple(k for k in old_relays if k not in new_keys),
+            add_relays=tuple(r for r in self.relays if r.key not in old_relays),
+            del_guards=tuple(g.key for g in old.guards if g not in self.guards),
+            add_guards=tuple(g for g in self.guards if g not in old.guards),
         )
 
 
@@ -194,7 +266,9 @@ class Endpoint:
 @dataclass(frozen=True, slots=True)
 class RelayDirection:
     """Packets ``src -> relay`` arriving on dev port ``ingress_port`` leave as
-    ``out_src -> out_dst``; quality by ``leg``."""
+    ``out_src -> out_dst``; quality by ``leg``. RTCP goes from ``rtcp_src``
+    (default: ``src``'s port + 1, or where a NAT was seen to send it from)
+    to the relay's port + 1."""
 
     leg: int
     src: Endpoint
@@ -202,16 +276,19 @@ class RelayDirection:
     out_src: Endpoint
     out_dst: Endpoint
     ingress_port: int
+    rtcp_src: Endpoint | None = None
 
     def flow_key(self, rtcp: bool = False) -> FlowKey:
-        d = 1 if rtcp else 0
-        return FlowKey(
-            self.src.host,
-            self.relay.host,
-            self.src.port + d,
-            self.relay.port + d,
-            self.ingress_port,
+        if not rtcp:
+            return FlowKey(
+                self.src.host, self.relay.host, self.src.port, self.relay.port, self.ingress_port
+            )
+        src_host, src_port = (
+            (self.src.host, self.src.port + 1)
+            if self.rtcp_src is None
+            else (self.rtcp_src.host, self.rtcp_src.port)
         )
+        return FlowKey(src_host, self.relay.host, src_port, self.relay.port + 1, self.ingress_port)
 
     def guard_key(self, rtcp: bool = False) -> GuardKey:
         """The relay port this direction's sender uses, as a relay_guard key."""
@@ -279,21 +356,22 @@ class RelayCall:
         """The call's 4 relay_guard entries (`guard_keys`, each with its leg)."""
         return [d.guard(r) for d in self.directions for r in (False, True)]
 
-    def install(self, *, guard: bool = False) -> EntryBatch:
-        """Its entries as one batch: quality reset, rewrites, relays, guards."""
-        return EntryBatch(
-            reset_legs=self.legs,
-            add_legs=tuple(d.rewrite() for d in self.directions),
-            add_relays=tuple(r for d in self.directions for r in d.relays()),
-            add_guards=tuple(self.guards()) if guard else (),
+    def entries(self, *, guard: bool = False) -> CallEntries:
+        """The entries that carry it (``guard``: with its relay ports' guards)."""
+        a, b = self.a_to_b, self.b_to_a
+        return CallEntries(
+            legs=(a.rewrite(), b.rewrite()),
+            relays=(*a.relays(), *b.relays()),
+            guards=(a.guard(False), a.guard(True), b.guard(False), b.guard(True)) if guard else (),
         )
 
+    def install(self, *, guard: bool = False) -> EntryBatch:
+        """Its entries as one batch: quality reset, rewrites, relays, guards."""
+        return self.entries(guard=guard).install()
+
     def removal(self) -> EntryBatch:
-        return EntryBatch(
-            del_guards=tuple(self.guard_keys()),
-            del_relays=tuple(self.flow_keys()),
-            del_legs=self.legs,
-        )
+        """Its entries taken away, guards included whether or not it had them."""
+        return self.entries(guard=True).removal()
 
 
 @dataclass(frozen=True, slots=True)
