@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
 from alembic import context
+from p4relay_runtime.settings import legacy_env
 from p4relay_server.models import Base
 from sqlalchemy import create_engine
 
@@ -13,9 +12,13 @@ target_metadata = Base.metadata
 
 
 def _url() -> str:
-    url = config.get_main_option("sqlalchemy.url") or os.environ.get("P4RELAY_DATABASE_URL")
+    url = config.get_main_option("sqlalchemy.url") or legacy_env(
+        "P4RELAY_SERVER_DATABASE_URL", "P4RELAY_DATABASE_URL"
+    )
     if not url:
-        raise SystemExit("no database URL: set P4RELAY_DATABASE_URL or use p4relay-server migrate")
+        raise SystemExit(
+            "no database URL: set P4RELAY_SERVER_DATABASE_URL or use p4relay-server migrate"
+        )
     return url
 
 

@@ -334,9 +334,9 @@ write_env() {
     umask 077
     cat > "$WORK/env" <<EOF
 P4RELAY_DB_PASSWORD=$(openssl rand -hex 16)
-P4RELAY_JWT_SECRET=$(openssl rand -hex 32)
-P4RELAY_ADMIN_USER=admin
-P4RELAY_ADMIN_PASSWORD=$(openssl rand -hex 12)
+P4RELAY_SERVER_JWT_SECRET=$(openssl rand -hex 32)
+P4RELAY_INIT_ADMIN_USER=admin
+P4RELAY_INIT_ADMIN_PASSWORD=$(openssl rand -hex 12)
 P4RELAY_COMMIT=$COMMIT
 P4RELAY_SWITCH_NAME=sw1
 P4RELAY_SWITCH_GRPC=$MGMT_SW:50052
@@ -347,7 +347,7 @@ RELAY_PORTS=35000-35999
 RTPPROXY_TTL=60
 SIP_IP=$RELAY_IP
 UAS_URI=sip:$UAS_IP:5060
-RTPAGENT_SWITCH=$MGMT_SW:50052
+P4RELAY_RTPAGENT_SWITCH=$MGMT_SW:50052
 SWITCH_PORTS=1=p4rc-sw-relay,2=p4rc-sw-uac,3=p4rc-sw-s2
 SWITCH_GRPC_LISTEN=0.0.0.0:50052
 CONTROLPLANE_CONFIG=./deploy/compose/testbed-controlplane.toml
@@ -396,7 +396,7 @@ api() {  # api PATH: GET with the admin's bearer token, from the switch host
 }
 login() {
     JWT=$(in_ns "$NS_SW" curl -fsS -H 'Content-Type: application/json' \
-        -d "{\"username\":\"admin\",\"password\":\"$P4RELAY_ADMIN_PASSWORD\"}" \
+        -d "{\"username\":\"admin\",\"password\":\"$P4RELAY_INIT_ADMIN_PASSWORD\"}" \
         "http://$MGMT_SW:8000/api/v1/auth/login" | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
 }
 session_count() {  # sessions of our switch in the API (all pages)

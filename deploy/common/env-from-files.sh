@@ -1,8 +1,8 @@
 #!/bin/sh
-# Image entrypoint: for every P4RELAY_* or RTPAGENT_* variable named
+# Image entrypoint: for every P4RELAY_* variable (or a former RTPAGENT_* one) named
 # *_TOKEN_FILE, *_PASSWORD_FILE or *_SECRET_FILE, export the variable without
 # _FILE holding the file's contents (the Docker secrets convention), then run
-# the command (other *_FILE settings, such as RTPAGENT_STATE_FILE, stay as they are). Tokens the init service writes
+# the command (other *_FILE settings, such as P4RELAY_RTPAGENT_STATE_FILE, stay as they are). Tokens the init service writes
 # into a shared volume reach the components this way, never through the
 # compose file or a process list.
 set -eu

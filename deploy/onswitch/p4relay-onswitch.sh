@@ -11,7 +11,7 @@
 #   controlplane ARGS... | rtpagent ARGS... | collector ARGS...   one alone
 # The control plane reads $ONSWITCH_CONTROLPLANE_CONFIG
 # (/etc/p4relay/controlplane.toml) and P4RELAY_CONTROLPLANE_*; rtpagent and the
-# collector RTPAGENT_* and P4RELAY_COLLECTOR_* (flags after the command word).
+# collector P4RELAY_RTPAGENT_* and P4RELAY_COLLECTOR_* (flags after the command word).
 set -euo pipefail
 bfrt=/opt/p4relay/bfrt
 config=${P4RELAY_BFRT_CONFIG:-/etc/p4relay/bfrt.json}
@@ -52,7 +52,7 @@ metrics_ok() {
 listen_of() {  # the component's /metrics host:port
     case "$1" in
     controlplane) echo "${P4RELAY_CONTROLPLANE_METRICS_LISTEN:-127.0.0.1:9104}" ;;
-    rtpagent) echo "${RTPAGENT_METRICS_LISTEN:-127.0.0.1:9102}" ;;
+    rtpagent) echo "${P4RELAY_RTPAGENT_METRICS_LISTEN:-${RTPAGENT_METRICS_LISTEN:-127.0.0.1:9102}}" ;;
     collector) echo "${P4RELAY_COLLECTOR_METRICS_LISTEN:-127.0.0.1:9103}" ;;
     *) echo "p4relay-onswitch: health of controlplane, rtpagent or collector, not '$1'" >&2; return 2 ;;
     esac

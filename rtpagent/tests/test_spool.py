@@ -55,7 +55,7 @@ def server_db() -> Iterator[tuple[str, str]]:
 class Server:
     def __init__(self, db_url: str, port: int) -> None:
         self.port = port
-        self.env = {**os.environ, "P4RELAY_DATABASE_URL": db_url}
+        self.env = {**os.environ, "P4RELAY_SERVER_DATABASE_URL": db_url}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = tempfile.TemporaryFile()  # noqa: SIM115  # closed in stop(); stderr shown if it exits
 

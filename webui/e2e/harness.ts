@@ -83,10 +83,10 @@ export async function startStack(): Promise<Stack> {
   const password = `pw-${randomBytes(12).toString('hex')}`;
   const env: NodeJS.ProcessEnv = {
     ...process.env,
-    P4RELAY_DATABASE_URL: dbUrl,
-    P4RELAY_JWT_SECRET: randomBytes(32).toString('hex'),
-    P4RELAY_CONSOLE_DIR: join(WEBUI, 'dist'),
-    P4RELAY_LOG_LEVEL: 'warning',
+    P4RELAY_SERVER_DATABASE_URL: dbUrl,
+    P4RELAY_SERVER_JWT_SECRET: randomBytes(32).toString('hex'),
+    P4RELAY_SERVER_CONSOLE_DIR: join(WEBUI, 'dist'),
+    P4RELAY_SERVER_LOG_LEVEL: 'warning',
   };
   const server = ['run', '--frozen', '--no-sync', 'p4relay-server'];
   let proc: ChildProcess | undefined;
