@@ -12,4 +12,4 @@ bin=switch/target/release/p4relay-softswitch
 [ -x "$bin" ] || (cd switch && cargo build --release --quiet)
 exec uv run --frozen --no-sync pytest switch/controlplane/tests -q -p no:cacheprovider \
   --junitxml="$RESULTS/$STAGE.xml" -o junit_suite_name="$STAGE" \
-  --cov=p4relay_controlplane --cov-report=term:skip-covered
+  --cov=p4relay_controlplane --cov-report=term:skip-covered --cov-fail-under=81  # today's figure
