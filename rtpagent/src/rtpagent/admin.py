@@ -116,7 +116,7 @@ class ServerControl:
         self.agent = agent
         self.switch = switch
         self.period = period
-        self.client = httpx.AsyncClient(timeout=max(1.0, period))
+        self.client = httpx.AsyncClient(timeout=5.0)
         self.polls_ok = 0
 
     async def run(self) -> None:
