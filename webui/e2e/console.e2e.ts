@@ -194,6 +194,45 @@ describe('operator console (real server)', () => {
     await capture('05-switches');
   });
 
+  it('takes a switch out of service after a confirmation, shows its evacuation, and returns it', async () => {
+    // rtpagent's poll, as the agent posts it: its mode and figures in, the operator's modes out.
+    const poll = async (mode: string, offloaded: number): Promise<{ switch_mode: string }> => {
+      const r = await fetch(`${live().baseUrl}/api/v1/maintenance/poll`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${live().ingestToken}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ agent: 'e2e-agent-1', switch: 'sw1', mode, offloaded, capacity: 1000, by_pipe: { 0: offloaded } }),
+      });
+      expect(r.status).toBe(200);
+      return await r.json() as { switch_mode: string };
+    };
+    expect((await poll('active', 250)).switch_mode).toBe('active');
+    const state = page.getByTestId('switch-maintenance');
+    await expect.poll(() => page.getByTestId('offloaded-calls').textContent(), { timeout: 10_000 }).toBe('250');
+    expect(await state.textContent()).toBe('in service');
+    // Asked first; cancelling changes nothing.
+    await page.getByRole('button', { name: 'Take out of service' }).click();
+    const dialog = page.getByRole('alertdialog');
+    expect(await dialog.textContent()).toContain('Take sw1 out of service? Its 250 offloaded calls move back to RTPProxy');
+    await dialog.getByRole('button', { name: 'Cancel' }).click();
+    expect(await page.getByRole('alertdialog').count()).toBe(0);
+    expect(await poll('active', 250)).toEqual({ agent_mode: 'active', switch_mode: 'active', switch_cap: null });
+    // Confirmed: the switch is out of service; the agent hears it at its next poll.
+    await page.getByRole('button', { name: 'Take out of service' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Confirm' }).click();
+    await expect.poll(() => state.textContent(), { timeout: 10_000 }).toBe('out of service (evacuating)');
+    expect(await page.getByRole('alertdialog').count()).toBe(0);
+    expect((await poll('active', 250)).switch_mode).toBe('out_of_service');
+    await poll('evacuated', 0);
+    await expect.poll(() => state.textContent(), { timeout: 10_000 }).toBe('out of service (evacuated)');
+    expect(await page.getByTestId('maintenance').textContent()).toContain(`set by ${live().username}`);
+    expect(await page.getByTestId('agent-mode-e2e-agent-1').textContent()).toBe('evacuated');
+    await capture('05b-switch-out-of-service');
+    await page.getByRole('button', { name: 'Return to service' }).click();
+    await page.getByRole('alertdialog').getByRole('button', { name: 'Confirm' }).click();
+    await expect.poll(() => state.textContent(), { timeout: 10_000 }).toBe('in service');
+    expect((await poll('active', 0)).switch_mode).toBe('active');
+  });
+
   it('shows reroute, congestion and offload failures on the events page', async () => {
     await page.getByRole('link', { name: 'Events' }).click();
     await page.getByRole('heading', { name: 'Events' }).waitFor();

@@ -1,7 +1,7 @@
 // Every server call the console makes, type-checked against the OpenAPI schema.
 import { client, unwrap } from './client';
 import { apiFetch } from './http';
-import type { EventQuery, Role, Scope, SessionQuery } from './types';
+import type { AgentMode, EventQuery, Role, Scope, SessionQuery, SwitchMaintenanceSet } from './types';
 
 export const api = {
   login: (username: string, password: string) =>
@@ -39,6 +39,18 @@ export const api = {
     unwrap(client.GET('/api/v1/queues', { params: { query: { from, resolution_s } } })),
 
   agents: () => unwrap(client.GET('/api/v1/agents')),
+  /** Maintenance state and capacity figures of every switch and its agents. */
+  maintenance: () => unwrap(client.GET('/api/v1/maintenance')),
+  /** Out of service (its calls evacuated to RTPProxy) or active; the offload cap (operator role). */
+  setSwitchMaintenance: (switchId: number, body: SwitchMaintenanceSet) =>
+    unwrap(client.PUT('/api/v1/maintenance/switches/{switch_id}', {
+      params: { path: { switch_id: switchId } }, body,
+    })),
+  /** Drain, evacuate or resume one agent (operator role). */
+  setAgentMaintenance: (agentId: number, state: AgentMode) =>
+    unwrap(client.PUT('/api/v1/maintenance/agents/{agent_id}', {
+      params: { path: { agent_id: agentId } }, body: { state },
+    })),
   congestion: (query: { since?: string; until?: string; switch?: string; open_only?: boolean }) =>
     unwrap(client.GET('/api/v1/congestion', { params: { query } })),
   activity: (from: string, step_s: number) =>

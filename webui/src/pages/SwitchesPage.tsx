@@ -4,6 +4,7 @@ import { api } from '../api/endpoints';
 import { useLive, useLiveSessions } from '../api/live';
 import type { SwitchInfo } from '../api/types';
 import { ChartCard } from '../components/ChartCard';
+import { MaintenancePanel } from '../components/MaintenancePanel';
 import { ScrollRegion } from '../components/ScrollRegion';
 import { hopName, queueCharts } from '../lib/chartOptions';
 import { formatCount, formatMs, formatPercent, formatTime } from '../lib/format';
@@ -172,6 +173,8 @@ export default function SwitchesPage() {
           </dl>
           <h2 style={{ marginTop: '0.8rem' }}>Relay table</h2>
           <Occupancy sw={current} offloadedCalls={offloadedBySwitch.get(current.name) ?? 0} />
+          <h2 style={{ marginTop: '0.8rem' }}>Maintenance and capacity</h2>
+          <MaintenancePanel switchId={current.id} />
           <h2 style={{ marginTop: '0.8rem' }}>Ports</h2>
           <ScrollRegion label="Ports">
             <table className="data" aria-label="Ports">
