@@ -15,6 +15,7 @@ from p4relay_switch import SwitchClient
 from p4relay_testsupport import Softswitch, wait_for
 from rtpagent.admin import ctl
 from rtpagent.app import App
+from rtpagent.ctl import main as ctl_main
 from rtpagent.maintenance import Mode
 from rtpagent.state import OffloadState, Session
 
@@ -154,3 +155,7 @@ async def test_admin_socket_refuses_bad_input(tmp_path: Path) -> None:
         w2.close()
         assert app.maintenance.mode is Mode.ACTIVE
         assert (await ctl(sock, "status", 0))["mode"] == "active"
+        # rtpagent-ctl: exit 0 with the answer, 2 when the socket is not there.
+        assert await asyncio.to_thread(ctl_main, ["--admin-socket", sock, "drain"]) == 0
+        assert app.maintenance.status()["mode"] == "draining"
+        assert await asyncio.to_thread(ctl_main, ["--admin-socket", sock + ".x", "status"]) == 2
