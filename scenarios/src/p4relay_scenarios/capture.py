@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import statistics
 import struct
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from p4relay_server.mos import mos
 
 from p4relay_scenarios import topology
 from p4relay_scenarios.netns import link_exists
-from p4relay_scenarios.procs import Supervisor
+from p4relay_scenarios.procs import Proc, Supervisor
 
 SNAPLEN = 54  # Ethernet 14 + IPv4 20 + UDP 8 + RTP 12
 PCAP_NS_MAGIC = 0xA1B23C4D
@@ -95,8 +95,19 @@ def start_captures(
             ],
             netns=netns,
         )
-    time.sleep(1.0)  # tcpdump attaches its filter before traffic starts
+    wait_capturing(sup, [c.name for c in caps])
     return caps
+
+
+def wait_capturing(sup: Supervisor, names: list[str], timeout_s: float = 15.0) -> None:
+    """Return once each tcpdump says it is listening: its filter is attached,
+    so every packet from now on is captured."""
+    for name in names:
+        sup.wait_ready(name, partial(_listening, sup.procs[name]), timeout_s, "tcpdump listening")
+
+
+def _listening(proc: Proc) -> bool:
+    return "listening on" in proc.output()
 
 
 def stop_captures(sup: Supervisor, caps: list[PortCapture]) -> None:

@@ -29,6 +29,16 @@ class Proc:
     popen: subprocess.Popen[bytes]
     log: Path
     pidfile: Path
+    log_start: int = 0  # where this run's output starts in the (appended) log
+
+    def output(self) -> str:
+        """What this run of the process wrote so far."""
+        try:
+            with self.log.open("rb") as f:
+                f.seek(self.log_start)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def alive(self) -> bool:
         return self.popen.poll() is None
@@ -67,6 +77,7 @@ class Supervisor:
         with log.open("ab") as out:
             out.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(full)}\n".encode())
             out.flush()
+            log_start = out.tell()
             popen = subprocess.Popen(
                 full,
                 stdout=out,
@@ -81,7 +92,7 @@ class Supervisor:
             popen.stdin.close()
         pidfile = self.run_dir / "pids" / f"{name}.pid"
         pidfile.write_text(str(popen.pid))
-        proc = Proc(name, popen, log, pidfile)
+        proc = Proc(name, popen, log, pidfile, log_start)
         self.procs[name] = proc
         return proc
 
@@ -176,6 +187,17 @@ def udp_control_probe(netns: str, host: str, port: int) -> bool:
         "sys.exit(0 if s.recv(256).startswith(c) else 1)"
     )
     return in_netns_ok(netns, code)
+
+
+def udp_bound_in(netns: str, port: int) -> bool:
+    """A socket in `netns` is bound to UDP `port` (a SIPp listening for SIP)."""
+    r = subprocess.run(
+        ["ip", "netns", "exec", netns, "ss", "-Hnlu", f"sport = :{port}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return r.returncode == 0 and bool(r.stdout.strip())
 
 
 def tcp_probe_in(netns: str, host: str, port: int) -> bool:

@@ -27,7 +27,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -43,6 +42,7 @@ from p4relay_scenarios.procs import (
     Supervisor,
     tcp_open,
     tcp_probe_in,
+    udp_bound_in,
     udp_control_probe,
 )
 
@@ -465,9 +465,12 @@ class Stack:
         cmd += ["-nostdin", "-max_socket", "65000", "-trace_err"]
         cmd += ["-error_file", str(self.cfg.run_dir / "logs" / "uas-errors.log")]
         self.sup.start("sipp-uas", cmd, netns=topology.UAS.netns, cwd=self.media_dir)
-        time.sleep(0.5)
-        if not self.sup.procs["sipp-uas"].alive():
-            raise StartError(f"SIPp UAS exited: {self.sup.procs['sipp-uas'].log_tail()}")
+        self.sup.wait_ready(
+            "sipp-uas",
+            partial(udp_bound_in, topology.UAS.netns, SIP_PORT),
+            20,
+            f"SIP on UDP {SIP_PORT}",
+        )
 
     def prepare_media(self) -> Path:
         f = self.media_dir / "media" / "tone.alaw"

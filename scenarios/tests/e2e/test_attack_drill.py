@@ -12,12 +12,14 @@ caller starts, its media reaches the callee.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
 
-from p4relay_scenarios import rtpp, topology
-from p4relay_scenarios.stack import Stack
+from p4relay_scenarios import rtpp, switchcfg, topology
+from p4relay_scenarios.stack import GRPC_ADDR, Stack
+from p4relay_testsupport import wait_until
 
 AGENT_PORT = 22222  # rtpagent's control socket in the relay host
 
@@ -100,7 +102,14 @@ def test_attacker_races_a_delayed_caller(stack: Stack) -> None:
     # Answer: the callee's SDP; the reply is the port the caller will send to.
     caller_sends_to = int(agent(f"L {call} {CALLEE[0]} {CALLEE[1]} fdrill;1 tdrill;1").split()[0])
     assert 20000 <= caller_sends_to <= 29999 and 20000 <= callee_sends_to <= 29999
-    time.sleep(1.0)  # the offload reaches the switch (entries + relay guard)
+    # The offload on the switch before anyone sends: the call's 4 relay entries
+    # and, written after them, its 4 relay guards.
+    wait_until(
+        lambda: asyncio.run(switchcfg.guard_entries(GRPC_ADDR)) >= 4,
+        within=15,
+        interval=0.1,
+        what="the call's relay guards on the switch",
+    )
     try:
         callee = party(topology.UAS, CALLEE, callee_sends_to, SSRC_CALLEE, 0.0, 9.0)
         stranger = party(topology.ATTACKER, STRANGER, caller_sends_to, SSRC_STRANGER, 0.3, 9.0)

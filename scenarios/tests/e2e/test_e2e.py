@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ import httpx
 import pytest
 from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
+from p4relay_scenarios.procs import udp_bound_in
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_TIMEOUT_SOCK, Stack
 from p4relay_testsupport import wait_until
 
@@ -169,11 +171,14 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
         ["tcpdump", "-i", cap_all.ifname, "-Q", "in", "-n", "-s", "64", "-w", str(cap_all.path)],
         netns=cap_all.netns,
     )
-    time.sleep(1.0)
+    capture.wait_capturing(stack.sup, [cap_all.name])
     tx0 = switch_tx(UAS_PORT)
 
     result = calls(stack, "e2e-smoke", 5, 8.0)
 
+    # Not a synchronisation: tcpdump takes packets from the kernel in blocks
+    # handed over up to 1 s late; the calls' last frames must reach the
+    # captures before they stop.
     time.sleep(2.0)
     tx1 = switch_tx(UAS_PORT)
     capture.stop_captures(stack.sup, [*caps, cap_all])
@@ -449,7 +454,8 @@ def test_media_stop_ends_the_dialog(
     blocked: list[str] = []
     try:
         wait_for(lambda: entries()[0] >= 4 or None, 15, "the call offloaded to the switch")
-        time.sleep(1.0)
+        tx = switch_tx(UAS_PORT)
+        wait_for(lambda: switch_tx(UAS_PORT) > tx + 10 or None, 10, "media through the switch")
         for netns in (topology.UAC.netns, topology.UAS.netns):
             drop_media(netns)
             blocked.append(netns)
@@ -607,10 +613,9 @@ def test_stock_sipp_scenarios_complete(
             netns=topology.UAS.netns,
             cwd=work,
         )
-        time.sleep(0.5)
-        assert stack.sup.procs["sipp-uas-stock"].alive(), stack.sup.procs[
-            "sipp-uas-stock"
-        ].log_tail()
+        stack.sup.wait_ready(
+            "sipp-uas-stock", partial(udp_bound_in, topology.UAS.netns, 5060), 20, "SIP on UDP 5060"
+        )
 
         plain = run_uac(
             Profile("stock-uac", rate=10.0, calls=10, hold_s=0.0, limit=10),
@@ -763,7 +768,12 @@ def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -
     # The switch goes away; a Linux router takes its ports so packets still flow.
     stack.sup.stop("softswitch")
     topology.hand_ports_to_kernel()
-    time.sleep(2.0)
+
+    def switch_lost() -> bool | None:
+        url = f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics"
+        return "rtpagent_switch_connected 0.0" in httpx.get(url, timeout=2).text or None
+
+    wait_for(switch_lost, 15, "rtpagent lost the switch")
     before = rtpp.stats(*RTPP_COUNTERS)
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
     result = calls(stack, "e2e-fallback", 2, 8.0)

@@ -172,7 +172,7 @@ def captured(stack: Stack, tmp: Path, tag: str) -> Iterator[tuple[Path, list[Pat
             ],
             netns=c.netns,
         )
-    time.sleep(1.0)  # tcpdump attaches its filter before traffic starts
+    capture.wait_capturing(stack.sup, [c.name for c in caps])
     try:
         yield sip, media
     finally:
