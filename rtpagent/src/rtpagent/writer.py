@@ -45,8 +45,8 @@ class InstallWriter:
         self.emit = emit
         self.drain = drain
         self.dirty: dict[str, Session] = {}
-        self.adding = 0  # new calls in the write under way (the offload cap counts them)
         self.writing: set[str] = set()  # sessions in the write under way
+        self.adding = 0  # new calls in the write under way (the offload cap counts them)
         # One writer at a time: this worker and reconcile must not interleave
         # (a reconcile's read-back would be stale against a concurrent write).
         self.lock = asyncio.Lock()
@@ -96,8 +96,8 @@ class InstallWriter:
         if not dirty and not inst.guards.pending_deletes:
             return
         to_install: list[Install] = []
-        self.adding = 0
         to_remove: list[Session] = []
+        self.adding = 0
         for s in dirty.values():
             if s.uid not in self.table.by_uid:
                 continue
@@ -118,8 +118,8 @@ class InstallWriter:
                 if have == p:
                     continue
                 s.legs = legs
-                self.adding += have is None
                 to_install.append((s, p, have is None))
+                self.adding += have is None
             else:
                 if have is not None:
                     to_remove.append(s)
