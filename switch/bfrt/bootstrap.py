@@ -87,6 +87,27 @@ IRED_PORTS = (68, 196)
 IRED_MAX_PKT_LEN = 64
 
 
+@dataclass(frozen=True)
+class Target:
+    """What differs between the chip generations the program is built for:
+    the highest mirror session id the program can name and the sessions'
+    bases (the build's -D values, switch/p4/build.sh)."""
+
+    max_sid: int
+    writeback_base: int
+    notice_base: int
+    ired_base: int
+
+
+# Tofino 2 (build.sh standard-t2): a mirror session id is 8 bits in T2NA, so
+# that build moves the program's sessions 768 lower (its INT report session
+# is 252); a session the program names must be below 256.
+TARGETS = {
+    "tofino": Target(MAX_SID, WRITEBACK_SESSION_BASE, NOTICE_SESSION_BASE, IRED_SESSION_BASE),
+    "tofino2": Target(255, 232, 242, 236),
+}
+
+
 class ConfigError(ValueError):
     """The bootstrap config is wrong; the message says where."""
 
@@ -155,6 +176,7 @@ def _list(config: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 KNOWN_KEYS = {
     "program",
+    "target",
     "ports",
     "mirror_sessions",
     "session_entry_scope",
@@ -185,6 +207,10 @@ def plan(config: dict[str, Any]) -> list[Op]:
     program = config.get("program", PROGRAM)
     if not isinstance(program, str) or not program.isidentifier():
         raise ConfigError(f"program: expected the P4 program name, got {program!r}")
+    target_name = config.get("target", "tofino")
+    if target_name not in TARGETS:
+        raise ConfigError(f"target: one of {sorted(TARGETS)}, got {target_name!r}")
+    target = TARGETS[target_name]
     ops: list[Op] = []
 
     for i, p in enumerate(_list(config, "ports")):
@@ -217,12 +243,13 @@ def plan(config: dict[str, Any]) -> list[Op]:
         )
 
     writeback_ops = (
-        _writeback_sessions(config)
-        + _notice_sessions(config)
+        _writeback_sessions(config, target)
+        + _notice_sessions(config, target)
         + _pipe_sessions(
             config,
             "ired_feedback",
-            IRED_SESSION_BASE,
+            target,
+            target.ired_base,
             IRED_PORTS,
             IRED_MAX_PKT_LEN,
             "iRED feedback session",
@@ -231,7 +258,7 @@ def plan(config: dict[str, Any]) -> list[Op]:
     sids = {op.kwargs["sid"] for op in writeback_ops}
     for i, m in enumerate(_list(config, "mirror_sessions")):
         where = f"mirror_sessions[{i}]"
-        sid = _int(m.get("sid"), f"{where}.sid", 1, MAX_SID)
+        sid = _int(m.get("sid"), f"{where}.sid", 1, target.max_sid)
         if sid in sids:
             raise ConfigError(f"{where}: sid {sid} given twice (or a jitter write-back session)")
         sids.add(sid)
@@ -260,27 +287,29 @@ def plan(config: dict[str, Any]) -> list[Op]:
     return ops + writeback_ops
 
 
-def _writeback_sessions(config: dict[str, Any]) -> list[Op]:
+def _writeback_sessions(config: dict[str, Any], target: Target) -> list[Op]:
     """One egress mirror session per pipe for the jitter write-back copies;
     ``"jitter_writeback": null`` for a build without them (LEAN profile)."""
     return _pipe_sessions(
         config,
         "jitter_writeback",
-        WRITEBACK_SESSION_BASE,
+        target,
+        target.writeback_base,
         WRITEBACK_PORTS,
         WRITEBACK_MAX_PKT_LEN,
         "jitter write-back session",
     )
 
 
-def _notice_sessions(config: dict[str, Any]) -> list[Op]:
+def _notice_sessions(config: dict[str, Any], target: Target) -> list[Op]:
     """One egress mirror session per pipe for the congestion reroute notices,
     to the pipe's recirculation port; ``"reroute_notice": null`` for a build
     without reroute (LEAN, large)."""
     return _pipe_sessions(
         config,
         "reroute_notice",
-        NOTICE_SESSION_BASE,
+        target,
+        target.notice_base,
         NOTICE_PORTS,
         NOTICE_MAX_PKT_LEN,
         "reroute notice session",
@@ -290,6 +319,7 @@ def _notice_sessions(config: dict[str, Any]) -> list[Op]:
 def _pipe_sessions(
     config: dict[str, Any],
     key: str,
+    target: Target,
     default_base: int,
     default_ports: tuple[int, ...],
     max_pkt_len: int,
@@ -307,7 +337,7 @@ def _pipe_sessions(
         wb.get("session_base", default_base),
         f"{key}.session_base",
         1,
-        MAX_SID + 1 - len(ports),
+        target.max_sid + 1 - len(ports),
     )
     ops: list[Op] = []
     for pipe, value in enumerate(ports):

@@ -34,15 +34,12 @@ case "$profile" in
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
   # Tofino 2's mirror session ids are 8 bits: the same sessions, 768 lower
-  # (the bootstrap's mirror_sessions must use these on a Tofino 2).
-  # Not in --list (the p4 stage): the open-source build (9.13.4) places it,
-  # then its assembler crashes on the Tofino 2 CLOTs ("No length for clot");
-  # with -Xp4c=--no-clot PHV allocation fails instead (README "Resources").
+  # (the bootstrap's "target": "tofino2" uses these).
   standard-t2)
     target=(--target tofino2 --arch t2na)
     defines+=(-DJITTER_WRITEBACK_SESSION_BASE=232 -DIRED_SESSION_BASE=236
               -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252) ;;
-  --list) echo standard; echo lean; echo large; exit 0 ;;
+  --list) echo standard; echo lean; echo large; echo standard-t2; exit 0 ;;
   --compiler) ;;
   -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "unknown profile '$profile' (standard, lean, large, standard-t2)" >&2; exit 2 ;;

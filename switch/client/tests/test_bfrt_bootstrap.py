@@ -175,3 +175,38 @@ def test_bootstrap_creates_the_programs_reroute_notice_sessions() -> None:
     assert not [op for op in boot.plan(config) if op.what.startswith("reroute notice")]
     with pytest.raises(boot.ConfigError, match="must stay in pipe 1"):
         boot.plan({"reroute_notice": {"ports": [68, 68]}})
+
+
+def test_bootstrap_tofino2_sessions_are_the_t2_builds() -> None:
+    """``"target": "tofino2"``: the per-pipe sessions at the bases build.sh's
+    standard-t2 compiles in (8-bit mirror ids), and no session id above 255."""
+    boot = _bootstrap()
+    build = (P4_ROOT / "build.sh").read_text()
+    t2 = build.split("standard-t2)", 1)[1].split(";;", 1)[0]
+    bases = {k: int(v) for k, v in re.findall(r"-D(\w+_SESSION(?:_BASE)?)=(\d+)", t2)}
+    config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
+    config.pop("jitter_writeback")
+    config.pop("ired_feedback")
+    config["target"] = "tofino2"
+    config["mirror_sessions"] = [
+        {"sid": bases["INT_REPORT_SESSION"], "port": 5, "direction": "INGRESS"}
+    ]
+    sids = {
+        what: sorted(op.kwargs["sid"] for op in boot.plan(config) if op.what.startswith(what))
+        for what in ("jitter write-back", "reroute notice", "iRED feedback", "mirror session")
+    }
+    assert sids == {
+        "jitter write-back": [bases["JITTER_WRITEBACK_SESSION_BASE"] + p for p in (0, 1)],
+        "reroute notice": [bases["REROUTE_NOTICE_SESSION_BASE"] + p for p in (0, 1)],
+        "iRED feedback": [bases["IRED_SESSION_BASE"] + p for p in (0, 1)],
+        "mirror session": [bases["INT_REPORT_SESSION"]],
+    }
+    config["mirror_sessions"] = [{"sid": 1020, "port": 5}]
+    with pytest.raises(boot.ConfigError, match=r"sid: expected an integer in 1\.\.255"):
+        boot.plan(config)
+    config["mirror_sessions"] = []
+    config["jitter_writeback"] = {"session_base": 1000}
+    with pytest.raises(boot.ConfigError, match=r"session_base: expected an integer in 1\.\.254"):
+        boot.plan(config)
+    with pytest.raises(boot.ConfigError, match="target: one of"):
+        boot.plan({"target": "tofino3"})

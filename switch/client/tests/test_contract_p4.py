@@ -227,9 +227,11 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
     ]
 
 
-def test_standard_profile_is_the_contract(contract: dict[str, Any]) -> None:
-    """Every feature in one program: relay, guard, RTP quality, reroute, INT, iRED."""
-    errs = contract_errors(contract, compiled("standard"))
+@pytest.mark.parametrize("profile", ["standard", "standard-t2"])
+def test_standard_profile_is_the_contract(contract: dict[str, Any], profile: str) -> None:
+    """Every feature in one program: relay, guard, RTP quality, reroute, INT, iRED;
+    the Tofino 2 build publishes the same objects at the same sizes."""
+    errs = contract_errors(contract, compiled(profile))
     assert not errs, errs
 
 
@@ -543,15 +545,18 @@ def _resources() -> Any:
     return mod
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", [*PROFILES, "standard-t2"])
 def test_resources_from_compiler_logs(profile: str) -> None:
-    """switch/p4/resources.py reads the compiler's logs of a profile: it fits 12
-    stages, and its calls per pipe follow from the compiled table sizes."""
+    """switch/p4/resources.py reads the compiler's logs of a profile: it fits the
+    target's stages (12 on Tofino 1, 20 on Tofino 2), and its calls per pipe
+    follow from the compiled table sizes."""
     bfrt = compiled(profile)
     res = _resources().load(BUILD / f"p4relay-{profile}")
     assert res.ok, res.error
-    assert 0 < res.ingress_stages <= 12 and 0 < res.egress_stages <= 12
-    assert 0 < res.sram <= 960 and 0 < res.tcam <= 288
+    stages = 20 if profile.endswith("-t2") else 12
+    assert res.target == ("tofino2" if stages == 20 else "tofino")
+    assert 0 < res.ingress_stages <= stages and 0 < res.egress_stages <= stages
+    assert 0 < res.sram <= 80 * stages and 0 < res.tcam <= 24 * stages
     sizes = {t["name"]: t["size"] for t in bfrt["tables"]}
     want = min(
         sizes["pipe.Ingress.relay"] // 4,

@@ -111,5 +111,11 @@ const bit<3> DIGEST_TYPE_REROUTE = 2;
 /* Pipe-local number of the recirculation port (68, 196, 324, 452 on Tofino 1):
  * only a notice arriving there may claim to be LOCAL. */
 #define RECIRC_PORT_LOCAL 7w68
+/* PORT_METADATA_SIZE as a number, for a lookahead past the port metadata */
+#if __TARGET_TOFINO__ == 2
+#define PORT_METADATA_BITS 192
+#else
+#define PORT_METADATA_BITS 64
+#endif
 
 #endif /* _P4RELAY_DEFINES_P4_ */

@@ -12,6 +12,16 @@
  * relay hit): constants written by the parser cost no MAU stage, and the
  * relay_leg action then writes only its own fields of it.
  */
+/* Tofino 2: the INT states stay states of their own. Merged into the state
+ * before them, the open-source compiler (9.13.4) loses the well-formed INT
+ * branch when it lowers the parser (and its assembler then fails on the
+ * INT headers' CLOTs). */
+#if __TARGET_TOFINO__ == 2
+#define T2_OWN_STATE @dontmerge("ingress")
+#else
+#define T2_OWN_STATE
+#endif
+
 parser IngressParser(
         packet_in pkt,
         out ingress_headers_t hdr,
@@ -73,9 +83,40 @@ parser IngressParser(
         hdr.int_bridged._pad = 0;
         hdr.int_bridged.ingress_port = 0;   /* IntSource deposits the port */
 #endif
-        /* nothing is resubmitted: every packet starts with port metadata */
+        /* bound unless the port's metadata says otherwise (port_unbound) */
+        ig_md.bound_port = ig_intr_md.ingress_port;
+        /* nothing is resubmitted: every packet starts with port metadata.
+         * The port is matched here, where it is extracted: a match in a
+         * later state on it would need the bytes kept back in the parser's
+         * buffer (Tofino 2's port metadata is too long for that). */
+#ifdef WITH_IRED
+        transition select(ig_intr_md.ingress_port[6:0]) {
+            RECIRC_PORT_LOCAL : parse_recirc;
+            default : parse_port_metadata;
+        }
+#else
         transition parse_port_metadata;
+#endif
     }
+
+#ifdef WITH_IRED
+    /* a recirculation port (no front-panel port has that local number):
+     * an iRED feedback copy, recognised by its first byte after the port
+     * metadata, or a packet parsed as on any other port */
+    state parse_recirc {
+        transition select(pkt.lookahead<bit<PORT_METADATA_BITS + 8>>()[7:0]) {
+            PKT_TYPE_IRED_FEEDBACK : parse_ired_feedback;
+            default : parse_port_metadata;
+        }
+    }
+
+    state parse_ired_feedback {
+        pkt.advance(PORT_METADATA_SIZE);
+        ig_md.port_binding.unbound = 0;
+        pkt.extract(hdr.ired_feedback);
+        transition accept;
+    }
+#endif
 
     /* Port binding: the port's phase-0 data (pipe.IngressParser.$PORT_METADATA,
      * written by the control plane per port; a port without an entry reads
@@ -88,38 +129,14 @@ parser IngressParser(
         ig_md.port_binding = port_metadata_unpack<port_binding_t>(pkt);
         transition select(ig_md.port_binding.unbound) {
             1 : port_unbound;
-            default : port_bound;
-        }
-    }
-
-    state port_bound {
-        ig_md.bound_port = ig_intr_md.ingress_port;
-        transition parse_frame;
-    }
-
-    state port_unbound {
-        ig_md.bound_port = UNBOUND_PORT;
-        transition parse_frame;
-    }
-
-    state parse_frame {
-#ifdef WITH_IRED
-        /* an iRED feedback copy comes back through a recirculation port
-         * (no front-panel port has that local number) */
-        transition select(ig_intr_md.ingress_port[6:0], pkt.lookahead<bit<8>>()) {
-            (RECIRC_PORT_LOCAL, PKT_TYPE_IRED_FEEDBACK) : parse_ired_feedback;
             default : parse_ethernet;
         }
     }
 
-    state parse_ired_feedback {
-        pkt.extract(hdr.ired_feedback);
-        transition accept;
-    }
-#else
+    state port_unbound {
+        ig_md.bound_port = UNBOUND_PORT;
         transition parse_ethernet;
     }
-#endif
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -271,6 +288,7 @@ parser IngressParser(
     /* UDP as in parse_udp (the checksum is 0 while INT is on board; the
      * residual is kept the same way), then the INT shim and MD header. The
      * hop stack is not parsed in Ingress. */
+    T2_OWN_STATE
     state parse_udp_int {
         pkt.extract(hdr.udp);
         udp_residual.subtract({hdr.udp.checksum});
@@ -284,40 +302,40 @@ parser IngressParser(
 
     /* Well-formed: INT-MD, version 2, 5-word hops, our instructions, and 1
      * or 2 hops with shim length and remaining hop count agreeing (4 + 5h
-     * words, INT_MAX_HOPS - h remaining). A few fields per state: the
-     * parser has 32 bits of match registers. */
+     * words, INT_MAX_HOPS - h remaining). Each state matches only bytes in
+     * its own window (the MD version by lookahead from the shim's state):
+     * 4 bytes of match registers, and no match on a field of an earlier
+     * state, which Tofino 2's compiler would have to keep in the buffer. */
+    T2_OWN_STATE
     state parse_int_shim {
         pkt.extract(hdr.int_shim);
-        transition select(hdr.int_shim.int_type, hdr.int_shim.npt, hdr.int_shim.len) {
-            (INT_TYPE_MD, 0, 9) : parse_int_md_1;
-            (INT_TYPE_MD, 0, 14) : parse_int_md_2;
+        transition select(hdr.int_shim.int_type, hdr.int_shim.npt, hdr.int_shim.len,
+                          pkt.lookahead<bit<4>>()) {
+            (INT_TYPE_MD, 0, 9, INT_VERSION) : parse_int_md_1;
+            (INT_TYPE_MD, 0, 14, INT_VERSION) : parse_int_md_2;
             default : parse_int_malformed;
         }
     }
 
     state parse_int_md_1 {
         pkt.extract(hdr.int_md);
-        transition select(hdr.int_md.ver, hdr.int_md.remaining_hop_cnt) {
-            (INT_VERSION, 1) : parse_int_md_check;
+        transition select(hdr.int_md.remaining_hop_cnt, hdr.int_md.hop_ml,
+                          hdr.int_md.instruction_bitmap) {
+            (1, INT_HOP_WORDS, INT_INSTRUCTIONS) : accept;
             default : parse_int_malformed;
         }
     }
 
     state parse_int_md_2 {
         pkt.extract(hdr.int_md);
-        transition select(hdr.int_md.ver, hdr.int_md.remaining_hop_cnt) {
-            (INT_VERSION, 0) : parse_int_md_check;
+        transition select(hdr.int_md.remaining_hop_cnt, hdr.int_md.hop_ml,
+                          hdr.int_md.instruction_bitmap) {
+            (0, INT_HOP_WORDS, INT_INSTRUCTIONS) : accept;
             default : parse_int_malformed;
         }
     }
 
-    state parse_int_md_check {
-        transition select(hdr.int_md.hop_ml, hdr.int_md.instruction_bitmap) {
-            (INT_HOP_WORDS, INT_INSTRUCTIONS) : accept;
-            default : parse_int_malformed;
-        }
-    }
-
+    T2_OWN_STATE
     state parse_int_malformed {
         ig_md.int_malformed = true;
         transition accept;

@@ -1,5 +1,5 @@
-//! Port binding (switch/p4/parsers/ingress_parser.p4, states
-//! `parse_port_metadata`, `port_bound`, `port_unbound`): the ingress port's
+//! Port binding (switch/p4/parsers/ingress_parser.p4, states `start`, which
+//! sets the bound port, `parse_port_metadata` and `port_unbound`): the ingress port's
 //! phase-0 data (`pipe.IngressParser.$PORT_METADATA`, field `unbound`; a port
 //! without an entry is bound) decides the port `relay` and the learn filter
 //! key on: the ingress port, or the contract's `unbound_port` where binding
@@ -99,7 +99,7 @@ impl Pipeline {
         if self.port_binding.unbound(ingress_port) {
             self.port_binding.unbound_port() // port_unbound
         } else {
-            ingress_port // port_bound
+            ingress_port // start
         }
     }
 }
