@@ -353,7 +353,11 @@ def test_ired_experiment_runs_give_a_mean_and_its_interval(tmp_path: Path) -> No
         ]
     )
     assert "in the 1024-packet buffer" in view[0]
-    assert "| 64 | 11.0 ± 4.3 | 1.00x | 1.00x | 2.00x | 1.00x |" in view
+    # and its recirculated (decisions) and dropped shares of the packets at the port
+    assert (
+        "| 64 | 11.0 ± 4.3 | 1.00x | 1.00x | 2.00x | 1.00x | 0.000 ± 0.000 | 5.000 ± 0.000 |"
+        in view
+    )
     # a cell measured again takes only the new passes
     merged, _ = rep.merge(tmp_path, [_ired_row("ired", 12.0, 24.0, 4.4)], IRED_META)
     assert [(r.policy, r.run) for r in merged] == [

@@ -238,7 +238,11 @@ def as_the_paper(rows: list[Row]) -> list[str]:
             rtt = _of(e, "rtt_ms_mean").mean / _of(r, "rtt_ms_mean").mean
             tcp = _of(r, "tcp_mbps").mean / _of(e, "tcp_mbps").mean
             cols += [f"{rtt:.2f}x", f"{tcp:.2f}x"]
-        out.append(f"| {b} | {_of(r, 'rtt_ms_mean').text()} | " + " | ".join(cols) + " |")
+        recirc = stat(100.0 * x.decisions / x.port_packets for x in r if x.port_packets)
+        out.append(
+            f"| {b} | {_of(r, 'rtt_ms_mean').text()} | " + " | ".join(cols) + f" | "
+            f"{recirc.text(3)} | {_of(r, 'drop_rate_pct').text(3)} |"
+        )
     if not out:
         return []
     return [
@@ -247,8 +251,8 @@ def as_the_paper(rows: list[Row]) -> list[str]:
         "in 10,000 packets):",
         "",
         "| iRED buffer | iRED RTT ms mean | RTT: CoDel / iRED | TCP: iRED / CoDel | "
-        "RTT: PI2 / iRED | TCP: iRED / PI2 |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "RTT: PI2 / iRED | TCP: iRED / PI2 | iRED recirculated % | iRED dropped % |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         *out,
     ]
 
@@ -393,6 +397,13 @@ def markdown(
         "1024 row, where Table I prints 832). Buffer, N and thresholds in full-size frames "
         f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
         "is the paper's, 2 / (N + 1).",
+        "",
+        "Queue model: the baselines' buffer is the queue's own limit, as the traffic "
+        "manager's: a packet arriving to maxLenQueue cells or more is refused before it is "
+        "queued and holds no place in it. iRED's tail-drop mode (a drop in egress of what "
+        "found the buffer full) is not a baseline here: on the ASIC as in the softswitch its "
+        "doomed packets wait in the queue and count in the depth of those behind them, so it "
+        "drops every arrival for a buffer's drain time (docs/design/ired.md).",
         "",
         "Policies: taildrop = the port's queue with a buffer of maxLenQueue: a packet that "
         "arrives to a full buffer is never queued, as the traffic manager's tail drop "
