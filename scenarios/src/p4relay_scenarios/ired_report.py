@@ -289,6 +289,9 @@ def samples(rows: list[Row]) -> list[str]:
         "worst call MOS: deq / enq |",
         "|---:|---|---:|---|---:|---|---:|---|---|---|",
         *out,
+        "",
+        "The program averages deq_qdepth, the queue as the deciding packet leaves it "
+        "(docs/design/ired.md says why, from this table).",
     ]
 
 
