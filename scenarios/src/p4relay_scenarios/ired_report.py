@@ -384,7 +384,7 @@ def markdown(
         "",
         f"Bottleneck: the softswitch's port {meta.get('port', 3)} (towards the UAS host) at "
         f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so in "
-        "iRED's cells only iRED drops. Through it: {meta['flows']} iperf3 TCP flows "
+        f"iRED's cells only iRED drops. Through it: {meta['flows']} iperf3 TCP flows "
         f"({meta.get('cc', 'the system default congestion control')}; NAT host -> UAS host), "
         "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
         f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
