@@ -247,15 +247,19 @@ def test_ired_experiment_follows_table_one() -> None:
         assert s.protect and not s.tail_drop
         assert s.drop_prob == pytest.approx(2 / (n + 1))  # random(0, N) <= 1
         s.check()  # the switch would take it
-    td = ix.settings(64, 4, "taildrop")
-    assert td.tail_drop and not td.protect
     assert not ix.settings(64, 4, "ired").protect
-    # the egress AQMs run in the tail-drop mode's buffer, on the switch's --port-aqm
+    # the baselines: the port's queue limited to maxLenQueue cells, an egress AQM
+    # beside it for codel and pi2; iRED's cells in the deep physical queue
+    port = ix.BOTTLENECK.port
+    buf = ["--port-queue-cells", f"{port}={ix.settings(64, 4, 'ired').max_len_queue}"]
+    assert list(ix.port_setup(64, "taildrop")) == buf
     for pol, arg in (("codel", "codel:5000:100000"), ("pi2", "pi2:20000:33000:0.3125:3.125")):
-        s = ix.settings(64, 4, pol)
-        assert s.tail_drop and not s.protect and s.max_len_queue == td.max_len_queue
-        args = ix.stack_config(Path("/tmp/x"), 30.0, ix.AQM[pol]).switch_args
-        assert args[-2:] == ["--port-aqm", f"{ix.BOTTLENECK.port}={arg}"]
+        assert list(ix.port_setup(64, pol)) == [*buf, "--port-aqm", f"{port}={arg}"]
+    assert ix.port_setup(1024, "taildrop") != ix.port_setup(64, "taildrop")
+    assert ix.port_setup(64, "ired") == ix.port_setup(1024, "ired-protect") == ()
+    assert list(ix.port_setup(64, "ired-enq")) == ["--ired-sample", "enq"]
+    args = ix.stack_config(Path("/tmp/x"), 30.0, ix.port_setup(64, "pi2")).switch_args
+    assert args[-4:] == list(ix.port_setup(64, "pi2"))
     assert "--port-aqm" not in ix.stack_config(Path("/tmp/x"), 30.0).switch_args
 
 
@@ -313,6 +317,18 @@ def test_ired_experiment_table_and_plots_from_rows(tmp_path: Path) -> None:
         rep.merge(tmp_path, [later], {**IRED_META, "calls": 3})
 
 
+def test_ired_report_sets_the_two_averages_side_by_side() -> None:
+    rows = [
+        _ired_row(pol, rtt, 24.0, 4.4, run=i + 1)
+        for i in range(2)
+        for pol, rtt in (("ired", 10.0 + i), ("ired-enq", 15.0 + 3 * i))
+    ]
+    md = rep.markdown(rows, IRED_META)
+    # RTT 10.5 (deq) against 16.5 (enq): 1.57x, single passes 1.50x and 1.64x
+    assert "| 64 | 10.5 ± 6.4 / 16.5 ± 19.1 | 1.57x [1.50-1.64] |" in md
+    assert "| 64 | ired-enq | taildrop |" not in md  # no baseline: no side-by-side line
+
+
 def test_ired_experiment_runs_give_a_mean_and_its_interval(tmp_path: Path) -> None:
     # three passes: tail drop 20/24/28 ms, iRED 10/10/13 ms (its RTT a third of a pass's)
     rows = [
@@ -337,7 +353,11 @@ def test_ired_experiment_runs_give_a_mean_and_its_interval(tmp_path: Path) -> No
         ]
     )
     assert "in the 1024-packet buffer" in view[0]
-    assert "| 64 | 11.0 ± 4.3 | 1.00x | 1.00x | 2.00x | 1.00x |" in view
+    # and its recirculated (decisions) and dropped shares of the packets at the port
+    assert (
+        "| 64 | 11.0 ± 4.3 | 1.00x | 1.00x | 2.00x | 1.00x | 0.000 ± 0.000 | 5.000 ± 0.000 |"
+        in view
+    )
     # a cell measured again takes only the new passes
     merged, _ = rep.merge(tmp_path, [_ired_row("ired", 12.0, 24.0, 4.4)], IRED_META)
     assert [(r.policy, r.run) for r in merged] == [

@@ -12,19 +12,24 @@ to --rate-mbit (its own port rate; this kernel has no netem), and through it go
     relayed by the switch (rtpagent offloads every call); the caller->callee
     stream leaves through the bottleneck.
 
-For each buffer reference (Table I) five policies on that port:
+For each buffer reference (Table I) six policies on that port:
 
-  taildrop      the port drops what arrives when its queue holds maxLenQueue
-                (iRED's tail-drop mode: the plain buffer of that size)
-  ired          iRED (Algorithm 1 + 2): egress decision, ingress drop, any packet
+  taildrop      the port's queue with a buffer of maxLenQueue: a packet arriving
+                to a full buffer is never queued (the traffic manager's tail
+                drop; the softswitch's --port-queue-cells, restarted per buffer)
+  ired          iRED (Algorithm 1 + 2): egress decision, ingress drop, any
+                packet; the average of deq_qdepth (the P4 program's)
+  ired-enq      the same averaging enq_qdepth (the softswitch's --ired-sample
+                enq, the P4 program built with -DIRED_SAMPLE_ENQ): which depth
+                to average, side by side
   ired-protect  iRED sparing relay hits (offloaded calls) and DSCP EF
   codel         the egress-drop AQMs the paper compares iRED with, on the same
   pi2           port's queue (the softswitch's --port-aqm: CoDel, RFC 8289, target
                 5 ms / interval 100 ms as the paper's Table II; PI2, RFC 9332's
                 Classic AQM, target 20 ms, update every 33 ms, alpha 0.3125 Hz and
                 beta 3.125 Hz as its Table III), each deciding and
-                dropping as packets leave the queue, in a buffer of maxLenQueue
-                (the tail-drop mode's limit). This kernel has no CoDel or PIE
+                dropping as packets leave the queue, in the buffer of maxLenQueue
+                that taildrop has. This kernel has no CoDel or PIE
                 qdisc (CONFIG_NET_SCH_CODEL/PIE/DUALPI2 off), and the softswitch
                 sends past the qdisc, so the AQMs run in the switch's own queue:
                 the same bottleneck, rate and buffer as the other policies.
@@ -131,10 +136,25 @@ class Plan:
     cc: str = TCP_CC
 
 
-def stack_config(run_dir: Path, rate_mbit: float, aqm: str | None = None) -> StackConfig:
+def port_setup(buffer: int, policy: str) -> tuple[str, ...]:
+    """What a cell needs of the switch's start-up (its traffic manager and build):
+    the baselines' buffer of maxLenQueue cells (an egress AQM beside it), or the
+    iRED average's sample; iRED's own cells run in the physical queue."""
+    port = BOTTLENECK.port
+    args: list[str] = []
+    if policy in EGRESS:
+        args += ["--port-queue-cells", f"{port}={cells(buffer, FRAME)}"]
+    if policy in AQM:
+        args += ["--port-aqm", f"{port}={AQM[policy]}"]
+    if policy == "ired-enq":
+        args += ["--ired-sample", "enq"]
+    return tuple(args)
+
+
+def stack_config(run_dir: Path, rate_mbit: float, setup: tuple[str, ...] = ()) -> StackConfig:
     """The stack of the experiment: the bottleneck port shaped, a queue deeper than any
     reference, no server (the figures come from captures, iperf3, ping and the switch);
-    with `aqm` (AQM's values) the port's queue runs that egress-drop AQM."""
+    `setup` (port_setup) adds a cell's buffer limit, AQM or iRED sample."""
     return StackConfig(
         run_dir=run_dir,
         collector=False,
@@ -143,28 +163,29 @@ def stack_config(run_dir: Path, rate_mbit: float, aqm: str | None = None) -> Sta
             f"{BOTTLENECK.port}={int(rate_mbit * 1e6)}",
             "--queue-depth",
             str(PHYSICAL_QUEUE),
-            *(["--port-aqm", f"{BOTTLENECK.port}={aqm}"] if aqm else []),
+            *setup,
         ],
     )
 
 
 def settings(buffer: int, n: int, policy: str) -> IredSettings:
-    """The port's iRED entry for one cell of the matrix (depths in cells); the
-    egress AQMs run in the tail-drop mode's buffer of maxLenQueue."""
+    """The port's iRED entry for one iRED cell of the matrix (depths in cells)."""
     return IredSettings(
         max_len_queue=cells(buffer, FRAME),
         n_drop=cells(n, FRAME),
         ewma_n=1,
         drop_prob=2.0 / (n + 1),
-        tail_drop=policy in EGRESS,
+        tail_drop=False,
         protect=policy == "ired-protect",
     )
 
 
 async def _configure(buffer: int, n: int, policy: str) -> None:
+    """iRED on the port for an iRED cell; off (its registers zeroed) for a baseline."""
     async with SwitchClient(GRPC_ADDR, client_id=CLIENT_ID, reconnect=False) as sw:
         await clear_ired(sw, BOTTLENECK.port, reset=True)
-        await set_ired(sw, BOTTLENECK.port, settings(buffer, n, policy))
+        if policy not in EGRESS:
+            await set_ired(sw, BOTTLENECK.port, settings(buffer, n, policy))
 
 
 async def _read_state() -> IredPortState:
@@ -316,7 +337,6 @@ def run_cell(
         c_after.get("p4relay_port_aqm_drops_total", 0)
         - c_before.get("p4relay_port_aqm_drops_total", 0)
     )
-    drops = (after.drops - before.drops) + (after.tail_drops - before.tail_drops) + aqm_drops
     tx = int(
         c_after.get("p4relay_port_tx_packets_total", 0)
         - c_before.get("p4relay_port_tx_packets_total", 0)
@@ -325,7 +345,14 @@ def run_cell(
         c_after.get("p4relay_port_queue_drops_total", 0)
         - c_before.get("p4relay_port_queue_drops_total", 0)
     )
-    reached = tx + drops + qdrops
+    # A baseline's buffer is the queue's own limit: its tail drops are the policy's.
+    drops = (
+        (after.drops - before.drops)
+        + (after.tail_drops - before.tail_drops)
+        + aqm_drops
+        + (qdrops if policy in EGRESS else 0)
+    )
+    reached = tx + drops + (0 if policy in EGRESS else qdrops)
     moses = [x.mos for x in m.per_stream if x.mos is not None]
     jit = [x.variation_ms_mean for x in m.per_stream]
     st = uac[0].stats if uac else None
@@ -391,31 +418,39 @@ def run(
     """The matrix on one testbed, `runs` passes over it one after the other (a change
     in the machine's load falls on every policy alike): the switch is reconfigured
     between cells, and the stack restarted (the testbed kept, and held) for each
-    egress AQM."""
-    groups: dict[str | None, list[str]] = {}
-    for pol in policies:
-        groups.setdefault(AQM.get(pol), []).append(pol)
+    start-up the cells need (port_setup: a baseline's buffer, an AQM, iRED's sample)."""
+    groups: dict[tuple[str, ...], list[tuple[int, str]]] = {}
+    for b in buffers:
+        for pol in policies:
+            groups.setdefault(port_setup(b, pol), []).append((b, pol))
     stack = Stack(stack_config(run_dir.resolve(), plan.rate_mbit))
     rows: list[Row] = []
-    up = False  # a stack is running, with `up_aqm` on the port
-    up_aqm: str | None = None
+    up: tuple[str, ...] | None = None  # the setup of the running stack
     try:
         for n in range(1, runs + 1):
-            for aqm, pols in groups.items():
-                if not up or up_aqm != aqm:
-                    if up:
-                        stack.down(keep_testbed=True)
-                    stack.cfg.switch_args = stack_config(run_dir, plan.rate_mbit, aqm).switch_args
-                    stack.up()
-                    if switch_rt:
-                        realtime(stack.sup.procs["softswitch"].popen.pid)
-                    up, up_aqm = True, aqm
-                rows += _group(stack, plan, buffers, pols, run_dir, n)
+            for setup, cells_ in groups.items():
+                if up != setup:
+                    restart(stack, plan.rate_mbit, setup, running=up is not None, rt=switch_rt)
+                    up = setup
+                rows += _group(stack, plan, cells_, run_dir, n)
                 _keep(rows, plan, runs, run_dir)
     finally:
         stack.down()
     order = {p: i for i, p in enumerate(POLICIES)}
     return sorted(rows, key=lambda r: (r.buffer, order[r.policy], r.run))
+
+
+def restart(
+    stack: Stack, rate_mbit: float, setup: tuple[str, ...], *, running: bool, rt: bool = True
+) -> None:
+    """The stack (again, if `running`; the testbed kept, and held) with a cell's
+    start-up (port_setup); with `rt` the softswitch's threads on SCHED_RR."""
+    if running:
+        stack.down(keep_testbed=True)
+    stack.cfg.switch_args = stack_config(stack.cfg.run_dir, rate_mbit, setup).switch_args
+    stack.up()
+    if rt:
+        realtime(stack.sup.procs["softswitch"].popen.pid)
 
 
 def _keep(rows: list[Row], plan: Plan, runs: int, run_dir: Path) -> None:
@@ -428,29 +463,28 @@ def _keep(rows: list[Row], plan: Plan, runs: int, run_dir: Path) -> None:
 
 
 def _group(
-    stack: Stack, plan: Plan, buffers: list[int], policies: list[str], run_dir: Path, run: int
+    stack: Stack, plan: Plan, cells_: list[tuple[int, str]], run_dir: Path, run: int
 ) -> list[Row]:
     rows: list[Row] = []
-    for b in buffers:
-        for pol in policies:
-            try:
-                row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
-            except CellError as exc:
-                print(f"run {run} {b:5} {pol:12} again: {exc}", flush=True)
-                time.sleep(3)
-                row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
-            rows.append(row)
-            print(
-                f"run {run} {b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms "
-                f"(p99 {row.rtt_ms_p99:7.1f}), TCP {row.tcp_mbps:5.1f} Mbit/s, "
-                f"drops {row.drop_rate_pct:.3f} %, calls {row.calls_ok}/{row.calls}, "
-                f"RTP loss {row.rtp_loss_pct:.2f} %, MOS min "
-                f"{'-' if row.mos_min is None else f'{row.mos_min:.2f}'}, load {row.load_1m:.1f}",
-                flush=True,
-            )
-            if dead := stack.dead():
-                raise StartError(f"testbed processes died: {', '.join(dead)}")
-            time.sleep(3)  # BYEs and deletes drain before the next cell
+    for b, pol in cells_:
+        try:
+            row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
+        except CellError as exc:
+            print(f"run {run} {b:5} {pol:12} again: {exc}", flush=True)
+            time.sleep(3)
+            row = run_cell(stack, plan, b, pol, run_dir / "raw", run)
+        rows.append(row)
+        print(
+            f"run {run} {b:5} {pol:12} RTT {row.rtt_ms_mean:7.1f} ms "
+            f"(p99 {row.rtt_ms_p99:7.1f}), TCP {row.tcp_mbps:5.1f} Mbit/s, "
+            f"drops {row.drop_rate_pct:.3f} %, calls {row.calls_ok}/{row.calls}, "
+            f"RTP loss {row.rtp_loss_pct:.2f} %, MOS min "
+            f"{'-' if row.mos_min is None else f'{row.mos_min:.2f}'}, load {row.load_1m:.1f}",
+            flush=True,
+        )
+        if dead := stack.dead():
+            raise StartError(f"testbed processes died: {', '.join(dead)}")
+        time.sleep(3)  # BYEs and deletes drain before the next cell
     return rows
 
 

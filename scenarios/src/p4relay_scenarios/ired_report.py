@@ -10,14 +10,15 @@ import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 # Table I of the paper: buffer size reference (packets) -> N.
 TABLE_I: dict[int, int] = {64: 4, 128: 8, 256: 16, 512: 32, 1024: 64}
-POLICIES = ("taildrop", "ired", "ired-protect", "codel", "pi2")
-EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with
+POLICIES = ("taildrop", "ired", "ired-enq", "ired-protect", "codel", "pi2")
+EGRESS = ("taildrop", "codel", "pi2")  # what iRED is compared with: no iRED, a limited buffer
 FRAME = 1514  # the paper's packets (and iperf3's full-size segments)
-PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only the policy drops
+PHYSICAL_QUEUE = 4096  # packets: deeper than any reference, so only iRED drops in its cells
 MOS_TARGET = 4.2
 # The egress-drop AQMs: the softswitch's --port-aqm on the bottleneck port, with the
 # paper's parameters (CoDel: Table II; PI2: Table III, target 20 ms, PI update every
@@ -35,8 +36,11 @@ RATE_WHY = (
     "target plus TCP's swings around it. 56 frames of 1514 bytes take 22.6 ms at 30 "
     "Mbit/s and 13.6 ms at 50; under 10 ms only above 68 Mbit/s. The testbed keeps up "
     "at 50: the switch drops no frame at its RX rings (switch RX drops) and TCP's "
-    "goodput stays at the port rate less its headers, as at 30. Nothing else is chosen "
-    "from the results."
+    "goodput stays at the port rate less its headers. The rate is the one parameter set "
+    "after seeing a result: a probe at 30 Mbit/s (64 packets, one run, with the egress "
+    "AQMs in the tail-drop mode's buffer, a queue model since replaced) put CoDel's RTT "
+    "level with iRED's, where the paper has iRED's lower. Nothing else is chosen from the "
+    "results."
 )
 MAX_RUNS = 10
 # Student's t, 97.5th percentile, by degrees of freedom 1..MAX_RUNS-1: the 95 %
@@ -63,7 +67,7 @@ class Row:
     drop_rate_pct: float
     decisions: int  # iRED decisions (feedback copies)
     spared: int  # protected packets that found the flag and passed
-    queue_drops: int  # the physical queue's own tail drops (should stay 0)
+    queue_drops: int  # the queue's own tail drops: the baselines' buffer; 0 in iRED's cells
     calls: int
     calls_ok: int
     calls_failed: int
@@ -205,7 +209,8 @@ def setup_vs_paper(rate_mbit: float, aqm: dict[str, str]) -> list[str]:
         "where minThsld is above a target, iRED's RTT is higher than that AQM's, as a RED "
         "with those thresholds must be. The paper's BMv2 rate is not given.",
         "* Where iRED decides. As on Tofino and in the paper: in the egress pipeline, as a "
-        "packet leaves the shaped queue, from the depth it found when it was queued; the "
+        "packet leaves the shaped queue, from the queue's depth as it leaves (deq_qdepth; "
+        "ired-enq: the depth it found when it was queued, one sojourn older); the "
         "feedback copy reaches ingress one sojourn later and the next packet to the port is "
         "dropped there. CoDel and PI2 decide at the same point and drop the deciding packet "
         "itself. iRED's parameters are the paper's (Table I's N, n = 1, the coin 2 / (N + 1)); "
@@ -236,7 +241,11 @@ def as_the_paper(rows: list[Row]) -> list[str]:
             rtt = _of(e, "rtt_ms_mean").mean / _of(r, "rtt_ms_mean").mean
             tcp = _of(r, "tcp_mbps").mean / _of(e, "tcp_mbps").mean
             cols += [f"{rtt:.2f}x", f"{tcp:.2f}x"]
-        out.append(f"| {b} | {_of(r, 'rtt_ms_mean').text()} | " + " | ".join(cols) + " |")
+        recirc = stat(100.0 * x.decisions / x.port_packets for x in r if x.port_packets)
+        out.append(
+            f"| {b} | {_of(r, 'rtt_ms_mean').text()} | " + " | ".join(cols) + f" | "
+            f"{recirc.text(3)} | {_of(r, 'drop_rate_pct').text(3)} |"
+        )
     if not out:
         return []
     return [
@@ -245,9 +254,44 @@ def as_the_paper(rows: list[Row]) -> list[str]:
         "in 10,000 packets):",
         "",
         "| iRED buffer | iRED RTT ms mean | RTT: CoDel / iRED | TCP: iRED / CoDel | "
-        "RTT: PI2 / iRED | TCP: iRED / PI2 |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "RTT: PI2 / iRED | TCP: iRED / PI2 | iRED recirculated % | iRED dropped % |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
         *out,
+    ]
+
+
+def samples(rows: list[Row]) -> list[str]:
+    """iRED's average of deq_qdepth (ired) against enq_qdepth (ired-enq), per buffer:
+    ratios of the means, enq / deq, with the range of the single passes' ratios."""
+    by = by_cell(rows)
+    out: list[str] = []
+    for b in sorted({r.buffer for r in rows}):
+        d, e = by.get((b, "ired")), by.get((b, "ired-enq"))
+        if d is None or e is None:
+            continue
+        cols = [
+            f"{_of(d, a).text(k)} / {_of(e, a).text(k)} | {_ratio(e, d, attrgetter(a))}"
+            for a, k in (("rtt_ms_mean", 1), ("rtt_ms_p99", 1), ("drop_rate_pct", 3))
+        ]
+        out.append(
+            f"| {b} | " + " | ".join(cols) + f" | {_of(d, 'tcp_mbps').mean:.1f} / "
+            f"{_of(e, 'tcp_mbps').mean:.1f} | {_of(d, 'rtp_loss_pct').mean:.2f} / "
+            f"{_of(e, 'rtp_loss_pct').mean:.2f} | {_f(_worst(d))} / {_f(_worst(e))} |"
+        )
+    if not out:
+        return []
+    return [
+        "iRED's average, side by side in the same passes: deq_qdepth (ired) / enq_qdepth "
+        "(ired-enq), and the ratio enq / deq:",
+        "",
+        "| buffer | RTT ms mean: deq / enq | enq / deq | RTT ms p99: deq / enq | enq / deq | "
+        "drop rate %: deq / enq | enq / deq | TCP Mbit/s: deq / enq | RTP loss %: deq / enq | "
+        "worst call MOS: deq / enq |",
+        "|---:|---|---:|---|---:|---|---:|---|---|---|",
+        *out,
+        "",
+        "The program averages deq_qdepth, the queue as the deciding packet leaves it "
+        "(docs/design/ired.md says why, from this table).",
     ]
 
 
@@ -339,8 +383,8 @@ def markdown(
         f"Load: {_load(rows)}. The machine is shared with other jobs.",
         "",
         f"Bottleneck: the softswitch's port {meta.get('port', 3)} (towards the UAS host) at "
-        f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so only the "
-        f"policy drops. Through it: {meta['flows']} iperf3 TCP flows "
+        f"{meta['rate_mbit']} Mbit/s; its physical queue {PHYSICAL_QUEUE} packets, so in "
+        f"iRED's cells only iRED drops. Through it: {meta['flows']} iperf3 TCP flows "
         f"({meta.get('cc', 'the system default congestion control')}; NAT host -> UAS host), "
         "ping every 50 ms (attacker host -> UAS host) and the caller->callee media of "
         f"{meta['calls']} SIPp calls (G.711, 50 packets/s) relayed by the switch. Each cell: "
@@ -360,13 +404,22 @@ def markdown(
         f"({FRAME} bytes; the switch counts 80-byte cells); the coin between the thresholds "
         "is the paper's, 2 / (N + 1).",
         "",
-        "Policies: taildrop = the port drops what arrives when it holds the buffer "
-        "(iRED's tail-drop mode); ired = iRED, any packet; ired-protect = iRED sparing relay "
-        "hits and DSCP EF; codel / pi2 = the egress-drop AQMs of the paper's comparison in "
-        "the same switch queue (softswitch `--port-aqm`, restarted for them): "
+        "Queue model: the baselines' buffer is the queue's own limit, as the traffic "
+        "manager's: a packet arriving to maxLenQueue cells or more is refused before it is "
+        "queued and holds no place in it. iRED's tail-drop mode (a drop in egress of what "
+        "found the buffer full) is not a baseline here: on the ASIC as in the softswitch its "
+        "doomed packets wait in the queue and count in the depth of those behind them, so it "
+        "drops every arrival for a buffer's drain time (docs/design/ired.md).",
+        "",
+        "Policies: taildrop = the port's queue with a buffer of maxLenQueue: a packet that "
+        "arrives to a full buffer is never queued, as the traffic manager's tail drop "
+        "(softswitch `--port-queue-cells`, restarted per buffer); ired = iRED, any packet, "
+        "averaging deq_qdepth (the P4 program's); ired-enq = the same averaging enq_qdepth "
+        "(softswitch `--ired-sample enq`, the program built with -DIRED_SAMPLE_ENQ); "
+        "ired-protect = iRED sparing relay hits and DSCP EF; codel / pi2 = the egress-drop "
+        "AQMs of the paper's comparison in the same switch queue (softswitch `--port-aqm`): "
         f"{aqm_text(_aqm(meta))}, each deciding and dropping as a packet leaves the queue, "
-        "in the same "
-        "buffer (the tail-drop mode's limit; its drops count with the AQM's). The kernel "
+        "in taildrop's buffer of maxLenQueue (its drops count with the AQM's). The kernel "
         "here has no CoDel or PIE qdisc, and the switch's port is the bottleneck of every "
         "policy.",
         "",
@@ -414,6 +467,8 @@ def markdown(
         lines += ["", "Side by side, at the same buffer:", "", *s]
     if p := as_the_paper(rows):
         lines += ["", *p]
+    if sm := samples(rows):
+        lines += ["", *sm]
     rate = float(str(meta["rate_mbit"]))
     if rate == RATE_MBIT:
         lines += ["", RATE_WHY]
@@ -453,12 +508,20 @@ def _f(x: float | None) -> str:
 COLORS = {
     "taildrop": "tab:red",
     "ired": "tab:orange",
+    "ired-enq": "tab:brown",
     "ired-protect": "tab:blue",
     "codel": "tab:green",
     "pi2": "tab:purple",
 }
 # Each policy's points a little apart on the (log) buffer axis, so error bars do not overlap.
-OFFSETS = {"taildrop": 0.9, "codel": 0.95, "pi2": 1.0, "ired": 1.05, "ired-protect": 1.1}
+OFFSETS = {
+    "taildrop": 0.88,
+    "codel": 0.92,
+    "pi2": 0.96,
+    "ired": 1.0,
+    "ired-enq": 1.04,
+    "ired-protect": 1.08,
+}
 
 
 def plots(rows: list[Row], out: Path, rate_mbit: float) -> None:

@@ -2,9 +2,10 @@
 drops bulk TCP traffic, where tail drop at the same buffer costs the calls.
 
 The short form of the iRED experiment (p4relay_scenarios.ired_experiment): one
-buffer reference (64 packets, Table I's N = 4), tail drop against iRED sparing
-media, on the experiment's own stack (the UAS port shaped, a deep physical
-queue), so both cells see the same port, flows and calls.
+buffer reference (64 packets, Table I's N = 4), tail drop (the port's queue
+limited to the buffer) against iRED sparing media (a deep physical queue), on
+the experiment's own stack (the UAS port shaped), so both cells see the same
+port, flows and calls.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def ired_stack() -> Iterator[Stack]:
     s.lock()
     try:
         topology.down()
-        s.up()
-        ix.realtime(s.sup.procs["softswitch"].popen.pid)  # as the experiment runs it
+        # as the experiment runs it: the first cell's buffer limit, SCHED_RR
+        ix.restart(s, RATE_MBIT, ix.port_setup(64, "taildrop"), running=False)
         yield s
     finally:
         s.down()
@@ -48,15 +49,17 @@ def test_ired_spares_calls_and_drops_bulk_traffic(ired_stack: Stack, tmp_path: P
         return ix.run_cell(ired_stack, plan, 64, policy, tmp_path)
 
     tail = cell("taildrop")
+    ix.restart(ired_stack, RATE_MBIT, ix.port_setup(64, "ired-protect"), running=True)
     ired = cell("ired-protect")
     for r in (tail, ired):
         assert r.calls_ok == CALLS, r
         assert len(r.per_call) == CALLS, r  # every call's caller->callee stream measured
-        assert r.queue_drops == 0, r  # only the policy dropped
         # TCP keeps the port busy either way (goodput; the wire carries ~5 % more).
         assert r.tcp_mbps > 0.6 * RATE_MBIT, r
-    # Tail drop: the full buffer drops whatever arrives, the calls' media too.
-    assert tail.policy_drops > 0 and tail.decisions == 0, tail
+    # Tail drop: the full buffer refuses whatever arrives, the calls' media too; the
+    # queue's own drops are the policy's, and iRED is off.
+    assert tail.policy_drops == tail.queue_drops > 0 and tail.decisions == 0, tail
+    assert ired.queue_drops == 0, ired  # the deep queue: only iRED dropped
     assert tail.rtp_loss_pct > 0.5, tail
     # iRED sparing media: drops happened (bulk traffic), protected packets found
     # the flag and passed, no RTP was lost and every call keeps its MOS.

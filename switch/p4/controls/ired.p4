@@ -7,8 +7,11 @@
  * entry (Algorithm 1):
  *   minThsld = maxLenQueue / 2 - N, maxThsld = 2 * minThsld;
  *   qAvg = oldQdepth * (1 - 2^-n) + qdepth * 2^-n, where qdepth is
- *   eg_intr_md.deq_qdepth (cells) and oldQdepth the port's previous sample
- *   (ired_qdepth_prev), as the authors' program keeps it. A recursive
+ *   eg_intr_md.deq_qdepth (cells: the queue as the deciding packet leaves
+ *   it; enq_qdepth, the queue as that packet found it one sojourn earlier,
+ *   with -DIRED_SAMPLE_ENQ, measured against it in docs/design/ired.md) and
+ *   oldQdepth the port's previous sample (ired_qdepth_prev), as the
+ *   authors' program keeps it. A recursive
  *   average would need the stored value shifted by n inside the register's
  *   ALU, which Tofino 1's stateful ALU cannot do (rtp_quality.p4 explains the
  *   same limit for the jitter). In integers (the paper's x10 form only
@@ -21,9 +24,11 @@
  *   recirculation port); the packet itself leaves unchanged. A relayed RTP
  *   packet already carries the jitter write-back copy (one mirror per packet
  *   on Tofino 1), so it never carries a decision: the next packet does.
- *   tail_drop = 1 (comparison mode): no decisions; a packet that found
- *   enq_qdepth >= maxLenQueue when it was queued is dropped here, i.e. the
- *   port behaves as a tail-drop queue of maxLenQueue cells.
+ *   tail_drop = 1: no decisions; a packet that found enq_qdepth >=
+ *   maxLenQueue when it was queued is dropped here. Not a queue of
+ *   maxLenQueue: such a packet has waited in the traffic manager's queue
+ *   like any other and counts in the enq_qdepth of those behind it. A
+ *   buffer of maxLenQueue is the queue's own limit in the traffic manager.
  *
  * IredDrop (Algorithm 2): the recirculated copy sets the port's flag in
  * ired_drop_flag (1, or 3 when the port protects media) and is dropped. The
@@ -46,7 +51,8 @@ control Ired(
 
     Random<bit<16>>() rng;
     /* the 19-bit queue depths widened to whole 32-bit containers (through
-     * the hash unit: a cast in an action would write half a container) */
+     * the hash unit: a cast in an action would write half a container);
+     * widen_deq widens the sample, whichever depth the build averages */
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) widen_deq;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) widen_enq;
 
@@ -120,8 +126,14 @@ control Ired(
     };
 
     /* one immediate source (hash or random) per action */
-    action sample_deq() {
+    /* the depth averaged: deq_qdepth, or enq_qdepth in a build with
+     * -DIRED_SAMPLE_ENQ (comparisons; the softswitch's --ired-sample enq) */
+    action sample() {
+#ifdef IRED_SAMPLE_ENQ
+        eg_md.ired_cur = widen_deq.get({13w0, eg_intr_md.enq_qdepth});
+#else
         eg_md.ired_cur = widen_deq.get({13w0, eg_intr_md.deq_qdepth});
+#endif
     }
 
     action sample_enq() {
@@ -210,7 +222,7 @@ control Ired(
      * -> compare -> band -> ired_drop_prob (coin) -> decision. */
     apply {
         /* unconditional: they need nothing, so they share stage 0 with ired_port */
-        sample_deq();
+        sample();
         sample_enq();
         draw();
         if (hdr.bridged.isValid()) {

@@ -65,7 +65,8 @@ pub fn run(config: config::Config) -> Result<()> {
         &port_ids,
         digest_tx,
     )
-    .with_reroute_digests(reroute_tx);
+    .with_reroute_digests(reroute_tx)
+    .with_ired_sample(config.ired_sample);
     let prog = load_xdp(&config);
     let attached = prog
         .as_ref()

@@ -12,6 +12,8 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::contract::CONTRACT;
+use crate::pipeline::ired::IredSample;
+use crate::tables::small::QUEUE_DEPTH_MAX;
 
 mod aqm;
 pub use aqm::AqmConfig;
@@ -74,6 +76,22 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub port_aqm: Vec<String>,
+    /// A port queue's buffer limit, DEV_PORT=CELLS (80-byte cells, as
+    /// Tofino's traffic manager counts; repeatable): a packet arriving to a
+    /// queue that holds CELLS or more is tail-dropped before it is queued.
+    /// Without it only --queue-depth's packet slots bound the queue
+    #[arg(
+        long = "port-queue-cells",
+        value_name = "DEV_PORT=CELLS",
+        env = "P4RELAY_SOFTSWITCH_PORT_QUEUE_CELLS",
+        value_delimiter = ','
+    )]
+    pub port_queue_cells: Vec<String>,
+    /// The queue depth iRED averages: deq (deq_qdepth, the queue as the
+    /// deciding packet leaves it; the P4 program's) or enq (enq_qdepth, as
+    /// the program built with -DIRED_SAMPLE_ENQ; for comparisons) [default: deq]
+    #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_IRED_SAMPLE")]
+    pub ired_sample: Option<IredSample>,
     /// RX ring size per worker and port, frames of 2 KiB [default: 4096]; a
     /// deeper ring rides out longer CPU stalls on a busy host
     #[arg(long, env = "P4RELAY_SOFTSWITCH_RX_RING_FRAMES")]
@@ -146,6 +164,9 @@ struct FileConfig {
     port_rate: Vec<String>,
     #[serde(default)]
     port_aqm: Vec<String>,
+    #[serde(default)]
+    port_queue_cells: Vec<String>,
+    ired_sample: Option<IredSample>,
     workers: Option<usize>,
     rx_ring_frames: Option<u32>,
     rx_coalesce_us: Option<u32>,
@@ -177,6 +198,7 @@ pub struct Config {
     pub xdp_entries: u32,
     pub log: String,
     pub log_json: bool,
+    pub ired_sample: IredSample,
 }
 
 /// Where relay hits are forwarded: the XDP fast path's attach mode.
@@ -228,6 +250,8 @@ pub struct PortConfig {
     pub rate_bps: u64,
     /// Egress-drop AQM of the port's queue; None = tail drop only.
     pub aqm: Option<AqmConfig>,
+    /// The queue's buffer limit, cells; None = the packet slots only.
+    pub queue_cells: Option<u32>,
 }
 
 fn parse_pair(s: &str, what: &str) -> Result<(u32, String)> {
@@ -284,6 +308,7 @@ impl Config {
                         ifname,
                         rate_bps: line_rate,
                         aqm: None,
+                        queue_cells: None,
                     },
                 )
                 .is_some()
@@ -312,6 +337,28 @@ impl Config {
             match ports.get_mut(&id) {
                 Some(p) => p.aqm = Some(aqm),
                 None => bail!("--port-aqm {spec}: no --port {id}"),
+            }
+        }
+        let cells_specs = if args.port_queue_cells.is_empty() {
+            &file.port_queue_cells
+        } else {
+            &args.port_queue_cells
+        };
+        for spec in cells_specs {
+            let (id, cells) = parse_pair(spec, "--port-queue-cells")?;
+            let cells: u32 = cells
+                .parse()
+                .ok()
+                .filter(|c| (1..=QUEUE_DEPTH_MAX).contains(c))
+                .with_context(|| {
+                    format!(
+                        "--port-queue-cells {spec}: cells must be 1..={QUEUE_DEPTH_MAX} \
+                         (the 19-bit queue depth)"
+                    )
+                })?;
+            match ports.get_mut(&id) {
+                Some(p) => p.queue_cells = Some(cells),
+                None => bail!("--port-queue-cells {spec}: no --port {id}"),
             }
         }
         let relay_entries = args
@@ -386,6 +433,7 @@ impl Config {
                 .or(file.log)
                 .unwrap_or_else(|| "info".into()),
             log_json: args.log_json || file.log_json.unwrap_or(false),
+            ired_sample: args.ired_sample.or(file.ired_sample).unwrap_or_default(),
         })
     }
 }
@@ -413,8 +461,27 @@ mod tests {
                 ifname: "a".into(),
                 rate_bps: 1000,
                 aqm: None,
+                queue_cells: None,
             }
         );
+        let cells = |specs: &[&str]| {
+            Config::resolve(&Args {
+                config: Some(f.clone()),
+                port_queue_cells: specs.iter().map(|s| s.to_string()).collect(),
+                ..Args::default()
+            })
+        };
+        assert_eq!(
+            cells(&["2=1212"]).unwrap().ports[&2].queue_cells,
+            Some(1212)
+        );
+        for bad in ["3=100", "2=0", "2=524288", "2=many", "2="] {
+            let e = cells(&[bad]).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("--port-queue-cells"),
+                "{bad}: {e:#}"
+            );
+        }
         assert_eq!(c.ports[&2].rate_bps, 500);
         let aqm = Args {
             config: Some(f.clone()),

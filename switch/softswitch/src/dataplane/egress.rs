@@ -1,6 +1,12 @@
 //! Egress port queue: a real FIFO of `depth` packets drained at the port's
 //! line rate, so queue depth and queueing delay are measured, not modelled.
-//! Tail drop when full. Each slot keeps the packet's bridged metadata and the
+//! Admission as the traffic manager's: a packet is tail-dropped when the slots
+//! are full or when the queue already holds its cell limit (`--port-queue-cells`,
+//! the queue's buffer limit on Tofino); a refused packet takes no slot and no
+//! line time and is in no later packet's enq_qdepth. What the queue admits
+//! stays in it until it leaves, whatever egress will do with it, as on the
+//! ASIC, where the egress pipeline only sees a packet after the traffic
+//! manager has dequeued it. Each slot keeps the packet's bridged metadata and the
 //! queue depth it found (enq_qdepth, cells). When it reaches the head, the
 //! caller's `egress` sees it with both depths and its queueing delay, and
 //! may rewrite it in its slot (INT) or drop it without spending line time
@@ -67,6 +73,8 @@ pub struct Fifo {
     len: usize,
     cells: usize,
     next_free_ns: u64,
+    /// Admission limit in cells: a packet arriving to this many or more is refused.
+    limit_cells: usize,
     aqm: Option<Aqm>,
 }
 
@@ -83,8 +91,17 @@ impl Fifo {
             len: 0,
             cells: 0,
             next_free_ns: 0,
+            limit_cells: usize::MAX,
             aqm: None,
         }
+    }
+
+    /// The queue's buffer limit, cells (None: only the slots limit it). The
+    /// traffic manager's rule: admitted while the queue holds fewer cells
+    /// than the limit, so the last packet admitted may end past it.
+    pub fn with_limit_cells(mut self, limit: Option<u32>) -> Fifo {
+        self.limit_cells = limit.map_or(usize::MAX, |l| l as usize);
+        self
     }
 
     /// The queue with an egress-drop AQM deciding as packets leave.
@@ -105,9 +122,10 @@ impl Fifo {
         self.len == 0
     }
 
-    /// Enqueue at tail; false (tail drop, counted) when full.
+    /// Enqueue at tail; false (tail drop, counted) when the slots are full
+    /// or the queue holds its cell limit.
     pub fn push(&mut self, frame: &[u8], b: Bridged, now_ns: u64, st: &EgressStats) -> bool {
-        if self.len == self.depth() || frame.len() > SLOT {
+        if self.len == self.depth() || self.cells >= self.limit_cells || frame.len() > SLOT {
             st.tail_drops.fetch_add(1, Relaxed);
             return false;
         }
@@ -298,6 +316,83 @@ mod tests {
         );
         assert_eq!(st.last_delay_ns.load(Relaxed), 20);
         assert_eq!(st.tx_packets.load(Relaxed), 3);
+    }
+
+    /// Each packet's enq_qdepth, in the order they reach egress.
+    fn enq_depths(q: &mut Fifo, st: &EgressStats, drop_first: usize) -> Vec<u32> {
+        let mut seen = Vec::new();
+        let mut s = Sink {
+            room: usize::MAX,
+            ..Sink::default()
+        };
+        q.drain(
+            0,
+            &mut s,
+            st,
+            |_, e| {
+                seen.push(e.enq_cells);
+                if seen.len() <= drop_first {
+                    EgressVerdict::Drop
+                } else {
+                    EgressVerdict::Send
+                }
+            },
+            |_, _, _| {},
+        );
+        seen
+    }
+
+    #[test]
+    fn the_cell_limit_refuses_at_admission_and_a_refused_packet_is_in_no_depth() {
+        let st = EgressStats::default();
+        // 100-byte frames are 2 cells; a limit of 10 cells admits 5 (0, 2, .., 8 ahead)
+        let mut q = Fifo::new(64).with_limit_cells(Some(10));
+        let admitted: Vec<bool> = (0..7)
+            .map(|_| q.push(&[0; 100], Bridged::default(), 0, &st))
+            .collect();
+        assert_eq!(admitted, [true, true, true, true, true, false, false]);
+        assert_eq!(st.tail_drops.load(Relaxed), 2);
+        assert_eq!((q.len(), q.cells()), (5, 10));
+        assert_eq!(st.depth_bytes.load(Relaxed), 500);
+        assert_eq!(st.watermark_cells.load(Relaxed), 10);
+        // the refused packets took no place: the queue empties after the 5
+        assert_eq!(enq_depths(&mut q, &st, 0), [0, 2, 4, 6, 8]);
+        assert_eq!(st.tx_packets.load(Relaxed), 5);
+        // room again once packets have left
+        assert!(q.push(&[0; 100], Bridged::default(), 0, &st));
+        assert_eq!(enq_depths(&mut q, &st, 0), [0]);
+    }
+
+    #[test]
+    fn the_last_packet_admitted_may_end_past_the_limit() {
+        let st = EgressStats::default();
+        // 160-byte frames are 2 cells: 0 < 3 and 2 < 3 are admitted, 4 >= 3 is not
+        let mut q = Fifo::new(64).with_limit_cells(Some(3));
+        for want in [true, true, false] {
+            assert_eq!(q.push(&[0; 160], Bridged::default(), 0, &st), want);
+        }
+        assert_eq!(q.cells(), 4);
+        // without a limit only the slots bound the queue
+        let mut q = Fifo::new(4).with_limit_cells(None);
+        let n = (0..6)
+            .filter(|_| q.push(&[0; 160], Bridged::default(), 0, &st))
+            .count();
+        assert_eq!(n, 4);
+    }
+
+    #[test]
+    fn packets_egress_drops_hold_their_place_until_they_leave() {
+        // As on the ASIC: the traffic manager queues what it admits; a drop
+        // decided in egress (iRED's tail-drop mode) comes after the packet
+        // waited, so it counts in the enq_qdepth of every packet behind it.
+        let st = EgressStats::default();
+        let mut q = Fifo::new(64);
+        for _ in 0..4 {
+            q.push(&[0; 100], Bridged::default(), 0, &st);
+        }
+        assert_eq!(enq_depths(&mut q, &st, 2), [0, 2, 4, 6]);
+        assert_eq!(st.egress_drops.load(Relaxed), 2);
+        assert_eq!(st.tx_packets.load(Relaxed), 2);
     }
 
     #[test]

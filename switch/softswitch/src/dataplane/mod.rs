@@ -297,12 +297,19 @@ impl Dataplane {
             if let Some(aqm) = pc.aqm {
                 tracing::info!(port = id, aqm = %aqm, "egress AQM on the port's queue");
             }
+            if let Some(cells) = pc.queue_cells {
+                tracing::info!(port = id, cells, "buffer limit of the port's queue");
+            }
             ports.push(Port {
                 id,
                 ifname: pc.ifname.clone(),
                 enabled: AtomicBool::new(true),
                 stats,
-                fifo: Mutex::new(Fifo::new(depth).with_aqm(pc.aqm)),
+                fifo: Mutex::new(
+                    Fifo::new(depth)
+                        .with_aqm(pc.aqm)
+                        .with_limit_cells(pc.queue_cells),
+                ),
                 tx: Mutex::new(tx),
             });
         }

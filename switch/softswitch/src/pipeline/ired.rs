@@ -8,15 +8,29 @@
 //! next eligible packet routed to that port is dropped in Ingress.
 //!
 //! The arithmetic is the P4 program's, operation for operation: 19-bit
-//! depths in cells (80 bytes), qAvg = prev - (prev >> n) + (deq >> n) with
-//! prev the port's previous sample, a 16-bit random number below
-//! `ired_drop_prob` between the thresholds.
+//! depths in cells (80 bytes), qAvg = prev - (prev >> n) + (cur >> n) with
+//! cur the queue depth as the packet leaves (deq_qdepth; enq_qdepth with
+//! `--ired-sample enq`, the program built with -DIRED_SAMPLE_ENQ) and prev
+//! the port's previous sample, a 16-bit random number below `ired_drop_prob`
+//! between the thresholds.
 
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::{Bridged, Pipeline};
 use crate::schema::IredReg;
 use crate::tables::small::{PORTS, QUEUE_DEPTH_MAX};
+
+/// The queue depth iRED averages (switch/p4/controls/ired.p4, `sample`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IredSample {
+    /// deq_qdepth: the queue as the deciding packet leaves it.
+    #[default]
+    Deq,
+    /// enq_qdepth: the queue as the deciding packet found it on arrival, one
+    /// queueing delay old (the P4 program built with -DIRED_SAMPLE_ENQ).
+    Enq,
+}
 
 /// DSCP Expedited Forwarding (RFC 3246).
 pub const DSCP_EF: u8 = 46;
@@ -50,6 +64,8 @@ pub struct IredRegs {
     recirc_pending: AtomicBool,
     /// xorshift64 state (Tofino: `Random<bit<16>>`).
     rng: AtomicU64,
+    /// Fixed at start-up, as the P4 program's build.
+    sample: IredSample,
 }
 
 impl Default for IredRegs {
@@ -60,11 +76,20 @@ impl Default for IredRegs {
             ports,
             recirc_pending: AtomicBool::new(false),
             rng: AtomicU64::new(0x9e37_79b9_7f4a_7c15),
+            sample: IredSample::default(),
         }
     }
 }
 
 impl IredRegs {
+    /// The registers of a switch averaging `sample`.
+    pub fn with_sample(sample: IredSample) -> IredRegs {
+        IredRegs {
+            sample,
+            ..IredRegs::default()
+        }
+    }
+
     /// 16 random bits. Racing workers may draw the same number: harmless.
     #[inline]
     fn random16(&self) -> u16 {
@@ -152,7 +177,11 @@ impl Pipeline {
         };
         let n = c.ewma_n;
         // 19-bit depths, as eg_intr_md.deq_qdepth / enq_qdepth.
-        let cur = deq_cells.min(QUEUE_DEPTH_MAX);
+        let cur = match self.ired.sample {
+            IredSample::Deq => deq_cells,
+            IredSample::Enq => enq_cells,
+        }
+        .min(QUEUE_DEPTH_MAX);
         let prev = r.qdepth_prev.swap(cur, Relaxed);
         let avg = prev - (prev >> n) + (cur >> n);
         let (min, max) = (c.min_thsld(), c.max_thsld());
@@ -303,6 +332,18 @@ mod tests {
         // depths are 19-bit: a deeper queue reads as the maximum
         depart(&p, u32::MAX);
         assert_eq!(reg(&p, IredReg::QdepthPrev), u64::from(QUEUE_DEPTH_MAX));
+    }
+
+    #[test]
+    fn the_sample_is_the_depth_the_switch_was_built_to_average() {
+        let mut p = with_ired(false, false);
+        // deq_qdepth 30, enq_qdepth 10: the default averages the queue as it is left
+        p.ired(PORT, &Bridged::default(), 30, 10);
+        assert_eq!(reg(&p, IredReg::QdepthPrev), 30);
+        p.ired = IredRegs::with_sample(IredSample::Enq);
+        p.ired(PORT, &Bridged::default(), 30, 10);
+        assert_eq!(reg(&p, IredReg::QdepthPrev), 10);
+        assert_eq!(reg(&p, IredReg::Qavg), 5);
     }
 
     #[test]

@@ -310,6 +310,12 @@ impl Pipeline {
     }
 
     /// Where `pipe.IngressDeparser.reroute` digests go.
+    /// The pipeline averaging `sample` in iRED (the P4 program's build option).
+    pub fn with_ired_sample(mut self, sample: ired::IredSample) -> Pipeline {
+        self.ired = ired::IredRegs::with_sample(sample);
+        self
+    }
+
     pub fn with_reroute_digests(mut self, tx: SyncSender<RerouteDigest>) -> Pipeline {
         self.reroute_digests = tx;
         self
