@@ -545,6 +545,8 @@ def draw(pts: dict[str, dict[int, Point]], calls: list[int], names: list[str], o
             if xs:
                 ax.plot(xs, ys, marker="o", label=r)
         ax.set_xscale("log")
+        ax.set_xticks(calls, [f"{n:,}" for n in calls])
+        ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel("concurrent calls (2 flows each)")
