@@ -51,6 +51,7 @@ ADDED_P99_MS = 2.0
 class Step:
     calls: int  # up in the switch
     agent_calls: int  # of which through the agent
+    agent_offloaded: int = 0  # of those, offloaded when the measuring began
     preload_s: float = 0.0
     idle_cpu: float = 0.0  # agent + RTPProxy, cores, with the calls up and no commands
     loop_us_per_call: float = 0.0
@@ -150,10 +151,12 @@ async def run_step(a: argparse.Namespace, calls: int) -> Step:
                 await b.wait_ready(port)
                 t0 = time.monotonic()
                 await preload_agent(port, st.agent_calls)
-                while await offloaded(mport) < st.agent_calls:
-                    if time.monotonic() - t0 > 300:
-                        raise RuntimeError(f"{st.agent_calls} calls not offloaded in 300 s")
+                # Offloading follows the answers; a lagging agent is measured as it is.
+                while (got := await offloaded(mport)) < st.agent_calls:
+                    if time.monotonic() - t0 > 180:
+                        break
                     await asyncio.sleep(0.2)
+                st.agent_offloaded = int(got)
                 if calls > st.agent_calls:
                     await preload_switch(sw, 0, calls - st.agent_calls)
                 st.preload_s = time.monotonic() - t0
@@ -206,6 +209,11 @@ def report(steps: list[Step], a: argparse.Namespace, load: tuple[float, float]) 
     w(head)
     w(rule)
     w("| of which the agent's | " + " | ".join(f"{s.agent_calls:,d}" for s in steps) + " |")
+    w(
+        "| of those offloaded when measuring began (180 s at most) | "
+        + " | ".join(f"{s.agent_offloaded:,d}" for s in steps)
+        + " |"
+    )
     w("| setting them up, s | " + " | ".join(f"{s.preload_s:.1f}" for s in steps) + " |")
     w(
         "| agent + RTPProxy CPU with the calls up and no commands, % of a core | "
