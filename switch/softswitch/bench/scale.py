@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -55,9 +56,16 @@ TARGET = 1.2  # cost per packet at the most calls / at the fewest, both paths
 MEMORY_TARGET_MIB = 512.0
 # benchtool's call layout (examples/benchtool.rs call_ends)
 CALL_BLOCK, RELAY_BLOCK = 16384, 8192
-# RTPProxy holds 4 ports per call on one address: its range bounds the calls.
+# RTPProxy holds a call in 4 sockets on one address: its port range and its
+# open-file limit (inherited) bound the calls.
 RTPP_PORTS = (20000, 65000)
-RTPP_MAX_CALLS = (RTPP_PORTS[1] - RTPP_PORTS[0]) // 4 - 16
+RTPP_MAX_CALLS = (
+    min(
+        (RTPP_PORTS[1] - RTPP_PORTS[0]) // 4,
+        (resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 200) // 4,
+    )
+    - 16
+)
 CTL_PORT = sb.CTL_PORT
 DOCS = sb.ROOT / "docs/benchmarks"
 STAGE = "11-softswitch-scale"
@@ -265,8 +273,9 @@ def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
                   ["--dports-file", str(to_a)]),
              *rx_range(A_PORT, calls)),
     ]  # fmt: skip
-    settings = (f"`-T 3600`, ports {RTPP_PORTS[0]}-{RTPP_PORTS[1]} (holds {RTPP_MAX_CALLS:,d} calls "
-                "on one address); static neighbours")  # fmt: skip
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    settings = (f"`-T 3600`, ports {RTPP_PORTS[0]}-{RTPP_PORTS[1]} (with {nofile:,d} open files "
+                f"it holds {RTPP_MAX_CALLS:,d} calls); static neighbours")  # fmt: skip
     return ScaleDut("RTPProxy", tb, sides, settings, p.pid, lambda: sb.stop_bg(log, p))
 
 
@@ -642,7 +651,7 @@ def main() -> int:
                     name, make = VARIANTS[tag]
                     if tag == "rp" and n > RTPP_MAX_CALLS:
                         print(
-                            f"  {name}: holds at most {RTPP_MAX_CALLS:,d} calls on one address; skipped",
+                            f"  {name}: holds at most {RTPP_MAX_CALLS:,d} calls here; skipped",
                             flush=True,
                         )
                         continue
