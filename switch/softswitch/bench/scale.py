@@ -503,14 +503,27 @@ def report(pts: dict[str, dict[int, Point]], calls: list[int], settings: dict[st
     table("testbed setup, s (the calls' table writes or RTPProxy commands included)", names, setup)  # fmt: skip
     ok = True
     verdicts = []
+
+    def spread(n: int) -> float:
+        """The direct baseline's own spread over the rounds (max - min), µs."""
+        b = [t.us_per_pkt for t in pts[BASE][n].trials if t.received]
+        return max(b) - min(b) if b else 0.0
+
+    noise = max(spread(calls[0]), spread(calls[-1]))
     for r in sw:
         v, v0 = med(net_us(pts, r, calls[-1])), med(net_us(pts, r, calls[0]))
-        if v is None or not v0:
+        if v is None or v0 is None:
             continue
-        good = v / v0 <= TARGET
+        # A cost or a difference inside the baseline's own spread is not
+        # resolved on this host: not counted as met.
+        resolved = v0 > noise and abs(v - v0) > noise
+        good = resolved and v / v0 <= TARGET
         ok &= good
+        verdict = "met" if good else "NOT met" if resolved else "not resolved (within noise)"
+        x = f"{v / v0:.2f}x" if v0 else "n/a"
         verdicts.append(f"{r}: {fmt(v0)} µs at {calls[0]:,d} calls, {fmt(v)} µs at {calls[-1]:,d} "
-                        f"({v / v0:.2f}x, target ≤ {TARGET:g}x: {'met' if good else 'NOT met'})")  # fmt: skip
+                        f"({x}; the direct baseline spreads {noise:.2f} µs over the rounds; "
+                        f"target ≤ {TARGET:g}x: {verdict})")  # fmt: skip
     if mem:
         before, after, ips, bpf = mem
         good = after + bpf <= MEMORY_TARGET_MIB
