@@ -366,8 +366,14 @@ def quantiles(
 
 
 def start_agent(
-    port: int, switch: str | None, state: str, metrics_port: int
+    port: int,
+    switch: str | None,
+    state: str,
+    metrics_port: int,
+    ports: str = "40000-59999",
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
+    """The agent with its embedded RTPProxy on media ports `ports`."""
     args = [
         sys.executable,
         "-m",
@@ -377,9 +383,9 @@ def start_agent(
         "--listen",
         f"udp:127.0.0.1:{port}",
         "--embedded-ports",
-        "40000-59999",
+        ports,
         "--relay-ports",
-        "40000-59999",
+        ports,
         "--relay-addr",
         "127.0.0.1",
         "--notify-listen",
@@ -392,6 +398,7 @@ def start_agent(
         "error",
         "--switch",
         switch or "",
+        *extra,
     ]
     proc = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}

@@ -44,27 +44,107 @@ struct Flow {
     src: Ipv4Addr,
     #[arg(long)]
     dst: Ipv4Addr,
-    /// First source port; flow i uses sport + 2i
+    /// First source port; flow i uses sport + 2i (within its --src-block)
     #[arg(long)]
     sport: u16,
-    /// First destination port; flow i uses dport + 2i (or the i-th of --dports)
+    /// First destination port; flow i uses dport + STEP*i (within its
+    /// --dst-block; STEP is --dport-step), or the i-th of --dports
     #[arg(long)]
     dport: u16,
     /// Explicit destination ports, comma separated (e.g. RTPProxy's allocations)
     #[arg(long, value_delimiter = ',')]
     dports: Vec<u16>,
+    /// Explicit destination ports, one per line (for more flows than a command line holds)
+    #[arg(long)]
+    dports_file: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 1)]
-    flows: u16,
+    flows: u32,
+    /// Flows per source address: flow i is from src + i / N, port sport + 2 (i % N)
+    #[arg(long, default_value_t = 1 << 15)]
+    src_block: u32,
+    /// Flows per destination address: flow i is to dst + i / N
+    #[arg(long, default_value_t = 1 << 15)]
+    dst_block: u32,
+    #[arg(long, default_value_t = 2)]
+    dport_step: u16,
 }
 
 impl Flow {
-    fn ports(&self, i: u16) -> (u16, u16) {
-        let d = self
-            .dports
-            .get(usize::from(i))
-            .copied()
-            .unwrap_or(self.dport + 2 * i);
-        (self.sport + 2 * i, d)
+    /// Reads --dports-file into --dports; checks that every flow has its ports.
+    fn resolve(mut self) -> Result<Flow> {
+        if let Some(path) = &self.dports_file {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--dports-file {}", path.display()))?;
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let p = line.trim().parse::<u16>().with_context(|| {
+                    format!("--dports-file {}: {line:?} is not a port", path.display())
+                })?;
+                self.dports.push(p);
+            }
+        }
+        if self.src_block == 0 || self.dst_block == 0 || self.dport_step == 0 {
+            bail!("--src-block, --dst-block and --dport-step must be positive");
+        }
+        // The highest port any flow uses, unwrapped.
+        let n = self.flows.saturating_sub(1);
+        let top = |first: u16, step: u16, block: u32| {
+            u64::from(first) + u64::from(step) * u64::from(n.min(block - 1))
+        };
+        if top(self.sport, 2, self.src_block) > 65535
+            || (self.dports.len() < self.flows as usize
+                && top(self.dport, self.dport_step, self.dst_block) > 65535)
+        {
+            bail!("ports beyond 65535: use smaller --src-block/--dst-block or fewer flows");
+        }
+        Ok(self)
+    }
+
+    /// (source address, source port, destination address, destination port) of flow i.
+    fn endpoints(&self, i: u32) -> (Ipv4Addr, u16, Ipv4Addr, u16) {
+        let (sb, db) = (self.src_block.max(1), self.dst_block.max(1));
+        let src = Ipv4Addr::from(u32::from(self.src).wrapping_add(i / sb));
+        let sport = self.sport.wrapping_add((2 * (i % sb)) as u16);
+        let (dst, dport) = match self.dports.get(i as usize) {
+            Some(&d) => (self.dst, d),
+            None => (
+                Ipv4Addr::from(u32::from(self.dst).wrapping_add(i / db)),
+                self.dport
+                    .wrapping_add(self.dport_step.wrapping_mul((i % db) as u16)),
+            ),
+        };
+        (src, sport, dst, dport)
+    }
+}
+
+/// Where call c's endpoints are (`program`'s layout, which the bench's
+/// senders follow with --src-block CALL_BLOCK --dst-block RELAY_BLOCK):
+/// A and B at (ip + c / CALL_BLOCK, port + 2 (c % CALL_BLOCK)), the relay
+/// ports at (relay + c / RELAY_BLOCK, 20000 + 4 (c % RELAY_BLOCK)) and + 2.
+const CALL_BLOCK: u32 = 16384;
+const RELAY_BLOCK: u32 = 8192;
+
+struct CallEnds {
+    a: (u32, u16),
+    b: (u32, u16),
+    relay: u32,
+    ra: u16,
+    rb: u16,
+}
+
+fn call_ends(c: u32, a: (Ipv4Addr, u16), b: (Ipv4Addr, u16), relay: Ipv4Addr) -> CallEnds {
+    let at = |ip: Ipv4Addr, port: u16| {
+        (
+            u32::from(ip) + c / CALL_BLOCK,
+            port.wrapping_add((2 * (c % CALL_BLOCK)) as u16),
+        )
+    };
+    let ra = 20000 + (4 * (c % RELAY_BLOCK)) as u16;
+    CallEnds {
+        a: at(a.0, a.1),
+        b: at(b.0, b.1),
+        relay: u32::from(relay) + c / RELAY_BLOCK,
+        ra,
+        rb: ra + 2,
     }
 }
 
@@ -107,9 +187,10 @@ enum Cmd {
     Program {
         #[arg(long, default_value = "http://127.0.0.1:50052")]
         grpc: String,
-        /// Calls: A (a_ip:a_port+2i) <-> relay (relay_ip:20000+4i / 20002+4i) <-> B (b_ip:b_port+2i)
+        /// Calls: A (a_ip:a_port+2i) <-> relay (relay_ip:20000+4i / 20002+4i) <-> B (b_ip:b_port+2i),
+        /// the addresses stepping up every 16,384 calls (the relay's every 8,192)
         #[arg(long)]
-        calls: u16,
+        calls: u32,
         #[arg(long)]
         a_ip: Ipv4Addr,
         #[arg(long)]
@@ -145,8 +226,8 @@ fn parse_mac(s: &str) -> Result<[u8; 6]> {
 }
 
 /// One 214-byte G.711 RTP frame with valid IPv4 and UDP checksums.
-fn rtp_frame(f: &Flow, i: u16, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8>> {
-    let (sport, dport) = f.ports(i);
+fn rtp_frame(f: &Flow, i: u32, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8>> {
+    let (src, sport, dst, dport) = f.endpoints(i);
     let mut b = Vec::with_capacity(214);
     b.extend_from_slice(&parse_mac(&f.dst_mac)?);
     b.extend_from_slice(&parse_mac(&f.src_mac)?);
@@ -156,8 +237,8 @@ fn rtp_frame(f: &Flow, i: u16, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8
         0x45, 0xb8, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     ];
     wr16(&mut ip, 2, total as u16);
-    ip[12..16].copy_from_slice(&f.src.octets());
-    ip[16..20].copy_from_slice(&f.dst.octets());
+    ip[12..16].copy_from_slice(&src.octets());
+    ip[16..20].copy_from_slice(&dst.octets());
     let c = ipv4_checksum(&ip);
     wr16(&mut ip, 10, c);
     b.extend_from_slice(&ip);
@@ -169,13 +250,13 @@ fn rtp_frame(f: &Flow, i: u16, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8
     udp[9] = 8; // PCMA
     wr16(&mut udp, 10, seq);
     wr32(&mut udp, 12, u32::from(seq).wrapping_mul(160));
-    wr32(&mut udp, 16, 0x1234_0000 | u32::from(i));
+    wr32(&mut udp, 16, 0x1234_0000 ^ i); // SSRC
     udp[20..].fill(0xd5);
     if let Some(ns) = stamp_ns {
         wr32(&mut udp, 20, MAGIC);
         udp[24..32].copy_from_slice(&ns.to_be_bytes());
     }
-    let pseudo = ones_sum(&f.src.octets()) + ones_sum(&f.dst.octets()) + 17 + udp.len() as u32;
+    let pseudo = ones_sum(&src.octets()) + ones_sum(&dst.octets()) + 17 + udp.len() as u32;
     let c = !fold(pseudo + ones_sum(&udp));
     wr16(&mut udp, 6, if c == 0 { 0xffff } else { c });
     b.extend_from_slice(&udp);
@@ -251,11 +332,11 @@ fn send(ifname: &str, f: &Flow, pps: u32, secs: f64, slot_us: u64, stamp: bool) 
                 ring.tx_flush()?;
                 batch = 0;
             }
-            let i = (sent % u64::from(f.flows)) as u16;
+            let i = (sent % u64::from(f.flows)) as u32;
             let ok = if stamp {
                 ring.tx_put(&rtp_frame(f, i, sent as u16, Some(now_real_ns()))?)
             } else {
-                ring.tx_put(&prebuilt[usize::from(i)])
+                ring.tx_put(&prebuilt[i as usize])
             };
             if ok {
                 sent += 1;
@@ -523,7 +604,7 @@ async fn write(sess: &mut Session, updates: Vec<pb::Update>) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 async fn program(
     grpc: &str,
-    calls: u16,
+    calls: u32,
     a_ip: Ipv4Addr,
     a_port: u16,
     b_ip: Ipv4Addr,
@@ -574,19 +655,20 @@ async fn program(
         }
         ups.push(u);
     }
-    for c in 0..u32::from(calls) {
-        let i = c as u16;
-        ups.extend(call_updates(
-            &s,
-            c,
-            (u32::from(a_ip), a_port + 2 * i),
-            (u32::from(b_ip), b_port + 2 * i),
-            u32::from(relay_ip),
-            20000 + 4 * i,
-            20002 + 4 * i,
-        ));
-    }
     write(&mut sess, ups).await?;
+    // Calls in Writes of about 2,000 entries (the relay entries mirrored
+    // into the kernel before each Write returns).
+    let mut ups = Vec::new();
+    for c in 0..calls {
+        let e = call_ends(c, (a_ip, a_port), (b_ip, b_port), relay_ip);
+        ups.extend(call_updates(&s, c, e.a, e.b, e.relay, e.ra, e.rb));
+        if ups.len() >= 2000 {
+            write(&mut sess, std::mem::take(&mut ups)).await?;
+        }
+    }
+    if !ups.is_empty() {
+        write(&mut sess, ups).await?;
+    }
     println!("{{\"calls\": {calls}, \"routes\": {}}}", routes.len());
     Ok(())
 }
@@ -636,7 +718,7 @@ fn main() -> Result<()> {
             .build()
     };
     match cli.cmd {
-        Cmd::Frames { flow } => frames(&flow),
+        Cmd::Frames { flow } => frames(&flow.resolve()?),
         Cmd::Send {
             ifname,
             flow,
@@ -644,7 +726,7 @@ fn main() -> Result<()> {
             secs,
             slot_us,
             stamp,
-        } => send(&ifname, &flow, pps, secs, slot_us, stamp),
+        } => send(&ifname, &flow.resolve()?, pps, secs, slot_us, stamp),
         Cmd::Recv {
             ifname,
             secs,

@@ -83,8 +83,13 @@ pub struct FastPath {
     /// Relay entries in the kernel's map (Writes are serialised; only they
     /// add or remove entries).
     relay_entries: AtomicU64,
-    /// Legs the kernel map refused (full).
+    /// Legs the kernel map refused (beyond its size).
     pub legs_full: AtomicU64,
+    /// The legs whose cell in the kernel's `legs` array is valid, one bit
+    /// each (the array has no keys to list).
+    legs_valid: parking_lot::Mutex<Vec<u64>>,
+    /// The last generation written into a `legs` cell's `valid`.
+    leg_gen: std::sync::atomic::AtomicU32,
     links: parking_lot::Mutex<Vec<(u32, c_int)>>,
     /// Ports whose interface drops frames redirected in native mode: the
     /// program never sends to them (user space does).
@@ -116,8 +121,7 @@ impl FastPath {
     ) -> Result<FastPath> {
         let obj = sys::Object::open(OBJECT).context("open the XDP object")?;
         obj.size_map("relay", relay_entries.max(1), true)?;
-        // A fast-path call has 4 relay entries and 2 legs.
-        obj.size_map("legs", (relay_entries / 2).clamp(1, legs.max(1)), true)?;
+        obj.size_map("legs", legs.max(1), false)?;
         obj.size_map("quality", legs.max(1), false)?;
         obj.size_map("leg_counts", legs.max(1), false)?;
         obj.load()
@@ -142,6 +146,8 @@ impl FastPath {
             relay_mirrored: AtomicU64::new(0),
             relay_entries: AtomicU64::new(0),
             legs_full: AtomicU64::new(0),
+            legs_valid: parking_lot::Mutex::new(vec![0; (legs.max(1) as usize).div_ceil(64)]),
+            leg_gen: std::sync::atomic::AtomicU32::new(0),
             links: parking_lot::Mutex::new(Vec::new()),
             no_native_tx: parking_lot::Mutex::new(Vec::new()),
             native_veths: parking_lot::Mutex::new(Vec::new()),
@@ -415,24 +421,72 @@ impl FastPathMaps for FastPath {
         self.relay_entries.store(0, Relaxed);
     }
 
-    /// Mirrors one leg: a valid route is stored, anything else removed (the
-    /// kernel then passes the leg's packets to user space).
+    /// Mirrors one leg: a valid route is stored, anything else cleared (the
+    /// kernel then passes the leg's packets to user space). A cell the
+    /// program may be reading is rewritten in three steps, each a whole-value
+    /// copy: `valid` cleared (the fields as they are), the new fields, then
+    /// a new generation in `valid`; the program keeps a copy only if it read
+    /// the same non-zero generation before and after it.
     fn mirror_leg(&self, leg: u32, r: LegRoute) {
-        let r = LegRouteC::from(r);
-        let cur: Option<LegRouteC> = sys::lookup(self.legs, &leg);
-        if r.valid == 0 {
-            if cur.is_some() {
-                let _ = sys::delete(self.legs, &leg);
+        let mut new = LegRouteC::from(r);
+        let mut valid = self.legs_valid.lock();
+        let Some(word) = valid.get_mut(leg as usize / 64) else {
+            if new.valid != 0 {
+                // Beyond the array: this leg's packets are relayed in user space.
+                self.legs_full.fetch_add(1, Relaxed);
             }
-        } else if cur != Some(r) && sys::update(self.legs, &leg, &r, sys::BPF_ANY).is_err() {
-            // Full: this leg's packets are relayed in user space.
+            return;
+        };
+        let bit = 1u64 << (leg % 64);
+        let Some(mut cur) = sys::lookup::<_, LegRouteC>(self.legs, &leg) else {
+            if new.valid != 0 {
+                self.legs_full.fetch_add(1, Relaxed);
+            }
+            return;
+        };
+        let want = new.valid != 0;
+        new.valid = 0;
+        if want && cur.valid != 0 && (LegRouteC { valid: 0, ..cur }) == new {
+            *word |= bit;
+            return;
+        }
+        if cur.valid != 0 {
+            cur.valid = 0;
+            if sys::update(self.legs, &leg, &cur, sys::BPF_EXIST).is_err() {
+                return;
+            }
+            *word &= !bit;
+        }
+        if !want {
+            return;
+        }
+        let mut g = self.leg_gen.fetch_add(1, Relaxed).wrapping_add(1);
+        if g == 0 {
+            g = self.leg_gen.fetch_add(1, Relaxed).wrapping_add(1);
+        }
+        let ok = sys::update(self.legs, &leg, &new, sys::BPF_EXIST).is_ok() && {
+            new.valid = g;
+            sys::update(self.legs, &leg, &new, sys::BPF_EXIST).is_ok()
+        };
+        if ok {
+            *word |= bit;
+        } else {
             self.legs_full.fetch_add(1, Relaxed);
         }
     }
 
     /// Legs the kernel holds.
     fn mirrored_legs(&self) -> Vec<u32> {
-        sys::keys::<u32>(self.legs)
+        let valid = self.legs_valid.lock();
+        let mut out = Vec::new();
+        for (i, &w) in valid.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                out.push(i as u32 * 64 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        out
     }
 
     fn status(&self) -> FastPathStatus {

@@ -323,3 +323,38 @@ fn native_redirect_probe_follows_the_peers_napi() {
     .join()
     .expect("test thread");
 }
+
+/// Legs are cells of an array, listed from the softswitch's own record: a
+/// re-pointed leg gets a new generation, a cleared one none, one beyond the
+/// array is counted and left to user space.
+#[test]
+fn legs_are_rewritten_in_place_with_a_new_generation() {
+    let fp = FastPath::load(XdpMode::Generic, 16, 100, 8000, 4)
+        .expect("load the XDP program (the Rust tests run as root)");
+    let r = LegRoute {
+        src: 1,
+        dst: 2,
+        sport: 3,
+        dport: 4,
+        port: 2,
+        smac: [2; 6],
+        dmac: [3; 6],
+        valid: true,
+    };
+    fp.mirror_leg(7, r);
+    fp.mirror_leg(64, r);
+    assert_eq!(fp.mirrored_legs(), vec![7, 64]);
+    let a: LegRouteC = sys::lookup(fp.legs, &7u32).unwrap();
+    fp.mirror_leg(7, LegRoute { dport: 5, ..r });
+    let b: LegRouteC = sys::lookup(fp.legs, &7u32).unwrap();
+    assert!(a.valid != 0 && b.valid != 0 && a.valid != b.valid);
+    assert_eq!((a.dport, b.dport), (4, 5));
+    fp.mirror_leg(7, LegRoute { valid: false, ..r });
+    assert_eq!(fp.mirrored_legs(), vec![64]);
+    assert_eq!(
+        sys::lookup::<_, LegRouteC>(fp.legs, &7u32).unwrap().valid,
+        0
+    );
+    fp.mirror_leg(100, r);
+    assert_eq!((fp.status().legs_full, fp.mirrored_legs()), (1, vec![64]));
+}
