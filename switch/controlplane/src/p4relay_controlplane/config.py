@@ -330,6 +330,79 @@ class IntSection(_Section):
         return self
 
 
+class IntLoopSection(_Section):
+    """The control-plane INT loop: the sinks' telemetry reports come here, a
+    hop on a watched destination's primary path that stays over onset makes
+    this (the source) switch move the destination to its backup; the hop
+    under clear for hold_ms moves it back. For fabrics where a data-plane
+    notice cannot travel to the source."""
+
+    listen: str = Field(description="UDP host:port the sinks' telemetry reports arrive at")
+    sources: list[ipaddress.IPv4Address] = Field(
+        min_length=1,
+        description="report source addresses taken (the sinks' int.report src_addr); "
+        "any other datagram is counted and dropped",
+    )
+    forward: str = Field(
+        default="",
+        description="host:port every accepted report is passed on to, unchanged (the "
+        "collector's int_report_listen); empty: none",
+    )
+    onset_cells: U32 = Field(
+        default=400, description="a hop at/over this queue depth (80-byte cells) is over onset"
+    )
+    clear_cells: U32 = Field(default=100, description="a hop over this depth is not clear")
+    onset_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
+        default=0.0,
+        description="hop latency onset, us (0: not used; Tofino 1 hop latency saturates at 262 us)",
+    )
+    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=0.0)
+    m: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=2, description="consecutive reports of a hop over onset that make it congested"
+    )
+    hold_ms: Annotated[int, Field(ge=0, le=3_600_000)] = Field(
+        default=2000, description="the hop stays clear this long before flows move back"
+    )
+    switch_names: dict[str, str] = Field(
+        default_factory=dict, description="INT switch id (decimal) -> name, for events and logs"
+    )
+
+    @field_validator("listen", "forward")
+    @classmethod
+    def _addr(cls, v: str, info: Any) -> str:
+        if v or info.field_name == "listen":
+            host, _ = parse_listen(v)
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"{info.field_name}: {host!r} is not an IPv4 address") from None
+        return v
+
+    @field_validator("switch_names")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, name in v.items():
+            if not k.isdigit() or int(k) >= 2**32:
+                raise ValueError(f"switch_names: {k!r} is not an INT switch id (0..2^32-1)")
+            if not 0 < len(name) <= 128:
+                raise ValueError(f"switch_names: the name of {k} must be 1..128 characters")
+        return v
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> Self:
+        if self.onset_cells == 0 and self.onset_us == 0:
+            raise ValueError("int_loop: onset_cells or onset_us must be set")
+        if self.clear_cells > self.onset_cells or self.clear_us > self.onset_us:
+            raise ValueError(
+                f"int_loop: clear thresholds ({self.clear_cells} cells, {self.clear_us} us) "
+                f"must not exceed the onset ones ({self.onset_cells} cells, {self.onset_us} us)"
+            )
+        return self
+
+    def name(self, switch_id: int) -> str:
+        return self.switch_names.get(str(switch_id), str(switch_id))
+
+
 # The config file's content for the settings being built: pydantic-settings'
 # sources are per class, the file is per load.
 _FILE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("file", default=None)
@@ -386,6 +459,11 @@ class Settings(BaseSettings):
     reroute: RerouteSection | None = Field(default=None, description="congestion reroute")
     ired: list[IredPort] | None = Field(default=None, description="iRED per egress port")
     int: IntSection | None = Field(default=None, description="in-band network telemetry")
+    int_loop: IntLoopSection | None = Field(
+        default=None,
+        description="control-plane INT loop: move watched destinations on the sinks' reports "
+        "(off when absent)",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -442,6 +520,14 @@ class Settings(BaseSettings):
                         f"reroute watch {w.prefix}: backup_nexthop_id {w.backup_nexthop_id} "
                         "is not in nexthops"
                     )
+        if self.int_loop is not None:
+            if self.reroute is None or self.int is None:
+                raise ValueError(
+                    "int_loop needs [reroute] (the watches it moves) and [int] (this "
+                    "switch's INT id: a report's first hop must be its own)"
+                )
+            if not any(w.backup_nexthop_id is not None for w in self.reroute.watch):
+                raise ValueError("int_loop: no reroute watch has a backup_nexthop_id to move to")
         sinks = [n for n in self.nexthops or [] if n.int_role == "sink"]
         if self.int is not None and self.int.report is None and sinks:
             raise ValueError("a sink next hop needs [int.report] (where its reports go)")
@@ -518,6 +604,7 @@ __all__ = [
     "ENV_PREFIX",
     "ConfigError",
     "IntHopConfig",
+    "IntLoopSection",
     "IntReportConfig",
     "IntSection",
     "IredPort",
