@@ -172,6 +172,10 @@ async def test_hop_down_the_path_moves_and_returns(bed: Bed, server: Server) -> 
         send(on_primary(20))
         await wait_for(lambda: rc.returns == 1, within=5, what="moved back")
         assert await active() == 0
+        # back too early (the hop still over clear): moved again at once, the hold doubled
+        send(on_primary(300))
+        await wait_for(lambda: rc.moves == 2, within=5, what="moved again")
+        assert rc.episodes[SLOT].hold_ms == 2 * HOLD_MS and await active() == 1
     finally:
         stop.set()
         await task
@@ -179,14 +183,16 @@ async def test_hop_down_the_path_moves_and_returns(bed: Bed, server: Server) -> 
         tx.close()
         fwd.close()
     events = server.get("/api/v1/events", type="reroute")["items"]
-    by_dir = {e["payload"]["direction"]: e["payload"] for e in events}
-    assert set(by_dir) == {"to_backup", "to_primary"}, events
-    away = by_dir["to_backup"]
+    events.sort(key=lambda e: e["id"])
+    assert [e["payload"]["direction"] for e in events] == ["to_backup", "to_primary", "to_backup"]
+    away, back, again = (e["payload"] for e in events)
+    assert (away["hold_ms"], again["hold_ms"]) == (HOLD_MS, 2 * HOLD_MS)
     assert away["detected_by"] == "int_control_plane"
     assert (away["hop_switch"], away["hop_port"], away["hop_queue_cells"]) == ("s3", 2, 600)
     assert away["reported_by"] == "s2" and away["int_path"] == "s1,s3"
     assert "s3 port 2" in away["trigger"] and away["to_path"] == "nexthop 2 port 1"
-    assert by_dir["to_primary"]["detected_by"] == "int_control_plane"
+    assert back["detected_by"] == "int_control_plane"
+    assert back["trigger"].startswith(f"hop {S3} port 2 clear for")
 
 
 def test_bad_int_loop_config_is_refused(tmp_path: Path) -> None:

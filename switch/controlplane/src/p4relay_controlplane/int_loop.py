@@ -20,8 +20,11 @@ its backup (reroute.py writes `reroute_active`, as a data-plane notice does);
 a later report on the primary crossing a congested hop moves its watch too.
 The flow moves back when the hop stayed clear for `hold_ms` (reports of other
 flows still crossing it, or none: after the hold it is tried again, as the
-local detection's return does), and moves again only after `m` more reports
-over onset.
+local detection's return does). A hop stays congested until a report finds
+it under clear after the hold (hysteresis), so a flow back on a hop still
+over clear moves again at once, and the next hold is doubled (reroute.py:
+up to 8x), so a lasting congestion is probed ever less often; a hop that
+cleared needs `m` reports over onset again.
 
 Reports are taken only from `sources` (the sinks' report addresses): a
 forged report from elsewhere cannot move a call. What the loop cannot see:
@@ -160,23 +163,21 @@ class IntLoop:
                     continue
                 st = self.hops[key] = HopState()
             st.last = h
-            if self._over_clear(h):
+            over_clear = self._over_clear(h)
+            if over_clear:
                 st.over_clear_at = now
-            if self._over_onset(h):
-                st.run += 1
-            else:
-                st.run = 0
+            st.run = st.run + 1 if self._over_onset(h) else 0
             if on_primary and w is not None:
                 st.slots.add(w.slot)
             if not st.congested and st.run >= self.cfg.m:
                 st.congested = True
                 log.warning("int_hop_congested", hop=self._hop_name(key), **_hop_fields(h))
                 moves += [(s, key, r) for s in sorted(st.slots)]
+            elif st.congested and over_clear and on_primary and w is not None:
+                moves.append((w.slot, key, r))  # still congested: back on it too early
             elif st.congested and now - st.over_clear_at >= self.cfg.hold_ms / 1000:
                 st.congested = False
                 log.info("int_hop_clear", hop=self._hop_name(key))
-            elif st.congested and on_primary and w is not None:
-                moves.append((w.slot, key, r))
         metrics.INT_HOPS_CONGESTED.set(sum(1 for s in self.hops.values() if s.congested))
         return [m for m in moves if m[0] not in self.reroute.episodes]
 

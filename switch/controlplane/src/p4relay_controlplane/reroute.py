@@ -49,6 +49,7 @@ Submit = Callable[[IngestBatch], Awaitable[None]]
 
 
 HopKey = tuple[int, int]  # (INT switch id, egress port)
+INT_BACKOFF_MAX = 3  # an INT-moved flow's hold grows to at most 8x the configured one
 # the INT loop's answer: monotonic time since which the hop is clear (None: not clear)
 HopClearSince = Callable[[HopKey], float | None]
 
@@ -63,6 +64,7 @@ class Episode:
     hot_seen: int | None = None  # last port_hot stamp read on the primary
     clear_since: float = field(default_factory=time.monotonic)
     hop: HopKey | None = None  # moved by the INT loop: the congested hop it waits on
+    hold_ms: int = 0  # INT episodes: the hold, doubled after each return that failed
 
 
 def _path(port: int | None, nexthop: int | None = None) -> str:
@@ -89,6 +91,12 @@ class RerouteControl:
         self.episodes: dict[int, Episode] = {}
         self.hop_clear_since: HopClearSince | None = None  # set by the INT loop
         self.int_hold_ms = 0  # the INT loop's hold time
+        # INT moves back blind (nothing crosses the hop once its flows left):
+        # a hop that congests again within a hold of a return doubles the next
+        # hold (up to 2^INT_BACKOFF_MAX), so a lasting congestion is probed
+        # ever less often instead of every hold
+        self._int_returned: dict[HopKey, float] = {}
+        self._int_backoff: dict[HopKey, int] = {}
         self.moves = 0
         self.returns = 0
         self.configure(cfg)
@@ -184,7 +192,17 @@ class RerouteControl:
             return False
         await self.rr.move_to_backup([slot])
         ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
-        self.episodes[slot] = Episode(w, ev, time.monotonic(), hop=hop)
+        now = time.monotonic()
+        back_at = self._int_returned.get(hop)
+        k = self._int_backoff.get(hop, 0)
+        if back_at is not None and now - back_at < (self.int_hold_ms << k) / 1000:
+            k = min(k + 1, INT_BACKOFF_MAX)
+        else:
+            k = 0
+        self._int_backoff[hop] = k
+        hold_ms = self.int_hold_ms << k
+        self.episodes[slot] = Episode(w, ev, now, hop=hop, hold_ms=hold_ms)
+        extra = {**extra, "hold_ms": hold_ms}
         self.moves += 1
         metrics.REROUTES.labels("to_backup").inc()
         metrics.ON_BACKUP.set(len(self.episodes))
@@ -220,9 +238,7 @@ class RerouteControl:
                 if stamp != ep.hot_seen:
                     ep.hot_seen = stamp
                     ep.clear_since = now
-            hold_ms = (
-                self.hold_ms.get(ep.watch.flow_class, 0) if ep.hop is None else self.int_hold_ms
-            )
+            hold_ms = self.hold_ms.get(ep.watch.flow_class, 0) if ep.hop is None else ep.hold_ms
             hold_s = hold_ms / 1000
             if now - ep.clear_since >= hold_s:
                 back.append(slot)
@@ -236,7 +252,9 @@ class RerouteControl:
             metrics.REROUTES.labels("to_primary").inc()
             w = ep.watch
             held = round((now - ep.clear_since) * 1000)
-            hold = self.hold_ms.get(w.flow_class, 0) if ep.hop is None else self.int_hold_ms
+            hold = self.hold_ms.get(w.flow_class, 0) if ep.hop is None else ep.hold_ms
+            if ep.hop is not None:
+                self._int_returned[ep.hop] = now
             what = "primary" if ep.hop is None else f"hop {ep.hop[0]} port {ep.hop[1]}"
             payload: dict[str, PayloadValue] = {
                 "flow": str(w.prefix),
