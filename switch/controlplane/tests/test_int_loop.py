@@ -223,3 +223,22 @@ def test_bad_int_loop_config_is_refused(tmp_path: Path) -> None:
     p.write_text(base + '[int_loop]\nlisten = "127.0.0.1:9"\nsources = ["127.0.0.1"]\n')
     cfg = load(p)
     assert cfg.int_loop is not None and cfg.int_loop.m == 2
+
+
+def test_hop_latency_unused_is_a_threshold_no_hop_reaches() -> None:
+    """`onset_us = 0`: depth only (Tofino 1's hop latency stops at 262 us)."""
+    from p4relay_controlplane.desired import LATENCY_UNUSED_NS, desired
+    from p4relay_switch.names import INT_HOP_CONFIG
+
+    hops = [
+        {"port": 2, "onset_cells": 400, "clear_cells": 100, "onset_us": 0, "clear_us": 0},
+        {"port": 3, "onset_cells": 400, "clear_cells": 100, "onset_us": 200, "clear_us": 50},
+    ]
+    cfg = Settings.model_validate({"int": {"switch_id": 1, "calls": "none", "hops": hops}})
+    got = {
+        e.key["eg_intr_md.egress_port"]: e.data
+        for e in desired(cfg).tables[INT_HOP_CONFIG].values()
+    }
+    assert (got[2]["onset_ns"], got[2]["clear_ns"]) == (LATENCY_UNUSED_NS, LATENCY_UNUSED_NS)
+    assert (got[3]["onset_ns"], got[3]["clear_ns"]) == (200_000, 50_000)
+    assert got[2]["onset_cells"] == 400
