@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import structlog
 from p4relay_collector.wire import Event, IngestBatch, PayloadValue
-from p4relay_switch import Digest, SwitchClient
+from p4relay_switch import Digest, SwitchClient, SwitchError
 from p4relay_switch.names import REROUTE_SLOTS
 from p4relay_switch.reroute import MOVED, Reroute, RerouteEvent
 
@@ -190,7 +190,6 @@ class RerouteControl:
         w = self.by_slot.get(slot)
         if w is None or w.backup_nexthop_id is None or slot in self.episodes:
             return False
-        await self.rr.move_to_backup([slot])
         ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
         now = time.monotonic()
         back_at = self._int_returned.get(hop)
@@ -199,9 +198,15 @@ class RerouteControl:
             k = min(k + 1, INT_BACKOFF_MAX)
         else:
             k = 0
-        self._int_backoff[hop] = k
         hold_ms = self.int_hold_ms << k
+        # the episode first: reports arriving during the write find the slot taken
         self.episodes[slot] = Episode(w, ev, now, hop=hop, hold_ms=hold_ms)
+        try:
+            await self.rr.move_to_backup([slot])
+        except SwitchError:
+            del self.episodes[slot]
+            raise
+        self._int_backoff[hop] = k
         extra = {**extra, "hold_ms": hold_ms}
         self.moves += 1
         metrics.REROUTES.labels("to_backup").inc()
