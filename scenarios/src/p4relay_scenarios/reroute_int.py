@@ -26,9 +26,10 @@ Three ways to detect it, each its own row:
 Per call, over the cross traffic's window (packets sent in it): loss, packets
 per second received, the longest inter-arrival gap, one-way delay p99 and
 max, and MOS (G.107 E-model, p4relay_server.mos) with the p99 delay (delay
-spikes count, not the mean). Per run: time from the cross traffic's start
-to the move (s1's `reroute_active` register polled every 10 ms) and the
-number of moves.
+spikes count, not the mean). Per run: time from congestion onset (the
+first call packet after the cross traffic's start queued 5 ms over the
+calls' lowest one-way delay) to the move (s1's `reroute_active` register
+polled every 10 ms), and the number of moves.
 
   python -m p4relay_scenarios reroute-int --modes local,int-cp --cross 2,4 --runs 3 --calls 50
 """
@@ -430,6 +431,20 @@ def call_metrics(rows: np.ndarray, calls: int, start_ns: int, window_s: float) -
     return out
 
 
+ONSET_QUEUE_MS = 5.0  # a call packet this much over the calls' lowest one-way delay met a queue
+
+
+def congestion_onset(rows: np.ndarray, after_ns: int) -> int:
+    """When the calls first met the queue: the send time of the first packet
+    sent after `after_ns` (the cross traffic's start) whose one-way delay is
+    ONSET_QUEUE_MS over the lowest of the run; `after_ns` if none was."""
+    if not len(rows):
+        return after_ns
+    d = rows["r"] - rows["t"]
+    late = (rows["t"] >= after_ns) & (d - d.min() > ONSET_QUEUE_MS * 1e6)
+    return int(rows["t"][late].min()) if late.any() else after_ns
+
+
 # ------------------------------------------------------------------ a run
 
 
@@ -468,15 +483,20 @@ def switches(run_dir: Path, p: Params) -> Iterator[dict[str, str]]:
             stop(proc, 5)
 
 
-def _cross(bps: float, seconds: float, log: Path) -> subprocess.Popen[bytes]:
+CROSS_SERVER_S = 0.3  # iperf3 -s binding (it has no readiness signal of its own)
+
+
+def _cross(bps: float, seconds: float, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+    """iperf3 UDP xsrc -> xdst; returns the client and its start (monotonic s)."""
     # the server ends after its one test (-1)
     subprocess.Popen(
         _ns(L.xdst.netns, "iperf3", "-s", "-1", "-B", L.xdst.addr),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    time.sleep(0.3)  # iperf3 -s binding (no readiness signal of its own)
-    return subprocess.Popen(
+    time.sleep(CROSS_SERVER_S)
+    t = time.monotonic()
+    client = subprocess.Popen(
         [
             *_ns(L.xsrc.netns, "iperf3", "-c", L.xdst.addr, "-u", "-J"),
             *("-b", str(int(bps)), "-l", "1000", "-t", f"{seconds:g}"),
@@ -484,6 +504,7 @@ def _cross(bps: float, seconds: float, log: Path) -> subprocess.Popen[bytes]:
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
     )
+    return client, t
 
 
 def _cross_loss(log: Path) -> float | None:
@@ -529,10 +550,9 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
                     str(PPS),
                 )
             )
-            time.sleep(p.lead_s + 0.2)
-            t_cross = time.monotonic()
+            time.sleep(p.lead_s + 0.2 - CROSS_SERVER_S)
             xlog = run_dir / "iperf3.json"
-            ip = _cross(cross * p.rate_bps, p.cross_s, xlog)
+            ip, t_cross = _cross(cross * p.rate_bps, p.cross_s, xlog)
             ip.wait(p.cross_s + 30)
             tx.wait(total + 30)
             rx.wait(30)
@@ -541,6 +561,7 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
             agent.close()
     rows = read_rows(out)
     calls = call_metrics(rows, p.calls, int(t_cross * 1e9), p.cross_s)
+    onset = congestion_onset(rows, int(t_cross * 1e9)) / 1e9
     moves = [t for t in watch.moves if t >= t_cross]
     hop = ""
     evs = [e for _, e in agent.events]
@@ -553,7 +574,7 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
         cross,
         run,
         calls,
-        (moves[0] - t_cross) * 1000 if moves else None,
+        (moves[0] - onset) * 1000 if moves else None,
         len(moves),
         _cross_loss(xlog),
         hop,
