@@ -182,7 +182,8 @@ async def _notice_path(name: str, address: str, p: Params) -> None:
     primary port on upstream. Their own-queue detection is off (m = 0 at s3),
     so only INT moves the calls."""
     sink = name == "s2"
-    primary = bed.link_port(name, "s3", L) if sink else bed.link_port("s3", "s2", L)
+    # the port towards the sink (the sink: towards the callees)
+    primary = L.uas.port if sink else bed.link_port("s3", "s2", L)
     async with SwitchClient(address, client_id=32) as sw:
         rr = Reroute(sw)
         m = p.m_sink if sink else 0
@@ -713,9 +714,12 @@ def write(out: Path, runs: list[Run], p: Params) -> tuple[str, str, str]:
         )
     )
     plot(runs, out / "int_reroute.png")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip()
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        or "(not a git checkout)"
+    )
     return table(rows), versus_local(rows), commit
 
 
@@ -760,9 +764,12 @@ def main(argv: list[str] | None = None) -> int:
     ib.down()
     ib.up()
     try:
-        for x in crosses:
-            for mode in modes:
-                for k in range(a.runs):
+        # passes over the whole matrix, one after the other: a change in the
+        # machine's load falls on every cell alike, and a pass cut short
+        # leaves every cell with the runs before it
+        for k in range(a.runs):
+            for x in crosses:
+                for mode in modes:
                     r = run_one(mode, x, k, p, a.run_dir / f"{mode}-{x:g}x-{k}")
                     runs.append(r)
                     s = summary([r])[0]
@@ -772,12 +779,13 @@ def main(argv: list[str] | None = None) -> int:
                         f"moved after {_fmt(r.move_after_ms)} ms ({r.moves} moves) {r.hop}",
                         flush=True,
                     )
+                    tbl, vs, commit = write(a.out, runs, p)
+                    readme(a.out, tbl, vs, p, commit, " ".join(argv or sys.argv[1:]))
     finally:
         ib.down()
-    tbl, vs, commit = write(a.out, runs, p)
+    tbl, vs, _ = write(a.out, runs, p)
     print(tbl)
     print(vs)
-    readme(a.out, tbl, vs, p, commit, " ".join(argv or sys.argv[1:]))
     return 0
 
 
