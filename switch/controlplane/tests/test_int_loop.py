@@ -198,7 +198,7 @@ async def test_hop_down_the_path_moves_and_returns(bed: Bed, server: Server) -> 
 def test_bad_int_loop_config_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "c.toml"
     base = (
-        'switch = "s"\n[reroute]\nclasses = [{ flow_class = 1, t_q_us = 1, m = 1, hold_ms = 1 }]\n'
+        'switch = "s"\n[reroute]\nclasses = [{ flow_class = 1, t_q_us = 100, m = 1, hold_ms = 1 }]\n'
         'watch = [{ prefix = "10.0.0.0/8", slot = 1, flow_class = 1, primary_port = 1, '
         'backup_nexthop_id = 2 }]\n[int]\nswitch_id = 1\ncalls = "none"\n'
     )

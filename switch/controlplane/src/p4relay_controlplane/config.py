@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from p4relay_switch import SwitchError
+from p4relay_switch import SwitchError, limits
 from p4relay_switch.ired import IredSettings, cells
 from p4relay_switch.names import IRED_EWMA_N_MAX, REROUTE_SLOTS
 from pydantic import (
@@ -122,7 +122,8 @@ class RouteConfig(_Section):
 class RerouteClassConfig(_Section):
     flow_class: Annotated[int, Field(ge=0, le=255)]
     t_q_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
-        description="queueing delay threshold, us"
+        description="threshold of a packet's delay from ingress to egress, us "
+        "(measured in ticks of 65.536 us: at least one tick)"
     )
     m: U16 = Field(description="consecutive packets over t_q that move the flow (0: never)")
     hold_ms: U32 = Field(description="the primary stays clear this long before a flow moves back")
@@ -130,6 +131,16 @@ class RerouteClassConfig(_Section):
     @property
     def t_q_ns(self) -> int:
         return round(self.t_q_us * 1000)
+
+    @model_validator(mode="after")
+    def _representable(self) -> Self:
+        """The switch must be able to measure t_q (m = 0: the class never triggers)."""
+        if self.m:
+            try:
+                limits.check_reroute_t_q(self.t_q_ns)
+            except limits.UnrepresentableThreshold as e:
+                raise ValueError(f"reroute class {self.flow_class}: {e}") from e
+        return self
 
 
 class RerouteWatchConfig(_Section):
@@ -254,9 +265,27 @@ class IntHopConfig(_Section):
     onset_cells: U32 = Field(default=200, description="queue depth at dequeue, 80-byte cells")
     clear_cells: U32 = Field(default=50)
     onset_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
-        default=1000.0, description="hop latency, us"
+        default=0.0,
+        description="hop latency, us (0: not used; at most 262.143: the target's "
+        "deq_timedelta stops there)",
     )
-    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=250.0)
+    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=0.0)
+
+    @model_validator(mode="after")
+    def _representable(self) -> Self:
+        """Thresholds the switch's queue depth and hop latency can reach
+        (p4relay_switch.limits; latency 0: not used)."""
+        unused = limits.NEVER
+        try:
+            limits.check_int_hop(
+                self.onset_cells,
+                self.clear_cells,
+                round(self.onset_us * 1000) if self.onset_us else unused,
+                round(self.clear_us * 1000) if self.onset_us else unused,
+            )
+        except limits.UnrepresentableThreshold as e:
+            raise ValueError(f"INT hop on port {self.port}: {e}") from e
+        return self
 
     @model_validator(mode="after")
     def _hysteresis(self) -> Self:
