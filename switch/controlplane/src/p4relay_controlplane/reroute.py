@@ -28,6 +28,7 @@ on, has no rtpagent), and a watch names any destination, not only a call.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
@@ -89,6 +90,7 @@ class RerouteControl:
         self.rr = Reroute(client)
         self.submit = submit
         self.episodes: dict[int, Episode] = {}
+        self._sending = asyncio.Lock()
         self.hop_clear_since: HopClearSince | None = None  # set by the INT loop
         self.int_hold_ms = 0  # the INT loop's hold time
         # INT moves back blind (nothing crosses the hop once its flows left):
@@ -141,7 +143,10 @@ class RerouteControl:
 
     async def _send(self, events: list[Event]) -> None:
         if self.submit is not None and events:
-            await self.submit(IngestBatch(idempotency_key=str(uuid.uuid4()), events=events))
+            # one batch at a time: digests, returns and the INT loop's moves run
+            # in different tasks, and the ingest client sends its backlog in order
+            async with self._sending:
+                await self.submit(IngestBatch(idempotency_key=str(uuid.uuid4()), events=events))
 
     async def on_digest(self, d: Digest) -> None:
         events = []
