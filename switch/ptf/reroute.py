@@ -189,6 +189,16 @@ class RerouteTest(P4RelayTest):
         """On its backup, in any pipe."""
         return any(v != 0 for v in self.tables.read_register(REG_REROUTE_ACTIVE, [slot])[slot])
 
+    def moved(self, slot: int = SLOT, timeout: float = 2.0) -> bool:
+        """On its backup within ``timeout``: the notice's recirculation, not
+        the packets, decides when."""
+        deadline = time.monotonic() + timeout
+        while not self.active(slot):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def notice(self, kind: int, dst: str, in_port: int, ttl: int = 63) -> bytes:
         ip = IP(src=HOST_IP[1], dst=dst, ttl=ttl, id=9) / UDP(sport=4000, dport=4001) / (b"n" * 40)
         body = struct.pack("!BBHHHI", kind, CLASS, self.dev[in_port] & 0x1FF, 77, M, 5_000_000)
@@ -211,7 +221,7 @@ class MConsecutivePackets(RerouteTest):
         # a burst of M + 1: M wait in a row -> one reroute
         self.burst(M + 1, first=100)
         self.assertEqual(self.count_received(2, timeout=0.5), M + 1)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         ev = self.events(1.0)
         self.assertEqual(len(ev), 1, ev)
         e = ev[0]
@@ -237,7 +247,7 @@ class HysteresisReturn(RerouteTest):
         self.dataplane.flush()
         self.burst(M + 1)
         self.count_received(2, timeout=0.5)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         hot = max(self.tables.read_register(REG_REROUTE_PORT_HOT, [self.dev[2]])[self.dev[2]])
         self.assertNotEqual(hot, 0)
         # the control plane's move back: active and run of the slot to 0
@@ -304,7 +314,7 @@ class UpstreamSwitchMoves(RerouteTest):
         self.assertEqual(self.events(0.3), [])
         self.send(2, self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2))
         self.expect_nothing(timeout=0.3)  # consumed
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         ev = self.events(1.0)
         self.assertEqual([(e.kind, e.slot, e.run) for e in ev], [(MOVED, SLOT, M)])
         p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
@@ -359,7 +369,7 @@ class NoticeCrossesSwitchWithoutBackup(RerouteTest):
         self.watch(backup=True)
         self.send(2, on)
         self.expect_nothing(timeout=0.3)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         self.assertEqual([(e.kind, e.slot) for e in self.events(1.0)], [(MOVED, SLOT)])
         self.send(1, p)
         self.expect(forwarded(p, 3), 3)
@@ -428,7 +438,7 @@ class IntDrivenMove(IntSinkTest):
         # upstream: the switch with the backup receives it by its primary's port
         self.send(2, n)
         self.expect_nothing(timeout=0.3)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         ev = self.events(1.0)
         self.assertEqual([(e.kind, e.from_int) for e in ev], [(MOVED, True)])
         p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)

@@ -85,9 +85,9 @@ control Reroute(
             port = (bit<16>)ig_md.ingress_port;
         }
     };
-    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, bit<16>>(reroute_from) read_from = {
-        void apply(inout bit<16> port, out bit<16> rv) {
-            rv = port;
+    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, PortId_t>(reroute_from) read_from = {
+        void apply(inout bit<16> port, out PortId_t rv) {
+            rv = port[8:0];
         }
     };
 
@@ -140,9 +140,10 @@ control Reroute(
         ig_md.rr_upstream = true;
     }
 
-    /* An upstream notice, no backup here: on to where the flow comes from */
+    /* An upstream notice, no backup here: on to where the flow comes in
+     * (the register's output is the egress port: no stage between) */
     action notice_relay() {
-        ig_tm_md.ucast_egress_port = ig_md.rr_from[8:0];
+        ig_tm_md.ucast_egress_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
         ig_md.rr_kind = REROUTE_RELAYED;
@@ -154,35 +155,31 @@ control Reroute(
     }
 
     /* Single-stage items (Tofino 1 has no long branches): the watch, then
-     * the registers (one action each, by the packet), then the digest, the
-     * relay or the detect bit. */
+     * the registers (one action each, by the packet: a notice's branches
+     * exclude each other), then the digest or the detect bit. */
     apply {
         bool watched = reroute_watch.apply().hit;
         if (hdr.reroute_notice.isValid()) {
-            if (watched && ig_md.rr_has_backup) {
-                if (hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
-                        && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL
-                        && hdr.reroute_notice.from_int == 0) {
-                    ig_md.rr_moved_from = move_to_backup.execute(
-                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                } else if (hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
-                        && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
-                    ig_md.rr_moved_from = move_to_backup.execute(
-                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                }
+            if (watched && ig_md.rr_has_backup
+                    && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                    && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL
+                    && hdr.reroute_notice.from_int == 0) {
+                ig_md.rr_moved_from = move_to_backup.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+            } else if (watched && ig_md.rr_has_backup
+                    && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                    && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
+                ig_md.rr_moved_from = move_to_backup.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                    && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
+                /* no backup here, or seen in INT */
+                notice_upstream();
             } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port
                     && hdr.ipv4.ttl > 1) {
-                ig_md.rr_from = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                ig_md.rr_relay = true;
-            }
-            if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
-                    && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
-                if (!ig_md.rr_has_backup) {
-                    notice_upstream();
-                } else if (hdr.reroute_notice.from_int == 1) {
-                    notice_upstream();
-                }
+                /* no backup here (the branch above took the others) */
+                notice_relay();
             }
             /* Forwarding drops every notice but one sent on upstream
              * (drop_ctl written there, after ipv4_lpm's own drop): used,
@@ -195,9 +192,6 @@ control Reroute(
         /* rr_moved_from: the register's old value, 1 (parser) without a move */
         if (ig_md.rr_moved_from == 0) {
             notice_digest(REROUTE_MOVED);
-        }
-        if (ig_md.rr_relay) {
-            notice_relay();
         }
         /* a watched data packet on its primary: detection counts it;
          * on the backup (rr_active 1) Forwarding takes rr_backup */

@@ -69,8 +69,6 @@ struct ingress_metadata_t {
     bit<8>       rr_kind;         /* digest kind */
     bit<8>       rr_moved_from;   /* a notice's move: reroute_active before it (1: no move) */
     bool         rr_upstream;     /* this notice leaves again, upstream */
-    bool         rr_relay;        /* an upstream notice passed on (no backup here) */
-    bit<16>      rr_from;         /* reroute_from: where the slot's flow comes in */
 #endif
 
 #ifdef WITH_INT

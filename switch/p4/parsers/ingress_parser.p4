@@ -65,8 +65,6 @@ parser IngressParser(
         ig_md.rr_kind = 0;
         ig_md.rr_moved_from = 1;
         ig_md.rr_upstream = false;
-        ig_md.rr_relay = false;
-        ig_md.rr_from = 0;
 #endif
 #ifdef WITH_INT
         ig_md.int_malformed = false;
