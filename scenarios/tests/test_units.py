@@ -451,3 +451,32 @@ def test_received_audio_counts_what_a_phone_heard(tmp_path: Path) -> None:
     assert [(round(s, 2), round(g, 2)) for s, g in audio.gaps] == [(1.2, 0.52)]
     # Packets to other ports are not the phone's RTP.
     assert phones.received_audio(tmp_path / "rx.pcap", (40000, 40099)).packets == 0
+
+
+def test_reroute_int_call_metrics_count_losses_gaps_and_p99() -> None:
+    """reroute-int's per-call figures over the cross traffic's window: the
+    lost packets of a call count (their sequence numbers are due), the longest
+    inter-arrival gap spans the loss, MOS takes the p99 delay."""
+    from p4relay_scenarios import reroute_int as ri
+
+    t0 = 1_000_000_000_000
+    rows = []
+    for c in range(2):
+        for k in range(200):  # 4 s at 50 packets/s
+            sent = t0 + k * 20_000_000
+            if c == 1 and 100 <= k < 150:
+                continue  # call 1 loses 1 s in the window
+            delay = 2_000_000 if k % 100 else 80_000_000  # a spike every 100th packet
+            rows.append((c, k, sent, sent + delay))
+    arr = np.array(rows, dtype=np.dtype([("c", "<i4"), ("s", "<i4"), ("t", "<i8"), ("r", "<i8")]))
+    start = t0 + 50 * 20_000_000  # the window: packets 50..149 (2 s)
+    ok, lossy = ri.call_metrics(arr, 2, start, 2.0)
+    assert (ok.sent, ok.received, ok.loss_pct) == (100, 100, 0.0)
+    # the spike is overtaken: arrivals 99, 101 (40 ms apart), 102, 103, 100, 104
+    assert ok.pps == pytest.approx(50.0) and ok.max_gap_ms == pytest.approx(40.0)
+    assert ok.delay_max_ms == pytest.approx(80.0) and ok.delay_p99_ms > 2.0
+    assert (lossy.received, lossy.loss_pct) == (50, 50.0)
+    assert lossy.max_gap_ms > 1000 and lossy.mos < ok.mos
+    rows_ = ri.summary([ri.Run("int-cp", 2.0, 0, [ok, lossy], 120.0, 1, 50.0, "s3 port 2")])
+    assert rows_[0]["loss_max"] == 50.0 and rows_[0]["move_after_ms"] == 120.0
+    assert "| 2x | int-cp | 1 x 2 |" in ri.table(rows_)

@@ -216,7 +216,16 @@ def test_session_reroutes_and_path(client: TestClient, auth: Auth) -> None:
         # before the call: moved and back again -> the call starts on the primary
         _reroute("reroute-00", at(-30), "198.18.2.0/24", "to_backup"),
         _reroute("reroute-01", at(-20), "198.18.2.0/24", "to_primary"),
-        _reroute("reroute-02", at(10), "198.18.2.0/24", "to_backup"),
+        # moved by the INT loop: the congestion was two hops down, at s3's port 2
+        _reroute(
+            "reroute-02",
+            at(10),
+            "198.18.2.0/24",
+            "to_backup",
+            detected_by="int_control_plane",
+            hop_switch="s3",
+            hop_port=2,
+        ),
         _reroute("reroute-03", at(40), "198.18.2.0/24", "to_primary"),
         # another destination, a bad flow, a notice upstream, after the call: not its path
         _reroute("reroute-04", at(12), "198.18.9.0/24", "to_backup"),
@@ -238,6 +247,7 @@ def test_session_reroutes_and_path(client: TestClient, auth: Auth) -> None:
     ids = {e["event_id"]: e["id"] for e in d["reroutes"]}
     assert [p["reroute_event_id"] for p in d["path"]][1:] == [ids["reroute-02"], ids["reroute-03"]]
     assert d["path"][1]["trigger"].startswith("queue delay")
+    assert [p["congested_hop"] for p in d["path"]] == [None, "s3 port 2", None]
 
 
 def test_session_path_starts_on_the_backup_after_an_earlier_move(
@@ -260,6 +270,7 @@ def test_session_path_starts_on_the_backup_after_an_earlier_move(
     [seg] = d["path"]
     assert seg["path"] == "nexthop 8 port 8" and seg["until"] is None
     assert seg["flow"] == "198.18.2.10/32"
+    assert seg["congested_hop"] == "s1 port 7"  # local detection: the switch's own port
 
 
 def _int_path(at: dt.datetime, src: tuple[str, int], dst: tuple[str, int], *hops: Any) -> Any:

@@ -1,17 +1,22 @@
 """Congestion reroute in the data plane: m consecutive packets of a watched
-destination over t_q of queueing delay (m - 1 do not trigger) move it to its
+destination over t_q of delay (m - 1 do not trigger) move it to its
 pre-installed backup next hop with no control plane in the loop; without a
 backup the switch sends a congestion notice out of the port the flow came in
-by, and an upstream switch that receives one by the watched route's primary
-port moves its flow; the control plane's return (hysteresis) restores the
-primary and restarts detection.
+by, a switch without a backup passes it on upstream, and the one with a
+backup that receives it by the watched route's primary port moves its flow;
+at the INT sink, packets whose INT shows a hop over onset count as hot
+(INT-driven reroute); the control plane's return (hysteresis) restores the
+primary and restarts detection; thresholds beyond what Tofino 1 measures are
+refused, and never reached by the data plane.
 
 The queue is made by shaping port 2 to 200 kbit/s: a burst of 1000-byte
 frames leaves one every 40 ms, so the k-th frame of a burst waits about
 (k - 1) x 40 ms and the first one (an idle queue) almost nothing. t_q is
-200 us: far above an idle queue, below Tofino 1's deq_timedelta ceiling
-(262 us), so the same case runs on tofino-model (with the reroute notice
-mirror sessions of the bootstrap) and on the software switch."""
+200 us, far above an idle queue; the delay detection measures comes from the
+48-bit timestamps (exact to 4.29 s), so the same cases run on tofino-model
+(with the reroute notice mirror sessions of the bootstrap) and on the
+software switch. One switch plays each role of a path in turn, the other
+switches' notices sent into its ports."""
 
 from __future__ import annotations
 
@@ -20,15 +25,42 @@ import struct
 import time
 
 import ptf.testutils as tu
-from p4rbase import HOST_IP, HOST_MAC, SW_MAC, P4RelayTest, forwarded, lpm, param, udp_packet
-from p4relay_switch import Entry
+from int_telemetry import FLAG_ONSET, SHIM, hop, stack, to_host, with_int
+from p4rbase import (
+    HOST_IP,
+    HOST_MAC,
+    NET,
+    SW_MAC,
+    P4RelayTest,
+    forwarded,
+    lpm,
+    param,
+    udp_packet,
+)
+from p4relay_switch import Entry, limits
+from p4relay_switch.codec import KeyValue, Ternary
 from p4relay_switch.names import (
+    A_INT_HOP,
+    A_INT_SINK,
+    A_INT_TRANSIT,
+    A_INT_WATCH_FLOW,
     A_REROUTE_BACKUP,
     A_REROUTE_NOTIFY,
     A_REROUTE_THRESHOLDS,
+    INT_HOP_CONFIG,
+    INT_ROLE,
+    INT_WATCH,
+    K_BRIDGED_LEG,
+    K_BRIDGED_RELAY,
     K_DST_ADDR,
+    K_DST_PORT,
+    K_EGRESS_PORT,
+    K_NEXTHOP_ID,
+    K_PRIORITY,
     K_RR_CLASS,
+    K_SRC_ADDR,
     REG_REROUTE_ACTIVE,
+    REG_REROUTE_FROM,
     REG_REROUTE_PORT_HOT,
     REG_REROUTE_RUN,
     REROUTE_CLASS,
@@ -36,7 +68,14 @@ from p4relay_switch.names import (
     REROUTE_NOTICE_ETHERTYPE,
     REROUTE_WATCH,
 )
-from p4relay_switch.reroute import MOVED, NOTIFIED, RerouteClass, RerouteEvent, RerouteWatch
+from p4relay_switch.reroute import (
+    MOVED,
+    NOTIFIED,
+    RELAYED,
+    RerouteClass,
+    RerouteEvent,
+    RerouteWatch,
+)
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
@@ -51,6 +90,8 @@ HOLD_MS = 300
 UAS = ipaddress.IPv4Network(f"{HOST_IP[2]}/32")
 NOTICE_LOCAL = 3
 NOTICE_UPSTREAM = 4
+FROM_INT = 0x8000  # reroute_notice_h: the top bit of the pad + port word
+UPSTREAM_ID = 0x22  # the INT switch before this one
 
 
 class RerouteTest(P4RelayTest):
@@ -87,11 +128,12 @@ class RerouteTest(P4RelayTest):
         self.tables.write_register(REG_REROUTE_RUN, {SLOT: 0, SLOT + 1: 0})
 
     def watch(self, backup: bool, slot: int = SLOT) -> None:
-        """UAS watched: with the backup next hop 3 (primary port 2), or notify upstream."""
-        w = RerouteWatch(UAS, slot, CLASS, 3 if backup else None, self.dev[2] if backup else 0)
+        """UAS watched, primary port 2: with the backup next hop 3, or notify upstream."""
+        w = RerouteWatch(UAS, slot, CLASS, 3 if backup else None, self.dev[2])
         key = {K_DST_ADDR: lpm(str(w.prefix))}
         if w.backup_nexthop_id is None:
-            e = Entry(key, A_REROUTE_NOTIFY, {"slot": w.slot, "flow_class": w.flow_class})
+            data = {"slot": w.slot, "flow_class": w.flow_class, "primary_port": w.primary_port}
+            e = Entry(key, A_REROUTE_NOTIFY, data)
         else:
             data = {
                 "slot": w.slot,
@@ -138,6 +180,7 @@ class RerouteTest(P4RelayTest):
                         queue_delay_ns=r["queue_delay_ns"],
                         run=r["run"],
                         flow_class=r["flow_class"],
+                        from_int=r["from_int"] == 1,
                     )
                 )
         return out
@@ -146,8 +189,18 @@ class RerouteTest(P4RelayTest):
         """On its backup, in any pipe."""
         return any(v != 0 for v in self.tables.read_register(REG_REROUTE_ACTIVE, [slot])[slot])
 
-    def notice(self, kind: int, dst: str, in_port: int) -> bytes:
-        ip = IP(src=HOST_IP[1], dst=dst, ttl=63, id=9) / UDP(sport=4000, dport=4001) / (b"n" * 40)
+    def moved(self, slot: int = SLOT, timeout: float = 2.0) -> bool:
+        """On its backup within ``timeout``: the notice's recirculation, not
+        the packets, decides when."""
+        deadline = time.monotonic() + timeout
+        while not self.active(slot):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def notice(self, kind: int, dst: str, in_port: int, ttl: int = 63) -> bytes:
+        ip = IP(src=HOST_IP[1], dst=dst, ttl=ttl, id=9) / UDP(sport=4000, dport=4001) / (b"n" * 40)
         body = struct.pack("!BBHHHI", kind, CLASS, self.dev[in_port] & 0x1FF, 77, M, 5_000_000)
         eth = Ether(src=HOST_MAC[in_port], dst=SW_MAC[in_port], type=REROUTE_NOTICE_ETHERTYPE)
         return bytes(eth) + body + bytes(ip)
@@ -168,7 +221,7 @@ class MConsecutivePackets(RerouteTest):
         # a burst of M + 1: M wait in a row -> one reroute
         self.burst(M + 1, first=100)
         self.assertEqual(self.count_received(2, timeout=0.5), M + 1)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         ev = self.events(1.0)
         self.assertEqual(len(ev), 1, ev)
         e = ev[0]
@@ -194,7 +247,7 @@ class HysteresisReturn(RerouteTest):
         self.dataplane.flush()
         self.burst(M + 1)
         self.count_received(2, timeout=0.5)
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         hot = max(self.tables.read_register(REG_REROUTE_PORT_HOT, [self.dev[2]])[self.dev[2]])
         self.assertNotEqual(hot, 0)
         # the control plane's move back: active and run of the slot to 0
@@ -261,7 +314,7 @@ class UpstreamSwitchMoves(RerouteTest):
         self.assertEqual(self.events(0.3), [])
         self.send(2, self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2))
         self.expect_nothing(timeout=0.3)  # consumed
-        self.assertTrue(self.active())
+        self.assertTrue(self.moved())
         ev = self.events(1.0)
         self.assertEqual([(e.kind, e.slot, e.run) for e in ev], [(MOVED, SLOT, M)])
         p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
@@ -270,3 +323,222 @@ class UpstreamSwitchMoves(RerouteTest):
         # a second notice for a moved slot changes nothing and raises no digest
         self.send(2, self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2))
         self.assertEqual(self.events(0.3), [])
+
+
+class NoticeCrossesSwitchWithoutBackup(RerouteTest):
+    """Multi-hop: a switch without a backup passes an upstream notice that
+    arrives by its primary next hop's port on to the port the flow comes in
+    by (reroute_from), its TTL one less (digest RELAYED); from another port,
+    or with its TTL spent, it ends there. The switch with the backup that
+    receives the passed-on notice by its primary's port moves the flow."""
+
+    def runTest(self) -> None:
+        self.tables.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0)))
+        self.watch(backup=False)
+        self.dataplane.flush()
+        # the flow comes in by port 3 here
+        p = udp_packet(in_port=3, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
+        self.send(3, p)
+        self.expect(forwarded(p, 2), 2)
+        came = self.tables.read_register(REG_REROUTE_FROM, [SLOT])[SLOT]
+        self.assertIn(self.dev[3], came)
+        # the downstream switch's notice (its own port of the flow: 7)
+        n = bytearray(self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2))
+        struct.pack_into("!H", n, 16, 7)
+        self.send(1, bytes(n))  # not by the primary next hop's port
+        self.expect_nothing(timeout=0.3)
+        self.send(2, bytes(self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2, ttl=1)))
+        self.expect_nothing(timeout=0.3)
+        self.assertEqual(self.events(0.3), [])
+        self.send(2, bytes(n))
+        r = tu.dp_poll(self, device_number=0, port_number=3, timeout=2.0)
+        self.assertIsInstance(r, self.dataplane.PollSuccess, "notice not passed on")
+        on = bytes(r.packet)
+        self.assertEqual(on[:26], bytes(n[:26]), "the notice itself is unchanged")
+        ip = IP(on[26:46])
+        self.assertEqual(ip.ttl, 62)
+        sent = ip.chksum
+        del ip.chksum
+        self.assertEqual(IP(bytes(ip)).chksum, sent, "IPv4 header checksum")
+        ev = self.events(1.0)
+        self.assertEqual(
+            [(e.kind, e.slot, e.port, e.from_int) for e in ev], [(RELAYED, SLOT, 7, False)]
+        )
+        self.assertFalse(self.active())
+        # the next switch upstream has the backup; its primary is its port 2
+        self.watch(backup=True)
+        self.send(2, on)
+        self.expect_nothing(timeout=0.3)
+        self.assertTrue(self.moved())
+        self.assertEqual([(e.kind, e.slot) for e in self.events(1.0)], [(MOVED, SLOT)])
+        self.send(1, p)
+        self.expect(forwarded(p, 3), 3)
+
+
+class IntSinkTest(RerouteTest):
+    """This switch is the INT sink of the flow: next hop 2 leaves the domain.
+    Port 2 runs at line rate: this switch's own delay stays under t_q."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        if not self.tables.has(INT_ROLE):
+            self.skipTest("the target's program has no INT tables (lean or large profile)")
+        self.tables.set_port_shaping(self.dev[2], int(param("line_rate_kbps", 0)))
+        self.tables.insert_or_modify(INT_ROLE, [Entry({K_NEXTHOP_ID: 2}, A_INT_SINK)])
+
+    def tearDown(self) -> None:
+        try:
+            for t in (INT_WATCH, INT_ROLE, INT_HOP_CONFIG):
+                self.tables.clear(t)
+        finally:
+            super().tearDown()
+
+    def int_packets(self, onset: list[bool]) -> None:
+        """One INT packet of the flow per entry (a hop upstream at/over its
+        onset threshold or not), each checked as it leaves, stripped."""
+        for i, hot in enumerate(onset):
+            p = to_host(2, sport=4000, dport=4001, seq=i)
+            flags = UPSTREAM_ID | (FLAG_ONSET if hot else 0)
+            up = hop(UPSTREAM_ID, 7, 8, latency=180_000, occ=5000 if hot else 3)
+            self.send(1, with_int(p, stack([up], dscp=0, udp_csum=p[UDP].chksum, flags=flags)))
+            self.expect(forwarded(p, 2), 2)
+
+    def upstream_notice(self) -> bytes:
+        r = tu.dp_poll(self, device_number=0, port_number=1, timeout=2.0)
+        self.assertIsInstance(r, self.dataplane.PollSuccess, "no notice upstream")
+        f = bytes(r.packet)
+        self.assertEqual(struct.unpack("!H", f[12:14])[0], REROUTE_NOTICE_ETHERTYPE)
+        kind, cls, word, slot, run, _delay = struct.unpack("!BBHHHI", f[14:26])
+        self.assertEqual(
+            (kind, cls, word & FROM_INT, word & 0x1FF, slot, run),
+            (NOTICE_UPSTREAM, CLASS, FROM_INT, self.dev[1], SLOT, M),
+        )
+        return f
+
+
+class IntDrivenMove(IntSinkTest):
+    """INT-driven reroute: packets whose INT stack carries the onset bit (a
+    hop upstream over its threshold) are hot at the sink though its own queue
+    is idle: m in a row send one notice upstream by the flow's ingress port,
+    flagged from_int, even with a backup here (a move here would not avoid
+    the hop), and a longer run sends no second one. The switch with the
+    backup upstream moves the flow on it."""
+
+    def runTest(self) -> None:
+        self.watch(backup=True)
+        self.dataplane.flush()
+        self.int_packets([True] * (M + 2))
+        n = self.upstream_notice()
+        self.expect_nothing(timeout=0.3)  # one notice per run
+        ev = self.events(1.0)
+        self.assertEqual(
+            [(e.kind, e.slot, e.from_int, e.run) for e in ev], [(NOTIFIED, SLOT, True, M)]
+        )
+        self.assertFalse(self.active(), "the sink does not move the flow itself")
+        # upstream: the switch with the backup receives it by its primary's port
+        self.send(2, n)
+        self.expect_nothing(timeout=0.3)
+        self.assertTrue(self.moved())
+        ev = self.events(1.0)
+        self.assertEqual([(e.kind, e.from_int) for e in ev], [(MOVED, True)])
+        p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
+        self.send(1, p)
+        self.expect(forwarded(p, 3), 3)
+
+
+class IntDrivenHysteresis(IntSinkTest):
+    """m - 1 packets over onset and a clear one do not trigger (the run
+    restarts); after a notice and the control plane's return (run 0), m - 1
+    more do not trigger again, the m-th does."""
+
+    def runTest(self) -> None:
+        self.watch(backup=False)
+        self.dataplane.flush()
+        self.int_packets([True] * (M - 1) + [False] + [True] * (M - 1))
+        self.expect_nothing(timeout=0.3)
+        self.assertEqual(self.events(0.3), [])
+        self.int_packets([True])
+        self.upstream_notice()
+        self.assertEqual([e.kind for e in self.events(1.0)], [NOTIFIED])
+        # the control plane's return: the run starts from zero
+        self.tables.write_register(REG_REROUTE_RUN, {SLOT: 0})
+        self.int_packets([True] * (M - 1))
+        self.expect_nothing(timeout=0.3)
+        self.int_packets([True])
+        self.upstream_notice()
+
+
+class UnrepresentableThreshold(RerouteTest):
+    """A threshold beyond what Tofino 1 measures: the control plane's check
+    refuses it, naming the limit; written anyway, the data plane never
+    reaches it, as the ASIC would not. This switch is the INT source on the
+    shaped port 2: frames wait 40 to 120 ms there, yet with a hop latency
+    onset of 1 ms (deq_timedelta: 18 bits, 262,143 ns) no hop is flagged and
+    the hops report 262,143 ns; an onset of 200 us flags them."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        if not self.tables.has(INT_WATCH):
+            self.skipTest("the target's program has no INT tables (lean or large profile)")
+        net = ipaddress.IPv4Network(NET[2])
+        watch: dict[str, KeyValue] = {
+            K_BRIDGED_RELAY: Ternary(0, 0),
+            K_BRIDGED_LEG: Ternary(0, 0),
+            K_SRC_ADDR: Ternary(0, 0),
+            K_DST_ADDR: Ternary(int(net.network_address), int(net.netmask)),
+            K_DST_PORT: Ternary(0, 0),
+            K_PRIORITY: 20,
+        }
+        self.tables.insert_or_modify(INT_WATCH, [Entry(watch, A_INT_WATCH_FLOW)])
+        self.tables.insert_or_modify(INT_ROLE, [Entry({K_NEXTHOP_ID: 2}, A_INT_TRANSIT)])
+
+    def tearDown(self) -> None:
+        try:
+            for t in (INT_WATCH, INT_ROLE, INT_HOP_CONFIG):
+                self.tables.clear(t)
+        finally:
+            super().tearDown()
+
+    def hop_thresholds(self, onset_ns: int, clear_ns: int) -> None:
+        data = {
+            "switch_id": UPSTREAM_ID,
+            "onset_cells": limits.NEVER,
+            "clear_cells": limits.NEVER,
+            "onset_ns": onset_ns,
+            "clear_ns": clear_ns,
+        }
+        self.tables.insert_or_modify(
+            INT_HOP_CONFIG, [Entry({K_EGRESS_PORT: self.dev[2]}, A_INT_HOP, data)]
+        )
+
+    def burst_hops(self, first: int) -> list[tuple[bool, int]]:
+        """(onset flag, hop latency) of each frame of a burst of 4."""
+        self.burst(4, first=first)
+        out = []
+        for _ in range(4):
+            r = tu.dp_poll(self, device_number=0, port_number=2, timeout=2.0)
+            self.assertIsInstance(r, self.dataplane.PollSuccess, "frame missing")
+            f = bytes(r.packet)
+            (flags,) = struct.unpack_from("!H", f, SHIM + 14)
+            (latency,) = struct.unpack_from("!I", f, SHIM + 16 + 8)
+            out.append((flags & FLAG_ONSET != 0, latency))
+        return out
+
+    def runTest(self) -> None:
+        with self.assertRaisesRegex(limits.UnrepresentableThreshold, "tna_deq_timedelta_bits"):
+            limits.check_int_hop(limits.NEVER, limits.NEVER, 1_000_000, 500_000)
+        with self.assertRaisesRegex(limits.UnrepresentableThreshold, "tna_qdepth_bits"):
+            limits.check_int_hop(600_000, 0, limits.NEVER, limits.NEVER)
+        with self.assertRaisesRegex(limits.UnrepresentableThreshold, "reroute_delay_shift"):
+            limits.check_reroute_t_q(20_000)  # below one tick of the delay
+        limits.check_reroute_t_q(50_000_000)  # 50 ms: measured from the timestamps
+        self.dataplane.flush()
+        self.hop_thresholds(1_000_000, 500_000)
+        hops = self.burst_hops(0)
+        self.assertEqual([f for f, _ in hops], [False] * 4, hops)
+        self.assertTrue(all(lat <= limits.HOP_LATENCY_MAX_NS for _, lat in hops), hops)
+        self.assertEqual(hops[-1][1], limits.HOP_LATENCY_MAX_NS, "saturated")
+        self.hop_thresholds(200_000, 100_000)
+        time.sleep(2 * GAP_S)
+        hops = self.burst_hops(10)
+        self.assertEqual([f for f, _ in hops[1:]], [True] * 3, hops)

@@ -162,7 +162,7 @@ describe('operator console (real server)', () => {
     const path = page.getByRole('table', { name: 'Path segments' });
     expect(await path.locator('tbody tr').count()).toBe(2);
     expect(await path.locator('tbody tr').nth(0).textContent()).toMatch(/sw1.*198\.18\.2\.0\/24.*port 2.*primary next hop/);
-    expect(await path.locator('tbody tr').nth(1).textContent()).toMatch(/sw1.*nexthop 4 port 4.*now.*queue delay 4\.2 ms/);
+    expect(await path.locator('tbody tr').nth(1).textContent()).toMatch(/sw1.*nexthop 4 port 4.*now.*sw1 port 2.*queue delay 4\.2 ms/);
     expect(await page.getByRole('table', { name: 'Legs and rewrite entries' }).textContent()).toContain('198.18.0.10:');
     const reroute = page.locator('[data-testid="event-timeline"] tr[data-type="reroute"]');
     await reroute.waitFor();
@@ -245,6 +245,8 @@ describe('operator console (real server)', () => {
     const reroutes = page.getByRole('table', { name: 'Reroutes' });
     await reroutes.locator('tr[data-direction="to_backup"]').waitFor();
     expect(await reroutes.textContent()).toContain('port 2 → nexthop 4 port 4');
+    // local detection: the congestion was at the moving switch's own port
+    expect(await reroutes.locator('tr[data-direction="to_backup"]').first().textContent()).toContain('sw1 port 2');
     const episodes = page.getByRole('table', { name: 'Congestion episodes' });
     await expect.poll(() => episodes.locator('tbody tr').count()).toBe(2);
     expect(await episodes.locator('tbody tr').first().textContent()).toMatch(/sw1 port 2.*ongoing/);

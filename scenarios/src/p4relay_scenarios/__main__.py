@@ -5,6 +5,7 @@ demo                             the whole system with live calls (make demo)
 experiment ...                   server- vs switch-based relay (make bench STAGE=relay)
 reroute-experiment ...           loss and MOS without / with congestion reroute (three switches)
 reroute-detection ...            reaction time: data-plane detection vs a polling controller
+reroute-int ...                  INT-driven reroute, congestion two hops down: local vs INT loops
 ired-experiment ...              tail drop vs iRED on a port shared by TCP, ping and calls
 int-live ...                     INT on three switches, a traced call, the collector feeding a server
 run PROFILE                      the stack plus one SIPp load profile, with a summary
@@ -55,6 +56,10 @@ def main(argv: list[str]) -> int:
         from p4relay_scenarios.reroute_detection import main as rd_main
 
         return rd_main(rest)
+    if cmd == "reroute-int":
+        from p4relay_scenarios.reroute_int import main as ri_main
+
+        return ri_main(rest)
     if cmd == "ired-experiment":
         from p4relay_scenarios.ired_experiment import main as ired_main
 

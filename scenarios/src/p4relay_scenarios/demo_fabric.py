@@ -74,9 +74,9 @@ T_Q_US = 50_000.0
 M = 2
 HOLD_MS = 8_000
 # INT hop thresholds (the sink reports a flow's onset and clear, its path changes,
-# and each flow once a second).
-INT_ONSET_US, INT_CLEAR_US = 20_000.0, 5_000.0
-INT_ONSET_CELLS, INT_CLEAR_CELLS = 1 << 20, 1 << 19
+# and each flow once a second): queue depth at dequeue, 250 cells = 20 ms and 62
+# cells = 5 ms at RATE_BPS (hop latency stops at 262 us on Tofino 1: not used).
+INT_ONSET_CELLS, INT_CLEAR_CELLS = 250, 62
 
 # s2's report port and the link to the collector's listener in the root namespace.
 REPORT_PORT = 9
@@ -146,8 +146,6 @@ def _hop(port: int) -> dict[str, object]:
         "port": port,
         "onset_cells": INT_ONSET_CELLS,
         "clear_cells": INT_CLEAR_CELLS,
-        "onset_us": INT_ONSET_US,
-        "clear_us": INT_CLEAR_US,
     }
 
 

@@ -409,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
         + "\n![reaction](reaction.png)\n\n"
         "Beside the paper: Turkovic et al. (Fig. 6) detect in the data plane within the m packets and "
         "react at once, while a polling controller reacts on average half a poll period (plus its round "
-        "trip) after the congestion starts.\n"
+        "trip) after the congestion starts.\n\n"
+        "Limits. Tofino 1: `deq_timedelta` (18 bits of ns) saturates at 262 us, at or below the"
+        " t_q used here (2x the idle delay, hundreds of us); the queueing delay is measured "
+        "from the 48-bit ingress timestamp, and the control plane refuses an unrepresentable "
+        "threshold; the software switch has no such ceiling and models the ASIC's widths. The "
+        "detection is one hop: a switch sees its own egress queue.\n"
     )
     return 0
 

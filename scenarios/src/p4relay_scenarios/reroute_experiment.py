@@ -268,7 +268,13 @@ PAPERS = (
     "0 % loss, 32.2 packets/s and a 137 ms max delta with it. Turkovic et al. move the flow on "
     "the m-th packet over the threshold in the data plane, as s1 does here. The `reroute after` "
     "column counts from the start of the cross traffic to the server's reroute event, so it "
-    "includes the time the queue takes to build past t_q.\n"
+    "includes the time the queue takes to build past t_q.\n\n"
+    "Limits. Tofino 1: `deq_timedelta` (18 bits of ns) saturates at 262 us, so a t_q of 50 "
+    "ms is measured from the 48-bit ingress timestamp (exact up to 2^32 - 1 ns), and the "
+    "control plane refuses a threshold the target cannot represent; the software switch has"
+    " no such ceiling and models the ASIC's widths. One hop: s1 detects congestion on its "
+    "own egress port only; congestion further down the path is the INT-driven reroute's "
+    "(`scenarios/results/reroute-int/`).\n"
 )
 
 

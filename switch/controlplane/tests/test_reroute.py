@@ -151,7 +151,7 @@ def test_bad_config_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="slot"):
         load(p)
     p.write_text(
-        base + "[[reroute.classes]]\nflow_class = 0\nt_q_us = 1\nm = 1\nhold_ms = 1\n"
+        base + "[[reroute.classes]]\nflow_class = 0\nt_q_us = 100\nm = 1\nhold_ms = 1\n"
         '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 1\nflow_class = 0\nprimary_port = 1\n'
         '[[reroute.watch]]\nprefix = "10.1.0.0/16"\nslot = 1\nflow_class = 0\nprimary_port = 1\n'
     )
@@ -165,7 +165,7 @@ def test_bad_config_is_refused(tmp_path: Path) -> None:
         load(p)
     # a backup next hop the configuration does not have
     p.write_text(
-        base + "[[reroute.classes]]\nflow_class = 1\nt_q_us = 1\nm = 1\nhold_ms = 1\n"
+        base + "[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 1\nhold_ms = 1\n"
         '[[reroute.watch]]\nprefix = "10.0.0.0/8"\nslot = 1\nflow_class = 1\nprimary_port = 1\n'
         "backup_nexthop_id = 4\n"
         '[[nexthops]]\nid = 1\nport = 1\nsrc_mac = "02:00:00:00:00:01"\n'

@@ -122,7 +122,7 @@ control Egress(
 #ifdef WITH_REROUTE
         /* before RtpQuality and Ired: a notice copy takes the packet's one
          * mirror (its jitter sample, or its iRED decision, waits) */
-        reroute_detect.apply(hdr, eg_md, eg_intr_md, eg_dprsr_md);
+        reroute_detect.apply(hdr, eg_md, eg_intr_md, eg_prsr_md, eg_dprsr_md);
 #endif
 #ifdef WITH_RTP_QUALITY
         /* it picks its packets itself: write-back copies, and relayed RTP

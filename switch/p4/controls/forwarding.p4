@@ -83,7 +83,7 @@ control Forwarding(
          * writes drop_ctl too) exclude each other */
         if (routed) {
             if (hdr.reroute_notice.isValid()) {
-                if (ig_md.rr_kind != REROUTE_NOTIFIED) {
+                if (!ig_md.rr_upstream) {
                     drop();
                 }
             } else {

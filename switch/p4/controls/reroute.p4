@@ -3,35 +3,53 @@
  * Per watched destination (reroute_watch, LPM on the destination the packet
  * is routed on, i.e. after the relay rewrite) the control plane installs a
  * slot, a flow class and either a backup next hop (reroute_backup) or none
- * (reroute_notify: this switch asks the one upstream to move the flow).
+ * (reroute_notify: notices go on upstream from here), and the primary next
+ * hop's port, the only port an upstream notice for it is taken from.
  *
  * Detection (RerouteDetect, in Egress, after the queue): a watched packet
- * leaving by its primary next hop is "hot" when its queueing delay exceeds
- * the class's t_q (pipe.Egress.reroute_class); reroute_run counts consecutive
- * hot packets of the slot and any clear packet resets it. The m-th hot packet
- * in a row sends one notice: an E2E mirror copy through session
- * REROUTE_NOTICE_SESSION_BASE + (the flow's ingress pipe) to that pipe's
- * recirculation port; the copy's egress pass turns it into a congestion
- * notice frame (reroute_notice_h + the packet's IPv4 header), which re-enters
- * Ingress (the mirror header becomes the notice header as it is: same
- * layout, and its pkt_type is the kind REROUTE_NOTICE_LOCAL). Every hot departure also stamps reroute_port_hot[egress port] with
- * the time: the control plane returns a flow to its primary only after that
+ * leaving by its primary next hop is "hot" when
+ *  - its delay from ingress MAC to egress exceeds the class's t_q
+ *    (pipe.Egress.reroute_class): the egress global timestamp minus the
+ *    ingress MAC timestamp bridged with it, both 48-bit ns counters, taken
+ *    in 65,536 ns ticks (their bits 47..16, the 32-bit container the ms and
+ *    RTP clocks slice too) and compared with t_q in whole ticks: no
+ *    saturation, where deq_timedelta (18 bits on Tofino 1) stops at 262 us;
+ *    or
+ *  - (WITH_INT) it leaves the INT domain here (the sink) and a hop of its
+ *    INT stack was at or over its onset threshold (ds_flags onset bit, set by
+ *    the hops' int_hop thresholds): congestion anywhere on the path.
+ * reroute_run counts consecutive hot packets of the slot and any clear
+ * packet resets it. The m-th hot packet in a row sends one notice: an E2E
+ * mirror copy through session REROUTE_NOTICE_SESSION_BASE + (the flow's
+ * ingress pipe) to that pipe's recirculation port; the copy's egress pass
+ * turns it into a congestion notice frame (reroute_notice_h + the packet's
+ * IPv4 header), which re-enters Ingress (the mirror header becomes the
+ * notice header as it is: same layout, and its pkt_type is the kind
+ * REROUTE_NOTICE_LOCAL; from_int tells the two triggers apart). Every
+ * departure over t_q also stamps reroute_port_hot[egress port] with the
+ * time: the control plane returns a flow to its primary only after that
  * port's stamp stayed unchanged for the class's hold time.
  *
  * Reaction (Reroute, in Ingress beside ipv4_lpm, before nexthop), no
  * control plane in the loop:
  *  - a data packet of a slot whose reroute_active is 1 takes the backup next
- *    hop (and is not counted by detection there);
- *  - a LOCAL notice (only from a recirculation port) for a slot with a
- *    backup sets reroute_active to 1: the flow's next packet takes the
- *    backup. Without a backup it becomes an UPSTREAM notice sent out of the
- *    port the flow came in on;
+ *    hop (and is not counted by detection there); a data packet of a slot
+ *    without a backup records its ingress port in reroute_from[slot];
+ *  - a LOCAL notice (only from a recirculation port) of this switch's own
+ *    delay, for a slot with a backup, sets reroute_active to 1: the flow's
+ *    next packet takes the backup. Without a backup, or seen in INT (the
+ *    congested hop is upstream of here: a move here would not avoid it), it
+ *    becomes an UPSTREAM notice sent out of the port the flow came in on;
  *  - an UPSTREAM notice (only from the primary next hop's port of the
- *    receiver's own watch entry) sets reroute_active of the receiver's slot.
- * Each move (0 -> 1) and each upstream notice raises one
- * pipe.IngressDeparser.reroute digest; the control plane records it and, after
- * the hold time, writes reroute_active back to 0. Notices never reach the
- * relay tables, learning or nexthop; they are dropped after use.
+ *    receiver's own watch entry) sets reroute_active of the receiver's slot
+ *    when it has a backup; without one it goes on upstream by
+ *    reroute_from[slot], its IPv4 TTL one less (a notice with TTL <= 1 ends):
+ *    hop by hop to the nearest switch with a backup.
+ * Each move (0 -> 1) and each notice sent on raises one
+ * pipe.IngressDeparser.reroute digest (kind MOVED, NOTIFIED, RELAYED); the
+ * control plane records it and, after the hold time, writes reroute_active
+ * back to 0. Notices never reach the relay tables, learning or nexthop; they
+ * are dropped after use.
  */
 control Reroute(
         inout ingress_headers_t hdr,
@@ -57,6 +75,22 @@ control Reroute(
         }
     };
 
+    /* the dev port the slot's flow last came in by (slots without a backup):
+     * where an upstream notice for it goes on */
+    @name(".Ingress.reroute_from")
+    Register<bit<16>, bit<REROUTE_SLOT_BITS>>(REROUTE_SLOTS, 0) reroute_from;
+
+    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, bit<16>>(reroute_from) remember_from = {
+        void apply(inout bit<16> port) {
+            port = (bit<16>)ig_md.ingress_port;
+        }
+    };
+    RegisterAction<bit<16>, bit<REROUTE_SLOT_BITS>, PortId_t>(reroute_from) read_from = {
+        void apply(inout bit<16> port, out PortId_t rv) {
+            rv = port[8:0];
+        }
+    };
+
     @name(".Ingress.reroute_backup")
     action reroute_backup(bit<16> slot, bit<8> flow_class, nexthop_id_t backup_nexthop_id,
                           PortId_t primary_port) {
@@ -69,9 +103,10 @@ control Reroute(
     }
 
     @name(".Ingress.reroute_notify")
-    action reroute_notify(bit<16> slot, bit<8> flow_class) {
+    action reroute_notify(bit<16> slot, bit<8> flow_class, PortId_t primary_port) {
         ig_md.rr_has_backup = false;
         ig_md.rr_slot = slot;
+        ig_md.rr_primary_port = primary_port;
         hdr.bridged.rr_class = flow_class;
         hdr.bridged.rr_slot = slot;
     }
@@ -95,12 +130,24 @@ control Reroute(
         ig_md.rr_kind = kind;
     }
 
-    /* No backup here: the notice goes to the switch the flow came from. */
+    /* No backup here, or seen in INT: the notice goes to the switch the
+     * flow came from. */
     action notice_upstream() {
         hdr.reroute_notice.kind = REROUTE_NOTICE_UPSTREAM;
         ig_tm_md.ucast_egress_port = hdr.reroute_notice.port;
         ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
         ig_md.rr_kind = REROUTE_NOTIFIED;
+        ig_md.rr_upstream = true;
+    }
+
+    /* An upstream notice, no backup here: on to where the flow comes in
+     * (the register's output is the egress port: no stage between) */
+    action notice_relay() {
+        ig_tm_md.ucast_egress_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
+        ig_md.rr_kind = REROUTE_RELAYED;
+        ig_md.rr_upstream = true;
     }
 
     action set_detect() {
@@ -108,30 +155,39 @@ control Reroute(
     }
 
     /* Single-stage items (Tofino 1 has no long branches): the watch, then
-     * the register (one of its actions, by the packet), then the digest or
-     * the detect bit. */
+     * the registers (one action each, by the packet: a notice's branches
+     * exclude each other), then the digest or the detect bit. */
     apply {
         bool watched = reroute_watch.apply().hit;
         if (hdr.reroute_notice.isValid()) {
-            if (watched && ig_md.rr_has_backup) {
-                if (hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
-                        && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
-                    ig_md.rr_moved_from = move_to_backup.execute(
-                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                } else if (hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
-                        && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
-                    ig_md.rr_moved_from = move_to_backup.execute(
-                        (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-                }
+            if (watched && ig_md.rr_has_backup
+                    && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+                    && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL
+                    && hdr.reroute_notice.from_int == 0) {
+                ig_md.rr_moved_from = move_to_backup.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+            } else if (watched && ig_md.rr_has_backup
+                    && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                    && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
+                ig_md.rr_moved_from = move_to_backup.execute(
+                    (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
             } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
                     && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
+                /* no backup here, or seen in INT */
                 notice_upstream();
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                    && ig_intr_md.ingress_port == ig_md.rr_primary_port
+                    && hdr.ipv4.ttl > 1) {
+                /* no backup here (the branch above took the others) */
+                notice_relay();
             }
-            /* Forwarding drops every notice but one sent upstream (drop_ctl
-             * written there, after ipv4_lpm's own drop): used, unwatched,
-             * forged or from the wrong port */
+            /* Forwarding drops every notice but one sent on upstream
+             * (drop_ctl written there, after ipv4_lpm's own drop): used,
+             * unwatched, forged or from the wrong port */
         } else if (watched && ig_md.rr_has_backup) {
             ig_md.rr_active = read_active.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+        } else if (watched) {
+            remember_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
         }
         /* rr_moved_from: the register's old value, 1 (parser) without a move */
         if (ig_md.rr_moved_from == 0) {
@@ -155,6 +211,7 @@ control RerouteDetect(
         inout egress_headers_t hdr,
         inout egress_metadata_t eg_md,
         in egress_intrinsic_metadata_t eg_intr_md,
+        in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
     /* consecutive hot departures of the slot's flow by its primary next hop */
@@ -181,12 +238,16 @@ control RerouteDetect(
         }
     };
 
-    /* Knobs per flow class: t_q (ns), m (packets), and the hold time the
-     * control plane waits before moving a flow back (ms; not used here). */
+    /* Knobs per flow class: t_q (ns of ingress-to-egress delay), m
+     * (packets), and the hold time the control plane waits before moving a
+     * flow back (ms; not used here). */
     @name(".Egress.reroute_thresholds")
     action reroute_thresholds(bit<32> t_q_ns, bit<16> m, bit<32> hold_ms) {
         eg_md.rr_hit = 1;
-        eg_md.rr_t_q = t_q_ns;
+        /* the egress time in ticks: bits 47..16 of the 48-bit timestamp,
+         * the container MsClock and RtpClock slice too */
+        eg_md.rr_delay = eg_prsr_md.global_tstamp[47:16];
+        eg_md.rr_t_q = (bit<32>)t_q_ns[31:16];
         eg_md.rr_m = m;
     }
 
@@ -203,9 +264,25 @@ control RerouteDetect(
         size = REROUTE_CLASSES;
     }
 
-    action over() {
-        eg_md.rr_over = (bit<32>)eg_intr_md.deq_timedelta |-| eg_md.rr_t_q;
+    /* both 48-bit ns counters of the same clock; their bits 47..16 apart
+     * (mod 2^32) are the delay in 65,536 ns ticks */
+    action delay() {
+        eg_md.rr_delay = eg_md.rr_delay - hdr.bridged.rr_ingress_ts;
     }
+
+    action over() {
+        eg_md.rr_over = eg_md.rr_delay |-| eg_md.rr_t_q;
+    }
+
+    action delay_ns() {
+        eg_md.rr_delay_ns = eg_md.rr_delay << 16;
+    }
+
+#ifdef WITH_INT
+    action int_onset() {
+        hdr.bridged.rr_int = 1;
+    }
+#endif
 
     action left() {
         eg_md.rr_left = eg_md.rr_m - eg_md.rr_run;
@@ -233,20 +310,30 @@ control RerouteDetect(
     /* Every step its own single-stage item, gated by rr_hit (the class's
      * entry) and the bridged bits: Tofino 1 has no long branches, and a
      * gated block over several stages would keep RtpQuality, INT and iRED
-     * out of them. Chain: reroute_class -> over -> reroute_run -> left ->
-     * notice. */
+     * out of them. Chain: reroute_class (with the egress time) -> delay ->
+     * over -> reroute_run -> left -> notice. */
     apply {
         if (hdr.reroute_notice.isValid()) {
             make_notice();
         } else if (hdr.bridged.isValid()) {
             reroute_class.apply();
         }
+        delay();
+#ifdef WITH_INT
+        /* the sink: the stack's onset bit, ORed in by every hop */
+        if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1 && hdr.int_md.isValid()) {
+            if (hdr.int_md.ds_flags & INT_FLAG_ONSET != 0) {
+                int_onset();
+            }
+        }
+#endif
         over();
+        delay_ns();
         if (eg_md.rr_hit == 1 && eg_md.rr_over != 0) {
             stamp_port.execute(eg_intr_md.egress_port);
         }
         if (eg_md.rr_hit == 1 && hdr.bridged.rr_detect == 1) {
-            if (eg_md.rr_over != 0) {
+            if (eg_md.rr_over != 0 || hdr.bridged.rr_int == 1) {
                 eg_md.rr_run = run_hot.execute((bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);
             } else {
                 run_clear.execute((bit<REROUTE_SLOT_BITS>)hdr.bridged.rr_slot);

@@ -33,11 +33,12 @@ control EgressDeparser(
             mirror.emit<reroute_mirror_h>(eg_md.rr_session, {
                 eg_md.rr_pkt_type,
                 hdr.bridged.rr_class,
+                hdr.bridged.rr_int,
                 hdr.bridged._rr_pad2,
                 hdr.bridged.rr_ingress_port,
                 hdr.bridged.rr_slot,
                 eg_md.rr_run,
-                eg_md.queue_delay_ns
+                eg_md.rr_delay_ns
             });
         }
 #endif

@@ -79,7 +79,8 @@ control IngressDeparser(
                 hdr.reroute_notice.port,
                 hdr.reroute_notice.queue_delay_ns,
                 hdr.reroute_notice.run,
-                hdr.reroute_notice.flow_class
+                hdr.reroute_notice.flow_class,
+                hdr.reroute_notice.from_int
             });
         }
 #endif

@@ -98,6 +98,7 @@ const bit<8> REROUTE_NOTICE_UPSTREAM = 4;   /* to the switch the flow came from 
 /* pipe.IngressDeparser.reroute kind */
 const bit<8> REROUTE_MOVED = 1;             /* the flow now takes its backup next hop */
 const bit<8> REROUTE_NOTIFIED = 2;          /* no backup here: notice sent upstream */
+const bit<8> REROUTE_RELAYED = 3;           /* an upstream notice passed on upstream */
 const bit<3> DIGEST_TYPE_REROUTE = 2;
 #endif
 #define PKT_TYPE_REROUTE_NOTICE 8w3         /* E2E mirror copy (reroute_mirror_h) */

@@ -89,10 +89,19 @@ header bridged_h {
     bit<7>   _rr_pad;
     bit<8>   rr_class;        /* its flow class (pipe.Egress.reroute_class); 0 = unwatched */
     bit<16>  rr_slot;         /* its state slot (reroute_active, reroute_run) */
-    bit<7>   _rr_pad2;
+    bit<1>   rr_int;          /* Egress (the sink): a hop of its INT over onset */
+    bit<6>   _rr_pad2;
     PortId_t rr_ingress_port; /* where it came from: where a notice for it goes upstream */
+    bit<32>  rr_ingress_ts;   /* ingress_mac_tstamp[47:16] (65,536 ns ticks):
+                               * detection's delay is egress global_tstamp[47:16]
+                               * minus this, in whole ticks (no saturation) */
 #endif
 }
+#ifdef WITH_REROUTE
+#define BRIDGED_H_BITS 112
+#else
+#define BRIDGED_H_BITS 32
+#endif
 
 #ifdef WITH_REROUTE
 /* Congestion notice (ETHERTYPE_REROUTE_NOTICE), followed by the IPv4 header
@@ -101,11 +110,13 @@ header bridged_h {
 header reroute_notice_h {
     bit<8>   kind;            /* REROUTE_NOTICE_LOCAL (= PKT_TYPE_REROUTE_NOTICE) or _UPSTREAM */
     bit<8>   flow_class;
-    bit<7>   _pad;
-    PortId_t port;            /* the flow's ingress port at the congested switch */
+    bit<1>   from_int;        /* 1: a hop in the packets' INT was over onset (the sink's
+                               * detection); 0: the detecting switch's own delay over t_q */
+    bit<6>   _pad;
+    PortId_t port;            /* the flow's ingress port at the detecting switch */
     bit<16>  slot;            /* that switch's slot for the flow */
-    bit<16>  run;             /* consecutive packets over t_q (= m) */
-    bit<32>  queue_delay_ns;  /* queueing delay of the m-th packet */
+    bit<16>  run;             /* consecutive hot packets (= m) */
+    bit<32>  queue_delay_ns;  /* ingress-to-egress delay of the m-th packet there */
 }
 
 /* Mirror header of a notice copy (E2E mirror, RerouteDetect): the notice
@@ -114,7 +125,8 @@ header reroute_notice_h {
 header reroute_mirror_h {
     bit<8>   pkt_type;        /* PKT_TYPE_REROUTE_NOTICE */
     bit<8>   flow_class;
-    bit<7>   _pad;
+    bit<1>   from_int;
+    bit<6>   _pad;
     PortId_t port;
     bit<16>  slot;
     bit<16>  run;

@@ -22,6 +22,7 @@ struct reroute_digest_t {
     bit<32>     queue_delay_ns;  /* trigger values from the notice */
     bit<16>     run;
     bit<8>      flow_class;
+    bit<1>      from_int;        /* 1: seen in INT at the sink (a hop of the path), 0: own delay */
 }
 #endif
 
@@ -67,6 +68,7 @@ struct ingress_metadata_t {
     bit<8>       rr_active;       /* reroute_active before this packet: 1 = on the backup */
     bit<8>       rr_kind;         /* digest kind */
     bit<8>       rr_moved_from;   /* a notice's move: reroute_active before it (1: no move) */
+    bool         rr_upstream;     /* this notice leaves again, upstream */
 #endif
 
 #ifdef WITH_INT
@@ -118,10 +120,13 @@ struct egress_metadata_t {
 #ifdef WITH_REROUTE
     /* reroute detection (RerouteDetect) */
     bit<1>  rr_hit;               /* reroute_class hit                           */
-    bit<32> rr_t_q;               /* the class's threshold, ns                   */
+    bit<32> rr_t_q;               /* the class's threshold, whole ticks (ns >> 16) */
     bit<16> rr_m;                 /* the class's m                               */
-    bit<32> rr_over;              /* queue_delay_ns - t_q, saturating: 0 = clear */
-    bit<16> rr_run;               /* consecutive packets over t_q, this one incl. */
+    bit<32> rr_delay;             /* ingress-to-egress delay, 65,536 ns ticks:
+                                   * the 48-bit timestamps' bits 47..16 apart  */
+    bit<32> rr_delay_ns;          /* the same in ns (ticks << 16): the notice's */
+    bit<32> rr_over;              /* rr_delay - t_q, saturating: 0 = clear     */
+    bit<16> rr_run;               /* consecutive hot packets, this one incl.   */
     bit<16> rr_left;              /* m - run: 0 = this packet is the m-th        */
     bit<8>  rr_pkt_type;          /* PKT_TYPE_REROUTE_NOTICE (parser constant): the mirror header's first byte */
     MirrorId_t rr_session;        /* BASE + the flow's ingress pipe              */

@@ -32,6 +32,8 @@ parser EgressParser(
         eg_md.rr_hit = 0;
         eg_md.rr_t_q = 0;
         eg_md.rr_m = 0;
+        eg_md.rr_delay = 0;
+        eg_md.rr_delay_ns = 0;
         eg_md.rr_over = 0;
         eg_md.rr_run = 0;
         eg_md.rr_left = 0;
@@ -189,7 +191,7 @@ parser EgressParser(
      * which stays payload: the report carries it unchanged. */
     state parse_int_report_copy {
         pkt.extract(hdr.int_report_mirror);
-        pkt.advance(56);   /* bridged_h 32 + int_bridged_h 24 */
+        pkt.advance(BRIDGED_H_BITS + 24);   /* bridged_h + int_bridged_h */
         transition accept;
     }
 #endif

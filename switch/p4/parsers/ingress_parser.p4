@@ -63,8 +63,10 @@ parser IngressParser(
         hdr.bridged._rr_pad = 0;
         hdr.bridged.rr_class = 0;
         hdr.bridged.rr_slot = 0;
+        hdr.bridged.rr_int = 0;
         hdr.bridged._rr_pad2 = 0;
         hdr.bridged.rr_ingress_port = ig_intr_md.ingress_port;
+        hdr.bridged.rr_ingress_ts = ig_intr_md.ingress_mac_tstamp[47:16];
         ig_md.rr_has_backup = false;
         ig_md.rr_slot = 0;
         ig_md.rr_backup = 0;
@@ -72,6 +74,7 @@ parser IngressParser(
         ig_md.rr_active = 0;
         ig_md.rr_kind = 0;
         ig_md.rr_moved_from = 1;
+        ig_md.rr_upstream = false;
 #endif
 #ifdef WITH_INT
         ig_md.int_malformed = false;

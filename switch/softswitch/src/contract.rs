@@ -58,6 +58,11 @@ pub struct ContractConfig {
     pub int_flow_slots: u32,
     pub int_report_interval_ms: u32,
     pub unbound_port: u16,
+    pub tna_deq_timedelta_bits: u32,
+    pub tna_qdepth_bits: u32,
+    pub tna_tstamp_bits: u32,
+    pub reroute_delay_shift: u32,
+    pub reroute_delay_bits: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -409,7 +414,10 @@ mod tests {
             params(REROUTE_BACKUP),
             [P_SLOT, P_FLOW_CLASS, P_BACKUP_NEXTHOP_ID, P_PRIMARY_PORT]
         );
-        assert_eq!(params(REROUTE_NOTIFY), [P_SLOT, P_FLOW_CLASS]);
+        assert_eq!(
+            params(REROUTE_NOTIFY),
+            [P_SLOT, P_FLOW_CLASS, P_PRIMARY_PORT]
+        );
         assert_eq!(params(REROUTE_THRESHOLDS), [P_T_Q_NS, P_M, P_HOLD_MS]);
         assert_eq!(
             params(INT_HOP),

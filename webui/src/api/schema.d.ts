@@ -1200,6 +1200,11 @@ export interface components {
          */
         PathSegment: {
             /**
+             * Congested Hop
+             * @description reroute: where on the path the congestion that moved the call here was seen: `s3 port 2` (INT: the hop the sinks' reports named) or the moving switch's own port (local detection); null for the primary and for moves back
+             */
+            congested_hop?: string | null;
+            /**
              * Flow
              * @description reroute: the watched destination (prefix) the call's media matched; int: the traced flow, `src -> dst`
              */

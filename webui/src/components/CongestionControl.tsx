@@ -37,7 +37,7 @@ export function CongestionControl() {
       {q.isError && <p className="error" role="alert">Could not load the switches&apos; events: {q.error.message}</p>}
       <table className="data" aria-label="Recent reroutes">
         <thead>
-          <tr><th scope="col">Reroute</th><th scope="col">Move</th><th scope="col">Destination</th><th scope="col">Path</th></tr>
+          <tr><th scope="col">Reroute</th><th scope="col">Move</th><th scope="col">Destination</th><th scope="col">Path</th><th scope="col">Seen at</th></tr>
         </thead>
         <tbody>
           {reroutes.map((r) => (
@@ -46,9 +46,10 @@ export function CongestionControl() {
               <td>{r.switch} {MOVE[r.direction] ?? r.direction}</td>
               <td className="mono">{r.flow}</td>
               <td className="mono" style={{ whiteSpace: 'normal' }}>{r.from} → {r.to}</td>
+              <td className="mono">{r.seenAt}</td>
             </tr>
           ))}
-          {reroutes.length === 0 && <tr><td colSpan={4} className="muted">No reroutes.</td></tr>}
+          {reroutes.length === 0 && <tr><td colSpan={5} className="muted">No reroutes.</td></tr>}
         </tbody>
       </table>
       <table className="data" aria-label="iRED per port">

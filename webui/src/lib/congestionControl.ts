@@ -11,6 +11,8 @@ export interface RerouteRow {
   from: string;
   to: string;
   trigger: string;
+  /** Where on the path the congestion behind a move was seen ('–' for a move back). */
+  seenAt: string;
 }
 
 export interface IredPort {
@@ -25,6 +27,18 @@ export interface IredPort {
 const text = (v: unknown): string => (typeof v === 'string' || typeof v === 'number' ? String(v) : '–');
 const count = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0);
 
+/** Where on the path the congestion behind a reroute was seen: the hop an
+ * INT-driven move names (`s3 port 2 (INT)`), else the moving switch's own
+ * primary port (local detection); '–' for a move back. */
+export function congestionSeenAt(e: EventItem): string {
+  const p = e.payload;
+  if (p.direction !== 'to_backup' && p.direction !== 'notify_upstream') return '–';
+  if (typeof p.hop_switch === 'string' && typeof p.hop_port === 'number') {
+    return `${p.hop_switch} port ${String(p.hop_port)} (INT)`;
+  }
+  return typeof p.from_path === 'string' ? `${e.switch ?? '?'} ${p.from_path}` : '–';
+}
+
 export function latestReroutes(events: readonly EventItem[], n: number): RerouteRow[] {
   return events
     .filter((e) => e.type === 'reroute')
@@ -34,6 +48,7 @@ export function latestReroutes(events: readonly EventItem[], n: number): Reroute
       id: e.id, ts: e.ts, switch: e.switch ?? '?',
       flow: text(e.payload.flow), direction: text(e.payload.direction),
       from: text(e.payload.from_path), to: text(e.payload.to_path), trigger: text(e.payload.trigger),
+      seenAt: congestionSeenAt(e),
     }));
 }
 

@@ -5,6 +5,7 @@ import { useLive } from '../api/live';
 import EventTimeline from '../components/EventTimeline';
 import { ScrollRegion } from '../components/ScrollRegion';
 import { TIMELINE_ROWS } from '../lib/chartOptions';
+import { congestionSeenAt } from '../lib/congestionControl';
 import { elapsedSeconds, formatDuration, formatMs, formatTime } from '../lib/format';
 import type { EventItem, EventType, Severity } from '../api/types';
 
@@ -121,7 +122,7 @@ export default function EventsPage() {
               <thead>
                 <tr>
                   <th scope="col">Time</th><th scope="col">Switch</th><th scope="col">Destination</th>
-                  <th scope="col">Move</th><th scope="col">Path</th><th scope="col">Why</th>
+                  <th scope="col">Move</th><th scope="col">Path</th><th scope="col">Congestion seen at</th><th scope="col">Why</th>
                 </tr>
               </thead>
               <tbody>
@@ -132,10 +133,11 @@ export default function EventsPage() {
                     <td className="mono">{text(e, 'flow')}</td>
                     <td>{DIRECTION[text(e, 'direction')] ?? text(e, 'direction')}</td>
                     <td className="mono">{text(e, 'from_path')} → {text(e, 'to_path')}</td>
+                    <td className="mono">{congestionSeenAt(e)}</td>
                     <td style={{ whiteSpace: 'normal' }}>{text(e, 'trigger')}</td>
                   </tr>
                 ))}
-                {reroutes.data?.items.length === 0 && <tr><td colSpan={6} className="muted">No reroutes in this range.</td></tr>}
+                {reroutes.data?.items.length === 0 && <tr><td colSpan={7} className="muted">No reroutes in this range.</td></tr>}
               </tbody>
             </table>
           </ScrollRegion>

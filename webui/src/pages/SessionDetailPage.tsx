@@ -215,7 +215,7 @@ export default function SessionDetailPage() {
                 <thead>
                   <tr>
                     <th scope="col">Switch</th><th scope="col">Flow</th><th scope="col">Path</th>
-                    <th scope="col">From</th><th scope="col">Until</th><th scope="col">Why</th>
+                    <th scope="col">From</th><th scope="col">Until</th><th scope="col">Congestion seen at</th><th scope="col">Why</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -226,6 +226,7 @@ export default function SessionDetailPage() {
                       <td className="mono">{p.path}</td>
                       <td className="nowrap" title={p.since}>{formatClock(p.since)}</td>
                       <td className="nowrap" title={p.until ?? undefined}>{p.until ? formatClock(p.until) : s.ended_at ? '–' : 'now'}</td>
+                      <td className="mono">{p.congested_hop ?? '–'}</td>
                       <td style={{ whiteSpace: 'normal' }}>{pathWhy(p)}</td>
                     </tr>
                   ))}

@@ -277,6 +277,12 @@ class PathSegment(BaseModel):
     hops: list[PathHop] = Field(
         default_factory=list, description="int: the switches the flow crossed, source to sink"
     )
+    congested_hop: str | None = Field(
+        default=None,
+        description="reroute: where on the path the congestion that moved the call here was "
+        "seen: `s3 port 2` (INT: the hop the sinks' reports named) or the moving switch's own "
+        "port (local detection); null for the primary and for moves back",
+    )
 
 
 class IntPathOut(BaseModel):

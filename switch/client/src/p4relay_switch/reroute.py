@@ -1,11 +1,13 @@
 """Congestion reroute: typed operations on the contract's reroute objects.
 
 The data plane detects congestion per watched destination (``m`` consecutive
-packets over ``t_q`` of queueing delay leaving by the primary next hop) and
-moves the flow to a pre-installed backup next hop by itself, or, without a
-backup, sends a congestion notice to the upstream switch. The control plane
-installs watches and flow classes, hears each reroute as a digest, and moves a
-flow back by writing its ``reroute_active`` slot to 0.
+packets leaving by the primary next hop over ``t_q`` of delay from ingress to
+egress, or, at the INT sink, with a hop of their INT stack over its onset
+threshold) and moves the flow to a pre-installed backup next hop by itself,
+or sends a congestion notice upstream, which each switch without a backup
+passes on until one with a backup moves the flow. The control plane installs
+watches and flow classes, hears each reroute as a digest, and moves a flow
+back by writing its ``reroute_active`` slot to 0.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from p4relay_switch.names import (
     K_DST_ADDR,
     K_RR_CLASS,
     REG_REROUTE_ACTIVE,
+    REG_REROUTE_FROM,
     REG_REROUTE_PORT_HOT,
     REG_REROUTE_RUN,
     REROUTE_CLASS,
@@ -34,13 +37,16 @@ from p4relay_switch.names import (
 MOVED = 1
 """Digest kind: the slot's flow now takes its backup next hop."""
 NOTIFIED = 2
-"""Digest kind: no backup here; a congestion notice went upstream."""
+"""Digest kind: no backup here (or seen in INT); a congestion notice went upstream."""
+RELAYED = 3
+"""Digest kind: an upstream notice arrived, no backup here: passed on upstream."""
 
 
 @dataclass(frozen=True, slots=True)
 class RerouteClass:
-    """Knobs of a flow class. ``t_q_ns``: queueing delay threshold (Tofino 1
-    measures up to 2^18 - 1 ns); ``m``: consecutive packets over it that
+    """Knobs of a flow class. ``t_q_ns``: threshold of the delay from ingress
+    to egress (measured from the 48-bit timestamps: exact up to 2^32 - 1 ns,
+    ``limits.check_reroute_t_q``); ``m``: consecutive hot packets that
     trigger (0 = never); ``hold_ms``: how long the primary must stay clear
     before the control plane moves a flow back."""
 
@@ -63,9 +69,9 @@ class RerouteClass:
 @dataclass(frozen=True, slots=True)
 class RerouteWatch:
     """A watched destination prefix. With ``backup_nexthop_id`` the switch
-    moves the flow itself; without, it notifies the upstream switch.
-    ``primary_port``: the port of the primary next hop, the only one an
-    upstream notice is accepted from."""
+    moves the flow itself; without, it notifies the upstream switch and
+    passes upstream notices on. ``primary_port``: the port of the primary
+    next hop, the only one an upstream notice is accepted from."""
 
     prefix: ipaddress.IPv4Network
     slot: int
@@ -90,11 +96,12 @@ class RerouteEvent:
 
     dst: ipaddress.IPv4Address
     slot: int
-    kind: int  # MOVED or NOTIFIED
+    kind: int  # MOVED, NOTIFIED or RELAYED
     port: int  # the flow's ingress port at the switch that saw the congestion
-    queue_delay_ns: int
+    queue_delay_ns: int  # its delay from ingress to egress there
     run: int
     flow_class: int
+    from_int: bool = False  # the trigger: a hop over onset in INT (at the sink)
 
     @property
     def moved(self) -> bool:
@@ -136,7 +143,15 @@ class Reroute:
             key = {K_DST_ADDR: Lpm(int(w.prefix.network_address), w.prefix.prefixlen)}
             if w.backup_nexthop_id is None:
                 entries.append(
-                    Entry(key, A_REROUTE_NOTIFY, {"slot": w.slot, "flow_class": w.flow_class})
+                    Entry(
+                        key,
+                        A_REROUTE_NOTIFY,
+                        {
+                            "slot": w.slot,
+                            "flow_class": w.flow_class,
+                            "primary_port": w.primary_port,
+                        },
+                    )
                 )
             else:
                 entries.append(
@@ -195,6 +210,12 @@ class Reroute:
         got = await self.client.read_register(REG_REROUTE_PORT_HOT, ports)
         return {i: max(vals, default=0) for i, vals in got.items()}
 
+    async def came_from(self, slots: Sequence[int]) -> dict[int, int]:
+        """slot -> dev_port its flow last came in by (slots without a backup:
+        where an upstream notice for it goes on)."""
+        got = await self.client.read_register(REG_REROUTE_FROM, slots)
+        return {i: max(vals, default=0) for i, vals in got.items()}
+
     async def run(self, slots: Sequence[int]) -> dict[int, int]:
         got = await self.client.read_register(REG_REROUTE_RUN, slots)
         return {i: max(vals, default=0) for i, vals in got.items()}
@@ -212,6 +233,7 @@ class Reroute:
                 queue_delay_ns=r.get("queue_delay_ns", 0),
                 run=r.get("run", 0),
                 flow_class=r.get("flow_class", 0),
+                from_int=r.get("from_int", 0) == 1,
             )
             for r in d.entries
         ]

@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-from p4relay_switch import SwitchError
+from p4relay_switch import SwitchError, limits
 from p4relay_switch.ired import IredSettings, cells
 from p4relay_switch.names import IRED_EWMA_N_MAX, REROUTE_SLOTS
 from pydantic import (
@@ -122,7 +122,8 @@ class RouteConfig(_Section):
 class RerouteClassConfig(_Section):
     flow_class: Annotated[int, Field(ge=0, le=255)]
     t_q_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
-        description="queueing delay threshold, us"
+        description="threshold of a packet's delay from ingress to egress, us "
+        "(measured in ticks of 65.536 us: at least one tick)"
     )
     m: U16 = Field(description="consecutive packets over t_q that move the flow (0: never)")
     hold_ms: U32 = Field(description="the primary stays clear this long before a flow moves back")
@@ -130,6 +131,16 @@ class RerouteClassConfig(_Section):
     @property
     def t_q_ns(self) -> int:
         return round(self.t_q_us * 1000)
+
+    @model_validator(mode="after")
+    def _representable(self) -> Self:
+        """The switch must be able to measure t_q (m = 0: the class never triggers)."""
+        if self.m:
+            try:
+                limits.check_reroute_t_q(self.t_q_ns)
+            except limits.UnrepresentableThreshold as e:
+                raise ValueError(f"reroute class {self.flow_class}: {e}") from e
+        return self
 
 
 class RerouteWatchConfig(_Section):
@@ -254,9 +265,27 @@ class IntHopConfig(_Section):
     onset_cells: U32 = Field(default=200, description="queue depth at dequeue, 80-byte cells")
     clear_cells: U32 = Field(default=50)
     onset_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
-        default=1000.0, description="hop latency, us"
+        default=0.0,
+        description="hop latency, us (0: not used; at most 262.143: the target's "
+        "deq_timedelta stops there)",
     )
-    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=250.0)
+    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=0.0)
+
+    @model_validator(mode="after")
+    def _representable(self) -> Self:
+        """Thresholds the switch's queue depth and hop latency can reach
+        (p4relay_switch.limits; latency 0: not used)."""
+        unused = limits.NEVER
+        try:
+            limits.check_int_hop(
+                self.onset_cells,
+                self.clear_cells,
+                round(self.onset_us * 1000) if self.onset_us else unused,
+                round(self.clear_us * 1000) if self.onset_us else unused,
+            )
+        except limits.UnrepresentableThreshold as e:
+            raise ValueError(f"INT hop on port {self.port}: {e}") from e
+        return self
 
     @model_validator(mode="after")
     def _hysteresis(self) -> Self:
@@ -330,6 +359,79 @@ class IntSection(_Section):
         return self
 
 
+class IntLoopSection(_Section):
+    """The control-plane INT loop: the sinks' telemetry reports come here, a
+    hop on a watched destination's primary path that stays over onset makes
+    this (the source) switch move the destination to its backup; the hop
+    under clear for hold_ms moves it back. For fabrics where a data-plane
+    notice cannot travel to the source."""
+
+    listen: str = Field(description="UDP host:port the sinks' telemetry reports arrive at")
+    sources: list[ipaddress.IPv4Address] = Field(
+        min_length=1,
+        description="report source addresses taken (the sinks' int.report src_addr); "
+        "any other datagram is counted and dropped",
+    )
+    forward: str = Field(
+        default="",
+        description="host:port every accepted report is passed on to, unchanged (the "
+        "collector's int_report_listen); empty: none",
+    )
+    onset_cells: U32 = Field(
+        default=400, description="a hop at/over this queue depth (80-byte cells) is over onset"
+    )
+    clear_cells: U32 = Field(default=100, description="a hop over this depth is not clear")
+    onset_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(
+        default=0.0,
+        description="hop latency onset, us (0: not used; Tofino 1 hop latency saturates at 262 us)",
+    )
+    clear_us: Annotated[float, Field(ge=0, le=4_294_967)] = Field(default=0.0)
+    m: Annotated[int, Field(ge=1, le=1000)] = Field(
+        default=2, description="consecutive reports of a hop over onset that make it congested"
+    )
+    hold_ms: Annotated[int, Field(ge=0, le=3_600_000)] = Field(
+        default=2000, description="the hop stays clear this long before flows move back"
+    )
+    switch_names: dict[str, str] = Field(
+        default_factory=dict, description="INT switch id (decimal) -> name, for events and logs"
+    )
+
+    @field_validator("listen", "forward")
+    @classmethod
+    def _addr(cls, v: str, info: Any) -> str:
+        if v or info.field_name == "listen":
+            host, _ = parse_listen(v)
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ValueError(f"{info.field_name}: {host!r} is not an IPv4 address") from None
+        return v
+
+    @field_validator("switch_names")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, name in v.items():
+            if not k.isdigit() or int(k) >= 2**32:
+                raise ValueError(f"switch_names: {k!r} is not an INT switch id (0..2^32-1)")
+            if not 0 < len(name) <= 128:
+                raise ValueError(f"switch_names: the name of {k} must be 1..128 characters")
+        return v
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> Self:
+        if self.onset_cells == 0 and self.onset_us == 0:
+            raise ValueError("int_loop: onset_cells or onset_us must be set")
+        if self.clear_cells > self.onset_cells or self.clear_us > self.onset_us:
+            raise ValueError(
+                f"int_loop: clear thresholds ({self.clear_cells} cells, {self.clear_us} us) "
+                f"must not exceed the onset ones ({self.onset_cells} cells, {self.onset_us} us)"
+            )
+        return self
+
+    def name(self, switch_id: int) -> str:
+        return self.switch_names.get(str(switch_id), str(switch_id))
+
+
 # The config file's content for the settings being built: pydantic-settings'
 # sources are per class, the file is per load.
 _FILE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("file", default=None)
@@ -386,6 +488,11 @@ class Settings(BaseSettings):
     reroute: RerouteSection | None = Field(default=None, description="congestion reroute")
     ired: list[IredPort] | None = Field(default=None, description="iRED per egress port")
     int: IntSection | None = Field(default=None, description="in-band network telemetry")
+    int_loop: IntLoopSection | None = Field(
+        default=None,
+        description="control-plane INT loop: move watched destinations on the sinks' reports "
+        "(off when absent)",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -442,6 +549,14 @@ class Settings(BaseSettings):
                         f"reroute watch {w.prefix}: backup_nexthop_id {w.backup_nexthop_id} "
                         "is not in nexthops"
                     )
+        if self.int_loop is not None:
+            if self.reroute is None or self.int is None:
+                raise ValueError(
+                    "int_loop needs [reroute] (the watches it moves) and [int] (this "
+                    "switch's INT id: a report's first hop must be its own)"
+                )
+            if not any(w.backup_nexthop_id is not None for w in self.reroute.watch):
+                raise ValueError("int_loop: no reroute watch has a backup_nexthop_id to move to")
         sinks = [n for n in self.nexthops or [] if n.int_role == "sink"]
         if self.int is not None and self.int.report is None and sinks:
             raise ValueError("a sink next hop needs [int.report] (where its reports go)")
@@ -518,6 +633,7 @@ __all__ = [
     "ENV_PREFIX",
     "ConfigError",
     "IntHopConfig",
+    "IntLoopSection",
     "IntReportConfig",
     "IntSection",
     "IredPort",

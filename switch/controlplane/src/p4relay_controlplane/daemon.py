@@ -32,6 +32,7 @@ from p4relay_switch import (
 from p4relay_controlplane import metrics
 from p4relay_controlplane.config import Settings
 from p4relay_controlplane.desired import Desired, desired
+from p4relay_controlplane.int_loop import IntLoop
 from p4relay_controlplane.reconcile import Reconciler, Report
 from p4relay_controlplane.reroute import RerouteControl, Submit
 
@@ -40,6 +41,8 @@ log = structlog.get_logger("p4relay.controlplane")
 # Settings a reload applies; the others (the switch's address, the metrics
 # port, the server) need a restart.
 LIVE = {"reconcile_interval_s", "ports", "nexthops", "routes", "reroute", "ired", "int"}
+# the INT loop's socket is bound once: a changed listen address needs a restart
+LIVE |= {"int_loop"}
 
 
 class Daemon:
@@ -67,6 +70,11 @@ class Daemon:
         self.flush = flush
         self.reroute = (
             RerouteControl(cfg.reroute, cfg.switch, self.client, submit) if cfg.reroute else None
+        )
+        self.int_loop = (
+            IntLoop(cfg.int_loop, cfg.int.switch_id, self.reroute)
+            if cfg.int_loop is not None and cfg.int is not None and self.reroute is not None
+            else None
         )
         self._lock = asyncio.Lock()
         self._applied = False  # the running configuration went through one pass
@@ -141,6 +149,7 @@ class Daemon:
                 )
             else:
                 self.reroute.configure(self.cfg.reroute)
+            self._reload_int_loop()
         if not self.client.connected:
             result = "deferred"
         else:
@@ -154,6 +163,28 @@ class Daemon:
         metrics.RELOADS.labels(result).inc()
         log.info("config_reloaded", result=result)
         return result
+
+    def _reload_int_loop(self) -> None:
+        """The INT loop follows the reloaded reroute section and thresholds; its
+        socket stays bound (a new listen address, or a loop turned on, needs a
+        restart; turned off, it stops at once)."""
+        c, loop = self.cfg, self.int_loop
+        if c.int_loop is None or c.int is None or self.reroute is None:
+            if loop is not None:
+                loop.close()
+                self.int_loop = None
+                if self.reroute is not None:
+                    self.reroute.hop_clear_since = None
+                log.info("int_loop_stopped")
+            return
+        if loop is None:
+            log.warning("config_reload_needs_restart", settings=["int_loop"])
+            return
+        if c.int_loop.listen != loop.cfg.listen:
+            log.warning("config_reload_needs_restart", settings=["int_loop.listen"])
+        loop.reroute = self.reroute
+        self.reroute.hop_clear_since = loop.clear_since
+        loop.configure(c.int_loop.model_copy(update={"listen": loop.cfg.listen}), c.int.switch_id)
 
     # ---------------------------------------------------------------- running
 
@@ -180,6 +211,14 @@ class Daemon:
             if not await self._connect(stop):
                 return
             await self._at_connect(restarted=False)
+            if self.int_loop is not None:
+                try:
+                    await self.int_loop.start()
+                except OSError as e:
+                    log.error(
+                        "int_loop_listen_failed", listen=self.int_loop.cfg.listen, error=str(e)
+                    )
+                    self.int_loop = None
             pump = asyncio.create_task(self._pump(), name="controlplane-notifications")
             last = time.monotonic()
             while not stop.is_set():
@@ -205,6 +244,8 @@ class Daemon:
                     if self.flush is not None:
                         await self.flush()  # events the server did not take yet
         finally:
+            if self.int_loop is not None:
+                self.int_loop.close()
             if pump is not None:
                 pump.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -135,6 +135,15 @@ def _show(name: str, v: object) -> str:
     return str(v)
 
 
+# Hop latency "not used" (onset_us 0): a threshold no hop reaches (Tofino 1's
+# hop latency, deq_timedelta, stops at 2^18 - 1 ns; the switch compares >=).
+LATENCY_UNUSED_NS = 2**32 - 1
+
+
+def _hop_ns(us: float) -> int:
+    return LATENCY_UNUSED_NS if us == 0 else round(us * 1000)
+
+
 def _net(n: ipaddress.IPv4Network | None) -> Ternary:
     return Ternary(0, 0) if n is None else Ternary(int(n.network_address), int(n.netmask))
 
@@ -260,8 +269,8 @@ def desired(cfg: Settings) -> Desired:
                         "switch_id": it.switch_id,
                         "onset_cells": h.onset_cells,
                         "clear_cells": h.clear_cells,
-                        "onset_ns": round(h.onset_us * 1000),
-                        "clear_ns": round(h.clear_us * 1000),
+                        "onset_ns": _hop_ns(h.onset_us),
+                        "clear_ns": _hop_ns(h.clear_us if h.onset_us else 0),
                     },
                 ),
             )

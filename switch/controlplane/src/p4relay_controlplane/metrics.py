@@ -55,3 +55,18 @@ REROUTES = Counter(
     ["direction"],
 )
 ON_BACKUP = Gauge("p4relay_controlplane_flows_on_backup", "Watched flows on their backup now")
+INT_REPORTS = Counter(
+    "p4relay_controlplane_int_reports_total",
+    "Telemetry reports at the INT loop: primary (a watched destination on its primary path), "
+    "not_primary (on its backup, or not from this source), unwatched, bad (did not decode), "
+    "foreign_source (not from a configured sink: dropped)",
+    ["result"],
+)
+INT_REPORTS_FORWARD_FAILED = Counter(
+    "p4relay_controlplane_int_reports_forward_failed_total",
+    "Accepted reports the INT loop could not pass on to its forward address",
+)
+INT_HOPS_CONGESTED = Gauge(
+    "p4relay_controlplane_int_hops_congested",
+    "Hops (switch, egress port) the INT loop holds congested now",
+)

@@ -12,6 +12,10 @@ notifies the upstream switch); the daemon installs the classes and watches
   unchanged that long, read every `poll_ms`. A flow that congests its primary
   again moves again only after m more hot packets: no flapping faster than
   the hold time;
+- moves a flow to its backup on the control-plane INT loop's word
+  (int_loop.py: a hop further down the primary path congested, which the
+  switch's own queue does not show); such a flow moves back once that hop
+  stayed clear (by the sinks' reports) for the hold time;
 - at connect, takes over flows the switch already has on their backup (a
   restart of the daemon), and puts back on their primary the slots no watch
   names any more (a watch removed while a flow was away: a later watch given
@@ -24,6 +28,7 @@ on, has no rtpagent), and a watch names any destination, not only a call.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 import uuid
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 
 import structlog
 from p4relay_collector.wire import Event, IngestBatch, PayloadValue
-from p4relay_switch import Digest, SwitchClient
+from p4relay_switch import Digest, SwitchClient, SwitchError
 from p4relay_switch.names import REROUTE_SLOTS
 from p4relay_switch.reroute import MOVED, Reroute, RerouteEvent
 
@@ -44,6 +49,12 @@ log = structlog.get_logger("p4relay.controlplane.reroute")
 Submit = Callable[[IngestBatch], Awaitable[None]]
 
 
+HopKey = tuple[int, int]  # (INT switch id, egress port)
+INT_BACKOFF_MAX = 3  # an INT-moved flow's hold grows to at most 8x the configured one
+# the INT loop's answer: monotonic time since which the hop is clear (None: not clear)
+HopClearSince = Callable[[HopKey], float | None]
+
+
 @dataclass
 class Episode:
     """A flow on its backup, and what the return waits for."""
@@ -53,6 +64,8 @@ class Episode:
     since: float
     hot_seen: int | None = None  # last port_hot stamp read on the primary
     clear_since: float = field(default_factory=time.monotonic)
+    hop: HopKey | None = None  # moved by the INT loop: the congested hop it waits on
+    hold_ms: int = 0  # INT episodes: the hold, doubled after each return that failed
 
 
 def _path(port: int | None, nexthop: int | None = None) -> str:
@@ -77,6 +90,15 @@ class RerouteControl:
         self.rr = Reroute(client)
         self.submit = submit
         self.episodes: dict[int, Episode] = {}
+        self._sending = asyncio.Lock()
+        self.hop_clear_since: HopClearSince | None = None  # set by the INT loop
+        self.int_hold_ms = 0  # the INT loop's hold time
+        # INT moves back blind (nothing crosses the hop once its flows left):
+        # a hop that congests again within a hold of a return doubles the next
+        # hold (up to 2^INT_BACKOFF_MAX), so a lasting congestion is probed
+        # ever less often instead of every hold
+        self._int_returned: dict[HopKey, float] = {}
+        self._int_backoff: dict[HopKey, int] = {}
         self.moves = 0
         self.returns = 0
         self.configure(cfg)
@@ -121,7 +143,10 @@ class RerouteControl:
 
     async def _send(self, events: list[Event]) -> None:
         if self.submit is not None and events:
-            await self.submit(IngestBatch(idempotency_key=str(uuid.uuid4()), events=events))
+            # one batch at a time: digests, returns and the INT loop's moves run
+            # in different tasks, and the ingest client sends its backlog in order
+            async with self._sending:
+                await self.submit(IngestBatch(idempotency_key=str(uuid.uuid4()), events=events))
 
     async def on_digest(self, d: Digest) -> None:
         events = []
@@ -154,26 +179,77 @@ class RerouteControl:
                 "flow_class": ev.flow_class,
                 "ingress_port": ev.port,
                 "direction": direction,
+                "detected_by": "local",
             }
             log.info("reroute", **payload)
             events.append(self._event(payload, f"{w.prefix} moved off port {w.primary_port}"))
         metrics.ON_BACKUP.set(len(self.episodes))
         await self._send(events)
 
+    async def move_by_int(
+        self, slot: int, hop: HopKey, trigger: str, extra: dict[str, PayloadValue]
+    ) -> bool:
+        """The INT loop found `hop` on the primary path of `slot`'s destination
+        congested: the flow takes its backup (one register write, as a notice
+        does in the data plane). False when the slot is already on its backup."""
+        w = self.by_slot.get(slot)
+        if w is None or w.backup_nexthop_id is None or slot in self.episodes:
+            return False
+        ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
+        now = time.monotonic()
+        back_at = self._int_returned.get(hop)
+        k = self._int_backoff.get(hop, 0)
+        if back_at is not None and now - back_at < (self.int_hold_ms << k) / 1000:
+            k = min(k + 1, INT_BACKOFF_MAX)
+        else:
+            k = 0
+        hold_ms = self.int_hold_ms << k
+        # the episode first: reports arriving during the write find the slot taken
+        self.episodes[slot] = Episode(w, ev, now, hop=hop, hold_ms=hold_ms)
+        try:
+            await self.rr.move_to_backup([slot])
+        except SwitchError:
+            del self.episodes[slot]
+            raise
+        self._int_backoff[hop] = k
+        extra = {**extra, "hold_ms": hold_ms}
+        self.moves += 1
+        metrics.REROUTES.labels("to_backup").inc()
+        metrics.ON_BACKUP.set(len(self.episodes))
+        payload: dict[str, PayloadValue] = {
+            "flow": str(w.prefix),
+            "from_path": _path(w.primary_port),
+            "to_path": _path(w.backup_port, w.backup_nexthop_id),
+            "trigger": trigger,
+            "slot": slot,
+            "flow_class": w.flow_class,
+            "direction": "to_backup",
+            "detected_by": "int_control_plane",
+            **extra,
+        }
+        log.info("reroute", **payload)
+        await self._send([self._event(payload, f"{w.prefix} moved off port {w.primary_port}")])
+        return True
+
     async def check_returns(self) -> None:
         """Moves back every flow whose primary stayed clear for its hold time."""
         if not self.episodes:
             return
-        ports = sorted({e.watch.primary_port for e in self.episodes.values()})
-        hot = await self.rr.port_hot(ports)
+        ports = sorted({e.watch.primary_port for e in self.episodes.values() if e.hop is None})
+        hot = await self.rr.port_hot(ports) if ports else {}
         now = time.monotonic()
         back: list[int] = []
         for slot, ep in self.episodes.items():
-            stamp = hot.get(ep.watch.primary_port, 0)
-            if stamp != ep.hot_seen:
-                ep.hot_seen = stamp
-                ep.clear_since = now
-            hold_s = self.hold_ms.get(ep.watch.flow_class, 0) / 1000
+            if ep.hop is not None:
+                since = self.hop_clear_since(ep.hop) if self.hop_clear_since else ep.since
+                ep.clear_since = now if since is None else max(since, ep.since)
+            else:
+                stamp = hot.get(ep.watch.primary_port, 0)
+                if stamp != ep.hot_seen:
+                    ep.hot_seen = stamp
+                    ep.clear_since = now
+            hold_ms = self.hold_ms.get(ep.watch.flow_class, 0) if ep.hop is None else ep.hold_ms
+            hold_s = hold_ms / 1000
             if now - ep.clear_since >= hold_s:
                 back.append(slot)
         if not back:
@@ -186,13 +262,18 @@ class RerouteControl:
             metrics.REROUTES.labels("to_primary").inc()
             w = ep.watch
             held = round((now - ep.clear_since) * 1000)
+            hold = self.hold_ms.get(w.flow_class, 0) if ep.hop is None else ep.hold_ms
+            if ep.hop is not None:
+                self._int_returned[ep.hop] = now
+            what = "primary" if ep.hop is None else f"hop {ep.hop[0]} port {ep.hop[1]}"
             payload: dict[str, PayloadValue] = {
                 "flow": str(w.prefix),
                 "from_path": _path(w.backup_port, w.backup_nexthop_id),
                 "to_path": _path(w.primary_port),
-                "trigger": f"primary clear for {held} ms (hold {self.hold_ms.get(w.flow_class, 0)} ms)",
+                "trigger": f"{what} clear for {held} ms (hold {hold} ms)",
                 "slot": slot,
                 "direction": "to_primary",
+                "detected_by": "local" if ep.hop is None else "int_control_plane",
                 "on_backup_ms": round((now - ep.since) * 1000),
             }
             log.info("reroute_back", **payload)

@@ -93,9 +93,9 @@ impl Digest<5> for LearnDigest {
 
 /// `pipe.IngressDeparser.reroute` digests: rare, and each one a reroute
 /// decision, so logged at info.
-impl Digest<7> for RerouteDigest {
+impl Digest<8> for RerouteDigest {
     const NAME: &'static str = names::REROUTE_DIGEST;
-    const FIELDS: [&'static str; 7] = [
+    const FIELDS: [&'static str; 8] = [
         "dst_addr",
         "slot",
         "kind",
@@ -103,8 +103,9 @@ impl Digest<7> for RerouteDigest {
         "queue_delay_ns",
         "run",
         "flow_class",
+        "from_int",
     ];
-    fn values(&self) -> [u64; 7] {
+    fn values(&self) -> [u64; 8] {
         [
             u64::from(self.dst_addr),
             u64::from(self.slot),
@@ -113,6 +114,7 @@ impl Digest<7> for RerouteDigest {
             u64::from(self.queue_delay_ns),
             u64::from(self.run),
             u64::from(self.flow_class),
+            u64::from(self.from_int),
         ]
     }
     /// Its ingress port is not carried; every port of the softswitch is in

@@ -18,6 +18,10 @@ impl Pipeline {
         e: &mut EgressPass<'_>,
         now_ns: u64,
     ) -> EgressVerdict {
+        // what the traffic manager hands Egress, at TNA's widths (tna.rs)
+        e.deq_cells = self.tna.qdepth(e.deq_cells);
+        e.enq_cells = self.tna.qdepth(e.enq_cells);
+        e.queue_delay_ns = self.tna.deq_timedelta(e.queue_delay_ns);
         if let Some(r) = &b.int_report {
             return self.int_report(port, r, e, ms_clock(now_ns));
         }
@@ -36,13 +40,18 @@ impl Pipeline {
     /// `Egress.apply` (switch/p4/controls/egress.p4): the packet of `b` leaves
     /// its egress queue at `now_ns` (wall clock, ns since the Unix epoch, the
     /// egress timestamp); a relayed RTP packet goes through `rtp_quality`,
-    /// every packet through `reroute_detect`.
+    /// every packet through `reroute_detect` (its delay, in ticks, from the
+    /// ingress timestamp bridged with it to `now_ns`, the egress global
+    /// timestamp).
     #[inline]
     pub fn egress_depart(&self, b: &Bridged, now_ns: u64, d: &Departure<'_>) {
         if b.relayed_rtp && !b.rtcp {
             self.rtp_quality(b, now_ns);
         }
-        self.reroute_detect(b, d.port, d.queue_delay_ns, ms_clock(now_ns), d.frame);
+        let delay = self
+            .tna
+            .delay_ticks(self.tna.tstamp(now_ns), b.rr_ingress_ts);
+        self.reroute_detect(b, d.port, delay, ms_clock(now_ns), d.frame);
     }
 }
 

@@ -18,6 +18,8 @@ impl Pipeline {
     pub fn ingress(&self, frame: &mut [u8], m: &Meta) -> (Verdict, Bridged) {
         let mut b = Bridged::default();
         let v = self.ingress_into(frame, m, &mut b);
+        // the parser's constant of every packet (reroute's delay at egress)
+        b.rr_ingress_ts = self.tna.tstamp(m.now_ns);
         (v, b)
     }
 

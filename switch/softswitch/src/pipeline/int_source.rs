@@ -286,6 +286,7 @@ impl Pipeline {
         let s = stack?;
         b.int_shim = s.shim as u16;
         b.int_hops = s.hops;
+        b.int_ds_flags = s.ds_flags;
         if !b.int_sink {
             return None;
         }

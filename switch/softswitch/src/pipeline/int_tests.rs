@@ -344,3 +344,40 @@ fn reports_are_suppressed_in_the_data_plane() {
     // no int_report entry on the port: no report
     assert!(report(&s, 1, &copy, &other, 9000).is_none());
 }
+
+#[test]
+fn hop_latency_and_depth_saturate_at_tnas_widths() {
+    let md = SHIM + 4;
+    let h = md + 12;
+    let flags = |f: &[u8]| rd16(f, md + 10) & (FLAG_ONSET | FLAG_OVER_CLEAR);
+    // a latency onset of 1 ms is beyond deq_timedelta's 18 bits: a 50 ms
+    // queue reports 262,143 ns and is never at onset
+    let s = switch(
+        IntRoleAction::Transit,
+        0x11,
+        (u32::MAX, 1_000_000),
+        (u32::MAX, 500_000),
+    );
+    let (_, f, _) = hop(&s, &rtp_packet(), 0, 50_000_000, 10);
+    assert_eq!(rd32(&f, h + 8), 262_143);
+    assert_eq!(flags(&f), 0);
+    // 200 us is within it
+    let s = switch(
+        IntRoleAction::Transit,
+        0x11,
+        (u32::MAX, 200_000),
+        (u32::MAX, 100_000),
+    );
+    let (_, f, _) = hop(&s, &rtp_packet(), 0, 50_000_000, 10);
+    assert_eq!(flags(&f), FLAG_ONSET | FLAG_OVER_CLEAR);
+    // depths stop at 19 bits: 524,288 cells is never reached
+    let s = switch(
+        IntRoleAction::Transit,
+        0x11,
+        (524_288, u32::MAX),
+        (524_288, u32::MAX),
+    );
+    let (_, f, _) = hop(&s, &rtp_packet(), 600_000, 0, 10);
+    assert_eq!(rd32(&f, h + 12), 524_287);
+    assert_eq!(flags(&f), 0);
+}

@@ -29,6 +29,7 @@ mod relay_sessions;
 pub mod reroute;
 mod rtp_clock;
 mod rtp_quality;
+pub mod tna;
 
 pub use learn_filter::LearnFilter;
 pub use mirror::{FastPathMaps, Touched};
@@ -167,6 +168,8 @@ pub struct Pipeline {
     pub port_binding: port_binding::PortBinding,
     pub stats: PipelineStats,
     pub rr_stats: RerouteStats,
+    /// What Egress reads of the traffic manager, at TNA's widths.
+    pub tna: tna::Tna,
     digests: SyncSender<LearnDigest>,
     reroute_digests: SyncSender<RerouteDigest>,
     /// Notice copies waiting for their ingress pass (reroute.rs).
@@ -195,6 +198,8 @@ pub struct Bridged {
     pub rr_class: u8,
     pub rr_slot: u16,
     pub rr_ingress_port: u16,
+    /// `ingress_mac_tstamp` (48 bits, ns): reroute's delay at egress.
+    pub rr_ingress_ts: u64,
     /// INT roles Ingress chose (int_bridged_h): insert INT (source), add
     /// this switch's hop (transit), strip (sink); the port the packet came
     /// in on (the hop's ingress port).
@@ -206,6 +211,9 @@ pub struct Bridged {
     /// hops the packet brought (0: no INT).
     pub int_shim: u16,
     pub int_hops: u8,
+    /// The MD header's ds_flags the packet brought (the sink's detection
+    /// reads the onset bit).
+    pub int_ds_flags: u16,
     /// The sink's report copy (int_report_mirror_h).
     pub int_report: Option<int_source::IntReportCopy>,
 }
@@ -221,6 +229,7 @@ pub struct EgressPass<'a> {
     pub enq_cells: u32,
     /// Time in the queue, ns (deq_timedelta).
     pub queue_delay_ns: u64,
+    // `egress_head` clamps the three to TNA's widths (tna.rs) first.
     pub buf: &'a mut [u8],
     /// Frame length in `buf`.
     pub len: usize,
@@ -242,7 +251,8 @@ pub enum EgressVerdict {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Departure<'a> {
     pub port: u16,
-    /// Time in the queue, ns (Tofino: `eg_intr_md.deq_timedelta`).
+    /// Time in the queue, ns (the I/O layer's measure; reroute's detection
+    /// uses the timestamps instead, as the P4 program does).
     pub queue_delay_ns: u64,
     pub frame: &'a [u8],
 }
@@ -288,6 +298,7 @@ impl Pipeline {
             port_binding: port_binding::PortBinding::new(c.config.unbound_port),
             stats: PipelineStats::default(),
             rr_stats: RerouteStats::default(),
+            tna: tna::Tna::new(&c.config),
             digests,
             // Until `with_reroute_digests`: digests are counted as lost.
             reroute_digests: std::sync::mpsc::sync_channel(0).0,

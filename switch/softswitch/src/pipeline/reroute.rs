@@ -1,22 +1,30 @@
 //! `Reroute` and `RerouteDetect` (switch/p4/controls/reroute.p4): congestion
 //! detection after the queue, and the move to a pre-installed backup next hop
-//! without a control-plane round trip.
+//! without a control-plane round trip, at this switch or, by notices passed
+//! on hop by hop, at the nearest one upstream that has a backup.
 //!
 //! - `reroute` (ingress, beside ipv4_lpm): a watched destination's packet
 //!   takes its backup next hop while `reroute_active[slot]` is 1; otherwise it
-//!   is marked for detection (`Bridged::rr_detect`).
+//!   is marked for detection (`Bridged::rr_detect`). A slot without a backup
+//!   records the port its flow comes in by (`reroute_from[slot]`).
 //! - `reroute_detect` (egress, as the packet leaves its queue): with the flow
-//!   class's `t_q` and `m` (`reroute_class`), a departure whose queueing delay
-//!   exceeds `t_q` stamps `reroute_port_hot[port]` and, for a marked packet,
-//!   advances `reroute_run[slot]`; a clear one resets it. The m-th hot packet
-//!   in a row queues a notice frame, as Tofino's egress mirror copy does, and
-//!   the data plane feeds it to its own ingress from `RECIRC_PORT`
+//!   class's `t_q` and `m` (`reroute_class`), a departure whose delay from
+//!   ingress (the 48-bit timestamps apart, in 65,536 ns ticks, tna.rs)
+//!   exceeds `t_q` (in whole ticks)
+//!   stamps `reroute_port_hot[port]`; a marked packet that is over `t_q`, or
+//!   (the INT sink) whose INT stack has the onset bit, advances
+//!   `reroute_run[slot]`; a clear one resets it. The m-th hot packet in a row
+//!   queues a notice frame, as Tofino's egress mirror copy does, and the data
+//!   plane feeds it to its own ingress from `RECIRC_PORT`
 //!   (`Pipeline::take_notice`, the recirculation).
-//! - `reroute_notice` (ingress): a LOCAL notice from the recirculation port
-//!   moves a slot with a backup (`reroute_active` = 1, digest `MOVED`) or,
-//!   without one, leaves as an UPSTREAM notice by the flow's ingress port
-//!   (digest `NOTIFIED`); an UPSTREAM notice arriving by the watched route's
-//!   primary port moves the receiver's slot. Everything else is dropped.
+//! - `reroute_notice` (ingress): a LOCAL notice of this switch's own delay
+//!   from the recirculation port moves a slot with a backup
+//!   (`reroute_active` = 1, digest `MOVED`); without a backup, or seen in INT
+//!   (the congested hop is upstream), it leaves as an UPSTREAM notice by the
+//!   flow's ingress port (digest `NOTIFIED`). An UPSTREAM notice arriving by
+//!   the watched route's primary port moves the receiver's slot if it has a
+//!   backup, else goes on by `reroute_from[slot]` with its TTL one less
+//!   (digest `RELAYED`; TTL <= 1 ends it). Everything else is dropped.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -40,6 +48,9 @@ pub const NOTICE_UPSTREAM: u8 = 4;
 /// `pipe.IngressDeparser.reroute` kinds.
 pub const MOVED: u8 = 1;
 pub const NOTIFIED: u8 = 2;
+pub const RELAYED: u8 = 3;
+/// `reroute_notice_h.from_int` (the top bit of the pad + port word).
+const FROM_INT: u16 = 0x8000;
 /// A notice copy is truncated to this (the mirror session's max_pkt_len).
 pub const NOTICE_MAX_FRAME: usize = 128;
 /// Notices waiting for their ingress pass; more are lost (counted), as
@@ -56,6 +67,9 @@ pub struct RerouteDigest {
     pub queue_delay_ns: u32,
     pub run: u16,
     pub flow_class: u8,
+    /// The trigger was a hop over onset in the packets' INT (the sink's
+    /// detection), not the detecting switch's own delay.
+    pub from_int: bool,
 }
 
 /// Reroute event counters (exported as metrics).
@@ -69,6 +83,8 @@ pub struct RerouteStats {
     pub moves: AtomicU64,
     /// Notices sent upstream (digest kind NOTIFIED).
     pub upstream_sent: AtomicU64,
+    /// Upstream notices passed on upstream (digest kind RELAYED).
+    pub relayed: AtomicU64,
     /// Notices dropped without effect: unwatched destination, forged kind,
     /// wrong port, or the slot already on its backup.
     pub refused: AtomicU64,
@@ -105,24 +121,31 @@ impl Pipeline {
                     Some(backup_nexthop_id)
                 }
             }
-            RerouteWatchAction::Notify { slot, flow_class } => {
+            RerouteWatchAction::Notify {
+                slot, flow_class, ..
+            } => {
                 b.rr_class = flow_class;
                 b.rr_slot = slot;
                 b.rr_detect = true;
+                // remember_from: where an upstream notice for it goes on
+                if let Some(from) = self.reroute_regs.from.get(usize::from(slot)) {
+                    from.store(ingress_port, Relaxed);
+                }
                 None
             }
             RerouteWatchAction::NoAction => None,
         }
     }
 
-    /// `reroute_detect.apply`: the packet of `b` leaves egress `port` after
-    /// `queue_delay_ns` in its queue; `frame` is what leaves.
+    /// `reroute_detect.apply`: the packet of `b` leaves egress `port`
+    /// `delay` ticks after it entered (`delay_ticks`, tna.rs); `frame` is
+    /// what leaves.
     #[inline]
     pub(super) fn reroute_detect(
         &self,
         b: &Bridged,
         port: u16,
-        queue_delay_ns: u64,
+        delay: u64,
         now_ms: u32,
         frame: &[u8],
     ) {
@@ -134,10 +157,16 @@ impl Pipeline {
         };
         let regs = &self.reroute_regs;
         let slot = usize::from(b.rr_slot);
-        if queue_delay_ns > u64::from(t_q_ns) {
+        let over = delay > self.tna.ticks_of(t_q_ns);
+        // int_onset: the sink's packet, a hop of its stack at/over onset
+        let int_hot =
+            b.int_sink && b.int_hops > 0 && b.int_ds_flags & super::int_source::FLAG_ONSET != 0;
+        if over {
             if let Some(hot) = regs.port_hot.get(usize::from(port)) {
                 hot.store(now_ms, Relaxed);
             }
+        }
+        if over || int_hot {
             if b.rr_detect {
                 let Some(cell) = regs.run.get(slot) else {
                     return;
@@ -149,7 +178,7 @@ impl Pipeline {
                     .unwrap_or(0)
                     .saturating_add(1);
                 if run == m {
-                    self.send_notice(b, run, queue_delay_ns, frame);
+                    self.send_notice(b, run, self.tna.ticks_ns(delay), int_hot, frame);
                 }
             }
         } else if b.rr_detect {
@@ -162,7 +191,7 @@ impl Pipeline {
     /// The notice copy and its egress pass: the departing frame's MACs, the
     /// notice, then its IPv4 header onward (a VLAN tag is left out),
     /// truncated to `NOTICE_MAX_FRAME`.
-    fn send_notice(&self, b: &Bridged, run: u16, queue_delay_ns: u64, frame: &[u8]) {
+    fn send_notice(&self, b: &Bridged, run: u16, delay_ns: u32, from_int: bool, frame: &[u8]) {
         self.rr_stats.notices.fetch_add(1, Relaxed);
         if frame.len() < 14 {
             return;
@@ -178,10 +207,11 @@ impl Pipeline {
         n.extend_from_slice(&self.notice_ethertype.to_be_bytes());
         n.push(NOTICE_LOCAL);
         n.push(b.rr_class);
-        n.extend_from_slice(&(b.rr_ingress_port & 0x1ff).to_be_bytes());
+        let flag = if from_int { FROM_INT } else { 0 };
+        n.extend_from_slice(&(flag | b.rr_ingress_port & 0x1ff).to_be_bytes());
         n.extend_from_slice(&b.rr_slot.to_be_bytes());
         n.extend_from_slice(&run.to_be_bytes());
-        n.extend_from_slice(&(queue_delay_ns.min(u64::from(u32::MAX)) as u32).to_be_bytes());
+        n.extend_from_slice(&delay_ns.to_be_bytes());
         let room = NOTICE_MAX_FRAME - n.len();
         n.extend_from_slice(&ip[..ip.len().min(room)]);
         let mut q = self.notices.lock();
@@ -223,12 +253,15 @@ impl Pipeline {
             return Verdict::Drop(DropReason::BadIpChecksum);
         }
         let dst = rd32(ip, 16);
+        let ttl = ip[8];
         let n = &frame[N..L3];
         let (kind, flow_class) = (n[0], n[1]);
-        let port = rd16(n, 2) & 0x1ff;
+        let word = rd16(n, 2);
+        let (port, from_int) = (word & 0x1ff, word & FROM_INT != 0);
         let (run, queue_delay_ns) = (rd16(n, 6), rd32(n, 8));
         let small = self.small.load();
         let local = kind == NOTICE_LOCAL && m.ingress_port & 0x7f == RECIRC_PORT;
+        let upstream_by = |primary: u16| kind == NOTICE_UPSTREAM && m.ingress_port == primary;
         let digest = |slot: u16, kind: u8| RerouteDigest {
             dst_addr: dst,
             slot,
@@ -237,12 +270,14 @@ impl Pipeline {
             queue_delay_ns,
             run,
             flow_class,
+            from_int,
         };
-        let mut upstream = false;
+        // where a notice that goes on leaves
+        let mut out = None;
         match small.reroute_watch_lookup(dst) {
             RerouteWatchAction::Backup {
                 slot, primary_port, ..
-            } if local || (kind == NOTICE_UPSTREAM && m.ingress_port == primary_port) => {
+            } if (local && !from_int) || upstream_by(primary_port) => {
                 let old = self
                     .reroute_regs
                     .active
@@ -255,11 +290,33 @@ impl Pipeline {
                     self.rr_stats.refused.fetch_add(1, Relaxed);
                 }
             }
-            RerouteWatchAction::Notify { slot, .. } if local => {
+            // no backup here, or seen in INT: a move here would not avoid
+            // the hop, the switch the flow came from may
+            RerouteWatchAction::Backup { slot, .. } | RerouteWatchAction::Notify { slot, .. }
+                if local =>
+            {
                 frame[N] = NOTICE_UPSTREAM;
-                upstream = true;
+                out = Some(port);
                 self.rr_stats.upstream_sent.fetch_add(1, Relaxed);
                 self.reroute_digest(digest(slot, NOTIFIED));
+            }
+            RerouteWatchAction::Notify {
+                slot, primary_port, ..
+            } if upstream_by(primary_port) && ttl > 1 => {
+                // notice_relay: on to where the flow comes in, TTL one less
+                let from = self
+                    .reroute_regs
+                    .from
+                    .get(usize::from(slot))
+                    .map_or(0, |f| f.load(Relaxed));
+                let ip = &mut frame[L3..L3 + ihl];
+                ip[8] = ttl - 1;
+                ip[10..12].fill(0);
+                let c = packet::ipv4_checksum(ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                out = Some(from & 0x1ff);
+                self.rr_stats.relayed.fetch_add(1, Relaxed);
+                self.reroute_digest(digest(slot, RELAYED));
             }
             _ => {
                 self.rr_stats.refused.fetch_add(1, Relaxed);
@@ -272,9 +329,9 @@ impl Pipeline {
         ) {
             return Verdict::Drop(DropReason::NoRoute);
         }
-        if !upstream {
+        let Some(port) = out else {
             return Verdict::Drop(DropReason::RerouteNotice);
-        }
+        };
         if !self.has_port(u32::from(port)) {
             return Verdict::Drop(DropReason::NoSuchPort);
         }
@@ -295,6 +352,8 @@ impl Pipeline {
 /// egress dev_port).
 pub struct RerouteRegs {
     pub active: Vec<AtomicU8>,
+    /// `pipe.Ingress.reroute_from`: the dev port a slot's flow came in by.
+    pub from: Vec<AtomicU16>,
     pub run: Vec<AtomicU16>,
     pub port_hot: Vec<AtomicU32>,
 }
@@ -303,6 +362,7 @@ impl RerouteRegs {
     pub fn new(slots: usize, ports: usize) -> RerouteRegs {
         RerouteRegs {
             active: zeroed(slots),
+            from: zeroed(slots),
             run: zeroed(slots),
             port_hot: zeroed(ports),
         }
@@ -311,6 +371,7 @@ impl RerouteRegs {
     pub fn read(&self, reg: Reg, i: usize) -> Option<u64> {
         Some(match reg {
             Reg::RerouteActive => self.active.get(i)?.load(Relaxed).into(),
+            Reg::RerouteFrom => self.from.get(i)?.load(Relaxed).into(),
             Reg::RerouteRun => self.run.get(i)?.load(Relaxed).into(),
             Reg::ReroutePortHot => self.port_hot.get(i)?.load(Relaxed).into(),
             _ => return None,
@@ -321,6 +382,7 @@ impl RerouteRegs {
     pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
         match reg {
             Reg::RerouteActive => self.active.get(i).map(|c| c.store(v as u8, Relaxed)),
+            Reg::RerouteFrom => self.from.get(i).map(|c| c.store(v as u16, Relaxed)),
             Reg::RerouteRun => self.run.get(i).map(|c| c.store(v as u16, Relaxed)),
             Reg::ReroutePortHot => self.port_hot.get(i).map(|c| c.store(v as u32, Relaxed)),
             _ => None,
@@ -330,6 +392,7 @@ impl RerouteRegs {
 
     pub fn clear(&self) {
         self.active.iter().for_each(|c| c.store(0, Relaxed));
+        self.from.iter().for_each(|c| c.store(0, Relaxed));
         self.run.iter().for_each(|c| c.store(0, Relaxed));
         self.port_hot.iter().for_each(|c| c.store(0, Relaxed));
     }
@@ -338,19 +401,22 @@ impl RerouteRegs {
 #[cfg(test)]
 mod tests {
     //! Detection after the queue, the recirculated notice, the move to the
-    //! backup, the upstream notice.
+    //! backup, the upstream notice and its way on, the sink's INT trigger.
     use std::sync::mpsc::{sync_channel, Receiver};
 
     use super::*;
+    use crate::packet::ipv4_checksum;
     use crate::packet::testpkt::Udp4;
+    use crate::pipeline::int_source::FLAG_ONSET;
     use crate::pipeline::tests::{meta, setup, UAC, UAS};
     use crate::pipeline::Departure;
 
     const T_Q: u32 = 1_000_000; // 1 ms
+    const NOW_MS: u32 = 5000;
 
-    /// UAS (port 2 primary) watched in slot 7, class 1 (t_q 1 ms, m = 3),
-    /// backup next hop 3 (port 3), or, with `notify`, no backup.
-    fn watched(notify: bool) -> (Pipeline, Receiver<RerouteDigest>) {
+    /// UAS (port 2 primary) watched in slot 7, class 1 (t_q, m = 3), backup
+    /// next hop 3 (port 3), or, with `notify`, no backup.
+    fn watched_with(notify: bool, t_q_ns: u32) -> (Pipeline, Receiver<RerouteDigest>) {
         let (p, _) = setup();
         let (tx, rx) = sync_channel(16);
         let p = p.with_reroute_digests(tx);
@@ -358,6 +424,7 @@ mod tests {
             RerouteWatchAction::Notify {
                 slot: 7,
                 flow_class: 1,
+                primary_port: 2,
             }
         } else {
             RerouteWatchAction::Backup {
@@ -373,7 +440,7 @@ mod tests {
                 t.reroute_class_write(
                     1,
                     Some(RerouteClassAction::Thresholds {
-                        t_q_ns: T_Q,
+                        t_q_ns,
                         m: 3,
                         hold_ms: 500,
                     }),
@@ -384,25 +451,42 @@ mod tests {
         (p, rx)
     }
 
-    /// One packet UAC -> UAS through ingress and out of its queue after `delay_ns`.
-    fn send(p: &Pipeline, delay_ns: u64) -> (Verdict, Vec<u8>) {
-        let mut f = Udp4 {
+    fn watched(notify: bool) -> (Pipeline, Receiver<RerouteDigest>) {
+        watched_with(notify, T_Q)
+    }
+
+    fn flow() -> Vec<u8> {
+        Udp4 {
             src: UAC,
             dst: UAS,
             dport: 5000,
             ..Udp4::default()
         }
-        .build();
-        let (v, b) = p.ingress(&mut f, &meta(1));
+        .build()
+    }
+
+    /// One packet UAC -> UAS in by `port`, leaving its queue `delay_ns`
+    /// after it entered (the egress timestamp minus the ingress one).
+    fn send_from(p: &Pipeline, port: u16, delay_ns: u64) -> (Verdict, Vec<u8>) {
+        let mut f = flow();
+        let m = Meta {
+            ingress_port: port,
+            ..meta(NOW_MS)
+        };
+        let (v, b) = p.ingress(&mut f, &m);
         if let Verdict::Forward(port) = v {
             let d = Departure {
                 port,
                 queue_delay_ns: delay_ns,
                 frame: &f,
             };
-            p.egress_depart(&b, 5_000_000_000, &d);
+            p.egress_depart(&b, m.now_ns + delay_ns, &d);
         }
         (v, f)
+    }
+
+    fn send(p: &Pipeline, delay_ns: u64) -> (Verdict, Vec<u8>) {
+        send_from(p, 1, delay_ns)
     }
 
     fn recirculate(p: &Pipeline) -> Vec<Verdict> {
@@ -417,13 +501,20 @@ mod tests {
         out
     }
 
+    fn from(port: u16) -> Meta {
+        Meta {
+            ingress_port: port,
+            ..meta(3)
+        }
+    }
+
     #[test]
     fn m_minus_1_hot_packets_do_not_trigger_and_a_clear_one_resets() {
         let (p, rx) = watched(false);
         for _ in 0..2 {
-            send(&p, u64::from(T_Q) + 1);
+            send(&p, 2 * u64::from(T_Q));
         }
-        send(&p, u64::from(T_Q)); // not over t_q: the run starts again
+        send(&p, u64::from(T_Q) / 2); // not over t_q: the run starts again
         for _ in 0..2 {
             send(&p, 5 * u64::from(T_Q));
         }
@@ -441,7 +532,13 @@ mod tests {
             (d.dst_addr, d.slot, d.kind, d.port, d.run, d.flow_class),
             (UAS, 7, MOVED, 1, 3, 1)
         );
-        assert_eq!(d.queue_delay_ns, 5 * T_Q);
+        // the delay in whole 65,536 ns ticks
+        assert!(
+            d.queue_delay_ns.abs_diff(5 * T_Q) < 1 << 16,
+            "{}",
+            d.queue_delay_ns
+        );
+        assert!(!d.from_int);
         // the next packet takes the backup, and is not counted there
         assert_eq!(send(&p, 9 * u64::from(T_Q)).0, Verdict::Forward(3));
         assert!(p.take_notice().is_none());
@@ -449,9 +546,28 @@ mod tests {
         p.reroute_regs.active[7].store(0, Relaxed);
         assert_eq!(send(&p, 0).0, Verdict::Forward(2));
         assert!(rx.try_recv().is_err());
-        // every hot departure stamped its port (5 s after the epoch)
-        assert_eq!(p.reroute_regs.port_hot[2].load(Relaxed), 5000);
-        assert_eq!(p.reroute_regs.port_hot[3].load(Relaxed), 5000);
+        // every departure over t_q stamped its port (its egress ms)
+        assert_eq!(p.reroute_regs.port_hot[2].load(Relaxed), NOW_MS + 5);
+        assert_eq!(p.reroute_regs.port_hot[3].load(Relaxed), NOW_MS + 9);
+    }
+
+    #[test]
+    fn a_t_q_of_tens_of_ms_is_measured_from_the_timestamps() {
+        // 50 ms: far beyond deq_timedelta's 262 us, within the 32-bit delay
+        let (p, rx) = watched_with(false, 50_000_000);
+        for _ in 0..3 {
+            send(&p, 40_000_000);
+        }
+        assert!(p.take_notice().is_none());
+        for _ in 0..3 {
+            send(&p, 60_000_000);
+        }
+        assert_eq!(
+            recirculate(&p),
+            vec![Verdict::Drop(DropReason::RerouteNotice)]
+        );
+        let d = rx.try_recv().unwrap().queue_delay_ns;
+        assert!(d.abs_diff(60_000_000) < 1 << 16, "{d}");
     }
 
     #[test]
@@ -475,10 +591,6 @@ mod tests {
         // The upstream switch: the same destination watched with a backup,
         // its primary next hop on the port the notice arrives by.
         let (up, up_rx) = watched(false);
-        let from = |port: u16| Meta {
-            ingress_port: port,
-            ..meta(3)
-        };
         let mut wrong = n.clone();
         assert_eq!(
             up.process(&mut wrong, &from(1)),
@@ -493,6 +605,96 @@ mod tests {
         assert_eq!(up.reroute_regs.active[7].load(Relaxed), 1);
         assert_eq!(up_rx.try_recv().unwrap().kind, MOVED);
         assert_eq!(up.rr_stats.refused.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn a_notice_crosses_a_switch_without_a_backup_to_the_one_with_it() {
+        // the congested switch: no backup, the flow comes in by port 1
+        let (sink, _) = watched(true);
+        for _ in 0..3 {
+            send(&sink, 2 * u64::from(T_Q));
+        }
+        let mut n = sink.take_notice().unwrap();
+        let recirc = Meta {
+            ingress_port: RECIRC_PORT,
+            ..meta(2)
+        };
+        assert_eq!(sink.process(&mut n, &recirc), Verdict::Forward(1));
+        let ttl = n[26 + 8];
+
+        // the middle switch: no backup either; the flow comes in by port 3
+        let (mid, mid_rx) = watched(true);
+        assert_eq!(send_from(&mid, 3, 0).0, Verdict::Forward(2));
+        assert_eq!(mid.reroute_regs.from[7].load(Relaxed), 3);
+        let mut wrong = n.clone();
+        assert_eq!(
+            mid.process(&mut wrong, &from(1)),
+            Verdict::Drop(DropReason::RerouteNotice),
+            "only from the primary next hop's port"
+        );
+        let mut on = n.clone();
+        assert_eq!(mid.process(&mut on, &from(2)), Verdict::Forward(3));
+        assert_eq!(on[14], NOTICE_UPSTREAM);
+        assert_eq!(on[26 + 8], ttl - 1);
+        assert_eq!(ipv4_checksum(&on[26..46]), rd16(&on, 26 + 10));
+        let d = mid_rx.try_recv().unwrap();
+        assert_eq!((d.kind, d.port, d.slot), (RELAYED, 1, 7));
+        assert_eq!(mid.reroute_regs.active[7].load(Relaxed), 0);
+        // a notice whose TTL ran out ends
+        let mut spent = on.clone();
+        spent[26 + 8] = 1;
+        let c = ipv4_checksum(&spent[26..46]);
+        spent[26 + 10..26 + 12].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(
+            mid.process(&mut spent, &from(2)),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+
+        // the head: a backup; the notice arrives by its primary's port
+        let (head, head_rx) = watched(false);
+        assert_eq!(
+            head.process(&mut on, &from(2)),
+            Verdict::Drop(DropReason::RerouteNotice)
+        );
+        assert_eq!(head.reroute_regs.active[7].load(Relaxed), 1);
+        assert_eq!(head_rx.try_recv().unwrap().kind, MOVED);
+        assert_eq!(send(&head, 0).0, Verdict::Forward(3));
+    }
+
+    #[test]
+    fn the_sink_sends_a_hop_over_onset_in_int_upstream_even_with_a_backup() {
+        let (p, rx) = watched(false);
+        let f = flow();
+        let b = |onset: bool| Bridged {
+            rr_detect: true,
+            rr_class: 1,
+            rr_slot: 7,
+            rr_ingress_port: 1,
+            int_sink: true,
+            int_hops: 2,
+            int_ds_flags: if onset { FLAG_ONSET | 0x12 } else { 0x12 },
+            ..Bridged::default()
+        };
+        // the sink's own delay is under t_q: INT alone makes them hot
+        p.reroute_detect(&b(true), 2, 0, NOW_MS, &f);
+        p.reroute_detect(&b(false), 2, 0, NOW_MS, &f);
+        p.reroute_detect(&b(true), 2, 0, NOW_MS, &f);
+        p.reroute_detect(&b(true), 2, 0, NOW_MS, &f);
+        assert!(p.take_notice().is_none(), "a clear packet reset the run");
+        p.reroute_detect(&b(true), 2, 0, NOW_MS, &f);
+        // INT's hot packets never stamp this switch's port
+        assert_eq!(p.reroute_regs.port_hot[2].load(Relaxed), 0);
+        assert_eq!(recirculate(&p), vec![Verdict::Forward(1)]);
+        let d = rx.try_recv().unwrap();
+        assert_eq!((d.kind, d.from_int, d.run), (NOTIFIED, true, 3));
+        assert_eq!(p.reroute_regs.active[7].load(Relaxed), 0);
+        // a packet that is not the sink's does not count INT's flags
+        let mut transit = b(true);
+        transit.int_sink = false;
+        for _ in 0..5 {
+            p.reroute_detect(&transit, 2, 0, NOW_MS, &f);
+        }
+        assert!(p.take_notice().is_none());
     }
 
     #[test]

@@ -137,6 +137,7 @@ pub enum Reg {
     PayloadType,
     LearnFilter,
     RerouteActive,
+    RerouteFrom,
     RerouteRun,
     ReroutePortHot,
     Ired(IredReg),
@@ -198,6 +199,7 @@ impl Reg {
             "rtp_payload_type" => Reg::PayloadType,
             "learn_filter" => Reg::LearnFilter,
             "reroute_active" => Reg::RerouteActive,
+            "reroute_from" => Reg::RerouteFrom,
             "reroute_run" => Reg::RerouteRun,
             "reroute_port_hot" => Reg::ReroutePortHot,
             "ired_qdepth_prev" => Reg::Ired(IredReg::QdepthPrev),
@@ -593,7 +595,9 @@ impl Schema {
                 Reg::LearnFilter => c.config.learn_filter_size,
                 // Indexed by dev_port (9 bits) on the Tofino: bf-p4c's size;
                 // the cells of dev_ports this switch lacks read 0.
-                Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => r.size_p4,
+                Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {
+                    r.size_p4
+                }
                 Reg::Ired(_) | Reg::Int(_) => r.size_p4,
                 _ => legs,
             };

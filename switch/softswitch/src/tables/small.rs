@@ -52,6 +52,7 @@ pub enum RerouteWatchAction {
     Notify {
         slot: u16,
         flow_class: u8,
+        primary_port: u16,
     },
     NoAction,
 }

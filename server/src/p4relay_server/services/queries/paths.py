@@ -40,6 +40,19 @@ def _text(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def congested_hop(payload: dict[str, object], switch: str | None) -> str | None:
+    """Where the congestion behind a move away from the primary was seen: the
+    hop an INT-driven move names (`hop_switch`, `hop_port`), else the moving
+    switch's own primary port (local detection); None for a move back."""
+    if payload.get("direction") not in ("to_backup", "notify_upstream"):
+        return None
+    hop, port = payload.get("hop_switch"), payload.get("hop_port")
+    if isinstance(hop, str) and isinstance(port, int) and not isinstance(port, bool):
+        return f"{hop} port {port}"
+    own = _text(payload.get("from_path"))
+    return None if own is None else f"{switch or '?'} {own}"
+
+
 def _segment(
     key: tuple[str | None, str], path: object, at: dt.datetime, by: api.EventOut | None
 ) -> api.PathSegment:
@@ -53,6 +66,7 @@ def _segment(
         until=None,
         reroute_event_id=None if by is None else by.id,
         trigger=None if by is None else _text(by.payload.get("trigger")),
+        congested_hop=None if by is None else congested_hop(by.payload, by.switch),
     )
 
 

@@ -20,7 +20,7 @@ impl Cells for Reg {
         let p = &sw.pipeline;
         match self {
             Reg::LearnFilter => p.learn_filter.read(i),
-            Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => {
+            Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {
                 p.reroute_regs.read(self, i)
             }
             Reg::Ired(r) => p.ired.read(r, i),
@@ -33,7 +33,7 @@ impl Cells for Reg {
         let p = &sw.pipeline;
         match self {
             Reg::LearnFilter => p.learn_filter.write(i, v),
-            Reg::RerouteActive | Reg::RerouteRun | Reg::ReroutePortHot => {
+            Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {
                 p.reroute_regs.write(self, i, v)
             }
             Reg::Ired(r) => p.ired.write(r, i, v),

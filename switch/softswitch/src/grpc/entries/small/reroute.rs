@@ -73,6 +73,7 @@ impl SmallTable for RerouteWatch {
             Some(names::REROUTE_NOTIFY) => Some(RerouteWatchAction::Notify {
                 slot: slot(t, d)?,
                 flow_class: d.int(names::P_FLOW_CLASS)? as u8,
+                primary_port: d.int(names::P_PRIMARY_PORT)? as u16,
             }),
             Some(names::NO_ACTION) => Some(RerouteWatchAction::NoAction),
             None => None,
@@ -96,12 +97,17 @@ impl SmallTable for RerouteWatch {
                     (names::P_PRIMARY_PORT, u64::from(primary_port)),
                 ],
             ),
-            RerouteWatchAction::Notify { slot, flow_class } => params(
+            RerouteWatchAction::Notify {
+                slot,
+                flow_class,
+                primary_port,
+            } => params(
                 t,
                 names::REROUTE_NOTIFY,
                 &[
                     (names::P_SLOT, u64::from(slot)),
                     (names::P_FLOW_CLASS, u64::from(flow_class)),
+                    (names::P_PRIMARY_PORT, u64::from(primary_port)),
                 ],
             ),
             RerouteWatchAction::NoAction => action_only(t, names::NO_ACTION),
