@@ -44,6 +44,8 @@ class Collector:
         self.pollers: dict[str, SwitchPoller] = {}
         self.congestion = CongestionDetector(Thresholds.from_settings(settings))
         self.backlog: collections.deque[IngestBatch] = collections.deque()
+        # One sender at a time: two would both post the head batch and pop twice.
+        self._flushing = asyncio.Lock()
         self.int_telemetry = IntTelemetry(names=settings.int_switch_name_map())
 
     async def refresh_switches(self) -> None:
@@ -136,6 +138,10 @@ class Collector:
 
     async def flush(self) -> None:
         """Sends the backlog in order; stops at the first batch the server did not take."""
+        async with self._flushing:
+            await self._send_backlog()
+
+    async def _send_backlog(self) -> None:
         while self.backlog:
             batch = self.backlog[0]
             try:
