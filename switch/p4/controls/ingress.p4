@@ -30,7 +30,11 @@ control Ingress(
         inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
         inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
+#if __TARGET_TOFINO__ == 2 && defined(WITH_REROUTE)
+    MsClockTicks() clock;
+#else
     MsClock() clock;
+#endif
     RelaySessions() relay_sessions;
     LearnFilter() learning;
     Forwarding() forwarding;
@@ -73,7 +77,12 @@ control Ingress(
             /* A flat sequence: each feature's steps are single-stage items
              * gated by bits computed once (Tofino 1 has no long branches,
              * so a gated block spanning stages would serialise the rest). */
+#if __TARGET_TOFINO__ == 2 && defined(WITH_REROUTE)
+            /* the parser's ingress_mac_tstamp[47:16] (rtp_clock.p4) */
+            clock.apply(hdr.bridged.rr_ingress_ts, ig_md.now_ms);
+#else
             clock.apply(ig_intr_md.ingress_mac_tstamp, ig_md.now_ms);
+#endif
             /* A congestion notice (REROUTE_NOTICE: its IPv4 header is the
              * flow's packet's) is no session's packet: it goes by its
              * destination through Forwarding to Reroute, which consumes it.

@@ -143,12 +143,25 @@ control Reroute(
     /* An upstream notice, no backup here: on to where the flow comes in
      * (the register's output is the egress port: no stage between) */
     action notice_relay() {
+#if __TARGET_TOFINO__ == 2
+        ig_md.rr_from_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+#else
         ig_tm_md.ucast_egress_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+#endif
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
         ig_md.rr_kind = REROUTE_RELAYED;
         ig_md.rr_upstream = true;
     }
+
+#if __TARGET_TOFINO__ == 2
+    /* Tofino 2: the register's output written straight into
+     * ucast_egress_port leaves the ingress POV bits (its $valid among them)
+     * no PHV placement; one stage later through metadata, the same port. */
+    action relay_from_port() {
+        ig_tm_md.ucast_egress_port = ig_md.rr_from_port;
+    }
+#endif
 
     action set_detect() {
         hdr.bridged.rr_detect = 1;
@@ -189,6 +202,11 @@ control Reroute(
         } else if (watched) {
             remember_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
         }
+#if __TARGET_TOFINO__ == 2
+        if (ig_md.rr_kind == REROUTE_RELAYED) {
+            relay_from_port();
+        }
+#endif
         /* rr_moved_from: the register's old value, 1 (parser) without a move */
         if (ig_md.rr_moved_from == 0) {
             notice_digest(REROUTE_MOVED);

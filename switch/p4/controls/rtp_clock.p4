@@ -42,6 +42,42 @@ control MsClock(
     }
 }
 
+#if __TARGET_TOFINO__ == 2 && defined(WITH_REROUTE)
+/* MsClock's sum from the timestamp's bits 47:16 (65,536 ns ticks), which
+ * the ingress parser bridges anyway (hdr.bridged.rr_ingress_ts): the same
+ * slices, 16 bits lower, so the same value. Tofino 2 only: there three
+ * shifted slices of ingress_mac_tstamp beside the parser's [47:16] copy
+ * leave the PHV allocator no placement but one container per bit; from the
+ * 32-bit copy the shifts are plain deposits, as in Egress. */
+control MsClockTicks(
+        in bit<32> ticks,
+        out bit<32> now_ms) {
+
+    bit<32> ms_b;
+    bit<32> ms_c;
+
+    action ms_slices() {
+        now_ms = (bit<32>)ticks[31:4];
+        ms_b = (bit<32>)ticks[31:9];
+        ms_c = (bit<32>)ticks[31:10];
+    }
+
+    action ms_add_b() {
+        now_ms = now_ms + ms_b;
+    }
+
+    action ms_add_c() {
+        now_ms = now_ms + ms_c;
+    }
+
+    apply {
+        ms_slices();
+        ms_add_b();
+        ms_add_c();
+    }
+}
+#endif
+
 #ifdef WITH_RTP_QUALITY
 /* RTP transit time (RFC 3550 A.8): departure in 8 kHz units minus the
  * packet's RTP timestamp, clk - rtp_ts = (ts>>17 + ts>>22) + (ts>>23 - rtp_ts):

@@ -69,6 +69,9 @@ struct ingress_metadata_t {
     bit<8>       rr_kind;         /* digest kind */
     bit<8>       rr_moved_from;   /* a notice's move: reroute_active before it (1: no move) */
     bool         rr_upstream;     /* this notice leaves again, upstream */
+#if __TARGET_TOFINO__ == 2
+    PortId_t     rr_from_port;    /* reroute_from's port for notice_relay (relay_from_port) */
+#endif
 #endif
 
 #ifdef WITH_INT

@@ -75,6 +75,9 @@ parser IngressParser(
         ig_md.rr_kind = 0;
         ig_md.rr_moved_from = 1;
         ig_md.rr_upstream = false;
+#if __TARGET_TOFINO__ == 2
+        ig_md.rr_from_port = 0;
+#endif
 #endif
 #ifdef WITH_INT
         ig_md.int_malformed = false;
