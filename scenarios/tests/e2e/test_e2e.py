@@ -768,12 +768,9 @@ def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -
     # The switch goes away; a Linux router takes its ports so packets still flow.
     stack.sup.stop("softswitch")
     topology.hand_ports_to_kernel()
-
-    def switch_lost() -> bool | None:
-        url = f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics"
-        return "rtpagent_switch_connected 0.0" in httpx.get(url, timeout=2).text or None
-
-    wait_for(switch_lost, 15, "rtpagent lost the switch")
+    # The kernel's router needs its neighbours before the calls' media crosses it;
+    # rtpagent notices the switch only when it next writes to it (the calls below).
+    time.sleep(2.0)
     before = rtpp.stats(*RTPP_COUNTERS)
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
     result = calls(stack, "e2e-fallback", 2, 8.0)
