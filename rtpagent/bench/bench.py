@@ -421,19 +421,24 @@ async def wait_ready(port: int) -> None:
     raise TimeoutError("agent not ready")
 
 
-async def main_async(a: argparse.Namespace) -> int:
-    load0 = os.getloadavg()[0]
-    sw_proc, sw = start_switch()
-    if sw:
-        await routes(sw)
+def free_udp_port_pair() -> int:
+    """A free UDP port whose next one is free too (the agent's control and RTPProxy's)."""
     port = free_port(socket.SOCK_DGRAM)
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             try:
                 s.bind(("127.0.0.1", port + 1))
-                break
+                return port
             except OSError:
                 port = free_port(socket.SOCK_DGRAM)
+
+
+async def main_async(a: argparse.Namespace) -> int:
+    load0 = os.getloadavg()[0]
+    sw_proc, sw = start_switch()
+    if sw:
+        await routes(sw)
+    port = free_udp_port_pair()
     with tempfile.TemporaryDirectory() as tmp:
         metrics_port = free_port()
         agent = start_agent(port, sw, f"{tmp}/state.sqlite", metrics_port)

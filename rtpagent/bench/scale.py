@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import statistics
 import sys
 import tempfile
@@ -142,14 +141,7 @@ async def run_step(a: argparse.Namespace, calls: int) -> Step:
         raise RuntimeError("the software switch did not start (switch/target/release)")
     try:
         await b.routes(sw)
-        port = free_port(socket.SOCK_DGRAM)
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port + 1))
-                    break
-                except OSError:
-                    port = free_port(socket.SOCK_DGRAM)
+        port = b.free_udp_port_pair()
         with tempfile.TemporaryDirectory() as tmp:
             mport = free_port()
             ports = f"{AGENT_PORTS[0]}-{AGENT_PORTS[1]}"
