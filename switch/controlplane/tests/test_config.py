@@ -291,3 +291,11 @@ def test_the_daemon_serves_metrics_waits_for_its_switch_and_stops_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(
+    "example", sorted((Path(__file__).parents[1] / "examples").glob("*.toml")), ids=lambda p: p.name
+)
+def test_shipped_examples_are_valid(example: Path) -> None:
+    cfg = load(example)
+    assert desired(cfg).lines(), f"{example.name} asks for no entry"
