@@ -234,11 +234,11 @@ build_images() {
 }
 build_all() {
     build p4relay/postgres:latest deploy/postgres/Dockerfile
-    build p4relay/server:latest server/Dockerfile
-    build p4relay/collector:latest deploy/collector/Dockerfile
-    build p4relay/rtpproxy:latest rtpagent/Dockerfile --target rtpproxy
-    build p4relay/rtpagent:latest rtpagent/Dockerfile --target rtpagent
-    build p4relay/onswitch:latest deploy/onswitch/Dockerfile
+    build p4relay/server:latest deploy/python/Dockerfile --target server
+    build p4relay/collector:latest deploy/python/Dockerfile --target collector
+    build p4relay/rtpproxy:latest deploy/python/Dockerfile --target rtpproxy
+    build p4relay/rtpagent:latest deploy/python/Dockerfile --target rtpagent
+    build p4relay/onswitch:latest deploy/python/Dockerfile --target onswitch
     build p4relay/softswitch:latest switch/softswitch/Dockerfile
     if [ "$SIP" = opensips ]; then
         build p4relay/sip-opensips:latest deploy/sip/opensips/Dockerfile
