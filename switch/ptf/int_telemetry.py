@@ -23,27 +23,19 @@ import ptf.testutils as tu
 from p4rbase import HOST_IP, NET, P4RelayTest, forwarded, udp_packet
 from p4relay_switch import Entry
 from p4relay_switch import int_telemetry as it
-from p4relay_switch.codec import KeyValue, Ternary
 from p4relay_switch.names import (
     A_INT_HOP,
     A_INT_REPORT_ENCAP,
     A_INT_SINK,
     A_INT_TRANSIT,
-    A_INT_WATCH_FLOW,
     INT_HOP_CONFIG,
     INT_MAX_HOPS,
     INT_REPORT,
     INT_REPORT_INTERVAL_MS,
     INT_ROLE,
     INT_WATCH,
-    K_BRIDGED_LEG,
-    K_BRIDGED_RELAY,
-    K_DST_ADDR,
-    K_DST_PORT,
     K_EGRESS_PORT,
     K_NEXTHOP_ID,
-    K_PRIORITY,
-    K_SRC_ADDR,
     REG_INT_FLOW_CONGESTED,
     REG_INT_FLOW_PATH,
     REG_INT_FLOW_REPORTED,
@@ -171,16 +163,7 @@ class IntTest(P4RelayTest):
             ],
         )
         # UDP to host 2's subnet is watched
-        net = ipaddress.IPv4Network(NET[2])
-        watch: dict[str, KeyValue] = {
-            K_BRIDGED_RELAY: Ternary(0, 0),
-            K_BRIDGED_LEG: Ternary(0, 0),
-            K_SRC_ADDR: Ternary(0, 0),
-            K_DST_ADDR: Ternary(int(net.network_address), int(net.netmask)),
-            K_DST_PORT: Ternary(0, 0),
-            K_PRIORITY: 20,
-        }
-        self.tables.insert(INT_WATCH, [Entry(watch, A_INT_WATCH_FLOW)])
+        self.tables.insert(INT_WATCH, [it.flow_watch(dst=ipaddress.IPv4Network(NET[2]))])
         # forget earlier tests' flows: every one reports afresh
         for reg in (REG_INT_FLOW_PATH, REG_INT_FLOW_CONGESTED, REG_INT_FLOW_REPORTED):
             self.tables.clear(reg)

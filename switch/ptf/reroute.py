@@ -37,28 +37,21 @@ from p4rbase import (
     param,
     udp_packet,
 )
-from p4relay_switch import Entry, limits
-from p4relay_switch.codec import KeyValue, Ternary
+from p4relay_switch import Entry, int_telemetry, limits
 from p4relay_switch.names import (
     A_INT_HOP,
     A_INT_SINK,
     A_INT_TRANSIT,
-    A_INT_WATCH_FLOW,
     A_REROUTE_BACKUP,
     A_REROUTE_NOTIFY,
     A_REROUTE_THRESHOLDS,
     INT_HOP_CONFIG,
     INT_ROLE,
     INT_WATCH,
-    K_BRIDGED_LEG,
-    K_BRIDGED_RELAY,
     K_DST_ADDR,
-    K_DST_PORT,
     K_EGRESS_PORT,
     K_NEXTHOP_ID,
-    K_PRIORITY,
     K_RR_CLASS,
-    K_SRC_ADDR,
     REG_REROUTE_ACTIVE,
     REG_REROUTE_FROM,
     REG_REROUTE_PORT_HOT,
@@ -480,16 +473,8 @@ class UnrepresentableThreshold(RerouteTest):
         super().setUp()
         if not self.tables.has(INT_WATCH):
             self.skipTest("the target's program has no INT tables (lean or large profile)")
-        net = ipaddress.IPv4Network(NET[2])
-        watch: dict[str, KeyValue] = {
-            K_BRIDGED_RELAY: Ternary(0, 0),
-            K_BRIDGED_LEG: Ternary(0, 0),
-            K_SRC_ADDR: Ternary(0, 0),
-            K_DST_ADDR: Ternary(int(net.network_address), int(net.netmask)),
-            K_DST_PORT: Ternary(0, 0),
-            K_PRIORITY: 20,
-        }
-        self.tables.insert_or_modify(INT_WATCH, [Entry(watch, A_INT_WATCH_FLOW)])
+        watch = int_telemetry.flow_watch(dst=ipaddress.IPv4Network(NET[2]))
+        self.tables.insert_or_modify(INT_WATCH, [watch])
         self.tables.insert_or_modify(INT_ROLE, [Entry({K_NEXTHOP_ID: 2}, A_INT_TRANSIT)])
 
     def tearDown(self) -> None:

@@ -202,6 +202,22 @@ async def watch_relay_sessions(
     )
 
 
+def flow_watch(
+    *,
+    src: ipaddress.IPv4Network | None = None,
+    dst: ipaddress.IPv4Network | None = None,
+    dst_port: int | None = None,
+    priority: int = 20,
+) -> Entry:
+    """The `int_watch` entry that traces the UDP packets of these prefixes (and
+    destination port)."""
+    if dst_port is not None and not 0 <= dst_port < 65536:
+        raise write_error(
+            grpc.StatusCode.INVALID_ARGUMENT, f"{INT_WATCH}: dst_port {dst_port} out of range"
+        )
+    return Entry(_watch_key(priority, src=src, dst=dst, dst_port=dst_port), A_INT_WATCH_FLOW)
+
+
 async def watch_flows(
     client: SwitchClient,
     *,
@@ -211,12 +227,8 @@ async def watch_flows(
     priority: int = 20,
 ) -> None:
     """Traces the UDP packets of these prefixes (and destination port)."""
-    if dst_port is not None and not 0 <= dst_port < 65536:
-        raise write_error(
-            grpc.StatusCode.INVALID_ARGUMENT, f"{INT_WATCH}: dst_port {dst_port} out of range"
-        )
-    key = _watch_key(priority, src=src, dst=dst, dst_port=dst_port)
-    await client.insert_or_modify(INT_WATCH, [Entry(key, A_INT_WATCH_FLOW)])
+    entry = flow_watch(src=src, dst=dst, dst_port=dst_port, priority=priority)
+    await client.insert_or_modify(INT_WATCH, [entry])
 
 
 async def clear(client: SwitchClient) -> None:
