@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from p4relay_server import security
 from p4relay_server.app import create_app
 from p4relay_server.config import Settings
 from p4relay_server.db import make_sessionmaker
 from p4relay_server.logs import configure_logging
 from p4relay_server.migrate import run_alembic
+from p4relay_server.security import hash_password as _hash_password
 from p4relay_server.services import accounts
 from pydantic import SecretStr
 from sqlalchemy import Engine, create_engine, text
@@ -109,12 +111,25 @@ def client(app: FastAPI) -> Iterator[TestClient]:
         yield c
 
 
+# An argon2id hash costs a few hundred ms of CPU: every test's two users get the
+# same two passwords, so each is hashed once per session (salted once, verified
+# as ever at every login).
+_HASHES: dict[str, str] = {}
+
+
+def _hash_once(password: str) -> str:
+    if password not in _HASHES:
+        _HASHES[password] = _hash_password(password)
+    return _HASHES[password]
+
+
 class Auth:
     """Credentials made fresh for a test: an admin and a viewer login, ingest and read tokens."""
 
     def __init__(self, engine: Engine, client: TestClient) -> None:
         maker = make_sessionmaker(engine)
-        with maker() as db:
+        with maker() as db, pytest.MonkeyPatch.context() as mp:
+            mp.setattr(security, "hash_password", _hash_once)
             accounts.create_user(db, "admin", ADMIN_PASSWORD, "admin")
             accounts.create_user(db, "viewer", VIEWER_PASSWORD, "viewer")
             _, self.ingest_token = accounts.create_token(db, "agent-1", "ingest")
