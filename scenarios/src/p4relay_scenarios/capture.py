@@ -89,6 +89,10 @@ def start_captures(
                 "32768",
                 "--time-stamp-precision",
                 "nano",
+                # Each packet to the file as it arrives (not in the kernel's
+                # blocks): what was sent before stop() is in the file after it.
+                "--immediate-mode",
+                "-U",
                 "-w",
                 str(c.path),
                 c.bpf,

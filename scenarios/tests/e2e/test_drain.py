@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,9 @@ from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.stack import (
     GRPC_ADDR,
     RELAY_ADDR,
-    ROOT,
     SERVER_URL,
     SWITCH_NAME,
     Stack,
-    StackConfig,
 )
 from p4relay_switch import Pipeline, Subscription, SwitchClient
 from p4relay_testsupport import wait_until
@@ -42,30 +41,16 @@ CALL_TABLES = ("pipe.Ingress.relay", "pipe.Ingress.leg_rewrite", "pipe.Ingress.r
 
 
 @pytest.fixture(scope="module")
-def base_stack(database_url: str) -> Iterator[Stack]:
-    """The module's stack, as conftest's but with the switch's default egress
+def base_stack(own_stack: Callable[..., AbstractContextManager[Stack]]) -> Iterator[Stack]:
+    """The module's own stack, as conftest's but with the switch's default egress
     queues (conftest's are 64 packets deep for the shaping case: with two
     cores shared by every daemon, 10,000 packets a second through the relay
     port would overflow them, and the figures would be the queue's, not the
     move's), and its agent polling the server every 0.25 s."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv("P4RELAY_RTPAGENT_MAINTENANCE_POLL_S", "0.25")
-        s = Stack(
-            StackConfig(
-                run_dir=ROOT / "build" / "e2e-run",
-                database_url=database_url,
-                sip="opensips",
-                rtpproxy_ttl_s=30,
-                collector_metrics_port=0,
-            )
-        )
-        s.lock()
-        try:
-            topology.down()  # leftovers of a crashed run
-            s.up()
+        with own_stack(idle_ttl_ms=None, switch_args=[]) as s:
             yield s
-        finally:
-            s.down()
 
 
 def agent_commands(cmds: list[str]) -> list[str]:

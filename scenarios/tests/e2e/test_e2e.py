@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -168,7 +169,20 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
     stack.sup.start(
         cap_all.name,
-        ["tcpdump", "-i", cap_all.ifname, "-Q", "in", "-n", "-s", "64", "-w", str(cap_all.path)],
+        [
+            "tcpdump",
+            "-i",
+            cap_all.ifname,
+            "-Q",
+            "in",
+            "-n",
+            "-s",
+            "64",
+            "--immediate-mode",
+            "-U",
+            "-w",
+            str(cap_all.path),
+        ],
         netns=cap_all.netns,
     )
     capture.wait_capturing(stack.sup, [cap_all.name])
@@ -176,11 +190,15 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
 
     result = calls(stack, "e2e-smoke", 5, 8.0)
 
-    # Not a synchronisation: tcpdump takes packets from the kernel in blocks
-    # handed over up to 1 s late; the calls' last frames must reach the
-    # captures before they stop.
-    time.sleep(2.0)
+    # The calls' last frames in the captures before they stop: the frames the
+    # switch sent to the UAS host are in its capture (written as they arrive;
+    # the check below allows 2 apart).
     tx1 = switch_tx(UAS_PORT)
+    wait_for(
+        lambda: capture.count_frames(cap_all.path) >= tx1 - tx0 - 2 or None,
+        5,
+        "the switch's frames to the UAS in its capture",
+    )
     capture.stop_captures(stack.sup, [*caps, cap_all])
     after = rtpp.stats(*RTPP_COUNTERS)
 
@@ -234,7 +252,7 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
     def poll() -> None:
         while not stop.is_set():
             watch()
-            time.sleep(1.0)
+            stop.wait(1.0)  # a poll each second; ends at once with the calls
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()
@@ -277,28 +295,34 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     foreign0 = agent_metric("rtpagent_guard_foreign_sources_total")
     guarded: dict[str, int] = {}
     spray = (
-        "import socket,struct,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
-        "time.sleep(3)\n"
+        "import socket,struct;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
         "for rnd in range(2):\n"
         f" for p in range({RELAY_PORTS[0]},{RELAY_PORTS[1]},2):\n"
         "  s.sendto(struct.pack('!BBHII',0x80,8,rnd,0,0xBADBAD)+bytes(160),"
         f"('{topology.RELAY.addr}',p))\n"
     )
-    attacker = subprocess.Popen(
-        ["ip", "netns", "exec", topology.ATTACKER.netns, "python3", "-c", spray]
-    )
+    attackers: list[subprocess.Popen[bytes]] = []
 
     def stop_watch() -> bool:
-        # While the calls are up, their relay ports are guarded in the switch.
+        # While the calls are up, their relay ports are guarded in the switch; the
+        # spray starts once both calls' ports (4 each) are.
         guarded["max"] = max(guarded.get("max", 0), asyncio.run(switchcfg.guard_entries(GRPC_ADDR)))
+        if not attackers and guarded["max"] >= 8:
+            attackers.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", topology.ATTACKER.netns, "python3", "-c", spray]
+                )
+            )
         return False
 
     try:
         result = calls(stack, "e2e-attack", 2, 8.0, stop=stop_watch)
     finally:
-        attacker.wait(30)
+        for attacker in attackers:
+            attacker.wait(30)
+    assert attackers, f"the calls' relay ports were never guarded: {guarded}"
     capture.stop_captures(stack.sup, caps)
-    assert attacker.returncode == 0
+    assert attackers[0].returncode == 0
     assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
     assert guarded.get("max", 0) >= 8, f"2 calls x 4 relay ports guarded: {guarded}"
     egress = capture.read_rtp(caps[1].path)
@@ -373,7 +397,8 @@ def test_spoofed_caller_on_another_port_is_not_relayed(stack: Stack, tmp_path: P
         if len(flows) < 2:
             return False
         seen["flows"] = flows
-        # Raw IPv4 with the caller's source address (IP_HDRINCL), RTP marked by SSRC.
+        # Raw IPv4 with the caller's source address (IP_HDRINCL), RTP marked by SSRC,
+        # paced as media (a packet per flow each 20 ms, for 2 s).
         code = (
             "import socket,struct,time\n"
             "s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)\n"
@@ -761,6 +786,23 @@ def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
         api.close()
 
 
+def router_reaches_hosts() -> bool:
+    """The kernel router (the switch's stand-in) has an ICMP echo answered by
+    every host (the request makes it resolve the host's address)."""
+    code = (
+        "import sys;from p4relay_scenarios.pinger import ping;"
+        "sys.exit(0 if all(ping(a, 0.2, 0.2, 1.0)[1] for a in sys.argv[1:]) else 1)"
+    )
+    addrs = [h.addr for h in topology.HOSTS]
+    r = subprocess.run(
+        ["ip", "netns", "exec", topology.FWD_NS, sys.executable, "-c", code, *addrs],
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    return r.returncode == 0
+
+
 @pytest.mark.each_sip_server
 @pytest.mark.takes_switch_down
 def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -> None:
@@ -768,9 +810,13 @@ def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -
     # The switch goes away; a Linux router takes its ports so packets still flow.
     stack.sup.stop("softswitch")
     topology.hand_ports_to_kernel()
-    # The kernel's router needs its neighbours before the calls' media crosses it;
-    # rtpagent notices the switch only when it next writes to it (the calls below).
-    time.sleep(2.0)
+    # The kernel's router needs its neighbours before the calls' media crosses it
+    # (rtpagent notices the switch only when it next writes to it: the calls below).
+    wait_for(
+        lambda: router_reaches_hosts() or None,
+        15,
+        "the kernel router reaching every host",
+    )
     before = rtpp.stats(*RTPP_COUNTERS)
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
     result = calls(stack, "e2e-fallback", 2, 8.0)

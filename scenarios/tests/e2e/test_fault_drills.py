@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from p4relay_scenarios import capture, switchcfg, topology
+from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, Stack
 from p4relay_testsupport import wait_until
@@ -166,6 +166,8 @@ def captured(stack: Stack, tmp: Path, tag: str) -> Iterator[tuple[Path, list[Pat
                 "-n",
                 "-s",
                 "1500" if "sip" in c.name else "64",
+                "--immediate-mode",
+                "-U",
                 "-w",
                 str(c.path),
                 c.bpf,
@@ -176,8 +178,7 @@ def captured(stack: Stack, tmp: Path, tag: str) -> Iterator[tuple[Path, list[Pat
     try:
         yield sip, media
     finally:
-        time.sleep(0.5)
-        capture.stop_captures(stack.sup, caps)
+        capture.stop_captures(stack.sup, caps)  # each packet is in its file as it arrives
 
 
 # ------------------------------------------------------------------ faults
@@ -316,7 +317,6 @@ def test_agent_killed_with_byes_in_its_outage(stack: Stack, tmp_path: Path) -> N
     prof = Profile("drill-byes", rate=10.0, calls=20, hold_s=8.0)
     with captured(stack, tmp_path, "byes") as (sip, media):
         with _calls(stack, prof, "drill-byes") as box:
-            time.sleep(prof.calls / prof.rate + 1.0)  # every call up
             wait_until(lambda: entries()[0] >= 4 * prof.calls, within=20.0, what="offloaded")
             _kill(stack, "rtpagent")
             time.sleep(prof.hold_s)  # the BYEs go out while the agent is away
@@ -345,8 +345,15 @@ def test_calls_placed_while_the_agent_is_away(stack: Stack, tmp_path: Path) -> N
     with captured(stack, tmp_path, "away") as (sip, media):
         _kill(stack, "rtpagent")
         killed = time.time()
+        complete0 = rtpp.stats("nsess_complete")["nsess_complete"]
         with _calls(stack, prof, "drill-away") as box:
-            time.sleep(prof.calls / prof.rate + 1.0)  # every call placed and answered
+            # every call placed and answered (its RTPProxy session complete)
+            wait_until(
+                lambda: rtpp.stats("nsess_complete")["nsess_complete"] >= complete0 + prof.calls,
+                within=prof.calls / prof.rate + 15.0,
+                interval=0.2,
+                what="every call answered through RTPProxy",
+            )
             back_t = time.time()
             restart_s = _restart_agent(stack)
         last_bye = time.monotonic()
@@ -370,7 +377,7 @@ def test_calls_placed_while_the_agent_is_away(stack: Stack, tmp_path: Path) -> N
     )
 
 
-@pytest.mark.takes_switch_down
+@pytest.mark.restarts_switch
 def test_switch_killed_with_calls_up(stack: Stack, tmp_path: Path) -> None:
     """The switch is killed with every call up and started again empty; its
     routes come back after the agent reconnected. Calls resume (offloaded
@@ -388,11 +395,10 @@ def test_switch_killed_with_calls_up(stack: Stack, tmp_path: Path) -> None:
         del os.environ["P4RELAY_RTPAGENT_SAMPLE_INTERVAL"]
     with captured(stack, tmp_path, "switch") as (sip, media):
         with _calls(stack, prof, "drill-switch") as box:
-            time.sleep(prof.calls / prof.rate + 1.0)
             wait_until(lambda: entries()[0] >= 4 * prof.calls, within=20.0, what="offloaded")
             _kill(stack, "softswitch")
             killed, killed_wall = time.monotonic(), time.time()
-            time.sleep(down_s)
+            time.sleep(down_s)  # the outage's length (the scenario), not a wait
             stack.softswitch(topology.ports())  # empty tables; routes programmed once it answers
             back_s = time.monotonic() - killed
             wait_until(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,16 @@ def homer(
         env.setenv("P4RELAY_SERVER_HOMER__CAPTURE_ID", str(CAPTURE_ID))
         env.setenv("P4RELAY_SERVER_HOMER__INTERVAL_S", "2")
         yield capture
+
+
+@pytest.fixture(scope="module")
+def base_stack(
+    homer: homer_support.HomerCapture, own_stack: Callable[..., AbstractContextManager[Stack]]
+) -> Iterator[Stack]:
+    """The module's own stack: its server exports to the capture server (and
+    stops before it)."""
+    with own_stack() as s:
+        yield s
 
 
 def _close(a: float, b: float) -> bool:

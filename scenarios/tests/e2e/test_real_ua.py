@@ -60,6 +60,7 @@ def phones(base_stack: Stack) -> Iterator[tuple[Phone, Phone]]:
     yield a, b
     for p in (a, b):
         sup.stop(p.proc)
+    base_stack.sipp_uas()  # the shared stack's UAS, for the modules that follow
 
 
 def wait_for(what: str, fn: Callable[[], Any], within: float = 20.0) -> Any:
@@ -156,11 +157,11 @@ def call(
         who.command(cmd)
         if cmd == "hold":
             held[who.name] = time.time()
-            time.sleep(HOLD_S)
+            time.sleep(HOLD_S)  # the hold's length (the scenario), not a wait
         else:
             if cmd == "resume":
                 pauses.append((held.pop(who.name), time.time()))
-            time.sleep(TALK_S)
+            time.sleep(TALK_S)  # talk time between the actions (the scenario)
     caller.command("hangup")
     hung_up(caller, callee)
     talked = time.time() - t0 - sum(hi - lo for lo, hi in pauses)

@@ -36,6 +36,7 @@ RECEIVER = """
 import json, socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("198.18.12.10", 4000))
+print("bound", flush=True)
 s.settimeout(float(sys.argv[1]))
 seqs, last, gap = set(), None, 0.0
 try:
@@ -64,6 +65,15 @@ for i in range(n):
 
 def ns(name: str, *cmd: str) -> list[str]:
     return ["ip", "netns", "exec", name, *cmd]
+
+
+def iperf_listening(netns: str) -> bool:
+    """iperf3's server socket listens (seen by `ss`: a probe connection would be
+    its one client)."""
+    r = subprocess.run(
+        ns(netns, "ss", "-Hnlt", "sport = :5201"), capture_output=True, text=True, check=False
+    )
+    return r.returncode == 0 and bool(r.stdout.strip())
 
 
 @pytest.fixture
@@ -129,22 +139,25 @@ def test_stream_moves_off_the_congested_link_without_loss(
     cp = threading.Thread(target=loop.run_until_complete, args=(control_plane(),), daemon=True)
     cp.start()
     try:
-        wait_until(lambda: agent.client.connected, within=10, what="reroute agent connected")
-        time.sleep(0.5)
+        wait_until(lambda: agent.last_report is not None, within=10, what="reroute watch applied")
         iperf_s = subprocess.Popen(
             ns(bed.XDST.netns, "iperf3", "-s", "-1", "-B", bed.XDST.addr),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+        )
+        wait_until(
+            lambda: iperf_listening(bed.XDST.netns), within=10, what="iperf3 server listening"
         )
         recv = subprocess.Popen(
             ns(bed.UAS.netns, sys.executable, "-c", RECEIVER, "3"),
             stdout=subprocess.PIPE,
             text=True,
         )
-        time.sleep(0.3)
+        assert recv.stdout is not None
+        assert recv.stdout.readline().strip() == "bound"  # listening before the first packet
         n = int(MEDIA_S * 50)
         send = subprocess.Popen(ns(bed.UAC.netns, sys.executable, "-c", SENDER, str(n), "50"))
-        time.sleep(1.0)
+        time.sleep(1.0)  # media flows uncongested for a second first (the scenario), not a wait
         cross = subprocess.run(
             [
                 *ns(bed.XSRC.netns, "iperf3", "-c", bed.XDST.addr, "-u", "-b", str(CROSS_BPS)),

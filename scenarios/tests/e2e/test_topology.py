@@ -1,7 +1,7 @@
 """The testbed itself: idempotent set-up, repair after a crash, clean tear-down.
 
-Runs before test_e2e (file order) with the kernel forwarder, then removes
-everything; the e2e stack builds its own testbed.
+Runs with no e2e stack up (it holds the testbed) and the kernel forwarder,
+then removes everything; the e2e stack builds its own testbed.
 """
 
 from __future__ import annotations
@@ -19,13 +19,16 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network n
 def udp_reaches(src_ns: str, dst_ns: str, dst: str) -> bool:
     code_rx = (
         "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
-        "s.bind(('0.0.0.0',9999));s.settimeout(3);d,a=s.recvfrom(64);print(a[0])"
+        "s.bind(('0.0.0.0',9999));print('bound',flush=True);s.settimeout(3);"
+        "d,a=s.recvfrom(64);print(a[0])"
     )
     rx = subprocess.Popen(
         ["ip", "netns", "exec", dst_ns, "python3", "-c", code_rx], stdout=subprocess.PIPE, text=True
     )
+    assert rx.stdout is not None
+    assert rx.stdout.readline().strip() == "bound"  # the receiver listens before the send
     code_tx = (
-        "import socket,time;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);time.sleep(0.5);"
+        "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);"
         f"s.sendto(b'x',('{dst}',9999))"
     )
     subprocess.run(["ip", "netns", "exec", src_ns, "python3", "-c", code_tx], check=True)
