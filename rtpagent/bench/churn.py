@@ -208,6 +208,7 @@ class Window:
     agent_cpu_s: float = 0.0
     secs: float = 0.0
     xdp_writes: float = 0.0  # relay entries mirrored into the XDP map meanwhile
+    churn_secs: float = 0.0  # how long calls were started
 
     @property
     def loss(self) -> float:
@@ -277,9 +278,8 @@ class Driver:
                 with contextlib.suppress(BlockingIOError):
                     self.a[slot].sendto(self.frame, (AGENT_RELAY, port))
 
-    async def call(self, w: Window, cid: str) -> None:
+    async def call(self, w: Window, cid: str, slot: int) -> None:
         t, p = self.ctl
-        slot = self.free.pop()
         try:
             pa = pb = CHURN_PORT0 + 2 * slot
             steps = (
@@ -329,12 +329,13 @@ class Driver:
             due = start + k / w.rate
             if (wait := due - loop.time()) > 0:
                 await asyncio.sleep(wait)
-            if not self.free:
+            if not self.free:  # every party socket in a call: the rate falls behind
                 await asyncio.sleep(0.001)
                 continue
             k += 1
-            tasks.append(asyncio.create_task(self.call(w, f"ch{tag}-{k}")))
+            tasks.append(asyncio.create_task(self.call(w, f"ch{tag}-{k}", self.free.pop())))
         w.calls = k
+        w.churn_secs = loop.time() - start
         await asyncio.gather(*tasks)
 
 
@@ -524,6 +525,8 @@ def report(pts: list[Point], a: argparse.Namespace, load: tuple[float, float]) -
         return f.format(v) if v is not None else "—"
 
     row("calls set up and torn down", lambda ws: f"{sum(x.calls for x in ws):,d}")
+    row("calls started per s (offered)",
+        lambda ws: fmt(_med([x.calls / x.churn_secs for x in ws if x.churn_secs]), "{:,.0f}"))  # fmt: skip
     row("setup, L → first relayed frame p50 / p99, ms",
         lambda ws: f"{fmt(setup_q(ws, 50), '{:.1f}')} / {fmt(setup_q(ws, 99), '{:.1f}')}")  # fmt: skip
     row(f"calls with no relayed frame in {FIRST_WAIT_S:g} s", lambda ws: f"{sum(x.never for x in ws):,d}")  # fmt: skip
