@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -569,6 +569,10 @@ def report(pts: list[Point], a: argparse.Namespace, load: tuple[float, float]) -
     return "\n".join(lines), ok
 
 
+# A plot's lines for one call count: (label suffix, the figure from a rate's windows).
+Lines = Callable[[Point], list[tuple[str, Callable[[list[Window]], float | None]]]]
+
+
 def draw(pts: list[Point], a: argparse.Namespace) -> list[Path]:
     import matplotlib
 
@@ -579,8 +583,10 @@ def draw(pts: list[Point], a: argparse.Namespace) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     files = []
 
-    def fig(name: str, title: str, ylabel: str, value, rates: list[int]) -> None:  # type: ignore[no-untyped-def]
+    def fig(name: str, title: str, ylabel: str, value: Lines, rates: list[int], logy: bool = False) -> None:  # fmt: skip
         f, ax = plt.subplots(figsize=(7, 4))
+        if logy:
+            ax.set_yscale("log")
         for p in pts:
             for label, fn in value(p):
                 xy = [(r, v) for r in rates if (v := fn(p.windows.get(r, []))) is not None]
@@ -602,7 +608,7 @@ def draw(pts: list[Point], a: argparse.Namespace) -> list[Path]:
     churned = [r for r in a.rates if r]
     fig("setup.png", "setup: L sent → first relayed frame", "ms",
         lambda p: [(" p50", lambda ws: setup_q(ws, 50)), (" p99", lambda ws: setup_q(ws, 99))],
-        churned)  # fmt: skip
+        churned, logy=True)  # fmt: skip
     fig("cost.png", "media CPU per delivered packet (senders, receivers, switch, ksoftirqd)", "µs",
         lambda p: [("", lambda ws: _med([x.us_per_pkt for x in ws]))], a.rates)  # fmt: skip
     fig("loss.png", "media loss", "% of sent",

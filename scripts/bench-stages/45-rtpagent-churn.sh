@@ -4,5 +4,5 @@
 # time to the first relayed packet p50/p99, the media's cost per packet and loss
 # with and without churn. Table + plots in docs/benchmarks/. Needs root.
 set -euo pipefail
-cd switch && cargo build --release --quiet --bin p4relay-softswitch --example benchtool && cd ..
+cd switch && cargo build --release --all-targets --quiet && cd ..
 exec uv run --frozen --no-sync python rtpagent/bench/churn.py "$@"
