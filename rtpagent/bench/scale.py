@@ -30,6 +30,7 @@ import asyncio
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -180,7 +181,12 @@ async def run_step(a: argparse.Namespace, calls: int) -> Step:
                 st.loop_us_per_call = (b.loop_seconds(agent.pid) - l0) / a.tp_calls * 1e6
             finally:
                 agent.terminate()
-                agent.wait(10)
+                try:
+                    # Its state flushed and RTPProxy stopped: long on a loaded host.
+                    agent.wait(60)
+                except subprocess.TimeoutExpired:
+                    agent.kill()
+                    agent.wait()
     finally:
         sw_proc.terminate()
         sw_proc.wait(10)

@@ -284,10 +284,16 @@ class Installed:
                     s.switch_totals.foreign_dropped += delta
                     metrics.GUARD_DROPPED.inc(delta)
 
-    async def read_live(self, live: list[tuple[Session, Plan]]) -> LiveReading | None:
+    async def read_live(
+        self,
+        live: list[tuple[Session, Plan]],
+        quality_of: Callable[[int, Counters], bool] | None = None,
+    ) -> LiveReading | None:
         """These sessions' RTP counters and quality registers as the switch has
         them now (guard drops added to the sessions' totals); None when there
-        are none or the switch is away. Raises OffloadRefused."""
+        are none or the switch is away. `quality_of(leg, counters)`: whether
+        the leg's registers are wanted (default: every leg's). Raises
+        OffloadRefused."""
         if not live or not self.switch.connected:
             return None
         legs = [lg.leg for _, p in live for lg in p.legs]
@@ -296,7 +302,9 @@ class Installed:
         for leg, c in counts.items():
             prev = self.seen.get(leg)
             self.seen[leg] = prev.then(now, c) if prev is not None else LegRead(c, now)
-        quality = await self.switch.read_quality(legs)
+        if quality_of is not None:
+            legs = [leg for leg, got in counts.items() if quality_of(leg, got)]
+        quality = await self.switch.read_quality(legs) if legs else {}
         await self.read_foreign_drops(live)
         return LiveReading(live, counts, quality)
 

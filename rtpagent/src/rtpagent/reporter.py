@@ -21,8 +21,10 @@ from typing import Any
 
 import httpx
 import structlog
+from p4relay_switch import Counters, LegQuality
 
 from . import metrics
+from .installed import LiveReading
 from .offload import Offloader
 from .oneway import OneWay
 from .state import OffloadState, Session
@@ -222,6 +224,11 @@ class Reporter:
         return doc
 
 
+# Sessions read and sampled per event-loop turn: a slice's Reads, decoding and
+# samples take a few ms, so a command arriving meanwhile waits that long.
+SESSIONS_PER_SLICE = 128
+
+
 class Sampler:
     """Periodic quality samples from the switch's counters and RTP registers."""
 
@@ -232,6 +239,11 @@ class Sampler:
         # (uid, leg) -> pkts, bytes, lost, reordered as last sampled; persisted
         # with the samples, so the first sample after a restart is an interval.
         self._last: dict[tuple[str, int], tuple[int, ...]] = store.sampled()
+        # leg -> its quality registers as last read, with the leg's packet
+        # count then: registers change only with the leg's packets, so a leg
+        # whose count did not move is not read again (a call on hold, one-way
+        # media, a stream that stopped).
+        self._quality: dict[int, tuple[int, LegQuality]] = {}
         self.total_packets = 0
         self.reporter: Reporter | None = None
         self.oneway: OneWay | None = None  # fed each leg's new packets (oneway.py)
@@ -247,27 +259,80 @@ class Sampler:
                 log.exception("sample_failed")
 
     async def sample(self) -> int:
+        """One round: every offloaded session's counters and registers, read
+        and turned into samples a slice of sessions at a time, the event loop
+        free between slices (commands wait for one slice at most, not for
+        the whole round: at thousands of calls a round is hundreds of ms).
+        A session that left the switch before its slice is skipped."""
         off = self.offloader
-        reading = await off.read_live()
-        if reading is None:
-            if self.oneway is not None:
-                self.oneway.evaluate(time.monotonic(), set())
-            return 0
-        live, counts, quality = reading.sessions, reading.counts, reading.quality
+        everything = off.offloaded()
         now = _ts()
         mono = time.monotonic()
+        n = total = 0
+        seen: set[tuple[str, int]] = set()
+        live_uids: set[str] = set()
+        complete = bool(everything)
+        for i in range(0, len(everything), SESSIONS_PER_SLICE):
+            if i:
+                await asyncio.sleep(0)
+            plans = off.plans
+            part = [
+                (s, p) for s, p in everything[i : i + SESSIONS_PER_SLICE] if plans.get(s.uid) is p
+            ]
+            if not part:
+                continue
+            reading = await off.installed.read_live(part, self._quality_wanted)
+            if reading is None:  # the switch is away
+                complete = False
+                break
+            got, pk = self._account(reading, now, mono, seen)
+            n += got
+            total += pk
+            live_uids.update(s.uid for s, _ in part)
+        if not complete:
+            if self.oneway is not None:
+                self.oneway.evaluate(mono, set())
+            return n
+        if self.oneway is not None:
+            self.oneway.evaluate(mono, live_uids)
+        for key in list(self._last):
+            if key not in seen:
+                del self._last[key]
+                self.store.drop_sampled(key)
+        legs = {leg for _, leg in seen}
+        for leg in [leg for leg in self._quality if leg not in legs]:
+            del self._quality[leg]
+        self.total_packets = total
+        return n
+
+    def _quality_wanted(self, leg: int, c: Counters) -> bool:
+        had = self._quality.get(leg)
+        return had is None or had[0] != c.packets
+
+    def _account(
+        self, reading: LiveReading, now: str, mono: float, seen: set[tuple[str, int]]
+    ) -> tuple[int, int]:
+        """Samples of one slice: (samples enqueued, packets the switch carried)."""
+        off = self.offloader
+        live, counts, quality = reading.sessions, reading.counts, reading.quality
         n = 0
         total = 0
-        seen: set[tuple[str, int]] = set()
         for s, p in live:
             for i, direction in ((1, "caller_to_callee"), (0, "callee_to_caller")):
                 # the leg's counter: this direction's RTP and RTCP
-                c = counts.get(p.legs[i].leg)
-                q = quality.get(p.legs[i].leg)
-                if c is None or q is None:
+                leg = p.legs[i].leg
+                c = counts.get(leg)
+                if c is None:
+                    continue
+                q = quality.get(leg)
+                if q is not None:
+                    self._quality[leg] = (c.packets, q)
+                elif (had := self._quality.get(leg)) is not None and had[0] == c.packets:
+                    q = had[1]
+                else:
                     continue
                 total += c.packets + s.switch_totals.packets[i]
-                key = (s.uid, p.legs[i].leg)
+                key = (s.uid, leg)
                 seen.add(key)
                 prev = self._last.get(key, (0, 0, 0, 0))
                 cur = (c.packets, c.bytes, q.lost, q.reordered)
@@ -303,14 +368,7 @@ class Sampler:
                     },
                 )
                 n += 1
-        if self.oneway is not None:
-            self.oneway.evaluate(mono, {s.uid for s, _ in live})
-        for key in list(self._last):
-            if key not in seen:
-                del self._last[key]
-                self.store.drop_sampled(key)
-        self.total_packets = total
-        return n
+        return n, total
 
 
 JSON = {"Content-Type": "application/json"}

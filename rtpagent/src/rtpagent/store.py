@@ -48,6 +48,7 @@ Taken = tuple[
     list[tuple[str, int, str | None]],
 ]
 DOCS_PER_SLICE = 4  # reports encoded per event-loop turn (10-40 us each)
+SAMPLED_PER_DOC = 8  # sampler baselines staged in a report's time (a short JSON list each)
 
 
 class StoreClosed(RuntimeError):
@@ -154,12 +155,17 @@ class Store:
                 n += self._stage_journal(uid)
         while journal and (limit is None or n < limit):
             n += self._stage_journal(next(iter(journal)))
-        if self._sampled:
-            self._staged_sampled.extend(
-                (uid, leg, None if v is None else json.dumps(list(v)))
-                for (uid, leg), v in self._sampled.items()
-            )
-            self._sampled.clear()
+        if limit is None:
+            self._stage_sampled(len(self._sampled))
+        elif n < limit:
+            self._stage_sampled((limit - n) * SAMPLED_PER_DOC)
+
+    def _stage_sampled(self, k: int) -> None:
+        """At most k sampler baselines staged (each key's latest value)."""
+        sampled, staged = self._sampled, self._staged_sampled
+        for _ in range(min(k, len(sampled))):
+            (uid, leg), v = sampled.popitem()
+            staged.append((uid, leg, None if v is None else json.dumps(v)))
 
     def _stage_journal(self, uid: str) -> int:
         d = self._sessions.pop(uid)
@@ -187,8 +193,14 @@ class Store:
         flush never holds a command back for long. What arrives meanwhile
         waits for the next flush."""
         todo = len(self._spool) + len(self._session_docs) + len(self._sessions)
+        todo += -(-len(self._sampled) // SAMPLED_PER_DOC)
         for _ in range(0, todo, DOCS_PER_SLICE):
             self._stage(DOCS_PER_SLICE)
+            await asyncio.sleep(0)
+        # Whatever came meanwhile ahead of the baselines: they go with the
+        # samples they are the baseline of.
+        while self._sampled:
+            self._stage_sampled(DOCS_PER_SLICE * SAMPLED_PER_DOC)
             await asyncio.sleep(0)
         return self._hand_over()
 

@@ -102,6 +102,7 @@ class Trial:
     received: int
     cpu_s: float
     xdp_share: float | None  # relay hits the kernel relayed / all relay hits
+    xdp_ns: float | None = None  # the XDP program's own run time per packet (bpf_stats)
 
     @property
     def loss(self) -> float:
@@ -282,6 +283,25 @@ def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
 # ------------------------------------------------------------------ measuring
 
 
+BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def xdp_run(pid: int | None) -> tuple[int, int]:
+    """(run time ns, runs) of the process's XDP programs (kernel bpf_stats,
+    which the bench turns on while it runs)."""
+    ns = runs = 0
+    if pid is None:
+        return 0, 0
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                info = dict(ln.split(":", 1) for ln in fd.read_text().splitlines() if ":" in ln)
+                if info.get("prog_type", "").strip() == "6":  # BPF_PROG_TYPE_XDP
+                    ns += int(info.get("run_time_ns", "0"))
+                    runs += int(info.get("run_cnt", "0"))
+    return ns, runs
+
+
 def metrics(ns: str) -> dict[str, float]:
     code = (
         "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9101/metrics',"
@@ -307,6 +327,7 @@ def trial(d: ScaleDut, pps: int, secs: float, stamp: bool = False) -> tuple[Tria
         rxs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     time.sleep(0.3)
     m0 = metrics(d.metrics_ns) if d.metrics_ns else {}
+    x0 = xdp_run(d.pid)
     dut0 = sb.tree_ns(d.pid) if d.pid else 0
     k0 = sb.ksoftirqd_ns()
     txs = []
@@ -317,6 +338,7 @@ def trial(d: ScaleDut, pps: int, secs: float, stamp: bool = False) -> tuple[Tria
     sent = [t.communicate() for t in txs]
     got = [r.communicate(timeout=secs * 4 + 15) for r in rxs]
     dut1 = sb.tree_ns(d.pid) if d.pid else 0
+    x1 = xdp_run(d.pid)
     k1 = sb.ksoftirqd_ns()
     m1 = metrics(d.metrics_ns) if d.metrics_ns else {}
     for tx, (_out, err) in zip(txs, sent, strict=True):
@@ -337,7 +359,8 @@ def trial(d: ScaleDut, pps: int, secs: float, stamp: bool = False) -> tuple[Tria
             m1.get("p4relay_xdp_relayed_total", 0) - m0.get("p4relay_xdp_relayed_total", 0)
         ) / hits
     t = Trial(sum(int(x["sent"]) for x in ss), sum(float(x["achieved_pps"]) for x in ss),
-              sum(int(x["packets"]) for x in rr), cpu, share)  # fmt: skip
+              sum(int(x["packets"]) for x in rr), cpu, share,
+              (x1[0] - x0[0]) / (x1[1] - x0[1]) if x1[1] > x0[1] else None)  # fmt: skip
     return t, rr
 
 
@@ -484,6 +507,14 @@ def report(pts: dict[str, dict[int, Point]], calls: list[int], settings: dict[st
     )
     sw = [r for r in names if r.startswith("softswitch")]
     table("relay hits carried by the XDP program (the rest by user space)", sw, share)
+
+    def xdp_ns(r: str, n: int) -> str:
+        p = has(r, n)
+        v = [t.xdp_ns for t in p.trials if t.xdp_ns is not None] if p else []
+        return f"{med(v):.0f} [{min(v):.0f}]" if v else "—"
+
+    table("the XDP program's own time per packet it ran on, ns (kernel bpf_stats: every packet of "
+          "both ports, relayed or handed on)", sw, xdp_ns)  # fmt: skip
     table("entries in the XDP relay map (4 per call)", sw, mapc("p4relay_xdp_relay_entries"))
     table(
         "relay entries the XDP map refused (spilled to user space)",
@@ -597,6 +628,8 @@ def draw(pts: dict[str, dict[int, Point]], calls: list[int], names: list[str], o
     plot("latency-p99.png", "one-way latency p99", "µs", [BASE, *names],
          lambda r, n: p.p99_us if (p := pt(r, n)) and p.p99_us >= 0 else None)  # fmt: skip
     sw = [r for r in names if r.startswith("softswitch")]
+    plot("xdp-prog-ns.png", "XDP program's own time per packet (bpf_stats)", "ns", sw,
+         lambda r, n: med(v) if (p := pt(r, n)) and (v := [t.xdp_ns for t in p.trials if t.xdp_ns is not None]) else None)  # fmt: skip
     plot("xdp-maps.png", "XDP maps: kernel memory", "MiB", sw,
          lambda r, n: p.maps.get("bpf_mib") if (p := pt(r, n)) else None)  # fmt: skip
     plot("rss.png", "device process resident memory", "MiB", [r for r in names if r != "bridge, netfilter off"],
@@ -651,6 +684,10 @@ def main() -> int:
     RUN.mkdir(parents=True, exist_ok=True)
     sb.cleanup()
     (RUN / "bench.pid").write_text(str(os.getpid()))
+    # The kernel's per-program run time (two clock reads per run while on).
+    stats0 = BPF_STATS.read_text().strip() if BPF_STATS.exists() else None
+    if stats0 is not None:
+        BPF_STATS.write_text("1")
     load0 = os.getloadavg()[0]
     pts: dict[str, dict[int, Point]] = {}
     settings: dict[str, str] = {BASE: "—"}
@@ -707,6 +744,8 @@ def main() -> int:
     finally:
         sb.cleanup()
         (RUN / "bench.pid").unlink(missing_ok=True)
+        if stats0 is not None:
+            BPF_STATS.write_text(stats0)
     table, ok = report(pts, calls, settings, (load0, os.getloadavg()[0]), mem,
                        None if args.no_plots else args.plots)  # fmt: skip
     print()
