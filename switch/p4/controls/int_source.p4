@@ -97,6 +97,8 @@ control IntSource(
     @name(".Ingress.int_sink")
     action int_sink() {
         hdr.int_bridged.sink = 1;
+        /* Forwarding chose the port in nexthop's stage, before int_role's */
+        hdr.int_bridged.sink_port = ig_tm_md.ucast_egress_port;
     }
 
     @name(".Ingress.int_role")

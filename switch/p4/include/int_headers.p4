@@ -138,14 +138,19 @@ header tr_sink_md_h {
 #define INT_REPORT_MD_WORDS 8w3
 
 /* Ingress -> egress, beside bridged_h (WITH_INT): the roles Ingress chose
- * for this packet and what the hop needs of ingress. 24 bits. */
+ * for this packet and what the hop needs of ingress. 40 bits. */
 header int_bridged_h {
     bit<16>  ingress_port;   /* the dev port, as the hop carries it */
     bit<1>   source;         /* watched (int_watch), no INT yet: insert at a transit port */
     bit<1>   transit;        /* egress port is in the INT domain: add a hop */
     bit<1>   sink;           /* egress port leaves the domain: strip */
     bit<5>   _pad;
+    bit<7>   _pad2;
+    PortId_t sink_port;      /* the sink: its egress port (the register its
+                              * reports read; the egress parser cannot read
+                              * eg_intr_md.egress_port there) */
 }
+#define INT_BRIDGED_H_BITS 40
 
 /* Mirror header of the sink's report copy (I2E mirror): what the copy's
  * egress pass needs to decide on the report and to add the sink's own hop,

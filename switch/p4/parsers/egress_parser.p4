@@ -195,7 +195,7 @@ parser EgressParser(
     state parse_int_report_copy {
         pkt.extract(hdr.int_report_mirror);
         eg_md.int_sink_port = hdr.int_report_mirror.egress_port;
-        pkt.advance(BRIDGED_H_BITS + 24);   /* bridged_h + int_bridged_h */
+        pkt.advance(BRIDGED_H_BITS + INT_BRIDGED_H_BITS);   /* bridged_h + int_bridged_h */
         transition accept;
     }
 #endif
@@ -215,7 +215,7 @@ parser EgressParser(
         /* the sink port whose hop the reports carry: a packet's own (a
          * report copy's: its mirror header's); assigned once per path, as
          * Tofino's parser cannot overwrite a field */
-        eg_md.int_sink_port = eg_intr_md.egress_port;
+        eg_md.int_sink_port = hdr.int_bridged.sink_port;
 #endif
         transition parse_ethernet;
     }
