@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-use super::{Bridged, IngressMeta, Pipeline};
+use super::{forwarding, Bridged, IngressMeta, Pipeline};
 use crate::contract::CONTRACT;
 use crate::packet::{self, rd16, rd32};
 use crate::schema::IntReg;
@@ -275,8 +275,8 @@ impl Pipeline {
         small.int_watch_lookup(&f) == IntWatchAction::WatchFlow
     }
 
-    /// `IntSource` after Forwarding chose `nexthop_id` (and its
-    /// `egress_port`, which the report copy names): the roles Egress
+    /// `IntSource` after Forwarding chose `out` (int_role's key is its next
+    /// hop; the report copy names its port): the roles Egress
     /// applies (in `b`), and for an INT packet leaving by a sink port the
     /// report copy's mirror header (the caller makes the copy after the
     /// deparser, marking the shim as the P4 program does).
@@ -287,8 +287,7 @@ impl Pipeline {
         md: &IngressMeta,
         stack: Option<IntStack>,
         watched: bool,
-        nexthop_id: u16,
-        egress_port: u16,
+        out: &forwarding::Egress,
         b: &mut Bridged,
     ) -> Option<IntReportCopy> {
         let u = p.udp?;
@@ -298,7 +297,7 @@ impl Pipeline {
         }
         // hop_ingress_port
         b.int_ingress_port = md.ingress_port;
-        match small.int_role_lookup(nexthop_id) {
+        match small.int_role_lookup(out.nexthop_id) {
             IntRoleAction::Transit => b.int_transit = true,
             IntRoleAction::Sink => b.int_sink = true,
             IntRoleAction::NoAction => {}
@@ -322,7 +321,7 @@ impl Pipeline {
             ds_flags: s.ds_flags,
             frame_len: (p.total_len + vlan) as u16,
             ingress_port: md.ingress_port,
-            egress_port,
+            egress_port: out.port,
         })
     }
 

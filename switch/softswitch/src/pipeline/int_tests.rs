@@ -221,7 +221,11 @@ fn source_transit_sink_restore_the_datagram_byte_for_byte() {
     assert_eq!(rep[50], 0x13);
     // the sink's own hop as the report's metadata: md_len 3, its ports,
     // the time and depth its port's last departure had
-    assert_eq!(rep[51] as usize, (12 + 12 + copy.len() + 3) / 4, "rep_len");
+    assert_eq!(
+        rep[51] as usize,
+        (12 + 12 + copy.len()).div_ceil(4),
+        "rep_len"
+    );
     assert_eq!(rep[52], 3, "md_len");
     assert_eq!(rd16(&rep, 54), SINK_MD_BITS);
     assert_eq!((rd16(&rep, 62), rd16(&rep, 64)), (1, 2), "sink's ports");
