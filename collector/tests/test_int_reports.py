@@ -43,8 +43,12 @@ def report(
     bitmap: int = 0xF100,
     vlan: bool = False,
     payload: bytes = b"\x80" + b"\x00" * 11,
+    sink_md: bytes = b"",
+    md_bits: int = 0xE000,
+    md_len: int | None = None,
 ) -> bytes:
-    """A report as the sink's egress emits it (without its Ethernet/IPv4/UDP)."""
+    """A report as the sink's egress emits it (without its Ethernet/IPv4/UDP);
+    `sink_md`: the sink's own hop as the report's metadata."""
     n = len(hops)
     slen = 4 + 5 * n if shim_len is None else shim_len
     rem = 2 - n if remaining is None else remaining
@@ -69,10 +73,16 @@ def report(
     eth += b"\x81\x00\x00\x07\x08\x00" if vlan else b"\x08\x00"
     frame = eth + ip + udp
     group = struct.pack("!II", (2 << 28) | seq, node)
-    individual = bytes([0x13, (12 + len(frame) + 3) // 4, 0, 0x30]) + struct.pack(
-        "!HHHH", 0, 0x7072, 0, 0
-    )
-    return group + individual + frame
+    words = len(sink_md) // 4 if md_len is None else md_len
+    individual = bytes(
+        [0x13, (12 + len(sink_md) + len(frame) + 3) // 4, words, 0x30]
+    ) + struct.pack("!HHHH", md_bits if sink_md else 0, 0x7072, 0, 0)
+    return group + individual + sink_md + frame
+
+
+def sink_md(inp: int, outp: int, lat_ns: int, cells: int) -> bytes:
+    """The sink's hop: ports, hop latency, queue id 0 + occupancy."""
+    return struct.pack("!HHII", inp, outp, lat_ns, cells)
 
 
 FLOW = Flow("10.0.1.2", "10.0.2.3", 4000, 5000)
@@ -88,6 +98,23 @@ def test_decodes_hops_newest_first_and_the_path_from_the_source() -> None:
     assert r.hops[1].ingress_port == 5 and r.hops[1].egress_port == 2
     assert r.onset and not r.over_clear and r.path_sig == 0x12
     assert parse_report(report([hop(1, 5, 2, 0, 0, 0, 0)], vlan=True)).path == (1,)
+    assert r.sink is None and r.route[-1] == (9, -1, -1)
+
+
+def test_the_sinks_own_hop_is_read_from_the_reports_metadata() -> None:
+    r = parse_report(report([hop(3, 2, 1, 1500, 0, 40, 99)], sink_md=sink_md(3, 1, 777, 12)))
+    assert r.hops[0].switch_id == 3 and r.flow == FLOW
+    assert r.sink is not None
+    assert (r.sink.switch_id, r.sink.ingress_port, r.sink.egress_port) == (9, 3, 1)
+    assert (r.sink.latency_ns, r.sink.queue_cells, r.sink.tx_bytes) == (777, 12, None)
+    assert r.route == ((3, 2, 1), (9, 3, 1))
+    t = IntTelemetry(names={3: "s3", 9: "s2"})
+    t.handle(report([hop(3, 2, 1, 1500, 0, 40, 99)], sink_md=sink_md(3, 1, 777, 12)), T0)
+    samples, _, paths = t.drain()
+    by_switch = {s.switch: s for s in samples}
+    assert by_switch["s2"].dev_port == 1 and by_switch["s2"].depth_bytes == 12 * 80
+    assert by_switch["s2"].queue_delay_us == pytest.approx(0.777)
+    assert paths[0].hops[-1].switch == "s2" and paths[0].hops[-1].egress_port == 1
 
 
 @pytest.mark.parametrize(
@@ -100,6 +127,9 @@ def test_decodes_hops_newest_first_and_the_path_from_the_source() -> None:
         (report([hop(1, 1, 2, 0, 0, 0, 0)], remaining=0), "int"),
         (report([hop(1, 1, 2, 0, 0, 0, 0)], shim_len=200), "int"),
         (b"\x10" + report([hop(1, 1, 2, 0, 0, 0, 0)])[1:], "version"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], sink_md=sink_md(1, 2, 0, 0), md_len=2), "metadata"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], sink_md=sink_md(1, 2, 0, 0), md_bits=1), "metadata"),
+        (report([hop(1, 1, 2, 0, 0, 0, 0)], sink_md=sink_md(1, 2, 0, 0), md_len=200), "metadata"),
     ],
 )
 def test_bad_reports_are_counted_by_reason_and_dropped(data: bytes, reason: str) -> None:

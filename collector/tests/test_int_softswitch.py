@@ -158,6 +158,10 @@ def test_sink_reports_reach_the_collectors_decoder(softswitch: Softswitch) -> No
         }
         assert [h["switch_id"] for h in r["hops"]] == [UPSTREAM_ID]
         assert r["hops"][0]["latency_ns"] == 1500
+        # the sink's own hop: the packet came in by port 1 and left by port 2
+        s = r["sink"]
+        assert (s["switch_id"], s["ingress_port"], s["egress_port"]) == (SWITCH_ID, 1, 2), r
+        assert s["tx_bytes"] is None and 0 <= s["latency_ns"] < 1 << 18
     assert reports[1]["seq"] == reports[0]["seq"] + 1
     # the switch counts what it sent and what it suppressed
     with urllib.request.urlopen(f"http://{softswitch.metrics_address}/metrics", timeout=5) as r:

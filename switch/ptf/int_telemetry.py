@@ -42,6 +42,8 @@ from p4relay_switch.names import (
     REG_INT_HOP_LIMIT,
     REG_INT_MALFORMED,
     REG_INT_REPORT_SEQ,
+    REG_INT_SINK_DEPTH,
+    REG_INT_SINK_LATENCY,
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -58,6 +60,8 @@ L4 = 14 + 20  # UDP header offset (no VLAN, no options)
 SHIM = L4 + 8
 FLAG_ONSET = 0x8000
 FLAG_OVER_CLEAR = 0x4000
+SINK_MD_BITS = 0xE000  # the report's metadata: level-1 ports, hop latency, queue
+REPORT_MD = 14 + 20 + 8 + 8 + 12  # the sink's hop in a report frame
 
 
 def hop(switch_id: int, in_port: int, out_port: int, latency: int = 0, occ: int = 0) -> bytes:
@@ -205,19 +209,32 @@ class IntTest(P4RelayTest):
             exp[at + 8 : at + 20] = got[at + 8 : at + 20]
         self.assertEqual(got.hex(), bytes(exp).hex())
 
-    def report_bytes(self, copy: Packet, seq: int) -> bytes:
-        """The Telemetry Report v2.0 datagram the sink sends for `copy`."""
+    def report_bytes(self, copy: Packet, seq: int, md: bytes = b"") -> bytes:
+        """The Telemetry Report v2.0 datagram the sink sends for `copy`; `md`:
+        the sink's own hop (rep_md_bits 0-2: ports, hop latency, queue)."""
         frame = bytes(copy)
-        n = len(frame)
+        n = len(frame) + len(md)
         group = struct.pack("!II", (2 << 28) | (seq & 0x3FFFFF), SWITCH_ID)
-        ind = bytes([0x13, ((n + 15) >> 2) & 0xFF, 0, 0x30]) + struct.pack("!HHHH", 0, 0x7072, 0, 0)
+        ind = bytes([0x13, ((n + 15) >> 2) & 0xFF, len(md) // 4, 0x30])
+        ind += struct.pack("!HHHH", SINK_MD_BITS if md else 0, 0x7072, 0, 0)
         rep = (
             Ether(src=mac(REPORT_SRC_MAC), dst=mac(COLLECTOR_MAC))
             / IP(src="198.18.0.1", dst=COLLECTOR_IP, ttl=64, id=0, flags="DF", tos=0)
             / UDP(sport=REPORT_PORT, dport=REPORT_PORT, chksum=0)
-            / Raw(group + ind + frame)
+            / Raw(group + ind + md + frame)
         )
         return bytes(Ether(bytes(rep)))
+
+    def sink_md(self, report: bytes, in_port: int, out_port: int) -> bytes:
+        """The sink's hop in a received report: its ports must be these, its
+        latency and occupancy (what only the switch knows) plausible."""
+        md = report[REPORT_MD : REPORT_MD + 12]
+        self.assertEqual(report[REPORT_MD - 10], 3, "md_len: the sink's hop")
+        self.assertEqual(struct.unpack_from("!HH", md), (self.dev[in_port], self.dev[out_port]))
+        latency, queue = struct.unpack_from("!II", md, 4)
+        self.assertLess(latency, 1 << 18, "hop latency (ns, deq_timedelta's 18 bits)")
+        self.assertLess(queue, 1 << 19, "queue 0, occupancy (cells)")
+        return md
 
     def seq(self) -> int:
         return self.counter(REG_INT_REPORT_SEQ)
@@ -297,7 +314,44 @@ class IntSinkRestoresByteIdentical(IntTest):
         self.expect(forwarded(forwarded(p, 2), 2), 2)
         copy = bytearray(bytes(forwarded(Ether(with_stack), 2)))
         copy[SHIM] |= 1  # the copy's shim is marked sink-bound
-        self.assertEqual(self.receive(3).hex(), self.report_bytes(Ether(bytes(copy)), seq).hex())
+        got = self.receive(3)
+        md = self.sink_md(got, 1, 2)
+        self.assertEqual(got.hex(), self.report_bytes(Ether(bytes(copy)), seq, md).hex())
+
+
+class IntSinkReportCarriesItsOwnHop(IntTest):
+    """The sink's report carries the sink's own hop (the report's metadata):
+    the packet's ports there, and the time and depth the sink port's last
+    departure had (recorded per port by the packets the sink strips: the
+    copy's own pass is on the report port). Primed with known figures, a
+    report shows them or, if the packet itself left first, what it recorded."""
+
+    def runTest(self) -> None:
+        self.set_role(2, A_INT_SINK)
+        port = self.dev[2]
+        self.tables.write_register(REG_INT_SINK_DEPTH, {port: 1234})
+        self.tables.write_register(REG_INT_SINK_LATENCY, {port: 98_765})
+        p = to_host(2, sport=6100)
+        st = stack([hop(UPSTREAM_ID, 7, 8, 555, 3)], dscp=0, udp_csum=p[UDP].chksum, flags=0x22)
+        pkt = with_int(p, st)
+        seq = self.seq()
+        self.send(1, pkt)
+        self.expect(forwarded(p, 2), 2)
+        got = self.receive(3)
+        md = self.sink_md(got, 1, 2)
+        latency, occ = struct.unpack_from("!II", md, 4)
+        now = (
+            self.tables.register_total(REG_INT_SINK_LATENCY, port),
+            self.tables.register_total(REG_INT_SINK_DEPTH, port),
+        )
+        self.assertIn((latency, occ), {(98_765, 1234), now})
+        self.assertNotEqual(
+            now, (98_765, 1234), "the packet the sink stripped recorded its departure"
+        )
+        # the rest of the report as ever: its payload the copy, INT stack and all
+        copy = bytearray(bytes(forwarded(Ether(bytes(pkt)), 2)))
+        copy[SHIM] |= 1
+        self.assertEqual(got.hex(), self.report_bytes(Ether(bytes(copy)), seq, md).hex())
 
 
 class IntMalformedDroppedAndCounted(IntTest):

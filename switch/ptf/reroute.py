@@ -79,7 +79,6 @@ T_Q_NS = 200_000
 M = 4
 SLOT = 5
 CLASS = 1
-HOLD_MS = 300
 UAS = ipaddress.IPv4Network(f"{HOST_IP[2]}/32")
 NOTICE_LOCAL = 3
 NOTICE_UPSTREAM = 4
@@ -94,14 +93,14 @@ class RerouteTest(P4RelayTest):
         super().setUp()
         self.reroute_digest = self.bfrt_info.learn_get(REROUTE_DIGEST)
         self.clear_reroute()
-        c = RerouteClass(CLASS, T_Q_NS, M, HOLD_MS)
+        c = RerouteClass(CLASS, T_Q_NS, M)
         self.tables.insert_or_modify(
             REROUTE_CLASS,
             [
                 Entry(
                     {K_RR_CLASS: c.flow_class},
                     A_REROUTE_THRESHOLDS,
-                    {"t_q_ns": c.t_q_ns, "m": c.m, "hold_ms": c.hold_ms},
+                    {"t_q_ns": c.t_q_ns, "m": c.m},
                 )
             ],
         )

@@ -4,7 +4,9 @@ samples, per-flow path records, congestion_onset/congestion_clear events.
 
 Wire format (switch/p4/include/int_headers.p4): Telemetry Report v2.0 group
 header (8 bytes) and individual report (12 bytes, rep_type 1 = INT, in_type 3
-= Ethernet), then the sink's frame: Ethernet (optional 802.1Q), IPv4 without
+= Ethernet), the sink's own hop as the report's metadata (md_len words,
+fields by rep_md_bits: the sink sends level-1 ports, hop latency, queue id +
+occupancy; md_len 0 when it has none), then the sink's frame: Ethernet (optional 802.1Q), IPv4 without
 options marked with DSCP 0x17, UDP, INT-MD shim (4), metadata header (12) and
 1..2 hops of 20 bytes (newest first): switch id, ingress and egress port, hop
 latency (ns in the egress queue), queue id + occupancy (80-byte cells), the
@@ -81,7 +83,7 @@ class Hop:
     latency_ns: int
     queue_id: int
     queue_cells: int
-    tx_bytes: int
+    tx_bytes: int | None  # None: the sink's own hop (its report carries no tx count)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Report:
     path_sig: int
     hop_limit_hit: bool
     hops: tuple[Hop, ...]  # newest first, as on the wire
+    sink: Hop | None = None  # the sink's own hop (the report's metadata), if sent
 
     @property
     def path(self) -> tuple[int, ...]:
@@ -114,11 +117,17 @@ class Report:
     @property
     def route(self) -> tuple[tuple[int, int, int], ...]:
         """(switch id, ingress port, egress port) per hop from the source on;
-        the sink last, with no ports (-1: its hop is not in the report)."""
+        the sink last (ports -1 when its report carries no hop of its own)."""
+        s = self.sink
         return (
             *((h.switch_id, h.ingress_port, h.egress_port) for h in reversed(self.hops)),
-            (self.node_id, -1, -1),
+            (self.node_id, -1, -1) if s is None else (self.node_id, s.ingress_port, s.egress_port),
         )
+
+    @property
+    def all_hops(self) -> tuple[Hop, ...]:
+        """The stack's hops and the sink's own."""
+        return self.hops if self.sink is None else (*self.hops, self.sink)
 
 
 def _need(data: bytes, end: int, what: str) -> None:
@@ -128,6 +137,42 @@ def _need(data: bytes, end: int, what: str) -> None:
 
 def _ip(b: bytes) -> str:
     return ".".join(str(x) for x in b)
+
+
+# Telemetry Report v2.0 rep_md_bits (bit 0 = the most significant): the
+# bytes each field takes in the individual report's metadata
+MD_FIELD_BYTES = (
+    4,
+    4,
+    4,
+    8,
+    8,
+    8,
+    4,
+    4,
+)  # ports, latency, queue, ingress/egress ts, L2 ports, tx, buffer
+
+
+def _sink_hop(data: bytes, node_id: int, md_len: int, bits: int) -> Hop | None:
+    """The sink's own hop from the individual report's metadata (at byte 20);
+    None without one. Fields it does not carry read as 0."""
+    if md_len == 0:
+        return None
+    if bits & 0xFF or not bits:
+        raise ReportError("metadata", f"rep_md_bits {bits:#06x}: unknown fields")
+    sizes = [n for i, n in enumerate(MD_FIELD_BYTES) if bits & (0x8000 >> i)]
+    if sum(sizes) != 4 * md_len:
+        raise ReportError("metadata", f"md_len {md_len} words for rep_md_bits {bits:#06x}")
+    _need(data, 20 + 4 * md_len, "report metadata")
+    off, vals = 20, {}
+    for i, n in enumerate(MD_FIELD_BYTES):
+        if bits & (0x8000 >> i):
+            vals[i] = data[off : off + n]
+            off += n
+    inp, outp = struct.unpack("!HH", vals[0]) if 0 in vals else (0, 0)
+    lat = struct.unpack("!I", vals[1])[0] if 1 in vals else 0
+    q = struct.unpack("!I", vals[2])[0] if 2 in vals else 0
+    return Hop(node_id, inp, outp, lat, q >> 24, q & 0xFFFFFF, None)
 
 
 def parse_report(data: bytes) -> Report:
@@ -141,7 +186,9 @@ def parse_report(data: bytes) -> Report:
     in_type = data[8] & 0xF
     if rep_type != 1 or in_type != 3:
         raise ReportError("type", f"rep_type {rep_type} in_type {in_type}, want INT over Ethernet")
-    off = 20
+    md_len = data[10]
+    sink = _sink_hop(data, node_id, md_len, struct.unpack_from("!H", data, 12)[0])
+    off = 20 + 4 * md_len
     _need(data, off + 14, "Ethernet")
     ether = struct.unpack_from("!H", data, off + 12)[0]
     off += 14
@@ -196,6 +243,7 @@ def parse_report(data: bytes) -> Report:
         path_sig=ds_flags & SIG_MASK,
         hop_limit_hit=e_bit,
         hops=tuple(hops),
+        sink=sink,
     )
 
 
@@ -270,7 +318,7 @@ class IntTelemetry:
                 return
             rep = self._reports[r.node_id] = REPORTS.labels(self.name(r.node_id))
         rep.inc()
-        for h in r.hops:
+        for h in r.all_hops:
             key = (h.switch_id, h.egress_port, h.queue_id)
             q = self._queues.get(key)
             if q is None:

@@ -259,7 +259,7 @@ def polling(
     async def controller(stop: asyncio.Event) -> None:
         async with SwitchClient(address, client_id=41) as sw:
             rr = Reroute(sw)
-            await rr.set_classes([RerouteClass(1, 0, 0, 0)])  # m = 0: the data plane never moves it
+            await rr.set_classes([RerouteClass(1, 0, 0)])  # m = 0: the data plane never moves it
             await rr.watch(
                 [
                     RerouteWatch(

@@ -64,7 +64,7 @@ from p4relay_runtime.procs import free_port, softswitch_binary, stop, wait_tcp
 from p4relay_server.mos import mos
 from p4relay_switch import Endpoint, Pipeline, RelayCall, SwitchClient
 from p4relay_switch import int_telemetry as it
-from p4relay_switch.names import REG_REROUTE_ACTIVE
+from p4relay_switch.names import REG_REROUTE_ACTIVE, REG_REROUTE_PORT_HOT
 from p4relay_switch.reroute import Reroute, RerouteClass, RerouteWatch
 
 from p4relay_scenarios import int_bed as ib
@@ -187,7 +187,7 @@ async def _notice_path(name: str, address: str, p: Params) -> None:
     async with SwitchClient(address, client_id=32) as sw:
         rr = Reroute(sw)
         m = p.m_sink if sink else 0
-        await rr.set_classes([RerouteClass(1, round(p.t_q_us * 1000), m, p.hold_ms)])
+        await rr.set_classes([RerouteClass(1, round(p.t_q_us * 1000), m)])
         await rr.watch(
             [RerouteWatch(ipaddress.IPv4Network(L.uas.subnet), SLOT, 1, primary_port=primary)]
         )
@@ -284,19 +284,24 @@ class _Agent:
 
 
 class _ActiveWatch:
-    """Polls s1's reroute_active[SLOT] every 10 ms: the moves' times."""
+    """Polls s1's reroute_active[SLOT] every 10 ms: the moves' times; and
+    s1's reroute_port_hot stamp of the calls' primary port: the times it
+    changed (a departure there over t_q, s1's own delay)."""
 
     def __init__(self, address: str) -> None:
         self.address = address
         self.moves: list[float] = []
         self.returns: list[float] = []
+        self.port_hot: list[float] = []
         self._stop = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
         self.thread.start()
 
     async def _run(self) -> None:
+        primary = bed.link_port("s1", "s3", L)
         async with SwitchClient(self.address, client_id=43) as sw:
             last = 0
+            stamp = 0
             while not self._stop.is_set():
                 got = await sw.read_register(REG_REROUTE_ACTIVE, [SLOT])
                 now = time.monotonic()
@@ -304,6 +309,10 @@ class _ActiveWatch:
                 if v != last:
                     (self.moves if v else self.returns).append(now)
                     last = v
+                hot = max((await sw.read_register(REG_REROUTE_PORT_HOT, [primary]))[primary])
+                if hot != stamp:
+                    self.port_hot.append(now)
+                    stamp = hot
                 await asyncio.sleep(0.01)
 
     def close(self) -> None:
@@ -459,6 +468,8 @@ class Run:
     moves: int
     cross_loss_pct: float | None
     hop: str = ""
+    returns: int = 0
+    port_hot: int = 0  # s1's primary port stamped hot (its own delay over t_q) in the window
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -564,6 +575,9 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
     calls = call_metrics(rows, p.calls, int(t_cross * 1e9), p.cross_s)
     onset = congestion_onset(rows, int(t_cross * 1e9)) / 1e9
     moves = [t for t in watch.moves if t >= t_cross]
+    window_end = t_cross + p.cross_s
+    returns = [t for t in watch.returns if t_cross <= t <= window_end]
+    port_hot = [t for t in watch.port_hot if t_cross <= t <= window_end]
     hop = ""
     evs = [e for _, e in agent.events]
     for e in evs:
@@ -579,6 +593,8 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
         len(moves),
         _cross_loss(xlog),
         hop,
+        len(returns),
+        len(port_hot),
         evs,
     )
 
@@ -616,6 +632,8 @@ def summary(runs: list[Run]) -> list[dict[str, Any]]:
                 "move_after_ms": _mean(moved) if moved else None,
                 "moved_runs": len(moved),
                 "moves": sum(r.moves for r in rs),
+                "returns": sum(r.returns for r in rs),
+                "port_hot": _mean([float(r.port_hot) for r in rs]),
                 "cross_loss": _mean([r.cross_loss_pct or float("nan") for r in rs]),
                 "hop": next((r.hop for r in rs if r.hop), ""),
             }
@@ -630,16 +648,16 @@ def _fmt(x: float | None, nd: int = 1) -> str:
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| cross | detection | runs x calls | loss % mean / max | pps / call | max gap ms mean / max "
-        "| delay p99 ms | MOS min / mean | move after ms | moved runs / moves | hop named | cross loss % |\n"
-        + "|---" * 12
-        + "|\n"
+        "| delay p99 ms | MOS min / mean | move after ms | moved runs / moves / returns "
+        "| s1 port stamped hot / run | hop named | cross loss % |\n" + "|---" * 13 + "|\n"
     )
     lines = [
         f"| {r['cross']:g}x | {r['mode']} | {r['runs']} x {r['calls'] // max(r['runs'], 1)} "
         f"| {_fmt(r['loss_mean'], 2)} / {_fmt(r['loss_max'], 2)} | {_fmt(r['pps'])} "
         f"| {_fmt(r['max_gap_mean'])} / {_fmt(r['max_gap_max'])} | {_fmt(r['p99_delay'])} "
         f"| {_fmt(r['mos_min'], 2)} / {_fmt(r['mos_mean'], 2)} | {_fmt(r['move_after_ms'])} "
-        f"| {r['moved_runs']} / {r['moves']} | {r['hop']} | {_fmt(r['cross_loss'])} |"
+        f"| {r['moved_runs']} / {r['moves']} / {r['returns']} | {_fmt(r['port_hot'])} "
+        f"| {r['hop']} | {_fmt(r['cross_loss'])} |"
         for r in sorted(rows, key=lambda r: (r["cross"], MODES.index(r["mode"])))
     ]
     return head + "\n".join(lines) + "\n"
@@ -776,7 +794,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{mode} {x:g}x run {k}: loss {s['loss_mean']:.2f} %, pps {s['pps']:.1f}, "
                         f"max gap {s['max_gap_max']:.0f} ms, MOS min {s['mos_min']:.2f}, "
-                        f"moved after {_fmt(r.move_after_ms)} ms ({r.moves} moves) {r.hop}",
+                        f"moved after {_fmt(r.move_after_ms)} ms ({r.moves} moves, "
+                        f"{r.returns} returns; s1's port stamped hot {r.port_hot} times) {r.hop}",
                         flush=True,
                     )
                     tbl, vs, commit = write(a.out, runs, p)
@@ -802,6 +821,8 @@ def load_runs(path: Path, keep: Any) -> list[Run]:
             r["moves"],
             r["cross_loss_pct"],
             r.get("hop", ""),
+            r.get("returns", 0),
+            r.get("port_hot", 0),
         )
         if keep(run):
             out.append(run)

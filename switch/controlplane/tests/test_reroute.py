@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ipaddress
+import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT_ONLY, Bed
+from conftest import ROOT_ONLY, Bed, sh
 from p4relay_collector.config import Settings as CollectorSettings
 from p4relay_collector.service import Collector
+from p4relay_collector.wire import IngestBatch
 from p4relay_controlplane.config import ConfigError, Settings, load
 from p4relay_controlplane.daemon import Daemon
 from p4relay_testsupport import Server, Softswitch, wait_for
@@ -28,10 +30,14 @@ HOLD_MS = 400
 
 
 def send_udp(ns: str, n: int, size: int) -> None:
+    send_udp_to(ns, "198.18.99.10", n, size)
+
+
+def send_udp_to(ns: str, dst: str, n: int, size: int) -> None:
     code = (
         "import socket\n"
         "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-        f"for _ in range({n}): s.sendto(b'x' * {size}, ('198.18.99.10', 40000))\n"
+        f"for _ in range({n}): s.sendto(b'x' * {size}, ('{dst}', 40000))\n"
     )
     subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", code], check=True, timeout=30)
 
@@ -212,3 +218,122 @@ async def test_at_connect_flows_on_backup_are_taken_over_and_stale_slots_reset(b
     finally:
         stop.set()
         await task
+
+
+def _csum(b: bytes) -> int:
+    s = sum(int.from_bytes(b[i : i + 2], "big") for i in range(0, len(b), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def int_notice(dst: str, slot: int) -> bytes:
+    """An UPSTREAM congestion notice from the sink's INT trigger (from_int):
+    Ethernet type 0x88B5, reroute_notice_h (kind 4, class 1, from_int + the
+    flow's port there, the sink's slot, run 5, delay), then the flow's IPv4
+    and UDP headers."""
+    udp = struct.pack("!HHHH", 4000, 4001, 8, 0)
+    ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28, 9, 0, 63, 17, 0, bytes(4), bytes(4)))
+    ip[12:16] = ipaddress.IPv4Address("198.18.91.10").packed
+    ip[16:20] = ipaddress.IPv4Address(dst).packed
+    ip[10:12] = _csum(bytes(ip)).to_bytes(2, "big")
+    notice = struct.pack("!BBHHHI", 4, 1, 0x8000 | 3, slot, 5, 0)
+    eth = bytes.fromhex("020000000001") + bytes.fromhex("020000000099") + b"\x88\xb5"
+    return eth + notice + bytes(ip) + udp
+
+
+def peers(ns: str) -> list[str]:
+    """The namespace's ends of the switch's ports, dev port 1 first
+    (veth_ports names them in order)."""
+    listing = subprocess.run(
+        ["ip", "netns", "exec", ns, "ls", "/sys/class/net"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sorted(n for n in listing.split() if n != "lo")
+
+
+def send_frame(ns: str, ifname: str, frame: bytes) -> None:
+    code = (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n"
+        "s.bind((sys.argv[1], 0))\n"
+        "s.send(bytes.fromhex(sys.argv[2]))\n"
+    )
+    subprocess.run(
+        ["ip", "netns", "exec", ns, "python3", "-c", code, ifname, frame.hex()],
+        check=True,
+        timeout=30,
+    )
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(90)
+async def test_a_flow_the_sinks_int_notice_moved_returns_blind_with_backoff(
+    tmp_path: Path, shaped: tuple[Softswitch, str]
+) -> None:
+    """A move by the sink's INT notice (the congested hop is further down the
+    path) waits the hold from the move, whatever this switch's own primary
+    port does: stamped hot all along by other traffic, it does not hold the
+    flow back. Moved again within one hold of its return, the next hold is
+    twice as long."""
+    sw, ns = shaped
+    cfg = config(sw.address)
+    doc = cfg.model_dump(mode="json")
+    hold = 600
+    doc["reroute"]["classes"] = [
+        {"flow_class": 0, "t_q_us": 1000, "m": 1, "hold_ms": hold},
+        {"flow_class": 1, "t_q_us": 1000, "m": 0, "hold_ms": hold},
+    ]
+    # other traffic by the primary port (class 0: it stamps the port only)
+    doc["routes"].append({"prefix": "198.18.98.0/24", "nexthop": 1})
+    events: list[dict[str, object]] = []
+
+    async def submit(b: IngestBatch) -> None:
+        events.extend(dict(e.payload) for e in b.events)
+
+    d = Daemon(Settings.model_validate(doc), submit)
+    assert d.reroute is not None
+    rc = d.reroute
+    first_peer, primary_peer = await asyncio.to_thread(peers, ns)
+    sh("ip", "-n", ns, "route", "add", "198.18.98.0/24", "dev", first_peer)
+    sh(
+        *("ip", "-n", ns, "neigh", "add", "198.18.98.10"),
+        *("lladdr", "02:00:00:00:00:02", "dev", first_peer),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(d.run(stop))
+    try:
+        await wait_for(lambda: d.last_report is not None, within=20, what="configuration applied")
+        assert d.last_report is not None and not d.last_report.refused
+        await asyncio.to_thread(send_frame, ns, primary_peer, int_notice("198.18.99.10", 7))
+        await wait_for(lambda: rc.moves == 1, within=5, interval=0.01, what="the notice's move")
+        moved_at = time.monotonic()
+        assert (await rc.rr.active([3]))[3] is True
+        # the primary port hot all along: bursts of other traffic into it
+        stamps: list[tuple[float, int]] = []
+        while rc.returns == 0 and time.monotonic() - moved_at < 5:
+            await asyncio.to_thread(send_udp_to, ns, "198.18.98.10", 100, 1000)
+            stamps.append((time.monotonic(), (await rc.rr.port_hot([2]))[2]))
+        returned_at = time.monotonic()
+        assert rc.returns == 1, "the flow returned"
+        changed = [t for (t, s), (_, p) in zip(stamps[1:], stamps, strict=False) if s != p]
+        assert changed and returned_at - changed[-1] < hold / 1000, (
+            "the port was stamped within the hold before the return",
+            stamps,
+        )
+        # a probe that fails: moved again at once, the next hold doubles
+        await asyncio.to_thread(send_frame, ns, primary_peer, int_notice("198.18.99.10", 7))
+        await wait_for(lambda: rc.moves == 2, within=5, interval=0.01, what="the second move")
+        await wait_for(lambda: rc.returns == 2, within=10, interval=0.02, what="second return")
+    finally:
+        stop.set()
+        await task
+    away = [e for e in events if e["direction"] == "to_backup"]
+    back = [e for e in events if e["direction"] == "to_primary"]
+    assert [e["detected_by"] for e in away + back] == ["int_data_plane"] * 4
+    assert [e["hold_ms"] for e in away] == [hold, 2 * hold]
+    assert hold <= int(str(back[0]["on_backup_ms"])) < hold + 500
+    assert int(str(back[1]["on_backup_ms"])) >= 2 * hold
+    assert "a hop over its INT onset for 5 packets at the sink" in str(away[0]["trigger"])

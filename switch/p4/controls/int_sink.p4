@@ -19,6 +19,19 @@
  * No reason: the copy is dropped. Else it is sent to the collector as a
  * Telemetry Report v2.0 (int_report: addresses per collector port; seq_no
  * from int_report_seq), the copied frame with its INT stack as payload.
+ *
+ * the sink's own hop: the copy's egress pass is the report port's, so the
+ * traffic manager's figures there are not the sink port's. Every packet the
+ * sink strips records its departure per egress port (int_sink_depth:
+ * deq_qdepth, int_sink_latency: deq_timedelta); the copy reads them by the
+ * egress port its mirror header names and carries them, with the ports, as
+ * the individual report's metadata (rep_md_bits 0-2, md_len 3): the sink
+ * port as its last departure left it, which on a queue that builds is one
+ * queue's time older than the reported packet's own departure. Registers
+ * are per pipe: only a sink port in the report port's pipe is carried (the
+ * bootstrap's report session should use a port of the sink ports' pipe);
+ * else the report has no metadata (md_len 0). Ingress sets no queue id, so
+ * every packet is in queue 0 of its port.
  */
 control IntSink(
         inout egress_headers_t hdr,
@@ -64,6 +77,32 @@ control IntSink(
             } else {
                 due = 0;
             }
+        }
+    };
+
+    @name(".Egress.int_sink_depth")
+    Register<bit<32>, PortId_t>(512, 0) int_sink_depth;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(int_sink_depth) depth_write = {
+        void apply(inout bit<32> v) {
+            v = (bit<32>)eg_intr_md.deq_qdepth;
+        }
+    };
+    RegisterAction<bit<32>, PortId_t, bit<32>>(int_sink_depth) depth_read = {
+        void apply(inout bit<32> v, out bit<32> rv) {
+            rv = v;
+        }
+    };
+
+    @name(".Egress.int_sink_latency")
+    Register<bit<32>, PortId_t>(512, 0) int_sink_latency;
+    RegisterAction<bit<32>, PortId_t, bit<32>>(int_sink_latency) latency_write = {
+        void apply(inout bit<32> v) {
+            v = (bit<32>)eg_intr_md.deq_timedelta;
+        }
+    };
+    RegisterAction<bit<32>, PortId_t, bit<32>>(int_sink_latency) latency_read = {
+        void apply(inout bit<32> v, out bit<32> rv) {
+            rv = v;
         }
     };
 
@@ -162,6 +201,26 @@ control IntSink(
         eg_md.int_rep_words = hdr.int_report_mirror.frame_len + 15;
     }
 
+    /* with the sink's hop: 3 words more */
+    action rep_words_md() {
+        eg_md.int_rep_words = hdr.int_report_mirror.frame_len + 27;
+        eg_md.int_sink_md = 1;
+    }
+
+    /* after int_report_encap made the headers valid */
+    action sink_md() {
+        hdr.report_sink_md.setValid();
+        hdr.report_sink_md.ingress_port = (bit<16>)hdr.int_report_mirror.ingress_port;
+        hdr.report_sink_md.egress_port = (bit<16>)hdr.int_report_mirror.egress_port;
+        hdr.report_sink_md.hop_latency = eg_md.int_sink_latency;
+        hdr.report_sink_md.queue_id = 0;
+        hdr.report_sink_md.queue_occupancy = eg_md.int_sink_depth[23:0];
+        hdr.report_ipv4.total_len = hdr.report_ipv4.total_len + 12;
+        hdr.report_udp.hdr_length = hdr.report_udp.hdr_length + 12;
+        hdr.report_individual.md_len = INT_REPORT_MD_WORDS;
+        hdr.report_individual.rep_md_bits = INT_REPORT_MD_BITS;
+    }
+
     /* after int_report_encap made the headers valid */
     action report_fields() {
         hdr.report_group.seq_no = eg_md.int_seq[21:0];
@@ -187,7 +246,26 @@ control IntSink(
      * suppression registers (int_flow_reported after the ms clock) -> the
      * verdict with int_report_seq and int_report -> seq_no and length. */
     apply {
-        rep_words();
+        if (hdr.int_report_mirror.isValid()
+                && eg_md.int_sink_port[8:7] == eg_intr_md.egress_port[8:7]) {
+            rep_words_md();
+        } else {
+            rep_words();
+        }
+        /* the sink's hop: written by the packets it strips, read by the
+         * report copies (index: the sink port, from the parser) */
+        if (hdr.int_report_mirror.isValid()) {
+            eg_md.int_sink_depth = depth_read.execute(eg_md.int_sink_port);
+        } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
+                && hdr.int_md.isValid()) {
+            depth_write.execute(eg_md.int_sink_port);
+        }
+        if (hdr.int_report_mirror.isValid()) {
+            eg_md.int_sink_latency = latency_read.execute(eg_md.int_sink_port);
+        } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
+                && hdr.int_md.isValid()) {
+            latency_write.execute(eg_md.int_sink_port);
+        }
         eg_md.int_sig16 = hdr.int_report_mirror.ds_flags & INT_SIG_MASK;
         if (hdr.int_report_mirror.isValid()) {
             if (hdr.int_report_mirror.ds_flags & INT_FLAG_ONSET != 0) {
@@ -219,6 +297,9 @@ control IntSink(
         }
         if (hdr.report_group.isValid()) {
             report_fields();
+        }
+        if (hdr.report_group.isValid() && eg_md.int_sink_md == 1) {
+            sink_md();
         }
         if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1 && hdr.int_md.isValid()) {
             if (hdr.int_md.remaining_hop_cnt == 1) {

@@ -21,8 +21,8 @@
  *     the destination port (prefixes and flows).
  *   Sink: an INT packet leaving by a sink port is mirrored (I2E, session
  *     INT_REPORT_SESSION, mirror header int_report_mirror_h with its flow's
- *     suppression slot); the copy's egress pass (IntSink) decides whether it
- *     becomes a telemetry report.
+ *     suppression slot and its ports here); the copy's egress pass (IntSink)
+ *     decides whether it becomes a telemetry report.
  * INT packets are routed, never relayed (Ingress): the relay switch is the
  * INT source of its sessions' media.
  */
@@ -97,6 +97,8 @@ control IntSource(
     @name(".Ingress.int_sink")
     action int_sink() {
         hdr.int_bridged.sink = 1;
+        /* Forwarding chose the port in nexthop's stage, before int_role's */
+        hdr.int_bridged.sink_port = ig_tm_md.ucast_egress_port;
     }
 
     @name(".Ingress.int_role")
@@ -129,6 +131,11 @@ control IntSource(
         ig_md.int_mirror.ds_flags = hdr.int_md.ds_flags;
         ig_md.int_mirror._pad = 0;
         ig_md.int_mirror._pad2 = 0;
+        ig_md.int_mirror._pad3 = 0;
+        /* the sink's hop in the report: its ports (Forwarding chose the
+         * egress port in nexthop's stage, before int_role's) */
+        ig_md.int_mirror.ingress_port = ig_md.ingress_port;
+        ig_md.int_mirror.egress_port = ig_tm_md.ucast_egress_port;
         /* tells the egress parser to skip the stack (the shim is stripped
          * there; a match register cannot hold int_bridged.sink that long) */
         hdr.int_shim.rsvd = 1;

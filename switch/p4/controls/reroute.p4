@@ -256,11 +256,11 @@ control RerouteDetect(
         }
     };
 
-    /* Knobs per flow class: t_q (ns of ingress-to-egress delay), m
-     * (packets), and the hold time the control plane waits before moving a
-     * flow back (ms; not used here). */
+    /* Knobs per flow class: t_q (ns of ingress-to-egress delay) and m
+     * (packets). The hold before a flow moves back is the control plane's
+     * (its configuration): nothing here reads it. */
     @name(".Egress.reroute_thresholds")
-    action reroute_thresholds(bit<32> t_q_ns, bit<16> m, bit<32> hold_ms) {
+    action reroute_thresholds(bit<32> t_q_ns, bit<16> m) {
         eg_md.rr_hit = 1;
         /* the egress time in ticks: bits 47..16 of the 48-bit timestamp,
          * the container MsClock and RtpClock slice too */

@@ -93,6 +93,7 @@ control EgressDeparser(
         pkt.emit(hdr.report_udp);
         pkt.emit(hdr.report_group);
         pkt.emit(hdr.report_individual);
+        pkt.emit(hdr.report_sink_md);
 #endif
 #ifdef WITH_IRED
         if (eg_dprsr_md.mirror_type == MIRROR_TYPE_IRED) {

@@ -94,7 +94,10 @@ control IngressDeparser(
                 ig_md.int_mirror.ds_flags,
                 ig_md.int_mirror.frame_len,
                 ig_md.int_mirror._pad,
-                ig_md.int_mirror._pad2
+                ig_md.int_mirror._pad2,
+                ig_md.int_mirror.ingress_port,
+                ig_md.int_mirror._pad3,
+                ig_md.int_mirror.egress_port
             });
         }
 #endif

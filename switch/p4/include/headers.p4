@@ -196,6 +196,7 @@ struct egress_headers_t {
     udp_h           report_udp;
     tr_group_h      report_group;
     tr_individual_h report_individual;
+    tr_sink_md_h    report_sink_md;      /* the sink's own hop */
 #endif
     ethernet_h     ethernet;
 #ifdef WITH_REROUTE

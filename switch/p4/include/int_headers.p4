@@ -123,26 +123,49 @@ header tr_individual_h {
     bit<16> ds_md_status;    /* 0: the collector reads the INT stack */
 }
 
+/* The sink's own hop, the individual report's metadata (rep_md_bits
+ * INT_REPORT_MD_BITS: bits 0-2, level-1 ports, hop latency, queue id +
+ * occupancy; md_len INT_REPORT_MD_WORDS; its node id is the group header's):
+ * the sink's egress port as its last departure left it (int_sink.p4). */
+header tr_sink_md_h {
+    bit<16> ingress_port;
+    bit<16> egress_port;
+    bit<32> hop_latency;
+    bit<8>  queue_id;
+    bit<24> queue_occupancy;
+}
+#define INT_REPORT_MD_BITS 16w0xE000
+#define INT_REPORT_MD_WORDS 8w3
+
 /* Ingress -> egress, beside bridged_h (WITH_INT): the roles Ingress chose
- * for this packet and what the hop needs of ingress. 24 bits. */
+ * for this packet and what the hop needs of ingress. 40 bits. */
 header int_bridged_h {
     bit<16>  ingress_port;   /* the dev port, as the hop carries it */
     bit<1>   source;         /* watched (int_watch), no INT yet: insert at a transit port */
     bit<1>   transit;        /* egress port is in the INT domain: add a hop */
     bit<1>   sink;           /* egress port leaves the domain: strip */
     bit<5>   _pad;
+    bit<7>   _pad2;
+    PortId_t sink_port;      /* the sink: its egress port (the register its
+                              * reports read; the egress parser cannot read
+                              * eg_intr_md.egress_port there) */
 }
+#define INT_BRIDGED_H_BITS 40
 
 /* Mirror header of the sink's report copy (I2E mirror): what the copy's
- * egress pass needs to decide on the report, computed by the sink's ingress;
- * the copy's packet follows (bridged headers, then the frame). 80 bits. */
+ * egress pass needs to decide on the report and to add the sink's own hop,
+ * computed by the sink's ingress; the copy's packet follows (bridged
+ * headers, then the frame). 96 bits. */
 header int_report_mirror_h {
     bit<8>  pkt_type;        /* PKT_TYPE_INT_REPORT */
     bit<16> flow_slot;       /* suppression slot of the flow */
     bit<16> ds_flags;        /* the MD header's flags + path signature */
     bit<16> frame_len;       /* the frame: L2 header + IPv4 total_len */
     bit<8>  _pad;
-    bit<16> _pad2;
+    bit<7>  _pad2;
+    PortId_t ingress_port;   /* the packet's ports at the sink */
+    bit<7>  _pad3;
+    PortId_t egress_port;
 }
 
 #endif /* _P4RELAY_INT_HEADERS_P4_ */

@@ -107,6 +107,10 @@ struct egress_metadata_t {
     bit<1>  int_on;               /* int_hop_config hit: this switch adds its hop */
     bit<32> int_seq;              /* int_report_seq before this report */
     bit<16> int_rep_words;        /* the report's words after its group header, x 4 */
+    PortId_t int_sink_port;       /* the sink port whose hop the report carries */
+    bit<1>  int_sink_md;          /* the report copy carries the sink's hop */
+    bit<32> int_sink_depth;       /* the sink port's last departure: deq_qdepth */
+    bit<32> int_sink_latency;     /* and deq_timedelta */
 #endif
     /* a reroute notice goes with this packet (RerouteDetect): the packet's
      * one mirror; 0 without reroute */

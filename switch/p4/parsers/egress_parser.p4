@@ -57,6 +57,9 @@ parser EgressParser(
         eg_md.int_on = 0;
         eg_md.int_seq = 0;
         eg_md.int_rep_words = 0;
+        eg_md.int_sink_md = 0;
+        eg_md.int_sink_depth = 0;
+        eg_md.int_sink_latency = 0;
 #endif
         eg_md.rr_notice = 0;
 #ifdef WITH_RTP_QUALITY
@@ -191,7 +194,8 @@ parser EgressParser(
      * which stays payload: the report carries it unchanged. */
     state parse_int_report_copy {
         pkt.extract(hdr.int_report_mirror);
-        pkt.advance(BRIDGED_H_BITS + 24);   /* bridged_h + int_bridged_h */
+        eg_md.int_sink_port = hdr.int_report_mirror.egress_port;
+        pkt.advance(BRIDGED_H_BITS + INT_BRIDGED_H_BITS);   /* bridged_h + int_bridged_h */
         transition accept;
     }
 #endif
@@ -208,6 +212,10 @@ parser EgressParser(
         pkt.extract(hdr.bridged);
 #ifdef WITH_INT
         pkt.extract(hdr.int_bridged);
+        /* the sink port whose hop the reports carry: a packet's own (a
+         * report copy's: its mirror header's); assigned once per path, as
+         * Tofino's parser cannot overwrite a field */
+        eg_md.int_sink_port = hdr.int_bridged.sink_port;
 #endif
         transition parse_ethernet;
     }

@@ -87,6 +87,8 @@ parser IngressParser(
         hdr.int_bridged.transit = 0;
         hdr.int_bridged.sink = 0;
         hdr.int_bridged._pad = 0;
+        hdr.int_bridged._pad2 = 0;
+        hdr.int_bridged.sink_port = 0;
         hdr.int_bridged.ingress_port = 0;   /* IntSource deposits the port */
 #endif
         /* bound unless the port's metadata says otherwise (port_unbound) */

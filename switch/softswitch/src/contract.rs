@@ -228,7 +228,6 @@ pub mod names {
     pub const REROUTE_THRESHOLDS: &str = "Egress.reroute_thresholds";
     pub const P_T_Q_NS: &str = "t_q_ns";
     pub const P_M: &str = "m";
-    pub const P_HOLD_MS: &str = "hold_ms";
     pub const IRED_SET: &str = "Egress.ired_set";
     pub const P_MAX_LEN_QUEUE: &str = "max_len_queue";
     pub const P_N_DROP: &str = "n_drop";
@@ -418,7 +417,7 @@ mod tests {
             params(REROUTE_NOTIFY),
             [P_SLOT, P_FLOW_CLASS, P_PRIMARY_PORT]
         );
-        assert_eq!(params(REROUTE_THRESHOLDS), [P_T_Q_NS, P_M, P_HOLD_MS]);
+        assert_eq!(params(REROUTE_THRESHOLDS), [P_T_Q_NS, P_M]);
         assert_eq!(
             params(INT_HOP),
             [

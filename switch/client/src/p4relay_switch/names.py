@@ -133,6 +133,8 @@ REG_INT_FLOW_PATH = "pipe.Egress.int_flow_path"
 REG_INT_FLOW_CONGESTED = "pipe.Egress.int_flow_congested"
 REG_INT_FLOW_REPORTED = "pipe.Egress.int_flow_reported"
 REG_INT_REPORT_SEQ = "pipe.Egress.int_report_seq"
+REG_INT_SINK_DEPTH = "pipe.Egress.int_sink_depth"
+REG_INT_SINK_LATENCY = "pipe.Egress.int_sink_latency"
 INT_REGISTERS = (
     REG_INT_MALFORMED,
     REG_INT_TX_BYTES,
@@ -141,4 +143,6 @@ INT_REGISTERS = (
     REG_INT_FLOW_CONGESTED,
     REG_INT_FLOW_REPORTED,
     REG_INT_REPORT_SEQ,
+    REG_INT_SINK_DEPTH,
+    REG_INT_SINK_LATENCY,
 )

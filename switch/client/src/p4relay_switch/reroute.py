@@ -47,13 +47,12 @@ class RerouteClass:
     """Knobs of a flow class. ``t_q_ns``: threshold of the delay from ingress
     to egress (measured from the 48-bit timestamps: exact up to 2^32 - 1 ns,
     ``limits.check_reroute_t_q``); ``m``: consecutive hot packets that
-    trigger (0 = never); ``hold_ms``: how long the primary must stay clear
-    before the control plane moves a flow back."""
+    trigger (0 = never). The hold before a flow moves back is the switch
+    control plane's own setting, not the switch's."""
 
     flow_class: int
     t_q_ns: int
     m: int
-    hold_ms: int
 
     def __post_init__(self) -> None:
         if not 0 <= self.flow_class < 256:
@@ -62,8 +61,6 @@ class RerouteClass:
             raise ValueError(f"t_q_ns {self.t_q_ns} outside 0..2^32-1")
         if not 0 <= self.m < 2**16:
             raise ValueError(f"m {self.m} outside 0..65535")
-        if not 0 <= self.hold_ms < 2**32:
-            raise ValueError(f"hold_ms {self.hold_ms} outside 0..2^32-1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +118,7 @@ class Reroute:
                 Entry(
                     {K_RR_CLASS: c.flow_class},
                     A_REROUTE_THRESHOLDS,
-                    {"t_q_ns": c.t_q_ns, "m": c.m, "hold_ms": c.hold_ms},
+                    {"t_q_ns": c.t_q_ns, "m": c.m},
                 )
                 for c in classes
             ],
@@ -134,7 +131,7 @@ class Reroute:
             if not isinstance(c, int) or e.action != A_REROUTE_THRESHOLDS:
                 continue
             d = e.data
-            out[c] = RerouteClass(c, _num(d, "t_q_ns"), _num(d, "m"), _num(d, "hold_ms"))
+            out[c] = RerouteClass(c, _num(d, "t_q_ns"), _num(d, "m"))
         return out
 
     async def watch(self, watches: Iterable[RerouteWatch]) -> None:

@@ -212,7 +212,7 @@ def desired(cfg: Settings) -> Desired:
                 Entry(
                     {K_RR_CLASS: c.flow_class},
                     A_REROUTE_THRESHOLDS,
-                    {"t_q_ns": c.t_q_ns, "m": c.m, "hold_ms": c.hold_ms},
+                    {"t_q_ns": c.t_q_ns, "m": c.m},
                 ),
             )
         for w in cfg.reroute.watch:

@@ -12,6 +12,14 @@ notifies the upstream switch); the daemon installs the classes and watches
   unchanged that long, read every `poll_ms`. A flow that congests its primary
   again moves again only after m more hot packets: no flapping faster than
   the hold time;
+- a flow the sink's INT notice moved (`from_int`: the congested hop is
+  further down the primary path) waits the hold from its move: this
+  switch's own port says nothing of that hop, and nothing reports the hop
+  once the flows left it (a notice for a slot already on its backup raises
+  no digest), so the return is a probe. A probe that fails (the flow moved
+  again within one hold of its return) doubles the next hold, up to
+  2^BACKOFF_MAX times, as the INT loop's moves do: a lasting congestion
+  costs one queue's worth of delay per doubling, not per hold;
 - moves a flow to its backup on the control-plane INT loop's word
   (int_loop.py: a hop further down the primary path congested, which the
   switch's own queue does not show); such a flow moves back once that hop
@@ -50,7 +58,7 @@ Submit = Callable[[IngestBatch], Awaitable[None]]
 
 
 HopKey = tuple[int, int]  # (INT switch id, egress port)
-INT_BACKOFF_MAX = 3  # an INT-moved flow's hold grows to at most 8x the configured one
+BACKOFF_MAX = 3  # a blind return's hold grows to at most 8x the configured one
 # the INT loop's answer: monotonic time since which the hop is clear (None: not clear)
 HopClearSince = Callable[[HopKey], float | None]
 
@@ -65,7 +73,38 @@ class Episode:
     hot_seen: int | None = None  # last port_hot stamp read on the primary
     clear_since: float = field(default_factory=time.monotonic)
     hop: HopKey | None = None  # moved by the INT loop: the congested hop it waits on
-    hold_ms: int = 0  # INT episodes: the hold, doubled after each return that failed
+    hold_ms: int = 0  # blind returns: the hold, doubled after each return that failed
+    downstream: bool = False  # moved by the sink's INT notice: the return is blind
+
+    @property
+    def blind(self) -> bool:
+        """The return waits for time alone (with backoff), not for this
+        switch's own port."""
+        return self.hop is not None or self.downstream
+
+
+class Backoff:
+    """Holds of blind returns: a flow moved again within one hold of its
+    return waits twice as long the next time (up to 2^BACKOFF_MAX), else the
+    configured hold. Keyed by what the return probes: the INT loop's hop, or
+    the slot a downstream notice moved."""
+
+    def __init__(self) -> None:
+        self._returned: dict[object, float] = {}
+        self._k: dict[object, int] = {}
+
+    def hold_ms(self, key: object, base_ms: int, now: float) -> int:
+        back_at = self._returned.get(key)
+        k = self._k.get(key, 0)
+        if back_at is not None and now - back_at < (base_ms << k) / 1000:
+            k = min(k + 1, BACKOFF_MAX)
+        else:
+            k = 0
+        self._k[key] = k
+        return base_ms << k
+
+    def returned(self, key: object, now: float) -> None:
+        self._returned[key] = now
 
 
 def _path(port: int | None, nexthop: int | None = None) -> str:
@@ -77,6 +116,12 @@ def _path(port: int | None, nexthop: int | None = None) -> str:
     if port is not None:
         parts.append(f"port {port}")
     return " ".join(parts)
+
+
+def _detected_by(ep: Episode) -> str:
+    if ep.hop is not None:
+        return "int_control_plane"
+    return "int_data_plane" if ep.downstream else "local"
 
 
 class RerouteControl:
@@ -95,10 +140,8 @@ class RerouteControl:
         self.int_hold_ms = 0  # the INT loop's hold time
         # INT moves back blind (nothing crosses the hop once its flows left):
         # a hop that congests again within a hold of a return doubles the next
-        # hold (up to 2^INT_BACKOFF_MAX), so a lasting congestion is probed
-        # ever less often instead of every hold
-        self._int_returned: dict[HopKey, float] = {}
-        self._int_backoff: dict[HopKey, int] = {}
+        # hold, so a lasting congestion is probed ever less often
+        self.backoff = Backoff()
         self.moves = 0
         self.returns = 0
         self.configure(cfg)
@@ -160,9 +203,16 @@ class RerouteControl:
                 f"queue delay {ev.queue_delay_ns / 1e6:.3f} ms > t_q "
                 f"{(t_q or 0) / 1e6:.3f} ms for {ev.run} packets"
             )
+            if ev.from_int:
+                trigger = f"a hop over its INT onset for {ev.run} packets at the sink"
             if ev.moved:
                 self.moves += 1
-                self.episodes[ev.slot] = Episode(w, ev, time.monotonic())
+                now = time.monotonic()
+                ep = Episode(w, ev, now, downstream=ev.from_int)
+                if ep.downstream:
+                    hold = self.hold_ms.get(ev.flow_class, 0)
+                    ep.hold_ms = self.backoff.hold_ms(("slot", ev.slot), hold, now)
+                self.episodes[ev.slot] = ep
                 to = _path(w.backup_port, w.backup_nexthop_id)
             else:
                 to = "upstream"
@@ -179,8 +229,10 @@ class RerouteControl:
                 "flow_class": ev.flow_class,
                 "ingress_port": ev.port,
                 "direction": direction,
-                "detected_by": "local",
+                "detected_by": "int_data_plane" if ev.from_int else "local",
             }
+            if ev.moved and ev.from_int:
+                payload["hold_ms"] = self.episodes[ev.slot].hold_ms
             log.info("reroute", **payload)
             events.append(self._event(payload, f"{w.prefix} moved off port {w.primary_port}"))
         metrics.ON_BACKUP.set(len(self.episodes))
@@ -197,13 +249,7 @@ class RerouteControl:
             return False
         ev = RerouteEvent(w.prefix[0], slot, MOVED, 0, 0, 0, w.flow_class)
         now = time.monotonic()
-        back_at = self._int_returned.get(hop)
-        k = self._int_backoff.get(hop, 0)
-        if back_at is not None and now - back_at < (self.int_hold_ms << k) / 1000:
-            k = min(k + 1, INT_BACKOFF_MAX)
-        else:
-            k = 0
-        hold_ms = self.int_hold_ms << k
+        hold_ms = self.backoff.hold_ms(hop, self.int_hold_ms, now)
         # the episode first: reports arriving during the write find the slot taken
         self.episodes[slot] = Episode(w, ev, now, hop=hop, hold_ms=hold_ms)
         try:
@@ -211,7 +257,6 @@ class RerouteControl:
         except SwitchError:
             del self.episodes[slot]
             raise
-        self._int_backoff[hop] = k
         extra = {**extra, "hold_ms": hold_ms}
         self.moves += 1
         metrics.REROUTES.labels("to_backup").inc()
@@ -235,7 +280,7 @@ class RerouteControl:
         """Moves back every flow whose primary stayed clear for its hold time."""
         if not self.episodes:
             return
-        ports = sorted({e.watch.primary_port for e in self.episodes.values() if e.hop is None})
+        ports = sorted({e.watch.primary_port for e in self.episodes.values() if not e.blind})
         hot = await self.rr.port_hot(ports) if ports else {}
         now = time.monotonic()
         back: list[int] = []
@@ -243,12 +288,14 @@ class RerouteControl:
             if ep.hop is not None:
                 since = self.hop_clear_since(ep.hop) if self.hop_clear_since else ep.since
                 ep.clear_since = now if since is None else max(since, ep.since)
+            elif ep.downstream:
+                ep.clear_since = ep.since
             else:
                 stamp = hot.get(ep.watch.primary_port, 0)
                 if stamp != ep.hot_seen:
                     ep.hot_seen = stamp
                     ep.clear_since = now
-            hold_ms = self.hold_ms.get(ep.watch.flow_class, 0) if ep.hop is None else ep.hold_ms
+            hold_ms = ep.hold_ms if ep.blind else self.hold_ms.get(ep.watch.flow_class, 0)
             hold_s = hold_ms / 1000
             if now - ep.clear_since >= hold_s:
                 back.append(slot)
@@ -262,18 +309,24 @@ class RerouteControl:
             metrics.REROUTES.labels("to_primary").inc()
             w = ep.watch
             held = round((now - ep.clear_since) * 1000)
-            hold = self.hold_ms.get(w.flow_class, 0) if ep.hop is None else ep.hold_ms
+            hold = ep.hold_ms if ep.blind else self.hold_ms.get(w.flow_class, 0)
+            trigger = f"primary clear for {held} ms (hold {hold} ms)"
             if ep.hop is not None:
-                self._int_returned[ep.hop] = now
-            what = "primary" if ep.hop is None else f"hop {ep.hop[0]} port {ep.hop[1]}"
+                self.backoff.returned(ep.hop, now)
+                trigger = f"hop {ep.hop[0]} port {ep.hop[1]} clear for {held} ms (hold {hold} ms)"
+            elif ep.downstream:
+                self.backoff.returned(("slot", slot), now)
+                trigger = (
+                    f"hold {hold} ms over (a probe: the hop down the path is unseen while away)"
+                )
             payload: dict[str, PayloadValue] = {
                 "flow": str(w.prefix),
                 "from_path": _path(w.backup_port, w.backup_nexthop_id),
                 "to_path": _path(w.primary_port),
-                "trigger": f"{what} clear for {held} ms (hold {hold} ms)",
+                "trigger": trigger,
                 "slot": slot,
                 "direction": "to_primary",
-                "detected_by": "local" if ep.hop is None else "int_control_plane",
+                "detected_by": _detected_by(ep),
                 "on_backup_ms": round((now - ep.since) * 1000),
             }
             log.info("reroute_back", **payload)

@@ -26,7 +26,7 @@ impl Pipeline {
             return self.int_report(port, r, e, ms_clock(now_ns));
         }
         if b.int_sink {
-            self.int_strip(b, e);
+            self.int_strip(port, b, e);
         } else {
             self.int_transit(port, b, e);
         }

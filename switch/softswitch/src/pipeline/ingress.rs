@@ -65,7 +65,7 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
-        let report = self.int_source(&p, &md, stack, watched, out.nexthop_id, b);
+        let report = self.int_source(&p, &md, stack, watched, &out, b);
         let protected = md.relay_hit || frame[p.l3 + 1] >> 2 == ired::DSCP_EF;
         if self.ired_drop(out.port, protected) {
             return Verdict::Drop(DropReason::Ired);

@@ -17,6 +17,13 @@
 //! No reason: the copy is consumed. Else it leaves as a Telemetry Report
 //! v2.0 (`int_report` gives the addresses; seq_no from `int_report_seq`)
 //! with the copied frame, INT stack included, as payload.
+//!
+//! the sink's own hop: every packet the sink strips records its departure
+//! per egress port (`int_sink_depth`, `int_sink_latency`); the report copy
+//! reads them by the egress port the copy names and carries them with the
+//! ports as the individual report's metadata (rep_md_bits 0-2, md_len 3),
+//! when the sink port is in the report port's pipe (Tofino's registers are
+//! per pipe).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -31,13 +38,28 @@ use crate::packet::{ipv4_checksum, rd16, wr16, wr32, ETHERTYPE_IPV4, IPPROTO_UDP
 /// Ethernet 14 + IPv4 20 + UDP 8 + report group header 8 + individual
 /// report header 12.
 pub const REPORT_HEADER_BYTES: usize = 62;
+/// The sink's hop as report metadata: ports 4, hop latency 4, queue 4.
+pub const SINK_MD_BYTES: usize = 12;
+/// rep_md_bits of the sink's hop: level-1 ports, hop latency, queue.
+pub const SINK_MD_BITS: u16 = 0xE000;
+
+/// Dev ports of one Tofino pipe: the pipe is the port's bits 8..7.
+fn pipe_of(port: u16) -> u16 {
+    port >> 7
+}
 
 impl Pipeline {
     /// `IntSink.apply` for a sink packet: strip and restore.
     #[inline]
-    pub(super) fn int_strip(&self, b: &Bridged, e: &mut EgressPass<'_>) {
+    pub(super) fn int_strip(&self, port: u16, b: &Bridged, e: &mut EgressPass<'_>) {
         if b.int_hops == 0 {
             return;
+        }
+        // the sink's hop, for the reports (depth and delay at TNA's widths)
+        let i = usize::from(port);
+        if let (Some(d), Some(l)) = (self.int.sink_depth.get(i), self.int.sink_latency.get(i)) {
+            d.store(e.deq_cells, Relaxed);
+            l.store(e.queue_delay_ns.min(u64::from(u32::MAX)) as u32, Relaxed);
         }
         let shim = usize::from(b.int_shim);
         let md = shim + SHIM_BYTES;
@@ -106,19 +128,27 @@ impl Pipeline {
             return EgressVerdict::Consume;
         };
         let frame_len = usize::from(r.frame_len);
-        if e.len + REPORT_HEADER_BYTES > e.buf.len() {
+        let sink = usize::from(r.egress_port);
+        let md = if pipe_of(r.egress_port) == pipe_of(port) {
+            regs.sink_depth.get(sink).zip(regs.sink_latency.get(sink))
+        } else {
+            None
+        };
+        let md_bytes = if md.is_some() { SINK_MD_BYTES } else { 0 };
+        let head = REPORT_HEADER_BYTES + md_bytes;
+        if e.len + head > e.buf.len() {
             return EgressVerdict::Consume;
         }
-        e.buf.copy_within(0..e.len, REPORT_HEADER_BYTES);
-        e.len += REPORT_HEADER_BYTES;
-        let h = &mut e.buf[..REPORT_HEADER_BYTES];
+        e.buf.copy_within(0..e.len, head);
+        e.len += head;
+        let h = &mut e.buf[..head];
         h[0..6].copy_from_slice(&enc.dst_mac);
         h[6..12].copy_from_slice(&enc.src_mac);
         wr16(h, 12, ETHERTYPE_IPV4);
         let ip = 14;
         h[ip] = 0x45;
         h[ip + 1] = 0;
-        wr16(h, ip + 2, (frame_len + 48) as u16);
+        wr16(h, ip + 2, (frame_len + 48 + md_bytes) as u16);
         wr16(h, ip + 4, 0);
         wr16(h, ip + 6, 0x4000); // DF
         h[ip + 8] = 64;
@@ -131,23 +161,32 @@ impl Pipeline {
         let udp = ip + 20;
         wr16(h, udp, enc.dst_port);
         wr16(h, udp + 2, enc.dst_port);
-        wr16(h, udp + 4, (frame_len + 28) as u16);
+        wr16(h, udp + 4, (frame_len + 28 + md_bytes) as u16);
         wr16(h, udp + 6, 0);
         // group header: ver 2, hw_id 0, seq_no (22 bits), node id
         let g = udp + 8;
         wr32(h, g, (2 << 28) | (seq & 0x3F_FFFF));
         wr32(h, g + 4, enc.switch_id);
         // individual report: rep_type 1 (INT), in_type 3 (Ethernet),
-        // rep_len (words after the group header), md_len 0, flags f and i
+        // rep_len (words after the group header), md_len (the sink's hop:
+        // 3, or 0), flags f and i
         let ind = g + 8;
         h[ind] = (1 << 4) | 3;
-        h[ind + 1] = ((frame_len + 15) >> 2) as u8;
-        h[ind + 2] = 0;
+        h[ind + 1] = ((frame_len + 15 + md_bytes) >> 2) as u8;
+        h[ind + 2] = (md_bytes / 4) as u8;
         h[ind + 3] = 0b0011_0000;
-        wr16(h, ind + 4, 0);
+        wr16(h, ind + 4, if md.is_some() { SINK_MD_BITS } else { 0 });
         wr16(h, ind + 6, INT_DS_ID);
         wr16(h, ind + 8, 0);
         wr16(h, ind + 10, 0);
+        if let Some((depth, latency)) = md {
+            // ports, hop latency, queue id 0 + occupancy (24 bits)
+            let m = ind + 12;
+            wr16(h, m, r.ingress_port);
+            wr16(h, m + 2, r.egress_port);
+            wr32(h, m + 4, latency.load(Relaxed));
+            wr32(h, m + 8, depth.load(Relaxed) & 0xFF_FFFF);
+        }
         regs.reports_sent.fetch_add(1, Relaxed);
         EgressVerdict::Send
     }

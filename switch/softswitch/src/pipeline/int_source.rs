@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-use super::{Bridged, IngressMeta, Pipeline};
+use super::{forwarding, Bridged, IngressMeta, Pipeline};
 use crate::contract::CONTRACT;
 use crate::packet::{self, rd16, rd32};
 use crate::schema::IntReg;
@@ -61,6 +61,9 @@ pub struct IntReportCopy {
     pub ds_flags: u16,
     /// The copied frame: L2 header + IPv4 total_len.
     pub frame_len: u16,
+    /// The packet's ports at the sink (its own hop in the report).
+    pub ingress_port: u16,
+    pub egress_port: u16,
 }
 
 /// INT's registers (`int_malformed` here; `int_tx_bytes`, `int_hop_limit`
@@ -75,6 +78,10 @@ pub struct IntRegs {
     pub(super) flow_congested: Vec<AtomicU8>,
     pub(super) flow_reported: Vec<AtomicU32>,
     pub(super) report_seq: AtomicU32,
+    /// The sink's own hop per egress port: its last departure's queue
+    /// depth (cells) and time in the queue (ns), at TNA's widths.
+    pub(super) sink_depth: Vec<AtomicU32>,
+    pub(super) sink_latency: Vec<AtomicU32>,
     /// (report port, frame, bridged) of copies Ingress made.
     copies: parking_lot::Mutex<VecDeque<(u16, Vec<u8>, Bridged)>>,
     /// Some copy is waiting (the data plane looks every pass).
@@ -97,6 +104,8 @@ impl Default for IntRegs {
             flow_congested: (0..slots).map(|_| AtomicU8::new(0)).collect(),
             flow_reported: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             report_seq: AtomicU32::new(0),
+            sink_depth: (0..PORTS).map(|_| AtomicU32::new(0)).collect(),
+            sink_latency: (0..PORTS).map(|_| AtomicU32::new(0)).collect(),
             copies: parking_lot::Mutex::new(VecDeque::new()),
             copies_pending: AtomicBool::new(false),
             copies_dropped: AtomicU64::new(0),
@@ -116,6 +125,8 @@ impl IntRegs {
             IntReg::FlowCongested => self.flow_congested.get(i)?.load(Relaxed).into(),
             IntReg::FlowReported => self.flow_reported.get(i)?.load(Relaxed).into(),
             IntReg::ReportSeq => (i == 0).then(|| self.report_seq.load(Relaxed))?.into(),
+            IntReg::SinkDepth => self.sink_depth.get(i)?.load(Relaxed).into(),
+            IntReg::SinkLatency => self.sink_latency.get(i)?.load(Relaxed).into(),
         })
     }
 
@@ -133,6 +144,16 @@ impl IntRegs {
             IntReg::ReportSeq => single(&self.report_seq),
             IntReg::TxBytes => self
                 .tx_bytes
+                .get(i)
+                .map(|r| r.store(v as u32, Relaxed))
+                .is_some(),
+            IntReg::SinkDepth => self
+                .sink_depth
+                .get(i)
+                .map(|r| r.store(v as u32, Relaxed))
+                .is_some(),
+            IntReg::SinkLatency => self
+                .sink_latency
                 .get(i)
                 .map(|r| r.store(v as u32, Relaxed))
                 .is_some(),
@@ -159,6 +180,8 @@ impl IntRegs {
         self.hop_limit.store(0, Relaxed);
         self.report_seq.store(0, Relaxed);
         self.tx_bytes.iter().for_each(|r| r.store(0, Relaxed));
+        self.sink_depth.iter().for_each(|r| r.store(0, Relaxed));
+        self.sink_latency.iter().for_each(|r| r.store(0, Relaxed));
         self.flow_path.iter().for_each(|r| r.store(0, Relaxed));
         self.flow_congested.iter().for_each(|r| r.store(0, Relaxed));
         self.flow_reported.iter().for_each(|r| r.store(0, Relaxed));
@@ -252,7 +275,8 @@ impl Pipeline {
         small.int_watch_lookup(&f) == IntWatchAction::WatchFlow
     }
 
-    /// `IntSource` after Forwarding chose `nexthop_id`: the roles Egress
+    /// `IntSource` after Forwarding chose `out` (int_role's key is its next
+    /// hop; the report copy names its port): the roles Egress
     /// applies (in `b`), and for an INT packet leaving by a sink port the
     /// report copy's mirror header (the caller makes the copy after the
     /// deparser, marking the shim as the P4 program does).
@@ -263,7 +287,7 @@ impl Pipeline {
         md: &IngressMeta,
         stack: Option<IntStack>,
         watched: bool,
-        nexthop_id: u16,
+        out: &forwarding::Egress,
         b: &mut Bridged,
     ) -> Option<IntReportCopy> {
         let u = p.udp?;
@@ -273,7 +297,7 @@ impl Pipeline {
         }
         // hop_ingress_port
         b.int_ingress_port = md.ingress_port;
-        match small.int_role_lookup(nexthop_id) {
+        match small.int_role_lookup(out.nexthop_id) {
             IntRoleAction::Transit => b.int_transit = true,
             IntRoleAction::Sink => b.int_sink = true,
             IntRoleAction::NoAction => {}
@@ -296,6 +320,8 @@ impl Pipeline {
             flow_slot: flow_slot(p.src, p.dst, md.flow.sport, md.flow.dport),
             ds_flags: s.ds_flags,
             frame_len: (p.total_len + vlan) as u16,
+            ingress_port: md.ingress_port,
+            egress_port: out.port,
         })
     }
 

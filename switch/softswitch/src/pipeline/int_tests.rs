@@ -1,7 +1,7 @@
 //! INT through source, transit and sink switches, frame by frame (each
 //! switch: Ingress, then the Egress pass at the head of its queue).
 
-use super::int_sink::REPORT_HEADER_BYTES;
+use super::int_sink::{REPORT_HEADER_BYTES, SINK_MD_BITS, SINK_MD_BYTES};
 use super::int_source::{flow_slot, IntReportCopy, FLAG_ONSET, FLAG_OVER_CLEAR};
 use super::tests::{meta, setup, UAC, UAS};
 use super::*;
@@ -189,7 +189,7 @@ fn source_transit_sink_restore_the_datagram_byte_for_byte() {
 
     // the sink strips and restores: the datagram the source received
     let s4 = switch(IntRoleAction::Sink, 0x44, quiet(), quiet());
-    let (v, f4, b) = hop(&s4, &f3, 0, 0, 10);
+    let (v, f4, b) = hop(&s4, &f3, 9, 4321, 10);
     assert_eq!(v, Verdict::Forward(2));
     assert!(b.int_sink);
     assert_eq!(f4.len(), orig.len());
@@ -207,16 +207,56 @@ fn source_transit_sink_restore_the_datagram_byte_for_byte() {
     let r = cb.int_report.unwrap();
     assert_eq!(r.frame_len as usize, f3.len());
     assert_eq!(r.flow_slot, flow_slot(UAC, UAS, 4000, 5000));
+    assert_eq!((r.ingress_port, r.egress_port), (1, 2));
     let rep = report(&s4, port, &copy, &cb, 10).expect("first report of the flow");
-    assert_eq!(rep.len(), copy.len() + REPORT_HEADER_BYTES);
+    let head = REPORT_HEADER_BYTES + SINK_MD_BYTES;
+    assert_eq!(rep.len(), copy.len() + head);
     let q = parse(&rep).unwrap();
     assert_eq!((q.src, q.dst), (0x0a00_0001, 0x0a00_0002));
-    assert_eq!(q.total_len, copy.len() + 48);
+    assert_eq!(q.total_len, copy.len() + 60);
     let u = q.udp.unwrap();
     assert_eq!((u.src_port, u.dst_port), (32766, 32766));
     assert_eq!(rd32(&rep, 42) >> 28, 2, "report version 2");
     assert_eq!(rd32(&rep, 46), 0x44, "node id");
     assert_eq!(rep[50], 0x13);
+    // the sink's own hop as the report's metadata: md_len 3, its ports,
+    // the time and depth its port's last departure had
+    assert_eq!(
+        rep[51] as usize,
+        (12 + 12 + copy.len()).div_ceil(4),
+        "rep_len"
+    );
+    assert_eq!(rep[52], 3, "md_len");
+    assert_eq!(rd16(&rep, 54), SINK_MD_BITS);
+    assert_eq!((rd16(&rep, 62), rd16(&rep, 64)), (1, 2), "sink's ports");
+    assert_eq!(rd32(&rep, 66), 4321, "sink's hop latency");
+    assert_eq!(rd32(&rep, 70), 9, "sink's queue 0, occupancy");
+    assert_eq!(&rep[head..], &copy[..]);
+}
+
+#[test]
+fn the_sinks_hop_is_carried_only_from_the_report_ports_pipe() {
+    let s = switch(IntRoleAction::Sink, 0x44, quiet(), quiet());
+    s.int.write(IntReg::SinkDepth, 2, 17);
+    s.int.write(IntReg::SinkLatency, 2, 5000);
+    let copy = vec![0u8; 120];
+    let b = |egress_port: u16, slot: u16| Bridged {
+        int_report: Some(IntReportCopy {
+            flow_slot: slot,
+            ds_flags: 0x11,
+            frame_len: 120,
+            ingress_port: 1,
+            egress_port,
+        }),
+        ..Bridged::default()
+    };
+    let rep = report(&s, 3, &copy, &b(2, 1), 10).unwrap();
+    assert_eq!((rep[52], rd32(&rep, 66), rd32(&rep, 70)), (3, 5000, 17));
+    // a sink port of pipe 1 (dev port 130): the report port's pipe has no
+    // record of it (Tofino's registers are per pipe): no metadata
+    let rep = report(&s, 3, &copy, &b(130, 2), 10).unwrap();
+    assert_eq!(rep.len(), copy.len() + REPORT_HEADER_BYTES);
+    assert_eq!((rep[52], rd16(&rep, 54)), (0, 0));
     assert_eq!(&rep[REPORT_HEADER_BYTES..], &copy[..]);
 }
 
@@ -303,6 +343,8 @@ fn reports_are_suppressed_in_the_data_plane() {
             flow_slot: 7,
             ds_flags: flags,
             frame_len: 120,
+            ingress_port: 1,
+            egress_port: 2,
         }),
         ..Bridged::default()
     };
@@ -337,6 +379,8 @@ fn reports_are_suppressed_in_the_data_plane() {
             flow_slot: 8,
             ds_flags: 0x12,
             frame_len: 120,
+            ingress_port: 1,
+            egress_port: 2,
         }),
         ..Bridged::default()
     };

@@ -150,8 +150,7 @@ impl Pipeline {
         frame: &[u8],
     ) {
         let small = self.small.load();
-        let RerouteClassAction::Thresholds { t_q_ns, m, .. } =
-            small.reroute_class_lookup(b.rr_class)
+        let RerouteClassAction::Thresholds { t_q_ns, m } = small.reroute_class_lookup(b.rr_class)
         else {
             return;
         };
@@ -439,11 +438,7 @@ mod tests {
                 t.reroute_watch_write(UAS, 32, Some(a), true)?;
                 t.reroute_class_write(
                     1,
-                    Some(RerouteClassAction::Thresholds {
-                        t_q_ns,
-                        m: 3,
-                        hold_ms: 500,
-                    }),
+                    Some(RerouteClassAction::Thresholds { t_q_ns, m: 3 }),
                     true,
                 )
             })
@@ -740,11 +735,7 @@ mod tests {
             .update(|t| {
                 t.reroute_class_write(
                     1,
-                    Some(RerouteClassAction::Thresholds {
-                        t_q_ns: 0,
-                        m: 0,
-                        hold_ms: 0,
-                    }),
+                    Some(RerouteClassAction::Thresholds { t_q_ns: 0, m: 0 }),
                     false,
                 )
             })

@@ -170,6 +170,8 @@ pub enum IntReg {
     FlowCongested,
     FlowReported,
     ReportSeq,
+    SinkDepth,
+    SinkLatency,
 }
 
 /// The iRED registers (pipeline/ired.rs), indexed by dev_port.
@@ -218,6 +220,8 @@ impl Reg {
             "int_flow_congested" => Reg::Int(IntReg::FlowCongested),
             "int_flow_reported" => Reg::Int(IntReg::FlowReported),
             "int_report_seq" => Reg::Int(IntReg::ReportSeq),
+            "int_sink_depth" => Reg::Int(IntReg::SinkDepth),
+            "int_sink_latency" => Reg::Int(IntReg::SinkLatency),
             _ => return None,
         })
     }

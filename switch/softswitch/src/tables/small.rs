@@ -60,7 +60,7 @@ pub enum RerouteWatchAction {
 /// `pipe.Egress.reroute_class`'s actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RerouteClassAction {
-    Thresholds { t_q_ns: u32, m: u16, hold_ms: u32 },
+    Thresholds { t_q_ns: u32, m: u16 },
     NoAction,
 }
 

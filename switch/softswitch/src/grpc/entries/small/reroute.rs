@@ -1,8 +1,8 @@
 //! The congestion-reroute tables: `pipe.Ingress.reroute_watch` (destination
 //! prefix → `reroute_backup(slot, flow_class, backup_nexthop_id,
 //! primary_port)` | `reroute_notify(slot, flow_class)` | `NoAction`) and
-//! `pipe.Egress.reroute_class` (flow class → `reroute_thresholds(t_q_ns, m,
-//! hold_ms)` | `NoAction`).
+//! `pipe.Egress.reroute_class` (flow class → `reroute_thresholds(t_q_ns, m)` |
+//! `NoAction`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -151,7 +151,6 @@ impl SmallTable for RerouteClass {
             Some(names::REROUTE_THRESHOLDS) => Some(RerouteClassAction::Thresholds {
                 t_q_ns: d.int(names::P_T_Q_NS)? as u32,
                 m: d.int(names::P_M)? as u16,
-                hold_ms: d.int(names::P_HOLD_MS)? as u32,
             }),
             Some(names::NO_ACTION) => Some(RerouteClassAction::NoAction),
             None => None,
@@ -160,13 +159,12 @@ impl SmallTable for RerouteClass {
     }
     fn data(t: &TableSchema, a: &RerouteClassAction) -> pb::TableData {
         match *a {
-            RerouteClassAction::Thresholds { t_q_ns, m, hold_ms } => params(
+            RerouteClassAction::Thresholds { t_q_ns, m } => params(
                 t,
                 names::REROUTE_THRESHOLDS,
                 &[
                     (names::P_T_Q_NS, u64::from(t_q_ns)),
                     (names::P_M, u64::from(m)),
-                    (names::P_HOLD_MS, u64::from(hold_ms)),
                 ],
             ),
             RerouteClassAction::NoAction => action_only(t, names::NO_ACTION),
