@@ -206,10 +206,10 @@ def test_bootstrap_default_ports_are_the_programs_recirculation_ports() -> None:
 
 def test_bootstrap_tofino2_sessions_are_the_t2_builds() -> None:
     """``"target": "tofino2"``: the per-pipe sessions at the bases build.sh's
-    standard-t2 compiles in (8-bit mirror ids), and no session id above 255."""
+    Tofino 2 builds compile in (8-bit mirror ids), and no session id above 255."""
     boot = _bootstrap()
     build = (P4_ROOT / "build.sh").read_text()
-    t2 = build.split("standard-t2)", 1)[1].split(";;", 1)[0]
+    t2 = build.split("standard-t2|large-t2)", 1)[1].split(";;", 1)[0]
     bases = {k: int(v) for k, v in re.findall(r"-D(\w+_SESSION(?:_BASE)?)=(\d+)", t2)}
     config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
     config.pop("jitter_writeback")
