@@ -8,10 +8,14 @@
 # build/p4relay-<profile>/. Then the bf-rt.json parity test: the software
 # switch's schema against the fresh standard compile and bf-drivers' fixed tables.
 # CI=true: a missing compiler fails the stage; elsewhere it is reported and skipped.
+# P4RELAY_P4_ALL=1: every profile (build.sh --list-all, large-t2 too: tens of
+# minutes; the 05-p4-resources benchmark sets it).
 set -uo pipefail
 out=${P4RELAY_P4_OUT:-build}
 mkdir -p "$out"
-mapfile -t profiles < <(switch/p4/build.sh --list)
+list=--list
+[ "${P4RELAY_P4_ALL:-}" = 1 ] && list=--list-all
+mapfile -t profiles < <(switch/p4/build.sh "$list")
 if ! compiler=$(switch/p4/build.sh --compiler 2>/dev/null); then
   echo "p4: no Tofino compiler installed. Install: ../shared/tools/p4c-tofino/install.sh"
   echo "    (or make setup with ../shared present, or an SDE shell with bf-p4c)"

@@ -68,43 +68,51 @@ MAX_SID = 1015  # Tofino 1 normal mirror sessions 1..1015
 # RTP packet sends an E2E mirror copy through session BASE + pipe, to a port of
 # that pipe, whose egress pass writes the new jitter and drops the copy.
 # BASE is the P4 build's JITTER_WRITEBACK_SESSION_BASE. Default ports: each
-# pipe's first recirculation port (68 + 128 * pipe) of a 2-pipe Tofino 1.
+# pipe's recirculation port (the target's recirc_ports, 2-pipe part).
 WRITEBACK_SESSION_BASE = 1000
-WRITEBACK_PORTS = (68, 196)
 WRITEBACK_MAX_PKT_LEN = 64  # the copy needs only its 8-byte mirror header
 # Congestion reroute notices (switch/p4/controls/reroute.p4): the m-th hot
 # packet of a watched flow sends an E2E mirror copy through session BASE + (the
 # flow's ingress pipe) to that pipe's recirculation port, where it re-enters
 # Ingress as a notice. BASE is the build's REROUTE_NOTICE_SESSION_BASE.
 NOTICE_SESSION_BASE = 1010
-NOTICE_PORTS = (68, 196)
 NOTICE_MAX_PKT_LEN = 128  # mirror header, Ethernet, the flow's IPv4 header and a little more
 # iRED feedback copies (WITH_IRED, standard profile): session IRED_SESSION_BASE + pipe to
 # that pipe's recirculation port, where the copy re-enters Ingress and sets
 # the drop flag; truncated, it needs only its 4-byte mirror header.
 IRED_SESSION_BASE = 1004
-IRED_PORTS = (68, 196)
 IRED_MAX_PKT_LEN = 64
 
 
 @dataclass(frozen=True)
 class Target:
     """What differs between the chip generations the program is built for:
-    the highest mirror session id the program can name and the sessions'
-    bases (the build's -D values, switch/p4/build.sh)."""
+    the highest mirror session id the program can name, the sessions'
+    bases (the build's -D values, switch/p4/build.sh) and each pipe's
+    recirculation port (the program's RECIRC_PORT_LOCAL + 128 * pipe), the
+    default destination of the per-pipe sessions."""
 
     max_sid: int
     writeback_base: int
     notice_base: int
     ired_base: int
+    recirc_ports: tuple[int, ...]
 
 
-# Tofino 2 (build.sh standard-t2): a mirror session id is 8 bits in T2NA, so
-# that build moves the program's sessions 768 lower (its INT report session
-# is 252); a session the program names must be below 256.
+# Tofino 1: local ports 64-71 of every pipe can recirculate; 68 is the one
+# the program recognises (64 is pipe 0's CPU Ethernet port group).
+# Tofino 2 (build.sh standard-t2, large-t2): a mirror session id is 8 bits in
+# T2NA, so those builds move the program's sessions 768 lower (its INT report
+# session is 252); a session the program names must be below 256. Its
+# recirculation ports are local ports 0-7 of each pipe (bf-drivers'
+# pm_recirc_port_to_dev_port_map), pipe 0's port 0 being the PCIe CPU port
+# and 2-5 its CPU Ethernet ports: the program uses local port 6. Local port
+# 68 is a front-panel MAC port there.
 TARGETS = {
-    "tofino": Target(MAX_SID, WRITEBACK_SESSION_BASE, NOTICE_SESSION_BASE, IRED_SESSION_BASE),
-    "tofino2": Target(255, 232, 242, 236),
+    "tofino": Target(
+        MAX_SID, WRITEBACK_SESSION_BASE, NOTICE_SESSION_BASE, IRED_SESSION_BASE, (68, 196)
+    ),
+    "tofino2": Target(255, 232, 242, 236, (6, 134)),
 }
 
 
@@ -250,7 +258,7 @@ def plan(config: dict[str, Any]) -> list[Op]:
             "ired_feedback",
             target,
             target.ired_base,
-            IRED_PORTS,
+            target.recirc_ports,
             IRED_MAX_PKT_LEN,
             "iRED feedback session",
         )
@@ -295,7 +303,7 @@ def _writeback_sessions(config: dict[str, Any], target: Target) -> list[Op]:
         "jitter_writeback",
         target,
         target.writeback_base,
-        WRITEBACK_PORTS,
+        target.recirc_ports,
         WRITEBACK_MAX_PKT_LEN,
         "jitter write-back session",
     )
@@ -310,7 +318,7 @@ def _notice_sessions(config: dict[str, Any], target: Target) -> list[Op]:
         "reroute_notice",
         target,
         target.notice_base,
-        NOTICE_PORTS,
+        target.recirc_ports,
         NOTICE_MAX_PKT_LEN,
         "reroute notice session",
     )

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Build p4relay for Tofino 1 (or Tofino 2) with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large|standard-t2] [--model] [-- extra bf-p4c args]
-#   switch/p4/build.sh --list         the profiles, one a line
+#   switch/p4/build.sh [standard|lean|large|standard-t2|large-t2] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh --list         the profiles the p4 test stage compiles, one a line
+#   switch/p4/build.sh --list-all     every profile (--list and large-t2, whose
+#                                     compile takes tens of minutes)
 #   switch/p4/build.sh --compiler     the compiler this script would run
 #
 # Compiler: $P4C if set, else bf-p4c on PATH (P4 Studio's SDE shell), else the
@@ -17,7 +19,10 @@
 # large     P4RELAY_SCALE_LARGE: RTP quality only (184K relay + guard
 #           entries, 92K legs)
 # standard-t2  the standard profile for Tofino 2 (--target tofino2 --arch
-#           t2na): every feature, sized for its 20 stages (sizes.p4)
+#           t2na): every feature, at the contract's sizes
+# large-t2  P4RELAY_SCALE_T2 on Tofino 2: every feature, 208K relay + guard
+#           entries, 104K legs (53,248 calls per pipe); each quality register
+#           in two (rtp_* and rtp_*_hi, sizes.p4)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,
 # pipe/ with context.json, tofino.bin and the resource logs); P4RELAY_P4_OUT
@@ -35,14 +40,16 @@ case "$profile" in
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
   # Tofino 2's mirror session ids are 8 bits: the same sessions, 768 lower
   # (the bootstrap's "target": "tofino2" uses these).
-  standard-t2)
+  standard-t2|large-t2)
     target=(--target tofino2 --arch t2na)
     defines+=(-DJITTER_WRITEBACK_SESSION_BASE=232 -DIRED_SESSION_BASE=236
-              -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252) ;;
+              -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252)
+    [ "$profile" = large-t2 ] && defines+=(-DP4RELAY_SCALE_T2) ;;
   --list) echo standard; echo lean; echo large; echo standard-t2; exit 0 ;;
+  --list-all) "$0" --list; echo large-t2; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large, standard-t2)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, lean, large, standard-t2, large-t2)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -37,6 +37,9 @@ MAP_RAM_PER_STAGE = 48
 # Parts of either generation: 2-pipe (Tofino 1: Wedge100BF-32X, 3.2T;
 # Tofino 2: 6.4T) and 4-pipe (6.4T; 12.8T).
 PIPES = (2, 4)
+# The per-leg quality registers all have the same cells; this one stands for
+# them. A build that splits them (P4RELAY_SCALE_T2) adds "<name>_hi".
+QUALITY_REGISTER = "pipe.Egress.rtp_packets"
 
 
 @dataclass
@@ -78,13 +81,25 @@ class Profile:
         return f"{100 * used / (per_stage * self.max_stages):.0f} %"
 
     @property
+    def quality_halves(self) -> list[int]:
+        """Cells of the per-leg quality register (rtp_packets), or of its two
+        halves where the build splits it (rtp_packets, rtp_packets_hi); empty
+        without RTP quality."""
+        return [
+            self.sizes[n] for n in (QUALITY_REGISTER, QUALITY_REGISTER + "_hi") if n in self.sizes
+        ]
+
+    @property
     def calls_per_pipe(self) -> int:
         """A call: 4 relay entries, 4 guard entries, 2 legs (leg_rewrite and the
-        quality registers), all in the pipe its packets arrive on."""
+        quality registers' cells), all in the pipe its packets arrive on."""
         relay = self.sizes.get("pipe.Ingress.relay", 0)
         guard = self.sizes.get("pipe.Ingress.relay_guard", 0)
         legs = self.sizes.get("pipe.Ingress.leg_rewrite", 0)
-        return min(relay // 4, guard // 4, legs // 2)
+        calls = min(relay // 4, guard // 4, legs // 2)
+        if self.quality_halves:
+            calls = min(calls, sum(self.quality_halves) // 2)
+        return calls
 
 
 def _first_error(log: str) -> str:
@@ -210,6 +225,8 @@ def table_lines(profiles: list[Profile]) -> list[str]:
             f"{_k(s.get('pipe.Ingress.relay', 0))} / {_k(s.get('pipe.Ingress.relay_guard', 0))} / "
             f"{_k(s.get('pipe.Ingress.leg_rewrite', 0))}"
         )
+        if len(p.quality_halves) > 1:
+            sizes += " (quality registers " + " + ".join(_k(n) for n in p.quality_halves) + ")"
         target = "Tofino 2" if p.target == "tofino2" else "Tofino 1"
         if not p.ok:
             lines.append(

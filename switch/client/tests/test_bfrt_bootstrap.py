@@ -177,12 +177,39 @@ def test_bootstrap_creates_the_programs_reroute_notice_sessions() -> None:
         boot.plan({"reroute_notice": {"ports": [68, 68]}})
 
 
+def test_bootstrap_default_ports_are_the_programs_recirculation_ports() -> None:
+    """Each target's per-pipe sessions go by default to the recirculation port
+    the P4 program recognises on that generation (defines.p4's
+    RECIRC_PORT_LOCAL + 128 * pipe): 68 on Tofino 1; on Tofino 2, whose
+    recirculation ports are local ports 0-7 and whose local port 68 is a
+    front-panel port, 6."""
+    boot = _bootstrap()
+    defines = (P4_ROOT / "include" / "defines.p4").read_text()
+    m = re.search(
+        r"#if __TARGET_TOFINO__ == 2\n#define RECIRC_PORT_LOCAL 7w(\d+)\n"
+        r"#else\n#define RECIRC_PORT_LOCAL 7w(\d+)\n",
+        defines,
+    )
+    assert m is not None, "defines.p4: RECIRC_PORT_LOCAL per generation"
+    local = {"tofino2": int(m.group(1)), "tofino": int(m.group(2))}
+    assert local == {"tofino": 68, "tofino2": 6}
+    for target, port in local.items():
+        ops = boot.plan({"target": target})
+        for what in ("jitter write-back", "reroute notice", "iRED feedback"):
+            per_pipe = sorted(
+                (op.kwargs["sid"], op.kwargs["ucast_egress_port"])
+                for op in ops
+                if op.what.startswith(what)
+            )
+            assert [p for _, p in per_pipe] == [port, 128 + port], (target, what)
+
+
 def test_bootstrap_tofino2_sessions_are_the_t2_builds() -> None:
     """``"target": "tofino2"``: the per-pipe sessions at the bases build.sh's
-    standard-t2 compiles in (8-bit mirror ids), and no session id above 255."""
+    Tofino 2 builds compile in (8-bit mirror ids), and no session id above 255."""
     boot = _bootstrap()
     build = (P4_ROOT / "build.sh").read_text()
-    t2 = build.split("standard-t2)", 1)[1].split(";;", 1)[0]
+    t2 = build.split("standard-t2|large-t2)", 1)[1].split(";;", 1)[0]
     bases = {k: int(v) for k, v in re.findall(r"-D(\w+_SESSION(?:_BASE)?)=(\d+)", t2)}
     config = boot.load_config(str(P4_ROOT.parent / "bfrt" / "site.example.json"))
     config.pop("jitter_writeback")

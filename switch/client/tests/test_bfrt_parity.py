@@ -44,16 +44,21 @@ def compiler_schema() -> dict[str, Any]:
     return dict(json.loads((fresh if fresh.is_file() else COMMITTED).read_text()))
 
 
-def softswitch_dump(flag: str) -> dict[str, Any]:
-    """The software switch's schema, started with the standard profile's sizes."""
+def softswitch_dump(
+    flag: str,
+    relay_entries: int = CONTRACT_CONFIG["relay_entries_p4"],
+    legs: int = CONTRACT_CONFIG["legs_p4"],
+) -> dict[str, Any]:
+    """The software switch's schema, started with these sizes (by default the
+    standard profile's)."""
     out = subprocess.run(
         [
             str(softswitch_binary()),
             flag,
             "--relay-entries",
-            str(CONTRACT_CONFIG["relay_entries_p4"]),
+            str(relay_entries),
             "--legs",
-            str(CONTRACT_CONFIG["legs_p4"]),
+            str(legs),
         ],
         check=True,
         capture_output=True,
@@ -117,6 +122,66 @@ def test_the_comparison_sees_a_changed_scope_size_or_annotation(
         "pipe.Egress.rtp_packets data",
         "pipe.Ingress.relay action_specs",
     ]
+
+
+# The objects whose sizes are a build's capacity: a call has 4 relay and 4
+# guard entries and 2 legs (leg_rewrite, guard_drops, the quality registers).
+# A build that splits the quality registers (large-t2) names each upper half
+# "<name>_hi"; the software switch keeps one register with both halves' cells.
+CAPACITY = {
+    "pipe.Ingress.relay",
+    "pipe.Ingress.relay_guard",
+    "pipe.Ingress.leg_rewrite",
+    "pipe.Ingress.guard_drops",
+    *(
+        f"pipe.Egress.rtp_{r}"
+        for r in (
+            "packets",
+            "lost",
+            "reordered",
+            "max_seq",
+            "transit",
+            "jitter",
+            "last_seen",
+            "payload_type",
+        )
+    ),
+}
+PROFILES = subprocess.run(
+    [str(ROOT / "switch" / "p4" / "build.sh"), "--list-all"],
+    check=True,
+    capture_output=True,
+    text=True,
+    timeout=30,
+).stdout.split()
+
+
+def capacity(bfrt: dict[str, Any], names: set[str]) -> dict[str, int]:
+    """Cells per capacity object, a split register's halves added up."""
+    out: dict[str, int] = {}
+    for t in bfrt["tables"]:
+        name = str(t["name"])
+        if name not in names and name.removesuffix("_hi") in names:
+            name = name.removesuffix("_hi")
+        if name in names:
+            out[name] = out.get(name, 0) + int(t["size"])
+    return out
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_softswitch_started_with_a_builds_sizes_has_its_capacity(profile: str) -> None:
+    """Every profile's capacity is what the software switch models when started
+    with that build's relay entries and legs: the same cells in every relay,
+    leg and quality object the build has."""
+    fresh = BUILD / f"p4relay-{profile}" / "bf-rt.json"
+    if not fresh.is_file():
+        pytest.skip(
+            f"{profile} is not compiled here (build.sh {profile}; the p4 stage compiles --list)"
+        )
+    want = capacity(json.loads(fresh.read_text()), CAPACITY)
+    relay, legs = want["pipe.Ingress.relay"], want["pipe.Ingress.leg_rewrite"]
+    got = capacity(softswitch_dump("--dump-bfrt-json", relay, legs), set(want))
+    assert got == want
 
 
 # bf-drivers' Tofino 1 fixed tables (bf_rt_port_tf1.json, bf_rt_tm_tf1.json,

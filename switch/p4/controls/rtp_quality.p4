@@ -44,15 +44,39 @@
  * detection, INT and iRED. Chains: count -> sequence -> lost/reordered;
  * transit (|D|) and J + 8 -> terms -> J' (3 stages after the clock).
  */
+/* QUALITY_SPLIT (profiles.p4): each register is two, the leg's bit
+ * QUALITY_HALF_BITS choosing the half and its low bits the cell; the upper
+ * half's register and RegisterActions carry the suffix _hi. QUALITY_RUN /
+ * QUALITY_GET run a RegisterAction on the leg's half. */
+#ifdef QUALITY_SPLIT
+typedef bit<QUALITY_HALF_BITS> quality_index_t;
+#define QUALITY_RUN(act, leg) \
+    if (leg[QUALITY_HALF_BITS:QUALITY_HALF_BITS] == 0) { \
+        act.execute(leg[QUALITY_HALF_BITS - 1:0]); \
+    } else { \
+        act##_hi.execute(leg[QUALITY_HALF_BITS - 1:0]); \
+    }
+#define QUALITY_GET(out, act, leg) \
+    if (leg[QUALITY_HALF_BITS:QUALITY_HALF_BITS] == 0) { \
+        out = act.execute(leg[QUALITY_HALF_BITS - 1:0]); \
+    } else { \
+        out = act##_hi.execute(leg[QUALITY_HALF_BITS - 1:0]); \
+    }
+#else
+typedef leg_t quality_index_t;
+#define QUALITY_RUN(act, leg) act.execute(leg);
+#define QUALITY_GET(out, act, leg) out = act.execute(leg);
+#endif
+
 control RtpQuality(
         in egress_headers_t hdr,
         inout egress_metadata_t eg_md,
         inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
     @name(".Egress.rtp_packets")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_packets;
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_packets;
     /* counts, and says whether the leg had packets before (1) or not (0) */
-    RegisterAction<bit<32>, leg_t, bit<8>>(rtp_packets) count_packet = {
+    RegisterAction<bit<32>, quality_index_t, bit<8>>(rtp_packets) count_packet = {
         void apply(inout bit<32> n, out bit<8> seen) {
             if (n == 0) {
                 seen = 0;
@@ -64,8 +88,8 @@ control RtpQuality(
     };
 
     @name(".Egress.rtp_max_seq")
-    Register<bit<16>, leg_t>(LEG_TABLE_SIZE, 0) rtp_max_seq;
-    RegisterAction<bit<16>, leg_t, bit<16>>(rtp_max_seq) seq_first = {
+    Register<bit<16>, quality_index_t>(QUALITY_CELLS, 0) rtp_max_seq;
+    RegisterAction<bit<16>, quality_index_t, bit<16>>(rtp_max_seq) seq_first = {
         void apply(inout bit<16> max_seq) {
             max_seq = hdr.rtp.sequence_number;
         }
@@ -74,7 +98,7 @@ control RtpQuality(
      * that many lost, 0x7FFF..0xFFFE older (reordered), 0xFFFF duplicate;
      * seq - 1 comes from the MAU (rtp_seq_prep), so no stage is spent on
      * the - 1 after the register */
-    RegisterAction<bit<16>, leg_t, bit<16>>(rtp_max_seq) seq_next = {
+    RegisterAction<bit<16>, quality_index_t, bit<16>>(rtp_max_seq) seq_next = {
         void apply(inout bit<16> max_seq, out bit<16> code) {
             code = eg_md.rtp_seq_m1 - max_seq;
             if (hdr.rtp.sequence_number - max_seq < RTP_SEQ_HALF_RANGE) {
@@ -84,16 +108,16 @@ control RtpQuality(
     };
 
     @name(".Egress.rtp_lost")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_lost;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_lost) add_lost = {
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_lost;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost) add_lost = {
         void apply(inout bit<32> lost) {
             lost = lost + (bit<32>)eg_md.rtp_loss_code;
         }
     };
 
     @name(".Egress.rtp_reordered")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_reordered;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_reordered) add_reordered = {
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_reordered;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_reordered) add_reordered = {
         void apply(inout bit<32> reordered) {
             reordered = reordered + 1;
         }
@@ -102,8 +126,8 @@ control RtpQuality(
     /* D = transit - last transit, returned as |D| (its sign only selects
      * which of the two differences the ALU outputs) */
     @name(".Egress.rtp_transit")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_transit;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_transit) swap_transit = {
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_transit;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_transit) swap_transit = {
         void apply(inout bit<32> transit, out bit<32> abs_d) {
             if (eg_md.rtp_transit - transit < 0x80000000) {
                 abs_d = eg_md.rtp_transit - transit;
@@ -117,33 +141,124 @@ control RtpQuality(
     /* read as J + 8 (A.8's rounding term added by the ALU); the write-back
      * copy carries J' + 8 and the write takes the 8 off again */
     @name(".Egress.rtp_jitter")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_jitter;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) read_jitter = {
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_jitter;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_jitter) read_jitter = {
         void apply(inout bit<32> jitter, out bit<32> plus_round) {
             plus_round = jitter + JITTER_ROUND;
         }
     };
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_jitter) write_jitter = {
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_jitter) write_jitter = {
         void apply(inout bit<32> jitter) {
             jitter = eg_md.writeback.jitter - JITTER_ROUND;
         }
     };
 
     @name(".Egress.rtp_last_seen")
-    Register<bit<32>, leg_t>(LEG_TABLE_SIZE, 0) rtp_last_seen;
-    RegisterAction<bit<32>, leg_t, bit<32>>(rtp_last_seen) touch = {
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_last_seen;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_last_seen) touch = {
         void apply(inout bit<32> seen_ms) {
             seen_ms = eg_md.now_ms;
         }
     };
 
     @name(".Egress.rtp_payload_type")
-    Register<bit<8>, leg_t>(LEG_TABLE_SIZE, 0) rtp_payload_type;
-    RegisterAction<bit<8>, leg_t, bit<8>>(rtp_payload_type) store_payload_type = {
+    Register<bit<8>, quality_index_t>(QUALITY_CELLS, 0) rtp_payload_type;
+    RegisterAction<bit<8>, quality_index_t, bit<8>>(rtp_payload_type) store_payload_type = {
         void apply(inout bit<8> pt) {
             pt = (bit<8>)hdr.rtp.payload_type;
         }
     };
+
+#ifdef QUALITY_SPLIT
+    /* The upper half of every register (legs from 2^QUALITY_HALF_BITS,
+     * QUALITY_HI_CELLS of them): the same ALU programs as above. */
+    @name(".Egress.rtp_packets_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_packets_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<8>>(rtp_packets_hi) count_packet_hi = {
+        void apply(inout bit<32> n, out bit<8> seen) {
+            if (n == 0) {
+                seen = 0;
+            } else {
+                seen = 1;
+            }
+            n = n + 1;
+        }
+    };
+
+    @name(".Egress.rtp_max_seq_hi")
+    Register<bit<16>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_max_seq_hi;
+    RegisterAction<bit<16>, quality_index_t, bit<16>>(rtp_max_seq_hi) seq_first_hi = {
+        void apply(inout bit<16> max_seq) {
+            max_seq = hdr.rtp.sequence_number;
+        }
+    };
+    RegisterAction<bit<16>, quality_index_t, bit<16>>(rtp_max_seq_hi) seq_next_hi = {
+        void apply(inout bit<16> max_seq, out bit<16> code) {
+            code = eg_md.rtp_seq_m1 - max_seq;
+            if (hdr.rtp.sequence_number - max_seq < RTP_SEQ_HALF_RANGE) {
+                max_seq = hdr.rtp.sequence_number;
+            }
+        }
+    };
+
+    @name(".Egress.rtp_lost_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_lost_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost_hi) add_lost_hi = {
+        void apply(inout bit<32> lost) {
+            lost = lost + (bit<32>)eg_md.rtp_loss_code;
+        }
+    };
+
+    @name(".Egress.rtp_reordered_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_reordered_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_reordered_hi) add_reordered_hi = {
+        void apply(inout bit<32> reordered) {
+            reordered = reordered + 1;
+        }
+    };
+
+    @name(".Egress.rtp_transit_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_transit_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_transit_hi) swap_transit_hi = {
+        void apply(inout bit<32> transit, out bit<32> abs_d) {
+            if (eg_md.rtp_transit - transit < 0x80000000) {
+                abs_d = eg_md.rtp_transit - transit;
+            } else {
+                abs_d = transit - eg_md.rtp_transit;
+            }
+            transit = eg_md.rtp_transit;
+        }
+    };
+
+    @name(".Egress.rtp_jitter_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_jitter_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_jitter_hi) read_jitter_hi = {
+        void apply(inout bit<32> jitter, out bit<32> plus_round) {
+            plus_round = jitter + JITTER_ROUND;
+        }
+    };
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_jitter_hi) write_jitter_hi = {
+        void apply(inout bit<32> jitter) {
+            jitter = eg_md.writeback.jitter - JITTER_ROUND;
+        }
+    };
+
+    @name(".Egress.rtp_last_seen_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_last_seen_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_last_seen_hi) touch_hi = {
+        void apply(inout bit<32> seen_ms) {
+            seen_ms = eg_md.now_ms;
+        }
+    };
+
+    @name(".Egress.rtp_payload_type_hi")
+    Register<bit<8>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_payload_type_hi;
+    RegisterAction<bit<8>, quality_index_t, bit<8>>(rtp_payload_type_hi) store_payload_type_hi = {
+        void apply(inout bit<8> pt) {
+            pt = (bit<8>)hdr.rtp.payload_type;
+        }
+    };
+#endif
 
     /* relayed RTP of an offloaded leg that passed the length check */
     action rtp_select() {
@@ -181,40 +296,40 @@ control RtpQuality(
         }
         /* index: hdr.bridged.leg straight from the PHV (a copy would cost a stage) */
         if (eg_md.rtp_on == 1) {
-            eg_md.rtp_seen = count_packet.execute(hdr.bridged.leg);
+            QUALITY_GET(eg_md.rtp_seen, count_packet, hdr.bridged.leg)
         }
         if (eg_md.rtp_on == 1) {
-            touch.execute(hdr.bridged.leg);
+            QUALITY_RUN(touch, hdr.bridged.leg)
         }
         if (eg_md.rtp_on == 1) {
-            store_payload_type.execute(hdr.bridged.leg);
+            QUALITY_RUN(store_payload_type, hdr.bridged.leg)
         }
         if (eg_md.rtp_on == 1) {
-            eg_md.rtp_transit_abs_d = swap_transit.execute(hdr.bridged.leg);
+            QUALITY_GET(eg_md.rtp_transit_abs_d, swap_transit, hdr.bridged.leg)
         }
         if (eg_md.writeback.isValid()) {
             /* the write-back copy's pass: only the jitter (Egress drops it) */
-            write_jitter.execute(eg_md.writeback.leg);
+            QUALITY_RUN(write_jitter, eg_md.writeback.leg)
         } else if (eg_md.rtp_on == 1) {
-            eg_md.jitter_plus_8 = read_jitter.execute(hdr.bridged.leg);
+            QUALITY_GET(eg_md.jitter_plus_8, read_jitter, hdr.bridged.leg)
         }
         if (eg_md.rtp_on == 1) {
             if (eg_md.rtp_seen == 0) {
-                seq_first.execute(hdr.bridged.leg);
+                QUALITY_RUN(seq_first, hdr.bridged.leg)
             } else {
-                eg_md.rtp_loss_code = seq_next.execute(hdr.bridged.leg);
+                QUALITY_GET(eg_md.rtp_loss_code, seq_next, hdr.bridged.leg)
             }
         }
         /* the loss code stays 0xFFFF (parser) unless seq_next ran; one
          * 16-bit comparison per condition (gateway input) */
         if (eg_md.rtp_loss_code[15:15] == 0) {
             if (eg_md.rtp_loss_code == 16w0x7FFF) {
-                add_reordered.execute(hdr.bridged.leg);
+                QUALITY_RUN(add_reordered, hdr.bridged.leg)
             } else if (eg_md.rtp_loss_code != 0) {
-                add_lost.execute(hdr.bridged.leg);
+                QUALITY_RUN(add_lost, hdr.bridged.leg)
             }
         } else if (eg_md.rtp_loss_code != 16w0xFFFF) {
-            add_reordered.execute(hdr.bridged.leg);
+            QUALITY_RUN(add_reordered, hdr.bridged.leg)
         }
         jitter_terms();
         /* a reroute notice (RerouteDetect, before) takes the packet's one

@@ -109,9 +109,16 @@ const bit<3> DIGEST_TYPE_REROUTE = 2;
 #ifndef REROUTE_NOTICE_SESSION_BASE
 #define REROUTE_NOTICE_SESSION_BASE 1010
 #endif
-/* Pipe-local number of the recirculation port (68, 196, 324, 452 on Tofino 1):
- * only a notice arriving there may claim to be LOCAL. */
+/* Pipe-local number of the recirculation port: only a notice or an iRED
+ * feedback copy arriving there is taken for one. Tofino 1: 68 (68, 196, 324,
+ * 452). Tofino 2: its recirculation ports are local ports 0-7 (pipe 0: 0 the
+ * PCIe CPU port, 2-5 the CPU Ethernet ports) and 68 is a front-panel port:
+ * 6 (6, 134, 262, 390). switch/bfrt/bootstrap.py's targets follow. */
+#if __TARGET_TOFINO__ == 2
+#define RECIRC_PORT_LOCAL 7w6
+#else
 #define RECIRC_PORT_LOCAL 7w68
+#endif
 /* PORT_METADATA_SIZE as a number, for a lookahead past the port metadata */
 #if __TARGET_TOFINO__ == 2
 #define PORT_METADATA_BITS 192

@@ -16,8 +16,12 @@
  *       then absent from bfrt.json; the bridged header stays (4 bytes inside
  *       the switch).
  * P4RELAY_SCALE_LARGE (sizes.p4) sizes the standard profile up, with RTP
- * quality only (its relay tables take every ingress stage); switch/p4/build.sh
- * names the combinations the p4 test stage compiles (standard, lean, large).
+ * quality only (its relay tables take every ingress stage).
+ * P4RELAY_SCALE_T2 (Tofino 2 only, sizes.p4) sizes the standard profile up
+ * with every feature, each per-leg quality register split in two
+ * (QUALITY_SPLIT, controls/rtp_quality.p4). switch/p4/build.sh
+ * names the combinations the p4 test stage compiles (standard, lean, large,
+ * standard-t2, large-t2).
  */
 #ifndef _P4RELAY_PROFILES_P4_
 #define _P4RELAY_PROFILES_P4_
@@ -28,6 +32,10 @@
 
 #if defined(P4RELAY_PROFILE_LEAN) && defined(P4RELAY_PROFILE_STANDARD)
 #error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
+#endif
+
+#if defined(P4RELAY_SCALE_T2) && (__TARGET_TOFINO__ != 2 || !defined(P4RELAY_PROFILE_STANDARD) || defined(P4RELAY_SCALE_LARGE))
+#error "P4RELAY_SCALE_T2 is the standard profile on Tofino 2 (--target tofino2), not with LEAN or SCALE_LARGE"
 #endif
 
 #ifdef P4RELAY_PROFILE_STANDARD
@@ -47,6 +55,13 @@
 #define WITH_IRED
 #endif
 #endif
+#endif
+
+/* A quality register of more than 64K legs fits no stage beside the ingress
+ * tables that many legs need: two registers, the leg's bit QUALITY_HALF_BITS
+ * choosing (sizes.p4). */
+#ifdef P4RELAY_SCALE_T2
+#define QUALITY_SPLIT
 #endif
 
 /* The per-packet queueing delay (egress_metadata_t.queue_delay_ns, the

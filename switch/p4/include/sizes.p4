@@ -16,7 +16,21 @@
  *       64K, 32,768 calls per pipe
  *   lean (relay only, P4RELAY_PROFILE_LEAN): 216K / 216K / 108K, 55,296 calls
  *   large (P4RELAY_SCALE_LARGE: RTP quality only): 184K / 184K / 92K,
- *       47,104 calls */
+ *       47,104 calls
+ * Tofino 2 (20 stages):
+ *   large-t2 (P4RELAY_SCALE_T2: every feature): 208K / 208K / 104K, 53,248
+ *       calls per pipe; each quality register in two (64K + 40K legs) */
+#ifdef P4RELAY_SCALE_T2
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 212992
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 106496
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 212992
+#endif
+#endif
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 188416
@@ -52,6 +66,23 @@
 /* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
 #ifndef LEG_TABLE_SIZE
 #define LEG_TABLE_SIZE 65536
+#endif
+/* Per-leg quality registers (controls/rtp_quality.p4): one register of
+ * LEG_TABLE_SIZE cells indexed by the leg, or with QUALITY_SPLIT (profiles.p4)
+ * two, indexed by the leg's low QUALITY_HALF_BITS bits, the next bit choosing:
+ * the lower half 2^QUALITY_HALF_BITS cells, the upper ("_hi") the rest of
+ * LEG_TABLE_SIZE. */
+#ifdef QUALITY_SPLIT
+#ifndef QUALITY_HALF_BITS
+#define QUALITY_HALF_BITS 16
+#endif
+#if LEG_TABLE_SIZE > (2 << QUALITY_HALF_BITS) || LEG_TABLE_SIZE <= (1 << QUALITY_HALF_BITS)
+#error "QUALITY_SPLIT: LEG_TABLE_SIZE must be above 1 << QUALITY_HALF_BITS and at most 2 << QUALITY_HALF_BITS"
+#endif
+#define QUALITY_CELLS (1 << QUALITY_HALF_BITS)
+#define QUALITY_HI_CELLS (LEG_TABLE_SIZE - QUALITY_CELLS)
+#else
+#define QUALITY_CELLS LEG_TABLE_SIZE
 #endif
 #ifndef IPV4_LPM_TABLE_SIZE
 #define IPV4_LPM_TABLE_SIZE 16384
