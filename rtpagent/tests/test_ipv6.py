@@ -1,0 +1,96 @@
+"""IPv6 and bridged calls: real RTPProxy (dual stack, or bridging IPv4 and
+IPv6 with `-l addr4 -6 /addr6`) behind the agent, the real softswitch."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from harness import Client, running_agent, settings
+from p4relay_switch import SwitchClient
+from p4relay_testsupport import Softswitch, wait_for
+from prometheus_client import REGISTRY
+from rtpagent.app import App
+from rtpagent.state import OffloadState, Session
+
+
+def _fallbacks(reason: str) -> float:
+    return REGISTRY.get_sample_value("rtpagent_fallbacks_total", {"reason": reason}) or 0.0
+
+
+def _settled(s: Session) -> bool:
+    return s.state is not OffloadState.PENDING
+
+
+def _only(app: App) -> Session:
+    (s,) = list(app.table)
+    return s
+
+
+async def test_bridged_call_stays_on_rtpproxy_with_its_reason(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    """RTPProxy bridging: the caller on IPv6 (external), the callee on IPv4
+    (internal). No target rewrites a 20-byte IPv4 header into a 40-byte IPv6
+    one, so RTPProxy relays it, counted under `family_bridge`."""
+    cfg = settings(tmp_path, switch=sw.address, embedded_args=["-6", "/::1"])
+    before = _fallbacks("family_bridge")
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        # `e` then `i`: the caller's side external (IPv6), the callee's internal (IPv4).
+        r_u = await cl.cmd("Uei6 br1 2001:db8:1::10 6000 f;1")
+        assert r_u is not None and r_u.split()[1] == "127.0.0.1", r_u
+        r_l = await cl.cmd("Lie br1 198.18.2.10 7000 f;1 t;1")
+        assert r_l is not None and r_l.split()[1:] == ["::1", "6"], r_l
+        await wait_for(lambda: _only(app).state is OffloadState.FALLBACK)
+        s = _only(app)
+        assert s.reason == "family_bridge"
+        assert [st.laddr for st in s.streams] == ["127.0.0.1", "::1"]
+        assert _fallbacks("family_bridge") == before + 1
+        await app.offloader.drained()
+        assert await probe.read("pipe.Ingress.relay") == []
+        # RTPProxy keeps the call: Q answers it, D ends it.
+        q = await cl.cmd("Q br1 f;1 t;1")
+        assert q is not None and not q.startswith("E"), q
+        assert await cl.cmd("D br1 f t") == "0\n"
+        await wait_for(lambda: len(app.table) == 0)
+        cl.close()
+
+
+async def test_bad_ipv6_input_is_refused_clearly_and_loses_nothing(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    """Malformed addresses get RTPProxy's own error, the family the command
+    does not name too; link-local, scoped and IPv4-mapped parties, which
+    RTPProxy takes, stay on RTPProxy with their reason."""
+    cfg = settings(tmp_path, switch=sw.address, embedded_args=["-6", "v6@::1"])
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        for cmd in (
+            "U6 bad1 2001:db8::zz 6000 f;1",  # not an address
+            "U bad2 2001:db8::10 6000 f;1",  # IPv6 without `6`
+            "U6 bad3 198.18.1.10 6000 f;1",  # IPv4 with `6`
+        ):
+            r = await cl.cmd(cmd)
+            assert r is not None and r.startswith("E"), (cmd, r)
+        assert len(app.table) == 0
+        for n, (caller, why) in enumerate(
+            (
+                ("fe80::1", "ipv6_link_local"),
+                ("fe80::1%eth0", "ipv6_link_local"),
+                ("::ffff:198.18.1.10", "ipv4_mapped"),
+            )
+        ):
+            call = f"odd{n}"
+            r_u = await cl.cmd(f"U6 {call} {caller} 6000 f;1")
+            assert r_u is not None and r_u.split()[1:] == ["::1", "6"], r_u
+            r_l = await cl.cmd(f"L6 {call} 2001:db8:2::10 7000 f;1 t;1")
+            assert r_l is not None and not r_l.startswith("E"), r_l
+            s = next(x for x in app.table if x.call_id == call)
+            await wait_for(functools.partial(_settled, s))
+            assert s.state is OffloadState.FALLBACK and s.reason == why, (caller, s.reason)
+            assert await cl.cmd(f"D {call} f t") == "0\n"
+        await app.offloader.drained()
+        assert await probe.read("pipe.Ingress.relay") == []
+        await wait_for(lambda: len(app.table) == 0)
+        cl.close()
