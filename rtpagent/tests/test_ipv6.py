@@ -33,7 +33,9 @@ async def test_bridged_call_stays_on_rtpproxy_with_its_reason(
     """RTPProxy bridging: the caller on IPv6 (external), the callee on IPv4
     (internal). No target rewrites a 20-byte IPv4 header into a 40-byte IPv6
     one, so RTPProxy relays it, counted under `family_bridge`."""
-    cfg = settings(tmp_path, switch=sw.address, embedded_args=["-6", "/::1"])
+    cfg = settings(
+        tmp_path, switch=sw.address, relay_addr=["127.0.0.1", "::1"], embedded_args=["-6", "/::1"]
+    )
     before = _fallbacks("family_bridge")
     async with running_agent(cfg) as app:
         cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
@@ -63,7 +65,7 @@ async def test_bad_ipv6_input_is_refused_clearly_and_loses_nothing(
     """Malformed addresses get RTPProxy's own error, the family the command
     does not name too; link-local, scoped and IPv4-mapped parties, which
     RTPProxy takes, stay on RTPProxy with their reason."""
-    cfg = settings(tmp_path, switch=sw.address, embedded_args=["-6", "v6@::1"])
+    cfg = settings(tmp_path, switch=sw.address, relay_addr=["127.0.0.1", "::1"])
     async with running_agent(cfg) as app:
         cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
         for cmd in (
