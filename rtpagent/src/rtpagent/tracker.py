@@ -141,7 +141,8 @@ class Tracker:
         side = s.streams[sidx]
         side.port = reply.port
         if reply.addr is not None:
-            side.laddr = reply.addr
+            # Canonical text, as the switch's learn digests name it (IPv6 has many spellings).
+            side.laddr = _canonical_ip(reply.addr, ":" in reply.addr) or reply.addr
         peer = s.streams[pidx]
         ep, hold = _endpoint(cmd.addr, cmd.port, cmd.ul.ipv6)
         if ep is not None:
