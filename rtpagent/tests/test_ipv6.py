@@ -4,14 +4,21 @@ IPv6 with `-l addr4 -6 /addr6`) behind the agent, the real softswitch."""
 from __future__ import annotations
 
 import functools
+import ipaddress
 from pathlib import Path
 
+from fakeswitch import FakeSwitch
 from harness import Client, running_agent, settings
-from p4relay_switch import SwitchClient
+from p4relay_switch import Endpoint as SwEndpoint
+from p4relay_switch import FlowKey, LearnEvent, Pipeline, SwitchClient
 from p4relay_testsupport import Softswitch, wait_for
 from prometheus_client import REGISTRY
 from rtpagent.app import App
-from rtpagent.state import OffloadState, Session
+from rtpagent.offload import Offloader
+from rtpagent.planner import PortBinding
+from rtpagent.state import Endpoint, OffloadState, Session, SessionTable, Stream
+
+SRC6 = "hdr.ipv6.src_addr"
 
 
 def _fallbacks(reason: str) -> float:
@@ -25,6 +32,22 @@ def _settled(s: Session) -> bool:
 def _only(app: App) -> Session:
     (s,) = list(app.table)
     return s
+
+
+def _int(v: object) -> int:
+    assert isinstance(v, int), v
+    return v
+
+
+def _v6(v: object) -> str:
+    return str(ipaddress.IPv6Address(_int(v)))
+
+
+async def _route_v6(address: str) -> None:
+    """What the control plane does on a dual-stack switch: ::/0 by next hop 1
+    (port 1, the `sw` fixture's)."""
+    async with SwitchClient(address, client_id=7) as c:
+        await Pipeline(c).add_routes([("::/0", 1)])
 
 
 async def test_bridged_call_stays_on_rtpproxy_with_its_reason(
@@ -96,3 +119,45 @@ async def test_bad_ipv6_input_is_refused_clearly_and_loses_nothing(
         assert await probe.read("pipe.Ingress.relay") == []
         await wait_for(lambda: len(app.table) == 0)
         cl.close()
+
+
+async def test_ipv6_nat_latch_and_a_stranger_refused() -> None:
+    """An IPv6 party inside --nat-nets waits for its first packet (the switch's
+    learn digest, IPv6 addresses) and is latched from there; a stranger at
+    another party's relay port is refused and named in brackets."""
+    relay, caller_port, callee_port = "2001:db8:ff::1", 36002, 36000
+    fake = FakeSwitch()
+    table = SessionTable()
+    off = Offloader(table, fake, nat_nets=["fd00:100:64:77::/64"], port_binding=PortBinding.LEARNED)
+    events: list[tuple[str, dict[str, object]]] = []
+    off.listeners.append(lambda kind, _s, payload: events.append((kind, payload)))
+    off.start()
+    try:
+        off.read_capabilities()  # what a SwitchUp does: this switch relays IPv6
+        assert off.planner.ipv6
+        s = Session("nat6", "f;1", to_tag="t;1")
+        s.streams = [
+            Stream(port=callee_port, laddr=relay, sdp=Endpoint("2001:db8:2::10", 7000)),
+            Stream(port=caller_port, laddr=relay, sdp=Endpoint("fd00:100:64:77::10", 6000)),
+        ]
+        table.add(s)
+        off.touch(s)
+
+        def packet(src: tuple[str, int], port: int, ingress: int) -> None:
+            fake.queue.put_nowait(
+                LearnEvent(SwEndpoint.of(*src), SwEndpoint.of(relay, port), ingress)
+            )
+
+        packet(("2001:db8:2::10", 7000), callee_port, 2)
+        packet(("2001:db8:3::10", 41000), caller_port, 4)  # the NAT66's public address
+        await wait_for(lambda: s.state is OffloadState.OFFLOADED)
+        assert s.streams[1].learned == Endpoint("2001:db8:3::10", 41000)
+        assert FlowKey("2001:db8:3::10", relay, 41000, caller_port, 4) in fake.relays
+        leg = next(lg for lg in fake.legs.values() if lg.dst_addr == "2001:db8:3::10")
+        assert (leg.dst_port, leg.src_addr, leg.src_port) == (41000, relay, caller_port)
+        packet(("2001:db8:4::10", 4000), callee_port, 5)  # a stranger
+        await wait_for(lambda: any(k == "learn_refused" for k, _ in events))
+        (refused,) = [p for k, p in events if k == "learn_refused"]
+        assert refused["source"] == "[2001:db8:4::10]:4000", refused
+    finally:
+        await off.stop()

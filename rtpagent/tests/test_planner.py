@@ -3,8 +3,10 @@ what makes the switch hold exactly the planned entries."""
 
 from __future__ import annotations
 
+import ipaddress
+
 from fakeswitch import ROUTES, port_of
-from p4relay_switch import EntryDump, FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch import EntryDump, FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry, Routes
 from p4relay_switch.names import UNBOUND_PORT
 from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
@@ -167,3 +169,34 @@ def test_address_families_decide_what_stays_on_rtpproxy() -> None:
         assert pl.desired(v6_session(caller), True) == (OffloadState.FALLBACK, why), caller
     # IPv4 calls are as before.
     assert pl.desired(session(), True) == (OffloadState.OFFLOADED, None)
+
+
+def test_plan_of_an_ipv6_call_is_bound_to_its_routes() -> None:
+    """The same entries as an IPv4 call's, in IPv6 addresses (the switch
+    client puts them in its IPv6 tables), bound by the IPv6 routes."""
+    pl = Planner()
+    pl.ipv6 = True
+    pl.routes = Routes(
+        tuple(
+            (ipaddress.ip_network(net), port)
+            for net, port in (("2001:db8:1::/64", 1), ("2001:db8:2::/64", 2), ("0.0.0.0/0", 3))
+        )
+    )
+    s = v6_session()
+    assert pl.desired(s, True) == (OffloadState.OFFLOADED, None)
+    p = pl.plan(s, [1, 2])
+    assert p.legs == (
+        LegRewrite(1, "2001:db8:ff::1", "2001:db8:1::10", 36002, 6000),
+        LegRewrite(2, "2001:db8:ff::1", "2001:db8:2::10", 36000, 7000),
+    )
+    assert [r.key for r in p.relays] == [
+        FlowKey("2001:db8:2::10", "2001:db8:ff::1", 7000, 36000, 2),
+        FlowKey("2001:db8:2::10", "2001:db8:ff::1", 7001, 36001, 2),
+        FlowKey("2001:db8:1::10", "2001:db8:ff::1", 6000, 36002, 1),
+        FlowKey("2001:db8:1::10", "2001:db8:ff::1", 6001, 36003, 1),
+    ]
+    # No IPv6 route for a party: it stays on RTPProxy, as an IPv4 one would.
+    assert pl.desired(v6_session(caller="2001:db8:9::10"), True) == (
+        OffloadState.FALLBACK,
+        "no_ingress_route",
+    )

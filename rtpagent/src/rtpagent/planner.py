@@ -83,7 +83,7 @@ FAMILY_REASONS = (IPV6_UNSUPPORTED, FAMILY_BRIDGE, FAMILY_MISMATCH, IPV6_LINK_LO
 def _switch_endpoint(addr: str, port: int) -> SwitchEndpoint:
     # Parsed once: a session's endpoints are planned again at every change of
     # it, and parsing an address costs microseconds.
-    return SwitchEndpoint(ipaddress.IPv4Address(addr), port)
+    return SwitchEndpoint(ipaddress.ip_address(addr), port)
 
 
 @functools.lru_cache(maxsize=65536)
