@@ -18,8 +18,6 @@ from rtpagent.offload import Offloader
 from rtpagent.planner import PortBinding
 from rtpagent.state import Endpoint, OffloadState, Session, SessionTable, Stream
 
-SRC6 = "hdr.ipv6.src_addr"
-
 
 def _fallbacks(reason: str) -> float:
     return REGISTRY.get_sample_value("rtpagent_fallbacks_total", {"reason": reason}) or 0.0
@@ -128,7 +126,13 @@ async def test_ipv6_nat_latch_and_a_stranger_refused() -> None:
     relay, caller_port, callee_port = "2001:db8:ff::1", 36002, 36000
     fake = FakeSwitch()
     table = SessionTable()
-    off = Offloader(table, fake, nat_nets=["fd00:100:64:77::/64"], port_binding=PortBinding.LEARNED)
+    off = Offloader(
+        table,
+        fake,
+        nat_nets=["fd00:100:64:77::/64"],
+        port_binding=PortBinding.LEARNED,
+        learn_window_ms=200,
+    )
     events: list[tuple[str, dict[str, object]]] = []
     off.listeners.append(lambda kind, _s, payload: events.append((kind, payload)))
     off.start()
