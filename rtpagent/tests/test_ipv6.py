@@ -10,7 +10,8 @@ from pathlib import Path
 from fakeswitch import FakeSwitch
 from harness import Client, running_agent, settings
 from p4relay_switch import Endpoint as SwEndpoint
-from p4relay_switch import FlowKey, LearnEvent, Pipeline, SwitchClient
+from p4relay_switch import FlowKey, LearnEvent, Pipeline, SwitchClient, names
+from p4relay_switch.names import K6_SRC_ADDR, K_BOUND_PORT, K_DST_PORT, K_SRC_PORT
 from p4relay_testsupport import Softswitch, wait_for
 from prometheus_client import REGISTRY
 from rtpagent.app import App
@@ -46,6 +47,52 @@ async def _route_v6(address: str) -> None:
     (port 1, the `sw` fixture's)."""
     async with SwitchClient(address, client_id=7) as c:
         await Pipeline(c).add_routes([("::/0", 1)])
+
+
+async def test_ipv6_call_offloaded_and_removed(
+    tmp_path: Path, sw: Softswitch, probe: SwitchClient
+) -> None:
+    """`U6`/`L6` through the real RTPProxy (dual stack): the call's entries in
+    the switch's IPv6 tables, bound to the route's port, guarded; `D` removes them."""
+    await _route_v6(sw.address)
+    cfg = settings(tmp_path, switch=sw.address, relay_addr=["127.0.0.1", "::1"])
+    async with running_agent(cfg) as app:
+        cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+        r_u = await cl.cmd("U6c0,8 v6call 2001:db8:1::10 6000 f;1")
+        assert r_u is not None and r_u.split()[1:] == ["::1", "6"], r_u
+        r_l = await cl.cmd("L6 v6call 2001:db8:2::10 7000 f;1 t;1")
+        assert r_l is not None and r_l.split()[1:] == ["::1", "6"], r_l
+        port_b, port_a = int(r_u.split()[0]), int(r_l.split()[0])
+        await wait_for(lambda: app.offloader.plans)
+        s = _only(app)
+        assert s.state is OffloadState.OFFLOADED and s.reason is None
+        got = {
+            (_v6(e.key[K6_SRC_ADDR]), _int(e.key[K_SRC_PORT]), _int(e.key[K_DST_PORT])): e
+            for e in await probe.read(names.RELAY6)
+        }
+        # caller -> the answer's port, callee -> the offer's; RTCP + 1; on the route's port
+        assert set(got) == {
+            ("2001:db8:1::10", 6000, port_a),
+            ("2001:db8:1::10", 6001, port_a + 1),
+            ("2001:db8:2::10", 7000, port_b),
+            ("2001:db8:2::10", 7001, port_b + 1),
+        }
+        assert {_int(e.key[K_BOUND_PORT]) for e in got.values()} == {1}
+        assert len(await probe.read(names.RELAY_GUARD6)) == 4
+        rewrites = {_v6(e.data["dst_addr"]): e.data for e in await probe.read(names.LEG_REWRITE6)}
+        assert set(rewrites) == {"2001:db8:1::10", "2001:db8:2::10"}
+        assert _v6(rewrites["2001:db8:2::10"]["src_addr"]) == "::1"
+        assert rewrites["2001:db8:2::10"]["dst_port"] == 7000
+        assert rewrites["2001:db8:2::10"]["src_port"] == port_b
+        assert await probe.read(names.RELAY) == []  # nothing in the IPv4 tables
+        q = await cl.cmd("Q v6call f;1 t;1")
+        assert q is not None and len(q.split()) == 5, q
+        assert await cl.cmd("D v6call f t") == "0\n"
+        await wait_for(lambda: not app.offloader.plans)
+        assert await probe.read(names.RELAY6) == []
+        assert await probe.read(names.LEG_REWRITE6) == []
+        assert await probe.read(names.RELAY_GUARD6) == []
+        cl.close()
 
 
 async def test_bridged_call_stays_on_rtpproxy_with_its_reason(
