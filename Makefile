@@ -14,8 +14,8 @@ test: setup  ## lint, then every suite (Rust, Python, PTF, server, e2e, web); on
 lint:  ## ruff, mypy, rustfmt, clippy, eslint, tsc, offline dependency audit
 	@scripts/lint.sh
 
-demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + server + console, live SIPp calls
-	@scripts/demo.sh
+demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + server + console, live SIPp calls (options: ARGS="--ipv6 --plain ...")
+	@scripts/demo.sh $(ARGS)
 
 bench: setup  ## every benchmark; prints their tables
 	@scripts/run-stages.sh bench $(STAGE)

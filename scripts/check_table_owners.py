@@ -38,6 +38,7 @@ PRODUCTION = ("collector/src/", "rtpagent/src/", "server/src/", "deploy/", "swit
 
 OWNED_TABLES = {
     "pipe.Ingress.ipv4_lpm",
+    "pipe.Ingress.ipv6_lpm",
     "pipe.Ingress.nexthop",
     "pipe.Ingress.reroute_watch",
     "pipe.Egress.reroute_class",
@@ -53,6 +54,7 @@ OWNED_TABLES = {
 # The contract's names for them (p4relay_switch.names).
 OWNED_CONSTANTS = {
     "IPV4_LPM",
+    "IPV6_LPM",
     "NEXTHOP",
     "REROUTE_WATCH",
     "REROUTE_CLASS",

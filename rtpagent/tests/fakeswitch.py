@@ -67,6 +67,10 @@ class FakeSwitch:
     def connected(self) -> bool:
         return self.up
 
+    @property
+    def relays_ipv6(self) -> bool:
+        return True
+
     async def start(self) -> None:
         self.queue.put_nowait(SwitchUp(restarted=False))
 

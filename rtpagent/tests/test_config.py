@@ -37,6 +37,13 @@ def test_former_environment_names_are_read_with_a_warning(
 def test_bad_config_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--listen", "udp:nothost:1", "--check-config"]) == 2
     assert "configuration error" in capsys.readouterr().err
+    for addr, says in (
+        ("2001:db8::zz", "not an IPv4 or IPv6 address"),
+        ("fe80::1", "link-local"),
+        ("::ffff:198.18.0.10", "IPv4-mapped"),
+    ):
+        assert main(["--relay-addr", addr, "--check-config"]) == 2
+        assert says in capsys.readouterr().err, addr
 
 
 def test_help_lists_every_setting() -> None:

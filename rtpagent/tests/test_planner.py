@@ -3,8 +3,10 @@ what makes the switch hold exactly the planned entries."""
 
 from __future__ import annotations
 
+import ipaddress
+
 from fakeswitch import ROUTES, port_of
-from p4relay_switch import EntryDump, FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry
+from p4relay_switch import EntryDump, FlowKey, GuardEntry, GuardKey, LegRewrite, RelayEntry, Routes
 from p4relay_switch.names import UNBOUND_PORT
 from rtpagent.planner import Planner, PortBinding, reconciliation
 from rtpagent.state import Endpoint, OffloadState, Session, Stream
@@ -132,3 +134,69 @@ def test_binding_off_installs_every_leg_unbound() -> None:
     assert {r.key.ingress_port for r in pl.plan(s, [1, 2]).relays} == {UNBOUND_PORT}
     # a caller behind NAT still waits for learning (the policy still holds)
     assert pl.desired(session("10.1.2.3"), True) == (OffloadState.LEARNING, None)
+
+
+def v6_session(caller: str = "2001:db8:1::10", callee: str = "2001:db8:2::10") -> Session:
+    """A call whose parties and relay addresses are IPv6 (RTPProxy's `6`)."""
+    s = Session("plan6", "f;1", to_tag="t;1")
+    s.streams = [
+        Stream(port=36000, laddr="2001:db8:ff::1", sdp=Endpoint(callee, 7000)),
+        Stream(port=36002, laddr="2001:db8:ff::1", sdp=Endpoint(caller, 6000)),
+    ]
+    return s
+
+
+def test_address_families_decide_what_stays_on_rtpproxy() -> None:
+    pl = Planner(port_binding=PortBinding.OFF)
+    # A program without the IPv6 relay keeps IPv6 calls on RTPProxy.
+    assert pl.desired(v6_session(), True) == (OffloadState.FALLBACK, "ipv6")
+    pl.ipv6 = True
+    assert pl.desired(v6_session(), True) == (OffloadState.OFFLOADED, None)
+    # Bridged (the caller on IPv6, the callee on IPv4; RTPProxy translates).
+    bridged = v6_session()
+    bridged.streams[0] = Stream(port=36000, laddr="127.0.0.1", sdp=Endpoint("198.18.2.10", 7000))
+    assert pl.desired(bridged, True) == (OffloadState.FALLBACK, "family_bridge")
+    # A party signalled in the other family than the relay address it sends to.
+    odd = v6_session()
+    odd.streams[1].sdp = Endpoint("198.18.1.10", 6000)
+    assert pl.desired(odd, True) == (OffloadState.FALLBACK, "family_mismatch")
+    # Addresses a switch never forwards to, though RTPProxy takes them.
+    for caller, why in (
+        ("fe80::1", "ipv6_link_local"),
+        ("fe80::1%eth0", "ipv6_link_local"),
+        ("::ffff:198.18.1.10", "ipv4_mapped"),
+    ):
+        assert pl.desired(v6_session(caller), True) == (OffloadState.FALLBACK, why), caller
+    # IPv4 calls are as before.
+    assert pl.desired(session(), True) == (OffloadState.OFFLOADED, None)
+
+
+def test_plan_of_an_ipv6_call_is_bound_to_its_routes() -> None:
+    """The same entries as an IPv4 call's, in IPv6 addresses (the switch
+    client puts them in its IPv6 tables), bound by the IPv6 routes."""
+    pl = Planner()
+    pl.ipv6 = True
+    pl.routes = Routes(
+        tuple(
+            (ipaddress.ip_network(net), port)
+            for net, port in (("2001:db8:1::/64", 1), ("2001:db8:2::/64", 2), ("0.0.0.0/0", 3))
+        )
+    )
+    s = v6_session()
+    assert pl.desired(s, True) == (OffloadState.OFFLOADED, None)
+    p = pl.plan(s, [1, 2])
+    assert p.legs == (
+        LegRewrite(1, "2001:db8:ff::1", "2001:db8:1::10", 36002, 6000),
+        LegRewrite(2, "2001:db8:ff::1", "2001:db8:2::10", 36000, 7000),
+    )
+    assert [r.key for r in p.relays] == [
+        FlowKey("2001:db8:2::10", "2001:db8:ff::1", 7000, 36000, 2),
+        FlowKey("2001:db8:2::10", "2001:db8:ff::1", 7001, 36001, 2),
+        FlowKey("2001:db8:1::10", "2001:db8:ff::1", 6000, 36002, 1),
+        FlowKey("2001:db8:1::10", "2001:db8:ff::1", 6001, 36003, 1),
+    ]
+    # No IPv6 route for a party: it stays on RTPProxy, as an IPv4 one would.
+    assert pl.desired(v6_session(caller="2001:db8:9::10"), True) == (
+        OffloadState.FALLBACK,
+        "no_ingress_route",
+    )

@@ -230,6 +230,16 @@ def test_out_of_range_and_loosely_typed_values_are_refused(
     assert any(field in d["loc"] for d in r.json()["detail"])
 
 
+def test_addresses_that_cannot_be_stored_are_refused(client: TestClient, auth: Auth) -> None:
+    """An IPv6 zone, a prefix or a port glued on: a clear 422 naming the field."""
+    for addr in ("fe80::1%eth0", "fd00::10%1", "198.18.1.10/24", "::ffff:1.2.3.4:5"):
+        item = session_item("scoped;1")
+        item["legs"][0]["src"]["addr"] = addr
+        r = client.post("/api/v1/ingest", json=batch(sessions=[item]), headers=auth.ingest)
+        assert r.status_code == 422, (addr, r.text)
+        assert any("addr" in d["loc"] for d in r.json()["detail"]), addr
+
+
 def test_largest_values_cannot_poison_a_session(
     client: TestClient, auth: Auth, clean: Engine
 ) -> None:

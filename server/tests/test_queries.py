@@ -382,6 +382,131 @@ def test_session_parties(client: TestClient, auth: Auth, calls: Any) -> None:
     assert [(r["caller"], r["callee"]) for r in rows] == [("198.18.1.17:6000", "198.18.2.10:7000")]
 
 
+def _legs(caller: tuple[str, int], relay_in: str, relay_out: str, callee: tuple[str, int]) -> Any:
+    """Both legs of a call: caller -> relay_in ... relay_out -> callee and back."""
+    return [
+        {
+            "direction": "caller_to_callee",
+            "src": {"addr": caller[0], "port": caller[1]},
+            "relay_in": {"addr": relay_in, "port": 20000},
+            "relay_out": {"addr": relay_out, "port": 20002},
+            "dst": {"addr": callee[0], "port": callee[1]},
+            "installed": True,
+        },
+        {
+            "direction": "callee_to_caller",
+            "src": {"addr": callee[0], "port": callee[1]},
+            "relay_in": {"addr": relay_out, "port": 20002},
+            "relay_out": {"addr": relay_in, "port": 20000},
+            "dst": {"addr": caller[0], "port": caller[1]},
+            "installed": True,
+        },
+    ]
+
+
+@pytest.fixture
+def dual_stack(client: TestClient, auth: Auth, calls: Any) -> None:
+    """Beside the IPv4 calls: an IPv6 call, a bridged one (IPv4 caller, IPv6
+    callee) and an IPv6 call from another prefix."""
+    at = T0 + dt.timedelta(hours=1)
+    ingest(
+        client,
+        auth,
+        sessions=[
+            session_item(
+                "v6;1",
+                started_at=iso(at),
+                legs=_legs(
+                    ("fd00:198:18:1::10", 6000),
+                    "fd00:198:18::10",
+                    "fd00:198:18::10",
+                    ("fd00:198:18:2::10", 7000),
+                ),
+            ),
+            session_item(
+                "bridged;1",
+                started_at=iso(at + dt.timedelta(minutes=1)),
+                offloaded=False,
+                offload_reason="bridged",
+                legs=_legs(
+                    ("198.18.1.10", 6002),
+                    "198.18.0.10",
+                    "fd00:198:18::10",
+                    ("fd00:198:18:2::10", 7002),
+                ),
+            ),
+            session_item(
+                "doc;1",
+                started_at=iso(at + dt.timedelta(minutes=2)),
+                legs=_legs(
+                    ("2001:db8:0:1::10", 6004),
+                    "fd00:198:18::10",
+                    "fd00:198:18::10",
+                    ("2001:db8::20", 7004),
+                ),
+            ),
+        ],
+    )
+
+
+# (params, call ids newest first); one ingest for all (each test pays a clean database)
+IPV6_FILTERS: list[tuple[dict[str, Any], list[str]]] = [
+    # any spelling of an IPv6 address finds it
+    ({"address": "fd00:198:18:1:0:0:0:10"}, ["v6"]),
+    ({"address": "FD00:198:18:2::10"}, ["bridged", "v6"]),
+    ({"address": "2001:db8::20"}, ["doc"]),
+    ({"address": "fd00:198:18::10"}, []),  # the relay's IPv6 address is not a party
+    ({"prefix": "fd00::/8"}, ["bridged", "v6"]),
+    ({"prefix": "fd00:198:18:1::/64"}, ["v6"]),
+    ({"prefix": "2001:db8::/32"}, ["doc"]),
+    ({"prefix": "::/0"}, ["doc", "bridged", "v6"]),
+    ({"prefix": "198.18.1.10/32", "started_from": iso(T0 + dt.timedelta(hours=1))}, ["bridged"]),
+    ({"prefix": "fd00::/8", "offloaded": "false"}, ["bridged"]),
+    ({"prefix": "198.18.1.16/31"}, ["call-07", "call-06"]),
+    ({"prefix": "198.18.1.17/24", "limit": 3}, ["bridged", "call-11", "call-10"]),  # host bits
+    ({"prefix": "198.18.0.10/32"}, []),  # the relay's IPv4 address is not a party
+]
+BAD_ADDRESS_PARAMS = [
+    {"address": "198.18.1.0/24"},
+    {"address": "fe80::1%eth0"},
+    {"prefix": "not-a-prefix"},
+    {"prefix": "198.18.1.0/33"},
+    {"prefix": "fd00::/129"},
+    {"prefix": "fe80::1%eth0/64"},
+]
+
+
+def test_ipv6_and_prefix_filters(client: TestClient, auth: Auth, dual_stack: None) -> None:
+    for params, expected in IPV6_FILTERS:
+        page = get(client, auth, "/api/v1/sessions", **{"limit": 100, **params})
+        assert [s["call_id"] for s in page["items"]] == expected, params
+    for params in BAD_ADDRESS_PARAMS:
+        r = client.get("/api/v1/sessions", params=params, headers=auth.viewer)
+        assert r.status_code == 422, params
+        assert r.json()["detail"][0]["msg"], params
+
+
+def test_ipv6_parties_in_list_detail_and_csv(
+    client: TestClient, auth: Auth, dual_stack: None
+) -> None:
+    items = {s["call_id"]: s for s in get(client, auth, "/api/v1/sessions", limit=100)["items"]}
+    assert (items["bridged"]["caller"], items["bridged"]["callee"]) == (
+        "198.18.1.10:6002",
+        "[fd00:198:18:2::10]:7002",
+    )
+    d = get(client, auth, f"/api/v1/sessions/{items['bridged']['id']}")
+    leg = next(x for x in d["legs"] if x["direction"] == "caller_to_callee")
+    assert (leg["relay_in"]["addr"], leg["relay_out"]["addr"]) == ("198.18.0.10", "fd00:198:18::10")
+    assert d["offload_reason"] == "bridged"
+    r = client.get("/api/v1/sessions/export.csv", params={"prefix": "fd00::/16"}, headers=auth.read)
+    assert r.status_code == 200, r.text
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert [(row["call_id"], row["caller"], row["callee"]) for row in rows] == [
+        ("bridged", "198.18.1.10:6002", "[fd00:198:18:2::10]:7002"),
+        ("v6", "[fd00:198:18:1::10]:6000", "[fd00:198:18:2::10]:7000"),
+    ]
+
+
 def test_quality_series_downsampled(client: TestClient, auth: Auth, calls: Any) -> None:
     key = "call-11;t"
     t = T0 + dt.timedelta(minutes=11)

@@ -28,6 +28,9 @@
 #include "controls/ired.p4"
 #endif
 #include "controls/relay_sessions.p4"
+#ifdef WITH_IPV6
+#include "controls/relay6_sessions.p4"
+#endif
 #include "controls/learn_filter.p4"
 #ifdef WITH_REROUTE
 #include "controls/reroute.p4"

@@ -101,6 +101,16 @@ class Profile:
             calls = min(calls, sum(self.quality_halves) // 2)
         return calls
 
+    @property
+    def calls6_per_pipe(self) -> int:
+        """IPv6 calls: 4 relay6 entries, 4 relay_guard6 entries, 2 leg_rewrite6
+        entries, their legs out of the same leg space as IPv4's (calls_per_pipe
+        bounds IPv4 + IPv6 calls together). 0: the build has no IPv6 relay."""
+        relay = self.sizes.get("pipe.Ingress.relay6", 0)
+        guard = self.sizes.get("pipe.Ingress.relay_guard6", 0)
+        legs = self.sizes.get("pipe.Ingress.leg_rewrite6", 0)
+        return min(relay // 4, guard // 4, legs // 2, self.calls_per_pipe)
+
 
 def _first_error(log: str) -> str:
     for line in log.splitlines():
@@ -193,7 +203,7 @@ def load(path: Path) -> Profile:
 
 
 def summary_lines(profiles: list[Profile]) -> list[str]:
-    head = f"{'profile':12} {'target':8} {'result':6} {'stages in/eg':>12} {'SRAM':>12} {'TCAM':>10} {'map RAM':>12} {'calls/pipe':>10}  time"
+    head = f"{'profile':12} {'target':8} {'result':6} {'stages in/eg':>12} {'SRAM':>12} {'TCAM':>10} {'map RAM':>12} {'calls/pipe':>10} {'v6':>6}  time"
     lines = [head]
     for p in profiles:
         if not p.ok:
@@ -202,7 +212,8 @@ def summary_lines(profiles: list[Profile]) -> list[str]:
         lines.append(
             f"{p.name:12} {p.target:8} {'ok':6} {p.ingress_stages:>5} / {p.egress_stages:<4} "
             f"{p.sram:>4} ({p.pct(p.sram, SRAM_PER_STAGE):>4}) {p.tcam:>3} ({p.pct(p.tcam, TCAM_PER_STAGE):>4}) "
-            f"{p.map_ram:>4} ({p.pct(p.map_ram, MAP_RAM_PER_STAGE):>4}) {p.calls_per_pipe:>10}  {p.compile_s:.0f} s"
+            f"{p.map_ram:>4} ({p.pct(p.map_ram, MAP_RAM_PER_STAGE):>4}) {p.calls_per_pipe:>10} "
+            f"{p.calls6_per_pipe:>6}  {p.compile_s:.0f} s"
         )
     return lines
 
@@ -216,8 +227,9 @@ def table_lines(profiles: list[Profile]) -> list[str]:
         "| profile | target | relay / guard / legs per pipe | stages (ingress / egress of the pipe's) "
         "| SRAM blocks | TCAM blocks | map RAM "
         "| PHV bits (normal / tagalong) "
-        "| calls per pipe | per 2-pipe switch | per 4-pipe switch |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| calls per pipe | per 2-pipe switch | per 4-pipe switch "
+        "| of them IPv6, per pipe (relay6 / guard6 / legs6) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in profiles:
         s = p.sizes
@@ -230,7 +242,7 @@ def table_lines(profiles: list[Profile]) -> list[str]:
         target = "Tofino 2" if p.target == "tofino2" else "Tofino 1"
         if not p.ok:
             lines.append(
-                f"| {p.name} | {target} | {sizes} | does not fit: {p.error} | | | | | | | |"
+                f"| {p.name} | {target} | {sizes} | does not fit: {p.error} | | | | | | | | |"
             )
             continue
         c = p.calls_per_pipe
@@ -241,9 +253,20 @@ def table_lines(profiles: list[Profile]) -> list[str]:
             f"| {p.tcam} of {TCAM_PER_STAGE * n} ({p.pct(p.tcam, TCAM_PER_STAGE)}) "
             f"| {p.map_ram} of {MAP_RAM_PER_STAGE * n} ({p.pct(p.map_ram, MAP_RAM_PER_STAGE)}) "
             f"| {p.phv_bits:,} / {p.tphv_bits:,} "
-            f"| {c:,} | {c * PIPES[0]:,} | {c * PIPES[1]:,} |"
+            f"| {c:,} | {c * PIPES[0]:,} | {c * PIPES[1]:,} | {_v6(p)} |"
         )
     return lines
+
+
+def _v6(p: Profile) -> str:
+    """The IPv6 calls column: up to this many of a pipe's calls are IPv6."""
+    s = p.sizes
+    if "pipe.Ingress.relay6" not in s:
+        return "none (IPv4 only)"
+    return (
+        f"{p.calls6_per_pipe:,} ({_k(s['pipe.Ingress.relay6'])} / "
+        f"{_k(s.get('pipe.Ingress.relay_guard6', 0))} / {_k(s.get('pipe.Ingress.leg_rewrite6', 0))})"
+    )
 
 
 def _short(name: str) -> str:

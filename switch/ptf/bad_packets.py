@@ -2,7 +2,8 @@
 
 truncated / inconsistent IPv4 .... dropped
 bad IPv4 header checksum ......... dropped (RFC 1812 5.2.2)
-non-IPv4 (ARP, IPv6) ............. dropped (the pipeline routes IPv4 only)
+non-IP, IPv6 with no route ....... dropped (ARP and NDP go to the CPU port)
+IPv6 version != 6, truncated .... dropped
 IPv4 options ..................... routed and relayed, options kept
 fragments ........................ routed, never relayed (no ports past the first)
 non-RTP UDP on a relay 5-tuple ... relayed, quality registers untouched
@@ -70,7 +71,11 @@ class NonIpv4Dropped(P4RelayTest):
             / UDP(sport=1, dport=2)
         )
         lldp = Ether(src=HOST_MAC[1], dst="01:80:c2:00:00:0e", type=0x88CC) / Raw(b"\x00" * 46)
-        for p in (arp, v6, lldp):
+        v6_bytes = bytes(v6)
+        # the IPv6 EtherType with version 4 in the header, and an IPv6 header cut short
+        v6_version4 = v6_bytes[:14] + bytes([0x40 | (v6_bytes[14] & 0x0F)]) + v6_bytes[15:]
+        v6_short = v6_bytes[: 14 + 30]
+        for p in (arp, v6, lldp, v6_version4, v6_short):
             self.send(1, p)
         self.expect_nothing(1.0)
         _alive(self)

@@ -12,6 +12,7 @@ software switch.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from p4relay_switch.model import (
     RelayCall,
     RelayIdle,
     ip,
+    is_v6,
 )
 
 ALL_PIPES = 0xFFFF
@@ -323,23 +325,47 @@ def key_int(v: KeyValue) -> int:
 # ---------------------------------------------------------------- the call model
 
 
-def batch_writes(b: EntryBatch, ttl_ms: int = 0) -> list[tuple[str, str, list[Entry]]]:
+def batch_writes(
+    b: EntryBatch, ttl_ms: int = 0, relay6_ids: Mapping[str, int] | None = None
+) -> list[tuple[str, str, list[Entry]]]:
     """An `EntryBatch` as bfrt_grpc writes, in the batch's order (guards and
     relays removed first, legs last; legs added first, guards last):
     (operation, table, entries). The one mapping from the call model to the
-    program's entries."""
+    program's entries. IPv6 entries go to the IPv6 tables, their relay
+    address as its relay_id (``relay6_ids``: relay6_addr's, by address)."""
     writes: list[tuple[str, str, list[Entry]]] = []
+    ids = relay6_ids or {}
 
     def add(op: str, table: str, entries: list[Entry]) -> None:
         if entries:
             writes.append((op, table, entries))
 
-    add(
-        "delete",
+    def guard_key(dst_addr: str, dst_port: int) -> dict[str, KeyValue]:
+        if is_v6(dst_addr):
+            return {n.K_RELAY_ID: relay_id(ids, dst_addr), n.K_DST_PORT: dst_port}
+        return {n.K_DST_ADDR: dst_addr, n.K_DST_PORT: dst_port}
+
+    def by_family(table: str, table6: str, items: Iterable[Any], v6: Any, entry: Any) -> None:
+        items = list(items)
+        add_op = [(table, [x for x in items if not v6(x)]), (table6, [x for x in items if v6(x)])]
+        for t, xs in add_op:
+            add(op_now, t, [entry(x) for x in xs])
+
+    op_now = "delete"
+    by_family(
         n.RELAY_GUARD,
-        [Entry({n.K_DST_ADDR: g.dst_addr, n.K_DST_PORT: g.dst_port}) for g in b.del_guards],
+        n.RELAY_GUARD6,
+        b.del_guards,
+        lambda g: is_v6(g.dst_addr),
+        lambda g: Entry(guard_key(g.dst_addr, g.dst_port)),
     )
-    add("delete", n.RELAY, [Entry(flow_key(k)) for k in b.del_relays])
+    by_family(
+        n.RELAY,
+        n.RELAY6,
+        b.del_relays,
+        lambda k: is_v6(k.dst_addr),
+        lambda k: Entry(flow_key(k, ids)),
+    )
     for reg in n.QUALITY_REGISTERS:
         add(
             "modify",
@@ -357,31 +383,44 @@ def batch_writes(b: EntryBatch, ttl_ms: int = 0) -> list[tuple[str, str, list[En
             for leg in b.reset_legs
         ],
     )
-    add("modify", n.LEG_REWRITE, [leg_entry(lg) for lg in b.mod_legs])
-    add("insert", n.LEG_REWRITE, [leg_entry(lg) for lg in b.add_legs])
+    op_now = "modify"
+    by_family(n.LEG_REWRITE, n.LEG_REWRITE6, b.mod_legs, lambda lg: lg.v6, leg_entry)
+    op_now = "insert"
+    by_family(n.LEG_REWRITE, n.LEG_REWRITE6, b.add_legs, lambda lg: lg.v6, leg_entry)
     ttl = {n.TTL: ttl_ms} if ttl_ms else {}
-    add(
-        "insert",
+    by_family(
         n.RELAY,
-        [
-            Entry(flow_key(r.key), n.A_RELAY_LEG, {"leg": r.leg, "rtcp": int(r.rtcp), **ttl})
-            for r in b.add_relays
-        ],
+        n.RELAY6,
+        b.add_relays,
+        lambda r: is_v6(r.key.dst_addr),
+        lambda r: Entry(
+            flow_key(r.key, ids),
+            n.A_RELAY6_LEG if is_v6(r.key.dst_addr) else n.A_RELAY_LEG,
+            {"leg": r.leg, "rtcp": int(r.rtcp), **ttl},
+        ),
     )
-    add(
-        "insert",
+    by_family(
         n.RELAY_GUARD,
-        [
-            Entry(
-                {n.K_DST_ADDR: g.key.dst_addr, n.K_DST_PORT: g.key.dst_port},
-                n.A_GUARD_DROP,
-                {"leg": g.leg},
-            )
-            for g in b.add_guards
-        ],
+        n.RELAY_GUARD6,
+        b.add_guards,
+        lambda g: is_v6(g.key.dst_addr),
+        lambda g: Entry(
+            guard_key(g.key.dst_addr, g.key.dst_port),
+            n.A_GUARD6_DROP if is_v6(g.key.dst_addr) else n.A_GUARD_DROP,
+            {"leg": g.leg},
+        ),
     )
     add("delete", n.LEG_REWRITE, [Entry({n.K_LEG: leg}) for leg in b.del_legs])
+    add("delete", n.LEG_REWRITE6, [Entry({n.K_LEG6: leg}) for leg in b.del_legs6])
     return writes
+
+
+def relay_id(ids: Mapping[str, int], addr: str) -> int:
+    """The relay_id of a relay IPv6 address (KeyError: no relay6_addr entry)."""
+    rid = ids.get(str(ipaddress.IPv6Address(addr)))
+    if rid is None:
+        raise KeyError(f"{addr} has no relay6_addr entry")
+    return rid
 
 
 def register_field(register: str) -> str:
@@ -389,7 +428,15 @@ def register_field(register: str) -> str:
     return register.removeprefix("pipe.") + ".f1"
 
 
-def flow_key(k: FlowKey) -> dict[str, KeyValue]:
+def flow_key(k: FlowKey, relay6_ids: Mapping[str, int] | None = None) -> dict[str, KeyValue]:
+    if is_v6(k.dst_addr):
+        return {
+            n.K6_SRC_ADDR: k.src_addr,
+            n.K_RELAY_ID: relay_id(relay6_ids or {}, k.dst_addr),
+            n.K_SRC_PORT: k.src_port,
+            n.K_DST_PORT: k.dst_port,
+            n.K_BOUND_PORT: k.ingress_port,
+        }
     return {
         n.K_SRC_ADDR: k.src_addr,
         n.K_DST_ADDR: k.dst_addr,
@@ -400,6 +447,17 @@ def flow_key(k: FlowKey) -> dict[str, KeyValue]:
 
 
 def leg_entry(lg: LegRewrite) -> Entry:
+    if lg.v6:
+        return Entry(
+            {n.K_LEG6: lg.leg},
+            n.A_REWRITE6,
+            {
+                "src_addr": lg.src_addr,
+                "dst_addr": lg.dst_addr,
+                "src_port": lg.src_port,
+                "dst_port": lg.dst_port,
+            },
+        )
     return Entry(
         {n.K_LEG: lg.leg},
         n.A_REWRITE,
@@ -418,13 +476,15 @@ class Calls:
 
     def __init__(self, tables: Tables) -> None:
         self.t = tables
+        # the relay's IPv6 addresses -> relay_id, as the test wrote relay6_addr
+        self.relay6_ids: dict[str, int] = {}
 
     def write(self, b: EntryBatch, ttl_ms: int = 0) -> None:
         """The batch's writes in order. When one fails, what this batch
         inserted is deleted again (never an entry whose own insert failed,
         e.g. ALREADY_EXISTS: it is someone else's) and the error is raised."""
         inserted: list[tuple[str, list[Entry]]] = []
-        for op, table, entries in batch_writes(b, ttl_ms):
+        for op, table, entries in batch_writes(b, ttl_ms, self.relay6_ids):
             try:
                 if op == "delete":
                     self.t.delete(table, [e.key for e in entries])
@@ -459,26 +519,34 @@ class Calls:
 
     def unguard(self, call: RelayCall) -> None:
         """The call's guards that are there (a call may never have been guarded)."""
-        present = {
-            (str(ip(key_int(r.key[n.K_DST_ADDR]))), key_int(r.key[n.K_DST_PORT]))
-            for r in self.t.read(n.RELAY_GUARD, from_hw=False)
-        }
+        if call.v6:
+            addrs = {rid: a for a, rid in self.relay6_ids.items()}
+            present = {
+                (addrs.get(key_int(r.key[n.K_RELAY_ID]), ""), key_int(r.key[n.K_DST_PORT]))
+                for r in self.t.read(n.RELAY_GUARD6, from_hw=False)
+            }
+        else:
+            present = {
+                (str(ip(key_int(r.key[n.K_DST_ADDR]))), key_int(r.key[n.K_DST_PORT]))
+                for r in self.t.read(n.RELAY_GUARD, from_hw=False)
+            }
         keys = tuple(g for g in call.guard_keys() if (g.dst_addr, g.dst_port) in present)
         self.write(EntryBatch(del_guards=keys))
 
     def remove(self, call: RelayCall) -> None:
         self.unguard(call)
         b = call.removal()
-        self.write(EntryBatch(del_relays=b.del_relays, del_legs=b.del_legs))
+        self.write(EntryBatch(del_relays=b.del_relays, del_legs=b.del_legs, del_legs6=b.del_legs6))
 
     def counters(self, call: RelayCall) -> dict[int, Counters]:
         """leg -> packets/bytes of its direction (leg_rewrite's direct counter)."""
         out = {leg: Counters(0, 0) for leg in call.legs}
-        present = {key_int(r.key[n.K_LEG]) for r in self.t.read(n.LEG_REWRITE, from_hw=False)}
+        table, k_leg = (n.LEG_REWRITE6, n.K_LEG6) if call.v6 else (n.LEG_REWRITE, n.K_LEG)
+        present = {key_int(r.key[k_leg]) for r in self.t.read(table, from_hw=False)}
         legs = [leg for leg in call.legs if leg in present]
         if legs:
-            for r in self.t.read(n.LEG_REWRITE, [{n.K_LEG: leg} for leg in legs]):
-                out[key_int(r.key[n.K_LEG])] = Counters(
+            for r in self.t.read(table, [{k_leg: leg} for leg in legs]):
+                out[key_int(r.key[k_leg])] = Counters(
                     int(r.data[n.COUNTER_PKTS]), int(r.data[n.COUNTER_BYTES])
                 )
         return out
@@ -512,19 +580,25 @@ class Calls:
 # ---------------------------------------------------------------- notifications
 
 
-def learn_events(learn: Any, digest: Any) -> list[LearnEvent]:
-    """A `pipe.IngressDeparser.learn` digest as the model's events."""
+def learn_events(learn: Any, digest: Any, *, v6: bool = False) -> list[LearnEvent]:
+    """A `pipe.IngressDeparser.learn` (``v6``: `learn6`) digest as the model's events."""
     out: list[LearnEvent] = []
+    addr: Any = ipaddress.IPv6Address if v6 else ipaddress.IPv4Address
     for d in learn.make_data_list(digest):
         r = d.to_dict()
         out.append(
             LearnEvent(
-                src=Endpoint(ip(int(r["src_addr"])), int(r["src_port"])),
-                dst=Endpoint(ip(int(r["dst_addr"])), int(r["dst_port"])),
+                src=Endpoint(addr(_num(r["src_addr"])), int(r["src_port"])),
+                dst=Endpoint(addr(_num(r["dst_addr"])), int(r["dst_port"])),
                 ingress_port=int(r["ingress_port"]),
             )
         )
     return out
+
+
+def _num(v: Any) -> int:
+    """A digest field as bfrt_grpc presents it (an int, or bytes for wide fields)."""
+    return int.from_bytes(v, "big") if isinstance(v, bytes | bytearray) else int(v)
 
 
 def relay_idle(bfrt_info: Any, notification: Any) -> RelayIdle | None:

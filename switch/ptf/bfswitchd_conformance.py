@@ -275,7 +275,13 @@ class FieldIdsAsBfP4c(Conformance):
         if os.path.exists(COMPILER_BFRT_JSON):
             with open(COMPILER_BFRT_JSON) as f:
                 compiled = {t["name"]: t for t in json.load(f)["tables"]}
+            ipv6 = {pl.IPV6_LPM, pl.RELAY6_ADDR, pl.RELAY6, pl.RELAY_GUARD6, pl.LEG_REWRITE6}
             for name, t in r.tables.items():
+                if name not in compiled and (
+                    name in ipv6
+                    or name.startswith(("pipe.Ingress.learn_filter6", "pipe.Ingress.learning6."))
+                ):
+                    continue  # a Tofino 1 build without IPv6 (docs/design/ipv6.md)
                 self.assertEqual(t["id"], compiled[name]["id"], name)
                 for a in t.get("action_specs", []):
                     c = next(x for x in compiled[name]["action_specs"] if x["name"] == a["name"])

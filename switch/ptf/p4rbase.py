@@ -34,6 +34,7 @@ from p4relay_switch import pipeline as pl
 from p4relay_switch.codec import Lpm, Range
 from p4testutils.bfruntime_client_base_tests import BfRuntimeTest
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.layers.rtp import RTP
 from scapy.packet import Packet, Raw
@@ -55,6 +56,11 @@ HOST_IP = {1: "198.18.1.10", 2: "198.18.2.10", 3: "198.18.0.10", 4: "198.18.4.10
 NET = {1: "198.18.1.0/24", 2: "198.18.2.0/24", 3: "198.18.0.0/24", 4: "198.18.4.0/24"}
 RELAY_IP = HOST_IP[3]
 RELAY_PORT_MIN, RELAY_PORT_MAX = 20000, 29999
+# The same hosts' IPv6 addresses (dual stack), the relay's at port 3.
+HOST_IP6 = {1: "2001:db8:1::10", 2: "2001:db8:2::10", 3: "2001:db8::10", 4: "2001:db8:4::10"}
+NET6 = {1: "2001:db8:1::/64", 2: "2001:db8:2::/64", 3: "2001:db8::/64", 4: "2001:db8:4::/64"}
+RELAY_IP6 = HOST_IP6[3]
+RELAY6_ID = 7  # relay6_addr's id of RELAY_IP6 (any id below relay6_ids)
 
 TABLES = (
     pl.RELAY_GUARD,
@@ -65,6 +71,8 @@ TABLES = (
     pl.NEXTHOP,
     pl.PORT_METADATA,  # every port bound again
 )
+# IPv6 tables (contract v6), cleared where the program has them.
+TABLES6 = (pl.RELAY_GUARD6, pl.RELAY6, pl.LEG_REWRITE6, pl.RELAY6_ADDR, pl.IPV6_LPM)
 
 
 def param(name: str, default: Any) -> Any:
@@ -83,7 +91,7 @@ def port_map() -> dict[int, int]:
 
 
 def lpm(prefix: str) -> Lpm:
-    net = ipaddress.IPv4Network(prefix)
+    net = ipaddress.ip_network(prefix)
     return Lpm(int(net.network_address), net.prefixlen)
 
 
@@ -107,6 +115,45 @@ def udp_packet(
         / UDP(sport=sport, dport=dport, chksum=udp_chksum)
         / Raw(payload)
     )
+
+
+def udp6_packet(
+    *,
+    in_port: int,
+    src: str,
+    dst: str,
+    sport: int,
+    dport: int,
+    hlim: int = 64,
+    payload: bytes = b"p4relay-ptf" * 4,
+    udp_chksum: int | None = None,
+    tc: int = 0,
+) -> Packet:
+    """An IPv6 frame as a host behind ``in_port`` sends it to its gateway."""
+    return (
+        Ether(src=HOST_MAC[in_port], dst=SW_MAC[in_port])
+        / IPv6(src=src, dst=dst, hlim=hlim, tc=tc)
+        / UDP(sport=sport, dport=dport, chksum=udp_chksum)
+        / Raw(payload)
+    )
+
+
+def forwarded6(pkt: Packet, out_port: int, **changes: Any) -> Packet:
+    """An IPv6 ``pkt`` as routed out of ``out_port``: MACs rewritten, hop
+    limit - 1, the UDP checksum recomputed from scratch by scapy (0 goes out
+    as 0xffff), so the switch's incremental update must be exact."""
+    e = pkt.copy()
+    e[Ether].src = SW_MAC[out_port]
+    e[Ether].dst = HOST_MAC[out_port]
+    e[IPv6].hlim = pkt[IPv6].hlim - 1
+    for k, v in changes.items():
+        if k in ("sport", "dport"):
+            setattr(e[UDP], k, v)
+        else:
+            setattr(e[IPv6], k, v)
+    if UDP in e:
+        del e[UDP].chksum
+    return Ether(bytes(e))
 
 
 def rtp_payload(
@@ -148,6 +195,9 @@ class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no ty
         self.tables = Tables(self.bfrt_info, self.target)
         self.calls = Calls(self.tables)
         self.learn = self.bfrt_info.learn_get(pl.LEARN_DIGEST)
+        self.learn6 = (
+            self.bfrt_info.learn_get(pl.LEARN6_DIGEST) if self.tables.has(pl.RELAY6) else None
+        )
         self.ports = port_map()
         self.dev = self.ports  # ptf port -> dev port
         self.clear_pipeline()
@@ -174,6 +224,10 @@ class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no ty
     def clear_pipeline(self) -> None:
         for t in TABLES:
             self.tables.clear(t)
+        for t in TABLES6:
+            if self.tables.has(t):
+                self.tables.clear(t)
+        self.calls.relay6_ids.clear()
 
     def add_host_routes(self, default_to: int | None = None) -> None:
         nhs = [Nexthop(p, self.dev[p], SW_MAC[p], HOST_MAC[p]) for p in sorted(self.dev)]
@@ -194,17 +248,45 @@ class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no ty
         self.add_routes(routes)
 
     def add_routes(self, routes: Sequence[tuple[str, int]]) -> None:
-        """(prefix, nexthop id) each."""
-        self.tables.insert(
-            pl.IPV4_LPM,
-            [
-                Entry({pl.K_DST_ADDR: lpm(p)}, pl.A_SET_NEXTHOP, {"nexthop_id": nh})
-                for p, nh in routes
-            ],
-        )
+        """(prefix, nexthop id) each; IPv6 prefixes go to ipv6_lpm."""
+        v4 = [(p, nh) for p, nh in routes if ":" not in p]
+        v6 = [(p, nh) for p, nh in routes if ":" in p]
+        for table, key, rs in ((pl.IPV4_LPM, pl.K_DST_ADDR, v4), (pl.IPV6_LPM, pl.K6_DST_ADDR, v6)):
+            if rs:
+                self.tables.insert(
+                    table,
+                    [Entry({key: lpm(p)}, pl.A_SET_NEXTHOP, {"nexthop_id": nh}) for p, nh in rs],
+                )
 
     def delete_routes(self, prefixes: Sequence[str]) -> None:
-        self.tables.delete(pl.IPV4_LPM, [{pl.K_DST_ADDR: lpm(p)} for p in prefixes])
+        v4 = [p for p in prefixes if ":" not in p]
+        v6 = [p for p in prefixes if ":" in p]
+        if v4:
+            self.tables.delete(pl.IPV4_LPM, [{pl.K_DST_ADDR: lpm(p)} for p in v4])
+        if v6:
+            self.tables.delete(pl.IPV6_LPM, [{pl.K6_DST_ADDR: lpm(p)} for p in v6])
+
+    def add_routes6(self) -> None:
+        """The four hosts' IPv6 subnets, by the next hops `add_host_routes` made."""
+        self.add_routes([(NET6[p], p) for p in sorted(self.dev)])
+
+    def add_relay6_addr(self, addr: str, port_min: int, port_max: int, relay_id: int) -> None:
+        """A relay IPv6 address (relay6_addr), its id noted for the call entries."""
+        self.tables.insert(
+            pl.RELAY6_ADDR,
+            [
+                Entry(
+                    {
+                        pl.K6_DST_ADDR: addr,
+                        pl.K_DST_PORT: Range(port_min, port_max),
+                        pl.K_PRIORITY: 0,
+                    },
+                    pl.A_MARK_RELAY6,
+                    {"relay_id": relay_id},
+                )
+            ],
+        )
+        self.calls.relay6_ids[str(ipaddress.IPv6Address(addr))] = relay_id
 
     def add_relay_addr(self, addr: str, port_min: int, port_max: int) -> None:
         self.tables.insert(
@@ -250,6 +332,19 @@ class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no ty
             ports=(self.dev[1], self.dev[2]),
         )
 
+    def call6(
+        self, legs: tuple[int, int] = (20, 21), a_port: int = 6000, b_port: int = 7000
+    ) -> RelayCall:
+        """`call`'s IPv6 twin: A (port 1) and B (port 2) through the relay's IPv6 address."""
+        return RelayCall.between(
+            a=Endpoint.of(HOST_IP6[1], a_port),
+            relay_a=Endpoint.of(RELAY_IP6, 20000),
+            b=Endpoint.of(HOST_IP6[2], b_port),
+            relay_b=Endpoint.of(RELAY_IP6, 20002),
+            legs=legs,
+            ports=(self.dev[1], self.dev[2]),
+        )
+
     # ------------------------------------------------------------ notifications
 
     def drain_notifications(self) -> None:
@@ -287,6 +382,8 @@ class P4RelayTest(BfRuntimeTest):  # type: ignore[misc]  # p4testutils has no ty
         for d in self.digests(duration_s):
             if d.digest_id == self.learn.info.id_get():
                 out.extend(learn_events(self.learn, d))
+            elif self.learn6 is not None and d.digest_id == self.learn6.info.id_get():
+                out.extend(learn_events(self.learn6, d, v6=True))
         return out
 
     def idle(self, duration_s: float) -> list[RelayIdle]:

@@ -314,6 +314,11 @@ class App:
         extra = ["-T", str(int(self.cfg.rtpproxy_ttl)), "-d", "ERR", *self.cfg.embedded_args]
         if self.cfg.notify_listen:
             extra += ["-n", self.cfg.notify_listen]
+        v6 = [a for a in self.cfg.relay_addr[1:] if ":" in a]
+        if v6 and "-6" not in extra:
+            # Dual stack: IPv6 calls (`U6`) get this address; RTPProxy wants a
+            # label on every listen address after the first.
+            extra += ["-6", f"v6@{v6[0]}"]
         workdir = _state_dir(self.cfg.state_file)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

@@ -97,6 +97,14 @@ class BfrtSwitch:
     def connected(self) -> bool:
         return self.client.connected
 
+    @property
+    def relays_ipv6(self) -> bool:
+        """The program has the IPv6 relay (an older one relays IPv4 only)."""
+        try:
+            return self.pipeline.has_v6
+        except SwitchError:  # not connected yet: no program to ask
+            return False
+
     async def _watch(self) -> None:
         """When the connection is lost (a restart's counters are carried on to
         then, installed.py): the client notices a broken stream at once."""
@@ -152,7 +160,9 @@ class BfrtSwitch:
         self.relay_addrs, self.port_min, self.port_max = addrs, port_min, port_max
         if not addrs or not self.client.connected:
             return
-        await self.pipeline.set_relay_addrs([a for a in addrs if ":" not in a], port_min, port_max)
+        if not self.relays_ipv6:
+            addrs = [a for a in addrs if ":" not in a]
+        await self.pipeline.set_relay_addrs(addrs, port_min, port_max)
 
     # ------------------------------------------------------------------ entries
     async def write(self, batch: EntryBatch, idle_ttl_ms: int) -> None:
@@ -163,7 +173,13 @@ class BfrtSwitch:
         await _refusing(self.pipeline.write(batch, idle_ttl_ms))
 
     async def read_leg_counters(self, legs: list[int]) -> dict[int, Counters]:
-        return await _refusing(self.pipeline.read_leg_counters(legs))
+        """A leg's rewrite is in leg_rewrite or (an IPv6 call's) leg_rewrite6:
+        the legs the first read leaves out are looked for in the second."""
+        got = await _refusing(self.pipeline.read_leg_counters(legs))
+        rest = [leg for leg in legs if leg not in got]
+        if rest and self.relays_ipv6:
+            got.update(await _refusing(self.pipeline.read_leg_counters(rest, v6=True)))
+        return got
 
     async def read_guard_drops(self, legs: list[int]) -> dict[int, int]:
         return await _refusing(self.pipeline.read_guard_drops(legs))
@@ -175,9 +191,8 @@ class BfrtSwitch:
         return await _refusing(self.pipeline.dump())
 
     async def read_ttl_left(self) -> dict[FlowKey, int]:
-        entries = await _refusing(self.client.read(names.RELAY))
         out: dict[FlowKey, int] = {}
-        for r in entries:
+        for r in await _refusing(self.client.read(names.RELAY)):
             k = r.key
             key = FlowKey(
                 str(ipaddress.IPv4Address(k[names.K_SRC_ADDR])),
@@ -189,6 +204,24 @@ class BfrtSwitch:
             ttl = r.data.get(names.TTL)
             if isinstance(ttl, int):
                 out[key] = ttl
+        if not self.relays_ipv6:
+            return out
+        # relay6 keys name the relay address by its relay_id (the pipeline's map).
+        relays = self.pipeline.relay6_addrs
+        for r in await _refusing(self.client.read(names.RELAY6)):
+            k = r.key
+            relay = relays.get(int(str(k[names.K_RELAY_ID])))
+            ttl = r.data.get(names.TTL)
+            if relay is None or not isinstance(ttl, int):
+                continue
+            key = FlowKey(
+                str(ipaddress.IPv6Address(int(str(k[names.K6_SRC_ADDR])))),
+                relay,
+                int(str(k[names.K_SRC_PORT])),
+                int(str(k[names.K_DST_PORT])),
+                int(str(k[names.K_BOUND_PORT])),
+            )
+            out[key] = ttl
         return out
 
     async def read_routes(self) -> Routes:
@@ -207,7 +240,7 @@ class BfrtSwitch:
                 for ev in Pipeline.learn_events(n):
                     self._put(ev)
             elif isinstance(n, IdleTimeout):
-                idle = Pipeline.relay_idle(n, active=True)
+                idle = Pipeline.relay_idle(n, active=True, relay6_addrs=self.pipeline.relay6_addrs)
                 if idle is not None:
                     self._put(idle)
             elif isinstance(n, Reconnected):

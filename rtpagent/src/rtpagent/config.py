@@ -4,6 +4,7 @@ The former environment names (`RTPAGENT_<SETTING>`) are still read, with a warni
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -230,6 +231,29 @@ class Settings(BaseSettings):
         for s in v:
             parse_spec(s)
         return v
+
+    @field_validator("relay_addr")
+    @classmethod
+    def _relay_addr(cls, v: list[str]) -> list[str]:
+        """RTPProxy's listen addresses as the switch matches them: IP
+        addresses a router forwards (no link-local, zone or IPv4-mapped)."""
+        if not v:
+            raise ValueError("relay_addr: at least one address")
+        out = []
+        for a in v:
+            try:
+                ip = ipaddress.ip_address(a)
+            except ValueError:
+                raise ValueError(f"relay_addr {a!r} is not an IPv4 or IPv6 address") from None
+            if isinstance(ip, ipaddress.IPv6Address) and (
+                ip.scope_id is not None or ip.is_link_local or ip.ipv4_mapped is not None
+            ):
+                raise ValueError(
+                    f"relay_addr {a!r}: link-local, scoped and IPv4-mapped addresses are not "
+                    "forwarded by the switch"
+                )
+            out.append(str(ip))
+        return out
 
     @field_validator("notify_allow")
     @classmethod

@@ -200,6 +200,7 @@ class Offloader:
                 elif isinstance(ev, RelayIdle):
                     self.events.on_idle(ev)
                 elif isinstance(ev, SwitchUp):
+                    self.read_capabilities()
                     await self.refresh_routes()
                     await self.reconcile(restarted=ev.restarted)
                 elif isinstance(ev, SwitchDown):
@@ -207,6 +208,18 @@ class Offloader:
                     metrics.SWITCH_UP.set(0)
             except Exception:
                 log.exception("switch_event_failed", event=repr(ev))
+
+    def read_capabilities(self) -> None:
+        """What the switch's program relays (a restart may bring another
+        program): the sessions it decides are planned again."""
+        ipv6 = self.switch.relays_ipv6
+        if ipv6 == self.planner.ipv6:
+            return
+        self.planner.ipv6 = ipv6
+        log.info("switch_capabilities", ipv6=ipv6)
+        for s in self.table:
+            if s.uid in self.plans or s.state is OffloadState.FALLBACK:
+                self.touch(s)
 
     async def refresh_routes(self) -> None:
         """Route binding: read the switch's routes; when they changed, every

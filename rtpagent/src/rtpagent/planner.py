@@ -70,12 +70,35 @@ class PortBinding(enum.StrEnum):
 # The entries that carry one offloaded session (the switch client's mapping).
 Plan: TypeAlias = CallEntries
 
+# Why an address family keeps a session on RTPProxy (`Planner.family_reason`).
+IPV6_UNSUPPORTED = "ipv6"  # the switch's program relays IPv4 only
+FAMILY_BRIDGE = "family_bridge"  # one party on IPv4, the other on IPv6 (RTPProxy bridges)
+FAMILY_MISMATCH = "family_mismatch"  # a party and the relay address it sends to differ
+IPV6_LINK_LOCAL = "ipv6_link_local"  # fe80::/10 or a zone (`%eth0`): never forwarded
+IPV4_MAPPED = "ipv4_mapped"  # ::ffff:a.b.c.d: IPv4 on the wire, no IPv6 entry matches
+FAMILY_REASONS = (IPV6_UNSUPPORTED, FAMILY_BRIDGE, FAMILY_MISMATCH, IPV6_LINK_LOCAL, IPV4_MAPPED)
+
 
 @functools.lru_cache(maxsize=65536)
 def _switch_endpoint(addr: str, port: int) -> SwitchEndpoint:
     # Parsed once: a session's endpoints are planned again at every change of
     # it, and parsing an address costs microseconds.
-    return SwitchEndpoint(ipaddress.IPv4Address(addr), port)
+    return SwitchEndpoint(ipaddress.ip_address(addr), port)
+
+
+@functools.lru_cache(maxsize=65536)
+def address_family(addr: str) -> tuple[int, str | None]:
+    """(4 or 6, why the switch cannot carry media to/from it or None); cached:
+    the same parties come back in every plan."""
+    ip = ipaddress.ip_address(addr)
+    if ip.version == 4:
+        return 4, None
+    assert isinstance(ip, ipaddress.IPv6Address)
+    if ip.scope_id is not None or ip.is_link_local:
+        return 6, IPV6_LINK_LOCAL
+    if ip.ipv4_mapped is not None:
+        return 6, IPV4_MAPPED
+    return 6, None
 
 
 def source(s: Session, i: int) -> Endpoint:
@@ -118,6 +141,10 @@ class Planner:
         self.evacuating = False
         self.capacity: Callable[[], int] | None = None
         self.occupied: Callable[[], int] = lambda: 0
+        # What the switch's program relays (rtpagent/bfrt.py reads it from the
+        # program at connect): IPv6 calls, and calls bridged between families.
+        self.ipv6 = False
+        self.bridging = False
 
     def route_port(self, addr: str) -> int | None:
         """The port the switch routes `addr` to (None: no route, or routes not read yet)."""
@@ -164,8 +191,6 @@ class Planner:
         """What state the session should be in, and why."""
         if not self.enabled:
             return OffloadState.FALLBACK, "offload_disabled"
-        if s.reason == "ipv6":
-            return OffloadState.FALLBACK, "ipv6"
         st0, st1 = s.streams
         if not (st0.port and st1.port and st0.laddr and st1.laddr):
             return OffloadState.PENDING, None
@@ -176,9 +201,9 @@ class Planner:
         held = s.held_back_reason()
         if held is not None:
             return OffloadState.HELD, held
-        for st in s.streams:
-            if ":" in (st.laddr or "") or ":" in st.sdp.addr if st.sdp else False:
-                return OffloadState.FALLBACK, "ipv6"
+        family = self.family_reason(s)
+        if family is not None:
+            return OffloadState.FALLBACK, family
         if self.evacuating:
             return OffloadState.FALLBACK, "evacuated"
         if s.state is not OffloadState.OFFLOADED:
@@ -200,6 +225,31 @@ class Planner:
                     return OffloadState.PENDING, None  # the switch's routes not read yet
                 return OffloadState.FALLBACK, "no_ingress_route"
         return OffloadState.OFFLOADED, None
+
+    def family_reason(self, s: Session) -> str | None:
+        """Why the sessions' address families keep it on RTPProxy, or None.
+        Stream i's party sends from its address to the relay address of its
+        stream, so both must be of one family; the two streams' families
+        differ on a bridged call (RTPProxy's `-l addr4/addr6` with `e`/`i`)."""
+        families = []
+        for st in s.streams:
+            assert st.laddr is not None and st.sdp is not None
+            fam, why = address_family(st.laddr)
+            for ep in (st.sdp, st.learned):
+                if ep is None:
+                    continue
+                party, bad = address_family(ep.addr)
+                why = why or bad
+                if party != fam:
+                    return FAMILY_MISMATCH
+            if why is not None:
+                return why
+            families.append(fam)
+        if families[0] != families[1] and not self.bridging:
+            return FAMILY_BRIDGE
+        if 6 in families and not self.ipv6:
+            return IPV6_UNSUPPORTED
+        return None
 
     def call(self, s: Session, legs: list[int]) -> RelayCall:
         """The session as a call on the switch, on these legs (leg i carries

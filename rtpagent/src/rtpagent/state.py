@@ -43,6 +43,10 @@ class Endpoint:
     def key(self) -> tuple[str, int]:
         return (self.addr, self.port)
 
+    def __str__(self) -> str:
+        """`addr:port`, an IPv6 address in brackets (`[2001:db8::1]:4000`)."""
+        return f"[{self.addr}]:{self.port}" if ":" in self.addr else f"{self.addr}:{self.port}"
+
 
 @dataclass
 class Stream:

@@ -140,7 +140,7 @@ class SwitchEventHandler:
         """A source on the wrong switch port: counted, logged and reported
         once per source (up to FOREIGN_SOURCES_KEPT per call)."""
         metrics.LEARN_REFUSED.labels("ingress_port").inc()
-        text = f"{src.addr}:{src.port}"
+        text = str(src)
         if not self.learner.note_refused(s.uid, f"{text}@{ev.ingress_port}", FOREIGN_SOURCES_KEPT):
             return
         st = s.streams[i]
@@ -158,7 +158,7 @@ class SwitchEventHandler:
             "learn_refused",
             s,
             source=text,
-            expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+            expected=str(st.sdp) if st.sdp else None,
             policy=str(self.learner.policy),
             relay_port=st.port,
             reason="ingress_port",
@@ -183,7 +183,7 @@ class SwitchEventHandler:
         st = s.streams[i]
         for src in j.refused:
             metrics.LEARN_REFUSED.labels(j.reason).inc()
-            text = f"{src.addr}:{src.port}"
+            text = str(src)
             if not self.learner.note_refused(s.uid, text, FOREIGN_SOURCES_KEPT):
                 continue
             log.warning(
@@ -192,14 +192,14 @@ class SwitchEventHandler:
                 tag=s.tag,
                 side=i,
                 src=text,
-                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+                expected=str(st.sdp) if st.sdp else None,
                 reason=j.reason,
             )
             self.view.emit(
                 "learn_refused",
                 s,
                 source=text,
-                expected=f"{st.sdp.addr}:{st.sdp.port}" if st.sdp else None,
+                expected=str(st.sdp) if st.sdp else None,
                 policy=str(self.learner.policy),
                 relay_port=st.port,
                 reason=j.reason,
@@ -226,7 +226,7 @@ class SwitchEventHandler:
         """A packet from someone else hit an offloaded call's guarded port: the
         switch dropped it (never relayed, never latched by RTPProxy)."""
         metrics.GUARD_FOREIGN.inc()
-        text = f"{src.addr}:{src.port}"
+        text = str(src)
         if text in s.foreign_sources or len(s.foreign_sources) >= FOREIGN_SOURCES_KEPT:
             return  # logged once per source; the counters keep counting
         s.foreign_sources.append(text)

@@ -57,6 +57,11 @@ class Switch(Protocol):
     def connected(self) -> bool: ...
 
     @property
+    def relays_ipv6(self) -> bool:
+        """The switch's program relays IPv6 calls (read at connect)."""
+        ...
+
+    @property
     def lost_at(self) -> float | None:
         """When the connection to the switch was last lost (wall clock)."""
         ...

@@ -33,11 +33,13 @@ class Outcome:
     all_ended: bool = False  # X
 
 
-def _endpoint(addr: str | None, port: str | None) -> tuple[Endpoint | None, bool]:
-    """SDP address -> (endpoint, on_hold). Invalid -> (None, False)."""
+def _endpoint(addr: str | None, port: str | None, v6: bool) -> tuple[Endpoint | None, bool]:
+    """SDP address -> (endpoint, on_hold). Invalid -> (None, False); so is an
+    address of the other family than the command's (`6`: IPv6), which
+    RTPProxy resolves in that family only and never prefills."""
     if addr is None or port is None or not (port.isascii() and port.isdigit()):
         return None, False
-    canon = _canonical_ip(addr)
+    canon = _canonical_ip(addr, v6)
     if canon is None:
         return None, False
     p = int(port)
@@ -49,12 +51,15 @@ def _endpoint(addr: str | None, port: str | None) -> tuple[Endpoint | None, bool
 
 
 @functools.lru_cache(maxsize=65536)
-def _canonical_ip(addr: str) -> str | None:
-    """Canonical text of an address ("" if unspecified, None if invalid);
-    cached: the same parties' addresses come back in every U/L."""
+def _canonical_ip(addr: str, v6: bool) -> str | None:
+    """Canonical text of an address of the family `v6` names ("" if
+    unspecified, None if invalid); cached: the same parties' addresses come
+    back in every U/L. A scoped IPv6 address keeps its zone (`fe80::1%eth0`)."""
     try:
         ip = ipaddress.ip_address(addr)
     except ValueError:
+        return None
+    if (ip.version == 6) != v6:
         return None
     return "" if ip.is_unspecified else str(ip)
 
@@ -136,9 +141,10 @@ class Tracker:
         side = s.streams[sidx]
         side.port = reply.port
         if reply.addr is not None:
-            side.laddr = reply.addr
+            # Canonical text, as the switch's learn digests name it (IPv6 has many spellings).
+            side.laddr = _canonical_ip(reply.addr, ":" in reply.addr) or reply.addr
         peer = s.streams[pidx]
-        ep, hold = _endpoint(cmd.addr, cmd.port)
+        ep, hold = _endpoint(cmd.addr, cmd.port, cmd.ul.ipv6)
         if ep is not None:
             if peer.sdp != ep:
                 # RTPProxy prefills the new address and latches afresh.
@@ -159,8 +165,6 @@ class Tracker:
         peer.codecs = cmd.ul.codecs
         peer.ptime = cmd.ul.ptime
         peer.modifiers = _restate_mods(cmd.modifiers)
-        if cmd.ul.ipv6 or (reply.addr is not None and ":" in reply.addr):
-            s.reason = "ipv6"
         s.refresh_cmd = self._refresh_command(s)
         out.changed.append(s)
 

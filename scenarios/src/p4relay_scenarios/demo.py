@@ -9,7 +9,10 @@ cross s1-s2, the bottleneck, with iRED on it, INT on every call and reroute
 armed; the episode is cross traffic over s1-s2, and the summary line says what
 the switches did (the reroute, the calls it moved, the worst MOS, iRED's drops).
 `--plain` runs the single-switch relay demo instead, its episode a shaped UAS
-port. Ctrl-C ends the calls early; the summary follows, then the teardown.
+port. `--ipv6` places the UAC's calls over IPv6 (the testbed is dual stack)
+while the UAC behind the NAT calls over IPv4: both families side by side, the
+view counting the IPv6 calls and those the switch relays. Ctrl-C ends the
+calls early; the summary follows, then the teardown.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from rich.console import Console, Group
@@ -65,6 +68,8 @@ class LiveState:
     sessions: int = 0
     active: int = 0
     offloaded: int = 0
+    v6_sessions: int = 0  # sessions whose caller is on IPv6 (`[addr]:port`)
+    v6_offloaded: int = 0
     mos_avg: float | None = None
     mos_min: float | None = None  # the worst of the active calls
     switch_rtp: int = 0
@@ -123,10 +128,22 @@ def poll_sessions(api: ServerApi, live: LiveState, since: dt.datetime) -> None:
     active = [s for s in items if s["state"] == "active"]
     live.active = len(active)
     live.offloaded = sum(1 for s in items if s["offloaded"])
+    v6 = [s for s in items if is_v6(s)]
+    live.v6_sessions = len(v6)
+    live.v6_offloaded = sum(1 for s in v6 if s["offloaded"])
     moses = [s["mos_avg"] for s in active if s["mos_avg"] is not None]
     live.mos_avg = sum(moses) / len(moses) if moses else None
     worst = [s["mos_min"] for s in active if s["mos_min"] is not None]
     live.mos_min = min(worst) if worst else None
+
+
+def is_v6(session: dict[str, Any]) -> bool:
+    """A session whose media is IPv6: the server writes its endpoints `[addr]:port`."""
+    return str(session.get("caller") or "").startswith("[")
+
+
+def v6_text(live: LiveState) -> str:
+    return f"{live.v6_sessions} calls, {live.v6_offloaded} relayed by the switch"
 
 
 def poll_fabric(api: ServerApi, live: LiveState, since: dt.datetime) -> None:
@@ -184,11 +201,12 @@ def poll_system(
             pass
 
 
-def render(live: LiveState, stack: Stack, t0: float, *, fabric: bool) -> Group:
+def render(live: LiveState, stack: Stack, t0: float, *, fabric: bool, ipv6: bool = False) -> Group:
     t = Table(show_header=True, header_style="bold")
     for c in ("", "created", "active", "ok", "failed"):
         t.add_column(c, justify="right")
-    for name, st in (("UAC", live.uac), ("UAC behind NAT", live.nat)):
+    uac = "UAC (IPv6)" if ipv6 else "UAC"
+    for name, st in ((uac, live.uac), ("UAC behind NAT", live.nat)):
         t.add_row(name, str(st.created), str(st.current), str(st.successful), str(st.failed))
     s = Table.grid(padding=(0, 2))
     s.add_row("sessions in the server", str(live.sessions), "active", str(live.active))
@@ -208,6 +226,8 @@ def render(live: LiveState, stack: Stack, t0: float, *, fabric: bool) -> Group:
     )
     where = f"s1→s2 queue (port {demo_fabric.bottleneck_port()})" if fabric else "UAS port queue"
     s.add_row(where, live.queue, "running", f"{time.monotonic() - t0:.0f} s")
+    if ipv6:
+        s.add_row("over IPv6", v6_text(live), "", "")
     if fabric:
         s.add_row("calls' INT path", live.int_path, "iRED on s1→s2", live.ired)
         s.add_row("last reroute", live.reroute, "", "")
@@ -293,6 +313,15 @@ def plain_summary(api: ServerApi, since: dt.datetime) -> str:
     return f"{len(items)} sessions, {offloaded} offloaded to the switch{worst}"
 
 
+def v6_summary(api: ServerApi, since: dt.datetime) -> str:
+    """--ipv6: the IPv6 calls of the run and how many the switch relayed."""
+    v6 = [s for s in api.all_sessions(started_from=since.isoformat()) if is_v6(s)]
+    offloaded = sum(1 for s in v6 if s["offloaded"])
+    moses = [s["mos_avg"] for s in v6 if s["mos_avg"] is not None]
+    mos = f", MOS {sum(moses) / len(moses):.1f} (mean)" if moses else ""
+    return f"over IPv6: {len(v6)} sessions, {offloaded} offloaded{mos}"
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="make demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -336,6 +365,12 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="JSON lines on stdout (ready, congestion, summary) instead of the live view; "
         "closing stdin ends the calls early",
+    )
+    p.add_argument(
+        "--ipv6",
+        action="store_true",
+        help="mixed families: the UAC calls over IPv6, the UAC behind NAT over IPv4 "
+        "(the console and the summary show the IPv6 calls)",
     )
     p.add_argument("--no-server", action="store_true", help="run without PostgreSQL/server")
     p.add_argument(
@@ -460,6 +495,7 @@ def main(argv: list[str]) -> int:
             )
         for th in threads:
             th.start()
+        family: Literal[4, 6] = 6 if args.ipv6 else 4
         if args.json:
             run_uac(
                 profile,
@@ -467,15 +503,18 @@ def main(argv: list[str]) -> int:
                 stack.cfg.run_dir / "load",
                 on_tick=lambda st: setattr(live, "uac", st),
                 stop=stopping.is_set,
+                family=family,
             )
         else:
             with Live(
-                render(live, stack, t0, fabric=fabric), console=console, refresh_per_second=1
+                render(live, stack, t0, fabric=fabric, ipv6=args.ipv6),
+                console=console,
+                refresh_per_second=1,
             ) as view:
 
                 def tick(st: SippStats) -> None:
                     live.uac = st
-                    view.update(render(live, stack, t0, fabric=fabric))
+                    view.update(render(live, stack, t0, fabric=fabric, ipv6=args.ipv6))
 
                 run_uac(
                     profile,
@@ -483,12 +522,13 @@ def main(argv: list[str]) -> int:
                     stack.cfg.run_dir / "load",
                     on_tick=tick,
                     stop=stopping.is_set,
+                    family=family,
                 )
         stopping.set()
         if cross is not None:
             cross.stop()
         if not args.json:
-            console.print(render(live, stack, t0, fabric=fabric))
+            console.print(render(live, stack, t0, fabric=fabric, ipv6=args.ipv6))
         if stack.creds is not None:
             # the agent's last reports and the collector's last events land within a flush or two
             time.sleep(3.0)
@@ -503,6 +543,11 @@ def main(argv: list[str]) -> int:
                     line = plain_summary(api, run_start)
                     if args.json:
                         say(summary=line)
+                if args.ipv6:
+                    v6_line = v6_summary(api, run_start)
+                    line = f"{line}; {v6_line}"
+                    if args.json:
+                        say(summary_ipv6=v6_line)
             finally:
                 api.close()
             console.print(f"[bold]summary[/bold]: {line}")

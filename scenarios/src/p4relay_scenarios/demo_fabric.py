@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from p4relay_scenarios import reroute_bed as bed
+from p4relay_scenarios import topology
 from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.netns import link_exists, mac_of, run
 from p4relay_scenarios.procs import StartError
@@ -169,6 +170,17 @@ def _nexthops(name: str) -> list[dict[str, object]]:
     return out
 
 
+def _routes(name: str) -> list[dict[str, object]]:
+    """reroute_bed's routes, and the same for the dual-stack hosts' IPv6
+    prefixes (their media, too, crosses the fabric; the cross-traffic hosts
+    are IPv4 only)."""
+    v4 = bed.routes(name, LAYOUT)
+    out: list[dict[str, object]] = [{"prefix": p, "nexthop": port} for p, port in v4.items()]
+    v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
+    out += [{"prefix": v6[h.name], "nexthop": v4[h.subnet]} for h in LAYOUT.hosts if h.name in v6]
+    return out
+
+
 def controlplane_config(
     name: str, server_url: str, token_file: Path
 ) -> dict[str, dict[str, object]]:
@@ -182,9 +194,7 @@ def controlplane_config(
         "token_file": str(token_file),
         "reconcile_interval_s": 5.0,
         "nexthops": _nexthops(name),
-        "routes": [
-            {"prefix": prefix, "nexthop": port} for prefix, port in bed.routes(name, LAYOUT).items()
-        ],
+        "routes": _routes(name),
     }
     tables: dict[str, dict[str, object]] = {"controlplane": cp}
     if name == "s1":

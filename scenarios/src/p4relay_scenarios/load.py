@@ -1,7 +1,7 @@
 """SIPp call load: profiles, a UAC run with a live progress bar, and its summary.
 
 The UAC places calls through the SIP server (OpenSIPS or Kamailio at
-198.18.0.10:5060),
+198.18.0.10:5060, or [fd00:198:18::10]:5060 over IPv6),
 each streaming G.711 A-law both ways at 50 packets/s per direction for the
 call's hold time. Numbers come from SIPp's own statistics file (`-trace_stat`,
 one line a second); media quality is measured elsewhere (captures, switch).
@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from p4relay_scenarios import topology
 from p4relay_scenarios.stack import SCENARIOS
@@ -120,13 +121,19 @@ def uac_command(
     err_file: Path,
     builtin: str | None = None,
     scenario: str = "uac.xml",
+    service: str | None = None,
 ) -> list[str]:
-    """SIPp's command line: one of our scenarios (sipp/), or SIPp's built-in `builtin`."""
-    cmd = ["sipp", f"{topology.RELAY.addr}:5060"]
+    """SIPp's command line: one of our scenarios (sipp/), or SIPp's built-in `builtin`;
+    over IPv6 when `host` is an IPv6 address (to the SIP server's IPv6 address).
+    `service`: the Request-URI's user (`v4`/`v6` pick the trunk's address family)."""
+    server = f"[{topology.RELAY.addr6}]" if ":" in host else topology.RELAY.addr
+    cmd = ["sipp", f"{server}:5060"]
     if builtin is None:
-        cmd += ["-sf", str(SCENARIOS / "sipp" / scenario), "-s", "p4relay"]
+        cmd += ["-sf", str(SCENARIOS / "sipp" / scenario), "-s", service or "p4relay"]
     else:
         cmd += ["-sn", builtin]
+        if service is not None:
+            cmd += ["-s", service]
     cmd += ["-i", host, "-mi", host, "-p", "5060"]
     cmd += [
         "-r",
@@ -165,16 +172,20 @@ def run_uac(
     tag: str = "uac",
     builtin: str | None = None,
     scenario: str = "uac.xml",
+    family: Literal[4, 6] = 4,
+    service: str | None = None,
 ) -> UacResult:
     """Place the profile's calls from the UAC host (or from behind the NAT).
 
-    scenario: our SIPp scenario (in sipp/); builtin: one of SIPp's own (`uac`, `uac_pcap`).
+    scenario: our SIPp scenario (in sipp/); builtin: one of SIPp's own (`uac`, `uac_pcap`);
+    family: the address family the UAC calls from (and reaches the SIP server over);
+    service: the Request-URI's user (`v4`/`v6`: the trunk's family, a bridged call).
     """
-    netns, host = (
-        (topology.NATUAC_NS, topology.NATUAC_ADDR)
-        if behind_nat
-        else (topology.UAC.netns, topology.UAC.addr)
-    )
+    if behind_nat:
+        netns = topology.NATUAC_NS
+        host = topology.NATUAC_ADDR6 if family == 6 else topology.NATUAC_ADDR
+    else:
+        netns, host = topology.UAC.netns, topology.UAC.addr6 if family == 6 else topology.UAC.addr
     out_dir.mkdir(parents=True, exist_ok=True)
     stat_file = out_dir / f"{tag}-stats.csv"
     stat_file.unlink(missing_ok=True)
@@ -184,7 +195,9 @@ def run_uac(
         "netns",
         "exec",
         netns,
-        *uac_command(profile, host, stat_file, out_dir / f"{tag}-errors.log", builtin, scenario),
+        *uac_command(
+            profile, host, stat_file, out_dir / f"{tag}-errors.log", builtin, scenario, service
+        ),
     ]
     deadline = time.monotonic() + profile.duration_s + grace_s
     with log.open("wb") as out:

@@ -189,10 +189,14 @@ def udp_control_probe(netns: str, host: str, port: int) -> bool:
     return in_netns_ok(netns, code)
 
 
-def udp_bound_in(netns: str, port: int) -> bool:
-    """A socket in `netns` is bound to UDP `port` (a SIPp listening for SIP)."""
+def udp_bound_in(netns: str, port: int, addr: str | None = None) -> bool:
+    """A socket in `netns` is bound to UDP `port` (a SIPp listening for SIP),
+    on `addr` when given."""
+    where = f"sport = :{port}"
+    if addr is not None:
+        where = f"src [{addr}]:{port}" if ":" in addr else f"src {addr}:{port}"
     r = subprocess.run(
-        ["ip", "netns", "exec", netns, "ss", "-Hnlu", f"sport = :{port}"],
+        ["ip", "netns", "exec", netns, "ss", "-Hnlu", where],
         capture_output=True,
         text=True,
         check=False,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import ipaddress
 import json
 import os
 import re
@@ -65,9 +66,14 @@ RTPPROXY_CONTROL = f"udp:127.0.0.1:{RTPPROXY_CONTROL_PORT}"
 AGENT_NOTIFY = "tcp:127.0.0.1:22224"
 SIP_TIMEOUT_SOCK = "tcp:127.0.0.1:22225"
 RELAY_ADDR = topology.RELAY.addr
+RELAY_ADDR6 = topology.RELAY.addr6
 RELAY_PORTS = (20000, 29999)
 SIP_PORT = 5060
 UAS_URI = f"sip:{topology.UAS.addr}:{SIP_PORT}"
+UAS_URI6 = f"sip:[{topology.UAS.addr6}]:{SIP_PORT}"
+
+# rtpagent's default nat_nets (the stack adds the NAT66 LAN to them)
+NAT_NETS_V4 = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16")
 
 SipServer = Literal["opensips", "kamailio"]
 SIP_SERVERS: tuple[SipServer, ...] = get_args(SipServer)
@@ -309,6 +315,11 @@ class Stack:
     def rtpproxy(self) -> None:
         lo, hi = RELAY_PORTS
         extra = ["-T", str(self.cfg.rtpproxy_ttl_s), "-n", AGENT_NOTIFY, "-n", SIP_TIMEOUT_SOCK]
+        # Dual stack in bridging mode: the IPv4 address is the first interface
+        # (`i`), the IPv6 one the second (`e`). Calls of one family need no
+        # flag (`U` takes the IPv4 side, `U6` the IPv6 one); a bridged call's
+        # offers and answers name both sides (the SIP server's config).
+        extra += ["-6", f"/{RELAY_ADDR6}"]
         self.sup.start(
             "rtpproxy",
             [
@@ -347,7 +358,13 @@ class Stack:
             "--rtpproxy",
             RTPPROXY_CONTROL,
         ]
-        cmd += ["--relay-addr", RELAY_ADDR, "--relay-ports", f"{lo}-{hi}"]
+        cmd += ["--relay-addr", RELAY_ADDR, "--relay-addr", RELAY_ADDR6]
+        cmd += ["--relay-ports", f"{lo}-{hi}"]
+        # Signalled addresses behind a NAT (media latched from where it comes):
+        # rtpagent's IPv4 private ranges and the NAT66 LAN of the testbed.
+        natlan6 = ipaddress.IPv6Network(f"{topology.NATUAC_ADDR6}/64", strict=False)
+        for net in (*NAT_NETS_V4, str(natlan6)):
+            cmd += ["--nat-nets", net]
         cmd += ["--notify-listen", AGENT_NOTIFY, "--rtpproxy-ttl", str(self.cfg.rtpproxy_ttl_s)]
         # The SIP server's timeout socket for sessions whose U names none: Kamailio's
         # rtpproxy module names its timeout_socket only on a U with a to-tag, so the
@@ -457,19 +474,22 @@ class Stack:
             f"SIP on {SIP_PORT}",
         )
 
-    def sipp_uas(self, scenario: str = "uas.xml") -> None:
-        """(Re)start the UAS with one of our SIPp scenarios (sipp/)."""
+    def sipp_uas(self, scenario: str = "uas.xml", *, ipv6: bool = False) -> None:
+        """(Re)start the UAS with one of our SIPp scenarios (sipp/): `sipp-uas`
+        on the UAS's IPv4 address, or with `ipv6` `sipp-uas6` on its IPv6 one
+        (SIPp listens on one address)."""
         self.prepare_media()
+        name, addr = ("sipp-uas6", topology.UAS.addr6) if ipv6 else ("sipp-uas", topology.UAS.addr)
         cmd = ["sipp", "-sf", str(SCENARIOS / "sipp" / scenario)]
-        cmd += ["-i", topology.UAS.addr, "-mi", topology.UAS.addr, "-p", str(SIP_PORT)]
+        cmd += ["-i", addr, "-mi", addr, "-p", str(SIP_PORT)]
         cmd += ["-nostdin", "-max_socket", "65000", "-trace_err"]
-        cmd += ["-error_file", str(self.cfg.run_dir / "logs" / "uas-errors.log")]
-        self.sup.start("sipp-uas", cmd, netns=topology.UAS.netns, cwd=self.media_dir)
+        cmd += ["-error_file", str(self.cfg.run_dir / "logs" / f"{name}-errors.log")]
+        self.sup.start(name, cmd, netns=topology.UAS.netns, cwd=self.media_dir)
         self.sup.wait_ready(
-            "sipp-uas",
-            partial(udp_bound_in, topology.UAS.netns, SIP_PORT),
+            name,
+            partial(udp_bound_in, topology.UAS.netns, SIP_PORT, addr),
             20,
-            f"SIP on UDP {SIP_PORT}",
+            f"SIP on UDP [{addr}]:{SIP_PORT}",
         )
 
     def prepare_media(self) -> Path:
@@ -493,6 +513,7 @@ class Stack:
             self.rtpagent()
         self.sip_server()
         self.sipp_uas()
+        self.sipp_uas(ipv6=True)
         (self.cfg.run_dir / "stack.json").write_text(
             json.dumps(
                 {
@@ -572,6 +593,9 @@ class SipEndpoints:
     listen_ip: str = RELAY_ADDR
     port: int = SIP_PORT
     uas_uri: str = UAS_URI  # the trunk every call goes to
+    # Dual stack (None: IPv4 only): the server's IPv6 address, the trunk over IPv6
+    listen_ip6: str | None = RELAY_ADDR6
+    uas_uri6: str | None = UAS_URI6
     rtpproxy_sock: str = AGENT_CONTROL  # its rtpproxy module's socket (rtpagent)
     # RTPProxy's own: the set's fallback node while the agent does not answer
     direct_sock: str = RTPPROXY_CONTROL
@@ -583,21 +607,19 @@ def opensips_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[
     made here as a service unit would: mi_fifo's FIFO lives there)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg = run_dir / "opensips.cfg"
-    cfg.write_text(
-        render_opensips_cfg(
-            (SCENARIOS / "sip" / "opensips.cfg").read_text(),
-            {
-                "SIP_LISTEN_IP": ep.listen_ip,
-                "SIP_PORT": str(ep.port),
-                "UAS_URI": ep.uas_uri,
-                "RTPAGENT_SOCK": ep.rtpproxy_sock,
-                "RTPPROXY_SOCK": ep.direct_sock,
-                "NOTIFY_SOCK": ep.notify_sock,
-                "RUN_DIR": str(run_dir),
-                "MODULES_DIR": opensips_modules_dir(),
-            },
-        )
-    )
+    values = {
+        "SIP_LISTEN_IP": ep.listen_ip,
+        "SIP_PORT": str(ep.port),
+        "UAS_URI": ep.uas_uri,
+        "RTPAGENT_SOCK": ep.rtpproxy_sock,
+        "RTPPROXY_SOCK": ep.direct_sock,
+        "NOTIFY_SOCK": ep.notify_sock,
+        "RUN_DIR": str(run_dir),
+        "MODULES_DIR": opensips_modules_dir(),
+    }
+    if ep.listen_ip6 is not None and ep.uas_uri6 is not None:
+        values |= {"SIP_LISTEN_IP6": ep.listen_ip6, "UAS_URI6": ep.uas_uri6}
+    cfg.write_text(render_opensips_cfg((SCENARIOS / "sip" / "opensips.cfg").read_text(), values))
     # -F: stay in the foreground (logs go to stderr: stderror_enabled); shared/private memory in MB
     # (the defaults, 32/2, are short of the experiment's 1800 calls); -n UDP workers.
     return [which("opensips"), "-F", "-f", str(cfg), "-m", "256", "-M", "16",
@@ -638,11 +660,18 @@ def kamailio_command(run_dir: Path, ep: SipEndpoints, workers: int = 4) -> list[
         "TIMEOUT_SOCK": f'"{ep.notify_sock}"',
     }.items():
         cmd += ["-A", f"{k}={v}"]
+    if ep.listen_ip6 is not None and ep.uas_uri6 is not None:
+        cmd += ["-A", f"SIP_UDP6=udp:[{ep.listen_ip6}]:{ep.port}"]
+        cmd += ["-A", f"SIP_TCP6=tcp:[{ep.listen_ip6}]:{ep.port}"]
+        cmd += ["-A", f'UAS_URI6="{ep.uas_uri6}"']
     return cmd
 
 
 def render_opensips_cfg(text: str, values: dict[str, str]) -> str:
-    """opensips.cfg with its __NAME__ placeholders filled (what the compose stack's sed does)."""
+    """opensips.cfg with its __NAME__ placeholders filled (what the compose stack's sed does);
+    given SIP_LISTEN_IP6, its `#ipv6` lines too (the dual-stack side)."""
+    if "SIP_LISTEN_IP6" in values:
+        text = re.sub(r"^#ipv6(?=[ \t])", "", text, flags=re.MULTILINE)
     for name, value in values.items():
         if any(c in value for c in '"\n\r'):
             raise StartError(

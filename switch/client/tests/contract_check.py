@@ -170,3 +170,49 @@ def check_fixed(contract: dict[str, Any], fixed: dict[str, Any]) -> list[str]:
                     f"fixed table {name}: data {cd['name']} is {data.get(cd['name'])!r}, contract {cd['type']!r}"
                 )
     return errs
+
+
+# IPv6 (contract v6): the objects WITH_IPV6 adds. A build without it (lean,
+# large, Tofino 1 without -DP4RELAY_IPV6) is checked against the contract
+# without them, and the software switch (which always serves them) is compared
+# with it without them.
+IPV6_TABLES = frozenset(
+    {
+        "pipe.Ingress.ipv6_lpm",
+        "pipe.Ingress.relay6_addr",
+        "pipe.Ingress.relay6",
+        "pipe.Ingress.relay_guard6",
+        "pipe.Ingress.leg_rewrite6",
+        "pipe.Ingress.learn_filter6",
+    }
+)
+IPV6_DIGESTS = frozenset({"pipe.IngressDeparser.learn6"})
+
+
+def _ipv6_object(name: str) -> bool:
+    return name in IPV6_TABLES or name.startswith("pipe.Ingress.learning6.")
+
+
+def has_ipv6(bfrt: dict[str, Any]) -> bool:
+    return any(t["name"] == "pipe.Ingress.relay6" for t in bfrt.get("tables", []))
+
+
+def without_ipv6(bfrt: dict[str, Any]) -> dict[str, Any]:
+    """A bf-rt.json without the IPv6 tables and digest."""
+    out = dict(bfrt)
+    out["tables"] = [t for t in bfrt.get("tables", []) if not _ipv6_object(t["name"])]
+    out["learn_filters"] = [
+        d for d in bfrt.get("learn_filters", []) if d["name"] not in IPV6_DIGESTS
+    ]
+    return out
+
+
+def contract_for(contract: dict[str, Any], bfrt: dict[str, Any]) -> dict[str, Any]:
+    """The contract a build answers to: without the IPv6 objects if it has none."""
+    if has_ipv6(bfrt):
+        return contract
+    out = dict(contract)
+    out["table"] = [t for t in contract["table"] if t["name"] not in IPV6_TABLES]
+    out["register"] = [r for r in contract["register"] if r["name"] not in IPV6_TABLES]
+    out["digest"] = [d for d in contract["digest"] if d["name"] not in IPV6_DIGESTS]
+    return out

@@ -5,7 +5,9 @@ entries a call needs, and the writes that install, change and remove them."""
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 
+import pytest
 from p4relay_switch import (
     Endpoint,
     EntryBatch,
@@ -15,7 +17,9 @@ from p4relay_switch import (
     LegRewrite,
     RelayCall,
     RelayEntry,
+    Routes,
 )
+from p4relay_switch.model import BridgedCallError
 
 RELAY = "127.0.0.1"
 
@@ -111,3 +115,64 @@ def test_joined_keeps_each_kind_in_its_place() -> None:
     assert b.add_legs == second.entries().legs
     assert b.reset_legs == (1, 2, 5, 6)
     assert not EntryBatch.joined([]) and not EntryBatch.joined([EntryBatch()])
+
+
+RELAY6 = "2001:db8::10"
+
+
+def call6(legs: tuple[int, int] = (5, 6)) -> RelayCall:
+    return RelayCall.between(
+        Endpoint.of("2001:db8:1::10", 6000),
+        Endpoint.of(RELAY6, 20000),
+        Endpoint.of("2001:db8:2::10", 7000),
+        Endpoint.of(RELAY6, 20002),
+        legs=legs,
+        ports=(1, 2),
+    )
+
+
+def test_an_ipv6_call_has_the_same_entries_with_ipv6_addresses() -> None:
+    c = call6()
+    assert c.v6
+    e = c.entries(guard=True)
+    assert e.v6
+    assert e.legs == (
+        LegRewrite(5, RELAY6, "2001:db8:2::10", 20002, 7000),
+        LegRewrite(6, RELAY6, "2001:db8:1::10", 20000, 6000),
+    )
+    assert e.relays[1] == RelayEntry(FlowKey("2001:db8:1::10", RELAY6, 6001, 20001, 1), 5, True)
+    assert e.guards[3] == GuardEntry(GuardKey(RELAY6, 20003), 6)
+    # its rewrites are removed from leg_rewrite6, an IPv4 call's from leg_rewrite
+    assert e.removal() == EntryBatch(
+        del_guards=tuple(g.key for g in e.guards),
+        del_relays=tuple(r.key for r in e.relays),
+        del_legs6=(5, 6),
+    )
+    assert call().entries().removal().del_legs6 == ()
+    assert str(c.a_to_b.src) == "[2001:db8:1::10]:6000"
+
+
+def test_a_call_bridging_ipv4_and_ipv6_is_refused() -> None:
+    with pytest.raises(BridgedCallError, match="bridged call"):
+        RelayCall.between(
+            Endpoint.of("198.18.1.10", 6000),
+            Endpoint.of(RELAY, 20000),
+            Endpoint.of("2001:db8:2::10", 7000),
+            Endpoint.of(RELAY6, 20002),
+            legs=(1, 2),
+            ports=(1, 2),
+        )
+
+
+def test_routes_look_up_either_family() -> None:
+    routes = Routes(
+        (
+            (ipaddress.ip_network("2001:db8::/32"), 3),
+            (ipaddress.ip_network("2001:db8:2::/48"), 2),
+            (ipaddress.ip_network("0.0.0.0/0"), 1),
+        )
+    )
+    assert routes.port_for("2001:db8:2::10") == 2
+    assert routes.port_for("2001:db8:7::1") == 3
+    assert routes.port_for("2001:db9::1") is None
+    assert routes.port_for("198.18.2.10") == 1

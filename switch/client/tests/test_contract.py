@@ -112,7 +112,7 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 6
+    assert contract["program"]["contract_version"] == 7
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from contract_check import check_program, load_contract
+from contract_check import check_program, contract_for, has_ipv6, load_contract, without_ipv6
 from p4relay_testsupport import dump_softswitch as dump
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -183,8 +183,9 @@ def softswitch() -> dict[str, Any]:
 def test_committed_schema_matches_contract(
     contract: dict[str, Any], committed: dict[str, Any]
 ) -> None:
-    """The standard profile builds everything the contract names."""
-    errs = contract_errors(contract, committed)
+    """The standard profile builds everything the contract names (IPv6 only
+    where the build has it: Tofino 2, or Tofino 1 with -DP4RELAY_IPV6)."""
+    errs = contract_errors(contract_for(contract, committed), committed)
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
 
 
@@ -231,7 +232,10 @@ def test_only_known_target_objects_are_set_aside(committed: dict[str, Any]) -> N
 def test_standard_profile_is_the_contract(contract: dict[str, Any], profile: str) -> None:
     """Every feature in one program: relay, guard, RTP quality, reroute, INT, iRED;
     the Tofino 2 build publishes the same objects at the same sizes."""
-    errs = contract_errors(contract, compiled(profile))
+    build = compiled(profile)
+    if profile == "standard-t2":
+        assert has_ipv6(build), "Tofino 2's standard build relays IPv6"
+    errs = contract_errors(contract_for(contract, build), build)
     assert not errs, errs
 
 
@@ -272,8 +276,11 @@ def _quality_missing(contract: dict[str, Any]) -> list[str]:
 
 
 def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[str, Any]) -> None:
-    """Lean: relay only, at its own (larger) sizes: the freed stages hold more calls."""
-    errs = contract_errors(contract, compiled("lean"))
+    """Lean: IPv4 relay only, at its own (larger) sizes: the freed stages hold more calls."""
+    lean = compiled("lean")
+    assert not has_ipv6(lean)
+    contract = contract_for(contract, lean)
+    errs = contract_errors(contract, lean)
     want = (
         _quality_missing(contract)
         + _reroute_missing(contract)
@@ -289,15 +296,21 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
 def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     contract: dict[str, Any],
 ) -> None:
-    """Large: every ingress stage goes to the relay tables, so no reroute or iRED."""
+    """Large: every ingress stage goes to the relay tables, so no reroute, iRED or IPv6."""
     large = compiled("large")
+    assert not has_ipv6(large)
+    contract = contract_for(contract, large)
     errs = contract_errors(contract, large)
     missing = _reroute_missing(contract) + ired_objects(contract) + int_objects(contract)
     sized = [e for e in errs if e not in missing]
     assert sized, "the large build has other sizes than the contract's defaults"
     assert all("size" in e for e in sized), errs
     assert sorted(set(errs) - set(sized)) == sorted(missing)
-    diffs = shape_differences(schema_shape(large), schema_shape(compiled("standard")))
+    standard = compiled("standard")
+    diffs = shape_differences(
+        schema_shape(large),
+        schema_shape(standard if has_ipv6(large) else without_ipv6(standard)),
+    )
     assert diffs and all(
         any(f in d for f in ("reroute", ".ired_", ".int_")) and "only in the second" in d
         for d in diffs
@@ -311,6 +324,8 @@ def test_softswitch_schema_is_the_compilers(
     match types, actions and their parameters, attributes, registers and digest
     fields: the software switch serves what bf_switchd serves for this program
     (sizes differ by design)."""
+    if not has_ipv6(committed):
+        softswitch = without_ipv6(softswitch)
     diffs = shape_differences(schema_shape(committed), schema_shape(softswitch))
     assert not diffs, "softswitch schema differs from bf-p4c's:\n" + "\n".join(diffs)
 
@@ -319,7 +334,7 @@ def test_softswitch_ids(committed: dict[str, Any], softswitch: dict[str, Any]) -
     """Every id a client sends (table, key, data field, action, parameter,
     digest, digest field) is bf-p4c's."""
     p4 = schema_ids(committed)
-    soft = schema_ids(softswitch)
+    soft = schema_ids(softswitch if has_ipv6(committed) else without_ipv6(softswitch))
     assert set(p4) == set(soft), sorted(set(p4) ^ set(soft))
     differing = [
         f"{k}: bf-p4c {p4[k]}, softswitch {soft[k]}" for k in sorted(p4) if p4[k] != soft[k]

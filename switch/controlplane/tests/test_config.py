@@ -89,7 +89,27 @@ def test_sections_left_out_are_not_managed(tmp_path: Path) -> None:
     assert set(d.tables) == {"pipe.Egress.ired_port"}
     assert d.shaping == {}
     empty = desired(load(_file(tmp_path, "routes = []\nnexthops = []\n")))
-    assert empty.tables == {"pipe.Ingress.nexthop": {}, "pipe.Ingress.ipv4_lpm": {}}
+    assert empty.tables == {
+        "pipe.Ingress.nexthop": {},
+        "pipe.Ingress.ipv4_lpm": {},
+        "pipe.Ingress.ipv6_lpm": {},
+    }
+
+
+def test_ipv6_routes_go_to_ipv6_lpm_beside_the_ipv4_ones(tmp_path: Path) -> None:
+    text = (
+        "[[nexthops]]\nid = 1\nport = 2\nsrc_mac = '02:00:00:00:00:01'\n"
+        "dst_mac = '02:00:00:00:00:02'\n"
+        "[[routes]]\nprefix = '198.18.2.0/24'\nnexthop = 1\n"
+        "[[routes]]\nprefix = '2001:db8:2::/64'\nnexthop = 1\n"
+        "[[routes]]\nprefix = '::/0'\nnexthop = 1\n"
+    )
+    lines = desired(load(_file(tmp_path, text))).lines()
+    assert [ln for ln in lines if "_lpm" in ln] == [
+        "pipe.Ingress.ipv4_lpm: hdr.ipv4.dst_addr=198.18.2.0/24 -> Ingress.set_nexthop(nexthop_id=1)",
+        "pipe.Ingress.ipv6_lpm: hdr.ipv6.dst_addr=2001:db8:2::/64 -> Ingress.set_nexthop(nexthop_id=1)",
+        "pipe.Ingress.ipv6_lpm: hdr.ipv6.dst_addr=::/0 -> Ingress.set_nexthop(nexthop_id=1)",
+    ]
 
 
 def test_int_call_selection(tmp_path: Path) -> None:
@@ -138,6 +158,22 @@ def test_int_call_selection(tmp_path: Path) -> None:
         ("[[routes]]\nprefix = '10.0.0.0/8'\nnexthop = 1\n", "routes need the nexthops"),
         ("nexthops = []\n[[routes]]\nprefix = '10.0.0.0/8'\nnexthop = 1\n", "nexthop 1 is not in"),
         ("nexthops = []\n[[routes]]\nprefix = '10.0.0.1/8'\nnexthop = 1\n", "host bits set"),
+        ("nexthops = []\n[[routes]]\nprefix = '2001:db8::1/64'\nnexthop = 1\n", "host bits set"),
+        ("nexthops = []\n[[routes]]\nprefix = '2001:db8::/129'\nnexthop = 1\n", "at most /128"),
+        ("nexthops = []\n[[routes]]\nprefix = '10.0.0.0/33'\nnexthop = 1\n", "at most /32"),
+        ("nexthops = []\n[[routes]]\nprefix = '2001:db8::zz/64'\nnexthop = 1\n", "IPv6 prefix"),
+        ("nexthops = []\n[[routes]]\nprefix = 'fe80::/64'\nnexthop = 1\n", "link-local"),
+        ("nexthops = []\n[[routes]]\nprefix = '::ffff:0:0/96'\nnexthop = 1\n", "IPv4-mapped"),
+        (
+            "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['2001:db8::/32']\n",
+            "IPv4 destinations only",
+        ),
+        (
+            "[reroute]\n[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 2\nhold_ms = 1\n"
+            "[[reroute.watch]]\nprefix = '2001:db8:2::/64'\nslot = 0\nflow_class = 1\n"
+            "primary_port = 2\n",
+            "IPv4 destinations only",
+        ),
         ("[[ports]]\nport = 512\nrate_kbps = 1\n", "ports.0.port"),
         (
             "[[ports]]\nport = 2\nrate_kbps = 1\n[[ports]]\nport = 2\nrate_kbps = 2\n",

@@ -1,7 +1,7 @@
 /* p4relay — egress: what happens after the queue.
  *
- * 1. Length check: drop IPv4 packets whose total_len claims more bytes than
- *    the frame has. Tofino 1 knows the packet length only here
+ * 1. Length check: drop IPv4 packets whose total_len (IPv6: payload_len +
+ *    40) claims more bytes than the frame has. Tofino 1 knows the packet length only here
  *    (eg_intr_md.pkt_length, the packet as it entered: the bridged header is
  *    not counted). Two saturating operations give the overrun (0 = the
  *    datagram fits): end = total_len + 14 (18 with 802.1Q), overrun =
@@ -57,6 +57,20 @@ control Egress(
         eg_md.l3_end = hdr.ipv4.total_len |+| 18;
     }
 
+#ifdef WITH_IPV6
+    /* IPv6: payload_len counts what follows the 40-byte header */
+    action l3_end_ethernet6() {
+        eg_md.l3_end = hdr.ipv6.payload_len |+| 54;
+    }
+
+    action l3_end_vlan6() {
+        eg_md.l3_end = hdr.ipv6.payload_len |+| 58;
+    }
+#define EGRESS_IP_VALID (hdr.ipv4.isValid() || hdr.ipv6.isValid())
+#else
+#define EGRESS_IP_VALID hdr.ipv4.isValid()
+#endif
+
     action l3_overrun() {
         eg_md.l3_overrun = eg_md.l3_end |-| eg_intr_md.pkt_length;
     }
@@ -99,13 +113,22 @@ control Egress(
 #endif
         /* 1. length check: the arithmetic for every packet (it only writes
          * l3_end / l3_overrun), the verdict for IPv4 packets */
+#ifdef WITH_IPV6
+        if (hdr.ipv6.isValid()) {
+            if (hdr.vlan_tag.isValid()) {
+                l3_end_vlan6();
+            } else {
+                l3_end_ethernet6();
+            }
+        } else
+#endif
         if (hdr.vlan_tag.isValid()) {
             l3_end_vlan();
         } else {
             l3_end_ethernet();
         }
         l3_overrun();
-        if (hdr.ipv4.isValid() && !REROUTE_COPY && eg_md.l3_overrun != 0) {
+        if (EGRESS_IP_VALID && !REROUTE_COPY && eg_md.l3_overrun != 0) {
             drop_overrun();
         }
 #ifdef WITH_RTP_QUALITY

@@ -36,7 +36,14 @@ control Ingress(
     MsClock() clock;
 #endif
     RelaySessions() relay_sessions;
+#ifdef WITH_IPV6
+    RelaySessions6() relay6_sessions;
+#endif
+    GuardCount() guard_count;
     LearnFilter() learning;
+#ifdef WITH_IPV6
+    LearnFilter6() learning6;
+#endif
     Forwarding() forwarding;
 #ifdef WITH_INT
     IntCheck() int_check;
@@ -52,17 +59,19 @@ control Ingress(
     }
 
     apply {
-        if (hdr.ethernet.ether_type == ETHERTYPE_ARP) {
+        if (hdr.ethernet.ether_type == ETHERTYPE_ARP || ig_md.icmp6_ndp) {
+            /* ARP, and IPv6's NDP and MLD (the parser's icmp6_ndp): the
+             * switch's Linux side answers them */
             ig_tm_md.ucast_egress_port = CPU_PORT;
             ig_tm_md.bypass_egress = 1;
             hdr.bridged.setInvalid();   /* egress bypassed: nothing strips it */
 #ifdef WITH_INT
             hdr.int_bridged.setInvalid();
 #endif
-        } else if (!hdr.ipv4.isValid()) {
+        } else if (!hdr.ipv4.isValid() && !hdr.ipv6.isValid()) {
             /* no L2 switching: non-IP frames end here */
             ig_dprsr_md.drop_ctl = 1;
-        } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err) {
+        } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err || ig_md.ipv6_malformed) {
             ig_dprsr_md.drop_ctl = 1;
 #ifdef WITH_INT
         } else if (ig_md.int_malformed) {
@@ -70,13 +79,18 @@ control Ingress(
             ig_dprsr_md.drop_ctl = 1;
             int_check.apply();
 #endif
-        } else if (hdr.ipv4.ttl <= 1 && !REROUTE_NOTICE) {
+        } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl <= 1 && !REROUTE_NOTICE) {
             /* expired: dropped, no ICMP time-exceeded from the data plane */
+            ig_dprsr_md.drop_ctl = 1;
+        } else if (hdr.ipv6.isValid() && hdr.ipv6.hop_limit <= 1) {
+            /* the same for IPv6: no ICMPv6 time exceeded */
             ig_dprsr_md.drop_ctl = 1;
         } else {
             /* A flat sequence: each feature's steps are single-stage items
              * gated by bits computed once (Tofino 1 has no long branches,
-             * so a gated block spanning stages would serialise the rest). */
+             * so a gated block spanning stages would serialise the rest).
+             * Each family's relay steps are gated by its header and write
+             * fields of their own, so neither waits for the other. */
 #if __TARGET_TOFINO__ == 2 && defined(WITH_REROUTE)
             /* the parser's ingress_mac_tstamp[47:16] (rtp_clock.p4) */
             clock.apply(hdr.bridged.rr_ingress_ts, ig_md.now_ms);
@@ -89,8 +103,14 @@ control Ingress(
              * INT packets are routed, not relayed: the relay switch is the
              * source of its sessions' INT (RelaySessions' RELAY_LOOKUP). */
             relay_sessions.apply(hdr, ig_md);
+#ifdef WITH_IPV6
+            relay6_sessions.apply(hdr, ig_md);
+#endif
 #ifdef WITH_INT
-            int_watch.apply(hdr, ig_md);
+            if (hdr.ipv4.isValid()) {
+                /* INT is carried over IPv4 only */
+                int_watch.apply(hdr, ig_md);
+            }
 #endif
 
             /* hdr.bridged (parser constants, relay_leg's fields) goes to
@@ -105,10 +125,19 @@ control Ingress(
                  * never reaches RTPProxy (it would latch to it); the digest
                  * set above is still sent (the deparser emits digests of
                  * dropped packets, as switch.p4's STP learning state relies
-                 * on). Forwarding still runs (ungated: its result is unused). */
+                 * on). Forwarding still runs (ungated: its result is unused).
+                 * An IPv6 guard hit is dropped in Forwarding. */
                 guard_drop_packet();
             }
+            guard_count.apply(ig_md);
             forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            /* IPv6 learning after Forwarding: its digest type is written
+             * after Reroute's, so it holds none of the IPv4 chain back */
+#ifdef WITH_IPV6
+            if (ig_md.relay6_dst && !ig_md.relay6_hit) {
+                learning6.apply(hdr, ig_md, ig_dprsr_md);
+            }
+#endif
 #ifdef WITH_INT
             /* roles of the next hop, the sink's report copy (no INT packet
              * meets the guard: they skip the relay tables) */
@@ -118,7 +147,7 @@ control Ingress(
 #ifdef WITH_IRED
         /* after Forwarding (it needs the egress port); also takes the
          * recirculated feedback copies, which the chain above dropped as
-         * non-IPv4 */
+         * non-IP */
         ired_drop.apply(hdr, ig_md, ig_tm_md, ig_dprsr_md);
 #endif
     }

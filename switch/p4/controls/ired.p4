@@ -347,7 +347,13 @@ control IredDrop(
         } else if (ig_md.forwarded && !ig_md.guard_drop) {
             /* lines 7-10, for a packet Forwarding routed and nothing dropped
              * (bits set before nexthop's stage: no wait for drop_ctl) */
+#ifdef WITH_IPV6
+            if (ig_md.relay_hit || ig_md.relay6_hit
+                    || (hdr.ipv4.isValid() && hdr.ipv4.diffserv[7:2] == DSCP_EF)
+                    || (hdr.ipv6.isValid() && hdr.ipv6.traffic_class[7:2] == DSCP_EF)) {
+#else
             if (ig_md.relay_hit || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
+#endif
                 protect_packet();
                 ig_md.ired_flag = peek_flag.execute(ig_tm_md.ucast_egress_port);
             } else {

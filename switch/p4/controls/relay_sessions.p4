@@ -44,12 +44,14 @@
 #else
 #define RELAY_NO_INT true
 #endif
-#define RELAY_LOOKUP (hdr.udp.isValid() && RELAY_NO_NOTICE && RELAY_NO_INT)
+#define RELAY_LOOKUP (hdr.ipv4.isValid() && hdr.udp.isValid() && RELAY_NO_NOTICE && RELAY_NO_INT)
 /* A guard hit drops a packet that relay_addr marked and relay missed: bits of
  * relay's own stages, so Ingress drops it in the step right after them, ahead
  * of Forwarding (whose drop actions write drop_ctl after it in program order:
  * a drop waiting for guard_count's counter RAM would hold ipv4_lpm back). */
 #define GUARD_DROP (ig_md.guard_hit && ig_md.relay_dst && !ig_md.relay_hit)
+/* the same for IPv6 (RelaySessions6's own fields) */
+#define GUARD6_DROP (ig_md.guard6_hit && ig_md.relay6_dst && !ig_md.relay6_hit)
 
 control RelaySessions(
         inout ingress_headers_t hdr,
@@ -62,8 +64,6 @@ control RelaySessions(
      * packets only, by the leg the guard_drop entry names (a 64-bit
      * bytes + packets cell per leg fits no stage beside relay_guard). */
     DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) leg_counter;
-    @name(".Ingress.guard_drops")
-    Counter<bit<32>, leg_t>(LEG_TABLE_SIZE, CounterType_t.PACKETS) guard_drops;
 
     @name(".Ingress.mark_relay")
     action mark_relay() {
@@ -92,6 +92,7 @@ control RelaySessions(
         /* what Egress (RtpQuality) needs; the parser set the rest of it */
         hdr.bridged.relay = 1;
         hdr.bridged.rtcp = rtcp;
+        hdr.bridged._pad = 0;   /* the written bits stay one contiguous slice */
         hdr.bridged.leg = leg;
     }
 
@@ -140,16 +141,11 @@ control RelaySessions(
 
     /* The guard's hit only marks the packet: relay_guard is looked up beside
      * relay (its key is the packet's own destination), and the drop and the
-     * count follow once relay's miss is known (guard_count). */
+     * count follow once relay's miss is known (GuardCount). */
     @name(".Ingress.guard_drop")
     action guard_drop(leg_t leg) {
         ig_md.guard_hit = true;
         ig_md.guard_leg = leg;
-    }
-
-    action guard_count() {
-        guard_drops.count(ig_md.guard_leg);
-        ig_md.guard_drop = true;
     }
 
     @name(".Ingress.relay_guard")
@@ -186,9 +182,6 @@ control RelaySessions(
         if (RELAY_LOOKUP) {
             relay_guard.apply();
         }
-        if (GUARD_DROP) {
-            guard_count();
-        }
         /* A missing leg_rewrite entry leaves the packet as it is: it goes
          * to the relay address, i.e. RTPProxy keeps relaying it. */
         if (ig_md.relay_hit) {
@@ -196,6 +189,27 @@ control RelaySessions(
         }
         if (ig_md.relay_hit && hdr.udp.checksum == 0) {
             keep_zero_checksum();
+        }
+    }
+}
+
+/* The guard's count, for both families (relay_guard and relay_guard6 name
+ * the leg): one step after the relay tables of either, so the counter lives
+ * in one stage. ig_md.guard_drop then tells the later steps (iRED) that the
+ * packet is dropped. */
+control GuardCount(inout ingress_metadata_t ig_md) {
+
+    @name(".Ingress.guard_drops")
+    Counter<bit<32>, leg_t>(LEG_TABLE_SIZE, CounterType_t.PACKETS) guard_drops;
+
+    action guard_count() {
+        guard_drops.count(ig_md.guard_leg);
+        ig_md.guard_drop = true;
+    }
+
+    apply {
+        if (GUARD_DROP || GUARD6_DROP) {
+            guard_count();
         }
     }
 }

@@ -171,7 +171,11 @@ control Reroute(
      * the registers (one action each, by the packet: a notice's branches
      * exclude each other), then the digest or the detect bit. */
     apply {
-        bool watched = reroute_watch.apply().hit;
+        bool watched = false;
+        if (hdr.ipv4.isValid()) {
+            /* IPv4 destinations only (an IPv6 packet's ipv4 fields are not its own) */
+            watched = reroute_watch.apply().hit;
+        }
         if (hdr.reroute_notice.isValid()) {
             if (watched && ig_md.rr_has_backup
                     && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL

@@ -113,6 +113,7 @@ control EgressDeparser(
         pkt.emit(hdr.vlan_tag);
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.ipv4_options);
+        pkt.emit(hdr.ipv6);
         pkt.emit(hdr.udp);
 #ifdef WITH_INT
         pkt.emit(hdr.int_shim);

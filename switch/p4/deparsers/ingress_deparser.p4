@@ -9,6 +9,9 @@ control IngressDeparser(
     Checksum() ipv4_checksum;
     Checksum() udp_checksum;
     Digest<learn_digest_t>() learn;
+#ifdef WITH_IPV6
+    Digest<learn6_digest_t>() learn6;
+#endif
 #ifdef WITH_REROUTE
     Digest<reroute_digest_t>() reroute;
 #endif
@@ -49,11 +52,16 @@ control IngressDeparser(
         });
 
         if (ig_md.udp_csum_update) {
-            /* Only set when the packet carried a checksum: zero stays zero.
-             * A result of 0 is sent as 0xffff (RFC 768). */
+            /* Only set when the packet carried a checksum: over IPv4 zero
+             * stays zero, over IPv6 it is never relayed. A result of 0 is
+             * sent as 0xffff (RFC 768, RFC 8200 8.1). One update for both
+             * families: the fields of the header a packet does not have are
+             * not valid and count as 0. */
             hdr.udp.checksum = udp_checksum.update(data = {
                 hdr.ipv4.src_addr,
                 hdr.ipv4.dst_addr,
+                hdr.ipv6.src_addr,
+                hdr.ipv6.dst_addr,
                 hdr.udp.src_port,
                 hdr.udp.dst_port,
                 ig_md.udp_csum_residual
@@ -69,6 +77,18 @@ control IngressDeparser(
                 ig_md.ingress_port
             });
         }
+
+#ifdef WITH_IPV6
+        if (ig_dprsr_md.digest_type == DIGEST_TYPE_LEARN6) {
+            learn6.pack({
+                hdr.ipv6.src_addr,
+                hdr.ipv6.dst_addr,
+                hdr.udp.src_port,
+                hdr.udp.dst_port,
+                ig_md.ingress_port
+            });
+        }
+#endif
 
 #ifdef WITH_REROUTE
         if (ig_dprsr_md.digest_type == DIGEST_TYPE_REROUTE) {

@@ -4,6 +4,7 @@
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
 typedef bit<16> l4_port_t;
 typedef bit<16> nexthop_id_t;
 /* Session-direction index: 21 bits in the contract (relay_leg.leg; 2^21
@@ -16,9 +17,11 @@ typedef bit<16> ether_type_t;
 const ether_type_t ETHERTYPE_IPV4 = 16w0x0800;
 const ether_type_t ETHERTYPE_VLAN = 16w0x8100;
 const ether_type_t ETHERTYPE_ARP = 16w0x0806;
+const ether_type_t ETHERTYPE_IPV6 = 16w0x86DD;
 
 typedef bit<8> ip_protocol_t;
 const ip_protocol_t IP_PROTOCOLS_UDP = 17;
+const ip_protocol_t IP_PROTOCOLS_ICMPV6 = 58;
 
 /* contract [config] unbound_port: the relay key's port on a port whose
  * binding is off. No dev port has it (Tofino 1 pipes have local ports 0-71;
@@ -27,6 +30,8 @@ const ip_protocol_t IP_PROTOCOLS_UDP = 17;
 
 /* Learning digest selector (ig_dprsr_md.digest_type; 0 means none). */
 const bit<3> DIGEST_TYPE_LEARN = 1;
+/* the same for an IPv6 flow (pipe.IngressDeparser.learn6) */
+const bit<3> DIGEST_TYPE_LEARN6 = 3;
 /* First byte after the egress intrinsic metadata: what the packet is. */
 const bit<8> PKT_TYPE_BRIDGED = 1;            /* a packet from ingress (bridged_h) */
 #define PKT_TYPE_JITTER_WRITEBACK 8w2       /* E2E mirror copy (jitter_writeback_h) */

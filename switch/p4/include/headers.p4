@@ -53,6 +53,27 @@ struct ipv4_options_t {
     ipv4_option_word_h w9;
 }
 
+/* Fixed 40-byte IPv6 header. Extension headers are not parsed: a packet
+ * whose next header is not UDP or ICMPv6 is routed, never relayed. */
+header ipv6_h {
+    bit<4>        version;
+    bit<8>        traffic_class;
+    bit<20>       flow_label;
+    bit<16>       payload_len;
+    ip_protocol_t next_hdr;
+    bit<8>        hop_limit;
+    ipv6_addr_t   src_addr;
+    ipv6_addr_t   dst_addr;
+}
+
+/* ICMPv6 type, code and checksum: what decides whether it goes to the CPU
+ * (NDP, MLD, link-local); emitted unchanged. */
+header icmpv6_h {
+    bit<8>  type;
+    bit<8>  code;
+    bit<16> checksum;
+}
+
 header udp_h {
     l4_port_t src_port;
     l4_port_t dst_port;
@@ -171,6 +192,8 @@ struct ingress_headers_t {
     vlan_tag_h     vlan_tag;
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;
+    ipv6_h         ipv6;
+    icmpv6_h       icmpv6;
     udp_h          udp;
 #ifdef WITH_INT
     int_shim_h     int_shim;      /* parsed to check it; never rewritten here */
@@ -205,6 +228,7 @@ struct egress_headers_t {
     vlan_tag_h     vlan_tag;
     ipv4_h         ipv4;
     ipv4_options_t ipv4_options;
+    ipv6_h         ipv6;
     udp_h          udp;
 #ifdef WITH_INT
     int_shim_h     int_shim;

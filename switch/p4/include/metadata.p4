@@ -11,6 +11,15 @@ struct learn_digest_t {
     PortId_t    ingress_port;
 }
 
+/* contract digest pipe.IngressDeparser.learn6: the same for an IPv6 flow. */
+struct learn6_digest_t {
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
+    l4_port_t   src_port;
+    l4_port_t   dst_port;
+    PortId_t    ingress_port;
+}
+
 #ifdef WITH_REROUTE
 /* contract digest pipe.IngressDeparser.reroute: one per reroute or upstream
  * notice, fields by member name. */
@@ -37,8 +46,12 @@ struct ingress_metadata_t {
     /* parser results */
     bool    ipv4_checksum_err;    /* header checksum wrong (ihl == 5 only)   */
     bool    ipv4_malformed;       /* ihl < 5                                  */
+    bool    ipv6_malformed;       /* IPv6 ethertype, version != 6             */
+    bool    icmp6_ndp;            /* ICMPv6 NDP or MLD: to the CPU port       */
     bit<16> udp_csum_residual;    /* UDP sum without the pseudo-header addresses and the ports */
     bool    udp_csum_update;      /* rewrite the UDP checksum in the deparser */
+    l4_port_t l4_src_port;        /* UDP ports as they arrived (the learn filters' hash) */
+    l4_port_t l4_dst_port;
 
     /* forwarding */
     nexthop_id_t nexthop_id;
@@ -49,7 +62,15 @@ struct ingress_metadata_t {
                                   /* ingress_port, or UNBOUND_PORT            */
 
     /* relay */
-    bool    relay_dst;            /* hit relay_addr: destination is a relay address:port */
+    bool    relay_dst;            /* hit relay_addr (relay6_addr): destination is a relay address:port */
+    /* IPv6 relay (RelaySessions6): fields of their own, so no IPv4 step
+     * waits for an IPv6 table that writes them (and the other way round) */
+    bool    relay6_dst;           /* hit relay6_addr                          */
+    bit<8>  relay_id;             /* its id of the relay's IPv6 address (relay6, relay_guard6 key) */
+    bool    relay6_hit;           /* hit relay6                               */
+    bool    guard6_hit;           /* hit relay_guard6 (its leg: guard_leg)    */
+    leg_t   leg6;                 /* key of leg_rewrite6                      */
+    bit<16> rtcp6_port_offset;
     bool    relay_hit;            /* hit relay */
     bool    guard_hit;            /* hit relay_guard (looked up beside relay) */
     leg_t   guard_leg;            /* its entry's leg: the guard_drops index  */

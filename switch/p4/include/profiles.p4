@@ -9,10 +9,12 @@
  *       (INT-MD over UDP source, transit and sink, telemetry report copies,
  *       controls/int_*.p4); iRED (controls/ired.p4: drop decisions in
  *       Egress, drops in Ingress).
- *       -DP4RELAY_NO_REROUTE, -DP4RELAY_NO_INT, -DP4RELAY_NO_IRED leave one out.
+ *       IPv6 forwarding and relay (WITH_IPV6: Tofino 2, or -DP4RELAY_IPV6).
+ *       -DP4RELAY_NO_REROUTE, -DP4RELAY_NO_INT, -DP4RELAY_NO_IRED,
+ *       -DP4RELAY_NO_IPV6 leave one out.
  *   P4RELAY_PROFILE_LEAN: forwarding, relay, relay guard, learning digest
- *       only. No quality registers, no write-back copies, no reroute, INT or
- *       iRED: the most sessions per pipe. The contract's feature objects are
+ *       only, IPv4 only. No quality registers, no write-back copies, no
+ *       reroute, INT, iRED or IPv6: the most sessions per pipe. The contract's feature objects are
  *       then absent from bfrt.json; the bridged header stays (4 bytes inside
  *       the switch).
  * P4RELAY_SCALE_LARGE (sizes.p4) sizes the standard profile up, with RTP
@@ -53,6 +55,13 @@
 #endif
 #ifndef P4RELAY_NO_IRED
 #define WITH_IRED
+#endif
+/* IPv6 forwarding and relay (controls/relay6_sessions.p4): Tofino 2's
+ * standard build; on Tofino 1 only with -DP4RELAY_IPV6, since with the IPv4
+ * tables at their standard sizes it does not place in 12 stages
+ * (docs/design/ipv6.md "Capacity"). */
+#if (__TARGET_TOFINO__ == 2 || defined(P4RELAY_IPV6)) && !defined(P4RELAY_NO_IPV6)
+#define WITH_IPV6
 #endif
 #endif
 #endif

@@ -84,6 +84,24 @@
 #else
 #define QUALITY_CELLS LEG_TABLE_SIZE
 #endif
+/* IPv6 relay sessions per pipe (relay6: 4 per call, relay_guard6: 4 per
+ * call, leg_rewrite6: 2 per call). Their legs come out of the same
+ * LEG_TABLE_SIZE index space as IPv4's (the quality registers). */
+#ifndef RELAY6_TABLE_SIZE
+#define RELAY6_TABLE_SIZE 16384
+#endif
+#ifndef RELAY_GUARD6_TABLE_SIZE
+#define RELAY_GUARD6_TABLE_SIZE 16384
+#endif
+#ifndef LEG6_TABLE_SIZE
+#define LEG6_TABLE_SIZE 8192
+#endif
+#ifndef RELAY6_ADDR_TABLE_SIZE
+#define RELAY6_ADDR_TABLE_SIZE 64
+#endif
+#ifndef IPV6_LPM_TABLE_SIZE
+#define IPV6_LPM_TABLE_SIZE 2048
+#endif
 #ifndef IPV4_LPM_TABLE_SIZE
 #define IPV4_LPM_TABLE_SIZE 16384
 #endif

@@ -8,7 +8,7 @@
  * the bridged relay/rtcp bits whether RtpQuality runs. (Selecting on those
  * bits here would need them kept in parser match registers across three
  * states; parsing UDP/RTP of every packet costs nothing extra in PHV.)
- * Only IPv4 reaches egress; ARP to the CPU bypasses it. An iRED feedback
+ * Only IPv4 and IPv6 reach egress; ARP and the CPU's ICMPv6 bypass it. An iRED feedback
  * copy (pkt_type 3) keeps its header, which the deparser emits first.
  * No checksums here: egress rewrites nothing the checksums cover.
  * The jitter write-back mirror session of this egress pipe (BASE + pipe,
@@ -225,6 +225,9 @@ parser EgressParser(
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN : parse_vlan;
             ETHERTYPE_IPV4 : parse_ipv4;
+#ifdef WITH_IPV6
+            ETHERTYPE_IPV6 : parse_ipv6;
+#endif
             default : accept;
         }
     }
@@ -233,6 +236,9 @@ parser EgressParser(
         pkt.extract(hdr.vlan_tag);
         transition select(hdr.vlan_tag.ether_type) {
             ETHERTYPE_IPV4 : parse_ipv4;
+#ifdef WITH_IPV6
+            ETHERTYPE_IPV6 : parse_ipv6;
+#endif
             default : accept;
         }
     }
@@ -359,6 +365,18 @@ parser EgressParser(
     }
 #endif
 
+#ifdef WITH_IPV6
+    /* IPv6 (Ingress dropped other versions): UDP straight after the fixed
+     * header, as the ingress parser */
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        transition select(hdr.ipv6.next_hdr) {
+            IP_PROTOCOLS_UDP : parse_udp;
+            default : accept;
+        }
+    }
+#endif
+
     state parse_udp {
         pkt.extract(hdr.udp);
         /* the ingress parser's rule: UDP length >= 20 and version 2 */
@@ -379,5 +397,12 @@ parser EgressParser(
         pkt.extract(hdr.ipv4);
         transition accept;
     }
+
+#ifdef WITH_IPV6
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        transition accept;
+    }
+#endif
 #endif
 }

@@ -35,8 +35,18 @@ parser IngressParser(
         pkt.extract(ig_intr_md);
         ig_md.ipv4_checksum_err = false;
         ig_md.ipv4_malformed = false;
+        ig_md.ipv6_malformed = false;
+        ig_md.icmp6_ndp = false;
+        ig_md.relay6_dst = false;
+        ig_md.relay_id = 0;
+        ig_md.relay6_hit = false;
+        ig_md.guard6_hit = false;
+        ig_md.leg6 = 0;
+        ig_md.rtcp6_port_offset = 0;
         ig_md.udp_csum_residual = 0;
         ig_md.udp_csum_update = false;
+        ig_md.l4_src_port = 0;
+        ig_md.l4_dst_port = 0;
         ig_md.nexthop_id = 0;
         ig_md.forwarded = false;
         ig_md.ingress_port = ig_intr_md.ingress_port;
@@ -151,6 +161,9 @@ parser IngressParser(
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_VLAN : parse_vlan;
             ETHERTYPE_IPV4 : parse_ipv4;
+#ifdef WITH_IPV6
+            ETHERTYPE_IPV6 : parse_ipv6;
+#endif
 #ifdef WITH_REROUTE
             ETHERTYPE_REROUTE_NOTICE : parse_reroute_notice;
 #endif
@@ -169,9 +182,54 @@ parser IngressParser(
         pkt.extract(hdr.vlan_tag);
         transition select(hdr.vlan_tag.ether_type) {
             ETHERTYPE_IPV4 : parse_ipv4;
+#ifdef WITH_IPV6
+            ETHERTYPE_IPV6 : parse_ipv6;
+#endif
             default : accept;
         }
     }
+
+#ifdef WITH_IPV6
+    /* IPv6: the UDP residual leaves out the addresses as for IPv4 (the
+     * pseudo-header's length and next header stay in it: the checksum the
+     * packet carries covers them). No extension headers: UDP or ICMPv6 must
+     * follow the fixed header directly, anything else is routed as it is. */
+    state parse_ipv6 {
+        pkt.extract(hdr.ipv6);
+        udp_residual.subtract({hdr.ipv6.src_addr, hdr.ipv6.dst_addr});
+        transition select(hdr.ipv6.version, hdr.ipv6.next_hdr) {
+            (4w6, IP_PROTOCOLS_UDP) : parse_udp;
+            (4w6, IP_PROTOCOLS_ICMPV6) : parse_icmpv6;
+            (4w6, _) : accept;
+            default : parse_ipv6_malformed;
+        }
+    }
+
+    state parse_ipv6_malformed {
+        ig_md.ipv6_malformed = true;
+        transition accept;
+    }
+
+    /* NDP (133 RS, 134 RA, 135 NS, 136 NA, 137 redirect) and MLD (130-132,
+     * 143) go to the CPU port wherever they are addressed, as ARP: the
+     * switch's Linux side answers them. Other ICMPv6 (echo, errors) is
+     * routed like any packet. */
+    state parse_icmpv6 {
+        pkt.extract(hdr.icmpv6);
+        transition select(hdr.icmpv6.type) {
+            8w130 &&& 8w0xfe : icmpv6_ndp;   /* 130, 131 */
+            8w132 &&& 8w0xfc : icmpv6_ndp;   /* 132..135 */
+            8w136 &&& 8w0xfe : icmpv6_ndp;   /* 136, 137 */
+            8w143 : icmpv6_ndp;
+            default : accept;
+        }
+    }
+
+    state icmpv6_ndp {
+        ig_md.icmp6_ndp = true;
+        transition accept;
+    }
+#endif
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
@@ -352,6 +410,8 @@ parser IngressParser(
 
     state parse_udp {
         pkt.extract(hdr.udp);
+        ig_md.l4_src_port = hdr.udp.src_port;
+        ig_md.l4_dst_port = hdr.udp.dst_port;
         udp_residual.subtract({hdr.udp.checksum});
         udp_residual.subtract({hdr.udp.src_port, hdr.udp.dst_port});
         udp_residual.subtract_all_and_deposit(ig_md.udp_csum_residual);

@@ -58,6 +58,10 @@ pub struct ContractConfig {
     pub int_flow_slots: u32,
     pub int_report_interval_ms: u32,
     pub unbound_port: u16,
+    /// relay6_addr's relay_id values (distinct IPv6 relay addresses).
+    pub relay6_ids: u32,
+    pub relay6_entries_softswitch: u32,
+    pub leg_rewrite6_entries_softswitch: u32,
     pub tna_deq_timedelta_bits: u32,
     pub tna_qdepth_bits: u32,
     pub tna_tstamp_bits: u32,
@@ -164,9 +168,14 @@ pub mod names {
     pub const INT_HOP_CONFIG: &str = "pipe.Egress.int_hop_config";
     pub const INT_REPORT: &str = "pipe.Egress.int_report";
     pub const PORT_METADATA: &str = "pipe.IngressParser.$PORT_METADATA";
+    pub const IPV6_LPM: &str = "pipe.Ingress.ipv6_lpm";
+    pub const RELAY6_ADDR: &str = "pipe.Ingress.relay6_addr";
+    pub const RELAY6: &str = "pipe.Ingress.relay6";
+    pub const RELAY_GUARD6: &str = "pipe.Ingress.relay_guard6";
+    pub const LEG_REWRITE6: &str = "pipe.Ingress.leg_rewrite6";
     // Counters.
     pub const GUARD_DROPS: &str = "pipe.Ingress.guard_drops";
-    pub const TABLES: [&str; 14] = [
+    pub const TABLES: [&str; 19] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -181,13 +190,22 @@ pub mod names {
         INT_HOP_CONFIG,
         INT_REPORT,
         PORT_METADATA,
+        IPV6_LPM,
+        RELAY6_ADDR,
+        RELAY6,
+        RELAY_GUARD6,
+        LEG_REWRITE6,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
     pub const REROUTE_DIGEST: &str = "pipe.IngressDeparser.reroute";
+    pub const LEARN6_DIGEST: &str = "pipe.IngressDeparser.learn6";
 
     // Match keys.
     pub const KEY_IPV4_SRC: &str = "hdr.ipv4.src_addr";
+    pub const KEY_IPV6_SRC: &str = "hdr.ipv6.src_addr";
+    pub const KEY_IPV6_DST: &str = "hdr.ipv6.dst_addr";
+    pub const KEY_RELAY_ID: &str = "ig_md.relay_id";
     pub const KEY_IPV4_DST: &str = "hdr.ipv4.dst_addr";
     pub const KEY_UDP_SRC: &str = "hdr.udp.src_port";
     pub const KEY_UDP_DST: &str = "hdr.udp.dst_port";
@@ -196,6 +214,7 @@ pub mod names {
     pub const D_UNBOUND: &str = "unbound";
     pub const KEY_NEXTHOP_ID: &str = "ig_md.nexthop_id";
     pub const KEY_LEG: &str = "ig_md.leg";
+    pub const KEY_LEG6: &str = "ig_md.leg6";
     pub const KEY_RR_CLASS: &str = "hdr.bridged.rr_class";
     pub const KEY_EGRESS_PORT: &str = "eg_intr_md.egress_port";
     pub const KEY_BRIDGED_RELAY: &str = "hdr.bridged.relay";
@@ -219,6 +238,11 @@ pub mod names {
     pub const P_SRC_PORT: &str = "src_port";
     pub const P_DST_PORT: &str = "dst_port";
     pub const GUARD_DROP: &str = "Ingress.guard_drop";
+    pub const MARK_RELAY6: &str = "Ingress.mark_relay6";
+    pub const P_RELAY_ID: &str = "relay_id";
+    pub const RELAY6_LEG: &str = "Ingress.relay6_leg";
+    pub const REWRITE6: &str = "Ingress.rewrite6";
+    pub const GUARD6_DROP: &str = "Ingress.guard6_drop";
     pub const REROUTE_BACKUP: &str = "Ingress.reroute_backup";
     pub const REROUTE_NOTIFY: &str = "Ingress.reroute_notify";
     pub const P_SLOT: &str = "slot";
@@ -377,6 +401,23 @@ mod tests {
         assert_eq!(keys(IPV4_LPM), [KEY_IPV4_DST]);
         assert_eq!(keys(NEXTHOP), [KEY_NEXTHOP_ID]);
         assert_eq!(keys(LEG_REWRITE), [KEY_LEG]);
+        assert_eq!(keys(LEG_REWRITE6), [KEY_LEG6]);
+        assert_eq!(keys(IPV6_LPM), [KEY_IPV6_DST]);
+        assert_eq!(
+            keys(RELAY6_ADDR),
+            [KEY_IPV6_DST, KEY_UDP_DST, MATCH_PRIORITY]
+        );
+        assert_eq!(
+            keys(RELAY6),
+            [
+                KEY_IPV6_SRC,
+                KEY_RELAY_ID,
+                KEY_UDP_SRC,
+                KEY_UDP_DST,
+                KEY_BOUND_PORT
+            ]
+        );
+        assert_eq!(keys(RELAY_GUARD6), [KEY_RELAY_ID, KEY_UDP_DST]);
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);

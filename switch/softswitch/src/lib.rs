@@ -57,6 +57,7 @@ pub fn run(config: config::Config) -> Result<()> {
     init_logging(&config)?;
     let (digest_tx, digest_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
     let (reroute_tx, reroute_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
+    let (learn6_tx, learn6_rx) = std::sync::mpsc::sync_channel(DIGEST_QUEUE);
     let port_ids: Vec<u32> = config.ports.keys().copied().collect();
     let mut pipeline = pipeline::Pipeline::new(
         &CONTRACT,
@@ -65,6 +66,7 @@ pub fn run(config: config::Config) -> Result<()> {
         &port_ids,
         digest_tx,
     )
+    .with_v6(config.v6, learn6_tx)
     .with_reroute_digests(reroute_tx)
     .with_ired_sample(config.ired_sample);
     let prog = load_xdp(&config);
@@ -89,7 +91,7 @@ pub fn run(config: config::Config) -> Result<()> {
         // Loaded for AF_XDP alone, which is not used: nothing for it to do.
         fp.detach_all();
     }
-    let schema = schema::Schema::build(&CONTRACT, config.relay_entries, config.legs);
+    let schema = schema::Schema::build_v6(&CONTRACT, config.relay_entries, config.legs, config.v6);
     let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
     let _ = sw.dataplane_io.set(dp.io.label());
     if let Some(fp) = &fast {
@@ -123,6 +125,12 @@ pub fn run(config: config::Config) -> Result<()> {
         std::thread::Builder::new()
             .name("digests".into())
             .spawn(move || grpc::notify::run_digests(sw, digest_rx))?;
+    }
+    {
+        let sw = sw.clone();
+        std::thread::Builder::new()
+            .name("learn6-digests".into())
+            .spawn(move || grpc::notify::run_digests(sw, learn6_rx))?;
     }
     {
         let sw = sw.clone();

@@ -11,7 +11,7 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let config = Config::resolve(&args)?;
     if args.dump_bfrt_json || args.dump_fixed_bfrt_json {
-        let schema = Schema::build(&CONTRACT, config.relay_entries, config.legs);
+        let schema = Schema::build_v6(&CONTRACT, config.relay_entries, config.legs, config.v6);
         println!(
             "{}",
             if args.dump_bfrt_json {

@@ -269,6 +269,7 @@ pub fn render(sw: &Switch) -> String {
         ("p4relay_learn_dropped_total", "Learn digests lost to a full digest queue (flow reports again after learn_filter_age_ms)", &st.learn_dropped),
         ("p4relay_fragments_total", "IPv4 fragments (routed, never relayed)", &st.fragments),
         ("p4relay_udp_bad_length_total", "UDP datagrams whose length disagrees with IPv4 (routed, never relayed)", &st.udp_bad_length),
+        ("p4relay_udp6_zero_checksum_total", "IPv6 UDP datagrams without a checksum (invalid; routed, never relayed)", &st.udp6_zero_checksum),
         ("p4relay_grpc_updates_total", "BfRt updates applied", &sw.writes_ok),
         ("p4relay_grpc_write_failures_total", "BfRt Write calls that failed", &sw.writes_failed),
         ("p4relay_notifications_dropped_total", "Stream notifications lost to a slow or gone client", &sw.notifications_dropped),

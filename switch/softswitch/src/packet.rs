@@ -1,6 +1,9 @@
 //! Parser and checksum helpers. The parser only computes offsets into the
 //! frame (no copies, no allocation); every length is checked before use, so
-//! any byte string yields a defined `Parsed` or a `ParseError`.
+//! any byte string yields a defined `Parsed` or a `ParseError`. IPv6:
+//! `ipv6.rs`; `parse_l3` takes either family.
+
+pub mod ipv6;
 
 /// Why a frame is not IPv4 the pipeline can route. Each is counted per port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +16,8 @@ pub enum ParseError {
     BadIpv4,
     /// IPv4 header checksum wrong (RFC 1812 5.2.2: discard).
     BadIpChecksum,
+    /// IPv6 header cut short, version != 6, or payload length beyond the frame.
+    BadIpv6,
 }
 
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
@@ -107,23 +112,49 @@ pub fn csum_update32(hc: u16, old: u32, new: u32) -> u16 {
     csum_update16(hc, old as u16, new as u16)
 }
 
-/// Parses Ethernet / optional 802.1Q / IPv4 / UDP.
-pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
+/// An IP packet of either family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L3 {
+    V4(Parsed),
+    V6(ipv6::Parsed6),
+}
+
+/// The ethertype after an optional 802.1Q tag, and the L3 offset.
+#[inline]
+fn ethertype(frame: &[u8]) -> Result<(u16, usize), ParseError> {
     if frame.len() < 14 {
         return Err(ParseError::Truncated);
     }
-    let mut l3 = 14;
-    let mut ethertype = rd16(frame, 12);
+    let ethertype = rd16(frame, 12);
     if ethertype == ETHERTYPE_VLAN {
         if frame.len() < 18 {
             return Err(ParseError::Truncated);
         }
-        ethertype = rd16(frame, 16);
-        l3 = 18;
+        return Ok((rd16(frame, 16), 18));
     }
-    if ethertype != ETHERTYPE_IPV4 {
-        return Err(ParseError::NotIpv4);
+    Ok((ethertype, 14))
+}
+
+/// Parses Ethernet / optional 802.1Q / IPv4 or IPv6 / UDP.
+pub fn parse_l3(frame: &[u8]) -> Result<L3, ParseError> {
+    match ethertype(frame)? {
+        (ETHERTYPE_IPV4, l3) => parse_ipv4(frame, l3).map(L3::V4),
+        (ipv6::ETHERTYPE_IPV6, l3) => ipv6::parse_at(frame, l3)
+            .map(L3::V6)
+            .map_err(|ipv6::Ipv6Error::Bad| ParseError::BadIpv6),
+        _ => Err(ParseError::NotIpv4),
     }
+}
+
+/// Parses Ethernet / optional 802.1Q / IPv4 / UDP (anything else: `NotIpv4`).
+pub fn parse(frame: &[u8]) -> Result<Parsed, ParseError> {
+    match ethertype(frame)? {
+        (ETHERTYPE_IPV4, l3) => parse_ipv4(frame, l3),
+        _ => Err(ParseError::NotIpv4),
+    }
+}
+
+fn parse_ipv4(frame: &[u8], l3: usize) -> Result<Parsed, ParseError> {
     let ip = &frame[l3..];
     if ip.len() < 20 || ip[0] >> 4 != 4 {
         return Err(ParseError::BadIpv4);
@@ -174,8 +205,12 @@ pub struct Rtp {
 
 /// RTP fixed header in a UDP payload: version 2 and at least 12 bytes.
 pub fn parse_rtp(frame: &[u8], udp: &Udp, p: &Parsed) -> Option<Rtp> {
+    parse_rtp_in(frame, udp, p.l3 + p.total_len)
+}
+
+/// RTP in a UDP datagram whose IP packet ends at `end` (either family).
+pub fn parse_rtp_in(frame: &[u8], udp: &Udp, end: usize) -> Option<Rtp> {
     let payload = udp.off + 8;
-    let end = p.l3 + p.total_len;
     if !udp.valid_len || end < payload + 12 || frame.len() < end {
         return None;
     }

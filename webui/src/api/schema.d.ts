@@ -2783,6 +2783,8 @@ export interface operations {
                 call_id?: string | null;
                 /** @description a party (endpoint) address of any leg */
                 address?: string | null;
+                /** @description a party (endpoint) address of any leg within this prefix, IPv4 or IPv6 (`fd00::/8`, `198.18.1.0/24`; host bits are ignored) */
+                prefix?: string | null;
                 switch?: string | null;
             };
             header?: never;
@@ -2843,6 +2845,8 @@ export interface operations {
                 call_id?: string | null;
                 /** @description a party (endpoint) address of any leg */
                 address?: string | null;
+                /** @description a party (endpoint) address of any leg within this prefix, IPv4 or IPv6 (`fd00::/8`, `198.18.1.0/24`; host bits are ignored) */
+                prefix?: string | null;
                 switch?: string | null;
             };
             header?: never;

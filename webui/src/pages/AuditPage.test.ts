@@ -15,5 +15,13 @@ describe('audit filters', () => {
     });
     expect(f.started_from).toBe(new Date('2026-01-01T10:00').toISOString());
     expect(f).toMatchObject({ state: ['ended'], offloaded: false, mos_min: 1.5, mos_max: undefined, loss_min: 2.5, jitter_min: 30, call_id: 'abc', address: '198.18.1.10', switch: 'sw1' });
+    expect(f.prefix).toBeUndefined();
+  });
+  it('sends an address with a length as a prefix, IPv6 as typed', () => {
+    const base = {
+      since: '', until: '', state: '', offloaded: '', mos_min: '', mos_max: '', loss_min: '', jitter_min: '', call_id: '', switch: '',
+    } as const;
+    expect(toFilters({ ...base, address: ' fd00::/8 ' })).toMatchObject({ prefix: 'fd00::/8', address: undefined });
+    expect(toFilters({ ...base, address: 'fd00:198:18:1::10' })).toMatchObject({ address: 'fd00:198:18:1::10', prefix: undefined });
   });
 });

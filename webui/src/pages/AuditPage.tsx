@@ -48,7 +48,9 @@ export function toFilters(f: FormState): SessionQuery {
     loss_min: num(f.loss_min),
     jitter_min: num(f.jitter_min),
     call_id: f.call_id.trim() || undefined,
-    address: f.address.trim() || undefined,
+    // `a/len` is a prefix (`fd00::/8`); anything else an address (the server checks both).
+    address: f.address.trim() && !f.address.includes('/') ? f.address.trim() : undefined,
+    prefix: f.address.includes('/') ? f.address.trim() : undefined,
     switch: f.switch.trim() || undefined,
   };
 }
@@ -126,7 +128,7 @@ export default function AuditPage() {
         <label className="field">Loss ≥ %<input type="number" step="0.1" min="0" max="100" value={form.loss_min} onChange={set('loss_min')} style={{ width: '5rem' }} /></label>
         <label className="field">Max jitter ≥ ms<input type="number" step="0.1" min="0" value={form.jitter_min} onChange={set('jitter_min')} style={{ width: '6rem' }} /></label>
         <label className="field">Call-ID<input value={form.call_id} onChange={set('call_id')} /></label>
-        <label className="field">Address<input value={form.address} onChange={set('address')} placeholder="198.18.1.10" /></label>
+        <label className="field">Address or prefix<input value={form.address} onChange={set('address')} placeholder="198.18.1.10, fd00::/8" /></label>
         <label className="field">Switch<input value={form.switch} onChange={set('switch')} style={{ width: '7rem' }} /></label>
         <button className="primary" type="submit">Search</button>
         <button type="button" onClick={() => { setForm(EMPTY); setFilters({}); }}>Clear</button>

@@ -57,6 +57,38 @@ describe('LiveSessionsPage', () => {
     expect(await screen.findByTestId('live-count')).toHaveTextContent('1 of 2');
   });
 
+  it('finds IPv6 parties by any spelling of their address or by a prefix, and sorts parties by address', async () => {
+    const user = userEvent.setup();
+    const { store } = renderWithLive(<LiveSessionsPage />);
+    act(() => {
+      store.replaceAll([
+        makeSession(1, { caller: '[fd00:198:18:1::10]:6000', callee: '[fd00:198:18:2::10]:7000' }),
+        makeSession(2, { caller: '198.18.1.10:6000', callee: '[fd00:198:18:2::10]:7002' }),
+        makeSession(3, { caller: '198.18.1.9:6000', callee: '198.18.2.10:7000' }),
+        makeSession(4, { caller: '[2001:db8:1234:5678:9abc:def0:1234:5678]:65535', callee: '198.18.2.10:7002' }),
+      ]);
+      store.flush();
+    });
+    // A long IPv6 endpoint fits its column; the whole of it is in the tooltip.
+    const long = screen.getByTitle('[2001:db8:1234:5678:9abc:def0:1234:5678]:65535');
+    expect(long.textContent).toContain('…');
+    const filter = screen.getByLabelText('Filter sessions');
+    await user.type(filter, 'fd00:198:18:1:0:0:0:10');
+    expect(await screen.findByTestId('live-count')).toHaveTextContent('1 of 4');
+    await user.clear(filter);
+    await user.type(filter, 'fd00::/8');
+    expect(await screen.findByTestId('live-count')).toHaveTextContent('2 of 4');
+    await user.clear(filter);
+    await user.type(filter, '198.18.1.0/24');
+    expect(await screen.findByTestId('live-count')).toHaveTextContent('2 of 4');
+    await user.clear(filter);
+    await user.click(screen.getByRole('button', { name: /^Caller/ }));
+    const callers = screen.getAllByTestId('row').map((r) => within(r).getAllByTitle(/:\d+$/)[0]?.getAttribute('title'));
+    expect(callers).toEqual([
+      '198.18.1.9:6000', '198.18.1.10:6000', '[2001:db8:1234:5678:9abc:def0:1234:5678]:65535', '[fd00:198:18:1::10]:6000',
+    ]);
+  });
+
   it('rates a one-way call as no media, and clears it when the stream says it flows again', () => {
     const { store } = renderWithLive(<LiveSessionsPage />);
     const quiet = makeSession(1, { call_id: 'quiet@x', mos_avg: 4.41 });

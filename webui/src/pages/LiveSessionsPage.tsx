@@ -3,6 +3,7 @@ import { useNavigate } from 'react-router';
 import { useLive, useLiveSessions } from '../api/live';
 import type { LiveSession } from '../api/types';
 import { DataTable } from '../components/DataTable';
+import { inPrefix, parseEndpoint, parsePrefix } from '../lib/address';
 import { MOS_DEGRADED } from '../lib/format';
 import { currentMos } from '../lib/liveMetrics';
 import { sessionColumns } from './sessionColumns';
@@ -18,9 +19,16 @@ export function matchesFilter(s: LiveSession, text: string, relay: RelayFilter, 
   }
   if (!text) return true;
   const t = text.toLowerCase();
-  return [s.call_id, s.from_tag, s.to_tag, s.caller, s.callee, s.switch, s.agent, s.offload_reason].some((v) =>
+  if ([s.call_id, s.from_tag, s.to_tag, s.caller, s.callee, s.switch, s.agent, s.offload_reason].some((v) =>
     v?.toLowerCase().includes(t),
-  );
+  )) return true;
+  // An address in any spelling (`fd00:198:18:1:0:0:0:10`) or a prefix (`fd00::/8`,
+  // `198.18.1.0/24`) matches the parties inside it.
+  const prefix = parsePrefix(text);
+  return prefix !== null && [s.caller, s.callee].some((e) => {
+    const ep = parseEndpoint(e);
+    return ep !== null && inPrefix(ep.ip, prefix);
+  });
 }
 
 export default function LiveSessionsPage() {
@@ -43,7 +51,7 @@ export default function LiveSessionsPage() {
         <h1 id="live-title" style={{ marginRight: 'auto' }}>Live sessions</h1>
         <label className="field">
           Filter
-          <input type="search" placeholder="call-id, tag, party, switch, reason…" value={text}
+          <input type="search" placeholder="call-id, tag, party or prefix, switch, reason…" value={text}
             onChange={(e) => { setText(e.target.value); }} aria-label="Filter sessions" style={{ width: '17rem' }} />
         </label>
         <label className="field">

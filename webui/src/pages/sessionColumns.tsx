@@ -3,6 +3,7 @@ import { createColumnHelper } from '@tanstack/react-table';
 import { Link } from 'react-router';
 import type { LiveSession, SessionSummary } from '../api/types';
 import { MosBadge } from '../components/MosBadge';
+import { compareEndpoints, fitEndpoint } from '../lib/address';
 import { elapsedSeconds, formatCount, formatDuration, formatMs, formatPercent, formatTime } from '../lib/format';
 import { currentJitterMs, currentMos, lossFraction, packetCount } from '../lib/liveMetrics';
 
@@ -31,10 +32,14 @@ const relayedBy = col.accessor((s) => offloadLabel(s), {
   id: 'offload', header: 'Relayed by', size: 170,
   cell: (c) => <span title={c.getValue()}>{c.getValue()}</span>, // the reason may be cut off
 });
+// Wide enough for a testbed or site IPv6 endpoint (`[fd00:198:18:2::10]:20000`);
+// a longer one loses the middle of its address (the whole of it in the tooltip).
+const PARTY_CHARS = 27;
 const party = (which: 'caller' | 'callee', header: string) =>
   col.accessor((s) => s[which] ?? '–', {
-    id: which, header, size: 170,
-    cell: (c) => <span className="mono" title={c.getValue()}>{c.getValue()}</span>,
+    id: which, header, size: 230,
+    sortingFn: (a, b, id) => compareEndpoints(a.getValue<string>(id), b.getValue<string>(id)),
+    cell: (c) => <span className="mono" title={c.getValue()}>{fitEndpoint(c.getValue(), PARTY_CHARS)}</span>,
   });
 const caller = party('caller', 'Caller');
 const callee = party('callee', 'Callee');

@@ -58,6 +58,17 @@ IdempotencyKey = Annotated[
 # Numbers are strict: `"seq": "1"`, `1.0` for an integer or `"yes"` for a boolean
 # is a producer bug and is refused (422), not coerced.
 Bool = StrictBool
+
+
+def _unscoped(a: ipaddress.IPv4Address | ipaddress.IPv6Address) -> Any:
+    # A zone (`fe80::1%eth0`) names an interface of the sender's host: it means
+    # nothing here and PostgreSQL's inet has no place for it.
+    if isinstance(a, ipaddress.IPv6Address) and a.scope_id is not None:
+        raise ValueError("an IPv6 zone (%...) cannot be stored: give the address alone")
+    return a
+
+
+IPAddress = Annotated[ipaddress.IPv4Address | ipaddress.IPv6Address, AfterValidator(_unscoped)]
 Port = Annotated[int, Strict(), Field(ge=0, le=65535)]
 
 # Counters are bounded by what the switch can count, so no stored value, and
@@ -141,7 +152,7 @@ class StorableBody(_Strict):
 class Endpoint(_Strict):
     """An IPv4/IPv6 address and UDP port."""
 
-    addr: ipaddress.IPv4Address | ipaddress.IPv6Address
+    addr: IPAddress
     port: Port
 
 

@@ -10,7 +10,7 @@ from p4relay_switch.errors import EncodeError
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo
 
-IntLike = int | bytes | str | ipaddress.IPv4Address
+IntLike = int | bytes | str | ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +40,13 @@ ReadValue = int | bytes | str | bool | float | list[int] | list[bool] | list[str
 
 
 def to_int(value: IntLike) -> int:
-    """int, big-endian bytes, IPv4 address ("198.18.0.10") or MAC ("02:00:00:00:00:01")."""
+    """int, big-endian bytes, IPv4 address ("198.18.0.10"), IPv6 address
+    ("2001:db8::10") or MAC ("02:00:00:00:00:01")."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
         return value
-    if isinstance(value, ipaddress.IPv4Address):
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
         return int(value)
     if isinstance(value, bytes):
         return int.from_bytes(value, "big")
@@ -54,7 +55,11 @@ def to_int(value: IntLike) -> int:
         if ":" in s:
             parts = s.split(":")
             if len(parts) != 6 or not all(len(p) in (1, 2) for p in parts):
-                raise EncodeError(f"not a MAC address: {value!r}")
+                # six groups of 1-2 digits is a MAC; an IPv6 address never is one
+                try:
+                    return int(ipaddress.IPv6Address(s))
+                except ValueError:
+                    raise EncodeError(f"not a MAC or IPv6 address: {value!r}") from None
             try:
                 return int("".join(p.zfill(2) for p in parts), 16)
             except ValueError:
@@ -66,7 +71,7 @@ def to_int(value: IntLike) -> int:
         try:
             return int(s, 0)
         except ValueError:
-            raise EncodeError(f"not an integer, IPv4 or MAC address: {value!r}") from None
+            raise EncodeError(f"not an integer, IPv4, IPv6 or MAC address: {value!r}") from None
     raise EncodeError(f"cannot use {type(value).__name__} as an integer field value")
 
 

@@ -10,11 +10,14 @@ a few joined byte strings, no message objects. Each kind of update is a
 a batch is one list of constant pieces and values, joined once into the
 request's updates (no bytes object per update, no second copy to frame it).
 Values are valid by construction (IPv4 addresses, 16-bit ports, legs below
-the table size).
+the table size). An entry with IPv6 addresses goes to the IPv6 table of its
+kind (relay6, relay_guard6, leg_rewrite6), the relay's address replaced by
+its relay_id (`Encoder.relay6_ids`, kept by `Pipeline` from relay6_addr).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,25 +31,35 @@ from p4relay_switch.model import (
     LegQuality,
     LegRewrite,
     RelayEntry,
+    is_v6,
 )
 from p4relay_switch.names import (
+    A_GUARD6_DROP,
     A_GUARD_DROP,
+    A_RELAY6_LEG,
     A_RELAY_LEG,
     A_REWRITE,
+    A_REWRITE6,
     COUNTER_BYTES,
     COUNTER_INDEX,
     COUNTER_PKTS,
     GUARD_DROPS,
+    K6_SRC_ADDR,
     K_BOUND_PORT,
     K_DST_ADDR,
     K_DST_PORT,
     K_LEG,
+    K_LEG6,
+    K_RELAY_ID,
     K_SRC_ADDR,
     K_SRC_PORT,
     LEG_REWRITE,
+    LEG_REWRITE6,
     QUALITY_REGISTERS,
     RELAY,
+    RELAY6,
     RELAY_GUARD,
+    RELAY_GUARD6,
     TTL,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
@@ -115,6 +128,15 @@ def update(kind: int, table_id: int, key: bytes, data: bytes | None = None) -> b
 aton = socket.inet_aton  # dotted IPv4 -> 4 bytes (OSError if it is not one)
 
 
+def aton6(host: str) -> bytes:
+    """An IPv6 address -> 16 bytes (OSError if it is not one)."""
+    return socket.inet_pton(socket.AF_INET6, host)
+
+
+class Ipv6Unsupported(ValueError):
+    """An IPv6 entry for a switch whose program has no IPv6 tables."""
+
+
 def hw_read(table_id: int, key: bytes) -> bytes:
     """An `Entity` reading one entry, its counters synced from the hardware."""
     te = uint(_TE_ID, table_id) + ld(_TE_KEY, key) + ld(_TE_FLAGS, uint(_TF_HW, 1))
@@ -141,8 +163,11 @@ def _key_int(te: pb.TableEntry, field_id: int) -> int | None:
 
 
 class Encoder:
-    def __init__(self, schema: Schema) -> None:
+    def __init__(self, schema: Schema, relay6_ids: dict[str, int] | None = None) -> None:
         self.schema = schema
+        # The relay's IPv6 addresses -> relay_id (relay6_addr's), by the
+        # address's canonical string; the owner (Pipeline) keeps it current.
+        self.relay6_ids: dict[str, int] = {} if relay6_ids is None else relay6_ids
         r = schema.table(RELAY)
         self.relay_id = r.id
         self.k_src, self.k_dst = r.key(K_SRC_ADDR).id, r.key(K_DST_ADDR).id
@@ -180,7 +205,128 @@ class Encoder:
             fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
             self.registers.append((t.id, t.key("$REGISTER_INDEX"), t.data[fields[0]]))
 
+        self.has_v6 = RELAY6 in schema.tables
+        if self.has_v6:
+            r6 = schema.table(RELAY6)
+            self.relay6_table = r6.id
+            self.k6_src = r6.key(K6_SRC_ADDR).id
+            self.k6_rid = r6.key(K_RELAY_ID)
+            self.k6_sport, self.k6_dport = r6.key(K_SRC_PORT).id, r6.key(K_DST_PORT).id
+            self.k6_port = r6.key(K_BOUND_PORT)
+            a6 = r6.action(A_RELAY6_LEG)
+            self.relay6_action = a6.id
+            self.p6_leg, self.p6_rtcp = a6.param("leg"), a6.param("rtcp")
+            self.ttl6 = r6.data_field(TTL, a6)
+            lr6 = schema.table(LEG_REWRITE6)
+            self.leg6_table = lr6.id
+            self.k6_leg = lr6.key(K_LEG6)
+            w6 = lr6.action(A_REWRITE6)
+            self.rewrite6_action = w6.id
+            self.p6 = {n: w6.param(n).id for n in ("src_addr", "dst_addr", "src_port", "dst_port")}
+            self.c6_pkts = lr6.data_field(COUNTER_PKTS).id
+            self.c6_bytes = lr6.data_field(COUNTER_BYTES).id
+            g6 = schema.table(RELAY_GUARD6)
+            self.guard6_table = g6.id
+            self.g6_rid, self.g6_dport = g6.key(K_RELAY_ID), g6.key(K_DST_PORT).id
+            ga6 = g6.action(A_GUARD6_DROP)
+            self.guard6_action = ga6.id
+            self.g6_leg = ga6.param("leg")
+
         self._templates()
+        if self.has_v6:
+            self._templates6()
+
+    def relay_id_of(self, host: str) -> bytes:
+        """The relay_id of a relay IPv6 address, as relay6's key bytes."""
+        if not self.has_v6:
+            raise Ipv6Unsupported(f"{host}: the switch's program has no IPv6 tables")
+        rid = self.relay6_ids.get(host)
+        if rid is None:
+            rid = self.relay6_ids.get(str(ipaddress.IPv6Address(host)))
+        if rid is None:
+            raise ValueError(f"{host} is not a relay address (no relay6_addr entry)")
+        return rid.to_bytes(self.k6_rid.nbytes, "big")
+
+    def _templates6(self) -> None:
+        """The IPv6 tables' updates, as `_templates` (relay_id for the relay address)."""
+        leg_n, rtcp_n, ttl_n = self.p6_leg.nbytes, self.p6_rtcp.nbytes, self.ttl6.nbytes
+        rid_n = self.k6_rid.nbytes
+
+        def relay_key(v: list[bytes]) -> bytes:
+            return (
+                exact(self.k6_src, v[0])
+                + exact(self.k6_rid.id, v[1])
+                + exact(self.k6_sport, v[2])
+                + exact(self.k6_dport, v[3])
+                + exact(self.k6_port.id, v[4])
+            )
+
+        def relay_insert(v: list[bytes]) -> bytes:
+            data = (
+                uint(_TD_ACTION, self.relay6_action)
+                + stream(self.p6_leg.id, v[5])
+                + stream(self.p6_rtcp.id, v[6])
+                + stream(self.ttl6.id, v[7])
+            )
+            return update(INSERT, self.relay6_table, relay_key(v), data)
+
+        flow = [16, rid_n, 2, 2, self.k6_port.nbytes]
+        self._relay6_insert_t = Template(relay_insert, [*flow, leg_n, rtcp_n, ttl_n])
+        self._relay6_insert_by_ttl: dict[int, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {}
+        self._relay6_delete_c = (
+            Template(lambda v: update(DELETE, self.relay6_table, relay_key(v)), flow)
+            .framed(_WR_UPDATES)
+            .constant()
+        )
+
+        def guard_key(v: list[bytes]) -> bytes:
+            return exact(self.g6_rid.id, v[0]) + exact(self.g6_dport, v[1])
+
+        def guard_insert(v: list[bytes]) -> bytes:
+            data = uint(_TD_ACTION, self.guard6_action) + stream(self.g6_leg.id, v[2])
+            return update(INSERT, self.guard6_table, guard_key(v), data)
+
+        self._guard6_insert_c = (
+            Template(guard_insert, [self.g6_rid.nbytes, 2, self.g6_leg.nbytes])
+            .framed(_WR_UPDATES)
+            .constant()
+        )
+        self._guard6_delete_c = (
+            Template(
+                lambda v: update(DELETE, self.guard6_table, guard_key(v)), [self.g6_rid.nbytes, 2]
+            )
+            .framed(_WR_UPDATES)
+            .constant()
+        )
+
+        k_leg = self.k6_leg
+
+        def leg_write(kind: int) -> Template:
+            def build(v: list[bytes]) -> bytes:
+                p = self.p6
+                data = (
+                    uint(_TD_ACTION, self.rewrite6_action)
+                    + stream(p["src_addr"], v[1])
+                    + stream(p["dst_addr"], v[2])
+                    + stream(p["src_port"], v[3])
+                    + stream(p["dst_port"], v[4])
+                )
+                return update(kind, self.leg6_table, exact(k_leg.id, v[0]), data)
+
+            return Template(build, [k_leg.nbytes, 16, 16, 2, 2]).framed(_WR_UPDATES)
+
+        self._leg6_insert_c = leg_write(INSERT).constant()
+        self._leg6_modify_c = leg_write(MODIFY).constant()
+        self._leg6_delete_c = (
+            Template(
+                lambda v: update(DELETE, self.leg6_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+            )
+            .framed(_WR_UPDATES)
+            .constant()
+        )
+        self._leg6_read_t = Template(
+            lambda v: hw_read(self.leg6_table, exact(k_leg.id, v[0])), [k_leg.nbytes]
+        )
 
     def _templates(self) -> None:
         """Every hot update as a `Template` over `update`/`exact`/`stream`."""
@@ -302,21 +448,21 @@ class Encoder:
         self._relay_keys(out, self._relay_delete_c, b.del_relays)
         n_del = len(b.del_guards) + len(b.del_relays)
         self._resets(out, b.reset_legs)
-        self._legs(out, self._leg_modify_c, b.mod_legs)
+        self._legs(out, MODIFY, b.mod_legs)
         n_mod = len(b.reset_legs) * self.resets_per_leg + len(b.mod_legs)
-        self._legs(out, self._leg_insert_c, b.add_legs)
+        self._legs(out, INSERT, b.add_legs)
         self._relay_inserts(out, b.add_relays, ttl_ms)
         self._guard_inserts(out, b.add_guards)
         legs_at = n_del + n_mod
         relays_at = legs_at + len(b.add_legs)
         guards_at = relays_at + len(b.add_relays)
         n_ins = guards_at + len(b.add_guards) - legs_at
-        self._leg_deletes(out, b.del_legs)
+        self._leg_deletes(out, b.del_legs, b.del_legs6)
         kinds = (
             [DELETE_KIND] * n_del
             + [MODIFY_KIND] * n_mod
             + [INSERT_KIND] * n_ins
-            + [DELETE_KIND] * len(b.del_legs)
+            + [DELETE_KIND] * (len(b.del_legs) + len(b.del_legs6))
         )
         return Encoded(
             b"".join(out),
@@ -332,22 +478,59 @@ class Encoder:
     def _relay_keys(self, out: list[bytes], c: tuple[bytes, ...], keys: Iterable[FlowKey]) -> None:
         pn = self.k_port.nbytes
         for sa, da, sp, dp, port in keys:
+            if is_v6(da):
+                self._relay6_key(out, FlowKey(sa, da, sp, dp, port))
+                continue
             out += (
                 c[0], aton(sa), c[1], aton(da), c[2], sp.to_bytes(2, "big"),
                 c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(pn, "big"), c[5],
             )  # fmt: skip
+
+    def _relay6_key(self, out: list[bytes], key: FlowKey) -> None:
+        """An IPv6 flow's relay6 deletion (`_relay_keys`' other family)."""
+        sa, da, sp, dp, port = key
+        c, rid = self._relay6_delete_c, self.relay_id_of(da)
+        out += (
+            c[0], aton6(sa), c[1], rid, c[2], sp.to_bytes(2, "big"),
+            c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(self.k6_port.nbytes, "big"), c[5],
+        )  # fmt: skip
 
     def _relay_inserts(self, out: list[bytes], relays: Iterable[RelayEntry], ttl_ms: int) -> None:
         rtp, rtcp = self._relay_insert_c(ttl_ms)
         pn, ln = self.k_port.nbytes, self.p_leg.nbytes
         for r in relays:
             sa, da, sp, dp, port = r.key
+            if is_v6(da):
+                self._relay6_insert(out, r, ttl_ms)
+                continue
             c = rtcp if r.rtcp else rtp
             out += (
                 c[0], aton(sa), c[1], aton(da), c[2], sp.to_bytes(2, "big"),
                 c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(pn, "big"),
                 c[5], r.leg.to_bytes(ln, "big"), c[6],
             )  # fmt: skip
+
+    def _relay6_insert(self, out: list[bytes], r: RelayEntry, ttl_ms: int) -> None:
+        sa, da, sp, dp, port = r.key
+        rid = self.relay_id_of(da)
+        got = self._relay6_insert_by_ttl.get(ttl_ms)
+        if got is None:
+            t = self._relay6_insert_t.fixing(7, ttl_ms.to_bytes(self.ttl6.nbytes, "big"))
+            n = self.p6_rtcp.nbytes
+
+            def flag(v: int) -> tuple[bytes, ...]:
+                return t.fixing(6, v.to_bytes(n, "big")).framed(_WR_UPDATES).constant()
+
+            got = (flag(0), flag(1))
+            if len(self._relay6_insert_by_ttl) >= 16:
+                self._relay6_insert_by_ttl.clear()
+            self._relay6_insert_by_ttl[ttl_ms] = got
+        c = got[1] if r.rtcp else got[0]
+        out += (
+            c[0], aton6(sa), c[1], rid, c[2], sp.to_bytes(2, "big"),
+            c[3], dp.to_bytes(2, "big"), c[4], port.to_bytes(self.k6_port.nbytes, "big"),
+            c[5], r.leg.to_bytes(self.p6_leg.nbytes, "big"), c[6],
+        )  # fmt: skip
 
     def _relay_insert_c(self, ttl_ms: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]]:
         """The relay insert with this TTL, for RTP and for RTCP entries (a
@@ -366,14 +549,24 @@ class Encoder:
             self._relay_insert_by_ttl[ttl_ms] = got
         return got
 
-    @staticmethod
-    def _guards(out: list[bytes], c: tuple[bytes, ...], keys: Iterable[GuardKey]) -> None:
+    def _guards(self, out: list[bytes], c: tuple[bytes, ...], keys: Iterable[GuardKey]) -> None:
         for da, dp in keys:
+            if is_v6(da):
+                c6 = self._guard6_delete_c
+                out += (c6[0], self.relay_id_of(da), c6[1], dp.to_bytes(2, "big"), c6[2])
+                continue
             out += (c[0], aton(da), c[1], dp.to_bytes(2, "big"), c[2])
 
     def _guard_inserts(self, out: list[bytes], guards: Iterable[GuardEntry]) -> None:
         c, ln = self._guard_insert_c, self.g_leg.nbytes
         for (da, dp), leg in guards:
+            if is_v6(da):
+                c6 = self._guard6_insert_c
+                out += (
+                    c6[0], self.relay_id_of(da), c6[1], dp.to_bytes(2, "big"),
+                    c6[2], leg.to_bytes(self.g6_leg.nbytes, "big"), c6[3],
+                )  # fmt: skip
+                continue
             out += (
                 c[0],
                 aton(da),
@@ -384,19 +577,40 @@ class Encoder:
                 c[3],
             )
 
-    def _legs(self, out: list[bytes], c: tuple[bytes, ...], legs: Iterable[LegRewrite]) -> None:
+    def _legs(self, out: list[bytes], kind: int, legs: Iterable[LegRewrite]) -> None:
+        """Leg inserts (``kind`` INSERT) or modifications (MODIFY)."""
         ln = self.k_leg.nbytes
+        c = self._leg_insert_c if kind == INSERT else self._leg_modify_c
         for lg in legs:
+            if is_v6(lg.dst_addr):
+                self._leg6(out, kind, lg)
+                continue
             out += (
                 c[0], lg.leg.to_bytes(ln, "big"), c[1], aton(lg.src_addr), c[2],
                 aton(lg.dst_addr), c[3], lg.src_port.to_bytes(2, "big"),
                 c[4], lg.dst_port.to_bytes(2, "big"), c[5],
             )  # fmt: skip
 
-    def _leg_deletes(self, out: list[bytes], legs: Iterable[int]) -> None:
+    def _leg6(self, out: list[bytes], kind: int, lg: LegRewrite) -> None:
+        if not self.has_v6:
+            raise Ipv6Unsupported(f"leg {lg.leg}: the switch's program has no IPv6 tables")
+        c = self._leg6_insert_c if kind == INSERT else self._leg6_modify_c
+        out += (
+            c[0], lg.leg.to_bytes(self.k6_leg.nbytes, "big"), c[1], aton6(lg.src_addr), c[2],
+            aton6(lg.dst_addr), c[3], lg.src_port.to_bytes(2, "big"),
+            c[4], lg.dst_port.to_bytes(2, "big"), c[5],
+        )  # fmt: skip
+
+    def _leg_deletes(self, out: list[bytes], legs: Iterable[int], legs6: Iterable[int]) -> None:
         c, ln = self._leg_delete_c, self.k_leg.nbytes
         for leg in legs:
             out += (c[0], leg.to_bytes(ln, "big"), c[1])
+        legs6 = tuple(legs6)
+        if legs6 and not self.has_v6:
+            raise Ipv6Unsupported("the switch's program has no IPv6 tables")
+        for leg in legs6:
+            c6 = self._leg6_delete_c
+            out += (c6[0], leg.to_bytes(self.k6_leg.nbytes, "big"), c6[1])
 
     def _resets(self, out: list[bytes], legs: Iterable[int]) -> None:
         """Zero legs' quality registers and guard drops (a MODIFY of each cell).
@@ -408,22 +622,30 @@ class Encoder:
 
     # ------------------------------------------------------------------ relay
     # ------------------------------------------------------------------ legs
-    def leg_reads(self, legs: list[int]) -> list[bytes]:
-        """Read entities of these legs' leg_rewrite entries (their counters
-        synced from the hardware)."""
+    def leg_reads(self, legs: list[int], *, v6: bool = False) -> list[bytes]:
+        """Read entities of these legs' leg_rewrite (``v6``: leg_rewrite6)
+        entries (their counters synced from the hardware)."""
+        if v6:
+            if not self.has_v6:
+                raise Ipv6Unsupported("the switch's program has no IPv6 tables")
+            n6 = self.k6_leg.nbytes
+            return [self._leg6_read_t.fill(leg.to_bytes(n6, "big")) for leg in legs]
         n = self.k_leg.nbytes
         return [self._leg_read_t.fill(leg.to_bytes(n, "big")) for leg in legs]
 
     def decode_leg_counters(self, ents: list[pb.Entity]) -> dict[int, Counters]:
-        """leg_rewrite entries as read back -> each leg's direct counter."""
+        """leg_rewrite / leg_rewrite6 entries as read back -> each leg's direct counter."""
         out: dict[int, Counters] = {}
         for e in ents:
             te = e.table_entry
-            if te.table_id != self.leg_table:
-                continue
-            leg = _key_int(te, self.k_leg.id)
-            if leg is not None:
-                out[leg] = _counters(te, self.c_pkts, self.c_bytes)
+            if te.table_id == self.leg_table:
+                leg = _key_int(te, self.k_leg.id)
+                if leg is not None:
+                    out[leg] = _counters(te, self.c_pkts, self.c_bytes)
+            elif self.has_v6 and te.table_id == self.leg6_table:
+                leg = _key_int(te, self.k6_leg.id)
+                if leg is not None:
+                    out[leg] = _counters(te, self.c6_pkts, self.c6_bytes)
         return out
 
     def guard_drop_reads(self, legs: list[int]) -> list[bytes]:

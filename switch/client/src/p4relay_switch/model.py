@@ -10,8 +10,11 @@ in production and by the PTF suite, the tests and the benches alike:
   (`CallEntries.install`, `.removal`, `.change_from`) or many
   (`EntryBatch.joined`), through `Pipeline.write`.
 
-Addresses in `FlowKey`/`GuardKey`/`LegRewrite` are dotted IPv4 strings (what
-signalling carries), validated when encoded.
+Addresses in `FlowKey`/`GuardKey`/`LegRewrite` are strings as signalling
+carries them: dotted IPv4 or IPv6 (`str(IPv6Address)`, compressed), validated
+when encoded. An entry's family is its addresses': IPv6 entries go to the IPv6
+tables (relay6, relay_guard6, leg_rewrite6). A call is one family; a call
+bridging IPv4 and IPv6 is not offloaded (the switch does not translate).
 """
 
 from __future__ import annotations
@@ -26,11 +29,24 @@ import grpc
 from p4relay_switch.errors import TableFullError
 from p4relay_switch.names import JITTER_SHIFT, RTP_CLOCK_HZ
 
-Addr = ipaddress.IPv4Address
+Addr = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 def ip(value: str | int | Addr) -> Addr:
-    return value if isinstance(value, Addr) else ipaddress.IPv4Address(value)
+    """An IPv4 or IPv6 address (an int below 2^32 is IPv4)."""
+    if isinstance(value, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return value
+    return ipaddress.ip_address(value)
+
+
+def is_v6(host: str) -> bool:
+    """An entry's address string is IPv6 (the family of the entry)."""
+    return ":" in host
+
+
+class BridgedCallError(ValueError):
+    """A call whose parties or relay sides are not all one address family:
+    the switch does not translate between IPv4 and IPv6."""
 
 
 # ---------------------------------------------------------------- entries
@@ -80,13 +96,18 @@ class RelayEntry(NamedTuple):
 
 
 class LegRewrite(NamedTuple):
-    """`pipe.Ingress.leg_rewrite[leg]`: what a packet of this leg becomes."""
+    """`pipe.Ingress.leg_rewrite[leg]` (IPv6 addresses: `leg_rewrite6[leg]`):
+    what a packet of this leg becomes."""
 
     leg: int
     src_addr: str
     dst_addr: str
     src_port: int
     dst_port: int
+
+    @property
+    def v6(self) -> bool:
+        return is_v6(self.dst_addr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +121,7 @@ class EntryBatch:
     add_relays: tuple[RelayEntry, ...] = ()
     del_relays: tuple[FlowKey, ...] = ()
     del_legs: tuple[int, ...] = ()
+    del_legs6: tuple[int, ...] = ()  # legs whose rewrite is in leg_rewrite6
     reset_legs: tuple[int, ...] = ()  # zero these legs' quality registers and guard_drops
     add_guards: tuple[GuardEntry, ...] = ()
     del_guards: tuple[GuardKey, ...] = ()
@@ -116,6 +138,7 @@ class EntryBatch:
             add_relays=tuple(x for b in parts for x in b.add_relays),
             del_relays=tuple(x for b in parts for x in b.del_relays),
             del_legs=tuple(x for b in parts for x in b.del_legs),
+            del_legs6=tuple(x for b in parts for x in b.del_legs6),
             reset_legs=tuple(x for b in parts for x in b.reset_legs),
             add_guards=tuple(x for b in parts for x in b.add_guards),
             del_guards=tuple(x for b in parts for x in b.del_guards),
@@ -128,6 +151,7 @@ class EntryBatch:
             or self.add_relays
             or self.del_relays
             or self.del_legs
+            or self.del_legs6
             or self.reset_legs
             or self.add_guards
             or self.del_guards
@@ -146,6 +170,11 @@ class CallEntries:
 
     def flow_keys(self) -> list[FlowKey]:
         return [r.key for r in self.relays]
+
+    @property
+    def v6(self) -> bool:
+        """An IPv6 call (its entries go to the IPv6 tables)."""
+        return self.legs[0].v6
 
     def install(self, reset_legs: Iterable[int] | None = None) -> EntryBatch:
         """The call's entries written anew; ``reset_legs``: the legs whose
@@ -166,7 +195,8 @@ class CallEntries:
         return EntryBatch(
             del_guards=tuple(g.key for g in self.guards),
             del_relays=tuple(self.flow_keys()),
-            del_legs=legs,
+            del_legs=() if self.v6 else legs,
+            del_legs6=legs if self.v6 else (),
             reset_legs=legs if reset else (),
         )
 
@@ -259,8 +289,12 @@ class Endpoint:
             raise ValueError(f"port {port} out of range")
         return cls(ip(addr), port)
 
+    @property
+    def v6(self) -> bool:
+        return self.addr.version == 6
+
     def __str__(self) -> str:
-        return f"{self.addr}:{self.port}"
+        return f"[{self.addr}]:{self.port}" if self.v6 else f"{self.addr}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,6 +371,24 @@ class RelayCall:
             b_to_a=RelayDirection(legs[1], b, relay_b, relay_a, a, ports[1]),
         )
 
+    def __post_init__(self) -> None:
+        ends = [
+            e
+            for d in (self.a_to_b, self.b_to_a)
+            for e in (d.src, d.relay, d.out_src, d.out_dst, d.rtcp_src)
+            if e is not None
+        ]
+        if len({e.v6 for e in ends}) != 1:
+            raise BridgedCallError(
+                "bridged call (IPv4 and IPv6 endpoints): the switch does not translate "
+                f"between families ({', '.join(str(e) for e in ends)})"
+            )
+
+    @property
+    def v6(self) -> bool:
+        """An IPv6 call: its entries go to relay6, relay_guard6, leg_rewrite6."""
+        return self.a_to_b.src.v6
+
     @property
     def directions(self) -> tuple[RelayDirection, RelayDirection]:
         return (self.a_to_b, self.b_to_a)
@@ -384,29 +436,36 @@ class Nexthop:
 
 @dataclass(frozen=True, slots=True)
 class Routes:
-    """The switch's routes as ports: prefix -> the dev port `ipv4_lpm` +
-    `nexthop` send that prefix to (None: the route drops).
+    """The switch's routes as ports: prefix -> the dev port `ipv4_lpm` (IPv6:
+    `ipv6_lpm`) + `nexthop` send that prefix to (None: the route drops).
 
     A relay entry is bound to the port its sender's packets arrive on; with
     symmetric routing that is the port the switch routes the sender's address
     to (reverse path), which a spoofed packet from elsewhere cannot change."""
 
-    prefixes: tuple[tuple[ipaddress.IPv4Network, int | None], ...] = ()
-    # Per prefix length, longest first: (mask, network -> port). A lookup is a
-    # dict probe per length, and each address's answer is kept (the agent
-    # asks for every party of every call; a new Routes starts afresh).
-    _by_len: tuple[tuple[int, dict[int, int | None]], ...] = field(
+    prefixes: tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, int | None], ...] = ()
+    # Per family, per prefix length, longest first: (mask, network -> port). A
+    # lookup is a dict probe per length, and each address's answer is kept
+    # (the agent asks for every party of every call; a new Routes starts afresh).
+    _by_len: dict[int, tuple[tuple[int, dict[int, int | None]], ...]] = field(
         init=False, repr=False, compare=False
     )
     _seen: dict[str, int | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        by_len: dict[int, dict[int, int | None]] = {}
+        by_len: dict[int, dict[int, dict[int, int | None]]] = {4: {}, 6: {}}
         for net, port in self.prefixes:
             # Equal prefixes: the first one listed wins.
-            by_len.setdefault(net.prefixlen, {}).setdefault(int(net.network_address), port)
-        masks = [((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF, by_len[n]) for n in sorted(by_len)[::-1]]
-        object.__setattr__(self, "_by_len", tuple(masks))
+            fam = by_len[net.version]
+            fam.setdefault(net.prefixlen, {}).setdefault(int(net.network_address), port)
+        tables: dict[int, tuple[tuple[int, dict[int, int | None]], ...]] = {}
+        for version, bits in ((4, 32), (6, 128)):
+            lens = by_len[version]
+            full = (1 << bits) - 1
+            tables[version] = tuple(
+                ((full << (bits - n)) & full, lens[n]) for n in sorted(lens)[::-1]
+            )
+        object.__setattr__(self, "_by_len", tables)
         object.__setattr__(self, "_seen", {})
 
     def port_for(self, addr: str | int | Addr) -> int | None:
@@ -416,15 +475,16 @@ class Routes:
             seen = self._seen
             if addr in seen:
                 return seen[addr]
-            port = self._lookup(int(ip(addr)))
+            port = self._lookup(ip(addr))
             if len(seen) >= 65536:
                 seen.clear()
             seen[addr] = port
             return port
-        return self._lookup(int(ip(addr)))
+        return self._lookup(ip(addr))
 
-    def _lookup(self, a: int) -> int | None:
-        for mask, nets in self._by_len:
+    def _lookup(self, addr: Addr) -> int | None:
+        a = int(addr)
+        for mask, nets in self._by_len[addr.version]:
             net = a & mask
             if net in nets:
                 return nets[net]

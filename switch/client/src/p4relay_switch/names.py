@@ -12,6 +12,7 @@ from p4relay_switch.contract_config import INT_REPORT_INTERVAL_MS as INT_REPORT_
 from p4relay_switch.contract_config import IRED_CELL_BYTES as IRED_CELL_BYTES
 from p4relay_switch.contract_config import IRED_EWMA_N_MAX as IRED_EWMA_N_MAX
 from p4relay_switch.contract_config import JITTER_SHIFT as JITTER_SHIFT
+from p4relay_switch.contract_config import RELAY6_IDS as RELAY6_IDS
 from p4relay_switch.contract_config import REROUTE_NOTICE_ETHERTYPE as REROUTE_NOTICE_ETHERTYPE
 from p4relay_switch.contract_config import REROUTE_SLOTS as REROUTE_SLOTS
 from p4relay_switch.contract_config import RTP_CLOCK_HZ as RTP_CLOCK_HZ
@@ -26,6 +27,22 @@ LEG_REWRITE = "pipe.Ingress.leg_rewrite"
 # Foreign packets relay_guard dropped, by leg (an indexed Counter, contract v5).
 GUARD_DROPS = "pipe.Ingress.guard_drops"
 LEARN_DIGEST = "pipe.IngressDeparser.learn"
+# IPv6 (contract v6): the relay's IPv6 address is an 8-bit relay_id
+# (relay6_addr), the key relay6 and relay_guard6 use in its place.
+IPV6_LPM = "pipe.Ingress.ipv6_lpm"
+RELAY6_ADDR = "pipe.Ingress.relay6_addr"
+RELAY6 = "pipe.Ingress.relay6"
+RELAY_GUARD6 = "pipe.Ingress.relay_guard6"
+LEG_REWRITE6 = "pipe.Ingress.leg_rewrite6"
+LEARN6_DIGEST = "pipe.IngressDeparser.learn6"
+A_MARK_RELAY6 = "Ingress.mark_relay6"
+A_RELAY6_LEG = "Ingress.relay6_leg"
+A_REWRITE6 = "Ingress.rewrite6"
+A_GUARD6_DROP = "Ingress.guard6_drop"
+K6_SRC_ADDR = "hdr.ipv6.src_addr"
+K6_DST_ADDR = "hdr.ipv6.dst_addr"
+K_RELAY_ID = "ig_md.relay_id"
+K_LEG6 = "ig_md.leg6"
 # Port binding per ingress port: the port's phase-0 data. unbound = 1: relay
 # keys on UNBOUND_PORT for packets from the port (binding off there).
 PORT_METADATA = "pipe.IngressParser.$PORT_METADATA"

@@ -39,6 +39,7 @@ FRAME_BYTES = 1514  # iRED depths are given in full-size packets (the iRED paper
 # cannot fit is refused before anything is written.
 NEXTHOP_SIZE = 4096
 IPV4_LPM_SIZE = 16384
+IPV6_LPM_SIZE = 2048
 INT_WATCH_SIZE = 256
 LEG_BITS = 21
 
@@ -47,17 +48,49 @@ U16 = Annotated[int, Field(ge=0, le=65535)]
 U32 = Annotated[int, Field(ge=0, le=2**32 - 1)]
 
 
-def _prefix(v: Any) -> Any:
+def _any_prefix(v: Any) -> Any:
+    """An IPv4 or IPv6 prefix, host bits clear, with the reason when it is not one."""
     if not isinstance(v, str):
         return v
+    addr, sep, length = v.partition("/")
+    v6 = ":" in addr
+    family, bits = ("IPv6", 128) if v6 else ("IPv4", 32)
+    if sep and length.isdigit() and int(length) > bits:
+        raise ValueError(f"{v!r}: an {family} prefix is at most /{bits}, not /{length}")
     try:
-        return ipaddress.IPv4Network(v, strict=True)
+        net = ipaddress.ip_network(v, strict=True)
     except ValueError as e:
-        raise ValueError(f"{v!r} is not an IPv4 prefix (address/length): {e}") from None
+        raise ValueError(f"{v!r} is not an {family} prefix (address/length): {e}") from None
+    if isinstance(net, ipaddress.IPv6Network):
+        if "%" in addr:
+            raise ValueError(f"{v!r}: a prefix has no zone (%...)")
+        for special, what in _V6_NEVER_ROUTED:
+            if net.subnet_of(special):
+                raise ValueError(f"{v!r} is {what}: no router forwards it")
+    return net
+
+
+# IPv6 destinations a router never forwards (RFC 4291): a route for them never matches.
+_V6_NEVER_ROUTED = (
+    (ipaddress.IPv6Network("fe80::/10"), "link-local (fe80::/10)"),
+    (ipaddress.IPv6Network("::ffff:0:0/96"), "IPv4-mapped (::ffff:0:0/96): IPv4 on the wire"),
+)
+
+
+def _prefix(v: Any) -> Any:
+    net = _any_prefix(v)
+    if isinstance(net, ipaddress.IPv6Network):
+        raise ValueError(
+            f"{v!r}: the program matches IPv4 destinations only here (IPv6 media is "
+            "neither INT-traced nor rerouted)"
+        )
+    return net
 
 
 # An IPv4 prefix whose host bits are clear ("198.18.2.0/24").
 Prefix = Annotated[ipaddress.IPv4Network, BeforeValidator(_prefix)]
+# A route's prefix: IPv4 ("0.0.0.0/0" the default) or IPv6 ("::/0").
+RoutePrefix = Annotated[ipaddress.IPv4Network | ipaddress.IPv6Network, BeforeValidator(_any_prefix)]
 _BOOLS = {"1": True, "true": True, "on": True, "yes": True}
 _BOOLS |= {"0": False, "false": False, "off": False, "no": False}
 
@@ -113,9 +146,10 @@ class NexthopConfig(_Section):
 
 
 class RouteConfig(_Section):
-    """A route (pipe.Ingress.ipv4_lpm); 0.0.0.0/0 is the default route."""
+    """A route (pipe.Ingress.ipv4_lpm, or ipv6_lpm for an IPv6 prefix); 0.0.0.0/0
+    and ::/0 are the default routes."""
 
-    prefix: Prefix
+    prefix: RoutePrefix
     nexthop: U16
 
 
@@ -483,7 +517,8 @@ class Settings(BaseSettings):
         default=None, description="next hops (pipe.Ingress.nexthop, int_role)"
     )
     routes: list[RouteConfig] | None = Field(
-        default=None, description="routes (pipe.Ingress.ipv4_lpm); 0.0.0.0/0 = default"
+        default=None,
+        description="routes (pipe.Ingress.ipv4_lpm, ipv6_lpm); 0.0.0.0/0 and ::/0 = default",
     )
     reroute: RerouteSection | None = Field(default=None, description="congestion reroute")
     ired: list[IredPort] | None = Field(default=None, description="iRED per egress port")
@@ -535,8 +570,11 @@ class Settings(BaseSettings):
                 raise ValueError("nexthops name an int_role but there is no [int] section")
         if self.routes is not None:
             _unique([str(r.prefix) for r in self.routes], "routes: prefix {} given twice")
-            if len(self.routes) > IPV4_LPM_SIZE:
-                raise ValueError(f"routes: at most {IPV4_LPM_SIZE}")
+            v6 = sum(1 for r in self.routes if r.prefix.version == 6)
+            if len(self.routes) - v6 > IPV4_LPM_SIZE:
+                raise ValueError(f"routes: at most {IPV4_LPM_SIZE} IPv4 prefixes (ipv4_lpm)")
+            if v6 > IPV6_LPM_SIZE:
+                raise ValueError(f"routes: at most {IPV6_LPM_SIZE} IPv6 prefixes (ipv6_lpm)")
             if nexthop_ids is None:
                 raise ValueError("routes need the nexthops they name ([[nexthops]])")
             for r in self.routes:

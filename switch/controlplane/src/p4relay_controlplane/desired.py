@@ -31,7 +31,9 @@ from p4relay_switch.names import (
     INT_ROLE,
     INT_WATCH,
     IPV4_LPM,
+    IPV6_LPM,
     IRED_PORT,
+    K6_DST_ADDR,
     K_BRIDGED_LEG,
     K_BRIDGED_RELAY,
     K_DST_ADDR,
@@ -61,6 +63,7 @@ PORT_KEYED = {IRED_PORT: K_EGRESS_PORT, INT_HOP_CONFIG: K_EGRESS_PORT, INT_REPOR
 TABLE_ORDER = (
     NEXTHOP,
     IPV4_LPM,
+    IPV6_LPM,
     REROUTE_CLASS,
     REROUTE_WATCH,
     INT_ROLE,
@@ -80,7 +83,8 @@ def describe(key: Key) -> str:
     parts = []
     for name, v in key:
         if isinstance(v, Lpm):
-            parts.append(f"{name}={ipaddress.IPv4Address(int(v.value))}/{v.prefix_len}")
+            family = ipaddress.IPv6Address if name == K6_DST_ADDR else ipaddress.IPv4Address
+            parts.append(f"{name}={family(int(v.value))}/{v.prefix_len}")
         elif isinstance(v, Ternary):
             if int(v.mask) == 0:
                 continue
@@ -197,10 +201,16 @@ def desired(cfg: Settings) -> Desired:
                 ),
             )
     if cfg.routes is not None:
+        # Both families' routes are the section's (a program without ipv6_lpm
+        # has none to want, and nothing is refused).
         d.tables[IPV4_LPM] = {}
+        d.tables[IPV6_LPM] = {}
         for r in cfg.routes:
-            key = {K_DST_ADDR: Lpm(int(r.prefix.network_address), r.prefix.prefixlen)}
-            d.put(IPV4_LPM, Entry(key, A_SET_NEXTHOP, {"nexthop_id": r.nexthop}))
+            table, field = (
+                (IPV6_LPM, K6_DST_ADDR) if r.prefix.version == 6 else (IPV4_LPM, K_DST_ADDR)
+            )
+            key = {field: Lpm(int(r.prefix.network_address), r.prefix.prefixlen)}
+            d.put(table, Entry(key, A_SET_NEXTHOP, {"nexthop_id": r.nexthop}))
     if cfg.ports is not None:
         d.shaping = {p.port: (p.rate_kbps, p.burst_bytes) for p in cfg.ports}
     if cfg.reroute is not None:

@@ -13,6 +13,7 @@ use serde::Deserialize;
 
 use crate::contract::CONTRACT;
 use crate::pipeline::ired::IredSample;
+use crate::schema::V6Sizes;
 use crate::tables::small::QUEUE_DEPTH_MAX;
 
 mod aqm;
@@ -50,6 +51,12 @@ pub struct Args {
     /// Number of legs (leg_rewrite entries and quality-register slots) [default: contract legs_softswitch]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_LEGS")]
     pub legs: Option<u32>,
+    /// Capacity of pipe.Ingress.relay6 and of pipe.Ingress.relay_guard6 [default: contract relay6_entries_softswitch]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_RELAY6_ENTRIES")]
+    pub relay6_entries: Option<u32>,
+    /// Entries of pipe.Ingress.leg_rewrite6 (IPv6 legs; legs are shared with IPv4) [default: contract leg_rewrite6_entries_softswitch, at most --legs]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_LEG6_ENTRIES")]
+    pub leg6_entries: Option<u32>,
     /// Egress FIFO depth per port, packets [default: 1024]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_QUEUE_DEPTH")]
     pub queue_depth: Option<u32>,
@@ -158,6 +165,8 @@ struct FileConfig {
     metrics_listen: Option<SocketAddr>,
     relay_entries: Option<u32>,
     legs: Option<u32>,
+    relay6_entries: Option<u32>,
+    leg6_entries: Option<u32>,
     queue_depth: Option<u32>,
     line_rate: Option<u64>,
     #[serde(default)]
@@ -186,6 +195,8 @@ pub struct Config {
     pub metrics_listen: SocketAddr,
     pub relay_entries: u32,
     pub legs: u32,
+    /// relay6 / relay_guard6 and leg_rewrite6 sizes.
+    pub v6: V6Sizes,
     pub queue_depth: u32,
     pub workers: usize,
     pub rx_ring_frames: u32,
@@ -376,6 +387,23 @@ impl Config {
         if relay_entries == 0 || relay_entries > (1 << 28) {
             bail!("--relay-entries {relay_entries}: must be 1..=268435456");
         }
+        let v6_default = V6Sizes::of_contract(&CONTRACT, legs);
+        let v6 = V6Sizes {
+            relay6: args
+                .relay6_entries
+                .or(file.relay6_entries)
+                .unwrap_or(v6_default.relay6),
+            legs6: args
+                .leg6_entries
+                .or(file.leg6_entries)
+                .unwrap_or(v6_default.legs6),
+        };
+        if v6.relay6 == 0 || v6.relay6 > (1 << 28) {
+            bail!("--relay6-entries {}: must be 1..=268435456", v6.relay6);
+        }
+        if v6.legs6 == 0 || v6.legs6 > legs {
+            bail!("--leg6-entries {}: must be 1..={legs} (--legs)", v6.legs6);
+        }
         let queue_depth = args.queue_depth.or(file.queue_depth).unwrap_or(1024);
         if !(1..=1 << 20).contains(&queue_depth) {
             bail!("--queue-depth {queue_depth}: must be 1..=1048576");
@@ -425,6 +453,7 @@ impl Config {
                 .unwrap_or_else(|| "127.0.0.1:9101".parse().expect("literal")),
             relay_entries,
             legs,
+            v6,
             queue_depth,
             workers,
             log: args

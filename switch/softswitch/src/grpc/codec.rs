@@ -40,6 +40,29 @@ pub fn encode_int(v: u64, bits: u32) -> Vec<u8> {
     v.to_be_bytes()[8 - n..].to_vec()
 }
 
+/// `decode_int` for fields up to 128 bits wide (IPv6 addresses).
+pub fn decode_u128(b: &[u8], bits: u32, what: &str) -> Result<u128, Status> {
+    if b.len() != width_bytes(bits) || b.len() > 16 {
+        return Err(invalid(format!(
+            "{what}: expected {} bytes, got {}",
+            width_bytes(bits),
+            b.len()
+        )));
+    }
+    let v = b.iter().fold(0u128, |acc, &x| (acc << 8) | u128::from(x));
+    if bits < 128 && v >> bits != 0 {
+        return Err(invalid(format!(
+            "{what}: value {v} does not fit {bits} bits"
+        )));
+    }
+    Ok(v)
+}
+
+pub fn encode_u128(v: u128, bits: u32) -> Vec<u8> {
+    let n = width_bytes(bits);
+    v.to_be_bytes()[16 - n..].to_vec()
+}
+
 /// Key field width: `bytes` fields have their own; uint32-typed ones are 32.
 fn key_bits(k: &KeySchema) -> u32 {
     if k.bits == 0 {
@@ -100,6 +123,39 @@ impl<'a> Keys<'a> {
             Some(key_field::MatchType::Exact(e)) => decode_int(&e.value, key_bits(ks), name),
             _ => Err(invalid(format!(
                 "{}: key {name} must be an Exact match",
+                self.table.name
+            ))),
+        }
+    }
+
+    /// An Exact key field up to 128 bits wide.
+    pub fn exact128(&self, name: &str) -> Result<u128, Status> {
+        let (ks, kf) = self.field(name)?;
+        match &kf.match_type {
+            Some(key_field::MatchType::Exact(e)) => decode_u128(&e.value, key_bits(ks), name),
+            _ => Err(invalid(format!(
+                "{}: key {name} must be an Exact match",
+                self.table.name
+            ))),
+        }
+    }
+
+    /// An LPM key field up to 128 bits wide: (prefix, length).
+    pub fn lpm128(&self, name: &str) -> Result<(u128, u8), Status> {
+        let (ks, kf) = self.field(name)?;
+        match &kf.match_type {
+            Some(key_field::MatchType::Lpm(l)) => {
+                let v = decode_u128(&l.value, ks.bits, name)?;
+                if l.prefix_len < 0 || l.prefix_len as u32 > ks.bits {
+                    return Err(invalid(format!(
+                        "{name}: prefix length {} outside 0..={}",
+                        l.prefix_len, ks.bits
+                    )));
+                }
+                Ok((v, l.prefix_len as u8))
+            }
+            _ => Err(invalid(format!(
+                "{}: key {name} must be an LPM match",
                 self.table.name
             ))),
         }
@@ -200,6 +256,25 @@ pub fn key_exact(k: &KeySchema, v: u64) -> pb::KeyField {
         field_id: k.id,
         match_type: Some(key_field::MatchType::Exact(key_field::Exact {
             value: encode_int(v, key_bits(k)),
+        })),
+    }
+}
+
+pub fn key_exact128(k: &KeySchema, v: u128) -> pb::KeyField {
+    pb::KeyField {
+        field_id: k.id,
+        match_type: Some(key_field::MatchType::Exact(key_field::Exact {
+            value: encode_u128(v, key_bits(k)),
+        })),
+    }
+}
+
+pub fn key_lpm128(k: &KeySchema, v: u128, len: u8) -> pb::KeyField {
+    pb::KeyField {
+        field_id: k.id,
+        match_type: Some(key_field::MatchType::Lpm(key_field::Lpm {
+            value: encode_u128(v, k.bits),
+            prefix_len: i32::from(len),
         })),
     }
 }
@@ -346,6 +421,24 @@ impl<'a> Data<'a> {
         }
     }
 
+    /// A mandatory integer up to 128 bits wide (an IPv6 address parameter).
+    pub fn int128(&self, name: &str) -> Result<u128, Status> {
+        let Some((s, f)) = self.get(name) else {
+            return Err(invalid(format!(
+                "{}: {} needs parameter {name}",
+                self.table.name,
+                self.action_name().unwrap_or("entry")
+            )));
+        };
+        match &f.value {
+            Some(data_field::Value::Stream(b)) => decode_u128(b, s.bits, name),
+            _ => Err(invalid(format!(
+                "{}: data field {name} must be an integer (stream)",
+                self.table.name
+            ))),
+        }
+    }
+
     /// A mandatory integer (action parameter).
     pub fn int(&self, name: &str) -> Result<u64, Status> {
         self.int_opt(name)?.ok_or_else(|| {
@@ -412,6 +505,13 @@ pub fn df_int(id: u32, v: u64, bits: u32) -> pb::DataField {
     }
 }
 
+pub fn df_int128(id: u32, v: u128, bits: u32) -> pb::DataField {
+    pb::DataField {
+        field_id: id,
+        value: Some(data_field::Value::Stream(encode_u128(v, bits))),
+    }
+}
+
 /// A repeated integer field (`int_arr_val`).
 pub fn df_int_array(id: u32, v: &[u32]) -> pb::DataField {
     pb::DataField {
@@ -452,5 +552,17 @@ mod tests {
             decode_int(&encode_int(u64::MAX, 64), 64, "c").unwrap(),
             u64::MAX
         );
+        assert!(decode_int(&[0; 16], 128, "addr").is_err(), "beyond u64");
+    }
+
+    #[test]
+    fn wide_ints_take_128_bits_and_their_exact_width() {
+        let a = 0x2001_0db8_0000_0000_0000_0000_0000_0001u128;
+        assert_eq!(encode_u128(a, 128).len(), 16);
+        assert_eq!(decode_u128(&encode_u128(a, 128), 128, "a").unwrap(), a);
+        assert!(decode_u128(&encode_u128(a, 128)[1..], 128, "a").is_err());
+        assert!(decode_u128(&[0; 17], 136, "a").is_err());
+        assert_eq!(decode_u128(&[1], 8, "relay_id").unwrap(), 1);
+        assert!(decode_u128(&[0x02, 0], 9, "port").is_err(), "9 bits");
     }
 }

@@ -96,6 +96,8 @@ pub struct Switch {
     sessions: Mutex<HashMap<u32, Session>>,
     pub subscribers: Mutex<HashMap<u32, Subscriber>>,
     pub idle: IdleConfig,
+    /// relay6's idle timeout (NOTIFY mode only).
+    pub idle6: IdleConfig,
     /// The relay table's sampled hit states (POLL mode).
     poll_hits: Mutex<entries::relay::PollHits>,
     next_stream: AtomicU64,
@@ -121,6 +123,11 @@ impl Switch {
             sessions: Mutex::new(HashMap::new()),
             subscribers: Mutex::new(HashMap::new()),
             idle: IdleConfig {
+                enabled: AtomicBool::new(true),
+                interval_ms: AtomicU32::new(200),
+                poll: AtomicBool::new(false),
+            },
+            idle6: IdleConfig {
                 enabled: AtomicBool::new(true),
                 interval_ms: AtomicU32::new(200),
                 poll: AtomicBool::new(false),
@@ -303,6 +310,26 @@ impl Switch {
             .table(a.table_id)
             .ok_or_else(|| Status::invalid_argument(format!("unknown table id {}", a.table_id)))?;
         match &a.attribute {
+            Some(pb::table_attribute::Attribute::IdleTable(it))
+                if t.kind == crate::schema::TableKind::Relay6 =>
+            {
+                use pb::idle_table::IdleTableMode;
+                if IdleTableMode::try_from(it.idle_table_mode)
+                    != Ok(IdleTableMode::IdleTableNotifyMode)
+                {
+                    return Err(Status::invalid_argument(format!(
+                        "{}: idle_table_mode {}: this switch ages relay6 in NOTIFY mode only",
+                        t.name, it.idle_table_mode
+                    )));
+                }
+                self.idle6.enabled.store(it.enable, Relaxed);
+                if it.ttl_query_interval > 0 {
+                    self.idle6
+                        .interval_ms
+                        .store(it.ttl_query_interval.clamp(10, 10_000), Relaxed);
+                }
+                Ok(())
+            }
             Some(pb::table_attribute::Attribute::IdleTable(it)) => {
                 if t.kind != crate::schema::TableKind::Relay {
                     return Err(Status::invalid_argument(format!(
@@ -347,6 +374,20 @@ impl Switch {
             .table(a.table_id)
             .ok_or_else(|| Status::invalid_argument(format!("unknown table id {}", a.table_id)))?;
         match &a.attribute {
+            Some(pb::table_attribute::Attribute::IdleTable(_))
+                if t.kind == crate::schema::TableKind::Relay6 =>
+            {
+                Ok(pb::TableAttribute {
+                    table_id: t.id,
+                    attribute: Some(pb::table_attribute::Attribute::IdleTable(pb::IdleTable {
+                        ttl_query_interval: self.idle6.interval_ms.load(Relaxed),
+                        max_ttl: u32::MAX,
+                        min_ttl: crate::contract::CONTRACT.config.idle_timeout_min_ms,
+                        idle_table_mode: pb::idle_table::IdleTableMode::IdleTableNotifyMode as i32,
+                        enable: self.idle6.enabled.load(Relaxed),
+                    })),
+                })
+            }
             Some(pb::table_attribute::Attribute::IdleTable(_))
                 if t.kind == crate::schema::TableKind::Relay =>
             {

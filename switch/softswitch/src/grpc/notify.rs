@@ -6,10 +6,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::codec::df_int;
+use super::codec::df_int128;
 use super::{pb, pipe_of, Switch, DEVICE_ID};
 use crate::contract::names;
-use crate::pipeline::{LearnDigest, RerouteDigest};
+use crate::pipeline::{LearnDigest, LearnDigest6, RerouteDigest};
 use crate::schema::TableKind;
 use crate::sys::now_ms;
 
@@ -60,7 +60,7 @@ impl Switch {
 pub trait Digest<const N: usize>: Send + 'static {
     const NAME: &'static str;
     const FIELDS: [&'static str; N];
-    fn values(&self) -> [u64; N];
+    fn values(&self) -> [u128; N];
     /// The pipe that raised it: its ingress port's.
     fn pipe(&self) -> u32;
     fn log_sent(digests: usize, subscribers: usize) {
@@ -77,13 +77,36 @@ impl Digest<5> for LearnDigest {
         "dst_port",
         "ingress_port",
     ];
-    fn values(&self) -> [u64; 5] {
+    fn values(&self) -> [u128; 5] {
         [
-            u64::from(self.src),
-            u64::from(self.dst),
-            u64::from(self.sport),
-            u64::from(self.dport),
-            u64::from(self.ingress_port),
+            u128::from(self.src),
+            u128::from(self.dst),
+            u128::from(self.sport),
+            u128::from(self.dport),
+            u128::from(self.ingress_port),
+        ]
+    }
+    fn pipe(&self) -> u32 {
+        pipe_of(u32::from(self.ingress_port))
+    }
+}
+
+impl Digest<5> for LearnDigest6 {
+    const NAME: &'static str = names::LEARN6_DIGEST;
+    const FIELDS: [&'static str; 5] = [
+        "src_addr",
+        "dst_addr",
+        "src_port",
+        "dst_port",
+        "ingress_port",
+    ];
+    fn values(&self) -> [u128; 5] {
+        [
+            self.src,
+            self.dst,
+            u128::from(self.sport),
+            u128::from(self.dport),
+            u128::from(self.ingress_port),
         ]
     }
     fn pipe(&self) -> u32 {
@@ -105,16 +128,16 @@ impl Digest<8> for RerouteDigest {
         "flow_class",
         "from_int",
     ];
-    fn values(&self) -> [u64; 8] {
+    fn values(&self) -> [u128; 8] {
         [
-            u64::from(self.dst_addr),
-            u64::from(self.slot),
-            u64::from(self.kind),
-            u64::from(self.port),
-            u64::from(self.queue_delay_ns),
-            u64::from(self.run),
-            u64::from(self.flow_class),
-            u64::from(self.from_int),
+            u128::from(self.dst_addr),
+            u128::from(self.slot),
+            u128::from(self.kind),
+            u128::from(self.port),
+            u128::from(self.queue_delay_ns),
+            u128::from(self.run),
+            u128::from(self.flow_class),
+            u128::from(self.from_int),
         ]
     }
     /// Its ingress port is not carried; every port of the softswitch is in
@@ -172,7 +195,7 @@ pub fn run_digests<D: Digest<N>, const N: usize>(sw: Arc<Switch>, rx: Receiver<D
                     fields: fields
                         .iter()
                         .zip(g.values())
-                        .map(|(f, v)| df_int(f.id, v, f.bits))
+                        .map(|(f, v)| df_int128(f.id, v, f.bits))
                         .collect(),
                 })
                 .collect();
@@ -195,30 +218,51 @@ pub fn run_digests<D: Digest<N>, const N: usize>(sw: Arc<Switch>, rx: Receiver<D
 /// Sweeps the relay table for idle entries and notifies.
 pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
     let t = sw.schema.table_by_kind(TableKind::Relay);
+    let t6 = sw.schema.table_by_kind(TableKind::Relay6);
     let mut last_sweep = Duration::ZERO;
     while !stop.load(Relaxed) {
         // A sweep of millions of entries takes tens of ms: keep it under ~10 % of a core.
-        let interval = Duration::from_millis(u64::from(sw.idle.interval_ms.load(Relaxed)));
-        std::thread::sleep(interval.max(last_sweep * 9));
         // POLL mode: no ageing, no notifications (hit states are sampled).
-        if !sw.idle.enabled.load(Relaxed) || sw.idle.poll.load(Relaxed) {
+        let relay_on = sw.idle.enabled.load(Relaxed) && !sw.idle.poll.load(Relaxed);
+        let relay6_on = sw.idle6.enabled.load(Relaxed);
+        let ms = match (relay_on, relay6_on) {
+            (true, true) => sw
+                .idle
+                .interval_ms
+                .load(Relaxed)
+                .min(sw.idle6.interval_ms.load(Relaxed)),
+            (false, true) => sw.idle6.interval_ms.load(Relaxed),
+            _ => sw.idle.interval_ms.load(Relaxed),
+        };
+        std::thread::sleep(Duration::from_millis(u64::from(ms)).max(last_sweep * 9));
+        if !relay_on && !relay6_on {
             continue;
         }
         let t0 = std::time::Instant::now();
         let mut expired = Vec::new();
         let pl = &sw.pipeline;
-        pl.relay
-            .sweep_idle_with(now_ms(), |k| pl.fast_last_hit(k), |k| expired.push(k));
+        let now = now_ms();
+        if relay_on {
+            pl.relay.sweep_idle_with(
+                now,
+                |k| pl.fast_last_hit(k),
+                |k| expired.push((t.id, super::entries::relay::key_pb(t, &k))),
+            );
+        }
+        if relay6_on {
+            pl.relay6.sweep_idle(now, |k| {
+                expired.push((t6.id, super::entries::relay6::relay6_key_pb(t6, &k)))
+            });
+        }
         last_sweep = t0.elapsed();
-        for k in expired {
-            let key = super::entries::relay::key_pb(t, &k);
+        for (table_id, key) in expired {
             let msg = pb::StreamMessageResponse {
                 update: Some(
                     pb::stream_message_response::Update::IdleTimeoutNotification(
                         pb::IdleTimeoutNotification {
                             target: Some(target()),
                             table_entry: Some(pb::TableEntry {
-                                table_id: t.id,
+                                table_id,
                                 value: Some(pb::table_entry::Value::Key(key)),
                                 data: None,
                                 is_default_entry: false,

@@ -1189,3 +1189,243 @@ async fn answers_p4_studio_clients_as_bf_switchd() {
     assert_eq!(super::pipe_of(130), 1);
     assert_eq!(super::pipe_of(5), 0);
 }
+
+/// An entry of a table with 128-bit fields: key and action parameters by
+/// name, each encoded at its schema width.
+fn update128(
+    ty: pb::update::Type,
+    t: &TableSchema,
+    key: &[(&str, u128)],
+    action: Option<&str>,
+    params: &[(&str, u128)],
+) -> pb::Update {
+    use super::codec::{df_int128, key_exact128, key_lpm128, key_range};
+    let fields = key
+        .iter()
+        .map(|(n, v)| {
+            let k = t.key_by_name(n).unwrap();
+            match k.match_type {
+                crate::schema::MatchType::Lpm => key_lpm128(k, *v, 64),
+                crate::schema::MatchType::Range => key_range(k, *v as u64, *v as u64),
+                _ => key_exact128(k, *v),
+            }
+        })
+        .collect();
+    let data = action.map(|a| {
+        let a = t.action_by_name(a).unwrap();
+        pb::TableData {
+            action_id: a.id,
+            fields: params
+                .iter()
+                .map(|(n, v)| {
+                    let p = a.params.iter().find(|p| p.name == *n).unwrap();
+                    df_int128(p.id, *v, p.bits)
+                })
+                .collect(),
+        }
+    });
+    pb::Update {
+        r#type: ty as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(pb::TableKey { fields })),
+                data,
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_tables_write_read_and_keep_a_leg_in_one_family() {
+    use crate::tables::relay::{Relay6Key, RelayAction};
+    use crate::tables::small6::Relay6AddrAction;
+    use pb::update::Type::{Delete, Insert};
+    let mut h = harness(16).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    let (lpm6, addr6, relay6, legs6, legs4) = (
+        h.table(names::IPV6_LPM).clone(),
+        h.table(names::RELAY6_ADDR).clone(),
+        h.table(names::RELAY6).clone(),
+        h.table(names::LEG_REWRITE6).clone(),
+        h.table(names::LEG_REWRITE).clone(),
+    );
+    let relay: u128 = 0x2001_0db8_00ff_0000_0000_0000_0000_0001;
+    let uac: u128 = 0x2001_0db8_0001_0000_0000_0000_0000_000a;
+    h.write(
+        vec![
+            update128(
+                Insert,
+                &lpm6,
+                &[("hdr.ipv6.dst_addr", uac | 0xffff)],
+                Some("Ingress.set_nexthop"),
+                &[("nexthop_id", 4)],
+            ),
+            update128(
+                Insert,
+                &addr6,
+                &[
+                    ("hdr.ipv6.dst_addr", relay),
+                    ("hdr.udp.dst_port", 20000),
+                    ("$MATCH_PRIORITY", 1),
+                ],
+                Some("Ingress.mark_relay6"),
+                &[("relay_id", 3)],
+            ),
+            update128(
+                Insert,
+                &relay6,
+                &[
+                    ("hdr.ipv6.src_addr", uac),
+                    ("ig_md.relay_id", 3),
+                    ("hdr.udp.src_port", 4000),
+                    ("hdr.udp.dst_port", 20000),
+                    ("ig_md.bound_port", 1),
+                ],
+                Some("Ingress.relay6_leg"),
+                &[("leg", 7), ("rtcp", 0)],
+            ),
+            update128(
+                Insert,
+                &legs6,
+                &[("ig_md.leg6", 7)],
+                Some("Ingress.rewrite6"),
+                &[
+                    ("src_addr", relay),
+                    ("dst_addr", u128::MAX),
+                    ("src_port", 20002),
+                    ("dst_port", 6000),
+                ],
+            ),
+        ],
+        0,
+    )
+    .await
+    .unwrap();
+    let p = &h.sw.pipeline;
+    let small = p.small.load();
+    assert_eq!(
+        small.v6.lpm_lookup(uac),
+        crate::tables::small::LpmAction::SetNexthop(4),
+        "a /64: host bits cleared"
+    );
+    assert_eq!(
+        small.v6.relay_addr_lookup(relay, 20000),
+        Relay6AddrAction::MarkRelay6 { relay_id: 3 }
+    );
+    let k = Relay6Key {
+        src: uac,
+        relay_id: 3,
+        sport: 4000,
+        dport: 20000,
+        port: 1,
+    };
+    assert_eq!(
+        p.relay6.lookup(&k, 0),
+        Some(RelayAction::Leg {
+            leg: 7,
+            rtcp: false
+        })
+    );
+    assert_eq!(p.legs6.get(7).unwrap().dst, u128::MAX);
+    // read back: the 128-bit parameters at their width
+    let all = h
+        .read(vec![pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: legs6.id,
+                ..Default::default()
+            })),
+        }])
+        .await
+        .unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &all[0].entity else {
+        panic!()
+    };
+    let d = te.data.as_ref().unwrap();
+    let src = legs6
+        .action_by_name("Ingress.rewrite6")
+        .unwrap()
+        .params
+        .iter()
+        .find(|p| p.name == "src_addr")
+        .unwrap()
+        .id;
+    let f = d.fields.iter().find(|f| f.field_id == src).unwrap();
+    assert_eq!(
+        f.value,
+        Some(pb::data_field::Value::Stream(relay.to_be_bytes().to_vec()))
+    );
+    // leg 7 has an IPv6 rewrite: leg_rewrite refuses it, and the other way
+    let v4 = update(
+        Insert,
+        &legs4,
+        &[("ig_md.leg", 7)],
+        Some("Ingress.rewrite"),
+        &[
+            ("src_addr", 1),
+            ("dst_addr", 2),
+            ("src_port", 3),
+            ("dst_port", 4),
+        ],
+    );
+    assert_eq!(
+        failure(&h.write(vec![v4], 0).await.unwrap_err()),
+        tonic::Code::AlreadyExists
+    );
+    // relay_id wider than its 8 bits; an address one byte short
+    let mut bad_id = update128(
+        Insert,
+        &addr6,
+        &[
+            ("hdr.ipv6.dst_addr", relay),
+            ("hdr.udp.dst_port", 20001),
+            ("$MATCH_PRIORITY", 1),
+        ],
+        Some("Ingress.mark_relay6"),
+        &[("relay_id", 1)],
+    );
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        bad_id.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        te.data.as_mut().unwrap().fields[0].value = Some(pb::data_field::Value::Stream(vec![1, 0]));
+    }
+    assert_eq!(
+        failure(&h.write(vec![bad_id], 0).await.unwrap_err()),
+        tonic::Code::InvalidArgument
+    );
+    let mut short = update128(Delete, &relay6, &[], None, &[]);
+    if let Some(pb::entity::Entity::TableEntry(te)) =
+        short.entity.as_mut().and_then(|e| e.entity.as_mut())
+    {
+        let ks = relay6.key_by_name("hdr.ipv6.src_addr").unwrap();
+        te.value = Some(pb::table_entry::Value::Key(pb::TableKey {
+            fields: vec![pb::KeyField {
+                field_id: ks.id,
+                match_type: Some(pb::key_field::MatchType::Exact(pb::key_field::Exact {
+                    value: vec![0; 15],
+                })),
+            }],
+        }));
+    }
+    assert_eq!(
+        failure(&h.write(vec![short], 0).await.unwrap_err()),
+        tonic::Code::InvalidArgument
+    );
+    // relay6 ages in NOTIFY mode: POLL is refused
+    let poll = pb::Update {
+        r#type: pb::update::Type::Modify as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableAttribute(pb::TableAttribute {
+                table_id: relay6.id,
+                attribute: Some(pb::table_attribute::Attribute::IdleTable(pb::IdleTable {
+                    idle_table_mode: pb::idle_table::IdleTableMode::IdleTablePollMode as i32,
+                    enable: true,
+                    ..Default::default()
+                })),
+            })),
+        }),
+    };
+    assert!(h.write(vec![poll], 0).await.is_err());
+}

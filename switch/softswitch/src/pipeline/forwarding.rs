@@ -1,4 +1,5 @@
-//! `Forwarding` (switch/p4/controls/forwarding.p4): ipv4_lpm → nexthop.
+//! `Forwarding` (switch/p4/controls/forwarding.p4): ipv4_lpm or ipv6_lpm →
+//! nexthop (shared by both families).
 
 use super::{Bridged, DropReason, IngressMeta, Meta, Pipeline};
 use crate::packet;
@@ -56,6 +57,35 @@ impl Pipeline {
     }
 }
 
+impl Pipeline {
+    /// `Forwarding.apply`'s IPv6 branch: ipv6_lpm on the (possibly
+    /// rewritten) destination → nexthop. No reroute (IPv4 only). The caller
+    /// dropped hop limit <= 1; `hop_limit_dec` is the deparser's.
+    pub(super) fn forwarding6(&self, dst: u128) -> Result<Egress, DropReason> {
+        let small = self.small.load();
+        let LpmAction::SetNexthop(id) = small.v6.lpm_lookup(dst) else {
+            return Err(DropReason::NoRoute);
+        };
+        let NexthopAction::Forward {
+            port,
+            src_mac,
+            dst_mac,
+        } = small.nexthop_lookup(id)
+        else {
+            return Err(DropReason::NoRoute);
+        };
+        if !self.has_port(u32::from(port)) {
+            return Err(DropReason::NoSuchPort);
+        }
+        Ok(Egress {
+            nexthop_id: id,
+            port,
+            src_mac,
+            dst_mac,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +130,32 @@ mod tests {
         // the packet was addressed to 10.0.0.1 (next hop 9, port 40); after a
         // relay rewrite it goes to UAS
         assert_eq!(route(&p, 0x0a00_0001, 64, UAS).unwrap().port, 2);
+    }
+
+    #[test]
+    fn ipv6_routes_on_its_own_lpm_through_the_shared_next_hops() {
+        let (p, _) = setup();
+        let net: u128 = 0x2001_0db8_0002 << 80;
+        assert_eq!(p.forwarding6(net | 1), Err(DropReason::NoRoute));
+        p.small
+            .update(|t| {
+                t.v6.lpm_write(net, 48, Some(LpmAction::SetNexthop(2)), true)?;
+                t.v6.lpm_write(net | 9, 128, Some(LpmAction::SetNexthop(9)), true)?;
+                t.v6.lpm_write(net | 7, 128, Some(LpmAction::SetNexthop(77)), true)
+            })
+            .unwrap();
+        let e = p.forwarding6(net | 1).unwrap();
+        assert_eq!(
+            (e.nexthop_id, e.port, e.dst_mac),
+            (2, 2, [2, 0, 0, 0, 0, 0xb])
+        );
+        assert_eq!(p.forwarding6(net | 9), Err(DropReason::NoSuchPort));
+        assert_eq!(
+            p.forwarding6(net | 7),
+            Err(DropReason::NoRoute),
+            "no next hop 77"
+        );
+        assert_eq!(p.forwarding6(1), Err(DropReason::NoRoute));
     }
 
     #[test]

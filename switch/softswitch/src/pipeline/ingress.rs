@@ -5,8 +5,10 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::forwarding;
+use super::relay6_sessions::IngressMeta6;
 use super::{ired, Bridged, DropReason, IngressMeta, Meta, Pipeline, Verdict};
-use crate::packet::{self, wr16};
+use crate::packet::ipv6::{Parsed6, HDR_LEN, IPPROTO_ICMPV6};
+use crate::packet::{self, wr16, L3};
 
 impl Pipeline {
     /// Ingress only (the bridged metadata is dropped): tests and fuzzing.
@@ -31,8 +33,9 @@ impl Pipeline {
             // the parser's notice state: no session's packet (reroute.rs)
             return self.reroute_notice(frame, m);
         }
-        let p = match packet::parse(frame) {
-            Ok(p) => p,
+        let p = match packet::parse_l3(frame) {
+            Ok(L3::V4(p)) => p,
+            Ok(L3::V6(p)) => return self.ingress6(frame, &p, m, b),
             Err(e) => return Verdict::Drop(e.into()),
         };
         if p.fragment {
@@ -77,6 +80,57 @@ impl Pipeline {
         Verdict::Forward(out.port)
     }
 
+    /// `Ingress.apply` for an IPv6 packet: ICMPv6 for the CPU, hop limit,
+    /// `relay6_sessions`, the guard's drop, `forwarding`'s IPv6 branch,
+    /// `learning6`, `ired_drop`, then the deparser (no L3 checksum). INT and
+    /// reroute are IPv4 only.
+    fn ingress6(&self, frame: &mut [u8], p: &Parsed6, m: &Meta, b: &mut Bridged) -> Verdict {
+        if icmp6_to_cpu(frame, p) {
+            return Verdict::Drop(DropReason::ToCpu);
+        }
+        if p.fragment {
+            self.stats.fragments.fetch_add(1, Relaxed);
+        }
+        if p.hop_limit <= 1 {
+            return Verdict::Drop(DropReason::TtlExpired);
+        }
+        let bound_port = self.port_binding(m.ingress_port);
+        let mut md = IngressMeta6::new(p, m.ingress_port, bound_port);
+        self.relay6_sessions(frame, p, m, &mut md);
+        if md.relay_hit && !md.rtcp && md.rewritten {
+            if let Some(rtp) = p.udp.and_then(|u| packet::parse_rtp_in(frame, &u, p.end())) {
+                *b = Bridged {
+                    relayed_rtp: true,
+                    leg: md.leg,
+                    rtcp: md.rtcp,
+                    rtp,
+                    ..Bridged::default()
+                };
+            }
+        }
+        let routed = if md.guard_drop {
+            Err(DropReason::Guarded)
+        } else {
+            self.forwarding6(md.dst_addr)
+        };
+        if md.relay_dst && !md.relay_hit {
+            // also for a guarded port: the agent sees the foreign source
+            self.learning6(&md, m);
+        }
+        let out = match routed {
+            Ok(out) => out,
+            Err(reason) => return Verdict::Drop(reason),
+        };
+        let protected = md.relay_hit || p.dscp() == ired::DSCP_EF;
+        if self.ired_drop(out.port, protected) {
+            return Verdict::Drop(DropReason::Ired);
+        }
+        frame[0..6].copy_from_slice(&out.dst_mac);
+        frame[6..12].copy_from_slice(&out.src_mac);
+        frame[p.l3 + 7] = p.hop_limit - 1; // hop_limit_dec
+        Verdict::Forward(out.port)
+    }
+
     /// `hdr.bridged`: what egress needs of a relayed RTP packet.
     fn bridge(&self, frame: &[u8], p: &packet::Parsed, md: &IngressMeta) -> Option<Bridged> {
         let u = p.udp.as_ref()?;
@@ -89,6 +143,16 @@ impl Pipeline {
             ..Bridged::default()
         })
     }
+}
+
+/// `ICMP6_TO_CPU`: NDP (types 133..=137) wherever it is addressed, and any
+/// ICMPv6 to a multicast (ff00::/8) or link-local (fe80::/10) destination.
+fn icmp6_to_cpu(frame: &[u8], p: &Parsed6) -> bool {
+    if p.next_header != IPPROTO_ICMPV6 {
+        return false;
+    }
+    let ndp = p.payload_len >= 1 && (133..=137).contains(&frame[p.l3 + HDR_LEN]);
+    ndp || p.dst >> 120 == 0xff || p.dst >> 118 == 0x3fa
 }
 
 /// The IngressDeparser's work on a forwarded packet: MACs and TTL as

@@ -1,10 +1,12 @@
-//! `LearnFilter` (switch/p4/controls/learn_filter.p4): the learn digest,
-//! suppressed per hashed flow (4-tuple and bound port) for `learn_filter_age_ms`.
+//! `LearnFilter` and `LearnFilter6` (switch/p4/controls/learn_filter.p4):
+//! the learn digests, suppressed per hashed flow (4-tuple and bound port) for
+//! `learn_filter_age_ms`, each family in its own register.
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::mpsc::TrySendError;
 
-use super::{zeroed, LearnDigest, Meta, Pipeline};
+use super::relay6_sessions::IngressMeta6;
+use super::{zeroed, LearnDigest, LearnDigest6, Meta, Pipeline};
 use crate::tables::relay::RelayKey;
 
 impl Pipeline {
@@ -28,6 +30,40 @@ impl Pipeline {
             ingress_port,
         };
         match self.digests.try_send(d) {
+            Ok(()) => {
+                self.stats.learn_digests.fetch_add(1, Relaxed);
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.stats.learn_dropped.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+impl Pipeline {
+    /// `learning6.apply`: `pipe.IngressDeparser.learn6` for an IPv6 flow to
+    /// a relay address that missed relay6, unless `learn_filter6` says it
+    /// reported recently. The flow hashes the destination as it arrived.
+    pub(super) fn learning6(&self, md: &IngressMeta6, m: &Meta) {
+        let k = &md.flow;
+        let fold = |a: u128| (a as u64) ^ ((a >> 64) as u64).rotate_left(17);
+        let h = (fold(k.src).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ fold(md.dst).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            ^ ((u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.port))
+                .wrapping_mul(0x1656_67b1_9e37_79f9))
+            >> 32;
+        if !self.learn_filter6.admit(h as u32, m.now_ms) {
+            self.stats.learn_suppressed.fetch_add(1, Relaxed);
+            return;
+        }
+        let d = LearnDigest6 {
+            src: k.src,
+            dst: md.dst,
+            sport: k.sport,
+            dport: k.dport,
+            ingress_port: md.ingress_port,
+        };
+        match self.digests6.try_send(d) {
             Ok(()) => {
                 self.stats.learn_digests.fetch_add(1, Relaxed);
             }

@@ -25,6 +25,7 @@ pub mod ired;
 mod learn_filter;
 pub mod mirror;
 pub mod port_binding;
+mod relay6_sessions;
 mod relay_sessions;
 pub mod reroute;
 mod rtp_clock;
@@ -38,10 +39,12 @@ pub use rtp_quality::QualityRegs;
 
 use crate::contract::Contract;
 use crate::packet::{self, ParseError, Rtp};
+use crate::schema::V6Sizes;
 use crate::tables::counter::PacketCounter;
-use crate::tables::guard::GuardTable;
+use crate::tables::guard::{Guard6Table, GuardTable};
 use crate::tables::legs::LegTable;
-use crate::tables::relay::{RelayKey, RelayTable};
+use crate::tables::legs6::Leg6Table;
+use crate::tables::relay::{Relay6Table, RelayKey, RelayTable};
 use crate::tables::small::SmallStore;
 
 /// `n` registers at zero.
@@ -61,12 +64,23 @@ pub struct LearnDigest {
     pub ingress_port: u16,
 }
 
+/// `pipe.IngressDeparser.learn6`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LearnDigest6 {
+    pub src: u128,
+    pub dst: u128,
+    pub sport: u16,
+    pub dport: u16,
+    pub ingress_port: u16,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
     Truncated,
     NotIpv4,
     BadIpv4,
     BadIpChecksum,
+    BadIpv6,
     /// ipv4_lpm or nexthop chose `drop` (incl. their default actions).
     NoRoute,
     TtlExpired,
@@ -80,14 +94,18 @@ pub enum DropReason {
     Ired,
     /// INT marker with a malformed INT stack (IntCheck, `int_malformed`).
     IntMalformed,
+    /// ICMPv6 the P4 program sends to the CPU port (NDP, or to a multicast
+    /// or link-local destination): this switch has no CPU port.
+    ToCpu,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::Truncated,
         DropReason::NotIpv4,
         DropReason::BadIpv4,
         DropReason::BadIpChecksum,
+        DropReason::BadIpv6,
         DropReason::NoRoute,
         DropReason::TtlExpired,
         DropReason::NoSuchPort,
@@ -95,6 +113,7 @@ impl DropReason {
         DropReason::RerouteNotice,
         DropReason::Ired,
         DropReason::IntMalformed,
+        DropReason::ToCpu,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -109,6 +128,8 @@ impl DropReason {
             DropReason::RerouteNotice => "reroute_notice",
             DropReason::Ired => "ired",
             DropReason::IntMalformed => "int_malformed",
+            DropReason::ToCpu => "to_cpu",
+            DropReason::BadIpv6 => "bad_ipv6",
         }
     }
     pub fn index(self) -> usize {
@@ -123,6 +144,7 @@ impl From<ParseError> for DropReason {
             ParseError::NotIpv4 => DropReason::NotIpv4,
             ParseError::BadIpv4 => DropReason::BadIpv4,
             ParseError::BadIpChecksum => DropReason::BadIpChecksum,
+            ParseError::BadIpv6 => DropReason::BadIpv6,
         }
     }
 }
@@ -150,6 +172,8 @@ pub struct PipelineStats {
     pub fragments: AtomicU64,
     /// UDP whose length field disagrees with IPv4: routed, not relayed.
     pub udp_bad_length: AtomicU64,
+    /// IPv6 UDP without a checksum (invalid, RFC 8200): routed, never relayed.
+    pub udp6_zero_checksum: AtomicU64,
 }
 
 pub struct Pipeline {
@@ -157,6 +181,12 @@ pub struct Pipeline {
     pub relay: RelayTable,
     pub guard: GuardTable,
     pub legs: LegTable,
+    /// `pipe.Ingress.relay6`, `relay_guard6`, `leg_rewrite6` (relay6_sessions.rs).
+    pub relay6: Relay6Table,
+    pub guard6: Guard6Table,
+    pub legs6: Leg6Table,
+    /// `pipe.Ingress.learn_filter6`: the IPv6 flows' digest suppression.
+    pub learn_filter6: LearnFilter,
     /// `pipe.Ingress.guard_drops`: foreign packets dropped, by the guard's leg.
     pub guard_drops: PacketCounter,
     pub quality: QualityRegs,
@@ -171,6 +201,7 @@ pub struct Pipeline {
     /// What Egress reads of the traffic manager, at TNA's widths.
     pub tna: tna::Tna,
     digests: SyncSender<LearnDigest>,
+    digests6: SyncSender<LearnDigest6>,
     reroute_digests: SyncSender<RerouteDigest>,
     /// Notice copies waiting for their ingress pass (reroute.rs).
     notices: parking_lot::Mutex<std::collections::VecDeque<Vec<u8>>>,
@@ -280,6 +311,14 @@ impl Pipeline {
             relay: RelayTable::new(relay_entries),
             guard: GuardTable::new(relay_entries),
             legs: LegTable::new(legs),
+            // Until `with_v6`: a few entries.
+            relay6: Relay6Table::new(16),
+            guard6: Guard6Table::new(16),
+            legs6: Leg6Table::new(legs, 16),
+            learn_filter6: LearnFilter::new(
+                c.config.learn_filter_size as usize,
+                c.config.learn_filter_age_ms,
+            ),
             guard_drops: PacketCounter::new(legs),
             quality: QualityRegs::new(legs, c.config.rtp_clock_hz, c.config.jitter_shift),
             learn_filter: LearnFilter::new(
@@ -300,6 +339,8 @@ impl Pipeline {
             rr_stats: RerouteStats::default(),
             tna: tna::Tna::new(&c.config),
             digests,
+            // Until `with_v6`: digests are counted as lost.
+            digests6: std::sync::mpsc::sync_channel(0).0,
             // Until `with_reroute_digests`: digests are counted as lost.
             reroute_digests: std::sync::mpsc::sync_channel(0).0,
             notices: Default::default(),
@@ -327,6 +368,16 @@ impl Pipeline {
         self
     }
 
+    /// The IPv6 relay tables at their sizes, and where
+    /// `pipe.IngressDeparser.learn6` digests go.
+    pub fn with_v6(mut self, sizes: V6Sizes, tx: SyncSender<LearnDigest6>) -> Pipeline {
+        self.relay6 = Relay6Table::new(sizes.relay6 as usize);
+        self.guard6 = Guard6Table::new(sizes.relay6 as usize);
+        self.legs6 = Leg6Table::new(self.legs.capacity(), sizes.legs6 as usize);
+        self.digests6 = tx;
+        self
+    }
+
     pub fn with_reroute_digests(mut self, tx: SyncSender<RerouteDigest>) -> Pipeline {
         self.reroute_digests = tx;
         self
@@ -345,8 +396,12 @@ impl Pipeline {
         self.relay.clear();
         self.guard.clear();
         self.legs.clear();
+        self.relay6.clear();
+        self.guard6.clear();
+        self.legs6.clear();
         self.quality.clear();
         self.learn_filter.clear();
+        self.learn_filter6.clear();
         self.reroute_regs.clear();
         self.notices.lock().clear();
         self.ired.clear();
@@ -404,3 +459,5 @@ impl IngressMeta {
 mod int_tests;
 #[cfg(test)]
 pub(crate) mod tests;
+#[cfg(test)]
+pub(crate) mod tests6;

@@ -113,6 +113,11 @@ pub enum TableKind {
     IntReport,
     /// `pipe.IngressParser.$PORT_METADATA`: port binding per ingress port.
     PortMetadata,
+    Ipv6Lpm,
+    Relay6Addr,
+    Relay6,
+    RelayGuard6,
+    LegRewrite6,
     Register(Reg),
     /// An indexed counter (`$COUNTER_INDEX` → `$COUNTER_SPEC_*`).
     Counter(Ctr),
@@ -136,6 +141,7 @@ pub enum Reg {
     LastSeen,
     PayloadType,
     LearnFilter,
+    LearnFilter6,
     RerouteActive,
     RerouteFrom,
     RerouteRun,
@@ -200,6 +206,7 @@ impl Reg {
             "rtp_last_seen" => Reg::LastSeen,
             "rtp_payload_type" => Reg::PayloadType,
             "learn_filter" => Reg::LearnFilter,
+            "learn_filter6" => Reg::LearnFilter6,
             "reroute_active" => Reg::RerouteActive,
             "reroute_from" => Reg::RerouteFrom,
             "reroute_run" => Reg::RerouteRun,
@@ -343,6 +350,26 @@ pub struct Schema {
     pub fixed_json: String,
 }
 
+/// The IPv6 relay tables' sizes (`--relay6-entries`, `--leg6-entries`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V6Sizes {
+    /// relay6 and relay_guard6.
+    pub relay6: u32,
+    /// leg_rewrite6.
+    pub legs6: u32,
+}
+
+impl V6Sizes {
+    /// The defaults: the contract's software-switch sizes, leg_rewrite6
+    /// within the legs.
+    pub fn of_contract(c: &Contract, legs: u32) -> V6Sizes {
+        V6Sizes {
+            relay6: c.config.relay6_entries_softswitch,
+            legs6: c.config.leg_rewrite6_entries_softswitch.min(legs),
+        }
+    }
+}
+
 /// bf-p4c style ids: a type prefix in the top byte and a name hash below.
 fn object_id(prefix: u8, name: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
@@ -462,6 +489,11 @@ fn port_metadata_table(t: &crate::contract::TableDef, ids: &CompilerIds) -> (Val
 impl Schema {
     /// Builds the schema with the software switch's table sizes.
     pub fn build(c: &Contract, relay_entries: u32, legs: u32) -> Schema {
+        Schema::build_v6(c, relay_entries, legs, V6Sizes::of_contract(c, legs))
+    }
+
+    /// `build` with the IPv6 relay tables' sizes given.
+    pub fn build_v6(c: &Contract, relay_entries: u32, legs: u32, v6: V6Sizes) -> Schema {
         let ids = CompilerIds::load();
         let mut tables = Vec::new();
         let mut json_tables = Vec::new();
@@ -481,6 +513,11 @@ impl Schema {
                 names::INT_HOP_CONFIG => TableKind::IntHopConfig,
                 names::INT_REPORT => TableKind::IntReport,
                 names::PORT_METADATA => TableKind::PortMetadata,
+                names::IPV6_LPM => TableKind::Ipv6Lpm,
+                names::RELAY6_ADDR => TableKind::Relay6Addr,
+                names::RELAY6 => TableKind::Relay6,
+                names::RELAY_GUARD6 => TableKind::RelayGuard6,
+                names::LEG_REWRITE6 => TableKind::LegRewrite6,
                 other => panic!("contract table {other} has no implementation in the softswitch"),
             };
             if kind == TableKind::PortMetadata {
@@ -493,6 +530,8 @@ impl Schema {
             let size = match kind {
                 TableKind::Relay | TableKind::RelayGuard => relay_entries,
                 TableKind::LegRewrite => legs,
+                TableKind::Relay6 | TableKind::RelayGuard6 => v6.relay6,
+                TableKind::LegRewrite6 => v6.legs6,
                 _ => t.size_p4,
             };
             let keys = keys_of(&t.keys);
@@ -596,7 +635,7 @@ impl Schema {
             let reg = Reg::from_name(&r.name)
                 .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
             let size = match reg {
-                Reg::LearnFilter => c.config.learn_filter_size,
+                Reg::LearnFilter | Reg::LearnFilter6 => c.config.learn_filter_size,
                 // Indexed by dev_port (9 bits) on the Tofino: bf-p4c's size;
                 // the cells of dev_ports this switch lacks read 0.
                 Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {

@@ -20,6 +20,23 @@ impl ExactKey for GuardKey {
     }
 }
 
+/// `pipe.Ingress.relay_guard6`'s key: the relay's v6 address as its
+/// `relay6_addr` id, and the relay port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Guard6Key {
+    pub relay_id: u8,
+    pub dport: u16,
+}
+
+impl ExactKey for Guard6Key {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        let h = ((u64::from(self.relay_id) << 16) | u64::from(self.dport))
+            .wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 29)
+    }
+}
+
 /// `Ingress.guard_drop(leg)` (the guard_drops index), or NoAction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardAction {
@@ -49,6 +66,10 @@ impl ActionWord for GuardAction {
 pub type GuardTable = ExactTable<GuardKey, GuardAction>;
 /// What a Read returns for one guard entry.
 pub type GuardSnapshot = Snapshot<GuardKey, GuardAction>;
+
+/// `pipe.Ingress.relay_guard6`: the same action as `relay_guard`.
+pub type Guard6Table = ExactTable<Guard6Key, GuardAction>;
+pub type Guard6Snapshot = Snapshot<Guard6Key, GuardAction>;
 
 #[cfg(test)]
 mod tests {

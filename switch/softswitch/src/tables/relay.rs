@@ -27,6 +27,31 @@ impl ExactKey for RelayKey {
     }
 }
 
+/// `pipe.Ingress.relay6`'s key: the remote's IPv6 address, the relay's v6
+/// address as its `relay6_addr` id, the ports and the bound port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Relay6Key {
+    pub src: u128,
+    /// `ig_md.relay_id`: what `relay6_addr` mapped the destination to.
+    pub relay_id: u8,
+    pub sport: u16,
+    pub dport: u16,
+    pub port: u16,
+}
+
+impl ExactKey for Relay6Key {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        let a = (self.src as u64) ^ ((self.src >> 64) as u64).rotate_left(23);
+        let b = (u64::from(self.relay_id) << 48)
+            | (u64::from(self.port) << 32)
+            | (u64::from(self.sport) << 16)
+            | u64::from(self.dport);
+        let h = (a ^ b.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 29)
+    }
+}
+
 /// `Ingress.relay_leg(leg, rtcp)`, or NoAction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RelayAction {
@@ -60,6 +85,10 @@ impl ActionWord for RelayAction {
 pub type RelayTable = ExactTable<RelayKey, RelayAction>;
 /// What a Read returns for one relay entry.
 pub type EntrySnapshot = Snapshot<RelayKey, RelayAction>;
+
+/// `pipe.Ingress.relay6`: the same action as `relay`.
+pub type Relay6Table = ExactTable<Relay6Key, RelayAction>;
+pub type Entry6Snapshot = Snapshot<Relay6Key, RelayAction>;
 
 #[cfg(test)]
 mod tests {
@@ -118,6 +147,33 @@ mod tests {
             n += 1;
         });
         assert_eq!(n, model.len());
+    }
+
+    #[test]
+    fn v6_keys_differ_by_every_field() {
+        let t = Relay6Table::new(16);
+        let k = Relay6Key {
+            src: 0x2001_0db8_0000_0000_0000_0000_0000_000a,
+            relay_id: 1,
+            sport: 4000,
+            dport: 20000,
+            port: 1,
+        };
+        let a = RelayAction::Leg { leg: 9, rtcp: true };
+        t.insert(k, a, 0, 0).unwrap();
+        assert_eq!(t.lookup(&k, 1), Some(a));
+        for other in [
+            Relay6Key {
+                src: k.src ^ (1 << 127),
+                ..k
+            },
+            Relay6Key { relay_id: 2, ..k },
+            Relay6Key { sport: 4001, ..k },
+            Relay6Key { dport: 20001, ..k },
+            Relay6Key { port: 2, ..k },
+        ] {
+            assert_eq!(t.lookup(&other, 1), None, "{other:?}");
+        }
     }
 
     #[test]

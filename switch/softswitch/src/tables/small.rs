@@ -228,6 +228,8 @@ pub struct SmallTables {
     int_hop_by_port: [Option<IntHop>; PORTS],
     /// `int_report` entries by dev_port.
     pub int_report: BTreeMap<u16, IntReportEncap>,
+    /// `ipv6_lpm`, `relay6_addr` (small6.rs).
+    pub v6: super::small6::Small6<LpmAction>,
 }
 
 impl Default for SmallTables {
@@ -254,6 +256,7 @@ impl Default for SmallTables {
             int_hop_config: BTreeMap::new(),
             int_hop_by_port: [None; PORTS],
             int_report: BTreeMap::new(),
+            v6: super::small6::Small6::new(LpmAction::Drop),
         }
     }
 }

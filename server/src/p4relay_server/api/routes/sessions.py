@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, BigId, Reader
 from p4relay_server.models import CallSession
 from p4relay_server.schemas import api
-from p4relay_server.schemas.ingest import SessionState, Timestamp
+from p4relay_server.schemas.ingest import IPAddress, SessionState, Timestamp
 from p4relay_server.services import queries
 
 router = APIRouter(prefix="/sessions", tags=["sessions"], responses=AUTH_RESPONSES)
@@ -41,8 +41,16 @@ async def session_filter(  # async: pure, no threadpool hop
         str | None, Query(min_length=1, max_length=512, pattern=r"^[^\x00]*$")
     ] = None,
     address: Annotated[
-        ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+        IPAddress | None,
         Query(description="a party (endpoint) address of any leg"),
+    ] = None,
+    prefix: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="a party (endpoint) address of any leg within this prefix, "
+            "IPv4 or IPv6 (`fd00::/8`, `198.18.1.0/24`; host bits are ignored)",
+        ),
     ] = None,
     switch: Annotated[
         str | None, Query(min_length=1, max_length=128, pattern=r"^[^\x00]*$")
@@ -59,8 +67,24 @@ async def session_filter(  # async: pure, no threadpool hop
         jitter_min_ms=jitter_min,
         call_id=call_id,
         address=address,
+        prefix=_prefix(prefix),
         switch=switch,
     )
+
+
+def _prefix(text: str | None) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    """A CIDR prefix; host bits set are dropped (an operator's `10.1.2.3/24`)."""
+    if text is None:
+        return None
+    try:
+        if "%" in text:
+            raise ValueError("an IPv6 zone (%...) has no place in a prefix")
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError as e:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [{"loc": ["query", "prefix"], "msg": f"not an IP prefix: {e}", "type": "value_error"}],
+        ) from e
 
 
 Filter = Annotated[queries.SessionFilter, Depends(session_filter)]

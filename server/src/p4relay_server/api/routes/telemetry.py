@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import ipaddress
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, status
@@ -12,7 +11,7 @@ from sqlalchemy import select
 from p4relay_server.api.deps import AUTH_RESPONSES, DB, IntId, Reader
 from p4relay_server.models import Switch
 from p4relay_server.schemas import api
-from p4relay_server.schemas.ingest import EventType, Severity, Timestamp
+from p4relay_server.schemas.ingest import EventType, IPAddress, Severity, Timestamp
 from p4relay_server.services import queries
 
 router = APIRouter(tags=["telemetry"], responses=AUTH_RESPONSES)
@@ -94,7 +93,7 @@ def int_paths(
     db: DB,
     _: Reader,
     addr: Annotated[
-        ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+        IPAddress | None,
         Query(description="flows from or to this address"),
     ] = None,
     since: Timestamp | None = None,

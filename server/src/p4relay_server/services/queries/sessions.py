@@ -10,7 +10,7 @@ from typing import Any, cast
 
 from sqlalchemy import BigInteger, Select, func, literal, or_, select, true, tuple_
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, CIDR
 from sqlalchemy.orm import Session
 
 from p4relay_server.models import (
@@ -45,6 +45,7 @@ class SessionFilter:
     jitter_min_ms: float | None = None
     call_id: str | None = None
     address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+    prefix: ipaddress.IPv4Network | ipaddress.IPv6Network | None = None
     switch: str | None = None
 
     def apply(self, q: Any) -> Any:
@@ -75,19 +76,26 @@ class SessionFilter:
                 c.switch_id == select(Switch.id).where(Switch.name == self.switch).scalar_subquery()
             )
         if self.address is not None:
-            # Endpoint (party) addresses only: every call shares the relay
-            # address. `id = ANY(array of matching ids)` makes the planner find
-            # the legs first (an InitPlan), instead of walking sessions in time
-            # order hoping to meet 50 matches (slow when there are fewer).
             a = literal(str(self.address)).cast(SessionLeg.src_addr.type)
-            ids = (
-                select(func.array_agg(SessionLeg.session_id))
-                .where(or_(SessionLeg.src_addr == a, SessionLeg.dst_addr == a))
-                .scalar_subquery()
-            )
-            # The cast makes it ANY(array expression), not ANY(subquery).
-            q = q.where(c.id == func.any(sql_cast(ids, ARRAY(BigInteger))))
+            q = q.where(_party_match(or_(SessionLeg.src_addr == a, SessionLeg.dst_addr == a)))
+        if self.prefix is not None:
+            # inet <<= cidr: PostgreSQL turns it into a range on the address
+            # indexes. A prefix of one family never holds the other's addresses.
+            net = literal(str(self.prefix)).cast(CIDR)
+            src, dst = SessionLeg.src_addr.op("<<=")(net), SessionLeg.dst_addr.op("<<=")(net)
+            q = q.where(_party_match(or_(src, dst)))
         return q
+
+
+def _party_match(cond: Any) -> Any:
+    """Sessions with a leg meeting `cond` on its endpoint (party) addresses
+    only: every call shares the relay address. `id = ANY(array of matching
+    ids)` makes the planner find the legs first (an InitPlan), instead of
+    walking sessions in time order hoping to meet 50 matches (slow when there
+    are fewer)."""
+    ids = select(func.array_agg(SessionLeg.session_id)).where(cond).scalar_subquery()
+    # The cast makes it ANY(array expression), not ANY(subquery).
+    return CallSession.id == func.any(sql_cast(ids, ARRAY(BigInteger)))
 
 
 def _party_lateral() -> Any:

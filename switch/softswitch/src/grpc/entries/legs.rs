@@ -69,6 +69,12 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
         u.undo.push(Undo::Leg(leg, prev, prev_counts));
         return Ok(());
     }
+    if inserted && rw.is_some() && u.sw.pipeline.legs6.get(leg).is_some() {
+        return Err(Status::already_exists(format!(
+            "{}: leg {leg} has an IPv6 rewrite (pipe.Ingress.leg_rewrite6); a leg is in one of the two",
+            u.t.name
+        )));
+    }
     match (u.op, rw) {
         (Op::Delete, _) => legs.delete(leg),
         (Op::Insert, Some(r)) => legs.insert(leg, r),

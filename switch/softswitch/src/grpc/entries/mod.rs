@@ -18,6 +18,7 @@ mod legs;
 mod port_metadata;
 mod register;
 pub(super) mod relay;
+pub(super) mod relay6;
 mod small;
 
 use std::collections::HashSet;
@@ -33,9 +34,10 @@ use crate::pipeline::Touched;
 use crate::schema::{ActionScope, Ctr, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
-use crate::tables::guard::{GuardKey, GuardSnapshot};
+use crate::tables::guard::{Guard6Key, Guard6Snapshot, GuardKey, GuardSnapshot};
 use crate::tables::legs::Rewrite;
-use crate::tables::relay::{EntrySnapshot, RelayKey};
+use crate::tables::legs6::Rewrite6;
+use crate::tables::relay::{Entry6Snapshot, EntrySnapshot, Relay6Key, RelayKey};
 use crate::tables::small::SmallTables;
 use crate::tables::TableError;
 use indexed::Cells;
@@ -55,6 +57,9 @@ pub enum Undo {
     Guard(GuardKey, Option<GuardSnapshot>),
     /// A leg's rewrite and direct counter (packets, bytes) before the write.
     Leg(u32, Option<Rewrite>, (u64, u64)),
+    Relay6(Relay6Key, Option<Entry6Snapshot>),
+    Guard6(Guard6Key, Option<Guard6Snapshot>),
+    Leg6(u32, Option<Rewrite6>, (u64, u64)),
     /// An indexed counter's cell before the write.
     Counter(Ctr, usize, u64),
     Small(Arc<SmallTables>),
@@ -82,7 +87,13 @@ pub fn touched(undo: &[Undo]) -> Touched {
             // the fast path keys relay on the bound port too
             Undo::PortEnable(..) | Undo::Rate(..) | Undo::PortBinding(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
-            Undo::Guard(..) | Undo::Register(..) | Undo::Counter(..) => {}
+            // the fast path relays IPv4 only
+            Undo::Guard(..)
+            | Undo::Register(..)
+            | Undo::Counter(..)
+            | Undo::Relay6(..)
+            | Undo::Guard6(..)
+            | Undo::Leg6(..) => {}
         }
     }
     t
@@ -316,6 +327,9 @@ impl Switch {
             TableKind::Relay => relay::apply(&mut u),
             TableKind::RelayGuard => guard::apply(&mut u),
             TableKind::LegRewrite => legs::apply(&mut u),
+            TableKind::Relay6 => relay6::apply_relay6(&mut u),
+            TableKind::RelayGuard6 => relay6::apply_guard6(&mut u),
+            TableKind::LegRewrite6 => relay6::apply_legs6(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
             TableKind::Counter(ctr) => counter::apply(&mut u, ctr),
             TableKind::PortMetadata => port_metadata::apply(&mut u),
@@ -334,6 +348,9 @@ impl Switch {
             Undo::Relay(k, prev) => relay::undo(self, k, prev),
             Undo::Guard(k, prev) => guard::undo(self, k, prev),
             Undo::Leg(leg, prev, counts) => legs::undo(self, leg, prev, counts),
+            Undo::Relay6(k, prev) => relay6::undo_relay6(self, k, prev),
+            Undo::Guard6(k, prev) => relay6::undo_guard6(self, k, prev),
+            Undo::Leg6(leg, prev, counts) => relay6::undo_legs6(self, leg, prev, counts),
             Undo::Counter(ctr, i, v) => {
                 ctr.set(self, i, v);
             }
@@ -391,6 +408,9 @@ impl Switch {
             TableKind::Relay => relay::read(&r, target, out),
             TableKind::RelayGuard => guard::read(&r, target, out),
             TableKind::LegRewrite => legs::read(&r, target, out),
+            TableKind::Relay6 => relay6::read_relay6(&r, target, out),
+            TableKind::RelayGuard6 => relay6::read_guard6(&r, target, out),
+            TableKind::LegRewrite6 => relay6::read_legs6(&r, target, out),
             TableKind::Register(reg) => indexed::read(&r, reg, target, out),
             TableKind::Counter(ctr) => indexed::read(&r, ctr, target, out),
             TableKind::PortMetadata => port_metadata::read(&r, target, out),
@@ -414,6 +434,9 @@ impl Switch {
             TableKind::Relay => p.relay.len() as u32,
             TableKind::RelayGuard => p.guard.len() as u32,
             TableKind::LegRewrite => p.legs.len() as u32,
+            TableKind::Relay6 => p.relay6.len() as u32,
+            TableKind::RelayGuard6 => p.guard6.len() as u32,
+            TableKind::LegRewrite6 => p.legs6.len() as u32,
             TableKind::Register(_) | TableKind::Counter(_) => t.size,
             TableKind::PortMetadata => p.port_binding.entries().len() as u32,
             kind => match small::table(kind) {
@@ -428,9 +451,12 @@ impl Switch {
 /// (registers and fixed tables have none: nothing, as on bf_switchd).
 fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
     let action = match r.t.kind {
-        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite => {
-            action_only(r.t, names::NO_ACTION)
-        }
+        TableKind::Relay
+        | TableKind::RelayGuard
+        | TableKind::LegRewrite
+        | TableKind::Relay6
+        | TableKind::RelayGuard6
+        | TableKind::LegRewrite6 => action_only(r.t, names::NO_ACTION),
         TableKind::DevConfig => fixed::device_configuration(r.sw, r.t),
         kind => match small::table(kind) {
             Some(small) => (small.default_data)(r),
@@ -449,7 +475,13 @@ fn default_entry(r: &Reader, out: &mut dyn FnMut(pb::TableEntry)) {
 fn has_default_entry(kind: TableKind) -> bool {
     matches!(
         kind,
-        TableKind::Relay | TableKind::RelayGuard | TableKind::LegRewrite | TableKind::DevConfig
+        TableKind::Relay
+            | TableKind::RelayGuard
+            | TableKind::LegRewrite
+            | TableKind::Relay6
+            | TableKind::RelayGuard6
+            | TableKind::LegRewrite6
+            | TableKind::DevConfig
     ) || small::table(kind).is_some()
 }
 

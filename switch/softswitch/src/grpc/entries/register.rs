@@ -1,4 +1,4 @@
-//! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter`, the
+//! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter{,6}`, the
 //! reroute registers, iRED's `pipe.{Egress,Ingress}.ired_*`, INT's
 //! `pipe.{Egress,Ingress}.int_*`):
 //! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`).
@@ -20,6 +20,7 @@ impl Cells for Reg {
         let p = &sw.pipeline;
         match self {
             Reg::LearnFilter => p.learn_filter.read(i),
+            Reg::LearnFilter6 => p.learn_filter6.read(i),
             Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {
                 p.reroute_regs.read(self, i)
             }
@@ -33,6 +34,7 @@ impl Cells for Reg {
         let p = &sw.pipeline;
         match self {
             Reg::LearnFilter => p.learn_filter.write(i, v),
+            Reg::LearnFilter6 => p.learn_filter6.write(i, v),
             Reg::RerouteActive | Reg::RerouteFrom | Reg::RerouteRun | Reg::ReroutePortHot => {
                 p.reroute_regs.write(self, i, v)
             }

@@ -3,10 +3,11 @@
 //! from a write, encoded for a read, and where its entries live), and one
 //! mechanism writes and reads them all. Writes replace the snapshot; the undo
 //! is the snapshot before. The tables: `forwarding` (ipv4_lpm, nexthop,
-//! relay_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_class),
+//! relay_addr), `forwarding6` (ipv6_lpm, relay6_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_class),
 //! `int` (int_watch, int_role, int_hop_config, int_report).
 
 mod forwarding;
+mod forwarding6;
 mod int;
 mod ired;
 mod reroute;
@@ -85,6 +86,8 @@ pub(super) fn table(kind: TableKind) -> Option<Ops> {
         TableKind::Ipv4Lpm => ops::<forwarding::Ipv4Lpm>(),
         TableKind::Nexthop => ops::<forwarding::Nexthop>(),
         TableKind::RelayAddr => ops::<forwarding::RelayAddr>(),
+        TableKind::Ipv6Lpm => ops::<forwarding6::Ipv6Lpm>(),
+        TableKind::Relay6Addr => ops::<forwarding6::Relay6Addr>(),
         TableKind::IredPort => ops::<ired::IredPort>(),
         TableKind::RerouteWatch => ops::<reroute::RerouteWatch>(),
         TableKind::RerouteClass => ops::<reroute::RerouteClass>(),
