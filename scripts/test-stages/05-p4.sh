@@ -64,19 +64,22 @@ done
 python3 switch/p4/resources.py junit "$RESULTS/$STAGE.xml" "$STAGE" "${dirs[@]}"
 echo
 python3 switch/p4/resources.py summary "${dirs[@]}"
-# The committed schema: the standard profile, which builds every feature
-# (switch/p4/bfrt/).
-fresh="$out/p4relay-standard/bf-rt.json"
-committed="switch/p4/bfrt/standard.bf-rt.json"
-if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" "$committed"; then
-  if [ "${P4RELAY_UPDATE_BFRT:-}" = 1 ]; then
-    cp "$fresh" "$committed"
-    echo "p4: $committed regenerated"
-  else
-    echo "p4: $committed is stale (the contract test fails);"
-    echo "    P4RELAY_UPDATE_BFRT=1 scripts/test-stages/05-p4.sh regenerates it"
+# The committed schemas (switch/p4/bfrt/): the standard profile, which builds
+# every feature, and its Tofino 2 build, the one with IPv6 (the software switch
+# takes its ids from both).
+for p in standard standard-t2; do
+  fresh="$out/p4relay-$p/bf-rt.json"
+  committed="switch/p4/bfrt/$p.bf-rt.json"
+  if [ -f "$fresh" ] && ! python3 switch/p4/resources.py same-schema "$fresh" "$committed"; then
+    if [ "${P4RELAY_UPDATE_BFRT:-}" = 1 ]; then
+      cp "$fresh" "$committed"
+      echo "p4: $committed regenerated"
+    else
+      echo "p4: $committed is stale (the contract test fails);"
+      echo "    P4RELAY_UPDATE_BFRT=1 scripts/test-stages/05-p4.sh regenerates it"
+    fi
   fi
-fi
+done
 echo
 bin=switch/target/release/p4relay-softswitch
 [ -x "$bin" ] || (cd switch && cargo build --release --quiet)

@@ -31,6 +31,9 @@ pub const ID_PORT_METADATA_PORT: u32 = 65575;
 /// The Tofino compiler's bf-rt.json of the P4 program (its ids are the
 /// reference): the standard profile, which builds every feature.
 const COMPILER_BFRT_JSON: &str = include_str!("../../../p4/bfrt/standard.bf-rt.json");
+/// The Tofino 2 build of the standard profile: the IPv6 objects' ids (Tofino
+/// 1's standard build has no room for them); names in both keep Tofino 1's.
+const COMPILER_T2_BFRT_JSON: &str = include_str!("../../../p4/bfrt/standard-t2.bf-rt.json");
 
 /// Table, action and learn-filter ids by name, and each table's action
 /// scopes, from the compiler's bf-rt.json.
@@ -51,6 +54,7 @@ impl CompilerIds {
             scopes: HashMap::new(),
         };
         ids.add(COMPILER_BFRT_JSON);
+        ids.add(COMPILER_T2_BFRT_JSON);
         ids
     }
 
