@@ -303,7 +303,8 @@ class Event(Base):
 class IntPath(Base):
     """A traced flow's path as an INT sink reported it, from when it was seen
     on it: `hops` lists the switches from the INT source to the sink
-    (`{"switch", "ingress_port", "egress_port"}`, the sink's ports null).
+    (`{"switch", "ingress_port", "egress_port"}`; the sink's ports from its
+    report's metadata, null when the report carries none).
     Kept like events (an audit record of where media went)."""
 
     __tablename__ = "int_paths"
