@@ -145,10 +145,17 @@ def test_to_int_reads_a_mac(b: bytes, upper: bool, pad: str) -> None:
     assert codec.to_int(f"{pad}{mac}{pad}") == int.from_bytes(b, "big")
 
 
-@given(st.binary(min_size=2, max_size=20).filter(lambda b: len(b) != 6))
+@given(st.binary(min_size=2, max_size=20).filter(lambda b: len(b) not in (6, 8)))
 def test_to_int_refuses_other_colon_groups(b: bytes) -> None:
-    with pytest.raises(EncodeError, match="not a MAC address"):
+    """Six groups are a MAC, eight an IPv6 address; any other count neither."""
+    with pytest.raises(EncodeError, match="not a MAC or IPv6 address"):
         codec.to_int(b.hex(":"))
+
+
+@given(st.binary(min_size=8, max_size=8))
+def test_to_int_reads_eight_colon_groups_as_ipv6(b: bytes) -> None:
+    """Each of the eight groups is one 16-bit word of the address."""
+    assert codec.to_int(b.hex(":")) == sum(x << (16 * (7 - i)) for i, x in enumerate(b))
 
 
 @given(st.integers(-(2**70), 2**70))
