@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from conftest import ROOT_ONLY, Bed
-from p4relay_controlplane import cli
 from p4relay_switch import Entry, Lpm
 from p4relay_switch.names import IPV4_LPM, IPV6_LPM, K6_DST_ADDR
 
@@ -51,15 +52,16 @@ def _lpm6(prefix: str) -> Lpm:
 
 @ROOT_ONLY
 @pytest.mark.timeout(60)
-async def test_ipv6_routes_applied_beside_ipv4_and_diffed(
-    bed: Bed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_ipv6_routes_applied_beside_ipv4_and_diffed(bed: Bed, tmp_path: Path) -> None:
     conf = tmp_path / "v6.toml"
     conf.write_text(CONFIG.format(address=bed.sw.address))
 
     def run(mode: str) -> tuple[int, str]:
-        code = cli.main(["--config", str(conf), mode])
-        return code, capsys.readouterr().out
+        # a child process: the CLI configures logging onto the stderr it
+        # finds, which in-process would be this test's capture, closed after it
+        cmd = [sys.executable, "-m", "p4relay_controlplane.cli", "--config", str(conf), mode]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        return r.returncode, r.stdout
 
     code, out = await asyncio.to_thread(run, "--once")
     assert code == 0, out
