@@ -20,8 +20,9 @@ import { ROOT, startStack, type Stack } from './harness';
 type QueueSeries = components['schemas']['QueueSeries'];
 type IntPathOut = components['schemas']['IntPathOut'];
 
-const DIRECT = 's2 · s1 (1>3) > s2';
-const AROUND = 's2 · s1 (1>4) > s3 (1>2) > s2';
+// the sink's report carries its own hop's ports, so s2 has them too
+const DIRECT = 's2 · s1 (1>3) > s2 (3>1)';
+const AROUND = 's2 · s1 (1>4) > s3 (1>2) > s2 (4>1)';
 const HOPS = ['s1 port 3', 's1 port 4', 's3 port 2'];
 const CALL_ID = 'int-live@198.18.11.10';
 
