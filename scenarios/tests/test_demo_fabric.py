@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from p4relay_controlplane.config import load
-from p4relay_scenarios import demo_fabric, reroute_bed
+from p4relay_scenarios import demo_fabric, reroute_bed, topology
 from p4relay_scenarios.stack import toml_tables
 
 _macs = (f"02:00:00:00:{i // 256:02x}:{i % 256:02x}" for i in itertools.count(1))
@@ -38,7 +38,11 @@ def test_each_switch_config_is_one_the_daemon_accepts(name: str, tmp_path: Path)
     assert cfg.switch == name
     assert cfg.routes is not None and cfg.nexthops is not None
     routed = {str(r.prefix): r.nexthop for r in cfg.routes}
-    assert routed == reroute_bed.routes(name, demo_fabric.LAYOUT)
+    want: dict[str, int] = dict(reroute_bed.routes(name, demo_fabric.LAYOUT))
+    # a dual-stack host's IPv6 subnet goes the way of its IPv4 one
+    v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
+    want |= {v6[h.name]: want[h.subnet] for h in demo_fabric.LAYOUT.hosts if h.name in v6}
+    assert routed == want
     roles = {n.id: n.int_role for n in cfg.nexthops}
     assert cfg.int is not None
     if name == "s1":

@@ -88,8 +88,10 @@ RELAY = "198.18.10.1"
 CALLER = (_UAC.addr, 5000)
 RELAY_IN, RELAY_OUT = (RELAY, 20000), (RELAY, 20002)
 CALLEE = (_UAS.addr, 6000)
-DIRECT = (("s1", 1, 3), ("s2", None, None))  # (switch, in, out) as the sink reports the path
-AROUND = (("s1", 1, 4), ("s3", 1, 2), ("s2", None, None))
+# (switch, in, out) as the sink reports the path: its own ports from its
+# report's metadata
+DIRECT = (("s1", 1, 3), ("s2", 3, 1))
+AROUND = (("s1", 1, 4), ("s3", 1, 2), ("s2", 4, 1))
 RATE_BPS = 2_000_000  # s1's port towards s2
 MEDIA_PPS = 50
 # onset above anything this bed queues: reports come on path changes and each second
