@@ -79,8 +79,8 @@ def test_queues_and_the_calls_path_come_from_the_sinks_reports(
     ]
     detail = server.get(f"/api/v1/sessions/{sid}")
     assert [(g["source"], g["path"]) for g in detail["path"]] == [
-        ("int", "s1 (1>3) > s2"),
-        ("int", "s1 (1>4) > s3 (1>2) > s2"),
+        ("int", "s1 (1>3) > s2 (3>1)"),
+        ("int", "s1 (1>4) > s3 (1>2) > s2 (4>1)"),
     ]
     assert detail["path"][0]["until"] == detail["path"][1]["since"] == records[1]["ts"]
     assert detail["reroutes"] == []
