@@ -799,7 +799,9 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     tbl, vs, commit = write(a.out, runs, p)
-                    readme(a.out, tbl, vs, p, commit, " ".join(argv or sys.argv[1:]))
+                    # paths as a reader's checkout names them, not this machine's
+                    cmd = " ".join(argv or sys.argv[1:]).replace(f"{Path.cwd()}/", "")
+                    readme(a.out, tbl, vs, p, commit, cmd)
     finally:
         ib.down()
     tbl, vs, _ = write(a.out, runs, p)
