@@ -164,6 +164,47 @@ async def test_no_false_rtpproxy_timeout_for_offloaded(tmp_path: Path) -> None:
         srv.close()
 
 
+async def test_refreshes_reach_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
+    """Calls set up together fall due for their refresh together: RTPProxy
+    gets them a few at a time (a SIP server's command never queues behind
+    all of them), and every call is refreshed all the same."""
+    from rtpagent.agent import REFRESH_INFLIGHT
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, rtpproxy_ttl=1.5)  # a refresh due every 0.5 s
+    assert app.agent is not None
+    upstream = app.agent.upstream
+    calls = 4 * REFRESH_INFLIGHT
+    inflight, most, refreshed = 0, 0, set()
+    send = upstream.call
+
+    async def counted(body: str) -> str:
+        nonlocal inflight, most
+        if not body.startswith("L"):
+            return await send(body)
+        inflight += 1
+        most = max(most, inflight)
+        try:
+            await asyncio.sleep(0.005)  # RTPProxy's turn: others due meanwhile must wait
+            return await send(body)
+        finally:
+            inflight -= 1
+            refreshed.add(body.split()[1])
+
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U rf{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L rf{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        upstream.call = counted  # type: ignore[method-assign]
+        await wait_for(lambda: len(refreshed) == calls, within=10.0)
+        assert most <= REFRESH_INFLIGHT, most
+    finally:
+        upstream.call = send  # type: ignore[method-assign]
+        await app.stop()
+        cl.close()
+
+
 async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -> None:
     srv, port, got = await _sip_notify_server()
     fake = FakeSwitch()

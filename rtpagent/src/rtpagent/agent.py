@@ -41,6 +41,11 @@ from .upstream import Upstream, UpstreamTimeout
 log = structlog.get_logger("rtpagent.agent")
 
 
+# Session refreshes at RTPProxy at once (the refresh loop): what a SIP server's
+# command can find queued ahead of it there.
+REFRESH_INFLIGHT = 8
+
+
 class Agent:
     def __init__(
         self,
@@ -319,8 +324,12 @@ class Agent:
 
     # ------------------------------------------------------------------ timeouts
     async def _refresh_loop(self) -> None:
-        """Keep RTPProxy from timing out sessions whose media it no longer sees."""
+        """Keep RTPProxy from timing out sessions whose media it no longer sees.
+        At most REFRESH_INFLIGHT refreshes are at RTPProxy at once: calls set
+        up together fall due together (thousands at a time), and sent all at
+        once they queued every SIP server's command behind them at RTPProxy."""
         period = max(0.5, self.rtpp_ttl / 3)
+        slots = asyncio.Semaphore(REFRESH_INFLIGHT)
         while True:
             await asyncio.sleep(min(period, 1.0))
             now = time.monotonic()
@@ -332,8 +341,15 @@ class Agent:
                 and now - s.last_refresh >= period
             ]
             for s in due:
-                s.last_refresh = now
-                self._spawn(self._refresh(s))
+                await slots.acquire()
+                if s.uid not in self.table.by_uid or not s.refresh_cmd:
+                    slots.release()  # ended or changed while it waited its turn
+                    continue
+                s.last_refresh = time.monotonic()
+                t = asyncio.ensure_future(self._refresh(s))
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+                t.add_done_callback(lambda _t: slots.release())
 
     async def _refresh(self, s: Session) -> None:
         assert s.refresh_cmd is not None
