@@ -168,13 +168,13 @@ async def test_refreshes_reach_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
     """Calls set up together fall due for their refresh together: RTPProxy
     gets them a few at a time (a SIP server's command never queues behind
     all of them), and every call is refreshed all the same."""
-    from rtpagent.agent import REFRESH_INFLIGHT
+    from rtpagent.agent import OWN_INFLIGHT
 
     fake = FakeSwitch()
     app, cl = await start(tmp_path, fake, rtpproxy_ttl=1.5)  # a refresh due every 0.5 s
     assert app.agent is not None
     upstream = app.agent.upstream
-    calls = 4 * REFRESH_INFLIGHT
+    calls = 4 * OWN_INFLIGHT
     inflight, most, refreshed = 0, 0, set()
     send = upstream.call
 
@@ -198,7 +198,56 @@ async def test_refreshes_reach_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
         await wait_for(lambda: len(fake.relays) == 4 * calls)
         upstream.call = counted  # type: ignore[method-assign]
         await wait_for(lambda: len(refreshed) == calls, within=10.0)
-        assert most <= REFRESH_INFLIGHT, most
+        assert most <= OWN_INFLIGHT, most
+    finally:
+        upstream.call = send  # type: ignore[method-assign]
+        await app.stop()
+        cl.close()
+
+
+async def test_idle_calls_deleted_at_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
+    """Calls set up together go idle in one sweep of the switch: their deletes
+    reach RTPProxy a few at a time (a SIP server's command never queues behind
+    all of them), every call still ends, and one its SIP server ended while
+    its delete waited its turn is not deleted again."""
+    from rtpagent.agent import OWN_INFLIGHT
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    assert app.agent is not None
+    upstream = app.agent.upstream
+    calls = 4 * OWN_INFLIGHT
+    sip_delete = f"D id{calls - 1} f t"
+    inflight, most, deleted = 0, 0, []
+    rtpproxy_turn = asyncio.Event()  # RTPProxy answers the agent's deletes once set
+    send = upstream.call
+
+    async def counted(body: str) -> str:
+        nonlocal inflight, most
+        if body == sip_delete or not body.startswith(("D", "L")):
+            return await send(body)
+        inflight += 1
+        most = max(most, inflight)
+        try:
+            await rtpproxy_turn.wait()
+            return await send(body)
+        finally:
+            inflight -= 1
+            deleted.append(body.split()[1])
+
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U id{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L id{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        upstream.call = counted  # type: ignore[method-assign]
+        fake.idle_all()
+        await wait_for(lambda: inflight > 0)
+        assert await cl.cmd(sip_delete) == "0\n"  # its SIP server's, meanwhile
+        rtpproxy_turn.set()
+        await wait_for(lambda: not app.table.by_uid and not fake.relays, within=10.0)
+        assert most <= OWN_INFLIGHT, most
+        assert sorted(deleted) == sorted(f"id{n}" for n in range(calls - 1)), deleted
     finally:
         upstream.call = send  # type: ignore[method-assign]
         await app.stop()

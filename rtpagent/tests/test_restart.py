@@ -190,7 +190,7 @@ async def test_agent_killed_and_restarted(
     cl = Client(port)
     try:
         start()
-        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=60.0, interval=0.1)
         assert await cl.cmd("U kill 198.18.1.10 6000 f;1")
         assert await cl.cmd("L kill 198.18.2.10 7000 f;1 t;1")
 
@@ -219,7 +219,7 @@ async def test_agent_killed_and_restarted(
         )
         start()
         # Answered from the process's first moment (early.py), long before it is loaded.
-        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=60.0, interval=0.1)
 
         async def reconciled() -> bool:
             return await guards() == 4  # the live call's, the stale one gone
