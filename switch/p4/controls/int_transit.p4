@@ -14,9 +14,10 @@
  * (Egress: deq_timedelta, the time the packet spent in the egress queue).
  * The hop ORs its threshold
  * verdicts into ds_flags (onset: depth >= onset_cells or latency >=
- * onset_ns; over clear: depth > clear_cells or latency > clear_ns) and XORs
- * its path word (switch id halves XOR ingress port, low 14 bits) into the
- * path signature; the sink's suppression reads both.
+ * onset_ns, with the bit of its place from the source; over clear: depth >
+ * clear_cells or latency > clear_ns) and XORs its path word (switch id, low
+ * 12 bits) into the path signature; the sink's suppression reads both, its
+ * reroute detection the onset bits (naming the hop in its notice).
  * int_tx_bytes counts every byte a port sends (the hop's utilisation field).
  */
 /* the hop's ports are written zero-extended (constant + PHV): the switch id
@@ -55,7 +56,7 @@ control IntTransit(
         eg_md.int_on = 1;
         eg_md.int_csum = true;
         eg_md.int_switch_id = switch_id;
-        eg_md.int_word = (bit<16>)switch_id[13:0];
+        eg_md.int_word = (bit<16>)switch_id[11:0];
         eg_md.int_onset_cells_d = onset_cells |-| (bit<32>)eg_intr_md.deq_qdepth;
         eg_md.int_clear_cells_d = clear_cells;
         eg_md.int_onset_ns_d = onset_ns |-| eg_md.queue_delay_ns;
@@ -143,8 +144,14 @@ control IntTransit(
         hdr.int_hop.queue_id[QUEUE_ID_WIDTH - 1:0] = eg_intr_md.egress_qid;
     }
 
-    action flag_onset() {
-        hdr.int_md.ds_flags = hdr.int_md.ds_flags | INT_FLAG_ONSET;
+    /* the onset bit and this hop's place from the source: the source's hop
+     * is the first, a transit's the second (INT_MAX_HOPS 2) */
+    action flag_onset_hop1() {
+        hdr.int_md.ds_flags = hdr.int_md.ds_flags | (INT_FLAG_ONSET | INT_FLAG_ONSET_HOP1);
+    }
+
+    action flag_onset_hop2() {
+        hdr.int_md.ds_flags = hdr.int_md.ds_flags | (INT_FLAG_ONSET | INT_FLAG_ONSET_HOP2);
     }
 
     action flag_over_clear() {
@@ -192,9 +199,17 @@ control IntTransit(
         /* one 32-bit comparison per condition (gateway input) */
         if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {
             if (eg_md.int_onset_cells_d == 0) {
-                flag_onset();
+                if (hdr.int_bridged.source == 1) {
+                    flag_onset_hop1();
+                } else {
+                    flag_onset_hop2();
+                }
             } else if (eg_md.int_onset_ns_d == 0) {
-                flag_onset();
+                if (hdr.int_bridged.source == 1) {
+                    flag_onset_hop1();
+                } else {
+                    flag_onset_hop2();
+                }
             }
         }
         if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {
