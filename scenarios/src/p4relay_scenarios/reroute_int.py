@@ -234,6 +234,8 @@ def s1_config(address: str, mode: str, p: Params, report_port: int) -> Settings:
                     "backup_port": backup,
                 }
             ],
+            # the hop a sink's notice names, by name in the events
+            "switch_names": {str(v): k for k, v in ib.SWITCH_IDS.items()},
         },
         "int": {
             "switch_id": ib.SWITCH_IDS["s1"],
