@@ -115,6 +115,8 @@ control IntTransit(
         hdr.int_md.ds_id = INT_DS_ID;
         hdr.int_md.ds_instruction = hdr.udp.checksum;
         hdr.int_md.ds_flags = eg_md.int_word;
+        /* the source's hop is the first from the source */
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP1;
         hdr.udp.checksum = 0;
         hdr.ipv4.diffserv[7:2] = INT_DSCP;
         hdr.udp.hdr_length = hdr.udp.hdr_length + INT_SOURCE_BYTES;
@@ -127,6 +129,8 @@ control IntTransit(
         hdr.int_shim.len = hdr.int_shim.len + (bit<8>)INT_HOP_WORDS;
         hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
         hdr.int_md.ds_flags = hdr.int_md.ds_flags ^ eg_md.int_word;
+        /* a transit's hop is the second (INT_MAX_HOPS 2) */
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP2;
         hdr.udp.hdr_length = hdr.udp.hdr_length + INT_HOP_BYTES;
         hdr.ipv4.total_len = hdr.ipv4.total_len + INT_HOP_BYTES;
         INT_PUSH_HOP
@@ -144,14 +148,10 @@ control IntTransit(
         hdr.int_hop.queue_id[QUEUE_ID_WIDTH - 1:0] = eg_intr_md.egress_qid;
     }
 
-    /* the onset bit and this hop's place from the source: the source's hop
-     * is the first, a transit's the second (INT_MAX_HOPS 2) */
-    action flag_onset_hop1() {
-        hdr.int_md.ds_flags = hdr.int_md.ds_flags | (INT_FLAG_ONSET | INT_FLAG_ONSET_HOP1);
-    }
-
-    action flag_onset_hop2() {
-        hdr.int_md.ds_flags = hdr.int_md.ds_flags | (INT_FLAG_ONSET | INT_FLAG_ONSET_HOP2);
+    /* the onset bit and this hop's place from the source (int_onset_bits,
+     * set where the hop was pushed) */
+    action flag_onset() {
+        hdr.int_md.ds_flags = hdr.int_md.ds_flags | eg_md.int_onset_bits;
     }
 
     action flag_over_clear() {
@@ -199,17 +199,9 @@ control IntTransit(
         /* one 32-bit comparison per condition (gateway input) */
         if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {
             if (eg_md.int_onset_cells_d == 0) {
-                if (hdr.int_bridged.source == 1) {
-                    flag_onset_hop1();
-                } else {
-                    flag_onset_hop2();
-                }
+                flag_onset();
             } else if (eg_md.int_onset_ns_d == 0) {
-                if (hdr.int_bridged.source == 1) {
-                    flag_onset_hop1();
-                } else {
-                    flag_onset_hop2();
-                }
+                flag_onset();
             }
         }
         if (hdr.int_hop.isValid() && hdr.int_md.isValid()) {

@@ -115,6 +115,7 @@ struct egress_metadata_t {
 #ifdef WITH_INT
     /* INT hop (int_transit.p4) and report (int_sink.p4) */
     bit<32> int_switch_id;
+    bit<16> int_onset_bits;       /* onset + this hop's place bit (source_hop / transit_hop) */
     bit<32> int_onset_cells_d;    /* onset threshold |-| occupancy: 0 = at/over */
     bit<32> int_onset_ns_d;
     bit<32> int_clear_cells_d;    /* occupancy |-| clear threshold: != 0 = over */

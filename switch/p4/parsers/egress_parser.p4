@@ -44,6 +44,7 @@ parser EgressParser(
 #endif
 #ifdef WITH_INT
         eg_md.int_switch_id = 0;
+        eg_md.int_onset_bits = 0;
         eg_md.int_onset_cells_d = 1;
         eg_md.int_onset_ns_d = 1;
         eg_md.int_clear_cells_d = 0;
