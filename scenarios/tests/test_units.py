@@ -522,6 +522,10 @@ def test_reroute_int_call_metrics_count_losses_gaps_and_p99() -> None:
     assert ok.delay_max_ms == pytest.approx(80.0) and ok.delay_p99_ms > 2.0
     assert (lossy.received, lossy.loss_pct) == (50, 50.0)
     assert lossy.max_gap_ms > 1000 and lossy.mos < ok.mos
-    rows_ = ri.summary([ri.Run("int-cp", 2.0, 0, [ok, lossy], 120.0, 1, 50.0, "s3 port 2")])
+    run = ri.Run("int-cp", 2.0, 0, [ok, lossy], 120.0, 1, 50.0, "s3 port 2", early_moves=1)
+    rows_ = ri.summary([run])
     assert rows_[0]["loss_max"] == 50.0 and rows_[0]["move_after_ms"] == 120.0
+    assert rows_[0]["early_moves"] == 1
+    # moves before the cross traffic, then the hop named
     assert "| 2x | int-cp | 1 x 2 |" in ri.table(rows_)
+    assert "| 1 | s3 port 2 |" in ri.table(rows_)

@@ -112,7 +112,10 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 7
+    assert contract["program"]["contract_version"] == 8
+    # contract v8: the reroute digest names the INT hop a sink's notice saw
+    reroute = next(d for d in contract["digest"] if d["name"] == "pipe.IngressDeparser.reroute")
+    assert [f["name"] for f in reroute["fields"]][-2:] == ["hop_switch_id", "hop_port"]
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)

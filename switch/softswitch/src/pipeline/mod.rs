@@ -245,6 +245,9 @@ pub struct Bridged {
     /// The MD header's ds_flags the packet brought (the sink's detection
     /// reads the onset bit).
     pub int_ds_flags: u16,
+    /// The hop the stack marks at/over onset (switch id, egress port): the
+    /// sink's reroute notice names it.
+    pub int_onset_hop: Option<(u32, u16)>,
     /// The sink's report copy (int_report_mirror_h).
     pub int_report: Option<int_source::IntReportCopy>,
 }
