@@ -306,10 +306,11 @@ def uas_media6() -> tuple[set[int], set[int]]:
     return sends, sent_to
 
 
+@pytest.mark.each_sip_server
 def test_trunk_call_over_ipv6_is_offloaded(stack: Stack) -> None:
     """The trunk's own call over IPv6: SIPp on the UAS host (the trunk) sends the
-    INVITE to OpenSIPS's IPv6 address naming the callee on the UAC host; the SIP
-    server routes it there by its Request-URI, and the switch relays its media."""
+    INVITE to the SIP server's IPv6 address naming the callee on the UAC host; the
+    SIP server routes it there by its Request-URI, and the switch relays its media."""
     callee = topology.UAC.addr6
     stack.sup.stop("sipp-uas6")  # the trunk's SIPp calls from its SIP and media ports
     stack.sup.start(
