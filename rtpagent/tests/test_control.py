@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakeswitch import FakeSwitch
 from harness import Client, free_port, free_udp_pair, settings, wait_for
+from p4relay_switch import RelayIdle
 from rtpagent.app import App
 from rtpagent.protocol import MAX_COMMAND_BYTES
 from rtpagent.state import OffloadState
@@ -250,6 +251,39 @@ async def test_idle_calls_deleted_at_rtpproxy_a_few_at_a_time(tmp_path: Path) ->
         assert sorted(deleted) == sorted(f"id{n}" for n in range(calls - 1)), deleted
     finally:
         upstream.call = send  # type: ignore[method-assign]
+        await app.stop()
+        cl.close()
+
+
+async def test_an_idle_sweep_is_handled_a_slice_at_a_time(tmp_path: Path) -> None:
+    """An idle sweep brings thousands of notifications at once: they are
+    handled a slice per event-loop turn, so a command arriving meanwhile
+    waits for one slice, not for the whole sweep; every call still ends."""
+    from rtpagent.offload import EVENTS_PER_TURN
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    calls = 4 * EVENTS_PER_TURN
+    handled = 0
+    on_idle = app.offloader.events.on_idle
+
+    def counted(ev: RelayIdle) -> None:
+        nonlocal handled
+        handled += 1
+        on_idle(ev)
+
+    app.offloader.events.on_idle = counted  # type: ignore[method-assign]
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U sw{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L sw{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        fake.idle_all()  # two RTP entries a call
+        await asyncio.sleep(0)  # one turn of the loop: the handler's, then this test's
+        assert 0 < handled <= EVENTS_PER_TURN, handled
+        await wait_for(lambda: not app.table.by_uid and not fake.relays, within=10.0)
+        assert handled == 2 * calls
+    finally:
         await app.stop()
         cl.close()
 
