@@ -288,6 +288,32 @@ async def test_an_idle_sweep_is_handled_a_slice_at_a_time(tmp_path: Path) -> Non
         cl.close()
 
 
+async def test_switch_notifications_converted_a_slice_at_a_time() -> None:
+    """The switch client's notifications (an idle sweep's thousands) become
+    the agent's events a slice per event-loop turn, all of them in the end."""
+    from p4relay_switch import IdleTimeout, names
+    from rtpagent.bfrt import NOTIFICATIONS_PER_TURN, BfrtSwitch
+
+    sw = BfrtSwitch(f"127.0.0.1:{free_port()}")  # never connected: its queues only
+    total = 4 * NOTIFICATIONS_PER_TURN
+    for n in range(total):
+        key: dict[str, int] = {
+            names.K_SRC_ADDR: 0xC6120000 + n,
+            names.K_DST_ADDR: 0x7F000001,
+            names.K_SRC_PORT: 6000,
+            names.K_DST_PORT: 30000,
+            names.K_BOUND_PORT: 1,
+        }
+        sw.client._queue.put_nowait(IdleTimeout(names.RELAY, dict(key), 0, True))
+    pump = asyncio.create_task(sw._pump())
+    try:
+        await asyncio.sleep(0)  # the pump's first turn
+        assert 0 < sw._events.qsize() <= NOTIFICATIONS_PER_TURN, sw._events.qsize()
+        await wait_for(lambda: sw._events.qsize() == total)
+    finally:
+        pump.cancel()
+
+
 async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -> None:
     srv, port, got = await _sip_notify_server()
     fake = FakeSwitch()
