@@ -154,6 +154,9 @@ pub struct Args {
     /// Print the fixed tables' bfrt.json ($PORT, $PORT_STAT, tf1.tm.*) and exit
     #[arg(long)]
     pub dump_fixed_bfrt_json: bool,
+    /// Print the settings reference table (Markdown, README.md) and exit
+    #[arg(long, hide = true)]
+    pub print_settings_table: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -465,6 +468,66 @@ impl Config {
             ired_sample: args.ired_sample.or(file.ired_sample).unwrap_or_default(),
         })
     }
+}
+
+/// Every setting as a Markdown table (the README's reference, kept current by
+/// `scripts/settings_reference.py`): its config-file key, environment variable,
+/// flag, default (the `[default: …]` its help ends with) and meaning, all read
+/// from `Args`' own definition.
+pub fn settings_table() -> String {
+    use clap::CommandFactory;
+    let cmd = Args::command();
+    let mut out = String::from(
+        "| setting (TOML) | environment | flag | default | meaning |\n|---|---|---|---|---|\n",
+    );
+    for arg in cmd.get_arguments() {
+        let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+            continue; // help, version and the print-and-exit flags
+        };
+        if arg.is_hide_set() || long == "config" {
+            continue;
+        }
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let mut meaning = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut default = "—".to_string();
+        if let Some(start) = meaning.find("[default: ") {
+            if let Some(len) = meaning[start..].find(']') {
+                default = format!("`{}`", &meaning[start + 10..start + len]);
+                meaning = format!("{}{}", &meaning[..start], &meaning[start + len + 1..])
+                    .replace(" ;", ";")
+                    .trim()
+                    .to_string();
+            }
+        }
+        let values: Vec<_> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        let flag = match arg.get_value_names() {
+            _ if !arg.get_action().takes_values() => {
+                default = "`false`".to_string();
+                format!("--{long}")
+            }
+            _ if !values.is_empty() => format!("--{long} {}", values.join("|")),
+            Some(names) => format!("--{long} {}", names[0]),
+            None => format!("--{long} {}", long.to_uppercase()),
+        };
+        let key = long.replace('-', "_");
+        let cell = |s: &str| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{key}` | `{}` | `{}` | {} | {} |\n",
+            env.to_string_lossy(),
+            cell(&flag),
+            cell(&default),
+            cell(&meaning)
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
