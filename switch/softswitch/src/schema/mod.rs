@@ -394,12 +394,22 @@ impl V6Sizes {
 }
 
 /// bf-p4c style ids: a type prefix in the top byte and a name hash below.
+/// The top byte of a register's id (bf-p4c: TNA's Register extern).
+const REGISTER_ID_PREFIX: u8 = 0x8b;
+
+/// bf-p4c hashes the object's full name with Jenkins' one-at-a-time hash
+/// (the split quality registers' `_hi` halves of a large-t2 build get the
+/// compiler's ids this way).
 fn object_id(prefix: u8, name: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
+    let mut h: u32 = 0;
     for b in name.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
+        h = h.wrapping_add(u32::from(b));
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
     }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h = h.wrapping_add(h << 15);
     (u32::from(prefix) << 24) | (h & 0x00ff_ffff)
 }
 
@@ -714,7 +724,7 @@ impl Schema {
                     bits: r.bits,
                 }];
                 json_tables.push(json!({
-                "name": name, "id": CompilerIds::get(&ids.tables, 0x0f, &name), "table_type": "Register",
+                "name": name, "id": CompilerIds::get(&ids.tables, REGISTER_ID_PREFIX, &name), "table_type": "Register",
                 "size": size, "depends_on": [],
                 "key": [json!({"id": ID_REGISTER_INDEX, "name": names::REGISTER_INDEX, "repeated": false,
                         "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
@@ -727,7 +737,7 @@ impl Schema {
                 "supported_operations": ["Sync"], "attributes": [],
             }));
                 tables.push(TableSchema {
-                    id: CompilerIds::get(&ids.tables, 0x0f, &name),
+                    id: CompilerIds::get(&ids.tables, REGISTER_ID_PREFIX, &name),
                     name: name.clone(),
                     kind,
                     size,
@@ -987,6 +997,9 @@ mod tests {
         assert_eq!(hi.kind, TableKind::QualityHalf(Reg::Jitter, Half::Hi));
         assert_eq!(hi.data[0].name, "Egress.rtp_jitter_hi.f1");
         assert_ne!(lo.id, hi.id);
+        // the id bf-p4c gives it in the large-t2 build
+        let packets_hi = s.table_by_name("pipe.Egress.rtp_packets_hi").unwrap();
+        assert_eq!(packets_hi.id, 0x8b7b_f524);
         let halves = s.tables.iter().filter(|t| t.name.ends_with("_hi")).count();
         assert_eq!(halves, 8, "the eight quality registers");
         let lf = s.table_by_name("pipe.Ingress.learn_filter").unwrap();
