@@ -35,7 +35,7 @@ pub mod tna;
 pub use learn_filter::LearnFilter;
 pub use mirror::{FastPathMaps, Touched};
 pub use reroute::{RerouteDigest, RerouteRegs, RerouteStats};
-pub use rtp_quality::{Half, QualityRegs};
+pub use rtp_quality::QualityRegs;
 
 use crate::contract::Contract;
 use crate::packet::{self, ParseError, Rtp};

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::rtp_clock::{ms_clock, rtp_clock};
 use super::{zeroed, Bridged, Pipeline};
 use crate::packet::Rtp;
-use crate::schema::Reg;
+use crate::schema::{Half, Reg};
 use crate::xdp_abi::LegQuality;
 
 impl Pipeline {
@@ -28,14 +28,6 @@ impl Pipeline {
             self.quality.update(cell, &b.rtp, now_ns, ms_clock(now_ns));
         }
     }
-}
-
-/// Which of a split register's two halves (rtp_quality.p4 QUALITY_SPLIT):
-/// `rtp_*` holds legs below 2^half_bits, `rtp_*_hi` the legs from there.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Half {
-    Lo,
-    Hi,
 }
 
 /// Where the registers live: our heap, or memory shared with the kernel

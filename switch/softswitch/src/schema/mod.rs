@@ -15,7 +15,6 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::contract::{names, Contract, KeyDef, RegisterDef};
-use crate::pipeline::Half;
 
 pub mod tf1;
 
@@ -156,6 +155,15 @@ pub enum Reg {
     ReroutePortHot,
     Ired(IredReg),
     Int(IntReg),
+}
+
+/// Which of a split quality register's two halves (rtp_quality.p4
+/// QUALITY_SPLIT): `rtp_*` holds legs below 2^half_bits, `rtp_*_hi` the legs
+/// from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    Lo,
+    Hi,
 }
 
 /// The indexed counters, in contract order.

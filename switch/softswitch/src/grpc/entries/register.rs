@@ -10,8 +10,7 @@ use super::{Op, Undo, Update};
 use crate::contract::names;
 use crate::grpc::codec::invalid;
 use crate::grpc::Switch;
-use crate::pipeline::Half;
-use crate::schema::{FieldSchema, Reg};
+use crate::schema::{FieldSchema, Half, Reg};
 
 impl Cells for Reg {
     const PER_PIPE: bool = true;
