@@ -15,7 +15,13 @@ fn main() -> Result<()> {
     }
     let config = Config::resolve(&args)?;
     if args.dump_bfrt_json || args.dump_fixed_bfrt_json {
-        let schema = Schema::build_v6(&CONTRACT, config.relay_entries, config.legs, config.v6);
+        let schema = Schema::build_sized(
+            &CONTRACT,
+            config.relay_entries,
+            config.legs,
+            config.v6,
+            config.quality_half_bits,
+        );
         println!(
             "{}",
             if args.dump_bfrt_json {

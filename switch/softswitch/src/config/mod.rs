@@ -57,6 +57,9 @@ pub struct Args {
     /// Entries of pipe.Ingress.leg_rewrite6 (IPv6 legs; legs are shared with IPv4) [default: contract leg_rewrite6_entries_softswitch, at most --legs]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_LEG6_ENTRIES")]
     pub leg6_entries: Option<u32>,
+    /// Publish each RTP quality register as two, as a Tofino build that splits them (switch/p4 QUALITY_HALF_BITS, the large-t2 profile: 16): pipe.Egress.rtp_* for legs below 2^N, rtp_*_hi for the rest; needs 2^N < --legs <= 2^(N+1) [default: one register each]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_QUALITY_HALF_BITS")]
+    pub quality_half_bits: Option<u32>,
     /// Egress FIFO depth per port, packets [default: 1024]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_QUEUE_DEPTH")]
     pub queue_depth: Option<u32>,
@@ -170,6 +173,7 @@ struct FileConfig {
     legs: Option<u32>,
     relay6_entries: Option<u32>,
     leg6_entries: Option<u32>,
+    quality_half_bits: Option<u32>,
     queue_depth: Option<u32>,
     line_rate: Option<u64>,
     #[serde(default)]
@@ -200,6 +204,8 @@ pub struct Config {
     pub legs: u32,
     /// relay6 / relay_guard6 and leg_rewrite6 sizes.
     pub v6: V6Sizes,
+    /// The quality registers split in two at 2^N (`--quality-half-bits`).
+    pub quality_half_bits: Option<u32>,
     pub queue_depth: u32,
     pub workers: usize,
     pub rx_ring_frames: u32,
@@ -407,6 +413,14 @@ impl Config {
         if v6.legs6 == 0 || v6.legs6 > legs {
             bail!("--leg6-entries {}: must be 1..={legs} (--legs)", v6.legs6);
         }
+        let quality_half_bits = args.quality_half_bits.or(file.quality_half_bits);
+        if let Some(h) = quality_half_bits {
+            // sizes.p4's rule for QUALITY_SPLIT: both halves have cells, and
+            // bit N of every leg chooses the half.
+            if h >= 31 || legs <= 1 << h || u64::from(legs) > 2u64 << h {
+                bail!("--quality-half-bits {h}: needs 2^{h} < --legs {legs} <= 2^({h}+1)");
+            }
+        }
         let queue_depth = args.queue_depth.or(file.queue_depth).unwrap_or(1024);
         if !(1..=1 << 20).contains(&queue_depth) {
             bail!("--queue-depth {queue_depth}: must be 1..=1048576");
@@ -457,6 +471,7 @@ impl Config {
             relay_entries,
             legs,
             v6,
+            quality_half_bits,
             queue_depth,
             workers,
             log: args
@@ -605,5 +620,29 @@ mod tests {
         };
         assert!(Config::resolve(&dup).is_err());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn quality_half_bits_must_split_the_legs_as_the_p4_build() {
+        let split = |legs: u32, bits: u32| {
+            Config::resolve(&Args {
+                legs: Some(legs),
+                quality_half_bits: Some(bits),
+                ..Args::default()
+            })
+        };
+        assert_eq!(split(131072, 16).unwrap().quality_half_bits, Some(16));
+        assert_eq!(split(106496, 16).unwrap().quality_half_bits, Some(16));
+        for (legs, bits) in [(65536, 16), (131073, 16), (4, 40), (1, 0)] {
+            let e = split(legs, bits).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("--quality-half-bits"),
+                "{legs} {bits}: {e:#}"
+            );
+        }
+        assert_eq!(
+            Config::resolve(&Args::default()).unwrap().quality_half_bits,
+            None
+        );
     }
 }

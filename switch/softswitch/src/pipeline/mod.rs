@@ -359,7 +359,8 @@ impl Pipeline {
     /// Shares the quality registers and the relay work with an XDP fast path.
     pub fn with_fastpath(mut self, c: &Contract, fp: Arc<dyn FastPathMaps>) -> Pipeline {
         self.quality =
-            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift);
+            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift)
+                .with_half_bits(self.quality.half_bits());
         self.fastpath = Some(fp);
         self
     }
@@ -378,6 +379,12 @@ impl Pipeline {
         self.guard6 = Guard6Table::new(sizes.relay6 as usize);
         self.legs6 = Leg6Table::new(self.legs.capacity(), sizes.legs6 as usize);
         self.digests6 = tx;
+        self
+    }
+
+    /// The quality registers addressed as two halves (`--quality-half-bits`).
+    pub fn with_quality_half_bits(mut self, half_bits: Option<u32>) -> Pipeline {
+        self.quality = self.quality.with_half_bits(half_bits);
         self
     }
 

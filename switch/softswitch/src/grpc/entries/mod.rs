@@ -31,7 +31,7 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::contract::names;
 use crate::pipeline::Touched;
-use crate::schema::{ActionScope, Ctr, Reg, TableKind, TableSchema};
+use crate::schema::{ActionScope, Ctr, Half, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{Guard6Key, Guard6Snapshot, GuardKey, GuardSnapshot};
@@ -64,6 +64,8 @@ pub enum Undo {
     Counter(Ctr, usize, u64),
     Small(Arc<SmallTables>),
     Register(Reg, usize, u64),
+    /// A cell of one half of a split quality register before the write.
+    QualityHalf(Reg, Half, usize, u64),
     PortEnable(usize, bool),
     Rate(usize, u64),
     /// A port's `$PORT_METADATA` entry before the write.
@@ -90,6 +92,7 @@ pub fn touched(undo: &[Undo]) -> Touched {
             // the fast path relays IPv4 only
             Undo::Guard(..)
             | Undo::Register(..)
+            | Undo::QualityHalf(..)
             | Undo::Counter(..)
             | Undo::Relay6(..)
             | Undo::Guard6(..)
@@ -331,6 +334,9 @@ impl Switch {
             TableKind::RelayGuard6 => relay6::apply_guard6(&mut u),
             TableKind::LegRewrite6 => relay6::apply_legs6(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
+            TableKind::QualityHalf(reg, half) => {
+                register::apply_half(&mut u, register::QualityHalf(reg, half))
+            }
             TableKind::Counter(ctr) => counter::apply(&mut u, ctr),
             TableKind::PortMetadata => port_metadata::apply(&mut u),
             TableKind::Port
@@ -357,6 +363,9 @@ impl Switch {
             Undo::Small(snap) => small::undo(self, &snap),
             Undo::Register(reg, i, v) => {
                 reg.set(self, i, v);
+            }
+            Undo::QualityHalf(reg, half, i, v) => {
+                register::QualityHalf(reg, half).set(self, i, v);
             }
             Undo::PortEnable(..) | Undo::Rate(..) => fixed::undo(self, u),
             Undo::PortBinding(port, old) => port_metadata::undo(self, port, old),
@@ -412,6 +421,9 @@ impl Switch {
             TableKind::RelayGuard6 => relay6::read_guard6(&r, target, out),
             TableKind::LegRewrite6 => relay6::read_legs6(&r, target, out),
             TableKind::Register(reg) => indexed::read(&r, reg, target, out),
+            TableKind::QualityHalf(reg, half) => {
+                indexed::read(&r, register::QualityHalf(reg, half), target, out)
+            }
             TableKind::Counter(ctr) => indexed::read(&r, ctr, target, out),
             TableKind::PortMetadata => port_metadata::read(&r, target, out),
             TableKind::Port
@@ -437,7 +449,7 @@ impl Switch {
             TableKind::Relay6 => p.relay6.len() as u32,
             TableKind::RelayGuard6 => p.guard6.len() as u32,
             TableKind::LegRewrite6 => p.legs6.len() as u32,
-            TableKind::Register(_) | TableKind::Counter(_) => t.size,
+            TableKind::Register(_) | TableKind::QualityHalf(..) | TableKind::Counter(_) => t.size,
             TableKind::PortMetadata => p.port_binding.entries().len() as u32,
             kind => match small::table(kind) {
                 Some(small) => (small.usage)(&p.small.load()) as u32,
