@@ -421,11 +421,15 @@ impl Pipeline {
     }
 }
 
-/// `ingress_metadata_t`: what the ingress controls tell each other.
+/// `ingress_metadata_t`: what the ingress controls tell each other, over
+/// either family's relay key `K` and address `A` (IPv6's: IngressMeta6,
+/// relay6_sessions.rs).
 #[derive(Debug, Clone, Copy)]
-struct IngressMeta {
+struct IngressMetaOf<K, A> {
     /// The UDP 4-tuple and the bound port (relay's key, the learn filter's flow).
-    flow: RelayKey,
+    flow: K,
+    /// The destination as it arrived (the learn digest's dst_addr).
+    dst: A,
     /// The port the packet arrived on (the learn digest's).
     ingress_port: u16,
     /// relay_addr: the destination is a relay (RTPProxy) address and port.
@@ -439,20 +443,14 @@ struct IngressMeta {
     /// relay_guard: a foreign source to a guarded relay port.
     guard_drop: bool,
     /// The destination forwarding routes on (the rewritten one after a relay).
-    dst_addr: u32,
+    dst_addr: A,
 }
 
-impl IngressMeta {
-    fn new(p: &packet::Parsed, ingress_port: u16, bound_port: u16) -> IngressMeta {
-        let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
-        IngressMeta {
-            flow: RelayKey {
-                src: p.src,
-                dst: p.dst,
-                sport,
-                dport,
-                port: bound_port,
-            },
+impl<K, A: Copy> IngressMetaOf<K, A> {
+    fn with_flow(flow: K, dst: A, ingress_port: u16) -> Self {
+        IngressMetaOf {
+            flow,
+            dst,
             ingress_port,
             relay_dst: false,
             relay_hit: false,
@@ -460,8 +458,25 @@ impl IngressMeta {
             rtcp: false,
             rewritten: false,
             guard_drop: false,
-            dst_addr: p.dst,
+            dst_addr: dst,
         }
+    }
+}
+
+/// The IPv4 packet's.
+type IngressMeta = IngressMetaOf<RelayKey, u32>;
+
+impl IngressMeta {
+    fn new(p: &packet::Parsed, ingress_port: u16, bound_port: u16) -> IngressMeta {
+        let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
+        let flow = RelayKey {
+            src: p.src,
+            dst: p.dst,
+            sport,
+            dport,
+            port: bound_port,
+        };
+        IngressMeta::with_flow(flow, p.dst, ingress_port)
     }
 }
 

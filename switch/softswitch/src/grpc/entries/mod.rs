@@ -35,8 +35,8 @@ use crate::schema::{ActionScope, Ctr, Half, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{Guard6Key, Guard6Snapshot, GuardKey, GuardSnapshot};
-use crate::tables::legs::Rewrite;
-use crate::tables::legs6::Rewrite6;
+use crate::tables::legs::{LegTable, Rewrite};
+use crate::tables::legs6::{Leg6Table, Rewrite6};
 use crate::tables::relay::{Entry6Snapshot, EntrySnapshot, Relay6Key, RelayKey};
 use crate::tables::small::SmallTables;
 use crate::tables::TableError;
@@ -256,6 +256,45 @@ fn write_exact<K: ExactKey, A: ActionWord>(
     Ok(prev)
 }
 
+/// Takes back one write of an exact table: the entry as it was (its action
+/// and TTL) restored, or the new one deleted.
+fn undo_exact<K: ExactKey, A: ActionWord>(
+    table: &ExactTable<K, A>,
+    k: K,
+    prev: Option<Snapshot<K, A>>,
+) {
+    match prev {
+        None => {
+            let _ = table.delete(&k);
+        }
+        Some(s) => {
+            if table.get(&k, 0).is_none() {
+                let _ = table.insert(k, s.action, s.ttl_ms, now_ms());
+            }
+            let _ = table.modify(&k, Some(s.action), Some(s.ttl_ms), now_ms());
+        }
+    }
+}
+
+/// A read of an exact table: the entry the key names, or every entry.
+fn read_exact<K: ExactKey, A: ActionWord>(
+    r: &Reader,
+    target: Target,
+    table: &ExactTable<K, A>,
+    key: fn(&Keys) -> Result<K, Status>,
+    mut emit: impl FnMut(Snapshot<K, A>),
+) -> Result<(), Status> {
+    let now = now_ms();
+    match target {
+        Target::Key(k) => {
+            let k = key(&Keys::new(r.t, k)?)?;
+            emit(table.get(&k, now).ok_or_else(|| r.not_found())?);
+        }
+        _ => table.for_each(now, emit),
+    }
+    Ok(())
+}
+
 /// An action without parameters.
 fn action_only(t: &TableSchema, name: &str) -> pb::TableData {
     pb::TableData {
@@ -328,11 +367,11 @@ impl Switch {
         };
         match t.kind {
             TableKind::Relay => relay::apply(&mut u),
-            TableKind::RelayGuard => guard::apply(&mut u),
-            TableKind::LegRewrite => legs::apply(&mut u),
+            TableKind::RelayGuard => guard::apply::<GuardKey>(&mut u),
+            TableKind::LegRewrite => legs::apply::<LegTable>(&mut u),
             TableKind::Relay6 => relay6::apply_relay6(&mut u),
-            TableKind::RelayGuard6 => relay6::apply_guard6(&mut u),
-            TableKind::LegRewrite6 => relay6::apply_legs6(&mut u),
+            TableKind::RelayGuard6 => guard::apply::<Guard6Key>(&mut u),
+            TableKind::LegRewrite6 => legs::apply::<Leg6Table>(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
             TableKind::QualityHalf(reg, half) => {
                 register::apply_half(&mut u, register::QualityHalf(reg, half))
@@ -351,12 +390,12 @@ impl Switch {
     /// Takes back one applied write.
     pub fn undo(&self, u: Undo) {
         match u {
-            Undo::Relay(k, prev) => relay::undo(self, k, prev),
+            Undo::Relay(k, prev) => relay::undo(&self.pipeline.relay, k, prev),
             Undo::Guard(k, prev) => guard::undo(self, k, prev),
-            Undo::Leg(leg, prev, counts) => legs::undo(self, leg, prev, counts),
-            Undo::Relay6(k, prev) => relay6::undo_relay6(self, k, prev),
-            Undo::Guard6(k, prev) => relay6::undo_guard6(self, k, prev),
-            Undo::Leg6(leg, prev, counts) => relay6::undo_legs6(self, leg, prev, counts),
+            Undo::Leg(leg, prev, counts) => legs::undo::<LegTable>(self, leg, prev, counts),
+            Undo::Relay6(k, prev) => relay::undo(&self.pipeline.relay6, k, prev),
+            Undo::Guard6(k, prev) => guard::undo(self, k, prev),
+            Undo::Leg6(leg, prev, counts) => legs::undo::<Leg6Table>(self, leg, prev, counts),
             Undo::Counter(ctr, i, v) => {
                 ctr.set(self, i, v);
             }
@@ -415,11 +454,11 @@ impl Switch {
         let target = key.map_or(Target::All, Target::Key);
         match t.kind {
             TableKind::Relay => relay::read(&r, target, out),
-            TableKind::RelayGuard => guard::read(&r, target, out),
-            TableKind::LegRewrite => legs::read(&r, target, out),
+            TableKind::RelayGuard => guard::read::<GuardKey>(&r, target, out),
+            TableKind::LegRewrite => legs::read::<LegTable>(&r, target, out),
             TableKind::Relay6 => relay6::read_relay6(&r, target, out),
-            TableKind::RelayGuard6 => relay6::read_guard6(&r, target, out),
-            TableKind::LegRewrite6 => relay6::read_legs6(&r, target, out),
+            TableKind::RelayGuard6 => guard::read::<Guard6Key>(&r, target, out),
+            TableKind::LegRewrite6 => legs::read::<Leg6Table>(&r, target, out),
             TableKind::Register(reg) => indexed::read(&r, reg, target, out),
             TableKind::QualityHalf(reg, half) => {
                 indexed::read(&r, register::QualityHalf(reg, half), target, out)
