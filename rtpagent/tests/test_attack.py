@@ -76,8 +76,9 @@ while time.monotonic() - t0 < secs:
     if time.monotonic() - t0 >= attack_at:
         for p in range(lo, hi, 2):
             atk.sendto(struct.pack("!BBHII", 0x80, 8, seq, 0, 0xBADBAD) + bytes(160), (relay, p))
-    time.sleep(0.02)
+    time.sleep(0.02)  # 50 packets a second each way, as a call
     drain("callee", callee); drain("caller", caller)
+# The last packets still in flight (nothing marks the last one): a grace, then read.
 time.sleep(0.3); drain("callee", callee); drain("caller", caller)
 print(json.dumps(got))
 """

@@ -63,10 +63,10 @@ def test_cli_runs_and_serves_metrics(tmp_path: Path) -> None:
     import socket
     import subprocess
     import sys
-    import time
     import urllib.request
 
     from harness import free_port, free_udp_pair, record_pid
+    from p4relay_testsupport import wait_until
 
     port, mport = free_udp_pair(), free_port()
     proc = subprocess.Popen(
@@ -98,15 +98,18 @@ def test_cli_runs_and_serves_metrics(tmp_path: Path) -> None:
     try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.settimeout(0.3)
-        reply = b""
-        for _ in range(100):
+        replies: list[bytes] = []
+
+        def answered() -> bool:  # asked again until the process is up
             s.sendto(b"k1 V", ("127.0.0.1", port))
             try:
-                reply = s.recv(100)
-                break
+                replies.append(s.recv(100))
             except TimeoutError:
-                time.sleep(0.1)
-        assert reply == b"k1 20040107\n"
+                return False
+            return True
+
+        wait_until(answered, within=40.0, interval=0.1, what="the agent's answer")
+        assert replies == [b"k1 20040107\n"]
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         text = opener.open(f"http://127.0.0.1:{mport}/metrics", timeout=5).read().decode()
         assert 'rtpagent_commands_total{op="VERSION"}' in text

@@ -31,6 +31,8 @@ class Rig:
     table: SessionTable
     off: Offloader
     events: list[tuple[str, dict[str, object]]] = field(default_factory=list)
+    digests: int = 0  # learn digests put in the switch's event queue
+    digests_before: float = field(default_factory=lambda: digests_handled())
 
     def call(self, caller: tuple[str, int], callee: tuple[str, int]) -> Session:
         """A call whose callee (stream 0) and caller (stream 1) are both signalled."""
@@ -47,6 +49,7 @@ class Rig:
         """The switch's learn digest for a packet from `src` to a relay port
         that no relay entry matched, arriving on switch port `port` (default:
         the port `src` is routed to)."""
+        self.digests += 1
         self.fake.queue.put_nowait(
             LearnEvent(
                 SwEndpoint.of(*src),
@@ -98,8 +101,17 @@ def refused_total() -> float:
     )
 
 
-async def settle() -> None:
-    await asyncio.sleep(0.05)
+def digests_handled() -> float:
+    return REGISTRY.get_sample_value("rtpagent_learn_digests_total") or 0.0
+
+
+async def settle(rig: Rig) -> None:
+    """Every digest sent so far handled, and what it changed on the switch:
+    the switch's events are handled one after another, so once a last digest
+    (for no relay port) is taken up, the ones before it are done."""
+    rig.packet(ATTACKER, 1)
+    await wait_for(lambda: digests_handled() - rig.digests_before >= rig.digests)
+    await rig.off.drained()
 
 
 async def test_early_media_attacker_before_caller_is_refused(rig: Rig) -> None:
@@ -112,7 +124,7 @@ async def test_early_media_attacker_before_caller_is_refused(rig: Rig) -> None:
     assert s.state is OffloadState.OFFLOADED  # signalled addresses are trusted
     rig.packet(ATTACKER, CALLER_PORT)
     await wait_for(lambda: rig.refused())
-    await settle()
+    await settle(rig)
     assert s.streams[1].learned is None
     assert rig.caller_relay() == FlowKey(
         "198.18.1.10", RELAY, 6000, CALLER_PORT, port_of("198.18.1.10")
@@ -141,7 +153,8 @@ async def test_slow_caller_attacker_never_latched(rig: Rig) -> None:
     await rig.off.drained()
     for _ in range(3):
         rig.packet(ATTACKER, CALLER_PORT)  # the learn filter reports a flow again
-        await asyncio.sleep(WINDOW_MS / 1000 * 1.5)
+        await asyncio.sleep(WINDOW_MS / 1000 * 1.5)  # the caller's silence outlasts a window
+    await settle(rig)
     assert s.streams[1].learned is None
     assert rig.caller_relay() == FlowKey(
         "198.18.1.10", RELAY, 6000, CALLER_PORT, port_of("198.18.1.10")
@@ -156,7 +169,7 @@ async def test_natted_caller_latches_after_the_window(rig: Rig) -> None:
     await rig.off.drained()
     assert s.state is OffloadState.LEARNING and not rig.fake.relays
     rig.packet(("198.18.3.10", 40000), CALLER_PORT)
-    await settle()
+    await settle(rig)
     assert s.streams[1].learned is None  # not before the window closes
     await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
     assert rig.caller_relay() == FlowKey(
@@ -184,7 +197,7 @@ async def test_strangers_rtcp_does_not_latch_a_learning_stream(rig: Rig) -> None
     s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
     await rig.off.drained()
     rig.packet((ATTACKER[0], ATTACKER[1] + 1), CALLER_PORT + 1)
-    await settle()
+    await settle(rig)
     assert s.streams[1].learned_rtcp is None
 
 
@@ -212,7 +225,7 @@ async def test_spoofed_caller_on_another_port_is_refused(rig: Rig) -> None:
     rig.packet(("198.18.1.10", 6000), CALLER_PORT, port=4)
     rig.packet(("198.18.1.10", 6001), CALLER_PORT + 1, port=4)
     await wait_for(lambda: len(rig.refused()) == 2)
-    await settle()
+    await settle(rig)
     assert {(e["reason"], e["ingress_port"]) for e in rig.refused()} == {("ingress_port", 4)}
     assert s.streams[1].learned is None and s.streams[1].learned_rtcp is None
     assert rig.caller_relay() == bound
@@ -239,7 +252,8 @@ async def test_digest_before_the_routes_are_read_is_deferred(rig: Rig) -> None:
     s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
     await rig.off.drained()
     rig.packet(("198.18.3.10", 40000), CALLER_PORT)
-    await asyncio.sleep(WINDOW_MS / 1000 * 1.5)
+    await asyncio.sleep(WINDOW_MS / 1000 * 1.5)  # a window would have closed by now
+    await settle(rig)
     assert s.streams[1].learned is None and not rig.refused() and not rig.fake.relays
     await rig.off.refresh_routes()
     rig.packet(("198.18.3.10", 40000), CALLER_PORT)

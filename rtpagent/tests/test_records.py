@@ -7,6 +7,8 @@ switch restart losing no packet from the record. RTPProxy is the real one
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import time
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +46,15 @@ def _seen(app: App, leg: int) -> int:
     """The packets the agent last read from a leg's counter."""
     c = app.offloader.installed.seen.get(leg)
     return c.counters.packets if c is not None else 0
+
+
+def _accounted(path: str) -> set[str]:
+    """Call-IDs of the sessions RTPProxy's accounting has rows for."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return set()
+    return {row.get("call_id") or "" for row in csv.DictReader(io.StringIO(text))}
 
 
 def _events(app: App, kind: str) -> list[dict[str, Any]]:
@@ -179,7 +190,13 @@ async def test_ends_missed_and_calls_placed_while_away_are_recorded(tmp_path: Pa
         assert await direct.cmd("D away f t") == "0\n"
         assert await direct.cmd("U still 198.18.1.10 6200 f;1")
         assert await direct.cmd("L still 198.18.2.10 7200 f;1 t;1")
-        await asyncio.sleep(0.5)  # the restart takes a while
+        # RTPProxy has accounted both ends (its accounting is written apart
+        # from the command's answer) ...
+        await wait_for(lambda: {"known", "away"} <= _accounted(bed.rtpp.acct), within=5.0)
+        # ... and the agent stays away a while (the scenario): an end taken as
+        # when the restarted agent noticed it would be late by more than the
+        # 0.2 s the checks below allow.
+        await asyncio.sleep(0.5)
 
         app2 = bed.app(switch=fake)
         await app2.start()
@@ -231,6 +248,8 @@ async def test_answer_time_survives_a_restart(tmp_path: Path) -> None:
         assert await cl.cmd("L ans 198.18.2.10 7000 f;1 t;1")
         await wait_for(lambda: len(fake.relays) == 4)
         await app1.stop()
+        # The call goes on through the restart (the scenario): an answer time
+        # taken at the restart would be a second late.
         await asyncio.sleep(1.0)
         app2 = bed.app(switch=fake)
         await app2.start()
@@ -277,7 +296,7 @@ async def test_switch_restart_loses_no_packet_and_waits_for_no_timer(tmp_path: P
                     n = int(50 * (time.monotonic() - t0))
                     for leg in legs:
                         fake.counters[leg] = Counters(n, 172 * n)
-                    await asyncio.sleep(0.01)
+                    await asyncio.sleep(0.01)  # the counters' pace (the scenario)
 
             flowing = asyncio.ensure_future(media())
             await wait_for(lambda: all(_seen(app, g) >= 100 for g in legs), within=10.0)
@@ -334,7 +353,7 @@ async def test_media_stopped_while_away_ends_the_call(tmp_path: Path) -> None:
         (s1,) = list(app1.table)
         assert s1.offloaded_at is not None
         legs = sorted(fake.legs)
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(1.0)  # a second of media before the last read (the leg's rate)
         for leg in legs:  # 50 packets a second, each way, since the offload
             fake.counters[leg] = Counters(int(50 * (time.time() - s1.offloaded_at)), 0)
             fake.quality[leg] = LegQuality(leg, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -62,8 +62,10 @@ async def _scenario(
         direct.close()
         app2 = App(settings(tmp, **kw), switch=make_switch())
         await app2.start()
+        # Every journalled call checked against RTPProxy, and what that
+        # changed (the dead call's entries) written to the switch.
+        await wait_for(app2.reconciled.is_set, within=10.0)
         await app2.offloader.drained()
-        await asyncio.sleep(0.3)
         assert [s.call_id for s in app2.table] == ["keep"]
         assert next(iter(app2.table)).state is OffloadState.OFFLOADED
         assert await count() == (4, 2, 4)  # the dead call's entries swept, the live one untouched
@@ -198,7 +200,8 @@ async def test_agent_killed_and_restarted(
             return await relays() == 4
 
         await wait_for(installed, within=10.0, interval=0.1)
-        await asyncio.sleep(0.3)  # the journal commits every ~50 ms
+        # Journalled ahead of the switch write: committed before the entries exist.
+        assert _journalled(tmp_path / "state.sqlite") == {"kill": "offloaded"}
         procs[-1].send_signal(signal.SIGKILL)
         procs[-1].wait()
         assert await relays() == 4  # the switch keeps forwarding meanwhile
@@ -239,6 +242,19 @@ async def test_agent_killed_and_restarted(
                 p.wait(10)
         cl.close()
         rtpp.stop()
+
+
+def _journalled(state: Path) -> dict[str, str]:
+    """Call-ID -> state of each session in a running agent's journal, as committed."""
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(state)
+    try:
+        rows = db.execute("SELECT doc FROM sessions").fetchall()
+    finally:
+        db.close()
+    return {str(d["call_id"]): str(d["state"]) for d in (json.loads(r) for (r,) in rows)}
 
 
 def _snapshot(state: Path, to: Path) -> None:
@@ -306,7 +322,12 @@ async def test_crash_restart_reports_continue(tmp_path: Path) -> None:
             ]
 
         await wait_for(lambda: sampled(app1) == [100], within=5.0, interval=0.1)
-        await asyncio.sleep(0.2)  # the background flush commits every ~50 ms
+
+        def committed() -> bool:  # a batch the background flush handed over is written too
+            app1.store.flush()
+            return app1.store.pending_writes == 0
+
+        await wait_for(committed, within=5.0)
         crashed = tmp_path / "crashed.sqlite"
         _snapshot(tmp_path / "state.sqlite", crashed)
         before = _sessions_in_order(app1)

@@ -8,7 +8,6 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import httpx
 import pytest
 from fakeswitch import FakeSwitch
 from harness import Client, settings
-from p4relay_testsupport import free_port, wait_for
+from p4relay_testsupport import free_port, wait_for, wait_until
 from rtpagent.app import App
 from rtpagent.reporter import Sender
 from rtpagent.store import Store
@@ -75,19 +74,22 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=self.log,
         )
-        # Generous: importing the server takes seconds on a busy 2-core machine.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+        proc = self.proc
+
+        def serving() -> bool:
+            if proc.poll() is not None:
                 self.log.seek(0)
                 err = self.log.read()
-                raise RuntimeError(f"server exited {self.proc.returncode}: {err[-2000:]!r}")
+                raise RuntimeError(f"server exited {proc.returncode}: {err[-2000:]!r}")
             try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/docs", timeout=0.5).status_code < 500:
-                    return
+                return (
+                    httpx.get(f"http://127.0.0.1:{self.port}/docs", timeout=0.5).status_code < 500
+                )
             except httpx.HTTPError:
-                time.sleep(0.1)
-        raise TimeoutError("server did not start within 120 s")
+                return False
+
+        # Generous: importing the server takes seconds on a busy 2-core machine.
+        wait_until(serving, within=120.0, interval=0.1, what="the server's start")
 
     def stop(self) -> None:
         if self.proc is not None:

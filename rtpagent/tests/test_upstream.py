@@ -49,8 +49,8 @@ async def test_commands_beyond_the_cap_wait_in_order() -> None:
             return [c.split()[1] for c, _ in rtpp.got]
 
         await wait_for(lambda: len(rtpp.got) == 2)
-        await asyncio.sleep(0.05)
-        assert sent() == ["V0", "V1"]  # the rest wait
+        assert up._inflight == 2 and len(up._waiting) == 3  # the rest wait, unsent
+        assert sent() == ["V0", "V1"]
         rtpp.answer(1)
         await wait_for(lambda: len(rtpp.got) == 3)
         assert replies == ["ok:V1"] and sent()[2] == "V2"
@@ -119,7 +119,7 @@ async def test_each_command_is_resent_a_timeout_after_its_own_send() -> None:
     try:
         replies: dict[str, list[str | None]] = {"A": [], "B": [], "C": []}
         up.call_cb("A", replies["A"].append)
-        await asyncio.sleep(0.07)
+        await asyncio.sleep(0.07)  # sent at different times (the scenario)
         up.call_cb("B", replies["B"].append)
         await asyncio.sleep(0.07)
         up.call_cb("C", replies["C"].append)
@@ -128,7 +128,7 @@ async def test_each_command_is_resent_a_timeout_after_its_own_send() -> None:
         await wait_for(lambda: len(arrivals["B"]) == 2, within=2.0)
         rtpp.answer(len(rtpp.got) - 1)  # B answered after its first resend
         await wait_for(lambda: replies["A"] == [None], within=3.0)
-        await asyncio.sleep(timeout * 1.5)
+        await asyncio.sleep(timeout * 1.5)  # past any further resend's time: none may come
         assert replies == {"A": [None], "B": ["ok:B"], "C": ["ok:C"]}
         assert len(arrivals["A"]) == 3 and len(arrivals["B"]) == 2 and len(arrivals["C"]) == 1
         for sends in arrivals.values():
