@@ -237,10 +237,7 @@ def test_listener_on_a_real_socket_survives_garbage() -> None:
             with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                 s.sendto(b"\xff" * 3, ("127.0.0.1", port))
                 s.sendto(report([hop(1, 5, 2, 0, 0, 3, 0)], flags=0x8000), ("127.0.0.1", port))
-            for _ in range(100):
-                if t.path(FLOW) is not None:
-                    break
-                await asyncio.sleep(0.01)
+            await wait_for(lambda: t.path(FLOW) is not None, within=2.0, interval=0.01)
         finally:
             transport.close()
         return t
@@ -269,14 +266,15 @@ def test_collector_forwards_int_samples_and_events_to_the_real_server(server: Se
         stop = asyncio.Event()
         task = asyncio.create_task(c.run(stop=stop))
         try:
-            for _ in range(200):
+
+            def reported() -> bool:  # sent again until the listener (started by run) has it
                 with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
                     s.sendto(
                         report([hop(1, 5, 2, 2000, 0, 7, 0)], flags=0x8000), ("127.0.0.1", port)
                     )
-                if c.int_telemetry.path(FLOW) is not None:
-                    break
-                await asyncio.sleep(0.02)
+                return c.int_telemetry.path(FLOW) is not None
+
+            await wait_for(reported, within=10.0, what="the report at the collector's listener")
 
             async def stored() -> bool:  # the next poll sends the batch
                 paths = await asyncio.to_thread(server.get, "/api/v1/paths")

@@ -49,7 +49,7 @@ s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind(("{ifname}", 0))
 for h in sys.argv[1:]:
     s.send(bytes.fromhex(h))
-    time.sleep(0.05)
+    time.sleep(0.05)  # paced like a flow's packets
 """
 
 

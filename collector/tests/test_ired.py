@@ -47,7 +47,7 @@ def test_ired_drops_become_events(server: Server, softswitch: Softswitch) -> Non
             await asyncio.to_thread(send_udp, 20, 1200)
             await through(softswitch.address, 320)
             out += await col.poll_once()
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # a later poll, nothing sent meanwhile (the scenario)
             out += await col.poll_once()  # nothing new: no event
             return out
         finally:

@@ -158,7 +158,7 @@ def test_burst_over_shaped_port_opens_and_closes_congestion(
             out += await col.poll_once()
             assert col.congestion.open_episodes() == [("soft-1", 2, 0)]
             for _ in range(3):
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(0.1)  # the poll interval (the scenario)
                 out += await col.poll_once()
             assert col.congestion.open_episodes() == []
             return out
