@@ -139,9 +139,11 @@ pub(super) fn read_relay6(
     match target {
         Target::Key(k) => {
             let rk = relay6_key(&Keys::new(t, k)?)?;
-            emit(relay6.get(&rk, now).ok_or_else(|| r.not_found())?);
+            let s = relay6.get(&rk, now).ok_or_else(|| r.not_found())?;
+            emit(r.sw.pipeline.with_fast_idle6(s, now));
         }
-        _ => relay6.for_each(now, emit),
+        // idle as the fast path's last hits have it too
+        _ => r.sw.pipeline.for_each_relay6_with_fast_idle(now, emit),
     }
     Ok(())
 }
@@ -286,7 +288,8 @@ pub(super) fn apply_legs6(u: &mut Update) -> Result<(), Status> {
     let rw = rewrite6(u)?;
     let counters = counters_of(&u.data)?;
     let prev = legs6.get(leg);
-    let prev_counts = legs6.counts(leg);
+    // the fast path's part included (crate::pipeline::mirror)
+    let prev_counts = u.sw.pipeline.leg6_counts(leg);
     if let (Op::Modify, None, Some((bytes, pkts))) = (u.op, rw, counters) {
         if prev.is_none() {
             return Err(Status::not_found(format!(
@@ -294,7 +297,7 @@ pub(super) fn apply_legs6(u: &mut Update) -> Result<(), Status> {
                 u.t.name
             )));
         }
-        legs6.set_counts(leg, pkts, bytes);
+        u.sw.pipeline.set_leg6_counts(leg, pkts, bytes);
         u.undo.push(Undo::Leg6(leg, prev, prev_counts));
         return Ok(());
     }
@@ -320,8 +323,13 @@ pub(super) fn apply_legs6(u: &mut Update) -> Result<(), Status> {
         }
     }
     .map_err(table_status)?;
-    if let (Some((bytes, pkts)), false) = (counters, u.op == Op::Delete) {
-        legs6.set_counts(leg, pkts, bytes);
+    match counters {
+        Some((bytes, pkts)) if u.op != Op::Delete => {
+            u.sw.pipeline.set_leg6_counts(leg, pkts, bytes)
+        }
+        // a new entry's counter starts at 0, the fast path's part too
+        _ if inserting => u.sw.pipeline.set_leg6_counts(leg, 0, 0),
+        _ => {}
     }
     u.undo.push(Undo::Leg6(leg, prev, prev_counts));
     Ok(())
@@ -333,7 +341,7 @@ pub(super) fn undo_legs6(sw: &Switch, leg: u32, prev: Option<Rewrite6>, counts: 
         None => legs6.delete(leg),
         Some(r) => legs6.modify(leg, r).or_else(|_| legs6.insert(leg, r)),
     };
-    legs6.set_counts(leg, counts.0, counts.1);
+    sw.pipeline.set_leg6_counts(leg, counts.0, counts.1);
 }
 
 pub(super) fn read_legs6(
@@ -345,7 +353,7 @@ pub(super) fn read_legs6(
     let mut emit = |leg: u32, rw: Rewrite6| {
         let a = t.action_by_name(names::REWRITE6).expect("schema");
         let p = |n: &str| a.params.iter().find(|p| p.name == n).expect("schema");
-        let (pkts, bytes) = legs6.counts(leg);
+        let (pkts, bytes) = r.sw.pipeline.leg6_counts(leg);
         let d = pb::TableData {
             action_id: a.id,
             fields: vec![
