@@ -651,7 +651,7 @@ def report(
     lines: list[str] = []
     w = lines.append
     w(
-        f"G.711 RTP, 214-byte frames, {FLOWS} flows, paced sender (1 ms slots) → device → receiver over veth; "
+        f"G.711 RTP, 214-byte frames{' (234 over IPv6)' if base6 else ''}, {FLOWS} flows, paced sender (1 ms slots) → device → receiver over veth; "
         f"{os.cpu_count()} CPUs shared by everything (load average {load[0]:.1f} before, {load[1]:.1f} after); "
         f"kernel {platform.release()}; {ROUNDS} interleaved rounds of {TRIAL_S:g} s trials; median [min]."
     )
