@@ -70,8 +70,12 @@ struct {
 
 // IPv6: relay6 keyed on the relay's own address (the softswitch resolves
 // relay6_addr's relay_id to it when it mirrors an entry), so a hit is one
-// lookup as in IPv4; legs6 by leg, a hash as leg_rewrite6 holds far fewer
-// entries than there are legs. Counters and quality are the shared arrays.
+// lookup as in IPv4. leg_rewrite6 holds far fewer entries than there are
+// legs, so legs6 is an array of cells as many as it holds, not one per leg:
+// the softswitch gives a leg a cell while it has an IPv6 rewrite or a relay6
+// entry, and the relay6 value carries it (`slot`), so the rewrite is an
+// index as in IPv4, not a second hash lookup. Counters and quality are the
+// shared arrays, by leg.
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, 65536);
@@ -80,7 +84,7 @@ struct {
 } relay6 SEC(".maps");
 
 struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(type, BPF_MAP_TYPE_ARRAY);
     __uint(max_entries, 4096);
     __type(key, __u32);
     __type(value, struct leg6_val);
@@ -377,12 +381,13 @@ static __always_inline int relay_v6(struct xdp_md *ctx, __u32 port)
         return to_user(ctx, port);
     __u32 leg = rv->leg;
     __u32 rtcp = rv->rtcp;
-    struct leg6_val *cell = bpf_map_lookup_elem(&legs6, &leg);
+    __u32 slot = rv->slot;
+    struct leg6_val *cell = bpf_map_lookup_elem(&legs6, &slot);
     if (!cell)
         return to_user(ctx, port);
-    // The softswitch replaces an element whole, with a new generation; an
-    // element freed and reused for another leg while this copy is taken
-    // changes `valid` (or carries another leg).
+    // Rewritten in place as a `legs` cell (src/fastpath/mod.rs mirror_leg6):
+    // a copy between two equal non-zero reads of `valid` is whole; a cell
+    // that holds another leg (the entry outlived its leg's) never matches.
     __u32 gen = *(volatile __u32 *)&cell->valid;
     if (!gen)
         return to_user(ctx, port);

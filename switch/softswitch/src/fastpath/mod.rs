@@ -83,6 +83,90 @@ impl Leg6RouteC {
     }
 }
 
+/// A relay6 value's `slot` with no cell: the program passes its hits to user space.
+const NO_CELL: u32 = u32::MAX;
+
+/// The `legs6` array's cells: a leg holds one while it has an IPv6 rewrite
+/// or a kernel relay6 entry points to it (`refs`), so an entry's `slot`
+/// never names a cell another leg took meanwhile. Cells are handed out
+/// from a free list (a hashed leg -> cell map is what the array replaces in
+/// the program; here, off the packet path, a std HashMap is enough).
+struct Cells6 {
+    by_leg: std::collections::HashMap<u32, Cell6>,
+    free: Vec<u32>,
+    next: u32,
+    cap: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Cell6 {
+    slot: u32,
+    refs: u32,
+    rewrite: bool,
+}
+
+impl Cells6 {
+    fn new(cap: u32) -> Cells6 {
+        Cells6 {
+            by_leg: std::collections::HashMap::new(),
+            free: Vec::new(),
+            next: 0,
+            cap,
+        }
+    }
+
+    /// `leg`'s cell, taken if it has none (None: all are taken).
+    fn take(&mut self, leg: u32) -> Option<&mut Cell6> {
+        if !self.by_leg.contains_key(&leg) {
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None if self.next < self.cap => {
+                    self.next += 1;
+                    self.next - 1
+                }
+                None => return None,
+            };
+            self.by_leg.insert(
+                leg,
+                Cell6 {
+                    slot,
+                    refs: 0,
+                    rewrite: false,
+                },
+            );
+        }
+        self.by_leg.get_mut(&leg)
+    }
+
+    /// One relay6 entry more on `leg`: its cell, or NO_CELL.
+    fn acquire(&mut self, leg: u32) -> u32 {
+        self.take(leg).map_or(NO_CELL, |c| {
+            c.refs += 1;
+            c.slot
+        })
+    }
+
+    /// One relay6 entry less on `leg` (whose cell it carried).
+    fn release(&mut self, leg: u32, slot: u32) {
+        if let Some(c) = self.by_leg.get_mut(&leg) {
+            if c.slot == slot && c.refs > 0 {
+                c.refs -= 1;
+                self.drop_unused(leg);
+            }
+        }
+    }
+
+    /// Returns `leg`'s cell to the free list if nothing holds it.
+    fn drop_unused(&mut self, leg: u32) {
+        if let Some(c) = self.by_leg.get(&leg) {
+            if c.refs == 0 && !c.rewrite {
+                self.free.push(c.slot);
+                self.by_leg.remove(&leg);
+            }
+        }
+    }
+}
+
 fn key6_c(t: &Relay6Tuple) -> Relay6KeyC {
     Relay6KeyC {
         src: t.src.to_be_bytes(),
@@ -102,7 +186,7 @@ pub struct Sizes {
     pub legs: u32,
     /// Kernel IPv6 relay entries (allocated as used).
     pub relay6: u32,
-    /// IPv6 leg rewrites (allocated as used).
+    /// IPv6 leg rewrites: cells of the `legs6` array.
     pub legs6: u32,
 }
 
@@ -145,6 +229,8 @@ pub struct FastPath {
     pub legs_full: AtomicU64,
     /// IPv6 relay entries in the kernel's map.
     relay6_entries: AtomicU64,
+    /// Which leg holds which `legs6` cell.
+    cells6: parking_lot::Mutex<Cells6>,
     /// The relay6_addr the IPv6 entries were resolved with (None: never).
     relay6_addr: parking_lot::Mutex<Option<BTreeMap<Relay6AddrKey, Relay6AddrAction>>>,
     /// The legs whose cell in the kernel's `legs` array is valid, one bit
@@ -200,7 +286,7 @@ impl FastPath {
         let obj = sys::Object::open(OBJECT).context("open the XDP object")?;
         obj.size_map("relay", relay_entries.max(1), true)?;
         obj.size_map("relay6", relay6.max(1), true)?;
-        obj.size_map("legs6", legs6.max(1), true)?;
+        obj.size_map("legs6", legs6.max(1), false)?;
         obj.size_map("legs", legs.max(1), false)?;
         obj.size_map("quality", legs.max(1), false)?;
         obj.size_map("leg_counts", legs.max(1), false)?;
@@ -229,6 +315,7 @@ impl FastPath {
             relay_entries: AtomicU64::new(0),
             legs_full: AtomicU64::new(0),
             relay6_entries: AtomicU64::new(0),
+            cells6: parking_lot::Mutex::new(Cells6::new(legs6.max(1))),
             relay6_addr: parking_lot::Mutex::new(None),
             legs_valid: parking_lot::Mutex::new(vec![0; (legs.max(1) as usize).div_ceil(64)]),
             leg_gen: std::sync::atomic::AtomicU32::new(0),
@@ -585,25 +672,34 @@ impl FastPathMaps for FastPath {
         }
     }
 
+    /// Mirrors one IPv6 relay entry: its value carries its leg's `legs6`
+    /// cell, taken here if the leg has none yet (all taken: NO_CELL, and
+    /// user space relays the entry's packets).
     fn mirror_relay6(&self, t: &Relay6Tuple, leg: Option<(u32, bool)>) {
         let kc = key6_c(t);
+        let mut cells = self.cells6.lock();
+        let cur: Option<RelayVal> = sys::lookup(self.relay6, &kc);
         match leg {
             Some((leg, rtcp)) => {
-                let cur: Option<RelayVal> = sys::lookup(self.relay6, &kc);
                 let mut v = cur.unwrap_or_default();
                 if cur.is_some() && v.leg == leg && v.rtcp == u32::from(rtcp) {
                     return;
                 }
                 v.leg = leg;
                 v.rtcp = u32::from(rtcp);
+                v.slot = cells.acquire(leg);
                 match sys::update(self.relay6, &kc, &v, sys::BPF_ANY) {
                     Ok(()) => {
                         self.relay_mirrored.fetch_add(1, Relaxed);
-                        if cur.is_none() {
-                            self.relay6_entries.fetch_add(1, Relaxed);
+                        match cur {
+                            Some(c) => cells.release(c.leg, c.slot),
+                            None => {
+                                self.relay6_entries.fetch_add(1, Relaxed);
+                            }
                         }
                     }
                     Err(e) => {
+                        cells.release(leg, v.slot);
                         if self.relay_full.fetch_add(1, Relaxed) == 0 {
                             tracing::warn!(
                                 error = %e,
@@ -615,16 +711,24 @@ impl FastPathMaps for FastPath {
                 }
             }
             None => {
-                if sys::delete(self.relay6, &kc).is_ok() {
-                    self.relay6_entries.fetch_sub(1, Relaxed);
+                if let Some(c) = cur {
+                    if sys::delete(self.relay6, &kc).is_ok() {
+                        self.relay6_entries.fetch_sub(1, Relaxed);
+                        cells.release(c.leg, c.slot);
+                    }
                 }
             }
         }
     }
 
     fn clear_relay6(&self) {
+        let mut cells = self.cells6.lock();
         for k in sys::keys::<Relay6KeyC>(self.relay6) {
-            let _ = sys::delete(self.relay6, &k);
+            if let Some(c) = sys::lookup::<_, RelayVal>(self.relay6, &k) {
+                if sys::delete(self.relay6, &k).is_ok() {
+                    cells.release(c.leg, c.slot);
+                }
+            }
         }
         self.relay6_entries.store(0, Relaxed);
     }
@@ -654,20 +758,45 @@ impl FastPathMaps for FastPath {
             .collect()
     }
 
-    /// Mirrors one leg's IPv6 rewrite: an element of the hash is replaced
-    /// whole (the program never sees it half written), with a new
-    /// generation and its leg, which the program checks around its copy in
-    /// case the element it found is freed and reused meanwhile.
+    /// Mirrors one leg's IPv6 rewrite into its `legs6` cell (taken if the
+    /// leg has none), rewritten in place in three steps as a `legs` cell
+    /// (mirror_leg): `valid` cleared, the new fields, a new generation. A
+    /// leg without a rewrite keeps its cell only while relay6 entries point
+    /// to it.
     fn mirror_leg6(&self, leg: u32, r: LegRoute6) {
-        let cur: Option<Leg6RouteC> = sys::lookup(self.legs6, &leg);
+        let mut cells = self.cells6.lock();
         if !r.valid {
-            if cur.is_some() {
-                let _ = sys::delete(self.legs6, &leg);
+            let Some(c) = cells.by_leg.get_mut(&leg) else {
+                return;
+            };
+            if c.rewrite {
+                c.rewrite = false;
+                let slot = c.slot;
+                if let Some(mut cur) = sys::lookup::<_, Leg6RouteC>(self.legs6, &slot) {
+                    cur.valid = 0;
+                    let _ = sys::update(self.legs6, &slot, &cur, sys::BPF_EXIST);
+                }
+                cells.drop_unused(leg);
             }
             return;
         }
-        if let Some(c) = cur {
-            if Leg6RouteC::of(leg, &r, c.valid) == c {
+        let Some(c) = cells.take(leg) else {
+            // All cells taken: this leg's packets are relayed in user space.
+            self.legs_full.fetch_add(1, Relaxed);
+            return;
+        };
+        c.rewrite = true;
+        let slot = c.slot;
+        let Some(mut cur) = sys::lookup::<_, Leg6RouteC>(self.legs6, &slot) else {
+            self.legs_full.fetch_add(1, Relaxed);
+            return;
+        };
+        if cur.valid != 0 && Leg6RouteC::of(leg, &r, cur.valid) == cur {
+            return;
+        }
+        if cur.valid != 0 {
+            cur.valid = 0;
+            if sys::update(self.legs6, &slot, &cur, sys::BPF_EXIST).is_err() {
                 return;
             }
         }
@@ -675,14 +804,35 @@ impl FastPathMaps for FastPath {
         if g == 0 {
             g = self.leg_gen.fetch_add(1, Relaxed).wrapping_add(1);
         }
-        if sys::update(self.legs6, &leg, &Leg6RouteC::of(leg, &r, g), sys::BPF_ANY).is_err() {
-            // Full: this leg's packets are relayed in user space.
+        let ok = sys::update(
+            self.legs6,
+            &slot,
+            &Leg6RouteC::of(leg, &r, 0),
+            sys::BPF_EXIST,
+        )
+        .is_ok()
+            && sys::update(
+                self.legs6,
+                &slot,
+                &Leg6RouteC::of(leg, &r, g),
+                sys::BPF_EXIST,
+            )
+            .is_ok();
+        if !ok {
             self.legs_full.fetch_add(1, Relaxed);
         }
     }
 
     fn mirrored_legs6(&self) -> Vec<u32> {
-        sys::keys::<u32>(self.legs6)
+        let cells = self.cells6.lock();
+        let mut legs: Vec<u32> = cells
+            .by_leg
+            .iter()
+            .filter(|(_, c)| c.rewrite)
+            .map(|(&l, _)| l)
+            .collect();
+        legs.sort_unstable();
+        legs
     }
 
     fn relay6_addr_changed(&self, addrs: &BTreeMap<Relay6AddrKey, Relay6AddrAction>) -> bool {

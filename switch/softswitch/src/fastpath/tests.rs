@@ -574,3 +574,73 @@ fn an_ipv6_write_reaches_the_kernel_before_it_returns() {
     assert_eq!(fp.mirrored_legs6(), Vec::<u32>::new());
     assert_eq!(sys::test_run(fp.prog, &to_other, LO).unwrap().0, XDP_PASS);
 }
+
+#[test]
+fn ipv6_legs_hold_a_cell_while_a_rewrite_or_an_entry_needs_it() {
+    let sizes = Sizes {
+        legs6: 2,
+        ..Sizes::v4(16, 100)
+    };
+    let fp = FastPath::load_sized(XdpMode::Generic, sizes, 8000, 4)
+        .expect("load the XDP program (the Rust tests run as root)");
+    let r = LegRoute6 {
+        src: 1,
+        dst: 2,
+        sport: 3,
+        dport: 4,
+        port: 2,
+        smac: [2; 6],
+        dmac: [3; 6],
+        valid: true,
+    };
+    let t = |sport| Relay6Tuple {
+        src: 9,
+        dst: 10,
+        sport,
+        dport: 20000,
+        port: 1,
+    };
+    let slot = |sport| {
+        sys::lookup::<_, RelayVal>(fp.relay6, &key6_c(&t(sport)))
+            .unwrap()
+            .slot
+    };
+    // The entry comes first: its leg takes a cell the rewrite then fills.
+    fp.mirror_relay6(&t(1), Some((7, false)));
+    fp.mirror_leg6(7, r);
+    let c7 = slot(1);
+    let a: Leg6RouteC = sys::lookup(fp.legs6, &c7).unwrap();
+    assert_eq!((a.leg, a.dport), (7, 4));
+    assert_ne!(a.valid, 0);
+    // In place, a new generation.
+    fp.mirror_leg6(7, LegRoute6 { dport: 5, ..r });
+    let b: Leg6RouteC = sys::lookup(fp.legs6, &c7).unwrap();
+    assert!(b.valid != 0 && b.valid != a.valid && b.dport == 5);
+    // The second cell, then none left: the third leg spills to user space.
+    fp.mirror_leg6(8, r);
+    fp.mirror_relay6(&t(2), Some((9, false)));
+    assert_eq!(slot(2), NO_CELL);
+    fp.mirror_leg6(9, r);
+    assert_eq!(fp.status().legs_full, 1);
+    assert_eq!(fp.mirrored_legs6(), vec![7, 8]);
+    // Leg 7's rewrite goes: its cell is cleared, but kept while the entry
+    // points to it; the entry gone, the cell is free for another leg.
+    fp.mirror_leg6(7, LegRoute6 { valid: false, ..r });
+    assert_eq!(
+        sys::lookup::<_, Leg6RouteC>(fp.legs6, &c7).unwrap().valid,
+        0
+    );
+    fp.mirror_relay6(&t(3), Some((10, false)));
+    assert_eq!(slot(3), NO_CELL);
+    fp.mirror_relay6(&t(1), None);
+    fp.mirror_relay6(&t(3), Some((10, true)));
+    assert_eq!(slot(3), c7);
+    // Re-pointed to a leg with a cell: the old one's is freed.
+    fp.mirror_relay6(&t(3), Some((8, false)));
+    fp.mirror_leg6(11, r);
+    assert_eq!(fp.mirrored_legs6(), vec![8, 11]);
+    fp.clear_relay6();
+    fp.mirror_leg6(8, LegRoute6 { valid: false, ..r });
+    fp.mirror_leg6(12, r);
+    assert_eq!(fp.mirrored_legs6(), vec![11, 12]);
+}
