@@ -1,17 +1,20 @@
 """Each component's settings table in its README, generated from its settings model
-(p4relay_runtime.settings.reference_table), between the markers
+(p4relay_runtime.settings.reference_table; the software switch's from its flags'
+definition, `p4relay-softswitch --print-settings-table`), between the markers
 
     <!-- settings-reference:begin -->
     <!-- settings-reference:end -->
 
     uv run python scripts/settings_reference.py           rewrite the tables
     uv run python scripts/settings_reference.py --check   fail when one is stale (make lint)
+    ... --only python | --only softswitch                 the Python components' or the switch's
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,18 @@ COMPONENTS = [
 ]
 
 
+SOFTSWITCH_README = "switch/softswitch/README.md"
+
+
+def softswitch_table() -> str:
+    """The table the software switch prints (built by cargo when stale)."""
+    cmd = ["cargo", "run", "--release", "--quiet", "--bin", "p4relay-softswitch", "--"]
+    out = subprocess.run(
+        [*cmd, "--print-settings-table"], cwd=ROOT / "switch", check=True, capture_output=True
+    )
+    return out.stdout.decode()
+
+
 def render(text: str, table: str, path: str) -> str:
     pattern = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
     if len(pattern.findall(text)) != 1:
@@ -53,16 +68,21 @@ def render(text: str, table: str, path: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--check", action="store_true", help="fail when a table is stale")
+    ap.add_argument("--only", choices=["python", "softswitch"], help="these components only")
     args = ap.parse_args()
+    tables: dict[str, str] = {}
+    if args.only != "softswitch":
+        for c in COMPONENTS:
+            tables[c.readme] = reference_table(c.settings, flags=c.flags, delimiter=c.delimiter)
+    if args.only != "python":
+        tables[SOFTSWITCH_README] = softswitch_table()
     stale = []
-    for c in COMPONENTS:
-        path = ROOT / c.readme
+    for readme, table in tables.items():
+        path = ROOT / readme
         text = path.read_text()
-        new = render(
-            text, reference_table(c.settings, flags=c.flags, delimiter=c.delimiter), c.readme
-        )
+        new = render(text, table, readme)
         if new != text:
-            stale.append(c.readme)
+            stale.append(readme)
             if not args.check:
                 path.write_text(new)
     if stale and args.check:

@@ -9,6 +9,7 @@ mkdir -p "$STAMPS"
 APT_PACKAGES=(
   postgresql          # the server's database (tests start a throwaway cluster)
   sip-tester          # SIPp: SIP/RTP load generator for scenarios and e2e tests
+  rtpengine-daemon    # rtpengine (user space): a relay the call-count bench measures beside RTPProxy
   baresip-core        # baresip: real SIP phones for the e2e suite (holds, re-INVITEs, one tone each way)
   kamailio            # SIP server of the local testbed and CI (rtpproxy module)
   kamailio-extra-modules

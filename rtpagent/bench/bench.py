@@ -395,15 +395,18 @@ def start_agent(
         "--metrics-listen",
         f"127.0.0.1:{metrics_port}",
         "--log-level",
-        "error",
+        os.environ.get("P4RB_AGENT_LOG_LEVEL", "error"),
         "--switch",
         switch or "",
         *extra,
     ]
-    proc = subprocess.Popen(
+    # P4RB_AGENT_LOG: a file for the agent's log (else discarded).
+    if log := os.environ.get("P4RB_AGENT_LOG"):
+        with Path(log).open("ab") as out:  # the child keeps its own descriptor
+            return subprocess.Popen(args, stdout=out, stderr=out, env={**os.environ})
+    return subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}
     )
-    return proc
 
 
 async def wait_ready(port: int) -> None:

@@ -18,6 +18,9 @@ switch process + ksoftirqd) and loss, against the same without churn.
 One plot per figure against the churn rate in docs/benchmarks/45-rtpagent-churn/.
 
     python rtpagent/bench/churn.py [--calls 10000,100000] [--rates 0,100,1000]
+
+Environment: P4RB_CHURN_PPS (media, total pps); P4RB_AGENT_LOG (a file for the
+agent's log, else discarded) and P4RB_AGENT_LOG_LEVEL (default error).
 """
 
 from __future__ import annotations
@@ -52,8 +55,11 @@ GW_MAC = "02:00:00:00:00:fe"
 A_IP, B_IP, RELAY_IP = "198.18.1.10", "198.18.2.10", "198.18.0.10"
 A_PORT, B_PORT = 4000, 6000
 CALL_BLOCK, RELAY_BLOCK = 16384, 8192
-# The churned calls: their own hosts and the agent's relay address.
-A_HOST, B_HOST, AGENT_RELAY = "198.18.1.200", "198.18.2.200", "198.18.0.20"
+# The churned calls: their own hosts and the agent's relay address, outside
+# the background's relay addresses (198.18.0.10 on, one per RELAY_BLOCK calls:
+# up to .73 at the most calls): sharing one, the agent's relay ports collide
+# with the background's entries and the switch refuses its calls.
+A_HOST, B_HOST, AGENT_RELAY = "198.18.1.200", "198.18.2.200", "198.18.0.250"
 CHURN_PORT0, SLOTS = 40000, 4000  # each churned call's party ports: 40000 + 2 slot
 AGENT_CTL = 22222
 AGENT_PORTS = "10000-65000"
@@ -208,6 +214,7 @@ class Window:
     agent_cpu_s: float = 0.0
     secs: float = 0.0
     xdp_writes: float = 0.0  # relay entries mirrored into the XDP map meanwhile
+    outcomes: dict[str, float] = field(default_factory=dict)  # the agent's offloads, fallbacks
     churn_secs: float = 0.0  # how long calls were started
 
     @property
@@ -352,6 +359,20 @@ def metrics(port: int) -> dict[str, float]:
     return out
 
 
+def agent_outcomes(port: int = 9102) -> dict[str, float]:
+    """The agent's offload outcomes so far: offloads and fallbacks by reason
+    (this process runs in its namespace)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    text = opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("rtpagent_offloads_total ", "rtpagent_fallbacks_total{")):
+            name, _, v = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[name.replace("rtpagent_", "").replace("_total", "")] = float(v)
+    return out
+
+
 def ksoftirqd_ns() -> int:
     total = 0
     for p in Path("/proc").iterdir():
@@ -374,8 +395,9 @@ def receivers(secs: float, calls: int) -> list[subprocess.Popen[bytes]]:
     ]  # fmt: skip
 
 
-def start(cmd: list[str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start(cmd: list[str], log: Path | None = None) -> subprocess.Popen[bytes]:
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    return subprocess.Popen(cmd, stdout=out, stderr=out)
 
 
 async def window(d: Driver, rate: int, secs: float, calls: int, macs: dict[str, str],
@@ -384,6 +406,7 @@ async def window(d: Driver, rate: int, secs: float, calls: int, macs: dict[str, 
     (started HOLD_S before, so calls end at the rate too)."""
     w = Window(rate)
     stop = asyncio.Event()
+    o0 = await asyncio.to_thread(agent_outcomes)
     churn = asyncio.create_task(d.churn(w, stop, tag))
     await asyncio.sleep(HOLD_S if rate else 0)
     rxs = receivers(secs, calls)
@@ -411,6 +434,8 @@ async def window(d: Driver, rate: int, secs: float, calls: int, macs: dict[str, 
     got = [await asyncio.to_thread(r.communicate, None, secs * 3 + 15) for r in rxs]
     m1 = await asyncio.to_thread(metrics, 9101)
     await churn
+    o1 = await asyncio.to_thread(agent_outcomes)
+    w.outcomes = {k: v - o0.get(k, 0.0) for k, v in o1.items() if v - o0.get(k, 0.0)}
     for tx, (_, err) in zip(txs, sent, strict=True):
         if tx.returncode != 0:
             raise RuntimeError(f"sender failed: {err.decode(errors='replace').strip()}")
@@ -453,8 +478,9 @@ async def run_point(a: argparse.Namespace, calls: int, macs: dict[str, str]) -> 
                  "--embedded-ports", AGENT_PORTS, "--relay-ports", AGENT_PORTS,
                  "--relay-addr", AGENT_RELAY, "--notify-listen", "tcp:127.0.0.1:22300",
                  "--state-file", f"{tmp}/state.sqlite", "--metrics-listen", "127.0.0.1:9102",
-                 "--log-level", "error", "--switch", "127.0.0.1:50052",
-                 "--legs", str(AGENT_LEGS)]
+                 "--log-level", os.environ.get("P4RB_AGENT_LOG_LEVEL", "error"), "--switch", "127.0.0.1:50052",
+                 "--legs", str(AGENT_LEGS)],
+                Path(os.environ["P4RB_AGENT_LOG"]) if os.environ.get("P4RB_AGENT_LOG") else None,
             )  # fmt: skip
             await b.wait_ready(AGENT_CTL)
             t0 = time.monotonic()
@@ -474,7 +500,9 @@ async def run_point(a: argparse.Namespace, calls: int, macs: dict[str, str]) -> 
                           f"{b.pct(w.setup_ms, 99):.1f} ms" if w.setup_ms else "")  # fmt: skip
                     print(f"  {calls:,d} calls, churn {rate:>5,d}/s: {w.calls:,d} calls, loss "
                           f"{w.loss:.3%}, {w.us_per_pkt:.2f} µs/pkt (switch {w.switch_cpu_s:.2f} s)"
-                          f"{sp}, never {w.never}, unanswered {w.unanswered}", flush=True)  # fmt: skip
+                          f"{sp}, never {w.never}, unanswered {w.unanswered}; agent "
+                          f"{', '.join(f'{k} {v:,.0f}' for k, v in sorted(w.outcomes.items())) or '-'}",
+                          flush=True)  # fmt: skip
             d.close()
     finally:
         for p in (agent, sw):
@@ -531,6 +559,9 @@ def report(pts: list[Point], a: argparse.Namespace, load: tuple[float, float]) -
         lambda ws: f"{fmt(setup_q(ws, 50), '{:.1f}')} / {fmt(setup_q(ws, 99), '{:.1f}')}")  # fmt: skip
     row(f"calls with no relayed frame in {FIRST_WAIT_S:g} s", lambda ws: f"{sum(x.never for x in ws):,d}")  # fmt: skip
     row("commands unanswered in 5 s", lambda ws: f"{sum(x.unanswered for x in ws):,d}")
+    row("the agent's offloads / calls left on RTPProxy (its fallbacks)",
+        lambda ws: f"{sum(x.outcomes.get('offloads', 0) for x in ws):,.0f} / "
+                   f"{sum(v for x in ws for k, v in x.outcomes.items() if k != 'offloads'):,.0f}")  # fmt: skip
     for k in "ULD":
         row(f"{k} round trip p50 / p99, ms",
             lambda ws, k=k: (f"{statistics.median(xs):.2f} / {b.pct(xs, 99):.2f}"

@@ -53,6 +53,10 @@ AGENT_MAX = (
     - 300
 )
 AGENT_LEGS = 65536
+# The agent's calls carry no media: with the default idle TTL (60 s) all of
+# them would go idle in one sweep partway through a step, and the step would
+# measure that burst of ends instead of the calls it says are up.
+AGENT_IDLE_TTL_MS = 900_000
 ADDED_P99_MS = 2.0
 
 
@@ -147,7 +151,12 @@ async def run_step(a: argparse.Namespace, calls: int) -> Step:
             mport = free_port()
             ports = f"{AGENT_PORTS[0]}-{AGENT_PORTS[1]}"
             agent = b.start_agent(
-                port, sw, f"{tmp}/state.sqlite", mport, ports, ("--legs", str(AGENT_LEGS))
+                port,
+                sw,
+                f"{tmp}/state.sqlite",
+                mport,
+                ports,
+                ("--legs", str(AGENT_LEGS), "--idle-ttl-ms", str(AGENT_IDLE_TTL_MS)),
             )
             try:
                 await b.wait_ready(port)

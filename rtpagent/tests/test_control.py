@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakeswitch import FakeSwitch
 from harness import Client, free_port, free_udp_pair, settings, wait_for
+from p4relay_switch import RelayIdle
 from rtpagent.app import App
 from rtpagent.protocol import MAX_COMMAND_BYTES
 from rtpagent.state import OffloadState
@@ -162,6 +163,155 @@ async def test_no_false_rtpproxy_timeout_for_offloaded(tmp_path: Path) -> None:
         await app.stop()
         cl.close()
         srv.close()
+
+
+async def test_refreshes_reach_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
+    """Calls set up together fall due for their refresh together: RTPProxy
+    gets them a few at a time (a SIP server's command never queues behind
+    all of them), and every call is refreshed all the same."""
+    from rtpagent.agent import OWN_INFLIGHT
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake, rtpproxy_ttl=1.5)  # a refresh due every 0.5 s
+    assert app.agent is not None
+    upstream = app.agent.upstream
+    calls = 4 * OWN_INFLIGHT
+    inflight, most, refreshed = 0, 0, set()
+    send = upstream.call
+
+    async def counted(body: str) -> str:
+        nonlocal inflight, most
+        if not body.startswith("L"):
+            return await send(body)
+        inflight += 1
+        most = max(most, inflight)
+        try:
+            await asyncio.sleep(0.005)  # RTPProxy's turn: others due meanwhile must wait
+            return await send(body)
+        finally:
+            inflight -= 1
+            refreshed.add(body.split()[1])
+
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U rf{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L rf{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        upstream.call = counted  # type: ignore[method-assign]
+        await wait_for(lambda: len(refreshed) == calls, within=10.0)
+        assert most <= OWN_INFLIGHT, most
+    finally:
+        upstream.call = send  # type: ignore[method-assign]
+        await app.stop()
+        cl.close()
+
+
+async def test_idle_calls_deleted_at_rtpproxy_a_few_at_a_time(tmp_path: Path) -> None:
+    """Calls set up together go idle in one sweep of the switch: their deletes
+    reach RTPProxy a few at a time (a SIP server's command never queues behind
+    all of them), every call still ends, and one its SIP server ended while
+    its delete waited its turn is not deleted again."""
+    from rtpagent.agent import OWN_INFLIGHT
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    assert app.agent is not None
+    upstream = app.agent.upstream
+    calls = 4 * OWN_INFLIGHT
+    sip_delete = f"D id{calls - 1} f t"
+    inflight, most, deleted = 0, 0, []
+    rtpproxy_turn = asyncio.Event()  # RTPProxy answers the agent's deletes once set
+    send = upstream.call
+
+    async def counted(body: str) -> str:
+        nonlocal inflight, most
+        if body == sip_delete or not body.startswith(("D", "L")):
+            return await send(body)
+        inflight += 1
+        most = max(most, inflight)
+        try:
+            await rtpproxy_turn.wait()
+            return await send(body)
+        finally:
+            inflight -= 1
+            deleted.append(body.split()[1])
+
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U id{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L id{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        upstream.call = counted  # type: ignore[method-assign]
+        fake.idle_all()
+        await wait_for(lambda: inflight > 0)
+        assert await cl.cmd(sip_delete) == "0\n"  # its SIP server's, meanwhile
+        rtpproxy_turn.set()
+        await wait_for(lambda: not app.table.by_uid and not fake.relays, within=10.0)
+        assert most <= OWN_INFLIGHT, most
+        assert sorted(deleted) == sorted(f"id{n}" for n in range(calls - 1)), deleted
+    finally:
+        upstream.call = send  # type: ignore[method-assign]
+        await app.stop()
+        cl.close()
+
+
+async def test_an_idle_sweep_is_handled_a_slice_at_a_time(tmp_path: Path) -> None:
+    """An idle sweep brings thousands of notifications at once: they are
+    handled a slice per event-loop turn, so a command arriving meanwhile
+    waits for one slice, not for the whole sweep; every call still ends."""
+    from rtpagent.offload import EVENTS_PER_TURN
+
+    fake = FakeSwitch()
+    app, cl = await start(tmp_path, fake)
+    calls = 4 * EVENTS_PER_TURN
+    handled = 0
+    on_idle = app.offloader.events.on_idle
+
+    def counted(ev: RelayIdle) -> None:
+        nonlocal handled
+        handled += 1
+        on_idle(ev)
+
+    app.offloader.events.on_idle = counted  # type: ignore[method-assign]
+    try:
+        for n in range(calls):
+            await cl.cmd(f"U sw{n} 198.18.1.10 {6000 + 2 * n} f;1")
+            await cl.cmd(f"L sw{n} 198.18.2.10 {7000 + 2 * n} f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 * calls)
+        fake.idle_all()  # two RTP entries a call
+        await asyncio.sleep(0)  # one turn of the loop: the handler's, then this test's
+        assert 0 < handled <= EVENTS_PER_TURN, handled
+        await wait_for(lambda: not app.table.by_uid and not fake.relays, within=10.0)
+        assert handled == 2 * calls
+    finally:
+        await app.stop()
+        cl.close()
+
+
+async def test_switch_notifications_converted_a_slice_at_a_time() -> None:
+    """The switch client's notifications (an idle sweep's thousands) become
+    the agent's events a slice per event-loop turn, all of them in the end."""
+    from p4relay_switch import IdleTimeout, names
+    from rtpagent.bfrt import NOTIFICATIONS_PER_TURN, BfrtSwitch
+
+    sw = BfrtSwitch(f"127.0.0.1:{free_port()}")  # never connected: its queues only
+    total = 4 * NOTIFICATIONS_PER_TURN
+    for n in range(total):
+        key: dict[str, int] = {
+            names.K_SRC_ADDR: 0xC6120000 + n,
+            names.K_DST_ADDR: 0x7F000001,
+            names.K_SRC_PORT: 6000,
+            names.K_DST_PORT: 30000,
+            names.K_BOUND_PORT: 1,
+        }
+        sw.client._queue.put_nowait(IdleTimeout(names.RELAY, dict(key), 0, True))
+    pump = asyncio.create_task(sw._pump())
+    try:
+        await asyncio.sleep(0)  # the pump's first turn
+        assert 0 < sw._events.qsize() <= NOTIFICATIONS_PER_TURN, sw._events.qsize()
+        await wait_for(lambda: sw._events.qsize() == total)
+    finally:
+        pump.cancel()
 
 
 async def test_rtpproxy_timeout_forwarded_for_calls_it_carries(tmp_path: Path) -> None:

@@ -190,7 +190,7 @@ async def test_agent_killed_and_restarted(
     cl = Client(port)
     try:
         start()
-        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=60.0, interval=0.1)
         assert await cl.cmd("U kill 198.18.1.10 6000 f;1")
         assert await cl.cmd("L kill 198.18.2.10 7000 f;1 t;1")
 
@@ -219,7 +219,7 @@ async def test_agent_killed_and_restarted(
         )
         start()
         # Answered from the process's first moment (early.py), long before it is loaded.
-        await wait_for(lambda: cl.cmd("V", wait=0.3), within=20.0, interval=0.1)
+        await wait_for(lambda: cl.cmd("V", wait=0.3), within=60.0, interval=0.1)
 
         async def reconciled() -> bool:
             return await guards() == 4  # the live call's, the stale one gone
@@ -405,3 +405,58 @@ async def test_commands_while_the_journal_loads_are_learnt(tmp_path: Path) -> No
             await asyncio.wait_for(starting, 60.0)
         await app.stop()
         cl.close()
+
+
+async def test_journal_ahead_of_the_switch_and_the_server(tmp_path: Path) -> None:
+    """A call's entries are written to the switch only after its journal row
+    is committed, and the journal never waits on the report server: with
+    the server taking the reports and never answering, a `kill -9` right
+    after an install leaves the call in the state file (offloaded, its legs,
+    its answer), and a call's end is committed within a flush."""
+    import json
+    import sqlite3
+
+    hung: list[asyncio.StreamWriter] = []
+
+    async def never_answers(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        hung.append(w)  # holds the connection open: the request waits its timeout
+
+    server = await asyncio.start_server(never_answers, "127.0.0.1", 0)
+    server_port = server.sockets[0].getsockname()[1]
+    fake = FakeSwitch()
+    cfg = settings(tmp_path, switch="fake:1", server_url=f"http://127.0.0.1:{server_port}")
+    app = App(cfg, switch=fake)
+    await app.start()
+    cl = Client(int(cfg.listen[0].rsplit(":", 1)[1]))
+
+    def journal() -> dict[str, dict[str, object]]:
+        """The sessions of what a `kill -9` leaves: the state file as committed now."""
+        crashed = tmp_path / "crashed.sqlite"
+        crashed.unlink(missing_ok=True)
+        _snapshot(tmp_path / "state.sqlite", crashed)
+        db = sqlite3.connect(crashed)
+        try:
+            rows = db.execute("SELECT doc FROM sessions").fetchall()
+        finally:
+            db.close()
+        return {str(d["call_id"]): d for d in (json.loads(r) for (r,) in rows)}
+
+    try:
+        assert await cl.cmd("U first 198.18.1.10 6000 f;1")
+        assert await cl.cmd("L first 198.18.2.10 7000 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 4 and bool(hung))  # a report in flight
+        assert await cl.cmd("U kept 198.18.1.10 6100 f;1")
+        assert await cl.cmd("L kept 198.18.2.10 7100 f;1 t;1")
+        await wait_for(lambda: len(fake.relays) == 8, interval=0.001)
+        kept = journal().get("kept")
+        assert kept is not None, "entries on the switch of a call the journal lacks"
+        assert kept["state"] == "offloaded" and kept["legs"], kept
+        assert kept["answered_at"] is not None, kept
+        assert await cl.cmd("D first f t") == "0\n"
+        await wait_for(lambda: "first" not in journal(), within=2.0, interval=0.05)
+    finally:
+        await app.stop()
+        cl.close()
+        for w in hung:
+            w.close()
+        server.close()

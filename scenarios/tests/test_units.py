@@ -213,6 +213,51 @@ def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
         assert (tmp_path / png).stat().st_size > 1000
 
 
+def test_experiment_merge_adds_parts_and_replaces_remeasured_levels(tmp_path: Path) -> None:
+    import dataclasses
+
+    from p4relay_scenarios import experiment
+
+    def row(mode: str, calls: int, loss: float) -> experiment.Row:
+        fields: dict[str, object] = {f.name: 1.0 for f in dataclasses.fields(experiment.Row)}
+        fields.update(mode=mode, calls=calls, loss_pct=loss, mos_median=4.4, mos_min=4.3)
+        return experiment.Row(**fields)  # type: ignore[arg-type]
+
+    def meta(command: str, levels: list[int]) -> dict[str, object]:
+        return {
+            "command": command,
+            "machine": {"cores": 2, "date_utc": command},
+            "rate": 30.0,
+            "hold_s": 80.0,
+            "sip_server": "OpenSIPS 3",
+            "levels": levels,
+            "modes": ["server"],
+        }
+
+    first = meta("part-a", [150, 750])
+    rows = [row("server", 150, 0.0), row("server", 750, 9.0)]
+    experiment.write(tmp_path, rows, {"server-150": [0.1], "server-750": [5.0]}, first)
+    earlier = experiment.earlier_results(tmp_path, rate=30.0, hold_s=80.0, sip_server="OpenSIPS 3")
+    again = [row("server", 750, 0.5), row("server", 1500, 30.0)]
+    cdfs = {"server-750": [0.2], "server-1500": [9.0]}
+    all_rows, all_cdfs, all_meta = experiment.merged(
+        earlier, again, cdfs, meta("part-b", [750, 1500])
+    )
+    assert [(r.calls, r.loss_pct) for r in all_rows] == [(150, 0.0), (750, 0.5), (1500, 30.0)]
+    assert all_cdfs == {"server-150": [0.1], "server-750": [0.2], "server-1500": [9.0]}
+    assert [p["command"] for p in all_meta["parts"]] == ["part-a", "part-b"]  # type: ignore[attr-defined]
+    assert all_meta["levels"] == [150, 750, 1500]
+    assert experiment.knee(all_rows) == 1500
+    all_meta["knee_server"] = 1500
+    experiment.write(tmp_path, all_rows, all_cdfs, all_meta)
+    readme = (tmp_path / "README.md").read_text()
+    assert "- `part-a`:" in readme and "- `part-b`:" in readme
+    assert "| 1.0/1.0 |" in readme  # the host load sampled over the window
+    # Another hold time (or rate, or SIP server) is not the same experiment: refused.
+    with pytest.raises(ValueError, match="hold_s"):
+        experiment.earlier_results(tmp_path, rate=30.0, hold_s=30.0, sip_server="OpenSIPS 3")
+
+
 def test_pinger_request_checksums_and_reply_parses() -> None:
     from p4relay_scenarios import pinger
 
@@ -477,6 +522,10 @@ def test_reroute_int_call_metrics_count_losses_gaps_and_p99() -> None:
     assert ok.delay_max_ms == pytest.approx(80.0) and ok.delay_p99_ms > 2.0
     assert (lossy.received, lossy.loss_pct) == (50, 50.0)
     assert lossy.max_gap_ms > 1000 and lossy.mos < ok.mos
-    rows_ = ri.summary([ri.Run("int-cp", 2.0, 0, [ok, lossy], 120.0, 1, 50.0, "s3 port 2")])
+    run = ri.Run("int-cp", 2.0, 0, [ok, lossy], 120.0, 1, 50.0, "s3 port 2", early_moves=1)
+    rows_ = ri.summary([run])
     assert rows_[0]["loss_max"] == 50.0 and rows_[0]["move_after_ms"] == 120.0
+    assert rows_[0]["early_moves"] == 1
+    # moves before the cross traffic, then the hop named
     assert "| 2x | int-cp | 1 x 2 |" in ri.table(rows_)
+    assert "| 1 | s3 port 2 |" in ri.table(rows_)

@@ -5,8 +5,12 @@
 # captures at the switch's ports. Prints the table; writes it with PNG plots to
 # $RESULTS/relay-experiment (the committed run is in scenarios/results/).
 # The SIP server is OpenSIPS (--sip kamailio: Kamailio); the table's README names it.
-# Needs root. Levels/hold are cut to fit CI; the committed run (README there):
-#   python -m p4relay_scenarios experiment --levels 150,300,500,750,1000,1500,1800 --hold 80
+# Needs root. Levels/hold are cut to fit CI. The committed run (README there) has
+# levels 150,300,500,750,1000,1500,1800 with --hold 80, measured in parts that each
+# hold the testbed a short while, the first without --merge, the others adding theirs:
+#   python -m p4relay_scenarios experiment --modes server --levels 150,300,500,750 --hold 80
+#   python -m p4relay_scenarios experiment --modes server --levels 1000,1500,1800 --hold 80 --merge
+#   (and the same two for --modes switch, with --merge)
 # The testbed runs at nice -10 (--nice) and the table says where the CPU went.
 set -euo pipefail
 if [ ! -x switch/target/release/p4relay-softswitch ]; then

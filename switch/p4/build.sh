@@ -20,8 +20,8 @@
 #           entries, 92K legs)
 # standard-t2  the standard profile for Tofino 2 (--target tofino2 --arch
 #           t2na): every feature, at the contract's sizes
-# large-t2  P4RELAY_SCALE_T2 on Tofino 2: every feature, 208K relay + guard
-#           entries, 104K legs (53,248 calls per pipe); each quality register
+# large-t2  P4RELAY_SCALE_T2 on Tofino 2: every feature, 256K relay + guard
+#           entries, 128K legs (65,536 calls per pipe); each quality register
 #           in two (rtp_* and rtp_*_hi, sizes.p4)
 # --model   CPU_PORT=320 (tofino-model, 4-pipe parts)
 # Output: build/p4relay-<profile>/ (bf-rt.json, p4info.txtpb, p4relay.conf,

@@ -325,14 +325,28 @@ def key_int(v: KeyValue) -> int:
 # ---------------------------------------------------------------- the call model
 
 
+def quality_cell(name: str, leg: int, split: int | None) -> tuple[str, int]:
+    """A leg's cell of a quality register: (table, index). A program that
+    splits them (``split``: the lower half's size) holds the legs from there
+    in ``<name>_hi`` at index leg - split."""
+    if split is not None and leg >= split:
+        return name + n.QUALITY_HI_SUFFIX, leg - split
+    return name, leg
+
+
 def batch_writes(
-    b: EntryBatch, ttl_ms: int = 0, relay6_ids: Mapping[str, int] | None = None
+    b: EntryBatch,
+    ttl_ms: int = 0,
+    relay6_ids: Mapping[str, int] | None = None,
+    quality_split: int | None = None,
 ) -> list[tuple[str, str, list[Entry]]]:
     """An `EntryBatch` as bfrt_grpc writes, in the batch's order (guards and
     relays removed first, legs last; legs added first, guards last):
     (operation, table, entries). The one mapping from the call model to the
     program's entries. IPv6 entries go to the IPv6 tables, their relay
-    address as its relay_id (``relay6_ids``: relay6_addr's, by address)."""
+    address as its relay_id (``relay6_ids``: relay6_addr's, by address); a
+    quality register's cells of a split program to their half
+    (``quality_split``, `quality_cell`)."""
     writes: list[tuple[str, str, list[Entry]]] = []
     ids = relay6_ids or {}
 
@@ -367,14 +381,17 @@ def batch_writes(
         lambda k: Entry(flow_key(k, ids)),
     )
     for reg in n.QUALITY_REGISTERS:
-        add(
-            "modify",
-            reg,
-            [
-                Entry({"$REGISTER_INDEX": leg}, None, {register_field(reg): 0})
-                for leg in b.reset_legs
-            ],
-        )
+        cells = [quality_cell(reg, leg, quality_split) for leg in b.reset_legs]
+        for half in dict.fromkeys(t for t, _ in cells):
+            add(
+                "modify",
+                half,
+                [
+                    Entry({"$REGISTER_INDEX": i}, None, {register_field(half): 0})
+                    for t, i in cells
+                    if t == half
+                ],
+            )
     add(
         "modify",
         n.GUARD_DROPS,
@@ -478,13 +495,18 @@ class Calls:
         self.t = tables
         # the relay's IPv6 addresses -> relay_id, as the test wrote relay6_addr
         self.relay6_ids: dict[str, int] = {}
+        # the first leg of the quality registers' upper halves, where the
+        # program splits them (found in its bf-rt.json, as Pipeline does)
+        self.quality_split = (
+            tables.size(n.REG_PACKETS) if tables.has(n.REG_PACKETS + n.QUALITY_HI_SUFFIX) else None
+        )
 
     def write(self, b: EntryBatch, ttl_ms: int = 0) -> None:
         """The batch's writes in order. When one fails, what this batch
         inserted is deleted again (never an entry whose own insert failed,
         e.g. ALREADY_EXISTS: it is someone else's) and the error is raised."""
         inserted: list[tuple[str, list[Entry]]] = []
-        for op, table, entries in batch_writes(b, ttl_ms, self.relay6_ids):
+        for op, table, entries in batch_writes(b, ttl_ms, self.relay6_ids, self.quality_split):
             try:
                 if op == "delete":
                     self.t.delete(table, [e.key for e in entries])
@@ -556,7 +578,15 @@ class Calls:
         return {key_int(r.key[n.COUNTER_INDEX]): int(r.data[n.COUNTER_PKTS]) for r in rows}
 
     def quality(self, legs: Sequence[int]) -> dict[int, LegQuality]:
-        regs = {reg: self.t.read_register(reg, legs) for reg in n.QUALITY_REGISTERS}
+        split = self.quality_split
+        regs: dict[str, dict[int, list[int]]] = {}
+        for reg in n.QUALITY_REGISTERS:
+            cells = {leg: quality_cell(reg, leg, split) for leg in legs}
+            got = {
+                half: self.t.read_register(half, [i for t, i in cells.values() if t == half])
+                for half in dict.fromkeys(t for t, _ in cells.values())
+            }
+            regs[reg] = {leg: got[t][i] for leg, (t, i) in cells.items()}
 
         def v(reg: str, leg: int) -> int:
             return sum(regs[reg][leg])

@@ -60,6 +60,8 @@ L4 = 14 + 20  # UDP header offset (no VLAN, no options)
 SHIM = L4 + 8
 FLAG_ONSET = 0x8000
 FLAG_OVER_CLEAR = 0x4000
+FLAG_ONSET_HOP2 = 0x2000  # the second hop from the source was at/over onset
+FLAG_ONSET_HOP1 = 0x1000  # the first (the source's)
 SINK_MD_BITS = 0xE000  # the report's metadata: level-1 ports, hop latency, queue
 REPORT_MD = 14 + 20 + 8 + 8 + 12  # the sink's hop in a report frame
 
@@ -253,7 +255,7 @@ class IntSourceInsertsShimAndHop(IntTest):
             [hop(SWITCH_ID, self.dev[1], self.dev[2])],
             dscp=46,
             udp_csum=fw[UDP].chksum,
-            flags=SWITCH_ID & 0x3FFF,
+            flags=SWITCH_ID & 0x0FFF,
         )
         self.assert_int_packet(got, with_int(fw, st), 1)
         # unwatched traffic to another transit next hop is untouched

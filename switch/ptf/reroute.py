@@ -25,7 +25,16 @@ import struct
 import time
 
 import ptf.testutils as tu
-from int_telemetry import FLAG_ONSET, SHIM, hop, stack, to_host, with_int
+from int_telemetry import (
+    FLAG_ONSET,
+    FLAG_ONSET_HOP1,
+    FLAG_ONSET_HOP2,
+    SHIM,
+    hop,
+    stack,
+    to_host,
+    with_int,
+)
 from p4rbase import (
     HOST_IP,
     HOST_MAC,
@@ -84,6 +93,9 @@ NOTICE_LOCAL = 3
 NOTICE_UPSTREAM = 4
 FROM_INT = 0x8000  # reroute_notice_h: the top bit of the pad + port word
 UPSTREAM_ID = 0x22  # the INT switch before this one
+SOURCE_ID = 0x11  # the INT source, before that one
+NOTICE = "!BBHHHIIH"  # reroute_notice_h: ... queue_delay_ns, hop_switch_id, hop_port
+IP_AT = 14 + struct.calcsize(NOTICE)  # the flow's IPv4 header in a notice frame
 
 
 class RerouteTest(P4RelayTest):
@@ -173,6 +185,7 @@ class RerouteTest(P4RelayTest):
                         run=r["run"],
                         flow_class=r["flow_class"],
                         from_int=r["from_int"] == 1,
+                        hop=(r["hop_switch_id"], r["hop_port"]) if r["hop_switch_id"] else None,
                     )
                 )
         return out
@@ -193,7 +206,7 @@ class RerouteTest(P4RelayTest):
 
     def notice(self, kind: int, dst: str, in_port: int, ttl: int = 63) -> bytes:
         ip = IP(src=HOST_IP[1], dst=dst, ttl=ttl, id=9) / UDP(sport=4000, dport=4001) / (b"n" * 40)
-        body = struct.pack("!BBHHHI", kind, CLASS, self.dev[in_port] & 0x1FF, 77, M, 5_000_000)
+        body = struct.pack(NOTICE, kind, CLASS, self.dev[in_port] & 0x1FF, 77, M, 5_000_000, 0, 0)
         eth = Ether(src=HOST_MAC[in_port], dst=SW_MAC[in_port], type=REROUTE_NOTICE_ETHERTYPE)
         return bytes(eth) + body + bytes(ip)
 
@@ -270,12 +283,13 @@ class UpstreamNotification(RerouteTest):
         self.assertIsInstance(r, self.dataplane.PollSuccess, "no notice upstream")
         f = bytes(r.packet)
         self.assertEqual(struct.unpack("!H", f[12:14])[0], REROUTE_NOTICE_ETHERTYPE)
-        kind, cls, port, slot, run, qd = struct.unpack("!BBHHHI", f[14:26])
+        kind, cls, port, slot, run, qd, hop_id, hop_port = struct.unpack(NOTICE, f[14:IP_AT])
         self.assertEqual(
             (kind, cls, port & 0x1FF, slot, run), (NOTICE_UPSTREAM, CLASS, self.dev[1], SLOT, M)
         )
         self.assertGreater(qd, T_Q_NS)
-        ip = IP(f[26:46])
+        self.assertEqual((hop_id, hop_port), (0, 0), "this switch's own delay names no INT hop")
+        ip = IP(f[IP_AT : IP_AT + 20])
         self.assertEqual(ip.dst, HOST_IP[2])
         self.assertEqual(ip.src, HOST_IP[1])
         ev = self.events(1.0)
@@ -298,9 +312,9 @@ class UpstreamSwitchMoves(RerouteTest):
         ):
             self.send(port, self.notice(kind, dst, port))
         bad = bytearray(self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2))
-        bad[26 + 10] ^= 0xFF  # IPv4 header checksum
+        bad[IP_AT + 10] ^= 0xFF  # IPv4 header checksum
         self.send(2, bytes(bad))
-        self.send(2, self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2)[:40])  # truncated
+        self.send(2, self.notice(NOTICE_UPSTREAM, HOST_IP[2], 2)[: IP_AT + 14])  # truncated
         self.expect_nothing(timeout=0.3)
         self.assertFalse(self.active())
         self.assertEqual(self.events(0.3), [])
@@ -346,8 +360,8 @@ class NoticeCrossesSwitchWithoutBackup(RerouteTest):
         r = tu.dp_poll(self, device_number=0, port_number=3, timeout=2.0)
         self.assertIsInstance(r, self.dataplane.PollSuccess, "notice not passed on")
         on = bytes(r.packet)
-        self.assertEqual(on[:26], bytes(n[:26]), "the notice itself is unchanged")
-        ip = IP(on[26:46])
+        self.assertEqual(on[:IP_AT], bytes(n[:IP_AT]), "the notice itself is unchanged")
+        ip = IP(on[IP_AT : IP_AT + 20])
         self.assertEqual(ip.ttl, 62)
         sent = ip.chksum
         del ip.chksum
@@ -385,25 +399,33 @@ class IntSinkTest(RerouteTest):
         finally:
             super().tearDown()
 
-    def int_packets(self, onset: list[bool]) -> None:
-        """One INT packet of the flow per entry (a hop upstream at/over its
-        onset threshold or not), each checked as it leaves, stripped."""
+    def int_packets(self, onset: list[bool], source_hot: bool = False) -> None:
+        """One INT packet of the flow per entry, each checked as it leaves,
+        stripped. Two hops (the source's, then the switch before this one,
+        newest first); a hot entry has the newer hop at/over its onset
+        threshold, or with `source_hot` the source's: the stack's bits say
+        which."""
         for i, hot in enumerate(onset):
             p = to_host(2, sport=4000, dport=4001, seq=i)
-            flags = UPSTREAM_ID | (FLAG_ONSET if hot else 0)
-            up = hop(UPSTREAM_ID, 7, 8, latency=180_000, occ=5000 if hot else 3)
-            self.send(1, with_int(p, stack([up], dscp=0, udp_csum=p[UDP].chksum, flags=flags)))
+            place = FLAG_ONSET_HOP1 if source_hot else FLAG_ONSET_HOP2
+            flags = (SOURCE_ID ^ UPSTREAM_ID) | (FLAG_ONSET | place if hot else 0)
+            up = hop(UPSTREAM_ID, 7, 8, latency=180_000, occ=5000 if hot and not source_hot else 3)
+            src = hop(SOURCE_ID, 5, 6, latency=180_000, occ=5000 if hot and source_hot else 3)
+            st = stack([up, src], dscp=0, udp_csum=p[UDP].chksum, flags=flags)
+            self.send(1, with_int(p, st))
             self.expect(forwarded(p, 2), 2)
 
-    def upstream_notice(self) -> bytes:
+    def upstream_notice(self, named: tuple[int, int] = (UPSTREAM_ID, 8)) -> bytes:
+        """The notice sent upstream, naming the hop at/over onset `named`
+        (INT switch id, egress port)."""
         r = tu.dp_poll(self, device_number=0, port_number=1, timeout=2.0)
         self.assertIsInstance(r, self.dataplane.PollSuccess, "no notice upstream")
         f = bytes(r.packet)
         self.assertEqual(struct.unpack("!H", f[12:14])[0], REROUTE_NOTICE_ETHERTYPE)
-        kind, cls, word, slot, run, _delay = struct.unpack("!BBHHHI", f[14:26])
+        kind, cls, word, slot, run, _delay, hop_id, hop_port = struct.unpack(NOTICE, f[14:IP_AT])
         self.assertEqual(
-            (kind, cls, word & FROM_INT, word & 0x1FF, slot, run),
-            (NOTICE_UPSTREAM, CLASS, FROM_INT, self.dev[1], SLOT, M),
+            (kind, cls, word & FROM_INT, word & 0x1FF, slot, run, hop_id, hop_port),
+            (NOTICE_UPSTREAM, CLASS, FROM_INT, self.dev[1], SLOT, M, *named),
         )
         return f
 
@@ -424,15 +446,19 @@ class IntDrivenMove(IntSinkTest):
         self.expect_nothing(timeout=0.3)  # one notice per run
         ev = self.events(1.0)
         self.assertEqual(
-            [(e.kind, e.slot, e.from_int, e.run) for e in ev], [(NOTIFIED, SLOT, True, M)]
+            [(e.kind, e.slot, e.from_int, e.run, e.hop) for e in ev],
+            [(NOTIFIED, SLOT, True, M, (UPSTREAM_ID, 8))],
         )
         self.assertFalse(self.active(), "the sink does not move the flow itself")
-        # upstream: the switch with the backup receives it by its primary's port
+        # upstream: the switch with the backup receives it by its primary's
+        # port; its digest names the congested hop the sink saw
         self.send(2, n)
         self.expect_nothing(timeout=0.3)
         self.assertTrue(self.moved())
         ev = self.events(1.0)
-        self.assertEqual([(e.kind, e.from_int) for e in ev], [(MOVED, True)])
+        self.assertEqual(
+            [(e.kind, e.from_int, e.hop) for e in ev], [(MOVED, True, (UPSTREAM_ID, 8))]
+        )
         p = udp_packet(in_port=1, src=HOST_IP[1], dst=HOST_IP[2], sport=4000, dport=4001)
         self.send(1, p)
         self.expect(forwarded(p, 3), 3)
@@ -449,8 +475,9 @@ class IntDrivenHysteresis(IntSinkTest):
         self.int_packets([True] * (M - 1) + [False] + [True] * (M - 1))
         self.expect_nothing(timeout=0.3)
         self.assertEqual(self.events(0.3), [])
-        self.int_packets([True])
-        self.upstream_notice()
+        self.int_packets([True], source_hot=True)
+        # the hop at/over onset is the source's, the stack's deeper one
+        self.upstream_notice(named=(SOURCE_ID, 6))
         self.assertEqual([e.kind for e in self.events(1.0)], [NOTIFIED])
         # the control plane's return: the run starts from zero
         self.tables.write_register(REG_REROUTE_RUN, {SLOT: 0})

@@ -66,8 +66,11 @@ XDP_PARAM=
 [ "$XDP" = off ] || XDP_PARAM=";xdp_metrics='http://127.0.0.1:9101/metrics'"
 # P4RELAY_PTF_USER_IO: the softswitch's --user-io (auto: AF_XDP sockets here).
 USER_IO=${P4RELAY_PTF_USER_IO:-auto}
+# Legs as the large-t2 build splits them (2 x 2^16, quality registers in two
+# halves: quality_split.py); the other cases use legs below 2^16.
 nsx "$BIN" "${ports[@]}" --grpc-listen "$GRPC" --metrics-listen 127.0.0.1:9101 \
-  --relay-entries 256 --legs 128 --queue-depth 64 --workers 1 --xdp "$XDP" --user-io "$USER_IO" \
+  --relay-entries 256 --legs 131072 --quality-half-bits 16 --leg6-entries 128 \
+  --queue-depth 64 --workers 1 --xdp "$XDP" --user-io "$USER_IO" \
   >"$WORK/softswitch.log" 2>&1 &
 SW_PID=$!
 for _ in $(seq 100); do

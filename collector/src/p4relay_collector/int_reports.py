@@ -11,7 +11,8 @@ options marked with DSCP 0x17, UDP, INT-MD shim (4), metadata header (12) and
 1..2 hops of 20 bytes (newest first): switch id, ingress and egress port, hop
 latency (ns in the egress queue), queue id + occupancy (80-byte cells), the
 egress port's tx byte count. ds_flags: bit 15 a hop was at/over its onset
-threshold, bit 14 a hop was over its clear threshold, bits 13..0 path
+threshold, bit 14 a hop was over its clear threshold, bits 13 / 12 the
+second / first hop from the source was at/over onset, bits 11..0 path
 signature. A report that does not decode is counted by reason and dropped.
 """
 
@@ -39,7 +40,7 @@ INSTRUCTIONS = 0xF100
 CELL_BYTES = 80
 FLAG_ONSET = 0x8000
 FLAG_OVER_CLEAR = 0x4000
-SIG_MASK = 0x3FFF
+SIG_MASK = 0x0FFF
 
 REPORTS = Counter("p4relay_collector_int_reports_total", "telemetry reports decoded", ["switch"])
 BAD_REPORTS = Counter(

@@ -41,6 +41,12 @@ from .upstream import Upstream, UpstreamTimeout
 log = structlog.get_logger("rtpagent.agent")
 
 
+# The agent's own commands at RTPProxy at once (session refreshes, the deletes
+# of calls the switch saw idle): what a SIP server's command can find queued
+# ahead of it there. Calls set up together fall due and go idle together.
+OWN_INFLIGHT = 8
+
+
 class Agent:
     def __init__(
         self,
@@ -76,6 +82,7 @@ class Agent:
         self._tasks: set[asyncio.Task[object]] = set()
         self._queries: set[asyncio.Future[str | None]] = set()
         self._refresh_task: asyncio.Task[None] | None = None
+        self._own_slots = asyncio.Semaphore(OWN_INFLIGHT)
         # Switch-carried packets (all sessions), refreshed by the sampler: added
         # to RTPProxy's own totals in `I`/`G` answers.
         self.offloader_packets_cache = 0
@@ -319,8 +326,12 @@ class Agent:
 
     # ------------------------------------------------------------------ timeouts
     async def _refresh_loop(self) -> None:
-        """Keep RTPProxy from timing out sessions whose media it no longer sees."""
+        """Keep RTPProxy from timing out sessions whose media it no longer sees.
+        At most OWN_INFLIGHT of the agent's commands are at RTPProxy at once:
+        calls set up together fall due together (thousands at a time), and
+        sent all at once they queued every SIP server's command behind them."""
         period = max(0.5, self.rtpp_ttl / 3)
+        slots = self._own_slots
         while True:
             await asyncio.sleep(min(period, 1.0))
             now = time.monotonic()
@@ -332,8 +343,15 @@ class Agent:
                 and now - s.last_refresh >= period
             ]
             for s in due:
-                s.last_refresh = now
-                self._spawn(self._refresh(s))
+                await slots.acquire()
+                if s.uid not in self.table.by_uid or not s.refresh_cmd:
+                    slots.release()  # ended or changed while it waited its turn
+                    continue
+                s.last_refresh = time.monotonic()
+                t = asyncio.ensure_future(self._refresh(s))
+                self._tasks.add(t)
+                t.add_done_callback(self._tasks.discard)
+                t.add_done_callback(lambda _t: slots.release())
 
     async def _refresh(self, s: Session) -> None:
         assert s.refresh_cmd is not None
@@ -373,14 +391,22 @@ class Agent:
         self._spawn(self._end_idle(s))
 
     async def _end_idle(self, s: Session) -> None:
+        """RTPProxy's session deleted, then the call ended and its SIP server
+        told. The deletes take their turn among the agent's own commands
+        (OWN_INFLIGHT): thousands of calls set up together go idle in one
+        sweep, and deleted all at once they queued every SIP server's command
+        behind them at RTPProxy."""
         to = f" {s.to_tag}" if s.to_tag else ""
-        try:
-            raw = await self.upstream.call(f"D {s.call_id} {s.tag}{to}")
-            r = parse_reply(raw)
-            if not r.ok and r.error != ECODE_SESUNKN:
-                log.warning("idle_delete_refused", call_id=s.call_id, reply=raw.strip())
-        except UpstreamTimeout:
-            log.warning("idle_delete_unanswered", call_id=s.call_id)
+        async with self._own_slots:
+            if s.uid not in self.table.by_uid:
+                return  # its SIP server ended it while it waited its turn
+            try:
+                raw = await self.upstream.call(f"D {s.call_id} {s.tag}{to}")
+                r = parse_reply(raw)
+                if not r.ok and r.error != ECODE_SESUNKN:
+                    log.warning("idle_delete_refused", call_id=s.call_id, reply=raw.strip())
+            except UpstreamTimeout:
+                log.warning("idle_delete_unanswered", call_id=s.call_id)
         self.offloader.emit("timeout", s, reason="switch_idle")
         self._close(s)
         self._notify_sip(s)

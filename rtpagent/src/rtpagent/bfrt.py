@@ -41,6 +41,7 @@ log = structlog.get_logger("rtpagent.bfrt")
 
 T = TypeVar("T")
 LOST_POLL_S = 0.05  # how often the connection is looked at (when it was lost)
+NOTIFICATIONS_PER_TURN = 32  # the switch's notifications converted per event-loop turn
 
 
 def _refused(exc: SwitchError) -> OffloadRefused:
@@ -235,7 +236,13 @@ class BfrtSwitch:
             log.error("switch_event_dropped", kind=type(ev).__name__)
 
     async def _pump(self) -> None:
+        """The client's notifications turned into the agent's events, a slice
+        per event-loop turn (an idle sweep brings thousands at once)."""
+        count = 0
         async for n in self.client.notifications():
+            count += 1
+            if count % NOTIFICATIONS_PER_TURN == 0:
+                await asyncio.sleep(0)
             if isinstance(n, Digest):
                 for ev in Pipeline.learn_events(n):
                     self._put(ev)

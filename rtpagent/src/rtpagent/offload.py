@@ -34,6 +34,9 @@ log = structlog.get_logger("rtpagent.offload")
 
 Listener = Callable[[str, Session, dict[str, object]], None]
 ROUTE_WAIT_S = 0.25  # routes re-read this often while calls wait for one
+# Switch notifications handled per event-loop turn (an idle sweep brings
+# thousands at once; commands are served between turns).
+EVENTS_PER_TURN = 32
 
 
 class Offloader:
@@ -193,7 +196,15 @@ class Offloader:
 
     # ---------------------------------------------------------------- switch events
     async def _switch_events(self) -> None:
+        """The switch's notifications in order. A queue of them is worked
+        through EVENTS_PER_TURN at a time, the event loop free between: an
+        idle sweep reports thousands of calls at once, and taken in one go
+        they held every command back for hundreds of ms."""
+        n = 0
         async for ev in self.switch.events():
+            n += 1
+            if n % EVENTS_PER_TURN == 0:
+                await asyncio.sleep(0)
             try:
                 if isinstance(ev, LearnEvent):
                     await self.events.on_learn(ev)

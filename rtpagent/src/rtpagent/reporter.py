@@ -10,6 +10,7 @@ lost answer is a replay on the server side.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import json
@@ -102,6 +103,15 @@ def codec_of(s: Session, pt: int | None = None) -> str | None:
     return None
 
 
+def _offloaded_doc(s: Session, now: float) -> dict[str, Any]:
+    """The session's journal row as it is once its entries are written."""
+    d = s.to_json()
+    d["state"], d["reason"] = OffloadState.OFFLOADED.value, None
+    if d["offloaded_at"] is None:
+        d["offloaded_at"] = now
+    return d
+
+
 class Reporter:
     """Turns offloader/agent notifications into spooled reports and journal writes."""
 
@@ -113,6 +123,18 @@ class Reporter:
         self.ended_at: dict[str, float] = {}
         self.pt: dict[str, int] = {}
         offloader.listeners.append(self.on_event)
+        offloader.writer.journal_ahead = self.journal_ahead
+
+    async def journal_ahead(self, sessions: list[Session]) -> None:
+        """Sessions about to go on the switch, journalled as offloaded on their
+        legs before their entries are written: an agent killed right after
+        the write finds them at its restart (kept, counted, ended from
+        RTPProxy's accounting), never as entries of no session. Killed
+        before the write, it installs them again at its restart."""
+        now = time.time()
+        await self.store.journal_ahead(
+            [(s.uid, functools.partial(_offloaded_doc, s, now)) for s in sessions]
+        )
 
     def on_event(self, kind: str, s: Session, payload: dict[str, object]) -> None:
         if s.legs and s.legs != s.legs_used:
@@ -393,33 +415,48 @@ class Sender:
         self.client = httpx.AsyncClient(timeout=timeout)
         self.instance = uuid.uuid4().hex[:12]
         self.backoff = 0.5
+        self._to_send = asyncio.Event()  # the flush committed reports
 
     async def close(self) -> None:
         await self.client.aclose()
 
     async def run(self, flush_interval: float = 0.05) -> None:
+        """Commit what is buffered every `flush_interval` (0.2 s when idle) and
+        send the spool beside it: the commits never wait on the server (a
+        slow or unreachable server would otherwise hold the journal back for
+        its timeouts and back-off, and a `kill -9` meanwhile lose it)."""
+        sending = asyncio.create_task(self._send_loop(), name="spool-sender") if self.url else None
+        try:
+            while True:
+                batch = await self.store.take_sliced()
+                write = asyncio.ensure_future(self.store.write_async(batch))
+                try:
+                    await asyncio.shield(write)
+                except asyncio.CancelledError:
+                    # Cancelling cannot stop the writer thread: let it commit what
+                    # was taken before the agent goes on to close the store.
+                    await write
+                    raise
+                metrics.SPOOL_DEPTH.set(self.store.spool_depth())
+                if self.store.spool_committed():
+                    self._to_send.set()
+                await asyncio.sleep(flush_interval if self.store.pending_writes else 0.2)
+        finally:
+            if sending is not None:
+                sending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sending
+
+    async def _send_loop(self) -> None:
         while True:
-            batch = await self.store.take_sliced()
-            write = asyncio.ensure_future(asyncio.to_thread(self.store.write, batch))
-            try:
-                await asyncio.shield(write)
-            except asyncio.CancelledError:
-                # Cancelling cannot stop the writer thread: let it commit what
-                # was taken before the agent goes on to close the store.
-                await write
-                raise
-            depth = self.store.spool_depth()
-            metrics.SPOOL_DEPTH.set(depth)
-            if depth and self.url:
-                ok = await self.send_once()
-                if not ok:
-                    await asyncio.sleep(self.backoff)
-                    self.backoff = min(self.backoff * 2, 30.0)
+            await self._to_send.wait()
+            self._to_send.clear()
+            while self.store.spool_committed():
+                if await self.send_once():
+                    self.backoff = 0.5
                     continue
-                self.backoff = 0.5
-                if self.store.spool_depth():
-                    continue
-            await asyncio.sleep(flush_interval if self.store.pending_writes else 0.2)
+                await asyncio.sleep(self.backoff)
+                self.backoff = min(self.backoff * 2, 30.0)
 
     async def send_once(self) -> bool:
         rows = self.store.spool_head(self.batch)

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,9 @@ class Store:
         self._sampled: dict[SampledKey, tuple[float, ...] | None] = {}
         self._staged_sampled: list[tuple[str, int, str | None]] = []
         self._lock = threading.Lock()  # the connection is shared with a writer thread
+        # One writer thread: batches commit in the order they were handed over,
+        # so an older journal row never lands over a newer one.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-writer")
         self._writing: dict[int, int] = {}  # handed-over batch (id) -> its rows, until written
         self._closed = False
         # Rows in the spool table, kept by write/ack: count(*) is a full scan,
@@ -92,6 +96,7 @@ class Store:
         (self._depth,) = self.db.execute("SELECT count(*) FROM spool").fetchone()
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)  # batches handed over are committed first
         self.flush()
         # Under the lock: closing a connection another thread is writing
         # through crashes the process inside SQLite.
@@ -204,6 +209,24 @@ class Store:
             await asyncio.sleep(0)
         return self._hand_over()
 
+    async def write_async(self, batch: Taken) -> None:
+        """`write` in the store's writer thread, after every batch handed over before."""
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.write, batch)
+
+    async def journal_ahead(self, rows: list[tuple[str, Callable[[], Doc]]]) -> None:
+        """Write-ahead: these sessions' journal rows (uid, document source)
+        committed before this returns, each with its queued report (the
+        journal's `seq` goes with it), behind everything staged so far. The
+        switch's entries of a call are written only after this: a `kill -9`
+        at any instant leaves no entry the restarted agent does not know."""
+        for uid, doc in rows:
+            report = self._session_docs.pop(uid, None)
+            if report is not None:
+                self._staged_spool.append(("session", _json(report())))
+            self._sessions.pop(uid, None)
+            self._staged_up.append((uid, _json(doc())))
+        await self.write_async(self._hand_over())
+
     def write(self, batch: Taken) -> None:
         """Commit one taken batch in one transaction (any thread; SQLite I/O
         releases the GIL, so the event loop keeps serving commands)."""
@@ -215,7 +238,7 @@ class Store:
                 if self._closed:
                     raise StoreClosed(f"{self.path}: write after close ({len(spool)} reports)")
                 self._commit(up, dl, spool, sampled)
-            self._depth += len(spool)
+                self._depth += len(spool)
         finally:
             self._writing.pop(id(batch), None)
 
@@ -275,6 +298,8 @@ class Store:
             rows = self.db.execute(
                 "SELECT id, kind, doc FROM spool ORDER BY id LIMIT ?", (limit,)
             ).fetchall()
+            if not rows:
+                self._depth = 0  # the sender waits on the count: never one the table lacks
         return [(i, k, json.loads(d)) for i, k, d in rows]
 
     def spool_ack(self, ids: Iterable[int]) -> None:
@@ -285,7 +310,11 @@ class Store:
                 cur = self.db.execute(
                     "DELETE FROM spool WHERE id BETWEEN ? AND ?", (min(ids), max(ids))
                 )
-            self._depth -= max(0, cur.rowcount)
+                self._depth -= max(0, cur.rowcount)
+
+    def spool_committed(self) -> int:
+        """Reports committed and not yet acknowledged: what the sender can send."""
+        return int(self._depth)
 
     def spool_depth(self) -> int:
         queued = len(self._spool) + len(self._session_docs) + len(self._staged_spool)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 from p4relay_switch import EntryBatch as Batch
@@ -51,6 +51,9 @@ class InstallWriter:
         # (a reconcile's read-back would be stale against a concurrent write).
         self.lock = asyncio.Lock()
         self.after_round: Callable[[], None] = lambda: None
+        # Write-ahead: the sessions of an install journalled before their
+        # entries are written (the journal's owner sets it; reporter.py).
+        self.journal_ahead: Callable[[list[Session]], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
         drain.watch(lambda: len(self.dirty))
 
@@ -158,6 +161,11 @@ class InstallWriter:
 
     async def _install(self, items: list[Install]) -> None:
         inst = self.installed
+        if self.journal_ahead is not None:
+            try:
+                await self.journal_ahead([s for s, _p, _new in items])
+            except Exception:  # the media goes on the switch all the same (fail-open)
+                log.exception("journal_ahead_failed", sessions=len(items))
         async with inst.write_lock:
             batch, olds = self._install_batch(items)
             refused = await self._write_install(batch)

@@ -11,8 +11,9 @@ the switches did (the reroute, the calls it moved, the worst MOS, iRED's drops).
 `--plain` runs the single-switch relay demo instead, its episode a shaped UAS
 port. `--ipv6` places the UAC's calls over IPv6 (the testbed is dual stack)
 while the UAC behind the NAT calls over IPv4: both families side by side, the
-view counting the IPv6 calls and those the switch relays. Ctrl-C ends the
-calls early; the summary follows, then the teardown.
+view counting the IPv6 calls and those the switch relays (on the fabric,
+IPv6 goes by s3: reroute and INT watch IPv4 only). Ctrl-C ends the calls
+early; the summary follows, then the teardown.
 """
 
 from __future__ import annotations
@@ -180,8 +181,9 @@ def poll_system(
         try:
             text = httpx.get(f"http://{SWITCH_METRICS}/metrics", timeout=2).text
             live.switch_rtp = _metric(text, "p4relay_rtp_packets_total")
-            live.relay_entries = _metric(
-                text, r"p4relay_table_entries\{table=\"pipe.Ingress.relay\"\}"
+            live.relay_entries = sum(
+                _metric(text, rf"p4relay_table_entries\{{table=\"pipe.Ingress.{t}\"\}}")
+                for t in ("relay", "relay6")
             )
         except httpx.HTTPError:
             pass
@@ -313,13 +315,18 @@ def plain_summary(api: ServerApi, since: dt.datetime) -> str:
     return f"{len(items)} sessions, {offloaded} offloaded to the switch{worst}"
 
 
-def v6_summary(api: ServerApi, since: dt.datetime) -> str:
-    """--ipv6: the IPv6 calls of the run and how many the switch relayed."""
+def v6_summary(api: ServerApi, since: dt.datetime, *, fabric: bool = False) -> str:
+    """--ipv6: the IPv6 calls of the run, how many the switch relayed, their
+    MOS and worst sample; on the fabric, the path they take."""
     v6 = [s for s in api.all_sessions(started_from=since.isoformat()) if is_v6(s)]
     offloaded = sum(1 for s in v6 if s["offloaded"])
     moses = [s["mos_avg"] for s in v6 if s["mos_avg"] is not None]
     mos = f", MOS {sum(moses) / len(moses):.1f} (mean)" if moses else ""
-    return f"over IPv6: {len(v6)} sessions, {offloaded} offloaded{mos}"
+    worst = [s["mos_min"] for s in v6 if s["mos_min"] is not None]
+    if worst:
+        mos += f", worst sample {min(worst):.1f}"
+    path = ", by s1→s3→s2 (reroute and INT watch IPv4 only)" if fabric else ""
+    return f"over IPv6: {len(v6)} sessions, {offloaded} offloaded{mos}{path}"
 
 
 def main(argv: list[str]) -> int:
@@ -544,7 +551,7 @@ def main(argv: list[str]) -> int:
                     if args.json:
                         say(summary=line)
                 if args.ipv6:
-                    v6_line = v6_summary(api, run_start)
+                    v6_line = v6_summary(api, run_start, fabric=fabric)
                     line = f"{line}; {v6_line}"
                     if args.json:
                         say(summary_ipv6=v6_line)

@@ -17,6 +17,8 @@ from the server's data.
 - Reroute armed on s1: the UAS subnet watched on port 7 with the backup next
   hop by s3; the data plane moves it when the queue's delay stays over t_q,
   and the control plane moves it back once the primary stayed clear.
+- IPv6 (the hosts are dual stack; `make demo ARGS=--ipv6`): routed between
+  s1 and s2 by s3 both ways, since reroute and INT watch IPv4 only.
 
 The episode is UDP cross traffic (iperf3, xsrc -> xdst) at CROSS times the
 bottleneck's rate. `summarise` reads the server afterwards (every session,
@@ -170,14 +172,27 @@ def _nexthops(name: str) -> list[dict[str, object]]:
     return out
 
 
+def v6_nexthop(name: str, host: bed.BedHost) -> int:
+    """The port `name` routes `host`'s IPv6 prefix to: as its IPv4 one, except
+    between s1 and s2, which IPv6 crosses by s3 both ways. Reroute and INT
+    watch IPv4 only, so IPv6 on the bottleneck would stay there through the
+    episode (iRED spares its media, not its SIP: on s1→s2 the requests to the
+    trunk lost most packets and call setups failed); both ways by s3, a party's
+    media arrives on the port its route names (route port binding)."""
+    if {name, host.switch} == {"s1", "s2"}:
+        return bed.link_port(name, "s3", LAYOUT)
+    return bed.routes(name, LAYOUT)[host.subnet]
+
+
 def _routes(name: str) -> list[dict[str, object]]:
-    """reroute_bed's routes, and the same for the dual-stack hosts' IPv6
-    prefixes (their media, too, crosses the fabric; the cross-traffic hosts
-    are IPv4 only)."""
+    """reroute_bed's routes, and the dual-stack hosts' IPv6 prefixes
+    (`v6_nexthop`; the cross-traffic hosts are IPv4 only)."""
     v4 = bed.routes(name, LAYOUT)
     out: list[dict[str, object]] = [{"prefix": p, "nexthop": port} for p, port in v4.items()]
     v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
-    out += [{"prefix": v6[h.name], "nexthop": v4[h.subnet]} for h in LAYOUT.hosts if h.name in v6]
+    out += [
+        {"prefix": v6[h.name], "nexthop": v6_nexthop(name, h)} for h in LAYOUT.hosts if h.name in v6
+    ]
     return out
 
 

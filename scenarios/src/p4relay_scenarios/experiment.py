@@ -78,6 +78,10 @@ class Row:
     # overflowing while its threads wait for a CPU, and its egress queues tail-dropping.
     switch_rx_drops: int
     switch_queue_drops: int
+    # The host's 1-minute load average sampled each second over the window (mean, max):
+    # what the shared machine carried while the level was measured.
+    load_1m_mean: float = float("nan")
+    load_1m_max: float = float("nan")
 
 
 def recorded_command(program: str, argv: list[str]) -> str:
@@ -179,6 +183,7 @@ def run_level(
         raise ValueError(f"hold {hold_s}s too short for {calls} calls at {rate}/s: no window")
     snaps: dict[str, cpuacct.Snapshot] = {}
     drops: dict[str, tuple[int, int]] = {}
+    loads: list[float] = []
 
     def spawned(pid: int) -> None:
         pids["uac"] = [pid]
@@ -188,6 +193,8 @@ def run_level(
         if "a" not in snaps and now >= win[0]:
             snaps["a"] = cpuacct.snapshot(pids)
             drops["a"] = switch_drops()
+        if win[0] <= now <= win[1]:
+            loads.append(os.getloadavg()[0])
         if "b" not in snaps and now >= win[1]:
             snaps["b"] = cpuacct.snapshot(pids)
             drops["b"] = switch_drops()
@@ -244,6 +251,8 @@ def run_level(
         machine_busy_pct=use.machine_busy,
         switch_rx_drops=sw_drops[0],
         switch_queue_drops=sw_drops[1],
+        load_1m_mean=sum(loads) / len(loads) if loads else nan,
+        load_1m_max=max(loads) if loads else nan,
     )
     return row, cdf
 
@@ -296,19 +305,22 @@ def table(rows: list[Row]) -> Table:
 
 
 def markdown(rows: list[Row], meta: dict[str, object]) -> str:
-    machine = meta.get("machine")
-    lines = [
-        "# Relay experiment: server-based vs switch-based relay",
-        "",
-        f"Command: `{meta['command']}`",
-        "",
-        "Machine: "
-        + (
-            ", ".join(f"{k} {v}" for k, v in machine.items())
-            if isinstance(machine, dict)
-            else str(machine)
-        ),
-        "",
+    lines = ["# Relay experiment: server-based vs switch-based relay", ""]
+    parts = meta.get("parts")
+    if isinstance(parts, list) and parts:
+        lines += ["Measured in parts (`--merge`), each part's levels with its own command:", ""]
+        for part in parts:
+            if isinstance(part, dict):
+                lines.append(f"- `{part.get('command')}`: {_machine(part.get('machine'))}")
+        lines.append("")
+    else:
+        lines += [
+            f"Command: `{meta['command']}`",
+            "",
+            "Machine: " + _machine(meta.get("machine")),
+            "",
+        ]
+    lines += [
         f"SIP server: {meta.get('sip_server') or 'not recorded'} (its rtpproxy module talks to "
         "rtpagent in both modes; server-based relay: rtpagent offloads nothing).",
         "",
@@ -323,7 +335,7 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
         + "caller->callee packets matched by RTP SSRC and sequence number.",
         "",
         "| mode | calls | ok/failed | delay ms p50 | delay ms p99 | variation ms p50 | "
-        "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % | load 1m |",
+        "variation ms p99 | loss % | MOS p50 | MOS min | relay CPU % | host load 1m mean/max |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -331,8 +343,14 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
             f"| {r.mode} | {r.calls} | {r.calls_ok}/{r.calls_failed} | {r.delay_ms_median:.3f} | "
             f"{r.delay_ms_p99:.2f} | {r.variation_ms_median:.3f} | {r.variation_ms_p99:.2f} | "
             f"{r.loss_pct:.2f} | {_f(r.mos_median)} | {_f(r.mos_min)} | {r.relay_cpu_pct:.1f} | "
-            f"{r.loadavg_1m:.1f} |"
+            f"{_load(r)} |"
         )
+    lines += [
+        "",
+        "Host load: the machine's 1-minute load average (`/proc/loadavg`) sampled each second "
+        "over the level's window. The machine is shared; every figure here was measured under "
+        "that load, and the `other` column below is the CPU the rest of the machine took.",
+    ]
     lines += [
         "",
         "Where the CPU went over the same window, % of one core (the machine has 2 cores: "
@@ -377,6 +395,18 @@ def cpu_line(r: Row) -> str:
 
 def _f(x: float | None) -> str:
     return f"{x:.2f}" if x is not None else "-"
+
+
+def _load(r: Row) -> str:
+    if r.load_1m_mean == r.load_1m_mean:  # not NaN: sampled over the window
+        return f"{r.load_1m_mean:.1f}/{r.load_1m_max:.1f}"
+    return f"{r.loadavg_1m:.1f} (at the end)"
+
+
+def _machine(machine: object) -> str:
+    if isinstance(machine, dict):
+        return ", ".join(f"{k} {v}" for k, v in machine.items())
+    return str(machine)
 
 
 def plots(rows: list[Row], cdfs: dict[str, list[float]], out: Path) -> list[Path]:
@@ -511,11 +541,15 @@ def run(
     command: str,
     nice: int = 0,
     sip: SipServer = "opensips",
+    merge: bool = False,
 ) -> list[Row]:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[Row] = []
     cdfs: dict[str, list[float]] = {}
     sip_server = sip_server_version(sip)
+    earlier = (
+        earlier_results(out, rate=rate, hold_s=hold_s, sip_server=sip_server) if merge else None
+    )
     console.print(f"SIP server: {sip_server}")
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -566,9 +600,81 @@ def run(
         "capture": "hosts",
         "levels": levels,
         "modes": modes,
-        "knee_server": knee(rows, "server"),
-        "knee_switch": knee(rows, "switch"),
     }
+    if earlier is not None:
+        rows, cdfs, meta = merged(earlier, rows, cdfs, meta)
+    meta["knee_server"] = knee(rows, "server")
+    meta["knee_switch"] = knee(rows, "switch")
+    write(out, rows, cdfs, meta)
+    console.print(table(rows))
+    console.print(f"knee of server-based relay: {meta['knee_server'] or 'not reached'}")
+    return rows
+
+
+def earlier_results(out: Path, *, rate: float, hold_s: float, sip_server: str) -> dict[str, object]:
+    """The results already in out, which a --merge run adds to: refused (before anything
+    runs) when they were measured with another call rate, hold time or SIP server."""
+    path = out / "results.json"
+    if not path.exists():
+        return {"meta": {}, "rows": [], "delay_quantiles_ms": {}}
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("meta"), dict):
+        raise ValueError(f"{path}: not an experiment's results")
+    old = data["meta"]
+    for key, new in (("rate", rate), ("hold_s", hold_s), ("sip_server", sip_server)):
+        if old.get(key) != new:
+            raise ValueError(
+                f"{path}: measured with {key} {old.get(key)!r}, this run {new!r}: "
+                "write to another --out or run without --merge"
+            )
+    return data
+
+
+def merged(
+    earlier: dict[str, object],
+    rows: list[Row],
+    cdfs: dict[str, list[float]],
+    meta: dict[str, object],
+) -> tuple[list[Row], dict[str, list[float]], dict[str, object]]:
+    """This run's levels added to earlier results (a level measured again replaces the
+    earlier one); the meta lists each part's command and machine."""
+    new = {(r.mode, r.calls) for r in rows}
+    old_rows = earlier.get("rows")
+    kept = [
+        row
+        for row in (Row(**r) for r in (old_rows if isinstance(old_rows, list) else []))
+        if (row.mode, row.calls) not in new
+    ]
+    all_rows = sorted([*kept, *rows], key=lambda r: (r.mode, r.calls))
+    old_cdfs = earlier.get("delay_quantiles_ms")
+    all_cdfs = {
+        k: v
+        for k, v in (old_cdfs.items() if isinstance(old_cdfs, dict) else [])
+        if any(f"{r.mode}-{r.calls}" == k for r in kept)
+    }
+    all_cdfs.update(cdfs)
+    old_meta = earlier.get("meta")
+    old_meta = old_meta if isinstance(old_meta, dict) else {}
+    parts = old_meta.get("parts")
+    if not isinstance(parts, list):
+        parts = [
+            {k: old_meta[k] for k in ("command", "machine", "levels", "modes") if k in old_meta}
+        ]
+        parts = [p for p in parts if p]
+    this = {k: meta[k] for k in ("command", "machine", "levels", "modes")}
+    out_meta = {
+        **meta,
+        "parts": [*parts, this],
+        "levels": sorted({r.calls for r in all_rows}),
+        "modes": [m for m in ("server", "switch") if any(r.mode == m for r in all_rows)],
+    }
+    return all_rows, all_cdfs, out_meta
+
+
+def write(
+    out: Path, rows: list[Row], cdfs: dict[str, list[float]], meta: dict[str, object]
+) -> None:
+    """results.json, results.csv, README.md and the plots in out."""
     (out / "results.json").write_text(
         json.dumps(
             {"meta": meta, "rows": [asdict(r) for r in rows], "delay_quantiles_ms": cdfs},
@@ -581,9 +687,6 @@ def run(
             f.write(",".join(str(v) for v in asdict(r).values()) + "\n")
     (out / "README.md").write_text(markdown(rows, meta))
     plots(rows, cdfs, out)
-    console.print(table(rows))
-    console.print(f"knee of server-based relay: {meta['knee_server'] or 'not reached'}")
-    return rows
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -618,6 +721,12 @@ def main(argv: list[str] | None = None) -> int:
         "starve the relay, the switch and SIPp and be measured instead of them (default -10)",
     )
     p.add_argument(
+        "--merge",
+        action="store_true",
+        help="add this run's levels to the results already in --out (a level measured again "
+        "replaces the earlier one), so a long experiment can run as several short parts",
+    )
+    p.add_argument(
         "--replot",
         action="store_true",
         help="only rewrite README.md and the plots in --out from its results.json",
@@ -649,6 +758,7 @@ def main(argv: list[str] | None = None) -> int:
         command=command,
         nice=args.nice,
         sip=args.sip,
+        merge=args.merge,
     )
     return 0
 

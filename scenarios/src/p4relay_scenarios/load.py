@@ -122,12 +122,18 @@ def uac_command(
     builtin: str | None = None,
     scenario: str = "uac.xml",
     service: str | None = None,
+    callee: str | None = None,
 ) -> list[str]:
     """SIPp's command line: one of our scenarios (sipp/), or SIPp's built-in `builtin`;
     over IPv6 when `host` is an IPv6 address (to the SIP server's IPv6 address).
-    `service`: the Request-URI's user (`v4`/`v6` pick the trunk's address family)."""
+    `service`: the Request-URI's user (`v4`/`v6` pick the trunk's address family);
+    `callee`: the Request-URI's host instead of the SIP server's (a trunk's call
+    names its callee; SIPp still sends to the SIP server, `-rsa`)."""
     server = f"[{topology.RELAY.addr6}]" if ":" in host else topology.RELAY.addr
     cmd = ["sipp", f"{server}:5060"]
+    if callee is not None:
+        cmd = ["sipp", f"[{callee}]:5060" if ":" in callee else f"{callee}:5060"]
+        cmd += ["-rsa", f"{server}:5060"]
     if builtin is None:
         cmd += ["-sf", str(SCENARIOS / "sipp" / scenario), "-s", service or "p4relay"]
     else:
@@ -174,18 +180,23 @@ def run_uac(
     scenario: str = "uac.xml",
     family: Literal[4, 6] = 4,
     service: str | None = None,
+    caller: topology.Host | None = None,
+    callee: str | None = None,
 ) -> UacResult:
     """Place the profile's calls from the UAC host (or from behind the NAT).
 
     scenario: our SIPp scenario (in sipp/); builtin: one of SIPp's own (`uac`, `uac_pcap`);
     family: the address family the UAC calls from (and reaches the SIP server over);
-    service: the Request-URI's user (`v4`/`v6`: the trunk's family, a bridged call).
+    service: the Request-URI's user (`v4`/`v6`: the trunk's family, a bridged call);
+    caller: another host to call from (the trunk's own calls come from the UAS host),
+    callee: the host the Request-URI names (the SIP server routes the call there).
     """
     if behind_nat:
         netns = topology.NATUAC_NS
         host = topology.NATUAC_ADDR6 if family == 6 else topology.NATUAC_ADDR
     else:
-        netns, host = topology.UAC.netns, topology.UAC.addr6 if family == 6 else topology.UAC.addr
+        h = caller or topology.UAC
+        netns, host = h.netns, h.addr6 if family == 6 else h.addr
     out_dir.mkdir(parents=True, exist_ok=True)
     stat_file = out_dir / f"{tag}-stats.csv"
     stat_file.unlink(missing_ok=True)
@@ -196,7 +207,14 @@ def run_uac(
         "exec",
         netns,
         *uac_command(
-            profile, host, stat_file, out_dir / f"{tag}-errors.log", builtin, scenario, service
+            profile,
+            host,
+            stat_file,
+            out_dir / f"{tag}-errors.log",
+            builtin,
+            scenario,
+            service,
+            callee,
         ),
     ]
     deadline = time.monotonic() + profile.duration_s + grace_s

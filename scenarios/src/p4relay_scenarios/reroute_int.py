@@ -234,6 +234,8 @@ def s1_config(address: str, mode: str, p: Params, report_port: int) -> Settings:
                     "backup_port": backup,
                 }
             ],
+            # the hop a sink's notice names, by name in the events
+            "switch_names": {str(v): k for k, v in ib.SWITCH_IDS.items()},
         },
         "int": {
             "switch_id": ib.SWITCH_IDS["s1"],
@@ -470,6 +472,10 @@ class Run:
     hop: str = ""
     returns: int = 0
     port_hot: int = 0  # s1's primary port stamped hot (its own delay over t_q) in the window
+    # moves before the cross traffic started: the calls may be on the backup
+    # when the congestion begins, and "move after" then counts from the onset
+    # to the move after their return
+    early_moves: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -575,6 +581,7 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
     calls = call_metrics(rows, p.calls, int(t_cross * 1e9), p.cross_s)
     onset = congestion_onset(rows, int(t_cross * 1e9)) / 1e9
     moves = [t for t in watch.moves if t >= t_cross]
+    early = [t for t in watch.moves if t < t_cross]
     window_end = t_cross + p.cross_s
     returns = [t for t in watch.returns if t_cross <= t <= window_end]
     port_hot = [t for t in watch.port_hot if t_cross <= t <= window_end]
@@ -595,7 +602,8 @@ def run_one(mode: str, cross: float, run: int, p: Params, run_dir: Path) -> Run:
         hop,
         len(returns),
         len(port_hot),
-        evs,
+        early_moves=len(early),
+        events=evs,
     )
 
 
@@ -634,6 +642,7 @@ def summary(runs: list[Run]) -> list[dict[str, Any]]:
                 "moves": sum(r.moves for r in rs),
                 "returns": sum(r.returns for r in rs),
                 "port_hot": _mean([float(r.port_hot) for r in rs]),
+                "early_moves": sum(r.early_moves for r in rs),
                 "cross_loss": _mean([r.cross_loss_pct or float("nan") for r in rs]),
                 "hop": next((r.hop for r in rs if r.hop), ""),
             }
@@ -649,7 +658,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| cross | detection | runs x calls | loss % mean / max | pps / call | max gap ms mean / max "
         "| delay p99 ms | MOS min / mean | move after ms | moved runs / moves / returns "
-        "| s1 port stamped hot / run | hop named | cross loss % |\n" + "|---" * 13 + "|\n"
+        "| s1 port stamped hot / run | moves before the cross traffic | hop named "
+        "| cross loss % |\n" + "|---" * 14 + "|\n"
     )
     lines = [
         f"| {r['cross']:g}x | {r['mode']} | {r['runs']} x {r['calls'] // max(r['runs'], 1)} "
@@ -657,7 +667,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         f"| {_fmt(r['max_gap_mean'])} / {_fmt(r['max_gap_max'])} | {_fmt(r['p99_delay'])} "
         f"| {_fmt(r['mos_min'], 2)} / {_fmt(r['mos_mean'], 2)} | {_fmt(r['move_after_ms'])} "
         f"| {r['moved_runs']} / {r['moves']} / {r['returns']} | {_fmt(r['port_hot'])} "
-        f"| {r['hop']} | {_fmt(r['cross_loss'])} |"
+        f"| {r.get('early_moves', 0)} | {r['hop']} | {_fmt(r['cross_loss'])} |"
         for r in sorted(rows, key=lambda r: (r["cross"], MODES.index(r["mode"])))
     ]
     return head + "\n".join(lines) + "\n"
@@ -795,7 +805,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"{mode} {x:g}x run {k}: loss {s['loss_mean']:.2f} %, pps {s['pps']:.1f}, "
                         f"max gap {s['max_gap_max']:.0f} ms, MOS min {s['mos_min']:.2f}, "
                         f"moved after {_fmt(r.move_after_ms)} ms ({r.moves} moves, "
-                        f"{r.returns} returns; s1's port stamped hot {r.port_hot} times) {r.hop}",
+                        f"{r.returns} returns, {r.early_moves} before the cross traffic; "
+                        f"s1's port stamped hot {r.port_hot} times) {r.hop}",
                         flush=True,
                     )
                     tbl, vs, commit = write(a.out, runs, p)
@@ -825,6 +836,7 @@ def load_runs(path: Path, keep: Any) -> list[Run]:
             r.get("hop", ""),
             r.get("returns", 0),
             r.get("port_hot", 0),
+            early_moves=r.get("early_moves", 0),
         )
         if keep(run):
             out.append(run)

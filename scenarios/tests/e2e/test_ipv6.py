@@ -5,12 +5,15 @@ The cases share the e2e stack (conftest): calls over IPv6 with the project's
 scenario and with SIPp's stock `uac_pcap` against its stock `uas`, once per
 SIP server; with OpenSIPS a bridged call (an IPv4 caller, the trunk over
 IPv6: RTPProxy bridges it, the call stays there with its reason), a NAT66
-caller and a media timeout. Calls are few and short (CI time).
+caller, the trunk's own call over IPv6, a re-INVITE in a bridged call, a
+re-INVITE that moves the callee's media port, and a media timeout. Calls are
+few and short (CI time).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import subprocess
 import threading
 import time
@@ -19,12 +22,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import httpx
 import pytest
 from p4relay_scenarios import rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import udp_bound_in
-from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_PORT, Stack
+from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SCENARIOS, SIP_PORT, Stack
+from p4relay_switch.client import ReadEntry, SwitchClient
 from p4relay_testsupport import wait_until
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 UAS_PORT = topology.UAS.port
@@ -248,6 +254,225 @@ def test_nat66_call_is_offloaded_after_learning(stack: Stack) -> None:
 
     wait_for(offloaded, 20, "the NAT66 session offloaded in the API")
     wait_for(lambda: entries6() == (0, 0) or None, 5, "IPv6 entries removed")
+
+
+AGENT_METRICS = f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics"
+# The SIPp UAS's media port (SIPp's default -mp), and where uas-newport.xml moves it.
+UAS_MEDIA_PORT, NEW_MEDIA_PORT = 6000, 6002
+
+
+def agent_counter(name: str, **labels: str) -> float:
+    """One of rtpagent's counters (its /metrics), 0 when not exported yet."""
+    text = httpx.get(AGENT_METRICS, timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == f"{name}_total" and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
+                return float(sample.value)
+    return 0.0
+
+
+def all_entries() -> tuple[int, int, int, int]:
+    """Every call entry on the switch, both families: relay, leg_rewrite, relay_guard (IPv4),
+    then IPv6's relay6 + leg_rewrite6 + relay_guard6 in one sum."""
+    v4 = asyncio.run(switchcfg.relay_entry_count(GRPC_ADDR))
+    g4 = asyncio.run(switchcfg.guard_entries(GRPC_ADDR))
+    g6 = asyncio.run(switchcfg.guard_entries(GRPC_ADDR, family=6))
+    return v4[0], v4[1], g4, sum(entries6()) + g6
+
+
+def uas_media6() -> tuple[set[int], set[int]]:
+    """The UAS's media ports in the switch's IPv6 entries: the source ports of
+    its relay6 keys (where it sends from) and the destination ports of the
+    leg_rewrite6 rewrites towards it (where it is sent to)."""
+
+    async def read() -> tuple[list[ReadEntry], list[ReadEntry]]:
+        sw = SwitchClient(GRPC_ADDR, client_id=11, reconnect=False, connect_timeout_s=30)
+        await sw.connect()
+        try:
+            return await sw.read(switchcfg.T_RELAY6), await sw.read(switchcfg.T_LEG6)
+        finally:
+            await sw.close()
+
+    def num(v: object) -> int:
+        assert isinstance(v, int), v
+        return v
+
+    uas = int(ipaddress.IPv6Address(topology.UAS.addr6))
+    relay6, legs6 = asyncio.run(read())
+    sends = {num(e.key["hdr.udp.src_port"]) for e in relay6 if e.key["hdr.ipv6.src_addr"] == uas}
+    sent_to = {num(e.data["dst_port"]) for e in legs6 if e.data.get("dst_addr") == uas}
+    return sends, sent_to
+
+
+@pytest.mark.each_sip_server
+def test_trunk_call_over_ipv6_is_offloaded(stack: Stack) -> None:
+    """The trunk's own call over IPv6: SIPp on the UAS host (the trunk) sends the
+    INVITE to the SIP server's IPv6 address naming the callee on the UAC host; the
+    SIP server routes it there by its Request-URI, and the switch relays its media."""
+    callee = topology.UAC.addr6
+    stack.sup.stop("sipp-uas6")  # the trunk's SIPp calls from its SIP and media ports
+    stack.sup.start(
+        "sipp-callee6",
+        ["sipp", "-sf", str(SCENARIOS / "sipp" / "uas.xml"), "-i", callee, "-mi", callee,
+         "-p", str(SIP_PORT), "-nostdin", "-trace_err",
+         "-error_file", str(stack.cfg.run_dir / "logs" / "sipp-callee6-errors.log")],
+        netns=topology.UAC.netns,
+        cwd=stack.prepare_media(),
+    )  # fmt: skip
+    try:
+        stack.sup.wait_ready(
+            "sipp-callee6",
+            partial(udp_bound_in, topology.UAC.netns, SIP_PORT, callee),
+            20,
+            "SIP on the UAC's IPv6 address",
+        )
+        t0 = time.time() - 1
+        before = rtpp.stats(*RTPP)
+        tx0 = switch_tx(topology.UAC.port)
+        seen: dict[str, int] = {}
+        result = run_uac(
+            Profile("v6-trunk", rate=2.0, calls=1, hold_s=5.0, limit=1),
+            stack.media_dir,
+            stack.cfg.run_dir / "load",
+            tag=f"v6-trunk-{stack.cfg.sip}",
+            family=6,
+            caller=topology.UAS,
+            callee=callee,
+            stop=watch_entries(seen),
+        )
+        tx1 = switch_tx(topology.UAC.port)
+        after = rtpp.stats(*RTPP)
+        assert result.stats.successful == 1, f"SIPp: {result.stats} (log {result.log})"
+        wait_for(lambda: entries6() == (0, 0) or None, 5, "IPv6 entries removed at the BYE")
+    finally:
+        stack.sup.stop("sipp-callee6")
+        stack.sipp_uas(ipv6=True)
+    assert seen.get("max", 0) >= 2, f"the trunk's call was not offloaded: {seen}"
+    # ~5 s of the trunk's media at 50 packets/s to the callee, through the switch.
+    assert tx1 - tx0 >= 4 * 50, f"switch sent {tx1 - tx0} frames to the callee"
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed <= 0.05 * 2 * 5 * 50, f"RTPProxy relayed {relayed} packets"
+
+    def ended_with_mos() -> list[dict[str, Any]] | None:
+        got = sessions_from(stack, topology.UAS.addr6, t0)
+        return got if got and all(s["state"] == "ended" and s["mos_avg"] for s in got) else None
+
+    (s,) = wait_for(ended_with_mos, 20, "the trunk's IPv6 session ended with MOS in the API")
+    assert s["offloaded"], s["offload_reason"]
+    assert s["caller"].startswith(f"[{topology.UAS.addr6}]:"), s
+    assert s["callee"].startswith(f"[{callee}]:"), s
+    assert s["mos_avg"] > 4.0, s
+
+
+def test_reinvite_in_a_bridged_call_stays_on_rtpproxy(stack: Stack) -> None:
+    """A re-INVITE in a call bridged between IPv4 and IPv6: RTPProxy keeps relaying
+    it before and after (the re-INVITE's offer and answer carry the bridging
+    flags), the switch never gets an entry of it, and it ends with `family_bridge`."""
+    stack.sup.stop("sipp-uas6")
+    try:
+        stack.sipp_uas("uas-reinvite.xml", ipv6=True)
+        t0 = time.time() - 1
+        offloads0 = agent_counter("rtpagent_offloads")
+        bridged0 = agent_counter("rtpagent_fallbacks", reason="family_bridge")
+        start = time.monotonic()
+        ticks: list[tuple[float, int, tuple[int, int, int, int]]] = []
+
+        def watch() -> bool:
+            relayed = rtpp.stats("npkts_relayed")["npkts_relayed"]
+            ticks.append((time.monotonic() - start, relayed, all_entries()))
+            return False
+
+        result = run_uac(
+            Profile("v6-bridged-reinvite", rate=2.0, calls=1, hold_s=6.0, limit=1),
+            stack.media_dir,
+            stack.cfg.run_dir / "load",
+            tag=f"v6-bridged-reinvite-{stack.cfg.sip}",
+            scenario="uac-reoffer.xml",
+            family=4,
+            service="v6",
+            stop=watch,
+        )
+    finally:
+        stack.sup.stop("sipp-uas6")
+        stack.sipp_uas(ipv6=True)
+    assert result.stats.successful == 1, f"SIPp: {result.stats} (log {result.log})"
+    assert result.stats.failed == 0, result.stats
+    # Nothing of the call on the switch at any time, not even half of it.
+    assert all(e == (0, 0, 0, 0) for _, _, e in ticks), ticks
+    assert agent_counter("rtpagent_offloads") == offloads0
+    # The re-INVITE comes 3 s after the ACK, the BYE 6 s later: RTPProxy relays
+    # both ways (100 packets/s) after the re-INVITE as before it.
+    early = [(t, r) for t, r, _ in ticks if t <= 3.0]
+    late = [(t, r) for t, r, _ in ticks if 4.5 <= t <= 8.5]
+    assert early and len(late) >= 2, ticks
+    rate = (late[-1][1] - late[0][1]) / (late[-1][0] - late[0][0])
+    assert rate >= 60, f"RTPProxy relayed {rate:.0f} packets/s after the re-INVITE: {ticks}"
+
+    def bridged() -> list[dict[str, Any]] | None:
+        got = sessions_from(stack, topology.UAC.addr, t0)
+        return got if got and got[0]["state"] == "ended" else None
+
+    (s,) = wait_for(bridged, 20, "the bridged session ended in the API")
+    assert not s["offloaded"]
+    assert s["offload_reason"] == "family_bridge", s
+    assert agent_counter("rtpagent_fallbacks", reason="family_bridge") > bridged0
+
+
+def test_reinvite_moving_the_callee_port_moves_the_entries(stack: Stack) -> None:
+    """An IPv6 call whose callee answers a re-INVITE with another media port (and
+    sends from it from then on): the switch's IPv6 entries follow, to and from
+    the new port, and the switch keeps relaying the call."""
+    pcap = stack.prepare_media() / "pcap" / "g711a.pcap"
+    if not pcap.exists():
+        src = next((d / pcap.name for d in SIPP_PCAPS if (d / pcap.name).exists()), None)
+        assert src is not None, f"SIPp's {pcap.name} not found in {[str(d) for d in SIPP_PCAPS]}"
+        pcap.parent.mkdir(exist_ok=True)
+        pcap.symlink_to(src)
+    stack.sup.stop("sipp-uas6")
+    try:
+        stack.sipp_uas("uas-newport.xml", ipv6=True)
+        modified0 = agent_counter("rtpagent_offload_modifications")
+        ticks: list[tuple[float, set[int], set[int], int]] = []
+        start = time.monotonic()
+
+        def watch() -> bool:
+            sends, sent_to = uas_media6()
+            ticks.append((time.monotonic() - start, sends, sent_to, switch_tx(topology.UAC.port)))
+            return False
+
+        before = rtpp.stats(*RTPP)
+        result = run_uac(
+            Profile("v6-newport", rate=2.0, calls=1, hold_s=5.0, limit=1),
+            stack.media_dir,
+            stack.cfg.run_dir / "load",
+            tag=f"v6-newport-{stack.cfg.sip}",
+            scenario="uac-reoffer.xml",
+            family=6,
+            stop=watch,
+        )
+        after = rtpp.stats(*RTPP)
+        wait_for(lambda: entries6() == (0, 0) or None, 5, "IPv6 entries removed at the BYE")
+    finally:
+        stack.sup.stop("sipp-uas6")
+        stack.sipp_uas(ipv6=True)
+    assert result.stats.successful == 1, f"SIPp: {result.stats} (log {result.log})"
+    assert result.stats.failed == 0, result.stats
+    # Offloaded first on the callee's media port, then on its new port both ways
+    # (relay6 keys its RTP and its RTCP, port + 1).
+    old, new = UAS_MEDIA_PORT, NEW_MEDIA_PORT
+    on_old = [i for i, (_, s, d, _) in enumerate(ticks) if s == {old, old + 1} and d == {old}]
+    on_new = [i for i, (_, s, d, _) in enumerate(ticks) if s == {new, new + 1} and d == {new}]
+    assert on_old and len(on_new) >= 2 and on_old[-1] < on_new[0], ticks
+    assert agent_counter("rtpagent_offload_modifications") > modified0
+    # The callee's media from its new port (the recording: 236 packets in 7 s)
+    # reaches the caller through the switch; RTPProxy relays almost nothing.
+    (t0, *_, tx0), (t1, *_, tx1) = ticks[on_new[0]], ticks[on_new[-1]]
+    assert t1 - t0 >= 1.5, ticks
+    assert (tx1 - tx0) / (t1 - t0) >= 20, f"to the caller from the new port: {ticks}"
+    relayed = after["npkts_relayed"] - before["npkts_relayed"]
+    assert relayed <= 0.1 * 2 * 8 * 50, f"RTPProxy relayed {relayed} packets"
 
 
 MEDIA_BLOCK6 = "p4r_media_block6"

@@ -13,6 +13,9 @@ from typing import Any
 CONTRACT = Path(__file__).resolve().parents[2] / "contract.toml"
 
 
+# The upper half of a register the contract marks `split`.
+SPLIT_SUFFIX = "_hi"
+
 # An indexed counter's data fields by its unit (bf-p4c's names).
 COUNTER_UNIT_DATA = {
     "PACKETS": ("$COUNTER_SPEC_PKTS",),
@@ -46,6 +49,13 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
         | {r["name"] for r in contract.get("register", [])}
         | {c["name"] for c in contract.get("counter", [])}
     )
+    # A register the contract marks `split` may come as two (QUALITY_SPLIT):
+    # then every split register has its "<name>_hi", with the same field.
+    split = [r for r in contract.get("register", []) if r.get("split")]
+    his = {r["name"] + SPLIT_SUFFIX for r in split}
+    if his & set(tables) and not his <= set(tables):
+        errs.append(f"split registers: only {sorted(his & set(tables))} of {sorted(his)}")
+    want_tables |= his & set(tables)
     for extra in sorted(set(tables) - want_tables):
         errs.append(f"bfrt.json has table {extra} that the contract does not name")
 
@@ -103,7 +113,12 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
                 f"table {name}: attributes {sorted(attrs)} lack {sorted(want_attrs - attrs)}"
             )
 
-    for cr in contract.get("register", []):
+    halves = [
+        {**cr, "name": cr["name"] + SPLIT_SUFFIX}
+        for cr in split
+        if cr["name"] + SPLIT_SUFFIX in tables
+    ]
+    for cr in [*contract.get("register", []), *halves]:
         name = cr["name"]
         t = tables.get(name)
         if t is None:

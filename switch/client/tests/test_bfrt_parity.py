@@ -51,9 +51,10 @@ def softswitch_dump(
     flag: str,
     relay_entries: int = CONTRACT_CONFIG["relay_entries_p4"],
     legs: int = CONTRACT_CONFIG["legs_p4"],
+    *extra: str,
 ) -> dict[str, Any]:
     """The software switch's schema, started with these sizes (by default the
-    standard profile's)."""
+    standard profile's) and flags."""
     out = subprocess.run(
         [
             str(softswitch_binary()),
@@ -66,6 +67,7 @@ def softswitch_dump(
             str(CONTRACT_SIZES["pipe.Ingress.relay6"]),
             "--leg6-entries",
             str(CONTRACT_SIZES["pipe.Ingress.leg_rewrite6"]),
+            *extra,
         ],
         check=True,
         capture_output=True,
@@ -136,7 +138,8 @@ def test_the_comparison_sees_a_changed_scope_size_or_annotation(
 # The objects whose sizes are a build's capacity: a call has 4 relay and 4
 # guard entries and 2 legs (leg_rewrite, guard_drops, the quality registers).
 # A build that splits the quality registers (large-t2) names each upper half
-# "<name>_hi"; the software switch keeps one register with both halves' cells.
+# "<name>_hi"; the software switch does so when started with
+# --quality-half-bits (the lower half's size is 2^bits).
 CAPACITY = {
     "pipe.Ingress.relay",
     "pipe.Ingress.relay_guard",
@@ -165,31 +168,34 @@ PROFILES = subprocess.run(
 ).stdout.split()
 
 
-def capacity(bfrt: dict[str, Any], names: set[str]) -> dict[str, int]:
-    """Cells per capacity object, a split register's halves added up."""
-    out: dict[str, int] = {}
-    for t in bfrt["tables"]:
-        name = str(t["name"])
-        if name not in names and name.removesuffix("_hi") in names:
-            name = name.removesuffix("_hi")
-        if name in names:
-            out[name] = out.get(name, 0) + int(t["size"])
-    return out
+def capacity(bfrt: dict[str, Any], names: set[str]) -> dict[str, tuple[int, str]]:
+    """Cells per capacity object (and per upper half of a split one), with
+    its data fields."""
+    return {
+        str(t["name"]): (int(t["size"]), json.dumps(t["data"], sort_keys=True))
+        for t in bfrt["tables"]
+        if t["name"] in names or str(t["name"]).removesuffix("_hi") in names
+    }
 
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_softswitch_started_with_a_builds_sizes_has_its_capacity(profile: str) -> None:
     """Every profile's capacity is what the software switch models when started
-    with that build's relay entries and legs: the same cells in every relay,
-    leg and quality object the build has."""
+    with that build's relay entries and legs (and, where the build splits the
+    quality registers, its split): the same cells in every relay, leg and
+    quality object the build has, under the same names and fields."""
     fresh = BUILD / f"p4relay-{profile}" / "bf-rt.json"
     if not fresh.is_file():
         pytest.skip(
             f"{profile} is not compiled here (build.sh {profile}; the p4 stage compiles --list)"
         )
     want = capacity(json.loads(fresh.read_text()), CAPACITY)
-    relay, legs = want["pipe.Ingress.relay"], want["pipe.Ingress.leg_rewrite"]
-    got = capacity(softswitch_dump("--dump-bfrt-json", relay, legs), set(want))
+    relay, legs = want["pipe.Ingress.relay"][0], want["pipe.Ingress.leg_rewrite"][0]
+    split: tuple[str, ...] = ()
+    if "pipe.Egress.rtp_packets_hi" in want:
+        lower = want["pipe.Egress.rtp_packets"][0]
+        split = ("--quality-half-bits", str(lower.bit_length() - 1))
+    got = capacity(softswitch_dump("--dump-bfrt-json", relay, legs, *split), set(want))
     assert got == want
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from typing import Any
 
 import pytest
-from contract_check import check_fixed, check_program, load_contract
+from contract_check import SPLIT_SUFFIX, check_fixed, check_program, load_contract
 from p4relay_switch import pipeline
 from p4relay_testsupport import dump_softswitch as dump
+from p4relay_testsupport import softswitch_binary
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,28 @@ def bfrt() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def fixed() -> dict[str, Any]:
     return dict(json.loads(dump("--dump-fixed-bfrt-json")))
+
+
+SPLIT_ARGS = ("--legs", "131072", "--quality-half-bits", "16")  # large-t2's
+
+
+def test_softswitch_split_quality_schema_matches_contract(contract: dict[str, Any]) -> None:
+    """Started as a build that splits the quality registers, the software
+    switch serves both halves of each, as the contract allows."""
+    out = subprocess.run(
+        [str(softswitch_binary()), "--dump-bfrt-json", *SPLIT_ARGS],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    split = json.loads(out)
+    assert check_program(contract, split) == []
+    sizes = {t["name"]: t["size"] for t in split["tables"]}
+    assert [sizes[pipeline.REG_JITTER], sizes[pipeline.REG_JITTER + SPLIT_SUFFIX]] == [65536] * 2
+    # one half missing is a disagreement
+    split["tables"] = [t for t in split["tables"] if t["name"] != pipeline.REG_LOST + SPLIT_SUFFIX]
+    assert any("split registers" in e for e in check_program(contract, split))
 
 
 def test_softswitch_program_schema_matches_contract(
@@ -112,11 +136,18 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 7
+    assert contract["program"]["contract_version"] == 8
+    # contract v8: the reroute digest names the INT hop a sink's notice saw
+    reroute = next(d for d in contract["digest"] if d["name"] == "pipe.IngressDeparser.reroute")
+    assert [f["name"] for f in reroute["fields"]][-2:] == ["hop_switch_id", "hop_port"]
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
     assert len(pipeline.QUALITY_REGISTERS) == 8
+    # exactly the quality registers may be split, their halves named alike
+    split = {r["name"] for r in contract["register"] if r.get("split")}
+    assert split == set(pipeline.QUALITY_REGISTERS)
+    assert pipeline.QUALITY_HI_SUFFIX == SPLIT_SUFFIX
     assert "pipe.Ingress.learn_filter" in registers
     assert pipeline.LEARN_DIGEST in {d["name"] for d in contract["digest"]}
     relay_keys = [k["name"] for k in tables[pipeline.RELAY]["keys"]]

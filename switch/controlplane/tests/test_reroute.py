@@ -230,14 +230,14 @@ def _csum(b: bytes) -> int:
 def int_notice(dst: str, slot: int) -> bytes:
     """An UPSTREAM congestion notice from the sink's INT trigger (from_int):
     Ethernet type 0x88B5, reroute_notice_h (kind 4, class 1, from_int + the
-    flow's port there, the sink's slot, run 5, delay), then the flow's IPv4
-    and UDP headers."""
+    flow's port there, the sink's slot, run 5, delay, the hop at/over onset:
+    INT switch 3, its egress port 2), then the flow's IPv4 and UDP headers."""
     udp = struct.pack("!HHHH", 4000, 4001, 8, 0)
     ip = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28, 9, 0, 63, 17, 0, bytes(4), bytes(4)))
     ip[12:16] = ipaddress.IPv4Address("198.18.91.10").packed
     ip[16:20] = ipaddress.IPv4Address(dst).packed
     ip[10:12] = _csum(bytes(ip)).to_bytes(2, "big")
-    notice = struct.pack("!BBHHHI", 4, 1, 0x8000 | 3, slot, 5, 0)
+    notice = struct.pack("!BBHHHIIH", 4, 1, 0x8000 | 3, slot, 5, 0, 3, 2)
     eth = bytes.fromhex("020000000001") + bytes.fromhex("020000000099") + b"\x88\xb5"
     return eth + notice + bytes(ip) + udp
 
@@ -286,6 +286,7 @@ async def test_a_flow_the_sinks_int_notice_moved_returns_blind_with_backoff(
         {"flow_class": 0, "t_q_us": 1000, "m": 1, "hold_ms": hold},
         {"flow_class": 1, "t_q_us": 1000, "m": 0, "hold_ms": hold},
     ]
+    doc["reroute"]["switch_names"] = {"3": "s3"}
     # other traffic by the primary port (class 0: it stamps the port only)
     doc["routes"].append({"prefix": "198.18.98.0/24", "nexthop": 1})
     events: list[dict[str, object]] = []
@@ -336,4 +337,8 @@ async def test_a_flow_the_sinks_int_notice_moved_returns_blind_with_backoff(
     assert [e["hold_ms"] for e in away] == [hold, 2 * hold]
     assert hold <= int(str(back[0]["on_backup_ms"])) < hold + 500
     assert int(str(back[1]["on_backup_ms"])) >= 2 * hold
-    assert "a hop over its INT onset for 5 packets at the sink" in str(away[0]["trigger"])
+    assert str(away[0]["trigger"]) == "INT: s3 port 2 over onset for 5 packets at the sink"
+    # the hop the sink's notice named, on the moves and the returns (the console's field names)
+    assert {(e["hop_switch"], e["hop_switch_id"], e["hop_port"]) for e in away + back} == {
+        ("s3", 3, 2)
+    }

@@ -14,9 +14,10 @@
  * (Egress: deq_timedelta, the time the packet spent in the egress queue).
  * The hop ORs its threshold
  * verdicts into ds_flags (onset: depth >= onset_cells or latency >=
- * onset_ns; over clear: depth > clear_cells or latency > clear_ns) and XORs
- * its path word (switch id halves XOR ingress port, low 14 bits) into the
- * path signature; the sink's suppression reads both.
+ * onset_ns, with the bit of its place from the source; over clear: depth >
+ * clear_cells or latency > clear_ns) and XORs its path word (switch id, low
+ * 12 bits) into the path signature; the sink's suppression reads both, its
+ * reroute detection the onset bits (naming the hop in its notice).
  * int_tx_bytes counts every byte a port sends (the hop's utilisation field).
  */
 /* the hop's ports are written zero-extended (constant + PHV): the switch id
@@ -55,7 +56,7 @@ control IntTransit(
         eg_md.int_on = 1;
         eg_md.int_csum = true;
         eg_md.int_switch_id = switch_id;
-        eg_md.int_word = (bit<16>)switch_id[13:0];
+        eg_md.int_word = (bit<16>)switch_id[11:0];
         eg_md.int_onset_cells_d = onset_cells |-| (bit<32>)eg_intr_md.deq_qdepth;
         eg_md.int_clear_cells_d = clear_cells;
         eg_md.int_onset_ns_d = onset_ns |-| eg_md.queue_delay_ns;
@@ -114,6 +115,8 @@ control IntTransit(
         hdr.int_md.ds_id = INT_DS_ID;
         hdr.int_md.ds_instruction = hdr.udp.checksum;
         hdr.int_md.ds_flags = eg_md.int_word;
+        /* the source's hop is the first from the source */
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP1;
         hdr.udp.checksum = 0;
         hdr.ipv4.diffserv[7:2] = INT_DSCP;
         hdr.udp.hdr_length = hdr.udp.hdr_length + INT_SOURCE_BYTES;
@@ -126,6 +129,8 @@ control IntTransit(
         hdr.int_shim.len = hdr.int_shim.len + (bit<8>)INT_HOP_WORDS;
         hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
         hdr.int_md.ds_flags = hdr.int_md.ds_flags ^ eg_md.int_word;
+        /* a transit's hop is the second (INT_MAX_HOPS 2) */
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP2;
         hdr.udp.hdr_length = hdr.udp.hdr_length + INT_HOP_BYTES;
         hdr.ipv4.total_len = hdr.ipv4.total_len + INT_HOP_BYTES;
         INT_PUSH_HOP
@@ -143,8 +148,10 @@ control IntTransit(
         hdr.int_hop.queue_id[QUEUE_ID_WIDTH - 1:0] = eg_intr_md.egress_qid;
     }
 
+    /* the onset bit and this hop's place from the source (int_onset_bits,
+     * set where the hop was pushed) */
     action flag_onset() {
-        hdr.int_md.ds_flags = hdr.int_md.ds_flags | INT_FLAG_ONSET;
+        hdr.int_md.ds_flags = hdr.int_md.ds_flags | eg_md.int_onset_bits;
     }
 
     action flag_over_clear() {

@@ -63,7 +63,7 @@ control RelaySessions(
      * action does not fit leg_rewrite's stages); guard drops are counted
      * packets only, by the leg the guard_drop entry names (a 64-bit
      * bytes + packets cell per leg fits no stage beside relay_guard). */
-    DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) leg_counter;
+    DirectCounter<bit<LEG_COUNTER_WIDTH>>(CounterType_t.PACKETS_AND_BYTES) leg_counter;  /* sizes.p4 */
 
     @name(".Ingress.mark_relay")
     action mark_relay() {

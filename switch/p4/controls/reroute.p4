@@ -17,7 +17,11 @@
  *    or
  *  - (WITH_INT) it leaves the INT domain here (the sink) and a hop of its
  *    INT stack was at or over its onset threshold (ds_flags onset bit, set by
- *    the hops' int_hop thresholds): congestion anywhere on the path.
+ *    the hops' int_hop thresholds): congestion anywhere on the path. The
+ *    stack's bits say which hop (its place from the source): the egress
+ *    parser reads that hop's switch id and egress port, and the notice
+ *    carries them (hop_switch_id, hop_port) to the switch that moves the
+ *    flow, whose digest names the congested hop.
  * reroute_run counts consecutive hot packets of the slot and any clear
  * packet resets it. The m-th hot packet in a row sends one notice: an E2E
  * mirror copy through session REROUTE_NOTICE_SESSION_BASE + (the flow's
@@ -304,6 +308,13 @@ control RerouteDetect(
     action int_onset() {
         hdr.bridged.rr_int = 1;
     }
+
+    /* the hop the stack marks at/over onset (the egress parser read it):
+     * the notice names it */
+    action name_hop() {
+        eg_md.rr_hop_switch = eg_md.rr_hop.switch_id;
+        eg_md.rr_hop_port = eg_md.rr_hop.egress_port;
+    }
 #endif
 
     action left() {
@@ -347,6 +358,10 @@ control RerouteDetect(
             if (hdr.int_md.ds_flags & INT_FLAG_ONSET != 0) {
                 int_onset();
             }
+        }
+        /* extracted only at the sink, for a stack with a hop's onset bit */
+        if (eg_md.rr_hop.isValid()) {
+            name_hop();
         }
 #endif
         over();

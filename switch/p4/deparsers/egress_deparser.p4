@@ -38,7 +38,9 @@ control EgressDeparser(
                 hdr.bridged.rr_ingress_port,
                 hdr.bridged.rr_slot,
                 eg_md.rr_run,
-                eg_md.rr_delay_ns
+                eg_md.rr_delay_ns,
+                eg_md.rr_hop_switch,
+                eg_md.rr_hop_port
             });
         }
 #endif

@@ -100,7 +100,9 @@ control IngressDeparser(
                 hdr.reroute_notice.queue_delay_ns,
                 hdr.reroute_notice.run,
                 hdr.reroute_notice.flow_class,
-                hdr.reroute_notice.from_int
+                hdr.reroute_notice.from_int,
+                hdr.reroute_notice.hop_switch_id,
+                hdr.reroute_notice.hop_port
             });
         }
 #endif

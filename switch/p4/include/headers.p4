@@ -127,7 +127,7 @@ header bridged_h {
 #ifdef WITH_REROUTE
 /* Congestion notice (ETHERTYPE_REROUTE_NOTICE), followed by the IPv4 header
  * of the flow's packet (its dst_addr names the flow for the receiver's
- * reroute_watch). 12 bytes. */
+ * reroute_watch). 18 bytes. */
 header reroute_notice_h {
     bit<8>   kind;            /* REROUTE_NOTICE_LOCAL (= PKT_TYPE_REROUTE_NOTICE) or _UPSTREAM */
     bit<8>   flow_class;
@@ -138,11 +138,13 @@ header reroute_notice_h {
     bit<16>  slot;            /* that switch's slot for the flow */
     bit<16>  run;             /* consecutive hot packets (= m) */
     bit<32>  queue_delay_ns;  /* ingress-to-egress delay of the m-th packet there */
+    bit<32>  hop_switch_id;   /* from_int: the INT switch id of the hop at/over onset */
+    bit<16>  hop_port;        /* ... and its egress port (both 0: not named) */
 }
 
 /* Mirror header of a notice copy (E2E mirror, RerouteDetect): the notice
  * header's layout, pkt_type in place of kind; the copy's egress parser
- * extracts it as hdr.reroute_notice. 12 bytes. */
+ * extracts it as hdr.reroute_notice. 18 bytes. */
 header reroute_mirror_h {
     bit<8>   pkt_type;        /* PKT_TYPE_REROUTE_NOTICE */
     bit<8>   flow_class;
@@ -152,6 +154,8 @@ header reroute_mirror_h {
     bit<16>  slot;
     bit<16>  run;
     bit<32>  queue_delay_ns;
+    bit<32>  hop_switch_id;
+    bit<16>  hop_port;
 }
 #endif
 

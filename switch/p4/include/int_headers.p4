@@ -32,7 +32,12 @@
 #endif
 #define INT_FLAG_ONSET 16w0x8000      /* ds_flags: a hop at/over its onset threshold */
 #define INT_FLAG_OVER_CLEAR 16w0x4000 /* ds_flags: a hop over its clear threshold */
-#define INT_SIG_MASK 16w0x3FFF        /* ds_flags: path signature */
+/* ds_flags: which hop was at/over onset, by its place from the source (the
+ * sink names it in its reroute notice): the second hop, the first (the
+ * source's) */
+#define INT_FLAG_ONSET_HOP2 16w0x2000
+#define INT_FLAG_ONSET_HOP1 16w0x1000
+#define INT_SIG_MASK 16w0x0FFF        /* ds_flags: path signature */
 #define INT_SOURCE_BYTES 36           /* shim 4 + MD 12 + one hop 20 */
 #define INT_HOP_BYTES 20
 /* Per-flow suppression state: INT_FLOW_SLOTS slots, index = XOR fold of the
@@ -65,7 +70,8 @@ header int_shim_h {
 /* INT-MD metadata header (v2.1). Domain-specific fields, domain INT_DS_ID:
  * ds_instruction = the UDP checksum the source found; ds_flags bit 15 = a hop
  * saw queue depth or hop latency at or over its onset threshold, bit 14 = a
- * hop was over its clear threshold, bits 13..0 = path signature (XOR of each
+ * hop was over its clear threshold, bit 13 / 12 = the second / first hop from
+ * the source was at or over onset, bits 11..0 = path signature (XOR of each
  * hop's word, int_transit.p4). */
 header int_md_h {
     bit<4>  ver;
@@ -95,6 +101,15 @@ header int_hop_h {
     bit<8>  queue_id;
     bit<24> queue_occupancy;
     bit<32> tx_bytes;
+}
+
+/* The leading fields of the hop at/over onset, read by the sink's egress
+ * parser (into metadata: never emitted) so its reroute notice names the
+ * congested hop. 8 bytes; the hop's other 12 are skipped. */
+header int_hop_id_h {
+    bit<32> switch_id;
+    bit<16> ingress_port;
+    bit<16> egress_port;
 }
 
 /* Telemetry Report v2.0: group header, individual report header and the

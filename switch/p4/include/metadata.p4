@@ -32,6 +32,8 @@ struct reroute_digest_t {
     bit<16>     run;
     bit<8>      flow_class;
     bit<1>      from_int;        /* 1: seen in INT at the sink (a hop of the path), 0: own delay */
+    bit<32>     hop_switch_id;   /* from_int: the hop the sink saw at/over onset (0: not named) */
+    bit<16>     hop_port;        /* ... its egress port */
 }
 #endif
 
@@ -113,6 +115,7 @@ struct egress_metadata_t {
 #ifdef WITH_INT
     /* INT hop (int_transit.p4) and report (int_sink.p4) */
     bit<32> int_switch_id;
+    bit<16> int_onset_bits;       /* onset + this hop's place bit (source_hop / transit_hop) */
     bit<32> int_onset_cells_d;    /* onset threshold |-| occupancy: 0 = at/over */
     bit<32> int_onset_ns_d;
     bit<32> int_clear_cells_d;    /* occupancy |-| clear threshold: != 0 = over */
@@ -158,6 +161,12 @@ struct egress_metadata_t {
     bit<16> rr_left;              /* m - run: 0 = this packet is the m-th        */
     bit<8>  rr_pkt_type;          /* PKT_TYPE_REROUTE_NOTICE (parser constant): the mirror header's first byte */
     MirrorId_t rr_session;        /* BASE + the flow's ingress pipe              */
+    bit<32> rr_hop_switch;        /* the notice's congested hop (INT, at the sink): */
+    bit<16> rr_hop_port;          /* switch id, egress port; 0: not named        */
+#ifdef WITH_INT
+    int_hop_id_h rr_hop;          /* the sink: the hop its INT stack marks at/over
+                                   * onset (egress parser; never emitted)      */
+#endif
 #endif
 #ifdef WITH_RTP_QUALITY
     /* jitter write-back: the copy's mirror header. Extracted by the parser on

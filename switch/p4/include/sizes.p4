@@ -18,17 +18,21 @@
  *   large (P4RELAY_SCALE_LARGE: RTP quality only): 184K / 184K / 92K,
  *       47,104 calls
  * Tofino 2 (20 stages):
- *   large-t2 (P4RELAY_SCALE_T2: every feature): 208K / 208K / 104K, 53,248
- *       calls per pipe; each quality register in two (64K + 40K legs) */
+ *   large-t2 (P4RELAY_SCALE_T2: every feature): 256K / 256K / 128K, 65,536
+ *       calls per pipe; each quality register in two (64K + 64K legs),
+ *       leg_rewrite's counter cells 32 bits wide (LEG_COUNTER_WIDTH) */
 #ifdef P4RELAY_SCALE_T2
 #ifndef RELAY_TABLE_SIZE
-#define RELAY_TABLE_SIZE 212992
+#define RELAY_TABLE_SIZE 262144
 #endif
 #ifndef LEG_TABLE_SIZE
-#define LEG_TABLE_SIZE 106496
+#define LEG_TABLE_SIZE 131072
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
-#define RELAY_GUARD_TABLE_SIZE 212992
+#define RELAY_GUARD_TABLE_SIZE 262144
+#endif
+#ifndef LEG_COUNTER_WIDTH
+#define LEG_COUNTER_WIDTH 32
 #endif
 #endif
 #ifdef P4RELAY_SCALE_LARGE
@@ -66,6 +70,18 @@
 /* Legs (one per session direction) per pipe: leg_rewrite and the quality registers. */
 #ifndef LEG_TABLE_SIZE
 #define LEG_TABLE_SIZE 65536
+#endif
+/* Hardware width of leg_rewrite's direct counter (packets and bytes per leg).
+ * 64: one cell per 128-bit RAM word (64-bit packets and bytes). 32: two cells
+ * per word (28-bit packets, 36-bit bytes), which the driver's counter sweep
+ * (LR(t), its interval computed by the compiler) adds into 64-bit counters
+ * before they wrap: bf-rt.json's counter fields stay 64 bits either way, and
+ * the counter takes half the RAM. With one cell per word the counter's RAMs
+ * leave leg_rewrite at most 17K entries per stage (the compiler's switchbox
+ * allocation), so 128K legs would take 8 stages after relay's; with two, 4
+ * (docs/design/p4-stages-and-capacity.md "Tofino 2"). */
+#ifndef LEG_COUNTER_WIDTH
+#define LEG_COUNTER_WIDTH 64
 #endif
 /* Per-leg quality registers (controls/rtp_quality.p4): one register of
  * LEG_TABLE_SIZE cells indexed by the leg, or with QUALITY_SPLIT (profiles.p4)

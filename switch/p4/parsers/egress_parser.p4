@@ -39,9 +39,12 @@ parser EgressParser(
         eg_md.rr_left = 0;
         eg_md.rr_session = 0;
         eg_md.rr_pkt_type = PKT_TYPE_REROUTE_NOTICE;
+        eg_md.rr_hop_switch = 0;
+        eg_md.rr_hop_port = 0;
 #endif
 #ifdef WITH_INT
         eg_md.int_switch_id = 0;
+        eg_md.int_onset_bits = 0;
         eg_md.int_onset_cells_d = 1;
         eg_md.int_onset_ns_d = 1;
         eg_md.int_clear_cells_d = 0;
@@ -346,13 +349,44 @@ parser EgressParser(
         pkt.extract(hdr.udp);
         pkt.extract(hdr.int_shim);
         pkt.extract(hdr.int_md);
-        /* rsvd = 1: Ingress chose the sink role (IntSource) */
-        transition select(hdr.int_shim.rsvd, hdr.int_md.remaining_hop_cnt) {
-            (1, 1) : skip_int_hops_1;
-            (1, 0) : skip_int_hops_2;
+        /* rsvd = 1: Ingress chose the sink role (IntSource); the stack is
+         * newest first; ds_flags bits 13..12: the second / first hop from
+         * the source at/over onset (reroute's notice names it) */
+        transition select(hdr.int_shim.rsvd, hdr.int_md.remaining_hop_cnt,
+                          hdr.int_md.ds_flags[13:12]) {
+#ifdef WITH_REROUTE
+            (1, 1, 2w0b01 &&& 2w0b01) : onset_hop_1_of_1;
+            (1, 0, 2w0b10 &&& 2w0b10) : onset_hop_2_of_2;
+            (1, 0, 2w0b01 &&& 2w0b01) : onset_hop_1_of_2;
+#endif
+            (1, 1, _) : skip_int_hops_1;
+            (1, 0, _) : skip_int_hops_2;
             default : accept;
         }
     }
+
+#ifdef WITH_REROUTE
+    /* the hop at/over onset: its id into metadata (not emitted), the rest
+     * of the stack skipped as below */
+    state onset_hop_1_of_1 {
+        pkt.extract(eg_md.rr_hop);
+        pkt.advance(96);
+        transition accept;
+    }
+
+    state onset_hop_2_of_2 {
+        pkt.extract(eg_md.rr_hop);
+        pkt.advance(96 + 160);
+        transition accept;
+    }
+
+    state onset_hop_1_of_2 {
+        pkt.advance(160);
+        pkt.extract(eg_md.rr_hop);
+        pkt.advance(96);
+        transition accept;
+    }
+#endif
 
     state skip_int_hops_1 {
         pkt.advance(160);

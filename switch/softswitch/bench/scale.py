@@ -1,6 +1,6 @@
 """Softswitch at real call counts: cost per packet, loss, latency and the fast
 path's maps from 16 to 100,000 concurrent calls, side by side with the kernel
-bridge and RTPProxy, on the testbeds of softswitch_bench.py.
+bridge, RTPProxy and rtpengine (user space), on the testbeds of softswitch_bench.py.
 
 Each call has its 2 flows, A→B on one side and B→A on the other: two paced
 senders (a0 and b0) and two receivers (b0 and a0) run at once. G.711 runs at
@@ -13,7 +13,7 @@ flows at each call count, so what the senders and receivers pay for their own
 larger working set is subtracted.
 
     python switch/softswitch/bench/scale.py [--calls 16,256,...] [--quick] [--skip-memory]
-        [--variants bf,sg,su,rp] [--plots DIR]
+        [--variants bf,sg,su,rp,re] [--plots DIR]
 
 Environment: P4RB_SCALE_RATE (total pps), P4RB_TRIAL_S, P4RB_ROUNDS.
 """
@@ -238,8 +238,9 @@ open(out_b, "w").write("\\n".join(to_b) + "\\n")
 """
 
 
-def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
-    """RTPProxy (rtp.io's engine, as rtpagent embeds it) with a U and an L per call."""
+def relay_host(tb: Testbed, calls: int) -> None:
+    """The switch namespace as a relay server: the relay address, a subnet
+    on each side, the parties' neighbours static."""
     for a in ("198.18.1.1/24", "198.18.2.1/24"):
         nsx(tb.sw, "ip", "addr", "add", a, "dev", "sa" if ".1.1/" in a else "sb")
     nsx(tb.sw, "ip", "addr", "add", f"{RELAY_IP}/32", "dev", "lo")
@@ -248,6 +249,27 @@ def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
         for ip, mac, dev in ((ip_plus(B_IP, k), tb.macs["b0"], "sb"),
                              (ip_plus(A_IP, k), tb.macs["a0"], "sa")):  # fmt: skip
             nsx(tb.sw, "ip", "neigh", "replace", ip, "lladdr", mac, "dev", dev, "nud", "permanent")
+
+
+def relay_sides(tb: Testbed, calls: int, to_a: Path, to_b: Path) -> list[Side]:
+    """A relay server's two directions: each party sends to the relay ports
+    its peer's answers named (one per call, in a file), the relay to the party."""
+    m = tb.macs
+    return [
+        Side(tb.a, "a0", tb.b, "b0",
+             flow(m["a0"], m["sa"], A_IP, RELAY_IP, A_PORT, 0, calls, CALL_BLOCK, 2,
+                  ["--dports-file", str(to_b)]),
+             *rx_range(B_PORT, calls)),
+        Side(tb.b, "b0", tb.a, "a0",
+             flow(m["b0"], m["sb"], B_IP, RELAY_IP, B_PORT, 0, calls, CALL_BLOCK, 2,
+                  ["--dports-file", str(to_a)]),
+             *rx_range(A_PORT, calls)),
+    ]  # fmt: skip
+
+
+def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
+    """RTPProxy (rtp.io's engine, as rtpagent embeds it) with a U and an L per call."""
+    relay_host(tb, calls)
     log = f"rtpproxy-{tb.tag}"
     args = ["-m", "rtpagent.embedded", "--control", f"udp:127.0.0.1:{CTL_PORT}", "--listen", RELAY_IP,
             "--ports", f"{RTPP_PORTS[0]}-{RTPP_PORTS[1]}", "--workdir", str(RUN), "--", "-T", "3600"]  # fmt: skip
@@ -263,21 +285,125 @@ def rtpproxy(tb: Testbed, calls: int) -> ScaleDut:
     to_a, to_b = RUN / f"{tb.tag}-to-a.ports", RUN / f"{tb.tag}-to-b.ports"
     nsx(tb.sw, str(sb.PY), "-c", RTPP_SETUP, str(calls), A_IP, B_IP, str(A_PORT), str(B_PORT),
         str(CALL_BLOCK), str(CTL_PORT), str(to_a), str(to_b))  # fmt: skip
-    m = tb.macs
-    sides = [
-        Side(tb.a, "a0", tb.b, "b0",
-             flow(m["a0"], m["sa"], A_IP, RELAY_IP, A_PORT, 0, calls, CALL_BLOCK, 2,
-                  ["--dports-file", str(to_b)]),
-             *rx_range(B_PORT, calls)),
-        Side(tb.b, "b0", tb.a, "a0",
-             flow(m["b0"], m["sb"], B_IP, RELAY_IP, B_PORT, 0, calls, CALL_BLOCK, 2,
-                  ["--dports-file", str(to_a)]),
-             *rx_range(A_PORT, calls)),
-    ]  # fmt: skip
+    sides = relay_sides(tb, calls, to_a, to_b)
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     settings = (f"`-T 3600`, ports {RTPP_PORTS[0]}-{RTPP_PORTS[1]} (with {nofile:,d} open files "
                 f"it holds {RTPP_MAX_CALLS:,d} calls); static neighbours")  # fmt: skip
     return ScaleDut("RTPProxy", tb, sides, settings, p.pid, lambda: sb.stop_bg(log, p))
+
+
+# rtpengine's ng protocol: a cookie, then one bencoded dictionary each way. The
+# SDP offers G.711 A-law (payload type 8), what benchtool's frames carry.
+# Bencoding is hand-written: a few lines, and no Debian or PyPI package of it
+# is a dependency of the project.
+RTPE_SETUP = """
+import socket, sys
+calls, a_ip, b_ip, a_port, b_port, block, port, out_a, out_b = sys.argv[1:]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(10)
+
+def enc(v):
+    if isinstance(v, dict):
+        return b"d" + b"".join(enc(k) + enc(x) for k, x in sorted(v.items())) + b"e"
+    if isinstance(v, list):
+        return b"l" + b"".join(enc(x) for x in v) + b"e"
+    b = v.encode() if isinstance(v, str) else v
+    return str(len(b)).encode() + b":" + b
+
+def dec(b, i=0):
+    c = b[i:i + 1]
+    if c == b"d" or c == b"l":
+        i += 1
+        out = []
+        while b[i:i + 1] != b"e":
+            v, i = dec(b, i)
+            out.append(v)
+        return (dict(zip(out[::2], out[1::2])) if c == b"d" else out), i + 1
+    if c == b"i":
+        j = b.index(b"e", i)
+        return int(b[i + 1:j]), j + 1
+    j = b.index(b":", i)
+    n = int(b[i:j])
+    return b[j + 1:j + 1 + n].decode(errors="replace"), j + 1 + n
+
+def ip_plus(ip, n):
+    a = [int(x) for x in ip.split(".")]
+    v = (a[0] << 24 | a[1] << 16 | a[2] << 8 | a[3]) + n
+    return ".".join(str(v >> k & 255) for k in (24, 16, 8, 0))
+
+def sdp(ip, p):
+    return (f"v=0\\r\\no=- 1 1 IN IP4 {ip}\\r\\ns=-\\r\\nc=IN IP4 {ip}\\r\\nt=0 0\\r\\n"
+            f"m=audio {p} RTP/AVP 8\\r\\na=rtpmap:8 PCMA/8000\\r\\na=sendrecv\\r\\n")
+
+def ask(cookie, msg):
+    s.sendto(cookie.encode() + b" " + enc(msg), ("127.0.0.1", int(port)))
+    while True:
+        got = s.recv(65536)
+        c, _, body = got.partition(b" ")
+        if c.decode() == cookie:
+            r, _ = dec(body)
+            if r.get("result") != "ok":
+                sys.exit(f"rtpengine refused {msg['command']} {msg['call-id']}: {r}")
+            for line in r["sdp"].split("\\n"):
+                if line.startswith("m=audio "):
+                    return line.split()[1]
+            sys.exit(f"no m=audio in rtpengine's {msg['command']} reply")
+
+to_a, to_b = [], []
+for c in range(int(calls)):
+    b_, o = c // int(block), 2 * (c % int(block))
+    a, b = ip_plus(a_ip, b_), ip_plus(b_ip, b_)
+    call = {"call-id": f"s{c}", "from-tag": f"f{c}", "replace": ["origin"]}
+    to_a.append(ask(f"o{c}", {**call, "command": "offer", "sdp": sdp(a, int(a_port) + o)}))
+    to_b.append(ask(f"a{c}", {**call, "command": "answer", "to-tag": f"t{c}",
+                              "sdp": sdp(b, int(b_port) + o)}))
+open(out_a, "w").write("\\n".join(to_a) + "\\n")
+open(out_b, "w").write("\\n".join(to_b) + "\\n")
+"""
+RTPE_BIN = Path("/usr/bin/rtpengine")
+# rtpengine holds a call in 4 sockets too (an RTP and an RTCP port per side).
+RTPE_MAX_CALLS = RTPP_MAX_CALLS
+
+
+def rtpengine(tb: Testbed, calls: int) -> ScaleDut:
+    """rtpengine (Debian's rtpengine-daemon, user space: no kernel table)
+    with a real offer and answer per call over its ng control protocol."""
+    if not RTPE_BIN.exists():
+        raise RuntimeError(f"{RTPE_BIN} missing: make setup installs rtpengine-daemon")
+    relay_host(tb, calls)
+    log = f"rtpengine-{tb.tag}"
+    args = ["--config-file=none", "--foreground", "--log-stderr", "--log-level=3", "--table=-1",
+            f"--interface={RELAY_IP}", f"--listen-ng=127.0.0.1:{CTL_PORT}",
+            f"--port-min={RTPP_PORTS[0]}", f"--port-max={RTPP_PORTS[1]}", "--timeout=3600",
+            "--silent-timeout=3600"]  # fmt: skip
+    p = sb.start_bg(log, ["ip", "netns", "exec", tb.sw, str(RTPE_BIN), *args])
+    ping = (
+        "import socket,sys;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.2);"
+        f"s.sendto(b'p d7:command4:pinge',('127.0.0.1',{CTL_PORT}));"
+        "sys.exit(0 if b'pong' in s.recv(4096) else 1)"
+    )
+    for _ in range(100):
+        if p.poll() is not None:
+            raise RuntimeError(f"rtpengine exited: {(RUN / f'{log}.log').read_text(errors='replace')}")  # fmt: skip
+        ping_cmd = ["ip", "netns", "exec", tb.sw, str(sb.PY), "-c", ping]
+        if subprocess.run(ping_cmd, capture_output=True).returncode == 0:
+            break
+    else:
+        raise RuntimeError("rtpengine's ng socket never answered a ping")
+    to_a, to_b = RUN / f"{tb.tag}-to-a.ports", RUN / f"{tb.tag}-to-b.ports"
+    nsx(tb.sw, str(sb.PY), "-c", RTPE_SETUP, str(calls), A_IP, B_IP, str(A_PORT), str(B_PORT),
+        str(CALL_BLOCK), str(CTL_PORT), str(to_a), str(to_b))  # fmt: skip
+    version = sh_out([str(RTPE_BIN), "--version"]).split()[-1]
+    settings = (f"rtpengine {version}, `--table=-1` (user space), `--timeout 3600`, ports "
+                f"{RTPP_PORTS[0]}-{RTPP_PORTS[1]} (holds {RTPE_MAX_CALLS:,d} calls with "
+                f"{resource.getrlimit(resource.RLIMIT_NOFILE)[0]:,d} open files); static neighbours")  # fmt: skip
+    return ScaleDut("rtpengine", tb, relay_sides(tb, calls, to_a, to_b), settings, p.pid,
+                    lambda: sb.stop_bg(log, p))  # fmt: skip
+
+
+def sh_out(cmd: list[str]) -> str:
+    r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return (r.stdout or r.stderr).strip() or "?"
 
 
 # ------------------------------------------------------------------ measuring
@@ -390,7 +516,10 @@ VARIANTS: dict[str, tuple[str, Callable[[Testbed, int], ScaleDut]]] = {
     "su": ("softswitch, user space (AF_XDP)",
            lambda tb, n: softswitch(tb, n, "off", "softswitch, user space (AF_XDP)")),
     "rp": ("RTPProxy", rtpproxy),
+    "re": ("rtpengine", rtpengine),
 }  # fmt: skip
+# The relay servers' own limits on this host (4 sockets per call).
+MAX_CALLS = {"rp": RTPP_MAX_CALLS, "re": RTPE_MAX_CALLS}
 BASE = "direct veth (baseline)"
 
 
@@ -650,8 +779,8 @@ def main() -> int:
     )
     ap.add_argument(
         "--variants",
-        default="bf,sg,su,rp",
-        help="bf (bridge), sg (XDP), su (user space), rp (RTPProxy)",
+        default="bf,sg,su,rp,re",
+        help="bf (bridge), sg (XDP), su (user space), rp (RTPProxy), re (rtpengine)",
     )
     ap.add_argument("--quick", action="store_true", help="one round of 1 s trials (a smoke run)")
     ap.add_argument("--skip-memory", action="store_true", help="no 1,000,000-call memory figure")
@@ -702,9 +831,9 @@ def main() -> int:
                 pts.setdefault(BASE, {})[n] = Point(setup_s=time.monotonic() - t0)
                 for tag in tags:
                     name, make = VARIANTS[tag]
-                    if tag == "rp" and n > RTPP_MAX_CALLS:
+                    if n > MAX_CALLS.get(tag, n):
                         print(
-                            f"  {name}: holds at most {RTPP_MAX_CALLS:,d} calls here; skipped",
+                            f"  {name}: holds at most {MAX_CALLS[tag]:,d} calls here; skipped",
                             flush=True,
                         )
                         continue

@@ -67,6 +67,7 @@ pub fn run(config: config::Config) -> Result<()> {
         digest_tx,
     )
     .with_v6(config.v6, learn6_tx)
+    .with_quality_half_bits(config.quality_half_bits)
     .with_reroute_digests(reroute_tx)
     .with_ired_sample(config.ired_sample);
     let prog = load_xdp(&config);
@@ -91,7 +92,13 @@ pub fn run(config: config::Config) -> Result<()> {
         // Loaded for AF_XDP alone, which is not used: nothing for it to do.
         fp.detach_all();
     }
-    let schema = schema::Schema::build_v6(&CONTRACT, config.relay_entries, config.legs, config.v6);
+    let schema = schema::Schema::build_sized(
+        &CONTRACT,
+        config.relay_entries,
+        config.legs,
+        config.v6,
+        config.quality_half_bits,
+    );
     let sw = Arc::new(grpc::Switch::new(schema, pipeline, dp.ports.clone()));
     let _ = sw.dataplane_io.set(dp.io.label());
     if let Some(fp) = &fast {

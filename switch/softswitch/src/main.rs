@@ -9,9 +9,19 @@ use p4relay_softswitch::schema::Schema;
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.print_settings_table {
+        print!("{}", p4relay_softswitch::config::settings_table());
+        return Ok(());
+    }
     let config = Config::resolve(&args)?;
     if args.dump_bfrt_json || args.dump_fixed_bfrt_json {
-        let schema = Schema::build_v6(&CONTRACT, config.relay_entries, config.legs, config.v6);
+        let schema = Schema::build_sized(
+            &CONTRACT,
+            config.relay_entries,
+            config.legs,
+            config.v6,
+            config.quality_half_bits,
+        );
         println!(
             "{}",
             if args.dump_bfrt_json {

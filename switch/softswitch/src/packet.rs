@@ -3,6 +3,7 @@
 //! any byte string yields a defined `Parsed` or a `ParseError`. IPv6:
 //! `ipv6.rs`; `parse_l3` takes either family.
 
+pub mod family;
 pub mod ipv6;
 
 /// Why a frame is not IPv4 the pipeline can route. Each is counted per port.
@@ -61,6 +62,18 @@ pub fn rd16(b: &[u8], off: usize) -> u16 {
 #[inline]
 pub fn rd32(b: &[u8], off: usize) -> u32 {
     u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+#[inline]
+pub fn rd128(b: &[u8], off: usize) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[off..off + 16]);
+    u128::from_be_bytes(a)
+}
+
+#[inline]
+pub fn wr128(b: &mut [u8], off: usize, v: u128) {
+    b[off..off + 16].copy_from_slice(&v.to_be_bytes());
 }
 
 #[inline]
@@ -268,10 +281,20 @@ pub mod testpkt {
 
     pub fn udp_checksum(frame: &[u8], p: &Parsed) -> u16 {
         let u = p.udp.unwrap();
-        let udp_len = p.total_len - p.ihl;
-        let mut sum =
-            ones_sum(&frame[p.l3 + 12..p.l3 + 20]) + u32::from(IPPROTO_UDP) + udp_len as u32;
-        let mut seg = frame[u.off..u.off + udp_len].to_vec();
+        udp_checksum_of(frame, p.l3 + 12..p.l3 + 20, u.off, p.total_len - p.ihl)
+    }
+
+    /// The UDP checksum a receiver computes, either family's: the
+    /// pseudo-header's addresses at `addrs`, the datagram of `len` bytes at
+    /// `off` (0 computed is sent as 0xffff).
+    pub fn udp_checksum_of(
+        frame: &[u8],
+        addrs: std::ops::Range<usize>,
+        off: usize,
+        len: usize,
+    ) -> u16 {
+        let mut sum = ones_sum(&frame[addrs]) + u32::from(IPPROTO_UDP) + len as u32;
+        let mut seg = frame[off..off + len].to_vec();
         seg[6] = 0;
         seg[7] = 0;
         sum += ones_sum(&seg);

@@ -55,6 +55,7 @@ from p4relay_switch.names import (
     K_SRC_PORT,
     LEG_REWRITE,
     LEG_REWRITE6,
+    QUALITY_HI_SUFFIX,
     QUALITY_REGISTERS,
     RELAY,
     RELAY6,
@@ -63,7 +64,7 @@ from p4relay_switch.names import (
     TTL,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
-from p4relay_switch.schema import FieldInfo, Schema
+from p4relay_switch.schema import FieldInfo, Schema, TableInfo
 from p4relay_switch.wire import Template, ld, tag, uint
 
 # Field keys of the messages an update is made of.
@@ -197,13 +198,31 @@ class Encoder:
         self.guard_drops_id = gd.id
         self.gd_index = gd.key(COUNTER_INDEX)
         self.gd_pkts = gd.data_field(COUNTER_PKTS)
+
         # Quality registers: (table id, $REGISTER_INDEX key, value field), the
-        # field chosen as the generic client's `_register` does.
-        self.registers: list[tuple[int, FieldInfo, FieldInfo]] = []
-        for name in QUALITY_REGISTERS:
-            t = schema.table(name)
+        # field chosen as the generic client's `_register` does. A program
+        # that splits them (switch/p4 QUALITY_SPLIT) declares each as
+        # `<name>` for the legs below `quality_split` (its size) and
+        # `<name>_hi` for the legs from there, index leg - quality_split:
+        # `registers_hi`, found in the schema.
+        def register(t: TableInfo) -> tuple[int, FieldInfo, FieldInfo]:
             fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
-            self.registers.append((t.id, t.key("$REGISTER_INDEX"), t.data[fields[0]]))
+            return (t.id, t.key("$REGISTER_INDEX"), t.data[fields[0]])
+
+        self.registers = [register(schema.table(n)) for n in QUALITY_REGISTERS]
+        self.registers_hi = [
+            register(schema.tables[n + QUALITY_HI_SUFFIX])
+            for n in QUALITY_REGISTERS
+            if n + QUALITY_HI_SUFFIX in schema.tables
+        ]
+        self.quality_split: int | None = None
+        if self.registers_hi:
+            sizes = {schema.table(n).size for n in QUALITY_REGISTERS}
+            if len(self.registers_hi) != len(QUALITY_REGISTERS) or len(sizes) != 1:
+                raise ValueError(
+                    "the program splits some quality registers only, or at different legs"
+                )
+            (self.quality_split,) = sizes
 
         self.has_v6 = RELAY6 in schema.tables
         if self.has_v6:
@@ -407,24 +426,32 @@ class Encoder:
 
         # A leg's resets of every quality register and of its guard_drops
         # cell as one template, each hole the leg (all are indexed by leg):
-        # `_resets`.
-        cells = [*self.registers, (self.guard_drops_id, self.gd_index, self.gd_pkts)]
-        widths = {key.nbytes for _, key, _ in cells}
+        # `_resets`. A leg of a split program's upper half has its own, whose
+        # register holes are its index there and the last (guard_drops) the leg.
+        gd_cell = (self.guard_drops_id, self.gd_index, self.gd_pkts)
+        cells = [*self.registers, gd_cell]
+        widths = {key.nbytes for _, key, _ in [*cells, *self.registers_hi]}
         if len(widths) != 1:
             raise ValueError("quality registers and guard_drops indexed by different widths")
         (self._reset_n,) = widths
 
-        def resets(v: list[bytes]) -> bytes:
-            return b"".join(
-                ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(val)))
-                for (tid, key, val), leg in zip(cells, v, strict=True)
-            )
+        def resets_of(cells: list[tuple[int, FieldInfo, FieldInfo]]) -> tuple[bytes, ...]:
+            def resets(v: list[bytes]) -> bytes:
+                return b"".join(
+                    ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(val)))
+                    for (tid, key, val), leg in zip(cells, v, strict=True)
+                )
+
+            return Template(resets, [self._reset_n] * len(cells)).constant()
 
         def zero(val: FieldInfo) -> bytes:
             return stream(val.id, bytes(val.nbytes))
 
         self.resets_per_leg = len(cells)  # updates `_resets` writes per leg
-        self._resets_c = Template(resets, [self._reset_n] * len(cells)).constant()
+        self._resets_c = resets_of(cells)
+        self._resets_hi_c: tuple[bytes, ...] = (
+            resets_of([*self.registers_hi, gd_cell]) if self.registers_hi else ()
+        )
         gd_i = self.gd_index
         self._guard_drops_read_t = Template(
             lambda v: hw_read(self.guard_drops_id, exact(gd_i.id, v[0])), [gd_i.nbytes]
@@ -434,9 +461,13 @@ class Encoder:
             return Template(lambda v: hw_read(table_id, exact(key.id, v[0])), [key.nbytes])
 
         self._reg_read_t = [(reg_read(tid, key), key.nbytes) for tid, key, _ in self.registers]
+        self._reg_read_hi_t = [reg_read(tid, key) for tid, key, _ in self.registers_hi]
+        # table id -> (register, key, value field, first leg of the table)
         self._reg_index = {
-            tid: (i, key.id, val.id) for i, (tid, key, val) in enumerate(self.registers)
+            tid: (i, key.id, val.id, 0) for i, (tid, key, val) in enumerate(self.registers)
         }
+        for i, (tid, key, val) in enumerate(self.registers_hi):
+            self._reg_index[tid] = (i, key.id, val.id, self.quality_split or 0)
 
     # ------------------------------------------------------------------ batches
     def batch(self, b: EntryBatch, ttl_ms: int) -> Encoded:
@@ -617,8 +648,16 @@ class Encoder:
         Every cell of a leg has the leg as its only value: the leg's updates
         are that value joined with the constant pieces, one join per leg."""
         c, n = self._resets_c, self._reset_n
+        split, hi = self.quality_split, self._resets_hi_c
         for leg in legs:
-            out.append(leg.to_bytes(n, "big").join(c))
+            if split is not None and leg >= split:
+                out += (
+                    (leg - split).to_bytes(n, "big").join(hi[:-1]),
+                    leg.to_bytes(n, "big"),
+                    hi[-1],
+                )
+            else:
+                out.append(leg.to_bytes(n, "big").join(c))
 
     # ------------------------------------------------------------------ relay
     # ------------------------------------------------------------------ legs
@@ -674,8 +713,18 @@ class Encoder:
     def register_reads(self, legs: list[int]) -> list[bytes]:
         """Read entities of every quality register's cell of these legs."""
         out: list[bytes] = []
-        for t, n in self._reg_read_t:
-            out.extend(t.fill(leg.to_bytes(n, "big")) for leg in legs)
+        split = self.quality_split
+        for i, (t, n) in enumerate(self._reg_read_t):
+            if split is None:
+                out.extend(t.fill(leg.to_bytes(n, "big")) for leg in legs)
+                continue
+            hi = self._reg_read_hi_t[i]
+            out.extend(
+                hi.fill((leg - split).to_bytes(n, "big"))
+                if leg >= split
+                else t.fill(leg.to_bytes(n, "big"))
+                for leg in legs
+            )
         return out
 
     def decode_quality(self, ents: list[pb.Entity], legs: list[int]) -> dict[int, LegQuality]:
@@ -688,10 +737,10 @@ class Encoder:
             found = self._reg_index.get(te.table_id)
             if found is None:
                 continue
-            i, key_id, val_id = found
+            i, key_id, val_id, first = found
             leg = next(
                 (
-                    int.from_bytes(f.exact.value, "big")
+                    first + int.from_bytes(f.exact.value, "big")
                     for f in te.key.fields
                     if f.field_id == key_id
                 ),

@@ -79,6 +79,8 @@ REG_TRANSIT = "pipe.Egress.rtp_transit"
 REG_JITTER = "pipe.Egress.rtp_jitter"
 REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
 REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
+# A program that splits them (contract `split`) names each upper half so.
+QUALITY_HI_SUFFIX = "_hi"
 QUALITY_REGISTERS = (
     REG_PACKETS,
     REG_LOST,

@@ -99,6 +99,9 @@ class RerouteEvent:
     run: int
     flow_class: int
     from_int: bool = False  # the trigger: a hop over onset in INT (at the sink)
+    # from_int: the hop the sink saw at/over onset (INT switch id, egress
+    # port); None when the notice names none (a program without the field)
+    hop: tuple[int, int] | None = None
 
     @property
     def moved(self) -> bool:
@@ -231,9 +234,17 @@ class Reroute:
                 run=r.get("run", 0),
                 flow_class=r.get("flow_class", 0),
                 from_int=r.get("from_int", 0) == 1,
+                hop=_hop(r),
             )
             for r in d.entries
         ]
+
+
+def _hop(r: dict[str, int]) -> tuple[int, int] | None:
+    """The congested hop a notice names: (switch id, egress port); the
+    switch id 0 names none."""
+    switch_id = r.get("hop_switch_id", 0)
+    return (switch_id, r.get("hop_port", 0)) if switch_id else None
 
 
 def _num(d: object, name: str) -> int:

@@ -192,6 +192,16 @@ class RerouteWatchConfig(_Section):
     )
 
 
+def _switch_names(v: dict[str, str]) -> dict[str, str]:
+    """INT switch id (decimal) -> name: ids of 32 bits, names of 1..128 characters."""
+    for k, name in v.items():
+        if not k.isdigit() or int(k) >= 2**32:
+            raise ValueError(f"switch_names: {k!r} is not an INT switch id (0..2^32-1)")
+        if not 0 < len(name) <= 128:
+            raise ValueError(f"switch_names: the name of {k} must be 1..128 characters")
+    return v
+
+
 class RerouteSection(_Section):
     """Congestion reroute: flow classes, watched destinations, the return."""
 
@@ -200,6 +210,19 @@ class RerouteSection(_Section):
     )
     classes: list[RerouteClassConfig] = Field(default_factory=list)
     watch: list[RerouteWatchConfig] = Field(default_factory=list)
+    switch_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="INT switch id (decimal) -> name: the congested hop a sink's notice "
+        "names, in events and logs",
+    )
+
+    @field_validator("switch_names")
+    @classmethod
+    def _names(cls, v: dict[str, str]) -> dict[str, str]:
+        return _switch_names(v)
+
+    def name(self, switch_id: int) -> str:
+        return self.switch_names.get(str(switch_id), str(switch_id))
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -354,7 +377,10 @@ class IntSection(_Section):
     source (the relay switch), the hop it adds per egress port, and where a
     sink's reports go. Roles are per next hop (`nexthops[].int_role`)."""
 
-    switch_id: U32 = Field(description="this switch's INT node id (hops and reports)")
+    switch_id: Annotated[int, Field(ge=1, le=2**32 - 1)] = Field(
+        description="this switch's INT node id (hops and reports); 1..2^32-1: a reroute "
+        "notice's hop id 0 names no hop"
+    )
     calls: Literal["none", "all", "sampled", "prefixes"] = Field(
         default="all",
         description="calls traced from here: every offloaded call, one in sample_one_in "
@@ -444,12 +470,7 @@ class IntLoopSection(_Section):
     @field_validator("switch_names")
     @classmethod
     def _names(cls, v: dict[str, str]) -> dict[str, str]:
-        for k, name in v.items():
-            if not k.isdigit() or int(k) >= 2**32:
-                raise ValueError(f"switch_names: {k!r} is not an INT switch id (0..2^32-1)")
-            if not 0 < len(name) <= 128:
-                raise ValueError(f"switch_names: the name of {k} must be 1..128 characters")
-        return v
+        return _switch_names(v)
 
     @model_validator(mode="after")
     def _hysteresis(self) -> Self:

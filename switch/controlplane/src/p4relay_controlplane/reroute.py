@@ -75,6 +75,7 @@ class Episode:
     hop: HopKey | None = None  # moved by the INT loop: the congested hop it waits on
     hold_ms: int = 0  # blind returns: the hold, doubled after each return that failed
     downstream: bool = False  # moved by the sink's INT notice: the return is blind
+    named_hop: HopKey | None = None  # the congested hop that notice named
 
     @property
     def blind(self) -> bool:
@@ -173,6 +174,15 @@ class RerouteControl:
         if self.episodes:
             log.info("reroute_on_backup_at_connect", slots=sorted(self.episodes))
 
+    def _hop_fields(self, hop: HopKey) -> dict[str, PayloadValue]:
+        """The congested hop a sink's notice named, as the INT loop's events
+        name theirs (the console reads `hop_switch` and `hop_port`)."""
+        return {
+            "hop_switch": self.cfg.name(hop[0]),
+            "hop_switch_id": hop[0],
+            "hop_port": hop[1],
+        }
+
     def _event(self, payload: dict[str, PayloadValue], msg: str) -> Event:
         return Event(
             event_id=str(uuid.uuid4()),
@@ -203,12 +213,19 @@ class RerouteControl:
                 f"queue delay {ev.queue_delay_ns / 1e6:.3f} ms > t_q "
                 f"{(t_q or 0) / 1e6:.3f} ms for {ev.run} packets"
             )
+            hop_fields: dict[str, PayloadValue] = {}
             if ev.from_int:
                 trigger = f"a hop over its INT onset for {ev.run} packets at the sink"
+                if ev.hop is not None:
+                    hop_fields = self._hop_fields(ev.hop)
+                    trigger = (
+                        f"INT: {hop_fields['hop_switch']} port {ev.hop[1]} over onset "
+                        f"for {ev.run} packets at the sink"
+                    )
             if ev.moved:
                 self.moves += 1
                 now = time.monotonic()
-                ep = Episode(w, ev, now, downstream=ev.from_int)
+                ep = Episode(w, ev, now, downstream=ev.from_int, named_hop=ev.hop)
                 if ep.downstream:
                     hold = self.hold_ms.get(ev.flow_class, 0)
                     ep.hold_ms = self.backoff.hold_ms(("slot", ev.slot), hold, now)
@@ -230,6 +247,7 @@ class RerouteControl:
                 "ingress_port": ev.port,
                 "direction": direction,
                 "detected_by": "int_data_plane" if ev.from_int else "local",
+                **hop_fields,
             }
             if ev.moved and ev.from_int:
                 payload["hold_ms"] = self.episodes[ev.slot].hold_ms
@@ -319,6 +337,9 @@ class RerouteControl:
                 trigger = (
                     f"hold {hold} ms over (a probe: the hop down the path is unseen while away)"
                 )
+            hop_fields: dict[str, PayloadValue] = {}
+            if ep.hop is None and ep.named_hop is not None:
+                hop_fields = self._hop_fields(ep.named_hop)
             payload: dict[str, PayloadValue] = {
                 "flow": str(w.prefix),
                 "from_path": _path(w.backup_port, w.backup_nexthop_id),
@@ -328,6 +349,7 @@ class RerouteControl:
                 "direction": "to_primary",
                 "detected_by": _detected_by(ep),
                 "on_backup_ms": round((now - ep.since) * 1000),
+                **hop_fields,
             }
             log.info("reroute_back", **payload)
             events.append(self._event(payload, f"{w.prefix} back on port {w.primary_port}"))

@@ -57,6 +57,9 @@ pub struct Args {
     /// Entries of pipe.Ingress.leg_rewrite6 (IPv6 legs; legs are shared with IPv4) [default: contract leg_rewrite6_entries_softswitch, at most --legs]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_LEG6_ENTRIES")]
     pub leg6_entries: Option<u32>,
+    /// Publish each RTP quality register as two, as a Tofino build that splits them (switch/p4 QUALITY_HALF_BITS, the large-t2 profile: 16): pipe.Egress.rtp_* for legs below 2^N, rtp_*_hi for the rest; needs 2^N < --legs <= 2^(N+1) [default: one register each]
+    #[arg(long, env = "P4RELAY_SOFTSWITCH_QUALITY_HALF_BITS")]
+    pub quality_half_bits: Option<u32>,
     /// Egress FIFO depth per port, packets [default: 1024]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_QUEUE_DEPTH")]
     pub queue_depth: Option<u32>,
@@ -154,6 +157,9 @@ pub struct Args {
     /// Print the fixed tables' bfrt.json ($PORT, $PORT_STAT, tf1.tm.*) and exit
     #[arg(long)]
     pub dump_fixed_bfrt_json: bool,
+    /// Print the settings reference table (Markdown, README.md) and exit
+    #[arg(long, hide = true)]
+    pub print_settings_table: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -167,6 +173,7 @@ struct FileConfig {
     legs: Option<u32>,
     relay6_entries: Option<u32>,
     leg6_entries: Option<u32>,
+    quality_half_bits: Option<u32>,
     queue_depth: Option<u32>,
     line_rate: Option<u64>,
     #[serde(default)]
@@ -197,6 +204,8 @@ pub struct Config {
     pub legs: u32,
     /// relay6 / relay_guard6 and leg_rewrite6 sizes.
     pub v6: V6Sizes,
+    /// The quality registers split in two at 2^N (`--quality-half-bits`).
+    pub quality_half_bits: Option<u32>,
     pub queue_depth: u32,
     pub workers: usize,
     pub rx_ring_frames: u32,
@@ -404,6 +413,14 @@ impl Config {
         if v6.legs6 == 0 || v6.legs6 > legs {
             bail!("--leg6-entries {}: must be 1..={legs} (--legs)", v6.legs6);
         }
+        let quality_half_bits = args.quality_half_bits.or(file.quality_half_bits);
+        if let Some(h) = quality_half_bits {
+            // sizes.p4's rule for QUALITY_SPLIT: both halves have cells, and
+            // bit N of every leg chooses the half.
+            if h >= 31 || legs <= 1 << h || u64::from(legs) > 2u64 << h {
+                bail!("--quality-half-bits {h}: needs 2^{h} < --legs {legs} <= 2^({h}+1)");
+            }
+        }
         let queue_depth = args.queue_depth.or(file.queue_depth).unwrap_or(1024);
         if !(1..=1 << 20).contains(&queue_depth) {
             bail!("--queue-depth {queue_depth}: must be 1..=1048576");
@@ -454,6 +471,7 @@ impl Config {
             relay_entries,
             legs,
             v6,
+            quality_half_bits,
             queue_depth,
             workers,
             log: args
@@ -465,6 +483,66 @@ impl Config {
             ired_sample: args.ired_sample.or(file.ired_sample).unwrap_or_default(),
         })
     }
+}
+
+/// Every setting as a Markdown table (the README's reference, kept current by
+/// `scripts/settings_reference.py`): its config-file key, environment variable,
+/// flag, default (the `[default: …]` its help ends with) and meaning, all read
+/// from `Args`' own definition.
+pub fn settings_table() -> String {
+    use clap::CommandFactory;
+    let cmd = Args::command();
+    let mut out = String::from(
+        "| setting (TOML) | environment | flag | default | meaning |\n|---|---|---|---|---|\n",
+    );
+    for arg in cmd.get_arguments() {
+        let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+            continue; // help, version and the print-and-exit flags
+        };
+        if arg.is_hide_set() || long == "config" {
+            continue;
+        }
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        let mut meaning = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let mut default = "—".to_string();
+        if let Some(start) = meaning.find("[default: ") {
+            if let Some(len) = meaning[start..].find(']') {
+                default = format!("`{}`", &meaning[start + 10..start + len]);
+                meaning = format!("{}{}", &meaning[..start], &meaning[start + len + 1..])
+                    .replace(" ;", ";")
+                    .trim()
+                    .to_string();
+            }
+        }
+        let values: Vec<_> = arg
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_string())
+            .collect();
+        let flag = match arg.get_value_names() {
+            _ if !arg.get_action().takes_values() => {
+                default = "`false`".to_string();
+                format!("--{long}")
+            }
+            _ if !values.is_empty() => format!("--{long} {}", values.join("|")),
+            Some(names) => format!("--{long} {}", names[0]),
+            None => format!("--{long} {}", long.to_uppercase()),
+        };
+        let key = long.replace('-', "_");
+        let cell = |s: &str| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{key}` | `{}` | `{}` | {} | {} |\n",
+            env.to_string_lossy(),
+            cell(&flag),
+            cell(&default),
+            cell(&meaning)
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -542,5 +620,29 @@ mod tests {
         };
         assert!(Config::resolve(&dup).is_err());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn quality_half_bits_must_split_the_legs_as_the_p4_build() {
+        let split = |legs: u32, bits: u32| {
+            Config::resolve(&Args {
+                legs: Some(legs),
+                quality_half_bits: Some(bits),
+                ..Args::default()
+            })
+        };
+        assert_eq!(split(131072, 16).unwrap().quality_half_bits, Some(16));
+        assert_eq!(split(106496, 16).unwrap().quality_half_bits, Some(16));
+        for (legs, bits) in [(65536, 16), (131073, 16), (4, 40), (1, 0)] {
+            let e = split(legs, bits).unwrap_err();
+            assert!(
+                format!("{e:#}").contains("--quality-half-bits"),
+                "{legs} {bits}: {e:#}"
+            );
+        }
+        assert_eq!(
+            Config::resolve(&Args::default()).unwrap().quality_half_bits,
+            None
+        );
     }
 }

@@ -116,9 +116,9 @@ impl Digest<5> for LearnDigest6 {
 
 /// `pipe.IngressDeparser.reroute` digests: rare, and each one a reroute
 /// decision, so logged at info.
-impl Digest<8> for RerouteDigest {
+impl Digest<10> for RerouteDigest {
     const NAME: &'static str = names::REROUTE_DIGEST;
-    const FIELDS: [&'static str; 8] = [
+    const FIELDS: [&'static str; 10] = [
         "dst_addr",
         "slot",
         "kind",
@@ -127,8 +127,10 @@ impl Digest<8> for RerouteDigest {
         "run",
         "flow_class",
         "from_int",
+        "hop_switch_id",
+        "hop_port",
     ];
-    fn values(&self) -> [u128; 8] {
+    fn values(&self) -> [u128; 10] {
         [
             u128::from(self.dst_addr),
             u128::from(self.slot),
@@ -138,6 +140,8 @@ impl Digest<8> for RerouteDigest {
             u128::from(self.run),
             u128::from(self.flow_class),
             u128::from(self.from_int),
+            u128::from(self.hop_switch_id),
+            u128::from(self.hop_port),
         ]
     }
     /// Its ingress port is not carried; every port of the softswitch is in

@@ -6,6 +6,7 @@
 //! fixed header): a packet whose next header is not UDP is routed without
 //! L4 processing, and a Fragment header (44) marks it a fragment.
 
+use super::family::Addr;
 use super::{fold, rd16, Udp, IPPROTO_UDP};
 
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
@@ -52,17 +53,7 @@ impl Parsed6 {
     }
 }
 
-#[inline]
-pub fn rd128(b: &[u8], off: usize) -> u128 {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[off..off + 16]);
-    u128::from_be_bytes(a)
-}
-
-#[inline]
-pub fn wr128(b: &mut [u8], off: usize, v: u128) {
-    b[off..off + 16].copy_from_slice(&v.to_be_bytes());
-}
+pub use super::{rd128, wr128};
 
 /// The IPv6 header at `l3` (the caller found ethertype 0x86DD there).
 pub fn parse_at(frame: &[u8], l3: usize) -> Result<Parsed6, Ipv6Error> {
@@ -101,40 +92,24 @@ pub fn parse_at(frame: &[u8], l3: usize) -> Result<Parsed6, Ipv6Error> {
     })
 }
 
-/// One's-complement sum of an address's eight 16-bit words, unfolded.
-#[inline]
-fn addr_sum(a: u128) -> u32 {
-    (0..8).map(|i| u32::from((a >> (i * 16)) as u16)).sum()
-}
-
 /// RFC 1624 eqn. 3 over a 128-bit field: HC' = ~(~HC + ~m + m'), the eight
 /// words summed before one fold (the sum of ~m is 8 * 0xffff - sum of m).
 #[inline]
 pub fn csum_update128(hc: u16, old: u128, new: u128) -> u16 {
-    let not_old = 8 * 0xffff - addr_sum(old);
-    !fold(u32::from(!hc) + not_old + addr_sum(new))
+    let not_old = 8 * 0xffff - old.word_sum();
+    !fold(u32::from(!hc) + not_old + new.word_sum())
 }
 
-/// The UDP checksum after a relay rewrite of both addresses and ports (the
-/// pseudo-header's addresses and the header's ports change; its length and
-/// next header do not). IPv6 UDP always carries a checksum (RFC 8200 8.1):
-/// a zero result is sent as 0xffff, its one's-complement twin.
-#[inline]
-pub fn udp_csum_rewrite(hc: u16, old: (u128, u128, u16, u16), new: (u128, u128, u16, u16)) -> u16 {
-    let sum_old = addr_sum(old.0) + addr_sum(old.1) + u32::from(old.2) + u32::from(old.3);
-    let sum_new = addr_sum(new.0) + addr_sum(new.1) + u32::from(new.2) + u32::from(new.3);
-    // ~m summed over the 18 words changed
-    let not_old = 18 * 0xffff - sum_old;
-    match !fold(u32::from(!hc) + not_old + sum_new) {
-        0 => 0xffff,
-        c => c,
-    }
-}
+/// The UDP checksum after a relay rewrite (family.rs, either family's): a
+/// zero result is sent as 0xffff, since IPv6 UDP always carries a checksum
+/// (RFC 8200 8.1).
+pub use super::family::udp_csum_rewrite;
 
 #[cfg(test)]
 pub mod testpkt {
     //! IPv6 frame builder for tests.
-    use super::super::{ones_sum, wr16};
+    use super::super::testpkt::udp_checksum_of;
+    use super::super::wr16;
     use super::*;
 
     pub struct Udp6 {
@@ -175,16 +150,7 @@ pub mod testpkt {
     /// The UDP checksum a receiver computes (0 computed is sent as 0xffff).
     pub fn udp6_checksum(frame: &[u8], p: &Parsed6) -> u16 {
         let u = p.udp.unwrap();
-        let len = p.payload_len;
-        let mut sum = ones_sum(&frame[p.l3 + 8..p.l3 + 40]) + u32::from(IPPROTO_UDP) + len as u32;
-        let mut seg = frame[u.off..u.off + len].to_vec();
-        seg[6] = 0;
-        seg[7] = 0;
-        sum += ones_sum(&seg);
-        match !fold(sum) {
-            0 => 0xffff,
-            c => c,
-        }
+        udp_checksum_of(frame, p.l3 + 8..p.l3 + 40, u.off, p.payload_len)
     }
 
     impl Udp6 {

@@ -37,8 +37,12 @@ pub const SOURCE_BYTES: usize = SHIM_BYTES + MD_BYTES + HOP_BYTES;
 pub const FLAG_ONSET: u16 = 0x8000;
 /// ds_flags bit 14: a hop over its clear threshold.
 pub const FLAG_OVER_CLEAR: u16 = 0x4000;
-/// ds_flags bits 13..0: the path signature.
-pub const SIG_MASK: u16 = 0x3FFF;
+/// ds_flags bit 13 / 12: the second / first hop from the source was at/over
+/// onset (the sink's reroute notice names that hop).
+pub const FLAG_ONSET_HOP2: u16 = 0x2000;
+pub const FLAG_ONSET_HOP1: u16 = 0x1000;
+/// ds_flags bits 11..0: the path signature.
+pub const SIG_MASK: u16 = 0x0FFF;
 /// Report copies waiting for the report port's queue (more are dropped and counted).
 const MAX_PENDING_COPIES: usize = 4096;
 
@@ -198,6 +202,25 @@ pub struct IntStack {
     pub hops: u8,
     /// The MD header's ds_flags (congestion flags, path signature).
     pub ds_flags: u16,
+    /// The hop the onset bits mark (switch id, egress port), as the P4
+    /// program's egress parser reads it at the sink: the second hop from
+    /// the source when its bit is set, else the first; None: no hop marked.
+    pub onset_hop: Option<(u32, u16)>,
+}
+
+/// The hop `ds_flags` marks at/over onset on a stack of `hops` hops (newest
+/// first) starting at `first_hop` in `frame`.
+fn onset_hop(frame: &[u8], first_hop: usize, hops: usize, ds_flags: u16) -> Option<(u32, u16)> {
+    // place from the source (1: the source's hop) -> index on the stack
+    let place = if hops == 2 && ds_flags & FLAG_ONSET_HOP2 != 0 {
+        2
+    } else if ds_flags & FLAG_ONSET_HOP1 != 0 {
+        1
+    } else {
+        return None;
+    };
+    let at = first_hop + (hops - place) * HOP_BYTES;
+    (at + 8 <= frame.len()).then(|| (rd32(frame, at), rd16(frame, at + 6)))
 }
 
 /// CRC-16/UMTS (poly 0x8005, no reflection, init 0, no final xor): the
@@ -311,6 +334,7 @@ impl Pipeline {
         b.int_shim = s.shim as u16;
         b.int_hops = s.hops;
         b.int_ds_flags = s.ds_flags;
+        b.int_onset_hop = s.onset_hop;
         if !b.int_sink {
             return None;
         }
@@ -400,10 +424,12 @@ fn parse_stack(frame: &[u8], p: &packet::Parsed, udp: usize) -> Result<IntStack,
     if udp_len < 8 + stack || end < shim + stack || end - udp < udp_len {
         return Err(());
     }
+    let ds_flags = rd16(frame, md + 10);
     Ok(IntStack {
         shim,
         hops: hops as u8,
-        ds_flags: rd16(frame, md + 10),
+        ds_flags,
+        onset_hop: onset_hop(frame, md + MD_BYTES, hops, ds_flags),
     })
 }
 

@@ -2,7 +2,9 @@
 //! switch: Ingress, then the Egress pass at the head of its queue).
 
 use super::int_sink::{REPORT_HEADER_BYTES, SINK_MD_BITS, SINK_MD_BYTES};
-use super::int_source::{flow_slot, IntReportCopy, FLAG_ONSET, FLAG_OVER_CLEAR};
+use super::int_source::{
+    flow_slot, IntReportCopy, FLAG_ONSET, FLAG_ONSET_HOP1, FLAG_ONSET_HOP2, FLAG_OVER_CLEAR,
+};
 use super::tests::{meta, setup, UAC, UAS};
 use super::*;
 use crate::dataplane::egress::SLOT;
@@ -172,13 +174,31 @@ fn source_transit_sink_restore_the_datagram_byte_for_byte() {
     parse(&f2).unwrap();
     assert_eq!(f2[SHIM + 1], 14);
     assert_eq!(f2[md + 3], 0);
+    // onset with the second hop's place bit
     assert_eq!(
         rd16(&f2, md + 10),
-        (0x11 ^ 0x22) | FLAG_ONSET | FLAG_OVER_CLEAR
+        (0x11 ^ 0x22) | FLAG_ONSET | FLAG_ONSET_HOP2 | FLAG_OVER_CLEAR
     );
     assert_eq!(rd32(&f2, h), 0x22, "newest hop first");
     assert_eq!(rd32(&f2, h + 12), 150);
     assert_eq!(rd32(&f2, h + 20), 0x11);
+    // a sink reads the marked hop: switch 0x22, its egress port 2
+    let sink = switch(IntRoleAction::Sink, 0x44, quiet(), quiet());
+    let (_, _, b) = hop(&sink, &f2, 0, 0, 10);
+    assert!(b.int_sink);
+    assert_eq!(b.int_onset_hop, Some((0x22, 2)));
+    // the first hop's bit alone: the sink names the source's hop
+    let mut first = f2.clone();
+    wr16(
+        &mut first,
+        md + 10,
+        (0x11 ^ 0x22) | FLAG_ONSET | FLAG_ONSET_HOP1,
+    );
+    let (_, _, b) = hop(&sink, &first, 0, 0, 10);
+    assert_eq!(b.int_onset_hop, Some((0x11, 2)));
+    // no place bit: no hop named
+    let (_, _, b) = hop(&sink, &f1, 0, 0, 10);
+    assert_eq!(b.int_onset_hop, None);
 
     // a third transit has no hop left: E bit, counted, nothing added
     let s3 = switch(IntRoleAction::Transit, 0x33, quiet(), quiet());
@@ -360,7 +380,10 @@ fn reports_are_suppressed_in_the_data_plane() {
     assert!(!sent(0x0012, 6002));
     assert!(sent(0x0012 | FLAG_ONSET | FLAG_OVER_CLEAR, 6003), "onset");
     assert!(
-        !sent(0x0012 | FLAG_ONSET | FLAG_OVER_CLEAR, 6004),
+        !sent(
+            0x0012 | FLAG_ONSET | FLAG_ONSET_HOP2 | FLAG_OVER_CLEAR,
+            6004
+        ),
         "still congested"
     );
     assert!(

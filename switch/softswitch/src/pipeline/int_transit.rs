@@ -12,15 +12,16 @@
 //!    bit instead and count `int_hop_limit`.
 //!
 //! The hop ORs its threshold verdicts into ds_flags (onset: depth >=
-//! onset_cells or latency >= onset_ns; over clear: depth > clear_cells or
-//! latency > clear_ns) and XORs its path word (switch id, low 14 bits) into
-//! the path signature. `int_tx_bytes` counts every byte a port sends.
+//! onset_cells or latency >= onset_ns, with the bit of its place from the
+//! source; over clear: depth > clear_cells or latency > clear_ns) and XORs
+//! its path word (switch id, low 12 bits) into the path signature. `int_tx_bytes` counts every byte a port sends.
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::int_source::{
-    int_dscp, int_max_hops, FLAG_ONSET, FLAG_OVER_CLEAR, HOP_BYTES, INT_DS_ID, INT_HOP_WORDS,
-    INT_INSTRUCTIONS, INT_TYPE_MD, INT_VERSION, MD_BYTES, SHIM_BYTES, SOURCE_BYTES,
+    int_dscp, int_max_hops, FLAG_ONSET, FLAG_ONSET_HOP1, FLAG_ONSET_HOP2, FLAG_OVER_CLEAR,
+    HOP_BYTES, INT_DS_ID, INT_HOP_WORDS, INT_INSTRUCTIONS, INT_TYPE_MD, INT_VERSION, MD_BYTES,
+    SHIM_BYTES, SIG_MASK, SOURCE_BYTES,
 };
 use super::{Bridged, EgressPass, Pipeline};
 use crate::packet::{ipv4_checksum, rd16, wr16, wr32};
@@ -65,7 +66,7 @@ impl Pipeline {
         }
         let deq = e.deq_cells.min(QUEUE_DEPTH_MAX);
         let latency = e.queue_delay_ns.min(u64::from(u32::MAX)) as u32;
-        let word = (h.switch_id & 0x3FFF) as u16;
+        let word = (h.switch_id & u32::from(SIG_MASK)) as u16;
         let l3 = shim - 28;
         let udp = shim - 8;
         // room for what this hop adds, right after the MD header (the
@@ -108,7 +109,13 @@ impl Pipeline {
         wr32(e.buf, hop + 16, tx_total);
         // one comparison per condition, as the P4 program's saturating ones
         if deq >= h.onset_cells || latency >= h.onset_ns {
-            flags |= FLAG_ONSET;
+            // with this hop's place from the source (int_max_hops 2)
+            let place = if b.int_source {
+                FLAG_ONSET_HOP1
+            } else {
+                FLAG_ONSET_HOP2
+            };
+            flags |= FLAG_ONSET | place;
         }
         if deq > h.clear_cells || latency > h.clear_ns {
             flags |= FLAG_OVER_CLEAR;

@@ -245,6 +245,9 @@ pub struct Bridged {
     /// The MD header's ds_flags the packet brought (the sink's detection
     /// reads the onset bit).
     pub int_ds_flags: u16,
+    /// The hop the stack marks at/over onset (switch id, egress port): the
+    /// sink's reroute notice names it.
+    pub int_onset_hop: Option<(u32, u16)>,
     /// The sink's report copy (int_report_mirror_h).
     pub int_report: Option<int_source::IntReportCopy>,
 }
@@ -356,7 +359,8 @@ impl Pipeline {
     /// Shares the quality registers and the relay work with an XDP fast path.
     pub fn with_fastpath(mut self, c: &Contract, fp: Arc<dyn FastPathMaps>) -> Pipeline {
         self.quality =
-            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift);
+            QualityRegs::shared(fp.quality(), c.config.rtp_clock_hz, c.config.jitter_shift)
+                .with_half_bits(self.quality.half_bits());
         self.fastpath = Some(fp);
         self
     }
@@ -375,6 +379,12 @@ impl Pipeline {
         self.guard6 = Guard6Table::new(sizes.relay6 as usize);
         self.legs6 = Leg6Table::new(self.legs.capacity(), sizes.legs6 as usize);
         self.digests6 = tx;
+        self
+    }
+
+    /// The quality registers addressed as two halves (`--quality-half-bits`).
+    pub fn with_quality_half_bits(mut self, half_bits: Option<u32>) -> Pipeline {
+        self.quality = self.quality.with_half_bits(half_bits);
         self
     }
 
@@ -411,11 +421,15 @@ impl Pipeline {
     }
 }
 
-/// `ingress_metadata_t`: what the ingress controls tell each other.
+/// `ingress_metadata_t`: what the ingress controls tell each other, over
+/// either family's relay key `K` and address `A` (IPv6's: IngressMeta6,
+/// relay6_sessions.rs).
 #[derive(Debug, Clone, Copy)]
-struct IngressMeta {
+struct IngressMetaOf<K, A> {
     /// The UDP 4-tuple and the bound port (relay's key, the learn filter's flow).
-    flow: RelayKey,
+    flow: K,
+    /// The destination as it arrived (the learn digest's dst_addr).
+    dst: A,
     /// The port the packet arrived on (the learn digest's).
     ingress_port: u16,
     /// relay_addr: the destination is a relay (RTPProxy) address and port.
@@ -429,20 +443,14 @@ struct IngressMeta {
     /// relay_guard: a foreign source to a guarded relay port.
     guard_drop: bool,
     /// The destination forwarding routes on (the rewritten one after a relay).
-    dst_addr: u32,
+    dst_addr: A,
 }
 
-impl IngressMeta {
-    fn new(p: &packet::Parsed, ingress_port: u16, bound_port: u16) -> IngressMeta {
-        let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
-        IngressMeta {
-            flow: RelayKey {
-                src: p.src,
-                dst: p.dst,
-                sport,
-                dport,
-                port: bound_port,
-            },
+impl<K, A: Copy> IngressMetaOf<K, A> {
+    fn with_flow(flow: K, dst: A, ingress_port: u16) -> Self {
+        IngressMetaOf {
+            flow,
+            dst,
             ingress_port,
             relay_dst: false,
             relay_hit: false,
@@ -450,8 +458,25 @@ impl IngressMeta {
             rtcp: false,
             rewritten: false,
             guard_drop: false,
-            dst_addr: p.dst,
+            dst_addr: dst,
         }
+    }
+}
+
+/// The IPv4 packet's.
+type IngressMeta = IngressMetaOf<RelayKey, u32>;
+
+impl IngressMeta {
+    fn new(p: &packet::Parsed, ingress_port: u16, bound_port: u16) -> IngressMeta {
+        let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
+        let flow = RelayKey {
+            src: p.src,
+            dst: p.dst,
+            sport,
+            dport,
+            port: bound_port,
+        };
+        IngressMeta::with_flow(flow, p.dst, ingress_port)
     }
 }
 

@@ -6,57 +6,29 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{Meta, Pipeline};
-use crate::packet::ipv6::{udp_csum_rewrite, wr128, Parsed6};
-use crate::packet::{self, rd16, wr16};
-use crate::tables::guard::{Guard6Key, GuardAction};
-use crate::tables::legs6::Rewrite6;
+use super::relay_sessions::L3Addrs;
+use super::{IngressMetaOf, Meta, Pipeline};
+use crate::packet::ipv6::Parsed6;
+use crate::packet::rd16;
+use crate::tables::guard::Guard6Key;
 use crate::tables::relay::{Relay6Key, RelayAction};
 use crate::tables::small6::Relay6AddrAction;
 
-/// `ingress_metadata_t` as the IPv6 steps use it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct IngressMeta6 {
-    /// relay6's key (`relay_id` filled in by relay6_addr), the learn filter's flow.
-    pub flow: Relay6Key,
-    /// The destination as it arrived (the learn digest's dst_addr).
-    pub dst: u128,
-    pub ingress_port: u16,
-    /// relay6_addr: a relay address and port (`mark_relay6`).
-    pub relay_dst: bool,
-    /// relay6: hit (`relay6_leg`).
-    pub relay_hit: bool,
-    pub leg: u32,
-    pub rtcp: bool,
-    /// leg_rewrite6 rewrote the packet.
-    pub rewritten: bool,
-    /// relay_guard6: a foreign source to a guarded relay port.
-    pub guard_drop: bool,
-    /// The destination forwarding routes on (the rewritten one after a relay).
-    pub dst_addr: u128,
-}
+/// `ingress_metadata_t` as the IPv6 steps use it: relay6's key (`relay_id`
+/// filled in by relay6_addr) is the flow.
+pub(super) type IngressMeta6 = IngressMetaOf<Relay6Key, u128>;
 
 impl IngressMeta6 {
     pub(super) fn new(p: &Parsed6, ingress_port: u16, bound_port: u16) -> IngressMeta6 {
         let (sport, dport) = p.udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
-        IngressMeta6 {
-            flow: Relay6Key {
-                src: p.src,
-                relay_id: 0,
-                sport,
-                dport,
-                port: bound_port,
-            },
-            dst: p.dst,
-            ingress_port,
-            relay_dst: false,
-            relay_hit: false,
-            leg: 0,
-            rtcp: false,
-            rewritten: false,
-            guard_drop: false,
-            dst_addr: p.dst,
-        }
+        let flow = Relay6Key {
+            src: p.src,
+            relay_id: 0,
+            sport,
+            dport,
+            port: bound_port,
+        };
+        IngressMeta6::with_flow(flow, p.dst, ingress_port)
     }
 }
 
@@ -71,41 +43,33 @@ impl Pipeline {
         m: &Meta,
         md: &mut IngressMeta6,
     ) {
-        let Some(u) = p.udp else { return };
-        if !u.valid_len {
-            self.stats.udp_bad_length.fetch_add(1, Relaxed);
+        let Some(u) = self.relay_udp(p.udp) else {
             return;
-        }
+        };
         if rd16(frame, u.off + 6) == 0 {
             self.stats.udp6_zero_checksum.fetch_add(1, Relaxed);
             return; // RELAY_LOOKUP6
         }
         match self.small.load().v6.relay_addr_lookup(p.dst, u.dst_port) {
             Relay6AddrAction::MarkRelay6 { relay_id } => {
-                md.relay_dst = true;
+                md.relay_dst = true; // mark_relay6
                 md.flow.relay_id = relay_id;
             }
             Relay6AddrAction::NoAction => return,
         }
         match self.relay6.lookup(&md.flow, m.now_ms) {
-            Some(RelayAction::Leg { leg, rtcp }) => {
-                // relay6_leg
-                self.stats.relay_hits.fetch_add(1, Relaxed);
-                md.relay_hit = true;
-                md.leg = leg;
-                md.rtcp = rtcp;
-            }
+            Some(RelayAction::Leg { leg, rtcp }) => self.relay_leg(md, leg, rtcp), // relay6_leg
             // NoAction is relay6's default only: no entry carries it
             Some(RelayAction::NoAction) | None => self.relay_guard6(md, m),
         }
-        if md.relay_hit {
-            match self.legs6.get(md.leg) {
-                Some(rw) => self.rewrite6(frame, p, &u, md, &rw),
-                None => {
-                    self.stats.leg_misses.fetch_add(1, Relaxed);
-                }
-            }
-        }
+        let a = L3Addrs {
+            l3: p.l3,
+            src_off: 8,
+            dst_off: 24,
+            src: p.src,
+            dst: p.dst,
+        };
+        self.leg_rewrite(&self.legs6, frame, &a, &u, md); // leg_rewrite6
     }
 
     /// `relay_guard6`: its hit counts only for a packet relay6 missed.
@@ -114,42 +78,7 @@ impl Pipeline {
             relay_id: md.flow.relay_id,
             dport: md.flow.dport,
         };
-        if let Some(GuardAction::Drop { leg }) = self.guard6.lookup(&g, m.now_ms) {
-            // guard6_drop(leg)
-            self.guard_drops.count(leg);
-            self.stats.guard_drops.fetch_add(1, Relaxed);
-            md.guard_drop = true;
-        }
-    }
-
-    /// `Ingress.rewrite6`: both addresses and ports (+ 1 for RTCP), the UDP
-    /// checksum updated incrementally, a zero result sent as 0xffff;
-    /// leg_rewrite6's direct counter counts the packet as it arrived.
-    fn rewrite6(
-        &self,
-        frame: &mut [u8],
-        p: &Parsed6,
-        u: &packet::Udp,
-        md: &mut IngressMeta6,
-        rw: &Rewrite6,
-    ) {
-        self.legs6.count(md.leg, frame.len() as u32);
-        let inc = u16::from(md.rtcp);
-        let (sport, dport) = (rw.sport.wrapping_add(inc), rw.dport.wrapping_add(inc));
-        let csum_off = u.off + 6;
-        let c = udp_csum_rewrite(
-            rd16(frame, csum_off),
-            (p.src, p.dst, u.src_port, u.dst_port),
-            (rw.src, rw.dst, sport, dport),
-        );
-        wr16(frame, csum_off, c);
-        wr128(frame, p.l3 + 8, rw.src);
-        wr128(frame, p.l3 + 24, rw.dst);
-        wr16(frame, u.off, sport);
-        wr16(frame, u.off + 2, dport);
-        md.dst_addr = rw.dst;
-        md.rewritten = true;
-        self.stats.relay_rewrites.fetch_add(1, Relaxed);
+        self.guard_drop(md, self.guard6.lookup(&g, m.now_ms)); // guard6_drop
     }
 }
 
@@ -158,8 +87,10 @@ mod tests {
     use super::*;
     use crate::packet::ipv6::testpkt::{udp6_checksum, Udp6, V6_RELAY, V6_UAC, V6_UAS};
     use crate::packet::ipv6::{parse_at, rd128};
+    use crate::packet::wr16;
     use crate::pipeline::tests::{meta, setup};
     use crate::pipeline::tests6::install_call6;
+    use crate::tables::guard::GuardAction;
 
     fn run(p: &Pipeline, sport: u16, dport: u16, zero_csum: bool) -> (IngressMeta6, Vec<u8>) {
         let mut f = Udp6 {

@@ -3,12 +3,23 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::{IngressMeta, Meta, Pipeline};
-use crate::packet::{self, csum_update16, csum_update32, rd16, wr16, wr32};
+use super::{IngressMeta, IngressMetaOf, Meta, Pipeline};
+use crate::packet::family::{udp_csum_rewrite, Addr};
+use crate::packet::{self, rd16, wr16};
 use crate::tables::guard::{GuardAction, GuardKey};
-use crate::tables::legs::Rewrite;
+use crate::tables::legs::{LegRewrites, RewriteOf};
 use crate::tables::relay::RelayAction;
 use crate::tables::small::RelayAddrAction;
+
+/// Where a family's header holds the addresses a rewrite changes: the source
+/// and destination offsets from the L3 header, and their values as arrived.
+pub(super) struct L3Addrs<A> {
+    pub l3: usize,
+    pub src_off: usize,
+    pub dst_off: usize,
+    pub src: A,
+    pub dst: A,
+}
 
 impl Pipeline {
     /// `RelaySessions.apply`. relay_addr is looked up only when relay misses:
@@ -21,11 +32,9 @@ impl Pipeline {
         m: &Meta,
         md: &mut IngressMeta,
     ) {
-        let Some(u) = p.udp else { return };
-        if !u.valid_len {
-            self.stats.udp_bad_length.fetch_add(1, Relaxed);
+        let Some(u) = self.relay_udp(p.udp) else {
             return;
-        }
+        };
         match self.relay.lookup(&md.flow, m.now_ms) {
             Some(RelayAction::Leg { leg, rtcp }) => self.relay_leg(md, leg, rtcp),
             // A NoAction entry is a hit that does nothing (not a miss).
@@ -39,20 +48,29 @@ impl Pipeline {
                 }
             }
         }
-        if md.relay_hit {
-            // A missing leg_rewrite entry leaves the packet as it is: it goes
-            // to the relay address, i.e. RTPProxy keeps relaying it.
-            match self.legs.get(md.leg) {
-                Some(rw) => self.rewrite(frame, p, &u, md, &rw),
-                None => {
-                    self.stats.leg_misses.fetch_add(1, Relaxed);
-                }
-            }
-        }
+        let a = L3Addrs {
+            l3: p.l3,
+            src_off: 12,
+            dst_off: 16,
+            src: p.src,
+            dst: p.dst,
+        };
+        self.leg_rewrite(&self.legs, frame, &a, &u, md);
     }
 
-    /// `Ingress.relay_leg`.
-    fn relay_leg(&self, md: &mut IngressMeta, leg: u32, rtcp: bool) {
+    /// The relay tables look up UDP with a length that fits the packet (a
+    /// bad one is counted and the packet routed).
+    pub(super) fn relay_udp(&self, udp: Option<packet::Udp>) -> Option<packet::Udp> {
+        let u = udp?;
+        if !u.valid_len {
+            self.stats.udp_bad_length.fetch_add(1, Relaxed);
+            return None;
+        }
+        Some(u)
+    }
+
+    /// `Ingress.relay_leg` (relay6_leg: the same for relay6).
+    pub(super) fn relay_leg<K, A>(&self, md: &mut IngressMetaOf<K, A>, leg: u32, rtcp: bool) {
         self.stats.relay_hits.fetch_add(1, Relaxed);
         md.relay_hit = true;
         md.leg = leg;
@@ -65,40 +83,68 @@ impl Pipeline {
             dst: md.flow.dst,
             dport: md.flow.dport,
         };
-        if let Some(GuardAction::Drop { leg }) = self.guard.lookup(&g, m.now_ms) {
-            // guard_drop(leg)
+        self.guard_drop(md, self.guard.lookup(&g, m.now_ms));
+    }
+
+    /// `Ingress.guard_drop(leg)` (guard6_drop for relay_guard6): the drop,
+    /// counted in `guard_drops[leg]` (GuardCount).
+    pub(super) fn guard_drop<K, A>(&self, md: &mut IngressMetaOf<K, A>, hit: Option<GuardAction>) {
+        if let Some(GuardAction::Drop { leg }) = hit {
             self.guard_drops.count(leg);
             self.stats.guard_drops.fetch_add(1, Relaxed);
             md.guard_drop = true;
         }
     }
 
-    /// `Ingress.rewrite` (leg_rewrite's action): both addresses and ports, the
-    /// ports + 1 for RTCP; the UDP checksum updated incrementally (zero stays
-    /// zero); leg_rewrite's direct counter counts the packet as it arrived.
-    fn rewrite(
+    /// `leg_rewrite` (leg_rewrite6: `legs` is the family's table) on a relay
+    /// hit. A missing entry leaves the packet as it is: it goes to the relay
+    /// address, i.e. RTPProxy keeps relaying it.
+    pub(super) fn leg_rewrite<K, A: Addr>(
+        &self,
+        legs: &impl LegRewrites<Addr = A>,
+        frame: &mut [u8],
+        a: &L3Addrs<A>,
+        u: &packet::Udp,
+        md: &mut IngressMetaOf<K, A>,
+    ) {
+        if !md.relay_hit {
+            return;
+        }
+        match legs.get(md.leg) {
+            Some(rw) => {
+                legs.count(md.leg, frame.len() as u32);
+                self.rewrite(frame, a, u, md, &rw);
+            }
+            None => {
+                self.stats.leg_misses.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// `Ingress.rewrite` and `Ingress.rewrite6` (leg_rewrite's and
+    /// leg_rewrite6's action): both addresses and ports, the ports + 1 for
+    /// RTCP; the UDP checksum updated incrementally (IPv4's zero stays zero,
+    /// a zero result goes out as 0xffff); the direct counter (counted by the
+    /// caller) counts the packet as it arrived.
+    fn rewrite<K, A: Addr>(
         &self,
         frame: &mut [u8],
-        p: &packet::Parsed,
+        a: &L3Addrs<A>,
         u: &packet::Udp,
-        md: &mut IngressMeta,
-        rw: &Rewrite,
+        md: &mut IngressMetaOf<K, A>,
+        rw: &RewriteOf<A>,
     ) {
-        self.legs.count(md.leg, frame.len() as u32);
         let inc = u16::from(md.rtcp);
         let (sport, dport) = (rw.sport.wrapping_add(inc), rw.dport.wrapping_add(inc));
         let csum_off = u.off + 6;
-        let mut c = rd16(frame, csum_off);
-        if c != 0 {
-            c = csum_update32(c, p.src, rw.src);
-            c = csum_update32(c, p.dst, rw.dst);
-            c = csum_update16(c, u.src_port, sport);
-            c = csum_update16(c, u.dst_port, dport);
-            // 0 means "no checksum" in UDP; its one's-complement twin is 0xffff.
-            wr16(frame, csum_off, if c == 0 { 0xffff } else { c });
-        }
-        wr32(frame, p.l3 + 12, rw.src);
-        wr32(frame, p.l3 + 16, rw.dst);
+        let c = udp_csum_rewrite(
+            rd16(frame, csum_off),
+            (a.src, a.dst, u.src_port, u.dst_port),
+            (rw.src, rw.dst, sport, dport),
+        );
+        wr16(frame, csum_off, c);
+        rw.src.wr(frame, a.l3 + a.src_off);
+        rw.dst.wr(frame, a.l3 + a.dst_off);
         wr16(frame, u.off, sport);
         wr16(frame, u.off + 2, dport);
         md.dst_addr = rw.dst;
@@ -113,6 +159,7 @@ mod tests {
     use crate::packet::rd32;
     use crate::packet::testpkt::{udp_checksum, Udp4};
     use crate::pipeline::tests::{install_call, meta, setup, RELAY, UAC, UAS};
+    use crate::tables::legs::Rewrite;
     use crate::tables::relay::RelayKey;
 
     /// RelaySessions alone on a UDP packet from UAC:`sport` to RELAY:`dport`

@@ -38,8 +38,9 @@ use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
 /// Pipe-local number of Tofino 1's recirculation port: notices from this
 /// switch's own egress arrive here; no wire port has this number (< 64).
 pub const RECIRC_PORT: u16 = 68;
-/// `reroute_notice_h`: kind, flow_class, pad + port, slot, run, queue_delay_ns.
-pub const NOTICE_LEN: usize = 12;
+/// `reroute_notice_h`: kind, flow_class, pad + port, slot, run, queue_delay_ns,
+/// hop_switch_id, hop_port.
+pub const NOTICE_LEN: usize = 18;
 /// The kind of a notice made by this switch's egress (= the mirror header's
 /// pkt_type on Tofino, PKT_TYPE_REROUTE_NOTICE).
 pub const NOTICE_LOCAL: u8 = 3;
@@ -70,6 +71,10 @@ pub struct RerouteDigest {
     /// The trigger was a hop over onset in the packets' INT (the sink's
     /// detection), not the detecting switch's own delay.
     pub from_int: bool,
+    /// `from_int`: the hop the sink saw at/over onset, its INT switch id
+    /// and egress port (both 0: not named).
+    pub hop_switch_id: u32,
+    pub hop_port: u16,
 }
 
 /// Reroute event counters (exported as metrics).
@@ -177,7 +182,9 @@ impl Pipeline {
                     .unwrap_or(0)
                     .saturating_add(1);
                 if run == m {
-                    self.send_notice(b, run, self.tna.ticks_ns(delay), int_hot, frame);
+                    // name_hop: the hop the stack marks (the sink's notice)
+                    let hop = if int_hot { b.int_onset_hop } else { None };
+                    self.send_notice(b, run, self.tna.ticks_ns(delay), int_hot, hop, frame);
                 }
             }
         } else if b.rr_detect {
@@ -190,7 +197,15 @@ impl Pipeline {
     /// The notice copy and its egress pass: the departing frame's MACs, the
     /// notice, then its IPv4 header onward (a VLAN tag is left out),
     /// truncated to `NOTICE_MAX_FRAME`.
-    fn send_notice(&self, b: &Bridged, run: u16, delay_ns: u32, from_int: bool, frame: &[u8]) {
+    fn send_notice(
+        &self,
+        b: &Bridged,
+        run: u16,
+        delay_ns: u32,
+        from_int: bool,
+        hop: Option<(u32, u16)>,
+        frame: &[u8],
+    ) {
         self.rr_stats.notices.fetch_add(1, Relaxed);
         if frame.len() < 14 {
             return;
@@ -211,6 +226,9 @@ impl Pipeline {
         n.extend_from_slice(&b.rr_slot.to_be_bytes());
         n.extend_from_slice(&run.to_be_bytes());
         n.extend_from_slice(&delay_ns.to_be_bytes());
+        let (hop_switch_id, hop_port) = hop.unwrap_or((0, 0));
+        n.extend_from_slice(&hop_switch_id.to_be_bytes());
+        n.extend_from_slice(&hop_port.to_be_bytes());
         let room = NOTICE_MAX_FRAME - n.len();
         n.extend_from_slice(&ip[..ip.len().min(room)]);
         let mut q = self.notices.lock();
@@ -258,6 +276,7 @@ impl Pipeline {
         let word = rd16(n, 2);
         let (port, from_int) = (word & 0x1ff, word & FROM_INT != 0);
         let (run, queue_delay_ns) = (rd16(n, 6), rd32(n, 8));
+        let (hop_switch_id, hop_port) = (rd32(n, 12), rd16(n, 16));
         let small = self.small.load();
         let local = kind == NOTICE_LOCAL && m.ingress_port & 0x7f == RECIRC_PORT;
         let upstream_by = |primary: u16| kind == NOTICE_UPSTREAM && m.ingress_port == primary;
@@ -270,6 +289,8 @@ impl Pipeline {
             run,
             flow_class,
             from_int,
+            hop_switch_id,
+            hop_port,
         };
         // where a notice that goes on leaves
         let mut out = None;
@@ -404,9 +425,11 @@ mod tests {
     use std::sync::mpsc::{sync_channel, Receiver};
 
     use super::*;
+    /// The notice frame's IPv4 header: after Ethernet and the notice.
+    const IP: usize = 14 + NOTICE_LEN;
     use crate::packet::ipv4_checksum;
     use crate::packet::testpkt::Udp4;
-    use crate::pipeline::int_source::FLAG_ONSET;
+    use crate::pipeline::int_source::{FLAG_ONSET, FLAG_ONSET_HOP2};
     use crate::pipeline::tests::{meta, setup, UAC, UAS};
     use crate::pipeline::Departure;
 
@@ -579,7 +602,7 @@ mod tests {
         assert_eq!(p.process(&mut n, &m), Verdict::Forward(1));
         assert_eq!(rd16(&n, 12), 0x88b5);
         assert_eq!(n[14], NOTICE_UPSTREAM);
-        assert_eq!(rd32(&n, 26 + 16), UAS); // the flow's IPv4 header follows
+        assert_eq!(rd32(&n, IP + 16), UAS); // the flow's IPv4 header follows
         assert_eq!(rx.try_recv().unwrap().kind, NOTIFIED);
         assert_eq!(p.reroute_regs.active[7].load(Relaxed), 0);
 
@@ -615,7 +638,7 @@ mod tests {
             ..meta(2)
         };
         assert_eq!(sink.process(&mut n, &recirc), Verdict::Forward(1));
-        let ttl = n[26 + 8];
+        let ttl = n[IP + 8];
 
         // the middle switch: no backup either; the flow comes in by port 3
         let (mid, mid_rx) = watched(true);
@@ -630,16 +653,16 @@ mod tests {
         let mut on = n.clone();
         assert_eq!(mid.process(&mut on, &from(2)), Verdict::Forward(3));
         assert_eq!(on[14], NOTICE_UPSTREAM);
-        assert_eq!(on[26 + 8], ttl - 1);
-        assert_eq!(ipv4_checksum(&on[26..46]), rd16(&on, 26 + 10));
+        assert_eq!(on[IP + 8], ttl - 1);
+        assert_eq!(ipv4_checksum(&on[IP..IP + 20]), rd16(&on, IP + 10));
         let d = mid_rx.try_recv().unwrap();
         assert_eq!((d.kind, d.port, d.slot), (RELAYED, 1, 7));
         assert_eq!(mid.reroute_regs.active[7].load(Relaxed), 0);
         // a notice whose TTL ran out ends
         let mut spent = on.clone();
-        spent[26 + 8] = 1;
-        let c = ipv4_checksum(&spent[26..46]);
-        spent[26 + 10..26 + 12].copy_from_slice(&c.to_be_bytes());
+        spent[IP + 8] = 1;
+        let c = ipv4_checksum(&spent[IP..IP + 20]);
+        spent[IP + 10..IP + 12].copy_from_slice(&c.to_be_bytes());
         assert_eq!(
             mid.process(&mut spent, &from(2)),
             Verdict::Drop(DropReason::RerouteNotice)
@@ -667,7 +690,12 @@ mod tests {
             rr_ingress_port: 1,
             int_sink: true,
             int_hops: 2,
-            int_ds_flags: if onset { FLAG_ONSET | 0x12 } else { 0x12 },
+            int_ds_flags: if onset {
+                FLAG_ONSET | FLAG_ONSET_HOP2 | 0x12
+            } else {
+                0x12
+            },
+            int_onset_hop: onset.then_some((3, 2)),
             ..Bridged::default()
         };
         // the sink's own delay is under t_q: INT alone makes them hot
@@ -682,6 +710,8 @@ mod tests {
         assert_eq!(recirculate(&p), vec![Verdict::Forward(1)]);
         let d = rx.try_recv().unwrap();
         assert_eq!((d.kind, d.from_int, d.run), (NOTIFIED, true, 3));
+        // the notice names the hop the stack marked
+        assert_eq!((d.hop_switch_id, d.hop_port), (3, 2));
         assert_eq!(p.reroute_regs.active[7].load(Relaxed), 0);
         // a packet that is not the sink's does not count INT's flags
         let mut transit = b(true);
@@ -708,7 +738,7 @@ mod tests {
         );
         // damaged IPv4 header, truncated frame, unknown kind
         let mut bad = n.clone();
-        bad[26 + 8] ^= 1;
+        bad[IP + 8] ^= 1;
         let m = Meta {
             ingress_port: RECIRC_PORT,
             ..meta(2)
@@ -717,7 +747,7 @@ mod tests {
             p.process(&mut bad, &m),
             Verdict::Drop(DropReason::BadIpChecksum)
         );
-        let mut short = n[..40].to_vec();
+        let mut short = n[..IP + 14].to_vec();
         assert_eq!(
             p.process(&mut short, &m),
             Verdict::Drop(DropReason::Truncated)

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::rtp_clock::{ms_clock, rtp_clock};
 use super::{zeroed, Bridged, Pipeline};
 use crate::packet::Rtp;
-use crate::schema::Reg;
+use crate::schema::{Half, Reg};
 use crate::xdp_abi::LegQuality;
 
 impl Pipeline {
@@ -22,8 +22,11 @@ impl Pipeline {
     #[inline]
     pub(super) fn rtp_quality(&self, b: &Bridged, now_ns: u64) {
         self.stats.rtp_packets.fetch_add(1, Relaxed);
-        self.quality
-            .update(b.leg as usize, &b.rtp, now_ns, ms_clock(now_ns));
+        // QUALITY_RUN: the leg's half and its index there name the cell.
+        let (half, i) = self.quality.half_of(b.leg as usize);
+        if let Some(cell) = self.quality.cell(half, i) {
+            self.quality.update(cell, &b.rtp, now_ns, ms_clock(now_ns));
+        }
     }
 }
 
@@ -34,10 +37,17 @@ enum Storage {
     Shared(&'static [LegQuality]),
 }
 
+/// The registers of every leg, one cell per leg. With `half_bits` (the
+/// program's QUALITY_HALF_BITS, `--quality-half-bits`) the control plane sees
+/// each register as two, as the Tofino build that splits them declares them:
+/// cell `leg` is index `leg` of the lower half below 2^half_bits and index
+/// `leg - 2^half_bits` of the upper half from there. The cells stay one array
+/// (the XDP fast path indexes it by leg).
 pub struct QualityRegs {
     legs: Storage,
     clock_hz: u64,
     jitter_shift: u32,
+    half_bits: Option<u32>,
 }
 
 impl QualityRegs {
@@ -46,6 +56,7 @@ impl QualityRegs {
             legs: Storage::Owned(zeroed::<LegQuality>(legs).into_boxed_slice()),
             clock_hz: u64::from(clock_hz),
             jitter_shift,
+            half_bits: None,
         }
     }
 
@@ -55,7 +66,62 @@ impl QualityRegs {
             legs: Storage::Shared(legs),
             clock_hz: u64::from(clock_hz),
             jitter_shift,
+            half_bits: None,
         }
+    }
+
+    /// The registers split in two at 2^`half_bits` (None: one register each).
+    pub fn with_half_bits(mut self, half_bits: Option<u32>) -> QualityRegs {
+        self.half_bits = half_bits;
+        self
+    }
+
+    pub fn half_bits(&self) -> Option<u32> {
+        self.half_bits
+    }
+
+    /// The half a leg's cells are in and its index there (QUALITY_RUN: bit
+    /// half_bits of the leg chooses, its low bits index). Unsplit: the lower.
+    #[inline]
+    pub fn half_of(&self, leg: usize) -> (Half, usize) {
+        match self.half_bits {
+            Some(h) if leg >> h & 1 == 1 => (Half::Hi, leg & ((1 << h) - 1)),
+            Some(h) => (Half::Lo, leg & ((1 << h) - 1)),
+            None => (Half::Lo, leg),
+        }
+    }
+
+    /// Cells in a half: the lower's 2^half_bits (unsplit: every leg), the
+    /// upper's the rest.
+    pub fn half_len(&self, half: Half) -> usize {
+        let lo = self
+            .half_bits
+            .map_or(self.len(), |h| (1usize << h).min(self.len()));
+        match half {
+            Half::Lo => lo,
+            Half::Hi => self.len() - lo,
+        }
+    }
+
+    /// The cell (leg) of index `i` of a half; None beyond the half.
+    #[inline]
+    pub fn cell(&self, half: Half, i: usize) -> Option<usize> {
+        if i >= self.half_len(half) {
+            return None;
+        }
+        Some(match half {
+            Half::Lo => i,
+            Half::Hi => self.half_len(Half::Lo) + i,
+        })
+    }
+
+    /// A register cell as the control plane addresses it: index `i` of a half.
+    pub fn read_half(&self, reg: Reg, half: Half, i: usize) -> Option<u64> {
+        self.read(reg, self.cell(half, i)?)
+    }
+
+    pub fn write_half(&self, reg: Reg, half: Half, i: usize, v: u64) -> bool {
+        self.cell(half, i).is_some_and(|c| self.write(reg, c, v))
     }
 
     #[inline]
@@ -274,6 +340,48 @@ mod tests {
         r.clear();
         assert_eq!(r.read(Reg::Packets, 1), Some(0));
         assert_eq!(r.read(Reg::MaxSeq, 1), Some(0));
+    }
+
+    #[test]
+    fn a_split_register_addresses_its_halves_as_the_p4_program() {
+        // 2^2 lower cells, 2 upper: legs 0..6 (QUALITY_HALF_BITS 2).
+        let r = QualityRegs::new(6, 8000, 4).with_half_bits(Some(2));
+        assert_eq!((r.half_len(Half::Lo), r.half_len(Half::Hi)), (4, 2));
+        assert_eq!(r.half_of(3), (Half::Lo, 3));
+        assert_eq!(r.half_of(5), (Half::Hi, 1));
+        assert_eq!(r.cell(Half::Hi, 1), Some(5));
+        assert_eq!(r.cell(Half::Hi, 2), None, "beyond the upper half");
+        assert_eq!(r.cell(Half::Lo, 4), None, "the lower half ends at 2^2");
+        r.update(5, &rtp(1, 0), 0, 0);
+        assert_eq!(r.read_half(Reg::Packets, Half::Hi, 1), Some(1));
+        assert_eq!(r.read_half(Reg::Packets, Half::Lo, 1), Some(0));
+        assert!(r.write_half(Reg::Packets, Half::Hi, 1, 0));
+        assert_eq!(r.read(Reg::Packets, 5), Some(0));
+        assert!(!r.write_half(Reg::Packets, Half::Lo, 5, 1));
+        // unsplit: one register of every leg
+        let one = QualityRegs::new(6, 8000, 4);
+        assert_eq!((one.half_len(Half::Lo), one.half_len(Half::Hi)), (6, 0));
+        assert_eq!(one.half_of(5), (Half::Lo, 5));
+    }
+
+    #[test]
+    fn the_step_counts_a_split_programs_upper_leg_in_its_cell() {
+        let (mut p, _) = crate::pipeline::tests::setup();
+        let legs = p.quality.len();
+        // the largest split of these legs: 2^h < legs <= 2^(h+1)
+        p.quality = QualityRegs::new(legs, 8000, 4).with_half_bits(Some((legs - 1).ilog2()));
+        let leg = legs - 1;
+        let b = Bridged {
+            relayed_rtp: true,
+            leg: leg as u32,
+            rtp: rtp(10, 0),
+            ..Bridged::default()
+        };
+        p.rtp_quality(&b, 2_000_000);
+        let (half, i) = p.quality.half_of(leg);
+        assert_eq!(half, Half::Hi);
+        assert_eq!(p.quality.read_half(Reg::Packets, Half::Hi, i), Some(1));
+        assert_eq!(p.quality.read(Reg::Packets, leg), Some(1));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::contract::{names, Contract, KeyDef};
+use crate::contract::{names, Contract, KeyDef, RegisterDef};
 
 pub mod tf1;
 
@@ -123,6 +123,9 @@ pub enum TableKind {
     RelayGuard6,
     LegRewrite6,
     Register(Reg),
+    /// One half of a split quality register (`--quality-half-bits`):
+    /// `pipe.Egress.rtp_*` or `pipe.Egress.rtp_*_hi`.
+    QualityHalf(Reg, Half),
     /// An indexed counter (`$COUNTER_INDEX` → `$COUNTER_SPEC_*`).
     Counter(Ctr),
     Port,
@@ -152,6 +155,15 @@ pub enum Reg {
     ReroutePortHot,
     Ired(IredReg),
     Int(IntReg),
+}
+
+/// Which of a split quality register's two halves (rtp_quality.p4
+/// QUALITY_SPLIT): `rtp_*` holds legs below 2^half_bits, `rtp_*_hi` the legs
+/// from there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Half {
+    Lo,
+    Hi,
 }
 
 /// The indexed counters, in contract order.
@@ -199,6 +211,21 @@ pub enum IredReg {
 }
 
 impl Reg {
+    /// A per-leg RTP quality register (`pipe.Egress.rtp_*`).
+    pub fn is_quality(self) -> bool {
+        matches!(
+            self,
+            Reg::Packets
+                | Reg::Lost
+                | Reg::Reordered
+                | Reg::MaxSeq
+                | Reg::Transit
+                | Reg::Jitter
+                | Reg::LastSeen
+                | Reg::PayloadType
+        )
+    }
+
     fn from_name(name: &str) -> Option<Reg> {
         Some(match name.rsplit('.').next()? {
             "rtp_packets" => Reg::Packets,
@@ -375,12 +402,22 @@ impl V6Sizes {
 }
 
 /// bf-p4c style ids: a type prefix in the top byte and a name hash below.
+/// The top byte of a register's id (bf-p4c: TNA's Register extern).
+const REGISTER_ID_PREFIX: u8 = 0x8b;
+
+/// bf-p4c hashes the object's full name with Jenkins' one-at-a-time hash
+/// (the split quality registers' `_hi` halves of a large-t2 build get the
+/// compiler's ids this way).
 fn object_id(prefix: u8, name: &str) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
+    let mut h: u32 = 0;
     for b in name.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
+        h = h.wrapping_add(u32::from(b));
+        h = h.wrapping_add(h << 10);
+        h ^= h >> 6;
     }
+    h = h.wrapping_add(h << 3);
+    h ^= h >> 11;
+    h = h.wrapping_add(h << 15);
     (u32::from(prefix) << 24) | (h & 0x00ff_ffff)
 }
 
@@ -498,6 +535,20 @@ impl Schema {
 
     /// `build` with the IPv6 relay tables' sizes given.
     pub fn build_v6(c: &Contract, relay_entries: u32, legs: u32, v6: V6Sizes) -> Schema {
+        Schema::build_sized(c, relay_entries, legs, v6, None)
+    }
+
+    /// `build_v6` with the quality registers split in two at
+    /// 2^`quality_half_bits` (`--quality-half-bits`): each `pipe.Egress.rtp_*`
+    /// of 2^N cells and a `pipe.Egress.rtp_*_hi` of the other legs, as the
+    /// Tofino build with QUALITY_SPLIT declares them.
+    pub fn build_sized(
+        c: &Contract,
+        relay_entries: u32,
+        legs: u32,
+        v6: V6Sizes,
+        quality_half_bits: Option<u32>,
+    ) -> Schema {
         let ids = CompilerIds::load();
         let mut tables = Vec::new();
         let mut json_tables = Vec::new();
@@ -635,9 +686,9 @@ impl Schema {
                 default_action,
             });
         }
-        for r in &c.registers {
-            let reg = Reg::from_name(&r.name)
-                .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
+        // A quality register's tables: (name, cells, kind): one, or its two
+        // halves (Reg::is_quality).
+        let register_tables = |r: &RegisterDef, reg: Reg| -> Vec<(String, u32, TableKind)> {
             let size = match reg {
                 Reg::LearnFilter | Reg::LearnFilter6 => c.config.learn_filter_size,
                 // Indexed by dev_port (9 bits) on the Tofino: bf-p4c's size;
@@ -648,20 +699,40 @@ impl Schema {
                 Reg::Ired(_) | Reg::Int(_) => r.size_p4,
                 _ => legs,
             };
-            let short = r.name.trim_start_matches("pipe.");
-            let keys = vec![KeySchema {
-                id: ID_REGISTER_INDEX,
-                name: names::REGISTER_INDEX.into(),
-                match_type: MatchType::Exact,
-                bits: 0,
-            }];
-            let data = vec![FieldSchema {
-                id: 1,
-                name: format!("{short}.f1"),
-                bits: r.bits,
-            }];
-            json_tables.push(json!({
-                "name": r.name, "id": CompilerIds::get(&ids.tables, 0x0f, &r.name), "table_type": "Register",
+            match quality_half_bits {
+                Some(h) if reg.is_quality() => vec![
+                    (
+                        r.name.clone(),
+                        1 << h,
+                        TableKind::QualityHalf(reg, Half::Lo),
+                    ),
+                    (
+                        format!("{}_hi", r.name),
+                        legs - (1 << h),
+                        TableKind::QualityHalf(reg, Half::Hi),
+                    ),
+                ],
+                _ => vec![(r.name.clone(), size, TableKind::Register(reg))],
+            }
+        };
+        for r in &c.registers {
+            let reg = Reg::from_name(&r.name)
+                .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
+            for (name, size, kind) in register_tables(r, reg) {
+                let short = name.trim_start_matches("pipe.");
+                let keys = vec![KeySchema {
+                    id: ID_REGISTER_INDEX,
+                    name: names::REGISTER_INDEX.into(),
+                    match_type: MatchType::Exact,
+                    bits: 0,
+                }];
+                let data = vec![FieldSchema {
+                    id: 1,
+                    name: format!("{short}.f1"),
+                    bits: r.bits,
+                }];
+                json_tables.push(json!({
+                "name": name, "id": CompilerIds::get(&ids.tables, REGISTER_ID_PREFIX, &name), "table_type": "Register",
                 "size": size, "depends_on": [],
                 "key": [json!({"id": ID_REGISTER_INDEX, "name": names::REGISTER_INDEX, "repeated": false,
                         "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
@@ -673,16 +744,17 @@ impl Schema {
                         "type": bytes_type(r.bits)}})],
                 "supported_operations": ["Sync"], "attributes": [],
             }));
-            tables.push(TableSchema {
-                id: CompilerIds::get(&ids.tables, 0x0f, &r.name),
-                name: r.name.clone(),
-                kind: TableKind::Register(reg),
-                size,
-                keys,
-                actions: vec![],
-                data,
-                default_action: None,
-            });
+                tables.push(TableSchema {
+                    id: CompilerIds::get(&ids.tables, REGISTER_ID_PREFIX, &name),
+                    name: name.clone(),
+                    kind,
+                    size,
+                    keys,
+                    actions: vec![],
+                    data,
+                    default_action: None,
+                });
+            }
         }
         for ct in &c.counters {
             let ctr = Ctr::from_name(&ct.name)
@@ -913,6 +985,51 @@ mod tests {
         assert_eq!(v["learn_filters"][0]["name"], "pipe.IngressDeparser.learn");
         let f: Value = serde_json::from_str(&s.fixed_json).unwrap();
         assert_eq!(f["tables"].as_array().unwrap().len(), 5);
+    }
+
+    /// `--quality-half-bits`: each quality register as the two the Tofino
+    /// build with QUALITY_SPLIT declares, the other registers as they were.
+    #[test]
+    fn split_quality_registers_are_published_as_two_halves() {
+        let s = Schema::build_sized(
+            &CONTRACT,
+            1000,
+            100,
+            V6Sizes::of_contract(&CONTRACT, 100),
+            Some(6),
+        );
+        let lo = s.table_by_name("pipe.Egress.rtp_jitter").unwrap();
+        let hi = s.table_by_name("pipe.Egress.rtp_jitter_hi").unwrap();
+        assert_eq!((lo.size, hi.size), (64, 36));
+        assert_eq!(lo.kind, TableKind::QualityHalf(Reg::Jitter, Half::Lo));
+        assert_eq!(hi.kind, TableKind::QualityHalf(Reg::Jitter, Half::Hi));
+        assert_eq!(hi.data[0].name, "Egress.rtp_jitter_hi.f1");
+        assert_ne!(lo.id, hi.id);
+        // the id bf-p4c gives it in the large-t2 build
+        let packets_hi = s.table_by_name("pipe.Egress.rtp_packets_hi").unwrap();
+        assert_eq!(packets_hi.id, 0x8b7b_f524);
+        let halves = s.tables.iter().filter(|t| t.name.ends_with("_hi")).count();
+        assert_eq!(halves, 8, "the eight quality registers");
+        let lf = s.table_by_name("pipe.Ingress.learn_filter").unwrap();
+        assert_eq!(lf.kind, TableKind::Register(Reg::LearnFilter));
+        let v: Value = serde_json::from_str(&s.bfrt_json).unwrap();
+        let json_hi = v["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "pipe.Egress.rtp_max_seq_hi")
+            .unwrap();
+        assert_eq!(json_hi["size"], 36);
+        assert_eq!(json_hi["data"][0]["singleton"]["type"]["width"], 16);
+        let unsplit = Schema::build(&CONTRACT, 1000, 100);
+        assert!(unsplit.table_by_name("pipe.Egress.rtp_jitter_hi").is_none());
+        assert_eq!(
+            unsplit
+                .table_by_name("pipe.Egress.rtp_jitter")
+                .unwrap()
+                .size,
+            100
+        );
     }
 
     /// Every table, action and digest of the contract has the id the Tofino

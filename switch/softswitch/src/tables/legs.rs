@@ -12,13 +12,65 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use parking_lot::Mutex;
 
 use super::TableError;
+use crate::packet::family::Addr;
 
+/// A leg's rewrite, either family's: `rewrite(src_addr, dst_addr, src_port,
+/// dst_port)` (leg_rewrite) or `rewrite6(...)` (leg_rewrite6, legs6.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rewrite {
-    pub src: u32,
-    pub dst: u32,
+pub struct RewriteOf<A> {
+    pub src: A,
+    pub dst: A,
     pub sport: u16,
     pub dport: u16,
+}
+
+/// `Ingress.rewrite`'s parameters.
+pub type Rewrite = RewriteOf<u32>;
+
+/// leg_rewrite and leg_rewrite6 as the data path and the control plane use
+/// them: leg-keyed rewrites of one family, with the direct counter.
+pub trait LegRewrites: Send + Sync {
+    type Addr: Addr;
+    /// The legs it is keyed on (the shared leg space).
+    fn legs(&self) -> usize;
+    fn get(&self, leg: u32) -> Option<RewriteOf<Self::Addr>>;
+    /// The direct counter: one packet of `frame_len` bytes rewritten by `leg`.
+    fn count(&self, leg: u32, frame_len: u32);
+    fn insert(&self, leg: u32, r: RewriteOf<Self::Addr>) -> Result<(), TableError>;
+    fn modify(&self, leg: u32, r: RewriteOf<Self::Addr>) -> Result<(), TableError>;
+    fn delete(&self, leg: u32) -> Result<(), TableError>;
+    fn clear(&self);
+    fn for_each(&self, f: impl FnMut(u32, RewriteOf<Self::Addr>));
+}
+
+impl LegRewrites for LegTable {
+    type Addr = u32;
+    fn legs(&self) -> usize {
+        self.capacity()
+    }
+    #[inline]
+    fn get(&self, leg: u32) -> Option<Rewrite> {
+        LegTable::get(self, leg)
+    }
+    #[inline]
+    fn count(&self, leg: u32, frame_len: u32) {
+        LegTable::count(self, leg, frame_len)
+    }
+    fn insert(&self, leg: u32, r: Rewrite) -> Result<(), TableError> {
+        LegTable::insert(self, leg, r)
+    }
+    fn modify(&self, leg: u32, r: Rewrite) -> Result<(), TableError> {
+        LegTable::modify(self, leg, r)
+    }
+    fn delete(&self, leg: u32) -> Result<(), TableError> {
+        LegTable::delete(self, leg)
+    }
+    fn clear(&self) {
+        LegTable::clear(self)
+    }
+    fn for_each(&self, f: impl FnMut(u32, Rewrite)) {
+        LegTable::for_each(self, f)
+    }
 }
 
 const WRITING: u32 = 1;

@@ -15,15 +15,11 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 
 use parking_lot::Mutex;
 
+use super::legs::{LegRewrites, RewriteOf};
 use super::TableError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rewrite6 {
-    pub src: u128,
-    pub dst: u128,
-    pub sport: u16,
-    pub dport: u16,
-}
+/// `Ingress.rewrite6`'s parameters.
+pub type Rewrite6 = RewriteOf<u128>;
 
 const WRITING: u32 = 1;
 const VALID: u32 = 2;
@@ -245,6 +241,36 @@ impl Leg6Table {
                 f(leg, r);
             }
         }
+    }
+}
+
+impl LegRewrites for Leg6Table {
+    type Addr = u128;
+    fn legs(&self) -> usize {
+        Leg6Table::legs(self)
+    }
+    #[inline]
+    fn get(&self, leg: u32) -> Option<Rewrite6> {
+        Leg6Table::get(self, leg)
+    }
+    #[inline]
+    fn count(&self, leg: u32, frame_len: u32) {
+        Leg6Table::count(self, leg, frame_len)
+    }
+    fn insert(&self, leg: u32, r: Rewrite6) -> Result<(), TableError> {
+        Leg6Table::insert(self, leg, r)
+    }
+    fn modify(&self, leg: u32, r: Rewrite6) -> Result<(), TableError> {
+        Leg6Table::modify(self, leg, r)
+    }
+    fn delete(&self, leg: u32) -> Result<(), TableError> {
+        Leg6Table::delete(self, leg)
+    }
+    fn clear(&self) {
+        Leg6Table::clear(self)
+    }
+    fn for_each(&self, f: impl FnMut(u32, Rewrite6)) {
+        Leg6Table::for_each(self, f)
     }
 }
 

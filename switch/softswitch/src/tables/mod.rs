@@ -11,13 +11,15 @@
 //!   leg_rewrite, a leg has an entry in one of the two).
 //! - `counter`: indexed packet counters (guard_drops, by leg).
 //! - `small`: ipv4_lpm, nexthop, relay_addr: rarely written, so the data path
-//!   reads an immutable snapshot (arc-swap) and writers publish a new one.
+//!   reads an immutable snapshot (arc-swap) and writers publish a new one;
+//!   `small6` the IPv6 ones in it; `maps` their maps, write rule and LPM index.
 
 pub mod counter;
 pub mod exact;
 pub mod guard;
 pub mod legs;
 pub mod legs6;
+pub mod maps;
 pub mod relay;
 pub mod small;
 pub mod small6;

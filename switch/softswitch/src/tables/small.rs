@@ -9,6 +9,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
+use super::maps::{longest_match, write_lpm, write_map, ByLen};
+pub use super::maps::{prefix_key, prefix_mask, MapLike};
 use super::TableError;
 
 /// dev_ports the per-port tables (`ired_port`, `int_hop_config`) and
@@ -201,7 +203,7 @@ pub struct SmallTables {
     /// (prefix, length) → action: the control-plane view, and read back by Read.
     pub lpm: BTreeMap<(u32, u8), LpmAction>,
     /// Data-path index (`index_by_len`).
-    lpm_by_len: ByLen<LpmAction>,
+    lpm_by_len: ByLen<u32, LpmAction>,
     pub lpm_default: LpmAction,
     pub nexthop: HashMap<u16, NexthopAction>,
     pub nexthop_default: NexthopAction,
@@ -210,7 +212,7 @@ pub struct SmallTables {
     pub relay_addr_default: RelayAddrAction,
     /// (prefix, length) → action, and its data-path index, as for ipv4_lpm.
     pub reroute_watch: BTreeMap<(u32, u8), RerouteWatchAction>,
-    watch_by_len: ByLen<RerouteWatchAction>,
+    watch_by_len: ByLen<u32, RerouteWatchAction>,
     pub reroute_watch_default: RerouteWatchAction,
     pub reroute_class: HashMap<u8, RerouteClassAction>,
     pub reroute_class_default: RerouteClassAction,
@@ -259,41 +261,6 @@ impl Default for SmallTables {
             v6: super::small6::Small6::new(LpmAction::Drop),
         }
     }
-}
-
-pub fn prefix_mask(len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        u32::MAX << (32 - u32::from(len))
-    }
-}
-
-/// An LPM table's key: the prefix with its host bits cleared, and its length.
-pub fn prefix_key(prefix: u32, len: u8) -> Result<(u32, u8), TableError> {
-    if len > 32 {
-        return Err(TableError::Invalid(format!("prefix length {len} > 32")));
-    }
-    Ok((prefix & prefix_mask(len), len))
-}
-
-/// An LPM table's data-path index: one hash map per prefix length in use,
-/// longest first.
-type ByLen<A> = Vec<(u8, HashMap<u32, A>)>;
-
-fn index_by_len<A: Copy>(entries: &BTreeMap<(u32, u8), A>) -> ByLen<A> {
-    let mut by_len: BTreeMap<u8, HashMap<u32, A>> = BTreeMap::new();
-    for (&(p, l), &a) in entries {
-        by_len.entry(l).or_default().insert(p, a);
-    }
-    by_len.into_iter().rev().collect()
-}
-
-#[inline]
-fn longest_match<A: Copy>(by_len: &ByLen<A>, dst: u32) -> Option<A> {
-    by_len
-        .iter()
-        .find_map(|(len, m)| m.get(&(dst & prefix_mask(*len))).copied())
 }
 
 impl SmallTables {
@@ -503,97 +470,6 @@ impl SmallTables {
         }
         write_map(&mut self.relay_addr, k, a, insert)
     }
-}
-
-/// A small table's entries, whichever map holds them: what writes and reads
-/// of any small table need.
-pub trait MapLike<K, V> {
-    fn has(&self, k: &K) -> bool;
-    fn find(&self, k: &K) -> Option<&V>;
-    fn put(&mut self, k: K, v: V);
-    fn del(&mut self, k: &K);
-    /// Every entry, sorted by key (as reads return them).
-    fn sorted(&self) -> Vec<(&K, &V)>;
-    fn count(&self) -> usize;
-}
-impl<K: Ord, V> MapLike<K, V> for BTreeMap<K, V> {
-    fn has(&self, k: &K) -> bool {
-        self.contains_key(k)
-    }
-    fn find(&self, k: &K) -> Option<&V> {
-        self.get(k)
-    }
-    fn put(&mut self, k: K, v: V) {
-        self.insert(k, v);
-    }
-    fn del(&mut self, k: &K) {
-        self.remove(k);
-    }
-    fn sorted(&self) -> Vec<(&K, &V)> {
-        self.iter().collect()
-    }
-    fn count(&self) -> usize {
-        self.len()
-    }
-}
-impl<K: std::hash::Hash + Ord, V> MapLike<K, V> for HashMap<K, V> {
-    fn has(&self, k: &K) -> bool {
-        self.contains_key(k)
-    }
-    fn find(&self, k: &K) -> Option<&V> {
-        self.get(k)
-    }
-    fn put(&mut self, k: K, v: V) {
-        self.insert(k, v);
-    }
-    fn del(&mut self, k: &K) {
-        self.remove(k);
-    }
-    fn sorted(&self) -> Vec<(&K, &V)> {
-        let mut all: Vec<_> = self.iter().collect();
-        all.sort_by(|a, b| a.0.cmp(b.0));
-        all
-    }
-    fn count(&self) -> usize {
-        self.len()
-    }
-}
-
-/// Insert (must not exist), modify (must exist), delete (`a` = None; must exist).
-fn write_map<K, V>(
-    m: &mut impl MapLike<K, V>,
-    k: K,
-    a: Option<V>,
-    insert: bool,
-) -> Result<(), TableError> {
-    match (a, insert, m.has(&k)) {
-        (Some(_), true, true) => Err(TableError::AlreadyExists),
-        (Some(v), true, false) | (Some(v), false, true) => {
-            m.put(k, v);
-            Ok(())
-        }
-        (_, false, false) => Err(TableError::NotFound),
-        (None, _, true) => {
-            m.del(&k);
-            Ok(())
-        }
-        (None, true, false) => Err(TableError::NotFound),
-    }
-}
-
-/// Writes an LPM table's entry (`ipv4_lpm`, `reroute_watch`) and rebuilds
-/// its data-path index.
-fn write_lpm<A: Copy>(
-    entries: &mut BTreeMap<(u32, u8), A>,
-    index: &mut ByLen<A>,
-    prefix: u32,
-    len: u8,
-    a: Option<A>,
-    insert: bool,
-) -> Result<(), TableError> {
-    write_map(entries, prefix_key(prefix, len)?, a, insert)?;
-    *index = index_by_len(entries);
-    Ok(())
 }
 
 /// Writes a per-egress-port table's entry (`ired_port`, `int_hop_config`,

@@ -2,8 +2,9 @@
 //! IPv4 ones): `ipv6_lpm` (128-bit LPM → the shared `nexthop`) and
 //! `relay6_addr` (the relay's v6 addresses and port ranges → `relay_id`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use super::maps::{longest_match, write_lpm, write_map, ByLen};
 use super::TableError;
 
 /// `Ingress.mark_relay6(relay_id)`, or NoAction.
@@ -23,15 +24,12 @@ pub struct Relay6AddrKey {
     pub hi: u16,
 }
 
-/// One hash map per prefix length in use, longest first.
-type ByLen6<A> = Vec<(u8, HashMap<u128, A>)>;
-
 /// `L`: ipv6_lpm's action (ipv4_lpm's, `small::LpmAction`).
 #[derive(Debug, Clone)]
 pub struct Small6<L> {
     /// (prefix, length) → action: the control-plane view, read back by Read.
     pub lpm: BTreeMap<(u128, u8), L>,
-    lpm_by_len: ByLen6<L>,
+    lpm_by_len: ByLen<u128, L>,
     pub lpm_default: L,
     /// Sorted by key, so by priority first.
     pub relay_addr: BTreeMap<Relay6AddrKey, Relay6AddrAction>,
@@ -51,51 +49,10 @@ impl<L: Copy> Small6<L> {
     }
 }
 
-pub fn prefix_mask6(len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        u128::MAX << (128 - u32::from(len))
-    }
-}
-
-/// An LPM key: the prefix with its host bits cleared, and its length.
-pub fn prefix_key6(prefix: u128, len: u8) -> Result<(u128, u8), TableError> {
-    if len > 128 {
-        return Err(TableError::Invalid(format!("prefix length {len} > 128")));
-    }
-    Ok((prefix & prefix_mask6(len), len))
-}
-
-/// Insert (must not exist), modify (must exist), delete (`a` None; must
-/// exist): the small tables' rule (small.rs `write_map`).
-fn write_entry<K: Ord, V>(
-    m: &mut BTreeMap<K, V>,
-    k: K,
-    a: Option<V>,
-    insert: bool,
-) -> Result<(), TableError> {
-    match (a, insert, m.contains_key(&k)) {
-        (Some(_), true, true) => Err(TableError::AlreadyExists),
-        (Some(v), true, false) | (Some(v), false, true) => {
-            m.insert(k, v);
-            Ok(())
-        }
-        (None, _, true) => {
-            m.remove(&k);
-            Ok(())
-        }
-        (_, _, false) => Err(TableError::NotFound),
-    }
-}
-
 impl<L: Copy> Small6<L> {
     #[inline]
     pub fn lpm_lookup(&self, dst: u128) -> L {
-        self.lpm_by_len
-            .iter()
-            .find_map(|(len, m)| m.get(&(dst & prefix_mask6(*len))).copied())
-            .unwrap_or(self.lpm_default)
+        longest_match(&self.lpm_by_len, dst).unwrap_or(self.lpm_default)
     }
 
     #[inline]
@@ -113,13 +70,7 @@ impl<L: Copy> Small6<L> {
         a: Option<L>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_entry(&mut self.lpm, prefix_key6(prefix, len)?, a, insert)?;
-        let mut by_len: BTreeMap<u8, HashMap<u128, L>> = BTreeMap::new();
-        for (&(p, l), &a) in &self.lpm {
-            by_len.entry(l).or_default().insert(p, a);
-        }
-        self.lpm_by_len = by_len.into_iter().rev().collect();
-        Ok(())
+        write_lpm(&mut self.lpm, &mut self.lpm_by_len, prefix, len, a, insert)
     }
 
     pub fn relay_addr_write(
@@ -134,7 +85,7 @@ impl<L: Copy> Small6<L> {
                 k.lo, k.hi
             )));
         }
-        write_entry(&mut self.relay_addr, k, a, insert)
+        write_map(&mut self.relay_addr, k, a, insert)
     }
 }
 

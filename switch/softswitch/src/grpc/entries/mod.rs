@@ -31,12 +31,12 @@ use super::pb::{self, update::Type as UpdateType};
 use super::Switch;
 use crate::contract::names;
 use crate::pipeline::Touched;
-use crate::schema::{ActionScope, Ctr, Reg, TableKind, TableSchema};
+use crate::schema::{ActionScope, Ctr, Half, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
 use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
 use crate::tables::guard::{Guard6Key, Guard6Snapshot, GuardKey, GuardSnapshot};
-use crate::tables::legs::Rewrite;
-use crate::tables::legs6::Rewrite6;
+use crate::tables::legs::{LegTable, Rewrite};
+use crate::tables::legs6::{Leg6Table, Rewrite6};
 use crate::tables::relay::{Entry6Snapshot, EntrySnapshot, Relay6Key, RelayKey};
 use crate::tables::small::SmallTables;
 use crate::tables::TableError;
@@ -64,6 +64,8 @@ pub enum Undo {
     Counter(Ctr, usize, u64),
     Small(Arc<SmallTables>),
     Register(Reg, usize, u64),
+    /// A cell of one half of a split quality register before the write.
+    QualityHalf(Reg, Half, usize, u64),
     PortEnable(usize, bool),
     Rate(usize, u64),
     /// A port's `$PORT_METADATA` entry before the write.
@@ -90,7 +92,11 @@ pub fn touched(undo: &[Undo]) -> Touched {
             Undo::PortEnable(..) | Undo::Rate(..) | Undo::PortBinding(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
             // guards act on relay misses, which the fast path leaves to user space
-            Undo::Guard(..) | Undo::Register(..) | Undo::Counter(..) | Undo::Guard6(..) => {}
+            Undo::Guard(..)
+            | Undo::Register(..)
+            | Undo::QualityHalf(..)
+            | Undo::Counter(..)
+            | Undo::Guard6(..) => {}
         }
     }
     t
@@ -250,6 +256,45 @@ fn write_exact<K: ExactKey, A: ActionWord>(
     Ok(prev)
 }
 
+/// Takes back one write of an exact table: the entry as it was (its action
+/// and TTL) restored, or the new one deleted.
+fn undo_exact<K: ExactKey, A: ActionWord>(
+    table: &ExactTable<K, A>,
+    k: K,
+    prev: Option<Snapshot<K, A>>,
+) {
+    match prev {
+        None => {
+            let _ = table.delete(&k);
+        }
+        Some(s) => {
+            if table.get(&k, 0).is_none() {
+                let _ = table.insert(k, s.action, s.ttl_ms, now_ms());
+            }
+            let _ = table.modify(&k, Some(s.action), Some(s.ttl_ms), now_ms());
+        }
+    }
+}
+
+/// A read of an exact table: the entry the key names, or every entry.
+fn read_exact<K: ExactKey, A: ActionWord>(
+    r: &Reader,
+    target: Target,
+    table: &ExactTable<K, A>,
+    key: fn(&Keys) -> Result<K, Status>,
+    mut emit: impl FnMut(Snapshot<K, A>),
+) -> Result<(), Status> {
+    let now = now_ms();
+    match target {
+        Target::Key(k) => {
+            let k = key(&Keys::new(r.t, k)?)?;
+            emit(table.get(&k, now).ok_or_else(|| r.not_found())?);
+        }
+        _ => table.for_each(now, emit),
+    }
+    Ok(())
+}
+
 /// An action without parameters.
 fn action_only(t: &TableSchema, name: &str) -> pb::TableData {
     pb::TableData {
@@ -322,12 +367,15 @@ impl Switch {
         };
         match t.kind {
             TableKind::Relay => relay::apply(&mut u),
-            TableKind::RelayGuard => guard::apply(&mut u),
-            TableKind::LegRewrite => legs::apply(&mut u),
+            TableKind::RelayGuard => guard::apply::<GuardKey>(&mut u),
+            TableKind::LegRewrite => legs::apply::<LegTable>(&mut u),
             TableKind::Relay6 => relay6::apply_relay6(&mut u),
-            TableKind::RelayGuard6 => relay6::apply_guard6(&mut u),
-            TableKind::LegRewrite6 => relay6::apply_legs6(&mut u),
+            TableKind::RelayGuard6 => guard::apply::<Guard6Key>(&mut u),
+            TableKind::LegRewrite6 => legs::apply::<Leg6Table>(&mut u),
             TableKind::Register(reg) => register::apply(&mut u, reg),
+            TableKind::QualityHalf(reg, half) => {
+                register::apply_half(&mut u, register::QualityHalf(reg, half))
+            }
             TableKind::Counter(ctr) => counter::apply(&mut u, ctr),
             TableKind::PortMetadata => port_metadata::apply(&mut u),
             TableKind::Port
@@ -342,18 +390,21 @@ impl Switch {
     /// Takes back one applied write.
     pub fn undo(&self, u: Undo) {
         match u {
-            Undo::Relay(k, prev) => relay::undo(self, k, prev),
+            Undo::Relay(k, prev) => relay::undo(&self.pipeline.relay, k, prev),
             Undo::Guard(k, prev) => guard::undo(self, k, prev),
-            Undo::Leg(leg, prev, counts) => legs::undo(self, leg, prev, counts),
-            Undo::Relay6(k, prev) => relay6::undo_relay6(self, k, prev),
-            Undo::Guard6(k, prev) => relay6::undo_guard6(self, k, prev),
-            Undo::Leg6(leg, prev, counts) => relay6::undo_legs6(self, leg, prev, counts),
+            Undo::Leg(leg, prev, counts) => legs::undo::<LegTable>(self, leg, prev, counts),
+            Undo::Relay6(k, prev) => relay::undo(&self.pipeline.relay6, k, prev),
+            Undo::Guard6(k, prev) => guard::undo(self, k, prev),
+            Undo::Leg6(leg, prev, counts) => legs::undo::<Leg6Table>(self, leg, prev, counts),
             Undo::Counter(ctr, i, v) => {
                 ctr.set(self, i, v);
             }
             Undo::Small(snap) => small::undo(self, &snap),
             Undo::Register(reg, i, v) => {
                 reg.set(self, i, v);
+            }
+            Undo::QualityHalf(reg, half, i, v) => {
+                register::QualityHalf(reg, half).set(self, i, v);
             }
             Undo::PortEnable(..) | Undo::Rate(..) => fixed::undo(self, u),
             Undo::PortBinding(port, old) => port_metadata::undo(self, port, old),
@@ -403,12 +454,15 @@ impl Switch {
         let target = key.map_or(Target::All, Target::Key);
         match t.kind {
             TableKind::Relay => relay::read(&r, target, out),
-            TableKind::RelayGuard => guard::read(&r, target, out),
-            TableKind::LegRewrite => legs::read(&r, target, out),
+            TableKind::RelayGuard => guard::read::<GuardKey>(&r, target, out),
+            TableKind::LegRewrite => legs::read::<LegTable>(&r, target, out),
             TableKind::Relay6 => relay6::read_relay6(&r, target, out),
-            TableKind::RelayGuard6 => relay6::read_guard6(&r, target, out),
-            TableKind::LegRewrite6 => relay6::read_legs6(&r, target, out),
+            TableKind::RelayGuard6 => guard::read::<Guard6Key>(&r, target, out),
+            TableKind::LegRewrite6 => legs::read::<Leg6Table>(&r, target, out),
             TableKind::Register(reg) => indexed::read(&r, reg, target, out),
+            TableKind::QualityHalf(reg, half) => {
+                indexed::read(&r, register::QualityHalf(reg, half), target, out)
+            }
             TableKind::Counter(ctr) => indexed::read(&r, ctr, target, out),
             TableKind::PortMetadata => port_metadata::read(&r, target, out),
             TableKind::Port
@@ -434,7 +488,7 @@ impl Switch {
             TableKind::Relay6 => p.relay6.len() as u32,
             TableKind::RelayGuard6 => p.guard6.len() as u32,
             TableKind::LegRewrite6 => p.legs6.len() as u32,
-            TableKind::Register(_) | TableKind::Counter(_) => t.size,
+            TableKind::Register(_) | TableKind::QualityHalf(..) | TableKind::Counter(_) => t.size,
             TableKind::PortMetadata => p.port_binding.entries().len() as u32,
             kind => match small::table(kind) {
                 Some(small) => (small.usage)(&p.small.load()) as u32,

@@ -10,7 +10,7 @@ use super::{Op, Undo, Update};
 use crate::contract::names;
 use crate::grpc::codec::invalid;
 use crate::grpc::Switch;
-use crate::schema::{FieldSchema, Reg};
+use crate::schema::{FieldSchema, Half, Reg};
 
 impl Cells for Reg {
     const PER_PIPE: bool = true;
@@ -49,7 +49,42 @@ impl Cells for Reg {
     }
 }
 
+/// A half of a split quality register (`TableKind::QualityHalf`): its index
+/// is the cell's index in that half (rtp_quality.rs `QualityRegs::cell`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct QualityHalf(pub Reg, pub Half);
+
+impl Cells for QualityHalf {
+    const PER_PIPE: bool = true;
+    const INDEX: &'static str = names::REGISTER_INDEX;
+
+    fn get(self, sw: &Switch, i: usize) -> Option<u64> {
+        sw.pipeline.quality.read_half(self.0, self.1, i)
+    }
+
+    fn set(self, sw: &Switch, i: usize, v: u64) -> bool {
+        sw.pipeline.quality.write_half(self.0, self.1, i, v)
+    }
+
+    fn bits(f: &FieldSchema) -> u32 {
+        f.bits
+    }
+}
+
 pub(super) fn apply(u: &mut Update, reg: Reg) -> Result<(), Status> {
+    apply_cells(u, reg, |i, old| Undo::Register(reg, i, old))
+}
+
+/// A write of one half of a split quality register.
+pub(super) fn apply_half(u: &mut Update, half: QualityHalf) -> Result<(), Status> {
+    apply_cells(u, half, |i, old| Undo::QualityHalf(half.0, half.1, i, old))
+}
+
+fn apply_cells<C: Cells>(
+    u: &mut Update,
+    reg: C,
+    undo: impl FnOnce(usize, u64) -> Undo,
+) -> Result<(), Status> {
     let Some((i, old)) = indexed::cell(u, reg)? else {
         return Ok(());
     };
@@ -63,6 +98,6 @@ pub(super) fn apply(u: &mut Update, reg: Reg) -> Result<(), Status> {
             .ok_or_else(|| invalid(format!("{}: data field {} missing", t.name, f.name)))?
     };
     reg.set(u.sw, i, v);
-    u.undo.push(Undo::Register(reg, i, old));
+    u.undo.push(undo(i, old));
     Ok(())
 }

@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use tonic::Status;
 
-use super::{action_only, params, u32_of, write_exact, Reader, Target, Undo, Update};
+use super::{action_only, params, u32_of, undo_exact, write_exact, Reader, Target, Undo, Update};
 use crate::contract::{names, CONTRACT};
 use crate::grpc::codec::{df_int, df_str, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
 use crate::schema::{TableSchema, ID_ENTRY_HIT_STATE, ID_ENTRY_TTL};
 use crate::sys::now_ms;
+use crate::tables::exact::{ExactKey, ExactTable, Snapshot};
 use crate::tables::relay::{EntrySnapshot, RelayAction, RelayKey};
 
 pub(super) fn key(keys: &Keys) -> Result<RelayKey, Status> {
@@ -24,10 +25,12 @@ pub(super) fn key(keys: &Keys) -> Result<RelayKey, Status> {
     })
 }
 
-fn action(u: &Update) -> Result<Option<RelayAction>, Status> {
+/// `relay_leg(leg, rtcp)` (relay6's `relay6_leg`: `leg_action`), its leg
+/// within the leg space.
+pub(super) fn action(u: &Update, leg_action: &str) -> Result<Option<RelayAction>, Status> {
     let set = u.data.action_to_set(u.op == super::Op::Modify);
     Ok(match set.map(|a| a.name.as_str()) {
-        Some(names::RELAY_LEG) => {
+        Some(a) if a == leg_action => {
             let leg = u.data.int(names::P_LEG)?;
             let legs = u.sw.pipeline.legs.capacity();
             if leg >= legs as u64 {
@@ -103,7 +106,7 @@ impl PollHits {
 }
 
 /// `$ENTRY_TTL` in ms: 0 (no ageing) or at least the contract's minimum.
-fn ttl(u: &Update) -> Result<Option<u32>, Status> {
+pub(super) fn ttl(u: &Update) -> Result<Option<u32>, Status> {
     let ttl = u.data.int_opt(names::ENTRY_TTL)?.map(u32_of);
     if let Some(ttl) = ttl {
         let min = CONTRACT.config.idle_timeout_min_ms;
@@ -145,7 +148,7 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
             )))
         }
     };
-    let action = action(u)?;
+    let action = action(u, names::RELAY_LEG)?;
     let ttl = ttl(u)?;
     let prev = write_exact(relay, u, k, action, ttl)?;
     let new = prev.is_none();
@@ -160,19 +163,12 @@ pub(super) fn apply(u: &mut Update) -> Result<(), Status> {
     Ok(())
 }
 
-pub(super) fn undo(sw: &Switch, k: RelayKey, prev: Option<EntrySnapshot>) {
-    let relay = &sw.pipeline.relay;
-    match prev {
-        None => {
-            let _ = relay.delete(&k);
-        }
-        Some(s) => {
-            if relay.get(&k, 0).is_none() {
-                let _ = relay.insert(k, s.action, s.ttl_ms, now_ms());
-            }
-            let _ = relay.modify(&k, Some(s.action), Some(s.ttl_ms), now_ms());
-        }
-    }
+pub(super) fn undo<K: ExactKey>(
+    table: &ExactTable<K, RelayAction>,
+    k: K,
+    prev: Option<Snapshot<K, RelayAction>>,
+) {
+    undo_exact(table, k, prev)
 }
 
 pub(super) fn read(
@@ -191,7 +187,7 @@ pub(super) fn read(
         .names(ID_ENTRY_HIT_STATE)
         .then(|| r.sw.idle.interval_ms.load(Relaxed));
     let mut emit = |s: EntrySnapshot| {
-        let mut d = data_pb(t, &s);
+        let mut d = data_pb(t, names::RELAY_LEG, &s);
         if let Some(h) = &hits {
             d.fields
                 .retain(|f| f.field_id != ID_ENTRY_TTL || r.names(ID_ENTRY_TTL));
@@ -231,11 +227,16 @@ pub(in crate::grpc) fn key_pb(t: &TableSchema, k: &RelayKey) -> pb::TableKey {
     }
 }
 
-fn data_pb(t: &TableSchema, s: &EntrySnapshot) -> pb::TableData {
+/// An entry's action (`leg_action`: relay_leg or relay6_leg) and `$ENTRY_TTL`.
+pub(super) fn data_pb<K>(
+    t: &TableSchema,
+    leg_action: &str,
+    s: &Snapshot<K, RelayAction>,
+) -> pb::TableData {
     let mut d = match s.action {
         RelayAction::Leg { leg, rtcp } => params(
             t,
-            names::RELAY_LEG,
+            leg_action,
             &[
                 (names::P_LEG, u64::from(leg)),
                 (names::P_RTCP, u64::from(rtcp)),

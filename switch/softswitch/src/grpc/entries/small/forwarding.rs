@@ -21,7 +21,7 @@ use crate::tables::TableError;
 /// An LPM key on `ipv4_dst`, without host bits (as the table keeps it).
 pub(super) fn prefix(keys: &Keys) -> Result<(u32, u8), Status> {
     let (p, l) = keys.lpm(names::KEY_IPV4_DST)?;
-    Ok((p as u32 & prefix_mask(l), l))
+    Ok((p as u32 & prefix_mask::<u32>(l), l))
 }
 
 pub(super) fn prefix_pb(t: &TableSchema, (p, l): (u32, u8)) -> pb::TableKey {
@@ -36,6 +36,27 @@ pub(super) fn exact_pb(t: &TableSchema, name: &str, v: u64) -> pb::TableKey {
     let ks = t.key_by_name(name).expect("schema");
     pb::TableKey {
         fields: vec![key_exact(ks, v)],
+    }
+}
+
+/// ipv4_lpm's and ipv6_lpm's action: `set_nexthop(nexthop_id)` or `drop`.
+pub(super) fn lpm_action(t: &TableSchema, d: &Data) -> Result<Option<LpmAction>, Status> {
+    Ok(match d.action_name() {
+        Some(names::SET_NEXTHOP) => Some(LpmAction::SetNexthop(d.int(names::P_NEXTHOP_ID)? as u16)),
+        Some(names::DROP) => Some(LpmAction::Drop),
+        None => None,
+        Some(o) => return Err(not_allowed(t, o)),
+    })
+}
+
+pub(super) fn lpm_data(t: &TableSchema, a: &LpmAction) -> pb::TableData {
+    match *a {
+        LpmAction::SetNexthop(id) => params(
+            t,
+            names::SET_NEXTHOP,
+            &[(names::P_NEXTHOP_ID, u64::from(id))],
+        ),
+        LpmAction::Drop => action_only(t, names::DROP),
     }
 }
 
@@ -71,24 +92,10 @@ impl SmallTable for Ipv4Lpm {
         prefix_pb(t, *k)
     }
     fn action(t: &TableSchema, d: &Data) -> Result<Option<LpmAction>, Status> {
-        Ok(match d.action_name() {
-            Some(names::SET_NEXTHOP) => {
-                Some(LpmAction::SetNexthop(d.int(names::P_NEXTHOP_ID)? as u16))
-            }
-            Some(names::DROP) => Some(LpmAction::Drop),
-            None => None,
-            Some(o) => return Err(not_allowed(t, o)),
-        })
+        lpm_action(t, d)
     }
     fn data(t: &TableSchema, a: &LpmAction) -> pb::TableData {
-        match *a {
-            LpmAction::SetNexthop(id) => params(
-                t,
-                names::SET_NEXTHOP,
-                &[(names::P_NEXTHOP_ID, u64::from(id))],
-            ),
-            LpmAction::Drop => action_only(t, names::DROP),
-        }
+        lpm_data(t, a)
     }
 }
 

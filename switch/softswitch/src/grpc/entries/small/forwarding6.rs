@@ -6,14 +6,16 @@ use std::collections::BTreeMap;
 
 use tonic::Status;
 
+use super::forwarding::{lpm_action, lpm_data};
 use super::{not_allowed, SmallTable};
 use crate::contract::{names, CONTRACT};
 use crate::grpc::codec::{invalid, key_exact, key_exact128, key_lpm128, key_range, Data, Keys};
 use crate::grpc::entries::{action_only, params};
 use crate::grpc::pb;
 use crate::schema::TableSchema;
+use crate::tables::small::prefix_mask;
 use crate::tables::small::{LpmAction, SmallTables};
-use crate::tables::small6::{prefix_mask6, Relay6AddrAction, Relay6AddrKey};
+use crate::tables::small6::{Relay6AddrAction, Relay6AddrKey};
 use crate::tables::TableError;
 
 pub(super) struct Ipv6Lpm;
@@ -43,7 +45,7 @@ impl SmallTable for Ipv6Lpm {
     }
     fn key(k: &Keys) -> Result<(u128, u8), Status> {
         let (p, l) = k.lpm128(names::KEY_IPV6_DST)?;
-        Ok((p & prefix_mask6(l), l))
+        Ok((p & prefix_mask::<u128>(l), l))
     }
     fn key_pb(t: &TableSchema, &(p, l): &(u128, u8)) -> pb::TableKey {
         let ks = t.key_by_name(names::KEY_IPV6_DST).expect("schema");
@@ -52,24 +54,10 @@ impl SmallTable for Ipv6Lpm {
         }
     }
     fn action(t: &TableSchema, d: &Data) -> Result<Option<LpmAction>, Status> {
-        Ok(match d.action_name() {
-            Some(names::SET_NEXTHOP) => {
-                Some(LpmAction::SetNexthop(d.int(names::P_NEXTHOP_ID)? as u16))
-            }
-            Some(names::DROP) => Some(LpmAction::Drop),
-            None => None,
-            Some(o) => return Err(not_allowed(t, o)),
-        })
+        lpm_action(t, d)
     }
     fn data(t: &TableSchema, a: &LpmAction) -> pb::TableData {
-        match *a {
-            LpmAction::SetNexthop(id) => params(
-                t,
-                names::SET_NEXTHOP,
-                &[(names::P_NEXTHOP_ID, u64::from(id))],
-            ),
-            LpmAction::Drop => action_only(t, names::DROP),
-        }
+        lpm_data(t, a)
     }
 }
 
