@@ -6,6 +6,8 @@ registers, the guard and the learn6 digest."""
 
 from __future__ import annotations
 
+import urllib.request
+
 from learning import LearnBase
 from p4rbase import (
     HOST_IP6,
@@ -17,6 +19,7 @@ from p4rbase import (
     SW_MAC,
     P4RelayTest,
     forwarded6,
+    param,
     rtp_payload,
     udp6_packet,
 )
@@ -28,6 +31,22 @@ from scapy.packet import Packet, Raw
 
 LEARN_FILTER6 = "pipe.Ingress.learn_filter6"
 ATTACKER6 = HOST_IP6[4]
+
+
+def xdp_relayed6() -> int | None:
+    """IPv6 packets the software switch's XDP fast path relayed
+    (`p4relay_xdp_relayed6_total` at the test parameter `xdp_metrics`, which
+    switch/ptf/run.sh gives when the fast path is on); None without it (a
+    Tofino, or the software switch with `--xdp off`)."""
+    url = param("xdp_metrics", None)
+    if not url:
+        return None
+    with urllib.request.urlopen(str(url), timeout=5) as r:
+        text = r.read().decode()
+    for line in text.splitlines():
+        if line.startswith("p4relay_xdp_relayed6_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError(f"{url}: no p4relay_xdp_relayed6_total")
 
 
 class Ipv6Base(LearnBase):
@@ -109,6 +128,7 @@ class Ipv6RelayBothWays(Ipv6Base):
     def runTest(self) -> None:
         call = self.call6()
         self.calls.install(call)
+        fast0 = xdp_relayed6()
         for seq in range(3):
             a = self.a_to_relay(seq)
             self.send(1, a)
@@ -167,6 +187,9 @@ class Ipv6RelayBothWays(Ipv6Base):
         self.expect(forwarded6(a, 2, src=RELAY_IP6, dst=HOST_IP6[2], sport=20002, dport=7000), 2)
         self.assertEqual(self.calls.quality([call.a_to_b.leg])[call.a_to_b.leg].lost, 2)
         self.assertEqual(self.learned(0.3), [])
+        if fast0 is not None:
+            # every one of the 8 relayed packets took the XDP fast path
+            self.assertEqual((xdp_relayed6() or 0) - fast0, 8)
 
 
 class Ipv6RelayChecksumRules(Ipv6Base):
@@ -201,6 +224,7 @@ class Ipv6RelayChecksumRules(Ipv6Base):
         )
         exp = forwarded6(a, 2, src=RELAY_IP6, dst=HOST_IP6[2], sport=20002, dport=7000)
         self.assertEqual(exp[UDP].chksum, 0xFFFF)
+        fast0 = xdp_relayed6()
         self.send(1, a)
         self.expect(exp, 2)
         zero = udp6_packet(
@@ -218,6 +242,9 @@ class Ipv6RelayChecksumRules(Ipv6Base):
         self.expect(Ether(bytes(unchanged)), 3)
         self.expect_nothing()
         self.assertEqual(self.learned(0.3), [])
+        if fast0 is not None:
+            # the 0xffff one relayed in the kernel; the zero one never
+            self.assertEqual((xdp_relayed6() or 0) - fast0, 1)
 
 
 class Ipv6GuardAndLearn(Ipv6Base):

@@ -61,6 +61,9 @@ done
 # P4RELAY_PTF_XDP: the softswitch's --xdp (generic: relay hits through the
 # XDP fast path; off: all in user space). The suite must pass either way.
 XDP=${P4RELAY_PTF_XDP:-generic}
+# With the fast path on, tests that count its relayed packets read its metrics.
+XDP_PARAM=
+[ "$XDP" = off ] || XDP_PARAM=";xdp_metrics='http://127.0.0.1:9101/metrics'"
 # P4RELAY_PTF_USER_IO: the softswitch's --user-io (auto: AF_XDP sockets here).
 USER_IO=${P4RELAY_PTF_USER_IO:-auto}
 # Legs as the large-t2 build splits them (2 x 2^16, quality registers in two
@@ -84,7 +87,7 @@ P4TESTUTILS=$("$ROOT/.venv/bin/python" -c \
   || { echo "P4 Studio's p4testutils is not installed: run switch/p4studio/install.sh (make setup)"; exit 1; }
 rc=0
 nsx "$ROOT/.venv/bin/ptf" --test-dir "$ROOT/switch/ptf" --pypath "$P4TESTUTILS" "${ifargs[@]}" \
-  --test-params "arch='tofino';grpc_server='${GRPC%:*}';bfrt_grpc_port='${GRPC#*:}';relay_entries=256;queue_depth=64" \
+  --test-params "arch='tofino';grpc_server='${GRPC%:*}';bfrt_grpc_port='${GRPC#*:}';relay_entries=256;queue_depth=64$XDP_PARAM" \
   --qlen 100000 --log-file "$WORK/ptf.log" --xunit --xunit-dir "$WORK/xunit" "$@" || rc=$?
 # One XML per test module; the stage runner counts $RESULTS/$STAGE*.xml.
 for x in "$WORK"/xunit/*.xml; do

@@ -10,6 +10,11 @@ One testbed per variant (namespaces p4rb-<tag>-a|sw|b, addresses inside them onl
 plus a direct veth pair a0 ── b0 (no device between): the baseline, the cost
 of sending and receiving alone, subtracted from every variant.
 
+IPv6 axis (variants g6, u6): the same flows at the same rates over IPv6
+(benchtool `--ipv6`: each address a.b.c.d as fd00:7034:7262::a.b.c.d, frames
+234 bytes), through the XDP fast path and the user-space path, each against
+its IPv4 twin; IPv6 variants subtract an IPv6 direct-veth baseline.
+
 Method, so the figures mean what they say:
 - Load: benchtool `send`, a paced sender (1 ms slots, each slot's frames in one
   TX-ring flush), 16 flows of 214-byte RTP frames. The rate it achieved is
@@ -33,7 +38,9 @@ build of the switch (its own testbed, named "... [B]"), interleaved with the
 first in the same rounds, and adds the ratios B / A: a change measured side
 by side on one host under one load.
 
-Environment: P4RB_RATES (comma-separated pps), P4RB_TRIAL_S, P4RB_ROUNDS.
+Environment: P4RB_RATES (comma-separated pps), P4RB_TRIAL_S, P4RB_ROUNDS;
+P4RB_PREFIX (namespace prefix, default p4rb: another one, with its own
+P4RELAY_BENCH_RUN, runs beside a benchmark on p4rb-*, which it leaves alone).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[3]
 BIN = ROOT / "switch/target/release/p4relay-softswitch"
 TOOL = ROOT / "switch/target/release/examples/benchtool"
 RUN = Path(os.environ.get("P4RELAY_BENCH_RUN", "/tmp/p4rb-run"))
+PREFIX = os.environ.get("P4RB_PREFIX", "p4rb")
 PY = ROOT / ".venv/bin/python"
 
 GW_MAC = "02:00:00:00:00:fe"  # the softswitch's "router MAC" as the hosts see it
@@ -150,7 +158,21 @@ def stop_bg(name: str, p: subprocess.Popen[bytes]) -> None:
 
 def cleanup() -> None:
     env = {**os.environ, "P4RB_FORCE_CLEANUP": "1"}
-    subprocess.run(["bash", str(ROOT / "scripts/cleanup.d/softswitch.sh")], check=False, env=env)
+    if PREFIX == "p4rb":
+        subprocess.run(
+            ["bash", str(ROOT / "scripts/cleanup.d/softswitch.sh")], check=False, env=env
+        )
+        return
+    # Another prefix: this run's processes and namespaces only.
+    for f in RUN.glob("*.pid"):
+        if f.name != "bench.pid":
+            with contextlib.suppress(ValueError, OSError):
+                os.kill(int(f.read_text()), signal.SIGKILL)
+            f.unlink(missing_ok=True)
+    for line in sh("ip", "netns", "list", check=False).splitlines():
+        ns = line.split()[0] if line.split() else ""
+        if ns.startswith(PREFIX + "-"):
+            sh("ip", "netns", "delete", ns, check=False)
 
 
 # ------------------------------------------------------------------ testbeds
@@ -164,15 +186,15 @@ class Testbed:
 
     @property
     def a(self) -> str:
-        return f"p4rb-{self.tag}-a"
+        return f"{PREFIX}-{self.tag}-a"
 
     @property
     def b(self) -> str:
-        return f"p4rb-{self.tag}-b"
+        return f"{PREFIX}-{self.tag}-b"
 
     @property
     def sw(self) -> str:
-        return f"p4rb-{self.tag}-sw"
+        return f"{PREFIX}-{self.tag}-sw"
 
     def build(self) -> Testbed:
         nss = (self.a, self.b) if self.direct else (self.a, self.b, self.sw)
@@ -221,6 +243,7 @@ class Dut:
     settings: str  # every non-default setting, for the table
     pid: int | None = None  # the device-under-test process, if it is one
     stop: Callable[[], None] = lambda: None
+    ipv6: bool = False  # the flows over IPv6 (benchtool --ipv6)
 
 
 def wait_tcp(ns: str, port: int, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -266,9 +289,10 @@ def xdp_mode(tb: Testbed) -> str:
     return "none"
 
 
-def direct(tb: Testbed) -> Dut:
-    return Dut("direct veth (baseline)", tb, tb.macs["b0"], B_IP,
-               [B_PORT + 2 * i for i in range(FLOWS)], "—")  # fmt: skip
+def direct(tb: Testbed, ipv6: bool = False) -> Dut:
+    name = "direct veth (baseline), IPv6" if ipv6 else "direct veth (baseline)"
+    return Dut(name, tb, tb.macs["b0"], B_IP,
+               [B_PORT + 2 * i for i in range(FLOWS)], "—", ipv6=ipv6)  # fmt: skip
 
 
 # iRED on the shaped port with thresholds above any queue the bench builds:
@@ -315,6 +339,7 @@ def softswitch(
     int_transit: bool = False,
     user_io: str | None = None,
     hosts_gro: bool = False,
+    ipv6: bool = False,
 ) -> Dut:
     # Defaults for everything but the ports (and the XDP mode or a port rate, where named).
     args = ["--port", "1=sa", "--port", "2=sb"]
@@ -354,7 +379,10 @@ def softswitch(
         "--b-ip", B_IP, "--b-port", str(B_PORT), "--relay-ip", RELAY_IP,
         "--route", f"1,{GW_MAC},{tb.macs['a0']},198.18.1.0/24",
         "--route", f"2,{GW_MAC},{tb.macs['b0']},198.18.2.0/24",
+        *(["--ipv6"] if ipv6 else []),
     )  # fmt: skip
+    if ipv6:
+        settings += "; the calls and flows over IPv6"
     if ired:
         nsx(tb.sw, str(PY), "-c", IRED_ON)
         settings += (
@@ -367,7 +395,9 @@ def softswitch(
             "each packet gets shim + MD header + this switch's hop)"
         )
     dports = [20000 + 4 * i for i in range(FLOWS)]
-    return Dut(name, tb, GW_MAC, RELAY_IP, dports, settings, p.pid, lambda: stop_bg(log, p))
+    return Dut(
+        name, tb, GW_MAC, RELAY_IP, dports, settings, p.pid, lambda: stop_bg(log, p), ipv6=ipv6
+    )
 
 
 def bridge(tb: Testbed, netfilter: bool, hosts_gro: bool = False) -> Dut:
@@ -441,6 +471,7 @@ class Trial:
     received: int
     ring_drops: int
     cpu: dict[str, float]  # seconds: gen, recv, dut, ksoftirqd
+    xdp_ns: float | None = None  # the XDP program's own time per run (bpf_stats)
 
     @property
     def loss(self) -> float:
@@ -459,7 +490,8 @@ class Trial:
 def flow_args(dut: Dut) -> list[str]:
     return ["--src-mac", dut.tb.macs["a0"], "--dst-mac", dut.dst_mac, "--src", A_IP, "--dst", dut.dst_ip,
             "--sport", str(A_PORT), "--dport", str(dut.dports[0]),
-            "--dports", ",".join(map(str, dut.dports)), "--flows", str(FLOWS)]  # fmt: skip
+            "--dports", ",".join(map(str, dut.dports)), "--flows", str(FLOWS)] + (
+                ["--ipv6"] if dut.ipv6 else [])  # fmt: skip
 
 
 def recv_proc(dut: Dut, secs: float) -> subprocess.Popen[bytes]:
@@ -469,12 +501,32 @@ def recv_proc(dut: Dut, secs: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+
+
+def xdp_run(pid: int | None) -> tuple[int, int]:
+    """(run time ns, runs) of the process's XDP programs (kernel bpf_stats,
+    which the bench turns on while it runs)."""
+    ns = runs = 0
+    if pid is None:
+        return 0, 0
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                info = dict(ln.split(":", 1) for ln in fd.read_text().splitlines() if ":" in ln)
+                if info.get("prog_type", "").strip() == "6":  # BPF_PROG_TYPE_XDP
+                    ns += int(info.get("run_time_ns", "0"))
+                    runs += int(info.get("run_cnt", "0"))
+    return ns, runs
+
+
 def trial(
     dut: Dut, rate: int, secs: float = TRIAL_S, stamp: bool = False
 ) -> tuple[Trial, dict[str, float]]:
     rx = recv_proc(dut, secs * 4 + 5)
     time.sleep(0.3)
     dut0 = tree_ns(dut.pid) if dut.pid else 0
+    x0 = xdp_run(dut.pid)
     k0 = ksoftirqd_ns()
     cmd = ["ip", "netns", "exec", dut.tb.a, str(TOOL), "send", "--ifname", "a0", *flow_args(dut),
            "--pps", str(rate), "--secs", str(secs)] + (["--stamp"] if stamp else [])  # fmt: skip
@@ -484,6 +536,7 @@ def trial(
         raise RuntimeError(f"sender failed: {gen.stderr.strip()}")
     out, err = rx.communicate(timeout=secs * 4 + 10)
     dut1 = tree_ns(dut.pid) if dut.pid else 0
+    x1 = xdp_run(dut.pid)
     k1 = ksoftirqd_ns()
     if rx.returncode != 0:
         raise RuntimeError(f"receiver failed: {err.decode(errors='replace').strip()}")
@@ -496,6 +549,8 @@ def trial(
     }
     t = Trial(rate, int(s["sent"]), float(s["achieved_pps"]), int(s["late_slots"]),
               int(r["packets"]), int(r["ring_drops"]), cpu)  # fmt: skip
+    if x1[1] > x0[1]:
+        t.xdp_ns = (x1[0] - x0[0]) / (x1[1] - x0[1])
     return t, {"p50_us": float(r["p50_us"]), "p99_us": float(r["p99_us"])}
 
 
@@ -590,12 +645,13 @@ def report(
     base: Result,
     mem: tuple[float, float, float, float] | None,
     load: tuple[float, float],
+    base6: Result | None = None,
 ) -> str:
     """The Markdown table (also printed)."""
     lines: list[str] = []
     w = lines.append
     w(
-        f"G.711 RTP, 214-byte frames, {FLOWS} flows, paced sender (1 ms slots) → device → receiver over veth; "
+        f"G.711 RTP, 214-byte frames{' (234 over IPv6)' if base6 else ''}, {FLOWS} flows, paced sender (1 ms slots) → device → receiver over veth; "
         f"{os.cpu_count()} CPUs shared by everything (load average {load[0]:.1f} before, {load[1]:.1f} after); "
         f"kernel {platform.release()}; {ROUNDS} interleaved rounds of {TRIAL_S:g} s trials; median [min]."
     )
@@ -604,7 +660,8 @@ def report(
     w("")
     w("| variant | non-default settings |")
     w("|---|---|")
-    for r in [base, *results]:
+    bases = [base, base6] if base6 else [base]
+    for r in [*bases, *results]:
         w(f"| {r.dut.name} | {r.dut.settings} |")
     w("")
 
@@ -629,11 +686,11 @@ def report(
         ls = r.loss(k)
         return f"{fmt(med(ls), '{:.3%}')} [{fmt(min(ls), '{:.3%}')}]" if ls else "n/a"
 
-    def base_us(k: int) -> float | None:
-        return med(base.us(k))
+    def base_us(k: int, ipv6: bool = False) -> float | None:
+        return med((base6 if ipv6 and base6 else base).us(k))
 
     def net(r: Result, k: int) -> list[float]:
-        b = base_us(k)
+        b = base_us(k, r.dut.ipv6)
         return [u - b for u in r.us(k)] if b is not None else []
 
     def net_cell(r: Result, k: int) -> str:
@@ -643,20 +700,21 @@ def report(
     rate_table(
         "offered / delivered, kpps (sender's achieved rate / receiver's count)",
         sent_cell,
-        [base, *results],
+        [*bases, *results],
     )
     rate_table("loss, % of sent", loss_cell, results)
     w("**baseline: CPU µs per packet, direct veth (sender + receiver + ksoftirqd)**")
     w("")
     w("| | " + " | ".join(f"{k // 1000} kpps" for k in RATES) + " |")
     w("|---|" + "---|" * len(RATES))
-    w(
-        "| direct veth | "
-        + " | ".join(
-            f"{fmt(med(base.us(k)))} [{fmt(min(base.us(k), default=None))}]" for k in RATES
+    for bl in bases:
+        w(
+            f"| {bl.dut.name.replace(' (baseline)', '')} | "
+            + " | ".join(
+                f"{fmt(med(bl.us(k)))} [{fmt(min(bl.us(k), default=None))}]" for k in RATES
+            )
+            + " |"
         )
-        + " |"
-    )
     w("")
     rate_table(
         "device's CPU µs per delivered packet (everything counted, minus the baseline)",
@@ -708,6 +766,36 @@ def report(
     # INT's cost per relayed packet (target: at most 1.3x), side by side in this run
     with_int, relay_only = "softswitch, user space + INT", "softswitch, user space (AF_XDP)"
     ratio_row(f"{with_int} / {relay_only}", with_int, relay_only)
+    # IPv6 against IPv4 (target: at most 1.1x), same flows and rate, each path
+    for v4 in ("softswitch, default (XDP generic)", "softswitch, user space (AF_XDP)"):
+        ratio_row(f"{v4}, IPv6 / {v4}", f"{v4}, IPv6", v4)
+    w("")
+    w(
+        "**the XDP program's own time per packet it ran on, ns (kernel bpf_stats; the fast "
+        "path's relay hits, and the hand-off to user space on the `--xdp off` variants)**"
+    )
+    w("")
+    w("| variant | " + " | ".join(f"{k // 1000} kpps" for k in RATES) + " |")
+    w("|---|" + "---|" * len(RATES))
+    xdp_rows = [
+        r for r in results if any(t.xdp_ns is not None for ts in r.trials.values() for t in ts)
+    ]
+    for r in xdp_rows:
+        cells = [
+            fmt(med(t.xdp_ns for t in r.at(k) if t.xdp_ns is not None), "{:.0f}") for k in RATES
+        ]
+        w(f"| {r.dut.name} | " + " | ".join(cells) + " |")
+    for v4 in ("softswitch, default (XDP generic)", "softswitch, user space (AF_XDP)"):
+        r6, r4 = by.get(f"{v4}, IPv6"), by.get(v4)
+        if r6 is None or r4 is None:
+            continue
+        cells = []
+        for k in RATES:
+            x = med(t.xdp_ns for t in r6.at(k) if t.xdp_ns is not None)
+            y = med(t.xdp_ns for t in r4.at(k) if t.xdp_ns is not None)
+            cells.append(f"{x / y:.2f}" if x is not None and y else "n/a")
+        w(f"| ratio {v4}, IPv6 / {v4} | " + " | ".join(cells) + " |")
+    w("")
     # --bin-b: the other build against this one, variant by variant
     for r in results:
         if r.dut.name.endswith(B_SUFFIX):
@@ -721,7 +809,7 @@ def report(
     w("")
     w("| variant | sender | receiver | device process | ksoftirqd | total |")
     w("|---|---|---|---|---|---|")
-    for r in [base, *results]:
+    for r in [*bases, *results]:
         ts = [t for t in r.at(k0) if t.received]
 
         def part(key: str, ts: list[Trial] = ts) -> str:
@@ -738,7 +826,7 @@ def report(
         "the sender reached there | one-way latency p50 / p99 µs @ 1 kpps |"
     )
     w("|---|---|---|")
-    for r in [base, *results]:
+    for r in [*bases, *results]:
         ok = [k for k in RATES if (m := med(r.loss(k))) is not None and m < LOSS_MAX]
         if ok:
             top = max(ok)
@@ -782,7 +870,7 @@ def main() -> int:
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument(
         "--variants",
-        help="comma-separated testbed tags to run (bn,bf,bg,sg,sn,su,sp,ss,sq,si,sx,rp); default all",
+        help="comma-separated testbed tags to run (bn,bf,bg,sg,sn,su,sp,ss,sq,si,sx,g6,u6,rp); default all",
     )
     ap.add_argument(
         "--bin-b",
@@ -810,6 +898,9 @@ def main() -> int:
         )
     RUN.mkdir(parents=True, exist_ok=True)
     cleanup()
+    stats0 = BPF_STATS.read_text().strip() if BPF_STATS.exists() else None
+    if stats0 is not None:
+        BPF_STATS.write_text("1")
     (RUN / "bench.pid").write_text(str(os.getpid()))
     duts: list[Dut] = []
     mem = None
@@ -853,6 +944,18 @@ def main() -> int:
                 "sx",
                 lambda tb: softswitch(tb, "off", "softswitch, user space + INT", int_transit=True),
             ),
+            (
+                "g6",
+                lambda tb: softswitch(
+                    tb, None, "softswitch, default (XDP generic), IPv6", ipv6=True
+                ),
+            ),
+            (
+                "u6",
+                lambda tb: softswitch(
+                    tb, "off", "softswitch, user space (AF_XDP), IPv6", ipv6=True
+                ),
+            ),
             ("rp", rtpproxy),
         ]
         only = set(args.variants.split(",")) if args.variants else {t for t, _ in makers}
@@ -873,8 +976,13 @@ def main() -> int:
                     d.settings += f" — build B: `{args.bin_b}`"
                     duts.append(d)
         base = Result(base_dut)
+        base6 = (
+            Result(direct(Testbed("d6", direct=True).build(), ipv6=True))
+            if any(d.ipv6 for d in duts)
+            else None
+        )
         results = [Result(d) for d in duts]
-        everyone = [base, *results]
+        everyone = [base, *([base6] if base6 else []), *results]
         for r in everyone:
             trial(r.dut, 1000, 0.5)  # warm-up: ARP-free paths, caches, learned state
         for rnd in range(ROUNDS):
@@ -898,7 +1006,9 @@ def main() -> int:
             d.stop()
         cleanup()
         (RUN / "bench.pid").unlink(missing_ok=True)
-    table = report(results, base, mem, (load0, os.getloadavg()[0]))
+        if stats0 is not None:
+            BPF_STATS.write_text(stats0)
+    table = report(results, base, mem, (load0, os.getloadavg()[0]), base6)
     print()
     print(table)
     if out := os.environ.get("BENCH_TABLE"):

@@ -4,7 +4,9 @@
 //
 // The same pipeline as src/pipeline/, for the one case that is all of a
 // call's media: a clean IPv4/UDP packet that hits `relay`, whose leg has a
-// `leg_rewrite` and whose routed egress port is enabled and unshaped. Such a
+// `leg_rewrite` and whose routed egress port is enabled and unshaped, or its
+// IPv6 twin (`relay6`, `leg_rewrite6`: no extension header, a non-zero UDP
+// checksum, updated incrementally and never sent as 0). Such a
 // packet is rewritten, counted and its RTP quality measured here, then
 // redirected to the egress port, without a copy into user space, a wake-up or
 // a send() (the costs that make a user-space relay several times the kernel
@@ -27,6 +29,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/udp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -64,6 +67,28 @@ struct {
     __type(key, __u32);
     __type(value, struct leg_count);
 } leg_counts SEC(".maps");
+
+// IPv6: relay6 keyed on the relay's own address (the softswitch resolves
+// relay6_addr's relay_id to it when it mirrors an entry), so a hit is one
+// lookup as in IPv4. leg_rewrite6 holds far fewer entries than there are
+// legs, so legs6 is an array of cells as many as it holds, not one per leg:
+// the softswitch gives a leg a cell while it has an IPv6 rewrite or a relay6
+// entry, and the relay6 value carries it (`slot`), so the rewrite is an
+// index as in IPv4, not a second hash lookup. Counters and quality are the
+// shared arrays, by leg.
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, 65536);
+    __type(key, struct relay6_key);
+    __type(value, struct relay_val);
+} relay6 SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 4096);
+    __type(key, __u32);
+    __type(value, struct leg6_val);
+} legs6 SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -170,22 +195,51 @@ static __always_inline void quality_update(struct quality *q, __u8 pt, __u16 seq
     q->payload_type = pt;
 }
 
-SEC("xdp")
-int p4relay_fastpath(struct xdp_md *ctx)
+// The RTP header of a relayed datagram whose payload starts at `h` and is
+// `len` bytes (RTCP is never measured): 1 if it is RTP version 2.
+static __always_inline int rtp_of(__u8 *h, void *end, __u32 len, __u8 *pt, __u16 *seq, __u32 *ts)
+{
+    if (len < 12 || (void *)(h + 12) > end || (h[0] >> 6) != 2)
+        return 0;
+    *pt = h[1] & 0x7f;
+    *seq = ((__u16)h[2] << 8) | h[3];
+    *ts = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
+    return 1;
+}
+
+// A relay hit rewritten: the leg's and ports' counters, the pipeline's, the
+// entry's last hit and the leg's quality, then out of the egress port.
+static __always_inline int relayed(struct relay_val *rv, __u32 leg, struct leg_count *lc,
+                                   struct port_val *pin, struct port_val *pout,
+                                   struct config *cfg, __u64 now_ns, __u32 frame_len, int rtp,
+                                   __u8 pt, __u16 seq, __u32 ts)
+{
+    __sync_fetch_and_add(&lc->pkts, 1);
+    __sync_fetch_and_add(&lc->bytes, frame_len);
+    rv->last_hit_ms = (__u32)(now_ns / NS_PER_MS);
+    __sync_fetch_and_add(&pin->rx_packets, 1);
+    __sync_fetch_and_add(&pin->rx_bytes, frame_len);
+    __sync_fetch_and_add(&pout->tx_packets, 1);
+    __sync_fetch_and_add(&pout->tx_bytes, frame_len);
+    __sync_fetch_and_add(&cfg->relay_hits, 1);
+    __sync_fetch_and_add(&cfg->relay_rewrites, 1);
+    if (rtp) {
+        // No queue on this path: the packet departs now (egress quality).
+        struct quality *q = bpf_map_lookup_elem(&quality, &leg);
+        if (q) {
+            quality_update(q, pt, seq, ts, now_ns, cfg);
+            __sync_fetch_and_add(&cfg->rtp_packets, 1);
+        }
+    }
+    return bpf_redirect(pout->ifindex, 0);
+}
+
+static __always_inline int relay_v4(struct xdp_md *ctx, __u32 port)
 {
     void *data = (void *)(long)ctx->data;
     void *end = (void *)(long)ctx->data_end;
     __u32 zero = 0;
-
-    __u32 ifindex = ctx->ingress_ifindex;
-    __u32 *in_port = bpf_map_lookup_elem(&ifports, &ifindex);
-    if (!in_port)
-        return XDP_PASS;
-    __u32 port = *in_port;
-
     struct ethhdr *eth = data;
-    if ((void *)(eth + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP))
-        return to_user(ctx, port);
     struct iphdr *ip = (void *)(eth + 1);
     if ((void *)(ip + 1) > end)
         return to_user(ctx, port);
@@ -259,15 +313,8 @@ int p4relay_fastpath(struct xdp_md *ctx)
     __u8 pt = 0;
     __u16 seq = 0;
     __u32 ts = 0;
-    if (!rtcp && tot >= 20 + 8 + 12) {
-        __u8 *h = (void *)(udp + 1);
-        if ((void *)(h + 12) <= end && (h[0] >> 6) == 2) {
-            rtp = 1;
-            pt = h[1] & 0x7f;
-            seq = ((__u16)h[2] << 8) | h[3];
-            ts = ((__u32)h[4] << 24) | ((__u32)h[5] << 16) | ((__u32)h[6] << 8) | h[7];
-        }
-    }
+    if (!rtcp)
+        rtp = rtp_of((void *)(udp + 1), end, tot - 28, &pt, &seq, &ts);
 
     __u16 c = bpf_ntohs(udp->check);
     if (c != 0) {
@@ -286,25 +333,137 @@ int p4relay_fastpath(struct xdp_md *ctx)
     ip->ttl--;
     ip->check = 0;
     ip->check = ~ip_sum((const __u16 *)ip);
+    return relayed(rv, leg, lc, pin, pout, cfg, now_ns, frame_len, rtp, pt, seq, ts);
+}
 
-    __sync_fetch_and_add(&lc->pkts, 1);
-    __sync_fetch_and_add(&lc->bytes, frame_len);
-    rv->last_hit_ms = (__u32)(now_ns / NS_PER_MS);
-    __sync_fetch_and_add(&pin->rx_packets, 1);
-    __sync_fetch_and_add(&pin->rx_bytes, frame_len);
-    __sync_fetch_and_add(&pout->tx_packets, 1);
-    __sync_fetch_and_add(&pout->tx_bytes, frame_len);
-    __sync_fetch_and_add(&cfg->relay_hits, 1);
-    __sync_fetch_and_add(&cfg->relay_rewrites, 1);
-    if (rtp) {
-        // No queue on this path: the packet departs now (egress quality).
-        struct quality *q = bpf_map_lookup_elem(&quality, &leg);
-        if (q) {
-            quality_update(q, pt, seq, ts, now_ns, cfg);
-            __sync_fetch_and_add(&cfg->rtp_packets, 1);
-        }
-    }
-    return bpf_redirect(pout->ifindex, 0);
+// The IPv6 twin (src/pipeline/relay6_sessions.rs, ingress6): UDP right after
+// the fixed header with a non-zero checksum, relay6 on the 5-tuple,
+// leg_rewrite6 with its route, hop limit - 1, no L3 checksum.
+static __always_inline int relay_v6(struct xdp_md *ctx, __u32 port)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+    __u32 zero = 0;
+    struct ethhdr *eth = data;
+    struct ipv6hdr *ip6 = (void *)(eth + 1);
+    if ((void *)(ip6 + 1) > end)
+        return to_user(ctx, port);
+    // Extension headers (fragments among them), ICMPv6, hop limit expiry:
+    // the user-space pipeline's cases.
+    if (ip6->version != 6 || ip6->nexthdr != IPPROTO_UDP || ip6->hop_limit <= 1)
+        return to_user(ctx, port);
+    __u32 plen = bpf_ntohs(ip6->payload_len);
+    if (plen < 8 || (void *)(ip6 + 1) + plen > end)
+        return to_user(ctx, port);
+    struct udphdr *udp = (void *)(ip6 + 1);
+    if ((void *)(udp + 1) > end)
+        return to_user(ctx, port);
+    __u32 ulen = bpf_ntohs(udp->len);
+    if (ulen < 8 || ulen > plen)
+        return to_user(ctx, port);
+    // A zero checksum is invalid over IPv6: such a datagram is never relayed.
+    if (udp->check == 0)
+        return to_user(ctx, port);
+
+    struct port_val *pin = bpf_map_lookup_elem(&ports, &port);
+    if (!pin || !pin->enabled)
+        return to_user(ctx, port);
+
+    struct relay6_key k = {
+        .sport = bpf_ntohs(udp->source),
+        .dport = bpf_ntohs(udp->dest),
+        .port = pin->unbound ? UNBOUND_PORT : port,
+    };
+    __builtin_memcpy(k.src, &ip6->saddr, 16);
+    __builtin_memcpy(k.dst, &ip6->daddr, 16);
+    struct relay_val *rv = bpf_map_lookup_elem(&relay6, &k);
+    if (!rv)
+        return to_user(ctx, port);
+    __u32 leg = rv->leg;
+    __u32 rtcp = rv->rtcp;
+    __u32 slot = rv->slot;
+    struct leg6_val *cell = bpf_map_lookup_elem(&legs6, &slot);
+    if (!cell)
+        return to_user(ctx, port);
+    // Rewritten in place as a `legs` cell (src/fastpath/mod.rs mirror_leg6):
+    // a copy between two equal non-zero reads of `valid` is whole; a cell
+    // that holds another leg (the entry outlived its leg's) never matches.
+    __u32 gen = *(volatile __u32 *)&cell->valid;
+    if (!gen)
+        return to_user(ctx, port);
+    asm volatile("" ::: "memory");
+    struct leg6_val l = *cell;
+    asm volatile("" ::: "memory");
+    if (*(volatile __u32 *)&cell->valid != gen || l.leg != leg)
+        return to_user(ctx, port);
+    __u32 eport = l.port;
+    struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);
+    if (!pout || !pout->fast)
+        return to_user(ctx, port);
+    struct config *cfg = bpf_map_lookup_elem(&config, &zero);
+    if (!cfg)
+        return to_user(ctx, port);
+    struct leg_count *lc = bpf_map_lookup_elem(&leg_counts, &leg);
+    if (!lc)
+        return to_user(ctx, port);
+
+    // Committed: from here the packet is relayed by this program.
+    __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;
+    __u32 frame_len = (__u32)(end - data);
+    __u16 inc = rtcp ? 1 : 0;
+    __be16 sport = bpf_htons(l.sport + inc), dport = bpf_htons(l.dport + inc);
+
+    int rtp = 0;
+    __u8 pt = 0;
+    __u16 seq = 0;
+    __u32 ts = 0;
+    if (!rtcp)
+        rtp = rtp_of((void *)(udp + 1), end, plen - 8, &pt, &seq, &ts);
+
+    // RFC 1624 over the 18 words that change (both addresses, both ports),
+    // in network byte order as they lie; one's-complement sums do not mind.
+    const __u16 *old = (const __u16 *)&ip6->saddr;
+    const __u16 *new = (const __u16 *)l.src;
+    __u32 s = (__u16)~udp->check;
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        s += (__u32)(__u16)~old[i] + new[i];
+    s += (__u32)(__u16)~udp->source + sport + (__u32)(__u16)~udp->dest + dport;
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    __u16 c = ~s;
+    udp->check = c == 0 ? 0xffff : c;
+    __builtin_memcpy(&ip6->saddr, l.src, 16);
+    __builtin_memcpy(&ip6->daddr, l.dst, 16);
+    udp->source = sport;
+    udp->dest = dport;
+    __builtin_memcpy(eth->h_dest, l.dmac, 6);
+    __builtin_memcpy(eth->h_source, l.smac, 6);
+    ip6->hop_limit--;
+    __sync_fetch_and_add(&cfg->relay6_rewrites, 1);
+    return relayed(rv, leg, lc, pin, pout, cfg, now_ns, frame_len, rtp, pt, seq, ts);
+}
+
+SEC("xdp")
+int p4relay_fastpath(struct xdp_md *ctx)
+{
+    void *data = (void *)(long)ctx->data;
+    void *end = (void *)(long)ctx->data_end;
+
+    __u32 ifindex = ctx->ingress_ifindex;
+    __u32 *in_port = bpf_map_lookup_elem(&ifports, &ifindex);
+    if (!in_port)
+        return XDP_PASS;
+    __u32 port = *in_port;
+
+    struct ethhdr *eth = data;
+    if ((void *)(eth + 1) > end)
+        return to_user(ctx, port);
+    if (eth->h_proto == bpf_htons(ETH_P_IP))
+        return relay_v4(ctx, port);
+    if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+        return relay_v6(ctx, port);
+    return to_user(ctx, port);
 }
 
 // The native-mode probe's target ifindex (one cell; src/fastpath/mod.rs

@@ -9,6 +9,11 @@
 //! - `program`: installs routes and N relay calls in a softswitch over BfRt gRPC
 //! - `insert`:  inserts N sessions (4 relay + 2 leg_rewrite entries each) in
 //!   batches over BfRt gRPC and reports the rate
+//!
+//! `--ipv6` (send, frames, program): the same flows and calls over IPv6, each
+//! IPv4 address a.b.c.d standing for fd00:7034:7262::a.b.c.d (`v6_of`);
+//! frames are 20 bytes longer (234: the IPv6 header is 40 bytes). `recv`
+//! counts either family.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -17,7 +22,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use p4relay_softswitch::contract::CONTRACT;
 use p4relay_softswitch::dataplane::ring::Ring;
-use p4relay_softswitch::grpc::codec::{action_data, key_of};
+use p4relay_softswitch::grpc::codec::{
+    action_data, df_int128, key_exact128, key_lpm128, key_of, key_range,
+};
 use p4relay_softswitch::grpc::pb::{self, bf_runtime_client::BfRuntimeClient};
 use p4relay_softswitch::packet::{fold, ipv4_checksum, ones_sum, wr16, wr32};
 use p4relay_softswitch::schema::{Schema, TableSchema};
@@ -26,6 +33,12 @@ use p4relay_softswitch::sys::{now_mono_ns, now_real_ns, sleep_until};
 /// RTP payload bytes: 214-byte frames = 14 Ethernet + 20 IPv4 + 8 UDP + 12 RTP + 160.
 const G711_PAYLOAD: usize = 160;
 const MAGIC: u32 = 0x7034_7262; // "p4rb": marks probe frames carrying a send timestamp
+/// fd00:7034:7262::/96: IPv4 address a.b.c.d as IPv6 (`--ipv6`).
+const V6_PREFIX: u128 = 0xfd00_7034_7262 << 80;
+
+fn v6_of(ip: u32) -> u128 {
+    V6_PREFIX | u128::from(ip)
+}
 
 #[derive(Parser)]
 #[command(about = "p4relay softswitch benchmark helpers")]
@@ -67,6 +80,9 @@ struct Flow {
     dst_block: u32,
     #[arg(long, default_value_t = 2)]
     dport_step: u16,
+    /// The same flows over IPv6 (addresses through `v6_of`)
+    #[arg(long)]
+    ipv6: bool,
 }
 
 impl Flow {
@@ -204,6 +220,10 @@ enum Cmd {
         /// Next hops: PORT,SRC_MAC,DST_MAC,PREFIX/LEN (repeatable)
         #[arg(long)]
         route: Vec<String>,
+        /// The calls over IPv6 (relay6, leg_rewrite6, relay6_addr; each
+        /// route's prefix through `v6_of` too)
+        #[arg(long)]
+        ipv6: bool,
     },
     Insert {
         #[arg(long, default_value = "http://127.0.0.1:50052")]
@@ -225,12 +245,34 @@ fn parse_mac(s: &str) -> Result<[u8; 6]> {
         .map_err(|_| anyhow::anyhow!("MAC {s}: need 6 bytes"))
 }
 
-/// One 214-byte G.711 RTP frame with valid IPv4 and UDP checksums.
+/// One 214-byte G.711 RTP frame with valid IPv4 and UDP checksums (234
+/// bytes over IPv6, `--ipv6`).
 fn rtp_frame(f: &Flow, i: u32, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8>> {
     let (src, sport, dst, dport) = f.endpoints(i);
-    let mut b = Vec::with_capacity(214);
+    let mut b = Vec::with_capacity(234);
     b.extend_from_slice(&parse_mac(&f.dst_mac)?);
     b.extend_from_slice(&parse_mac(&f.src_mac)?);
+    if f.ipv6 {
+        b.extend_from_slice(&[0x86, 0xdd]);
+        let (s6, d6) = (v6_of(u32::from(src)), v6_of(u32::from(dst)));
+        let len = 8 + 12 + G711_PAYLOAD;
+        // version 6, traffic class 0xb8 (EF, as the IPv4 frames), no flow label
+        let mut ip = [0u8; 40];
+        ip[0] = 0x6b;
+        ip[1] = 0x80;
+        wr16(&mut ip, 4, len as u16);
+        ip[6] = 17;
+        ip[7] = 64;
+        ip[8..24].copy_from_slice(&s6.to_be_bytes());
+        ip[24..40].copy_from_slice(&d6.to_be_bytes());
+        b.extend_from_slice(&ip);
+        let mut udp = rtp_udp(i, sport, dport, seq, stamp_ns);
+        let pseudo = ones_sum(&ip[8..40]) + 17 + udp.len() as u32;
+        let c = !fold(pseudo + ones_sum(&udp));
+        wr16(&mut udp, 6, if c == 0 { 0xffff } else { c });
+        b.extend_from_slice(&udp);
+        return Ok(b);
+    }
     b.extend_from_slice(&[0x08, 0x00]);
     let total = 20 + 8 + 12 + G711_PAYLOAD;
     let mut ip = [
@@ -242,6 +284,16 @@ fn rtp_frame(f: &Flow, i: u32, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8
     let c = ipv4_checksum(&ip);
     wr16(&mut ip, 10, c);
     b.extend_from_slice(&ip);
+    let mut udp = rtp_udp(i, sport, dport, seq, stamp_ns);
+    let pseudo = ones_sum(&src.octets()) + ones_sum(&dst.octets()) + 17 + udp.len() as u32;
+    let c = !fold(pseudo + ones_sum(&udp));
+    wr16(&mut udp, 6, if c == 0 { 0xffff } else { c });
+    b.extend_from_slice(&udp);
+    Ok(b)
+}
+
+/// The UDP datagram of flow i's RTP packet `seq`, checksum 0.
+fn rtp_udp(i: u32, sport: u16, dport: u16, seq: u16, stamp_ns: Option<u64>) -> Vec<u8> {
     let mut udp = vec![0u8; 8 + 12 + G711_PAYLOAD];
     wr16(&mut udp, 0, sport);
     wr16(&mut udp, 2, dport);
@@ -256,11 +308,7 @@ fn rtp_frame(f: &Flow, i: u32, seq: u16, stamp_ns: Option<u64>) -> Result<Vec<u8
         wr32(&mut udp, 20, MAGIC);
         udp[24..32].copy_from_slice(&ns.to_be_bytes());
     }
-    let pseudo = ones_sum(&src.octets()) + ones_sum(&dst.octets()) + 17 + udp.len() as u32;
-    let c = !fold(pseudo + ones_sum(&udp));
-    wr16(&mut udp, 6, if c == 0 { 0xffff } else { c });
-    b.extend_from_slice(&udp);
-    Ok(b)
+    udp
 }
 
 fn frames(f: &Flow) -> Result<()> {
@@ -380,8 +428,14 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()>
         while let Some(fr) = ring.rx_next() {
             got = true;
             let d = &*fr.data;
-            let ok = d.len() >= 42 && d[12..14] == [8, 0] && d[23] == 17;
-            let ihl = usize::from(d.get(14).copied().unwrap_or(0) & 0xf) * 4;
+            let v6 = d.len() >= 62 && d[12..14] == [0x86, 0xdd] && d[20] == 17;
+            let ok = v6 || (d.len() >= 42 && d[12..14] == [8, 0] && d[23] == 17);
+            // the L3 header's length: IPv4's IHL, or IPv6's fixed 40 bytes
+            let ihl = if v6 {
+                40
+            } else {
+                usize::from(d.get(14).copied().unwrap_or(0) & 0xf) * 4
+            };
             let dport = if ok && d.len() >= 14 + ihl + 4 {
                 u16::from_be_bytes([d[14 + ihl + 2], d[14 + ihl + 3]])
             } else {
@@ -392,7 +446,7 @@ fn recv(ifname: &str, secs: f64, lo: u16, hi: u16, idle_stop: f64) -> Result<()>
                 last = Some(Instant::now());
                 // an INT stack (DSCP 0x17: shim + MD header + hops) sits before RTP
                 let shim = 14 + ihl + 8;
-                let int_words = if d[15] >> 2 == 0x17 && d.len() > shim + 1 {
+                let int_words = if !v6 && d[15] >> 2 == 0x17 && d.len() > shim + 1 {
                     usize::from(d[shim + 1])
                 } else {
                     0
@@ -559,6 +613,88 @@ fn call_updates(
     v
 }
 
+/// Key field `n` of `t` (the contract has it).
+fn key<'a>(t: &'a TableSchema, n: &str) -> &'a p4relay_softswitch::schema::KeySchema {
+    t.key_by_name(n).expect("contract")
+}
+
+/// An entry with 128-bit key fields and parameters.
+fn entry6(
+    t: &TableSchema,
+    key: Vec<pb::KeyField>,
+    action: &str,
+    params: &[(&str, u128)],
+) -> pb::Update {
+    let a = t.action_by_name(action).expect("contract action");
+    let fields = params
+        .iter()
+        .map(|(n, v)| {
+            let p = a
+                .params
+                .iter()
+                .find(|p| p.name == *n)
+                .expect("contract param");
+            df_int128(p.id, *v, p.bits)
+        })
+        .collect();
+    pb::Update {
+        r#type: pb::update::Type::Insert as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(pb::TableKey { fields: key })),
+                data: Some(pb::TableData {
+                    action_id: a.id,
+                    fields,
+                }),
+                ..Default::default()
+            })),
+        }),
+    }
+}
+
+/// `call_updates` over IPv6: relay6 on (A or B, relay_id, ports, dev port),
+/// leg_rewrite6 from the relay's IPv6 address.
+fn call_updates6(s: &Schema, c: u32, e: &CallEnds) -> Vec<pb::Update> {
+    let relay_t = s.table_by_name("pipe.Ingress.relay6").expect("contract");
+    let leg_t = s
+        .table_by_name("pipe.Ingress.leg_rewrite6")
+        .expect("contract");
+    let relay_id = u128::from(c / RELAY_BLOCK + 1);
+    let (la, lb) = (u128::from(2 * c), u128::from(2 * c + 1));
+    let mut v = Vec::with_capacity(6);
+    for (from, to_port, leg, in_port) in [(e.a, e.ra, la, 1u128), (e.b, e.rb, lb, 2)] {
+        for rtcp in [0u16, 1] {
+            v.push(entry6(
+                relay_t,
+                vec![
+                    key_exact128(key(relay_t, "hdr.ipv6.src_addr"), v6_of(from.0)),
+                    key_exact128(key(relay_t, "ig_md.relay_id"), relay_id),
+                    key_exact128(key(relay_t, "hdr.udp.src_port"), u128::from(from.1 + rtcp)),
+                    key_exact128(key(relay_t, "hdr.udp.dst_port"), u128::from(to_port + rtcp)),
+                    key_exact128(key(relay_t, "ig_md.bound_port"), in_port),
+                ],
+                "Ingress.relay6_leg",
+                &[("leg", leg), ("rtcp", u128::from(rtcp))],
+            ));
+        }
+    }
+    for (leg, src_port, dst) in [(la, e.rb, e.b), (lb, e.ra, e.a)] {
+        v.push(entry6(
+            leg_t,
+            vec![key_exact128(key(leg_t, "ig_md.leg6"), leg)],
+            "Ingress.rewrite6",
+            &[
+                ("src_addr", v6_of(e.relay)),
+                ("dst_addr", v6_of(dst.0)),
+                ("src_port", u128::from(src_port)),
+                ("dst_port", u128::from(dst.1)),
+            ],
+        ));
+    }
+    v
+}
+
 /// A call's 4 relay_guard entries: both relay ports and their RTCP ports,
 /// each counting its drops on the leg whose packets arrive there.
 fn guard_updates(s: &Schema, c: u32, relay: u32, ra: u16, rb: u16) -> Vec<pb::Update> {
@@ -611,6 +747,7 @@ async fn program(
     b_port: u16,
     relay_ip: Ipv4Addr,
     routes: &[String],
+    ipv6: bool,
 ) -> Result<()> {
     let s = Schema::build(&CONTRACT, 1, 1);
     let mut sess = connect(grpc, 7).await?;
@@ -654,6 +791,35 @@ async fn program(
             }));
         }
         ups.push(u);
+        if ipv6 {
+            let lpm6 = s.table_by_name("pipe.Ingress.ipv6_lpm").expect("contract");
+            let k = lpm6.key_by_name("hdr.ipv6.dst_addr").expect("contract");
+            let len: u8 = len.parse()?;
+            ups.push(entry6(
+                lpm6,
+                vec![key_lpm128(k, v6_of(u32::from(net)), 96 + len)],
+                "Ingress.set_nexthop",
+                &[("nexthop_id", u128::from(id))],
+            ));
+        }
+    }
+    if ipv6 {
+        // relay6_addr: relay address r (one per RELAY_BLOCK calls) is relay_id r + 1
+        let t = s
+            .table_by_name("pipe.Ingress.relay6_addr")
+            .expect("contract");
+        for r in 0..calls.div_ceil(RELAY_BLOCK).max(1) {
+            ups.push(entry6(
+                t,
+                vec![
+                    key_exact128(key(t, "hdr.ipv6.dst_addr"), v6_of(u32::from(relay_ip) + r)),
+                    key_range(key(t, "hdr.udp.dst_port"), 20000, 65535),
+                    key_exact128(key(t, "$MATCH_PRIORITY"), 1),
+                ],
+                "Ingress.mark_relay6",
+                &[("relay_id", u128::from(r + 1))],
+            ));
+        }
     }
     write(&mut sess, ups).await?;
     // Calls in Writes of about 2,000 entries (the relay entries mirrored
@@ -661,7 +827,11 @@ async fn program(
     let mut ups = Vec::new();
     for c in 0..calls {
         let e = call_ends(c, (a_ip, a_port), (b_ip, b_port), relay_ip);
-        ups.extend(call_updates(&s, c, e.a, e.b, e.relay, e.ra, e.rb));
+        if ipv6 {
+            ups.extend(call_updates6(&s, c, &e));
+        } else {
+            ups.extend(call_updates(&s, c, e.a, e.b, e.relay, e.ra, e.rb));
+        }
         if ups.len() >= 2000 {
             write(&mut sess, std::mem::take(&mut ups)).await?;
         }
@@ -743,8 +913,9 @@ fn main() -> Result<()> {
             b_port,
             relay_ip,
             route,
+            ipv6,
         } => rt()?.block_on(program(
-            &grpc, calls, a_ip, a_port, b_ip, b_port, relay_ip, &route,
+            &grpc, calls, a_ip, a_port, b_ip, b_port, relay_ip, &route, ipv6,
         )),
         Cmd::Insert {
             grpc,

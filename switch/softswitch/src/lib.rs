@@ -175,12 +175,18 @@ fn load_xdp(config: &config::Config) -> std::result::Result<Arc<fastpath::FastPa
     }
     let c = &CONTRACT.config;
     // Without the fast path the program only redirects: its maps stay minimal.
-    let (entries, legs) = if fast {
-        (config.xdp_entries, config.legs)
+    let sizes = if fast {
+        fastpath::Sizes {
+            relay: config.xdp_entries,
+            legs: config.legs,
+            // each relay6 entry under one relay address (usually the only one)
+            relay6: config.v6.relay6,
+            legs6: config.v6.legs6,
+        }
     } else {
-        (1, 1)
+        fastpath::Sizes::v4(1, 1)
     };
-    match fastpath::FastPath::load(config.xdp, entries, legs, c.rtp_clock_hz, c.jitter_shift) {
+    match fastpath::FastPath::load_sized(config.xdp, sizes, c.rtp_clock_hz, c.jitter_shift) {
         Ok(fp) => Ok(Arc::new(fp)),
         Err(e) => {
             let why = format!("{e:#}");

@@ -227,6 +227,18 @@ pub fn render(sw: &Switch) -> String {
                 fast.relay_rewrites,
             ),
             (
+                "p4relay_xdp_relayed6_total",
+                "counter",
+                "Of the packets the XDP fast path relayed, the IPv6 ones",
+                fast.relay6_rewrites,
+            ),
+            (
+                "p4relay_xdp_relay6_entries",
+                "gauge",
+                "IPv6 relay entries in the XDP fast path's map (one per relay address of a relay6 entry)",
+                status.relay6_entries,
+            ),
+            (
                 "p4relay_xdp_relay_mirrored_total",
                 "counter",
                 "Relay entries written to the XDP fast path's map",

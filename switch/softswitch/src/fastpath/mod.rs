@@ -13,16 +13,20 @@ mod sys;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_int;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::config::XdpMode;
-use crate::pipeline::mirror::{FastPathMaps, FastPathStatus, LegRoute, PipelineCounts, PortCounts};
+use crate::pipeline::mirror::{
+    FastPathMaps, FastPathStatus, LegRoute, LegRoute6, PipelineCounts, PortCounts, Relay6Tuple,
+};
 use crate::tables::relay::RelayKey;
+use crate::tables::small6::{Relay6AddrAction, Relay6AddrKey};
 use crate::xdp_abi::{
-    ConfigVal, LegCount, LegQuality, LegRouteC, PortVal, RelayKeyC, RelayVal, MAX_PORTS, XSK_QUEUES,
+    ConfigVal, Leg6RouteC, LegCount, LegQuality, LegRouteC, PortVal, Relay6KeyC, RelayKeyC,
+    RelayVal, MAX_PORTS, XSK_QUEUES,
 };
 use anyhow::{Context, Result};
 
@@ -62,6 +66,142 @@ impl From<LegRoute> for LegRouteC {
     }
 }
 
+impl Leg6RouteC {
+    /// The kernel's value of `leg`'s IPv6 route, generation `gen`.
+    fn of(leg: u32, r: &LegRoute6, gen: u32) -> Self {
+        Leg6RouteC {
+            src: r.src.to_be_bytes(),
+            dst: r.dst.to_be_bytes(),
+            sport: r.sport,
+            dport: r.dport,
+            port: r.port,
+            smac: r.smac,
+            dmac: r.dmac,
+            leg,
+            valid: gen,
+        }
+    }
+}
+
+/// A relay6 value's `slot` with no cell: the program passes its hits to user space.
+const NO_CELL: u32 = u32::MAX;
+
+/// The `legs6` array's cells: a leg holds one while it has an IPv6 rewrite
+/// or a kernel relay6 entry points to it (`refs`), so an entry's `slot`
+/// never names a cell another leg took meanwhile. Cells are handed out
+/// from a free list (a hashed leg -> cell map is what the array replaces in
+/// the program; here, off the packet path, a std HashMap is enough).
+struct Cells6 {
+    by_leg: std::collections::HashMap<u32, Cell6>,
+    free: Vec<u32>,
+    next: u32,
+    cap: u32,
+}
+
+#[derive(Clone, Copy)]
+struct Cell6 {
+    slot: u32,
+    refs: u32,
+    rewrite: bool,
+}
+
+impl Cells6 {
+    fn new(cap: u32) -> Cells6 {
+        Cells6 {
+            by_leg: std::collections::HashMap::new(),
+            free: Vec::new(),
+            next: 0,
+            cap,
+        }
+    }
+
+    /// `leg`'s cell, taken if it has none (None: all are taken).
+    fn take(&mut self, leg: u32) -> Option<&mut Cell6> {
+        if !self.by_leg.contains_key(&leg) {
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None if self.next < self.cap => {
+                    self.next += 1;
+                    self.next - 1
+                }
+                None => return None,
+            };
+            self.by_leg.insert(
+                leg,
+                Cell6 {
+                    slot,
+                    refs: 0,
+                    rewrite: false,
+                },
+            );
+        }
+        self.by_leg.get_mut(&leg)
+    }
+
+    /// One relay6 entry more on `leg`: its cell, or NO_CELL.
+    fn acquire(&mut self, leg: u32) -> u32 {
+        self.take(leg).map_or(NO_CELL, |c| {
+            c.refs += 1;
+            c.slot
+        })
+    }
+
+    /// One relay6 entry less on `leg` (whose cell it carried).
+    fn release(&mut self, leg: u32, slot: u32) {
+        if let Some(c) = self.by_leg.get_mut(&leg) {
+            if c.slot == slot && c.refs > 0 {
+                c.refs -= 1;
+                self.drop_unused(leg);
+            }
+        }
+    }
+
+    /// Returns `leg`'s cell to the free list if nothing holds it.
+    fn drop_unused(&mut self, leg: u32) {
+        if let Some(c) = self.by_leg.get(&leg) {
+            if c.refs == 0 && !c.rewrite {
+                self.free.push(c.slot);
+                self.by_leg.remove(&leg);
+            }
+        }
+    }
+}
+
+fn key6_c(t: &Relay6Tuple) -> Relay6KeyC {
+    Relay6KeyC {
+        src: t.src.to_be_bytes(),
+        dst: t.dst.to_be_bytes(),
+        sport: t.sport,
+        dport: t.dport,
+        port: u32::from(t.port),
+    }
+}
+
+/// The sizes of the fast path's maps.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    /// Kernel relay entries (allocated as used).
+    pub relay: u32,
+    /// Legs (the per-leg arrays).
+    pub legs: u32,
+    /// Kernel IPv6 relay entries (allocated as used).
+    pub relay6: u32,
+    /// IPv6 leg rewrites: cells of the `legs6` array.
+    pub legs6: u32,
+}
+
+impl Sizes {
+    /// `relay` relay entries over `legs` legs; IPv6 as many.
+    pub fn v4(relay: u32, legs: u32) -> Sizes {
+        Sizes {
+            relay,
+            legs,
+            relay6: relay,
+            legs6: legs,
+        }
+    }
+}
+
 pub struct FastPath {
     /// The mode the ports are attached in (`Auto` until they are).
     mode: parking_lot::Mutex<XdpMode>,
@@ -72,6 +212,8 @@ pub struct FastPath {
     relay: c_int,
     legs: c_int,
     leg_counts: c_int,
+    relay6: c_int,
+    legs6: c_int,
     ports: c_int,
     ifports: c_int,
     config: c_int,
@@ -85,6 +227,12 @@ pub struct FastPath {
     relay_entries: AtomicU64,
     /// Legs the kernel map refused (beyond its size).
     pub legs_full: AtomicU64,
+    /// IPv6 relay entries in the kernel's map.
+    relay6_entries: AtomicU64,
+    /// Which leg holds which `legs6` cell.
+    cells6: parking_lot::Mutex<Cells6>,
+    /// The relay6_addr the IPv6 entries were resolved with (None: never).
+    relay6_addr: parking_lot::Mutex<Option<BTreeMap<Relay6AddrKey, Relay6AddrAction>>>,
     /// The legs whose cell in the kernel's `legs` array is valid, one bit
     /// each (the array has no keys to list).
     legs_valid: parking_lot::Mutex<Vec<u64>>,
@@ -111,7 +259,7 @@ fn key_c(k: &RelayKey) -> RelayKeyC {
 
 impl FastPath {
     /// Loads the program and creates its maps (`relay_entries` kernel relay
-    /// entries, allocated as used; `legs` legs).
+    /// entries, allocated as used; `legs` legs; IPv6 as many).
     pub fn load(
         mode: XdpMode,
         relay_entries: u32,
@@ -119,8 +267,26 @@ impl FastPath {
         clock_hz: u32,
         jitter_shift: u32,
     ) -> Result<FastPath> {
+        FastPath::load_sized(mode, Sizes::v4(relay_entries, legs), clock_hz, jitter_shift)
+    }
+
+    /// Loads the program and creates its maps at `sizes`.
+    pub fn load_sized(
+        mode: XdpMode,
+        sizes: Sizes,
+        clock_hz: u32,
+        jitter_shift: u32,
+    ) -> Result<FastPath> {
+        let Sizes {
+            relay: relay_entries,
+            legs,
+            relay6,
+            legs6,
+        } = sizes;
         let obj = sys::Object::open(OBJECT).context("open the XDP object")?;
         obj.size_map("relay", relay_entries.max(1), true)?;
+        obj.size_map("relay6", relay6.max(1), true)?;
+        obj.size_map("legs6", legs6.max(1), false)?;
         obj.size_map("legs", legs.max(1), false)?;
         obj.size_map("quality", legs.max(1), false)?;
         obj.size_map("leg_counts", legs.max(1), false)?;
@@ -136,6 +302,8 @@ impl FastPath {
             relay: obj.map_fd("relay")?,
             legs: obj.map_fd("legs")?,
             leg_counts: obj.map_fd("leg_counts")?,
+            relay6: obj.map_fd("relay6")?,
+            legs6: obj.map_fd("legs6")?,
             ports: obj.map_fd("ports")?,
             ifports: obj.map_fd("ifports")?,
             config: obj.map_fd("config")?,
@@ -146,6 +314,9 @@ impl FastPath {
             relay_mirrored: AtomicU64::new(0),
             relay_entries: AtomicU64::new(0),
             legs_full: AtomicU64::new(0),
+            relay6_entries: AtomicU64::new(0),
+            cells6: parking_lot::Mutex::new(Cells6::new(legs6.max(1))),
+            relay6_addr: parking_lot::Mutex::new(None),
             legs_valid: parking_lot::Mutex::new(vec![0; (legs.max(1) as usize).div_ceil(64)]),
             leg_gen: std::sync::atomic::AtomicU32::new(0),
             links: parking_lot::Mutex::new(Vec::new()),
@@ -334,6 +505,7 @@ impl FastPathMaps for FastPath {
             relay_hits: c.relay_hits,
             relay_rewrites: c.relay_rewrites,
             rtp_packets: c.rtp_packets,
+            relay6_rewrites: c.relay6_rewrites,
         }
     }
 
@@ -496,7 +668,180 @@ impl FastPathMaps for FastPath {
             relay_entries: self.relay_entries.load(Relaxed),
             relay_full: self.relay_full.load(Relaxed),
             legs_full: self.legs_full.load(Relaxed),
+            relay6_entries: self.relay6_entries.load(Relaxed),
         }
+    }
+
+    /// Mirrors one IPv6 relay entry: its value carries its leg's `legs6`
+    /// cell, taken here if the leg has none yet (all taken: NO_CELL, and
+    /// user space relays the entry's packets).
+    fn mirror_relay6(&self, t: &Relay6Tuple, leg: Option<(u32, bool)>) {
+        let kc = key6_c(t);
+        let mut cells = self.cells6.lock();
+        let cur: Option<RelayVal> = sys::lookup(self.relay6, &kc);
+        match leg {
+            Some((leg, rtcp)) => {
+                let mut v = cur.unwrap_or_default();
+                if cur.is_some() && v.leg == leg && v.rtcp == u32::from(rtcp) {
+                    return;
+                }
+                v.leg = leg;
+                v.rtcp = u32::from(rtcp);
+                v.slot = cells.acquire(leg);
+                match sys::update(self.relay6, &kc, &v, sys::BPF_ANY) {
+                    Ok(()) => {
+                        self.relay_mirrored.fetch_add(1, Relaxed);
+                        match cur {
+                            Some(c) => cells.release(c.leg, c.slot),
+                            None => {
+                                self.relay6_entries.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        cells.release(leg, v.slot);
+                        if self.relay_full.fetch_add(1, Relaxed) == 0 {
+                            tracing::warn!(
+                                error = %e,
+                                entries = self.relay6_entries.load(Relaxed),
+                                "XDP relay6 map full: further IPv6 relay entries spill to the user-space pipeline (p4relay_xdp_relay_full_total)"
+                            );
+                        }
+                    }
+                }
+            }
+            None => {
+                if let Some(c) = cur {
+                    if sys::delete(self.relay6, &kc).is_ok() {
+                        self.relay6_entries.fetch_sub(1, Relaxed);
+                        cells.release(c.leg, c.slot);
+                    }
+                }
+            }
+        }
+    }
+
+    fn clear_relay6(&self) {
+        let mut cells = self.cells6.lock();
+        for k in sys::keys::<Relay6KeyC>(self.relay6) {
+            if let Some(c) = sys::lookup::<_, RelayVal>(self.relay6, &k) {
+                if sys::delete(self.relay6, &k).is_ok() {
+                    cells.release(c.leg, c.slot);
+                }
+            }
+        }
+        self.relay6_entries.store(0, Relaxed);
+    }
+
+    fn relay6_last_hit(&self, t: &Relay6Tuple) -> Option<u32> {
+        let v: RelayVal = sys::lookup(self.relay6, &key6_c(t))?;
+        (v.last_hit_ms != 0).then_some(v.last_hit_ms)
+    }
+
+    fn all_relay6_last_hits(&self) -> Vec<(Relay6Tuple, u32)> {
+        sys::keys::<Relay6KeyC>(self.relay6)
+            .into_iter()
+            .filter_map(|kc| {
+                let v: RelayVal = sys::lookup(self.relay6, &kc)?;
+                if v.last_hit_ms == 0 {
+                    return None;
+                }
+                let t = Relay6Tuple {
+                    src: u128::from_be_bytes(kc.src),
+                    dst: u128::from_be_bytes(kc.dst),
+                    sport: kc.sport,
+                    dport: kc.dport,
+                    port: kc.port as u16,
+                };
+                Some((t, v.last_hit_ms))
+            })
+            .collect()
+    }
+
+    /// Mirrors one leg's IPv6 rewrite into its `legs6` cell (taken if the
+    /// leg has none), rewritten in place in three steps as a `legs` cell
+    /// (mirror_leg): `valid` cleared, the new fields, a new generation. A
+    /// leg without a rewrite keeps its cell only while relay6 entries point
+    /// to it.
+    fn mirror_leg6(&self, leg: u32, r: LegRoute6) {
+        let mut cells = self.cells6.lock();
+        if !r.valid {
+            let Some(c) = cells.by_leg.get_mut(&leg) else {
+                return;
+            };
+            if c.rewrite {
+                c.rewrite = false;
+                let slot = c.slot;
+                if let Some(mut cur) = sys::lookup::<_, Leg6RouteC>(self.legs6, &slot) {
+                    cur.valid = 0;
+                    let _ = sys::update(self.legs6, &slot, &cur, sys::BPF_EXIST);
+                }
+                cells.drop_unused(leg);
+            }
+            return;
+        }
+        let Some(c) = cells.take(leg) else {
+            // All cells taken: this leg's packets are relayed in user space.
+            self.legs_full.fetch_add(1, Relaxed);
+            return;
+        };
+        c.rewrite = true;
+        let slot = c.slot;
+        let Some(mut cur) = sys::lookup::<_, Leg6RouteC>(self.legs6, &slot) else {
+            self.legs_full.fetch_add(1, Relaxed);
+            return;
+        };
+        if cur.valid != 0 && Leg6RouteC::of(leg, &r, cur.valid) == cur {
+            return;
+        }
+        if cur.valid != 0 {
+            cur.valid = 0;
+            if sys::update(self.legs6, &slot, &cur, sys::BPF_EXIST).is_err() {
+                return;
+            }
+        }
+        let mut g = self.leg_gen.fetch_add(1, Relaxed).wrapping_add(1);
+        if g == 0 {
+            g = self.leg_gen.fetch_add(1, Relaxed).wrapping_add(1);
+        }
+        let ok = sys::update(
+            self.legs6,
+            &slot,
+            &Leg6RouteC::of(leg, &r, 0),
+            sys::BPF_EXIST,
+        )
+        .is_ok()
+            && sys::update(
+                self.legs6,
+                &slot,
+                &Leg6RouteC::of(leg, &r, g),
+                sys::BPF_EXIST,
+            )
+            .is_ok();
+        if !ok {
+            self.legs_full.fetch_add(1, Relaxed);
+        }
+    }
+
+    fn mirrored_legs6(&self) -> Vec<u32> {
+        let cells = self.cells6.lock();
+        let mut legs: Vec<u32> = cells
+            .by_leg
+            .iter()
+            .filter(|(_, c)| c.rewrite)
+            .map(|(&l, _)| l)
+            .collect();
+        legs.sort_unstable();
+        legs
+    }
+
+    fn relay6_addr_changed(&self, addrs: &BTreeMap<Relay6AddrKey, Relay6AddrAction>) -> bool {
+        let mut last = self.relay6_addr.lock();
+        if last.as_ref() == Some(addrs) {
+            return false;
+        }
+        *last = Some(addrs.clone());
+        true
     }
 }
 

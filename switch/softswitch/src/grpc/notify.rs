@@ -254,9 +254,11 @@ pub fn run_idle(sw: Arc<Switch>, stop: Arc<std::sync::atomic::AtomicBool>) {
             );
         }
         if relay6_on {
-            pl.relay6.sweep_idle(now, |k| {
-                expired.push((t6.id, super::entries::relay6::relay6_key_pb(t6, &k)))
-            });
+            pl.relay6.sweep_idle_with(
+                now,
+                |k| pl.fast_last_hit6(k),
+                |k| expired.push((t6.id, super::entries::relay6::relay6_key_pb(t6, &k))),
+            );
         }
         last_sweep = t0.elapsed();
         for (table_id, key) in expired {

@@ -81,6 +81,8 @@ pub fn touched(undo: &[Undo]) -> Touched {
         match u {
             Undo::Relay(k, _) => t.relay.push(*k),
             Undo::Leg(leg, ..) => t.legs.push(*leg),
+            Undo::Relay6(k, _) => t.relay6.push(*k),
+            Undo::Leg6(leg, ..) => t.legs6.push(*leg),
             Undo::Small(_) => {
                 t.routes = true;
                 // ired_port decides which ports the fast path may send on.
@@ -89,14 +91,12 @@ pub fn touched(undo: &[Undo]) -> Touched {
             // the fast path keys relay on the bound port too
             Undo::PortEnable(..) | Undo::Rate(..) | Undo::PortBinding(..) => t.ports = true,
             Undo::Cleared => t.cleared = true,
-            // the fast path relays IPv4 only
+            // guards act on relay misses, which the fast path leaves to user space
             Undo::Guard(..)
             | Undo::Register(..)
             | Undo::QualityHalf(..)
             | Undo::Counter(..)
-            | Undo::Relay6(..)
-            | Undo::Guard6(..)
-            | Undo::Leg6(..) => {}
+            | Undo::Guard6(..) => {}
         }
     }
     t

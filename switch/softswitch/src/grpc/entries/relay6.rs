@@ -11,12 +11,13 @@ use tonic::Status;
 use super::guard::GuardFamily;
 use super::legs::LegFamily;
 use super::relay::{action, data_pb, ttl};
-use super::{read_exact, write_exact, Reader, Target, Undo, Update};
+use super::{write_exact, Reader, Target, Undo, Update};
 use crate::contract::names;
 use crate::grpc::codec::{invalid, key_exact, key_exact128, Data, Keys};
 use crate::grpc::pb;
 use crate::pipeline::Pipeline;
 use crate::schema::TableSchema;
+use crate::sys::now_ms;
 use crate::tables::exact::{ExactTable, Snapshot};
 use crate::tables::guard::{Guard6Key, GuardAction};
 use crate::tables::legs6::{Leg6Table, Rewrite6};
@@ -63,16 +64,21 @@ pub(super) fn read_relay6(
     target: Target,
     out: &mut dyn FnMut(pb::TableEntry),
 ) -> Result<(), Status> {
-    let t = r.t;
-    read_exact(
-        r,
-        target,
-        &r.sw.pipeline.relay6,
-        relay6_key,
-        |s: Entry6Snapshot| {
-            out(r.entry(relay6_key_pb(t, &s.key), data_pb(t, names::RELAY6_LEG, &s)))
-        },
-    )
+    let (t, pipeline) = (r.t, &r.sw.pipeline);
+    let now = now_ms();
+    let mut emit = |s: Entry6Snapshot| {
+        out(r.entry(relay6_key_pb(t, &s.key), data_pb(t, names::RELAY6_LEG, &s)))
+    };
+    match target {
+        Target::Key(k) => {
+            let rk = relay6_key(&Keys::new(t, k)?)?;
+            let s = pipeline.relay6.get(&rk, now).ok_or_else(|| r.not_found())?;
+            emit(pipeline.with_fast_idle6(s, now));
+        }
+        // idle as the fast path's last hits have it too
+        _ => pipeline.for_each_relay6_with_fast_idle(now, emit),
+    }
+    Ok(())
 }
 
 /// A relay6 key as BfRt key fields (reads, idle-timeout notifications).
@@ -129,11 +135,12 @@ impl LegFamily for Leg6Table {
     fn in_other(p: &Pipeline, leg: u32) -> bool {
         p.legs.get(leg).is_some()
     }
+    // the fast path's part included (crate::pipeline::mirror)
     fn counts(p: &Pipeline, leg: u32) -> (u64, u64) {
-        p.legs6.counts(leg)
+        p.leg6_counts(leg)
     }
     fn set_counts(p: &Pipeline, leg: u32, pkts: u64, bytes: u64) {
-        p.legs6.set_counts(leg, pkts, bytes)
+        p.set_leg6_counts(leg, pkts, bytes)
     }
     fn addr(d: &Data, name: &str) -> Result<u128, Status> {
         d.int128(name)
