@@ -1,4 +1,4 @@
-import { render, screen } from '@testing-library/react';
+import { render, screen, waitFor } from '@testing-library/react';
 import { describe, expect, it } from 'vitest';
 import Chart from './Chart';
 import { ThemeProvider } from './theme';
@@ -12,9 +12,10 @@ describe('Chart', () => {
     });
     render(<ThemeProvider><Chart option={option} label="Queueing delay" /></ThemeProvider>);
     const el = screen.getByRole('figure', { name: 'Queueing delay' });
-    // lazyUpdate renders on the next frame.
-    await new Promise((r) => setTimeout(r, 50));
+    // lazyUpdate renders on a later frame.
+    await waitFor(() => {
+      expect(el.querySelector('svg path')).not.toBeNull();
+    });
     expect(el.querySelector('svg')).not.toBeNull();
-    expect(el.querySelector('svg path')).not.toBeNull();
   });
 });
