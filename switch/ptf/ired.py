@@ -12,8 +12,6 @@ mirror sessions must exist).
 
 from __future__ import annotations
 
-import time
-
 import grpc
 import ptf.testutils as tu
 from bfrt_tables import Tables
@@ -342,5 +340,4 @@ class IredConfigErrors(IredTest):
         self.assertEqual(self.tables.read(IRED_PORT), [])
         # still forwarding plainly
         self.assertEqual(self.one_by_one(2), 2)
-        time.sleep(0.05)
         tu.verify_no_other_packets(self, timeout=0.2)

@@ -5,8 +5,6 @@ such a port counts exactly its tail-dropped packets as lost."""
 
 from __future__ import annotations
 
-import time
-
 import ptf.testutils as tu
 from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, param, rtp_payload, udp_packet
 
@@ -77,7 +75,6 @@ class QueueBuildupTailDrop(ShapedPortTest):
             span = times[-1] - times[0]
             rate_kbps = (received - 1) * FRAME * 8 / span / 1000
             self.assertAlmostEqual(rate_kbps, RATE_KBPS, delta=RATE_KBPS * 0.2)
-        time.sleep(0.1)
 
 
 class QualityAtEgressCountsTailDrops(ShapedPortTest):

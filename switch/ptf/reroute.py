@@ -550,6 +550,7 @@ class UnrepresentableThreshold(RerouteTest):
         self.assertTrue(all(lat <= limits.HOP_LATENCY_MAX_NS for _, lat in hops), hops)
         self.assertEqual(hops[-1][1], limits.HOP_LATENCY_MAX_NS, "saturated")
         self.hop_thresholds(200_000, 100_000)
+        # The shaped link drains: the next burst's first frame waits for nothing.
         time.sleep(2 * GAP_S)
         hops = self.burst_hops(10)
         self.assertEqual([f for f, _ in hops[1:]], [True] * 3, hops)
