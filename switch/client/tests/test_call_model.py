@@ -6,7 +6,7 @@ reads do."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from hypothesis import given
@@ -27,7 +27,6 @@ from p4relay_switch.client import Entry
 from p4relay_switch.codec import DataValue, KeyValue
 from p4relay_switch.encode import Encoder
 from p4relay_switch.proto import bfruntime_pb2 as pb
-from p4relay_testsupport import softswitch
 
 ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
@@ -35,13 +34,6 @@ KEY = FlowKey("198.18.1.10", "127.0.0.1", 6001, 40001, 1)
 GKEY = GuardKey("127.0.0.1", 40001)
 GUARD = GuardEntry(GKEY, 300)
 LEG = LegRewrite(300, "127.0.0.1", "198.18.2.10", 40002, 7000)
-
-
-@pytest.fixture(scope="module")
-def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
-    with softswitch(ARGS, log_path=log) as sw:
-        yield sw.address
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -37,13 +37,6 @@ from p4relay_testsupport import free_port, softswitch, softswitch_binary, wait_f
 RELAY_ENTRIES = 16
 LEGS = 16
 ARGS = ("--relay-entries", str(RELAY_ENTRIES), "--legs", str(LEGS), "--workers", "1")
-
-
-@pytest.fixture(scope="module")
-def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
-    with softswitch(ARGS, log_path=log) as sw:
-        yield sw.address
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ below in `<register>`. Against the software switch started as that build
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from p4relay_switch import EntryBatch, Pipeline, SwitchClient
@@ -15,7 +15,6 @@ from p4relay_switch.client import Entry
 from p4relay_switch.encode import Encoder
 from p4relay_switch.errors import WriteError
 from p4relay_switch.proto import bfruntime_pb2 as pb
-from p4relay_testsupport import softswitch
 
 SPLIT = 1 << 16
 LEGS = 2 * SPLIT  # large-t2: 65,536 calls per pipe
@@ -24,13 +23,6 @@ ARGS = (
     *("--leg6-entries", "64", "--relay6-entries", "64", "--workers", "1"),
 )
 LOW, HIGH, TOP = 300, SPLIT + 300, LEGS - 1
-
-
-@pytest.fixture(scope="module")
-def switch_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    log = tmp_path_factory.mktemp("softswitch") / "softswitch.log"
-    with softswitch(ARGS, log_path=log) as sw:
-        yield sw.address
 
 
 @pytest.fixture
