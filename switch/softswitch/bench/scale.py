@@ -39,6 +39,7 @@ from softswitch_bench import (
     A_PORT,
     B_IP,
     B_PORT,
+    BPF_STATS,
     GW_MAC,
     RELAY_IP,
     RUN,
@@ -46,6 +47,7 @@ from softswitch_bench import (
     fmt,
     med,
     nsx,
+    xdp_run,
 )
 
 CALLS = [16, 256, 4096, 32768, 100_000]
@@ -407,25 +409,6 @@ def sh_out(cmd: list[str]) -> str:
 
 
 # ------------------------------------------------------------------ measuring
-
-
-BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
-
-
-def xdp_run(pid: int | None) -> tuple[int, int]:
-    """(run time ns, runs) of the process's XDP programs (kernel bpf_stats,
-    which the bench turns on while it runs)."""
-    ns = runs = 0
-    if pid is None:
-        return 0, 0
-    with contextlib.suppress(OSError):
-        for fd in Path(f"/proc/{pid}/fdinfo").iterdir():
-            with contextlib.suppress(OSError, ValueError):
-                info = dict(ln.split(":", 1) for ln in fd.read_text().splitlines() if ":" in ln)
-                if info.get("prog_type", "").strip() == "6":  # BPF_PROG_TYPE_XDP
-                    ns += int(info.get("run_time_ns", "0"))
-                    runs += int(info.get("run_cnt", "0"))
-    return ns, runs
 
 
 def metrics(ns: str) -> dict[str, float]:
