@@ -73,11 +73,12 @@ pub struct Relay6Tuple {
     pub port: u16,
 }
 
-/// A leg's IPv6 rewrite with its route resolved.
+/// A leg's rewrite with its route resolved; `A` is the address family's
+/// integer (u32 for IPv4, u128 for IPv6).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LegRoute6 {
-    pub src: u128,
-    pub dst: u128,
+pub struct LegRouteOf<A> {
+    pub src: A,
+    pub dst: A,
     pub sport: u16,
     pub dport: u16,
     pub port: u32,
@@ -87,19 +88,10 @@ pub struct LegRoute6 {
     pub valid: bool,
 }
 
-/// A leg's rewrite with its route resolved.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct LegRoute {
-    pub src: u32,
-    pub dst: u32,
-    pub sport: u16,
-    pub dport: u16,
-    pub port: u32,
-    pub smac: [u8; 6],
-    pub dmac: [u8; 6],
-    /// false: not routable by the fast path (user space decides).
-    pub valid: bool,
-}
+/// An IPv4 leg's rewrite with its route resolved.
+pub type LegRoute = LegRouteOf<u32>;
+/// An IPv6 leg's rewrite with its route resolved.
+pub type LegRoute6 = LegRouteOf<u128>;
 
 /// Per-port packets the fast path received / sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -254,27 +246,7 @@ impl Pipeline {
         let LpmAction::SetNexthop(id) = small.v6.lpm_lookup(rw.dst) else {
             return LegRoute6::default();
         };
-        let NexthopAction::Forward {
-            port,
-            src_mac,
-            dst_mac,
-        } = small.nexthop_lookup(id)
-        else {
-            return LegRoute6::default();
-        };
-        if !self.has_port(u32::from(port)) {
-            return LegRoute6::default();
-        }
-        LegRoute6 {
-            src: rw.src,
-            dst: rw.dst,
-            sport: rw.sport,
-            dport: rw.dport,
-            port: u32::from(port),
-            smac: src_mac,
-            dmac: dst_mac,
-            valid: true,
-        }
+        self.routed(&small, id, rw.src, rw.dst, rw.sport, rw.dport)
     }
 
     /// leg_rewrite6's direct counter of `leg`: ours plus the kernel's (legs
@@ -395,22 +367,36 @@ impl Pipeline {
         let LpmAction::SetNexthop(id) = small.lpm_lookup(rw.dst) else {
             return LegRoute::default();
         };
+        self.routed(&small, id, rw.src, rw.dst, rw.sport, rw.dport)
+    }
+
+    /// The rewrite sent by next hop `id` when it is a plain forward out of one
+    /// of this switch's ports; else not valid (user space decides).
+    fn routed<A: Default>(
+        &self,
+        small: &SmallTables,
+        id: u16,
+        src: A,
+        dst: A,
+        sport: u16,
+        dport: u16,
+    ) -> LegRouteOf<A> {
         let NexthopAction::Forward {
             port,
             src_mac,
             dst_mac,
         } = small.nexthop_lookup(id)
         else {
-            return LegRoute::default();
+            return LegRouteOf::default();
         };
         if !self.has_port(u32::from(port)) {
-            return LegRoute::default();
+            return LegRouteOf::default();
         }
-        LegRoute {
-            src: rw.src,
-            dst: rw.dst,
-            sport: rw.sport,
-            dport: rw.dport,
+        LegRouteOf {
+            src,
+            dst,
+            sport,
+            dport,
             port: u32::from(port),
             smac: src_mac,
             dmac: dst_mac,
