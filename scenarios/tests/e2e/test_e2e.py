@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -24,29 +24,11 @@ from p4relay_scenarios import capture, rtpp, switchcfg, topology
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import udp_bound_in
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_TIMEOUT_SOCK, Stack
-from p4relay_testsupport import wait_until
+from p4relay_testsupport import wait_value
 
-T = TypeVar("T")
 UAS_PORT = topology.UAS.port
 RTPP_COUNTERS = ("npkts_rcvd", "npkts_relayed")
 SIP_NOTIFY_PORT = int(SIP_TIMEOUT_SOCK.rsplit(":", 1)[1])
-
-
-def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    """Poll fn until it returns something truthy; that value (testsupport's wait_until)."""
-    box: dict[str, T | None] = {}
-
-    def pred() -> bool:
-        box["last"] = fn()
-        return bool(box["last"])
-
-    try:
-        wait_until(pred, within=timeout_s, interval=0.5, what=what)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc} (last: {box.get('last')!r})") from None
-    value = box["last"]
-    assert value is not None
-    return value
 
 
 def calls(
@@ -194,7 +176,7 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
     # switch sent to the UAS host are in its capture (written as they arrive;
     # the check below allows 2 apart).
     tx1 = switch_tx(UAS_PORT)
-    wait_for(
+    wait_value(
         lambda: capture.count_frames(cap_all.path) >= tx1 - tx0 - 2 or None,
         5,
         "the switch's frames to the UAS in its capture",
@@ -223,7 +205,7 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
     assert abs((tx1 - tx0) - frames) <= 2, f"switch sent {tx1 - tx0}, UAS captured {frames}"
 
     # Every switch entry is gone after the BYEs.
-    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+    wait_value(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
     # The sessions are in the server with MOS.
     def ended_with_mos() -> list[dict[str, Any]] | None:
@@ -231,7 +213,7 @@ def test_calls_relayed_by_the_switch(stack: Stack, tmp_path: Path) -> None:
         done = [s for s in got if s["state"] == "ended" and s["mos_avg"] is not None]
         return done if len(done) >= 5 else None
 
-    done = wait_for(ended_with_mos, 20, "5 ended sessions with MOS in the API")
+    done = wait_value(ended_with_mos, 20, "5 ended sessions with MOS in the API")
     assert all(s["offloaded"] for s in done), [s["offload_reason"] for s in done]
     assert all(s["mos_avg"] > 4.0 for s in done), [s["mos_avg"] for s in done]
 
@@ -272,8 +254,8 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
         got = [s for s in sessions_of(stack, t0) if s["call_id"].endswith("@100.64.77.10")]
         return got if len(got) >= 2 and all(s["offloaded"] for s in got) else None
 
-    wait_for(offloaded, 20, "the NAT sessions offloaded in the API")
-    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+    wait_value(offloaded, 20, "the NAT sessions offloaded in the API")
+    wait_value(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
 def agent_metric(name: str) -> float:
@@ -331,12 +313,12 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     assert leaked == 0, f"{leaked} injected RTP packets reached the callee"
     # The spray hit the calls' guarded ports: the switch raised learn digests for the
     # foreign source and rtpagent counted them.
-    wait_for(
+    wait_value(
         lambda: agent_metric("rtpagent_guard_foreign_sources_total") > foreign0 or None,
         10,
         "rtpagent counting the attacker as a foreign source",
     )
-    wait_for(
+    wait_value(
         lambda: asyncio.run(switchcfg.guard_entries(GRPC_ADDR)) == 0 or None,
         10,
         "guard entries removed after BYE",
@@ -433,7 +415,7 @@ def test_spoofed_caller_on_another_port_is_not_relayed(stack: Stack, tmp_path: P
         leaked = int((got[:, 1] == 0x5B00F).sum())
         assert leaked == 0, f"{leaked} spoofed packets left the switch ({cap.path})"
     assert len(capture.read_rtp(caps[1].path)) > 6 * 50, "the caller's own media was relayed"
-    wait_for(
+    wait_value(
         lambda: agent_metric_or_zero(refused) > refused0 or None,
         10,
         "rtpagent refusing the spoofed source",
@@ -478,9 +460,9 @@ def test_media_stop_ends_the_dialog(
     th.start()
     blocked: list[str] = []
     try:
-        wait_for(lambda: entries()[0] >= 4 or None, 15, "the call offloaded to the switch")
+        wait_value(lambda: entries()[0] >= 4 or None, 15, "the call offloaded to the switch")
         tx = switch_tx(UAS_PORT)
-        wait_for(lambda: switch_tx(UAS_PORT) > tx + 10 or None, 10, "media through the switch")
+        wait_value(lambda: switch_tx(UAS_PORT) > tx + 10 or None, 10, "media through the switch")
         for netns in (topology.UAC.netns, topology.UAS.netns):
             drop_media(netns)
             blocked.append(netns)
@@ -514,7 +496,7 @@ def test_media_stop_ends_the_dialog(
         f"{after_stop_s:.2f} s after the media stopped (idle TTL {idle_ttl_s(stack):g} s)"
     )
     assert 0 <= delay_ms < 1000, f"BYE {delay_ms:.0f} ms after the notification"
-    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+    wait_value(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
 def _kamailio_rpc(stack: Stack) -> Any:
@@ -550,12 +532,12 @@ def test_kamailio_timeout_listener_ends_the_dialog(stack: Stack) -> None:
     assert time.monotonic() - t0 < 50, "the call ran its full length: the timeout did not end it"
     assert box["r"].stats.current == 0, box["r"].stats
     assert box["r"].stats.failed == 1, box["r"].stats
-    wait_for(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
+    wait_value(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
 def _timeout_ends_dialog(stack: Stack, rpc: Any, old: set[str]) -> None:
     # The call's confirmed dialog (state 4: 200 and ACK seen); media timeouts come long after.
-    dialogs = wait_for(
+    dialogs = wait_value(
         lambda: (
             [d for d in rpc.call("dlg.list") or [] if d["state"] == 4 and d["call-id"] not in old]
             or None
@@ -590,7 +572,7 @@ def _timeout_ends_dialog(stack: Stack, rpc: Any, old: set[str]) -> None:
         mine = [d for d in rpc.call("dlg.list") or [] if d["call-id"] == call_id]
         return all(d["state"] == 5 for d in mine) or None
 
-    wait_for(ended, 15, "the dialog ended by the listener")
+    wait_value(ended, 15, "the dialog ended by the listener")
 
 
 # Where Debian's sip-tester keeps the recordings SIPp's built-in uac_pcap plays.
@@ -651,7 +633,7 @@ def test_stock_sipp_scenarios_complete(
         )
         assert plain.stats.successful == 10, f"SIPp uac: {plain.stats} (log {plain.log})"
         assert plain.stats.failed == 0, plain.stats
-        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed after the uac calls")
+        wait_value(lambda: entries() == (0, 0) or None, 3, "entries removed after the uac calls")
 
         before = rtpp.stats(*RTPP_COUNTERS)
         tx0 = switch_tx(UAS_PORT)
@@ -674,7 +656,7 @@ def test_stock_sipp_scenarios_complete(
         after = rtpp.stats(*RTPP_COUNTERS)
         assert pcap.stats.successful == 2, f"SIPp uac_pcap: {pcap.stats} (log {pcap.log})"
         assert pcap.stats.failed == 0, pcap.stats
-        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed at the uac_pcap BYEs")
+        wait_value(lambda: entries() == (0, 0) or None, 3, "entries removed at the uac_pcap BYEs")
         assert time.monotonic() - ended < idle_ttl_s(stack), "removed by the idle timeout"
     finally:
         stack.sup.stop("sipp-uas-stock")
@@ -727,7 +709,7 @@ def test_reinvite_and_hold_keep_the_call_on_the_switch(stack: Stack) -> None:
         after = rtpp.stats(*RTPP_COUNTERS)
         assert result.stats.successful == 2, f"SIPp: {result.stats} (log {result.log})"
         assert result.stats.failed == 0, result.stats
-        wait_for(lambda: entries() == (0, 0) or None, 3, "entries removed at the BYEs")
+        wait_value(lambda: entries() == (0, 0) or None, 3, "entries removed at the BYEs")
         assert time.monotonic() - ended < idle_ttl_s(stack), "removed by the idle timeout"
     finally:
         stack.sup.stop("sipp-uas")
@@ -745,7 +727,7 @@ def test_reinvite_and_hold_keep_the_call_on_the_switch(stack: Stack) -> None:
 def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
     api = stack.api()
     try:
-        sw = wait_for(lambda: [s for s in api.switches() if s["name"] == "sw1"], 20, "switch sw1")
+        sw = wait_value(lambda: [s for s in api.switches() if s["name"] == "sw1"], 20, "switch sw1")
         switch_id = sw[0]["id"]
         t0 = time.time() - 1
         # 8 calls send ~690 kbit/s towards the UAS; the port gets 300 kbit/s.
@@ -766,7 +748,7 @@ def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
             ]
             return pts or None
 
-        wait_for(congested_queue, 20, "queue depth/drops on the shaped port in the API")
+        wait_value(congested_queue, 20, "queue depth/drops on the shaped port in the API")
 
         def lossy_sessions() -> list[dict[str, Any]] | None:
             got = [
@@ -780,7 +762,7 @@ def test_congested_port_moves_queue_loss_and_mos(stack: Stack) -> None:
         # Quality registers sit in Egress (contract v2): packets the shaped port's queue
         # tail-drops show as sequence gaps, i.e. loss, and pull the sessions' MOS down
         # (unshaped calls score > 4.0, see test_calls_relayed_by_the_switch).
-        lossy = wait_for(lossy_sessions, 30, "sessions with loss on the shaped port")
+        lossy = wait_value(lossy_sessions, 30, "sessions with loss on the shaped port")
         assert min(s["mos_min"] for s in lossy) < 4.0, [s["mos_min"] for s in lossy]
     finally:
         api.close()
@@ -812,7 +794,7 @@ def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -
     topology.hand_ports_to_kernel()
     # The kernel's router needs its neighbours before the calls' media crosses it
     # (rtpagent notices the switch only when it next writes to it: the calls below).
-    wait_for(
+    wait_value(
         lambda: router_reaches_hosts() or None,
         15,
         "the kernel router reaching every host",
@@ -836,7 +818,7 @@ def test_switch_down_calls_fall_back_to_rtpproxy(stack: Stack, tmp_path: Path) -
             evs = [e for e in api.events("fallback") if _ts(e["ts"]) >= t0]
             return evs if len(evs) >= 2 else None
 
-        evs = wait_for(fallbacks, 30, "fallback events in the API")
+        evs = wait_value(fallbacks, 30, "fallback events in the API")
         assert all(e["payload"].get("reason") for e in evs)
     finally:
         api.close()

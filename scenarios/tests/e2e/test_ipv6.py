@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -29,31 +29,14 @@ from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import udp_bound_in
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SCENARIOS, SIP_PORT, Stack
 from p4relay_switch.client import ReadEntry, SwitchClient
-from p4relay_testsupport import wait_until
+from p4relay_testsupport import wait_value as wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-T = TypeVar("T")
 UAS_PORT = topology.UAS.port
 RTPP = ("npkts_rcvd", "npkts_relayed")
 # What SIPp's stock uac_pcap plays (Debian's sip-tester keeps the recordings here).
 SIPP_PCAPS = (Path("/usr/share/sip-tester"), Path("/usr/share/sipp"), Path("/usr/local/share/sipp"))
 PCAP_RTP = 236  # RTP packets in g711a.pcap
-
-
-def wait_for(fn: Callable[[], T | None], timeout_s: float, what: str) -> T:
-    box: dict[str, T | None] = {}
-
-    def pred() -> bool:
-        box["v"] = fn()
-        return bool(box["v"])
-
-    try:
-        wait_until(pred, within=timeout_s, interval=0.5, what=what)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc} (last: {box.get('v')!r})") from None
-    value = box["v"]
-    assert value is not None
-    return value
 
 
 def entries6() -> tuple[int, int]:

@@ -4,7 +4,8 @@
   (or with ports), started, waited for, stopped; `softswitch_binary()` finds it.
 * `free_port`, `free_udp_pair`: ports nothing listens on.
 * `wait_for` (asyncio) / `wait_until` (blocking): poll a condition until it
-  holds or fail with what was awaited.
+  holds or fail with what was awaited; `wait_value` (blocking): the same,
+  returning the condition's truthy value.
 * `record_pid`: note a child process for the stage cleanup hooks.
 * `running_server` / `Server`: the real p4relay server on a database, with
   an ingest and a read token; `server_on_fresh_database`: the same on a
@@ -21,7 +22,7 @@ from p4relay_testsupport.softswitch import (
     softswitch,
     softswitch_binary,
 )
-from p4relay_testsupport.wait import wait_for, wait_until
+from p4relay_testsupport.wait import wait_for, wait_until, wait_value
 
 __all__ = [
     "Server",
@@ -37,4 +38,5 @@ __all__ = [
     "softswitch_binary",
     "wait_for",
     "wait_until",
+    "wait_value",
 ]

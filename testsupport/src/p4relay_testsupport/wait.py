@@ -6,6 +6,9 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def wait_for(
@@ -39,3 +42,21 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {within} s")
         time.sleep(interval)
+
+
+def wait_value(fn: Callable[[], T | None], within: float, what: str, interval: float = 0.5) -> T:
+    """Blocking: poll ``fn()`` until it returns something truthy and return that
+    value; the AssertionError after ``within`` s names the last value seen."""
+    box: dict[str, T | None] = {}
+
+    def pred() -> bool:
+        box["last"] = fn()
+        return bool(box["last"])
+
+    try:
+        wait_until(pred, within=within, interval=interval, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc} (last: {box.get('last')!r})") from None
+    value = box["last"]
+    assert value is not None
+    return value
