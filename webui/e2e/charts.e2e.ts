@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { openBrowser, screenshot, type Browser } from './browser';
-import { checkChart, readCharts, type ChartDrawn, type ChartExpect } from './charts';
+import { chartsTrue, type ChartExpect } from './charts';
 import { startStack, type Stack } from './harness';
 import { ACTIVE_CALLS, BACKUP_PATH, callId, CONGESTED_PORT, ENDED_CALLS, INT_PORTS, INT_SWITCH, PORTS, PRIMARY_PATH, REROUTE_AGO_MS, REROUTED, seed, YOUNG } from './seed';
 
@@ -48,21 +48,6 @@ afterAll(async () => {
   await browser?.close();
   await stack?.stop();
 });
-
-/** Polls until every expected chart is drawn and true (ECharts draws after data arrives). */
-async function chartsTrue(want: ChartExpect[]): Promise<ChartDrawn[]> {
-  let problems: string[] = [];
-  let drawn: ChartDrawn[] = [];
-  const t0 = Date.now();
-  while (Date.now() - t0 < 20_000) {
-    drawn = await readCharts(page);
-    problems = want.flatMap((w) => checkChart(drawn.find((d) => d.title === w.title), w));
-    if (problems.length === 0) return drawn;
-    await page.waitForTimeout(250);
-  }
-  expect(problems).toEqual([]);
-  return drawn;
-}
 
 /** The header keeps brand, navigation and tools on one row and never overflows. */
 async function headerFits(): Promise<void> {
@@ -134,7 +119,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
   it('Overview: calls over the hour, MOS histogram, reasons; health and congestion', async () => {
     const now = Date.now();
     const hour = { from: now - 70 * MIN, to: now + 5 * MIN, maxSpanMs: 70 * MIN };
-    const drawn = await chartsTrue([
+    const drawn = await chartsTrue(page, [
       { title: 'Active and offloaded calls, last hour', series: [{ name: 'active', minValues: 100 }, { name: 'offloaded', minValues: 100 }], window: hour },
       { title: 'Offload share, last hour', series: [{ name: 'offloaded share', minValues: 20 }], window: hour },
       { title: 'MOS distribution (active calls)', series: [{ name: 'calls', minValues: 18 }] },
@@ -178,7 +163,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
     const quality = (title: string): ChartExpect => ({
       title, series: BOTH.map((name) => ({ name, minValues: 80 })), window: win, areas: [`sw1 port ${String(CONGESTED_PORT)} congested`],
     });
-    const drawn = await chartsTrue([
+    const drawn = await chartsTrue(page, [
       quality('MOS over time'), quality('Packet loss per direction'), quality('Jitter per direction'), quality('Packets per direction'),
       { title: 'Session events timeline', series: [{ name: 'events', minValues: 2 }] },
       // The path: the primary until the reroute, the backup since, on the quality charts' window.
@@ -213,7 +198,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
     // Its first sample 3 s before the seed: a minute's window (more as the call ages), never days.
     const win = { from: seededAt - 20_000, to: Date.now() + 2 * MIN, maxSpanMs: Math.max(70_000, (age() + 5000) * 1.1) };
     const quality = (title: string): ChartExpect => ({ title, series: BOTH.map((name) => ({ name, minValues: 3 })), window: win });
-    await chartsTrue([quality('MOS over time'), quality('Packet loss per direction'), quality('Jitter per direction'), quality('Packets per direction')]);
+    await chartsTrue(page, [quality('MOS over time'), quality('Packet loss per direction'), quality('Jitter per direction'), quality('Packets per direction')]);
     await columnsVisible('Legs and rewrite entries', ['Installed', 'Removed']);
     await screenshot(page, `charts-${tag}-4-session-young`);
   });
@@ -228,7 +213,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
       : { from: Date.now() - 62 * MIN, to: Date.now() + MIN, maxSpanMs: 62 * MIN };
     const perPort = short ? 200 : 25; // 1 s samples, or 10 s buckets of them
     const hot = [`sw1 port ${String(CONGESTED_PORT)} congested`];
-    const drawn = await chartsTrue([
+    const drawn = await chartsTrue(page, [
       { title: 'Queue depth per port', series: portSeries(perPort), window: win, areas: hot },
       { title: 'Queueing delay per port', series: portSeries(perPort), window: win, areas: hot },
       { title: 'Port utilisation', series: portSeries(perPort), window: win },
@@ -237,7 +222,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
     // Every hop: sw1's ports beside the INT-reported hops of the second switch.
     const hopSeries = [...PORTS.map((p) => `sw1 port ${String(p)}`), ...INT_PORTS.map((p) => `${INT_SWITCH} port ${String(p)}`)]
       .map((name) => ({ name, minValues: perPort }));
-    const hops = await chartsTrue([
+    const hops = await chartsTrue(page, [
       { title: 'Queue depth per hop', series: hopSeries, window: win },
       { title: 'Queueing delay per hop', series: hopSeries, window: win },
     ]);
@@ -262,7 +247,7 @@ describe.each(VARIANTS)('every chart shows the seeded data at $width x $height, 
   it('Events: the timeline holds every seeded event inside its axis', async () => {
     await page.getByRole('link', { name: 'Events' }).click();
     await page.getByRole('heading', { name: 'Events' }).waitFor();
-    await chartsTrue([{ title: 'Events timeline', series: [{ name: 'events', minValues: 10 }], window: { from: seededAt - 10 * MIN, to: Date.now() + 2 * MIN, maxSpanMs: 10 * MIN } }]);
+    await chartsTrue(page, [{ title: 'Events timeline', series: [{ name: 'events', minValues: 10 }], window: { from: seededAt - 10 * MIN, to: Date.now() + 2 * MIN, maxSpanMs: 10 * MIN } }]);
     await headerFits();
     await screenshot(page, `charts-${tag}-6-events`);
   });

@@ -4,6 +4,7 @@
 // but shows nothing (all-null series, data outside the axis, a two-day axis
 // around four seconds of samples) fails these checks; a canvas count would not.
 import type { Page } from 'playwright-core';
+import { expect } from 'vitest';
 
 export interface SeriesDrawn {
   name: string;
@@ -155,4 +156,20 @@ export function checkChart(drawn: ChartDrawn | undefined, want: ChartExpect): st
     if (!drawn.series.some((s) => s.markAreas.some((m) => m.split(' · ').some((part) => matches(part, a))))) bad.push(`${t}: no shaded span ${String(a)}`);
   }
   return bad;
+}
+
+/** Reads the page's charts until every expectation holds (live data still
+ * arriving) or `withinMs` passes, then fails with the problems left. */
+export async function chartsTrue(page: Page, want: ChartExpect[], withinMs = 20_000): Promise<ChartDrawn[]> {
+  let problems: string[] = [];
+  let drawn: ChartDrawn[] = [];
+  const t0 = Date.now();
+  while (Date.now() - t0 < withinMs) {
+    drawn = await readCharts(page);
+    problems = want.flatMap((w) => checkChart(drawn.find((d) => d.title === w.title), w));
+    if (problems.length === 0) return drawn;
+    await page.waitForTimeout(250);
+  }
+  expect(problems).toEqual([]);
+  return drawn;
 }

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { components } from '../src/api/schema';
 import { openBrowser, screenshot, type Browser } from './browser';
-import { checkChart, readCharts, type ChartDrawn, type ChartExpect } from './charts';
+import { chartsTrue } from './charts';
 import { ROOT } from './harness';
 
 type EventOut = components['schemas']['EventOut'];
@@ -135,20 +135,6 @@ afterAll(async () => {
   }
 }, 120_000);
 
-async function chartsTrue(want: ChartExpect[]): Promise<ChartDrawn[]> {
-  let problems: string[] = [];
-  let drawn: ChartDrawn[] = [];
-  const t0 = Date.now();
-  while (Date.now() - t0 < 20_000) {
-    drawn = await readCharts(page);
-    problems = want.flatMap((w) => checkChart(drawn.find((d) => d.title === w.title), w));
-    if (problems.length === 0) return drawn;
-    await page.waitForTimeout(250);
-  }
-  expect(problems).toEqual([]);
-  return drawn;
-}
-
 describe("the demo's congestion episode in the console", () => {
   it("Overview: the reroute and iRED's drops on the bottleneck at a glance", async () => {
     const card = page.getByRole('region', { name: 'Congestion control' });
@@ -168,7 +154,7 @@ describe("the demo's congestion episode in the console", () => {
     await page.getByRole('combobox', { name: /^Switch\b/ }).selectOption({ label: 's1' });
     const win = { from: Date.now() - 6 * 60_000, to: Date.now() + 60_000, maxSpanMs: 5.5 * 60_000 };
     const hops = HOPS.map((name) => ({ name, minValues: 1 }));
-    const drawn = await chartsTrue([
+    const drawn = await chartsTrue(page, [
       { title: 'Drops (tail and iRED)', series: [{ name: `port ${String(BOTTLENECK)} iRED`, minValues: 1 }], window: win },
       { title: 'Queue depth per hop', series: hops, window: win },
       { title: 'Queueing delay per hop', series: hops, window: win },
@@ -213,7 +199,7 @@ describe("the demo's congestion episode in the console", () => {
     await expect.poll(async () => segments.locator('tbody').textContent(), { timeout: 20_000 })
       .toMatch(/s1 \(\d+>8\) > s3 \(1>2\) > s2/);
     expect(await page.getByRole('list', { name: 'Reroutes of this call' }).textContent()).toMatch(/moved off port 7|to backup|198\.18\.2\.0\/24/);
-    await chartsTrue([{ title: 'Call path over time', series: [{ name: /s3/, minValues: 1 }] }]);
+    await chartsTrue(page, [{ title: 'Call path over time', series: [{ name: /s3/, minValues: 1 }] }]);
     // its MOS held over the call (the reroute costs it a moment, not the episode)
     expect(moved.mos_avg ?? 0).toBeGreaterThanOrEqual(3.6);
     await screenshot(page, 'demo-session-path');

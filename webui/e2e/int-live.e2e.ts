@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { components } from '../src/api/schema';
 import { openBrowser, screenshot, type Browser } from './browser';
-import { checkChart, readCharts, type ChartDrawn, type ChartExpect } from './charts';
+import { chartsTrue } from './charts';
 import { ROOT, startStack, type Stack } from './harness';
 
 type QueueSeries = components['schemas']['QueueSeries'];
@@ -128,27 +128,13 @@ afterAll(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 }, 60_000);
 
-async function chartsTrue(want: ChartExpect[]): Promise<ChartDrawn[]> {
-  let problems: string[] = [];
-  let drawn: ChartDrawn[] = [];
-  const t0 = Date.now();
-  while (Date.now() - t0 < 20_000) {
-    drawn = await readCharts(page);
-    problems = want.flatMap((w) => checkChart(drawn.find((d) => d.title === w.title), w));
-    if (problems.length === 0) return drawn;
-    await page.waitForTimeout(250);
-  }
-  expect(problems).toEqual([]);
-  return drawn;
-}
-
 describe('live INT data in the console', () => {
   it('Switches: the per-hop charts draw the hops the sink reported, at the values the API serves', async () => {
     await page.getByRole('link', { name: 'Switches' }).click();
     await page.getByRole('heading', { name: 'Switches' }).waitFor();
     const win = { from: Date.now() - 6 * 60_000, to: Date.now() + 60_000, maxSpanMs: 5.5 * 60_000 };
     const series = HOPS.map((name) => ({ name, minValues: 1 }));
-    const drawn = await chartsTrue([
+    const drawn = await chartsTrue(page, [
       { title: 'Queue depth per hop', series, window: win },
       { title: 'Queueing delay per hop', series, window: win },
     ]);
@@ -182,7 +168,7 @@ describe('live INT data in the console', () => {
     await page.getByRole('link', { name: CALL_ID }).click();
     await page.getByRole('heading', { name: /Session/ }).waitFor();
     const win = { from: Date.now() - 5 * 60_000, to: Date.now() + 60_000, maxSpanMs: 10 * 60_000 };
-    const drawn = await chartsTrue([{
+    const drawn = await chartsTrue(page, [{
       title: 'Call path over time',
       series: [{ name: DIRECT, minValues: 2 }, { name: AROUND, minValues: 2 }],
       window: win,
