@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rtpagent.app as app_module
 from fakeswitch import ROUTES, FakeSwitch
 from harness import Client, RtpproxyProcess, free_port, free_udp_pair, settings, wait_for
 from p4relay_switch import Counters, LegQuality, Routes
+from prometheus_client import REGISTRY
 from rtpagent.acct import AcctFile
 from rtpagent.app import App
 from rtpagent.early import EarlyRelay, settings_for
@@ -227,6 +229,74 @@ async def test_ends_missed_and_calls_placed_while_away_are_recorded(tmp_path: Pa
             assert not fake.relays  # the known call's entries went with it
         finally:
             await app2.stop()
+    finally:
+        cl.close()
+        direct.close()
+        bed.rtpp.stop()
+
+
+async def test_lost_accounting_rows_are_counted_and_every_session_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RTPProxy drops a row when its accounting queue (128 rows) is full. An
+    ended session whose row does not come is counted and logged, and the agent
+    asks RTPProxy about every session it holds: one ended behind its back (its
+    row lost as well) is ended then, not a TTL later. Rows that come are not
+    counted missing."""
+    monkeypatch.setattr(app_module, "ACCT_ROW_WAIT_S", 0.5)
+
+    def metric(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    missing0 = metric("rtpagent_rtpproxy_acct_missing_total")
+    rechecks0 = metric("rtpagent_rtpproxy_acct_rechecks_total")
+    bed = _Bed(tmp_path, switch="fake:1")
+    # The agent follows a file RTPProxy never writes: every row is lost.
+    lost = tmp_path / "lost_acct.csv"
+    lost.write_text("rec_ver,call_id,from_tag,setup_ts,teardown_ts\n")
+    bed.kw["rtpproxy_acct"] = str(lost)
+    bed.rtpp.start()
+    fake = FakeSwitch()
+    cl, direct = Client(bed.port), Client(bed.port + 1)
+    try:
+        app = bed.app(switch=fake)
+        await app.start()
+        try:
+            for i, c in enumerate(("ends", "behind")):
+                assert await cl.cmd(f"U {c} 198.18.1.10 {6000 + 2 * i} f;1")
+                assert await cl.cmd(f"L {c} 198.18.2.10 {7000 + 2 * i} f;1 t;1")
+            await wait_for(lambda: len(fake.relays) == 8)
+            assert await direct.cmd("D behind f t") == "0\n"  # the agent is not told
+            assert await cl.cmd("D ends f t") == "0\n"
+            await wait_for(
+                lambda: metric("rtpagent_rtpproxy_acct_missing_total") > missing0, within=5.0
+            )
+            assert metric("rtpagent_rtpproxy_acct_rechecks_total") > rechecks0
+            await wait_for(lambda: not list(app.table), within=5.0)  # 'behind' found gone
+        finally:
+            await app.stop()
+
+        # RTPProxy's own file: the row comes, nothing is missing.
+        bed.kw["rtpproxy_acct"] = bed.rtpp.acct
+        bed.tmp = tmp_path / "second"
+        bed.tmp.mkdir()
+        app = bed.app(switch=fake)
+        await app.start()
+        try:
+            assert await cl.cmd("U kept 198.18.1.10 6010 f;1")
+            assert await cl.cmd("L kept 198.18.2.10 7010 f;1 t;1")
+            before = metric("rtpagent_rtpproxy_acct_missing_total")
+            read = metric("rtpagent_rtpproxy_acct_rows_total", result="read")
+            assert await cl.cmd("D kept f t") == "0\n"
+            await wait_for(
+                lambda: metric("rtpagent_rtpproxy_acct_rows_total", result="read") > read,
+                within=5.0,
+            )
+            await asyncio.sleep(2 * app_module.ACCT_ROW_WAIT_S)  # the row's wait, over
+            await wait_for(lambda: not app._awaited, within=5.0)
+            assert metric("rtpagent_rtpproxy_acct_missing_total") == before
+        finally:
+            await app.stop()
     finally:
         cl.close()
         direct.close()

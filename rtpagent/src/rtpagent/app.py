@@ -75,6 +75,21 @@ ACCT_GRACE_S = 2.0  # a record no session matches waits this long before it is a
 # Ended sessions kept for RTPProxy's record of them.
 ENDED_KEPT = 100_000
 ENDED_KEPT_S = 120.0
+# RTPProxy writes a session's row a moment after its end. One that has not
+# come this long after the agent saw the end was lost: RTPProxy drops rows
+# when its accounting queue (128 rows, fixed at its build) is full (a burst
+# of ends, or its accounting thread starved of CPU), logging "accounting
+# queue is full".
+ACCT_ROW_WAIT_S = 15.0
+ACCT_MISSING = Counter(
+    "rtpagent_rtpproxy_acct_missing_total",
+    "Ended sessions whose RTPProxy accounting row did not come within "
+    f"{ACCT_ROW_WAIT_S:g} s (RTPProxy dropped it: its accounting queue was full)",
+)
+ACCT_RECHECKS = Counter(
+    "rtpagent_rtpproxy_acct_rechecks_total",
+    "Passes asking RTPProxy about every session after accounting rows were lost",
+)
 RECONCILED_GONE = Counter(
     "rtpagent_reconciled_gone_total",
     "Journalled sessions RTPProxy no longer had after a restart (ended by the agent)",
@@ -177,6 +192,12 @@ class App:
         self._ended: OrderedDict[tuple[str, str], tuple[float, Session]] = OrderedDict()
         self.offloader.listeners.append(self._note_ended)
         self._unmatched: deque[tuple[float, AcctRecord]] = deque()
+        # Ended sessions waiting for their row, oldest first: (seen, key, uid).
+        self._awaited: deque[tuple[float, tuple[str, str], str]] = deque()
+        # Sessions whose row came while the agent still held them (no row to await).
+        self._accounted: set[str] = set()
+        self._recheck: asyncio.Task[None] | None = None
+        self._recheck_again = False
         # Commands passed through (and their answers) while the journal loads;
         # None once the agent handles every command itself.
         self._passing: list[tuple[str, str, float]] | None = []
@@ -554,7 +575,11 @@ class App:
     def _note_ended(self, kind: str, s: Session, payload: dict[str, object]) -> None:
         if kind != "ended" or self.acct is None:
             return
+        if s.uid in self._accounted:  # its row ended it
+            self._accounted.discard(s.uid)
+            return
         now = time.monotonic()
+        self._awaited.append((now, s.key, s.uid))
         self._ended[s.key] = (now, s)
         self._ended.move_to_end(s.key)
         while self._ended and (
@@ -580,6 +605,7 @@ class App:
             self._on_acct(rec)
             if n % LOAD_SLICE == 0:
                 await asyncio.sleep(0)
+        self._check_missing()
         if self.acct.offset is not None and self.acct.offset != self._acct_saved:
             self._acct_saved = self.acct.offset
             self.store.set_meta(ACCT_OFFSET, str(self.acct.offset))
@@ -599,6 +625,7 @@ class App:
             live.ended_at = rec.teardown_ts
             log.info("rtpproxy_ended_session", call_id=rec.call_id, tag=rec.tag)
             ACCT_ENDED.inc()
+            self._accounted.add(live.uid)
             self._end_gone(live)
             return
         got = self._ended.pop(key, None)
@@ -614,6 +641,48 @@ class App:
         # Not known (yet): the agent may be ending it right now (its removal
         # under way); a session it never saw is adopted after ACCT_GRACE_S.
         self._unmatched.append((time.monotonic(), rec))
+
+    def _check_missing(self) -> None:
+        """Ended sessions whose row has not come in ACCT_ROW_WAIT_S: RTPProxy
+        dropped it. Counted and logged; and as the rows of ends the agent
+        did not see may be lost with them, every session is checked with
+        RTPProxy (`_recheck_all`). A row that comes later still adds its
+        packets (the session stays in `_ended`)."""
+        now, missing = time.monotonic(), []
+        while self._awaited and now - self._awaited[0][0] >= ACCT_ROW_WAIT_S:
+            _, key, uid = self._awaited.popleft()
+            got = self._ended.get(key)
+            if got is not None and got[1].uid == uid:
+                missing.append(key)
+        if not missing:
+            return
+        ACCT_MISSING.inc(len(missing))
+        log.warning(
+            "rtpproxy_acct_rows_missing",
+            sessions=len(missing),
+            first=[f"{c} {t}" for c, t in missing[:5]],
+            waited_s=ACCT_ROW_WAIT_S,
+            cause="RTPProxy's accounting queue was full (its log: 'accounting queue is full')",
+        )
+        if self._recheck is None or self._recheck.done():
+            self._recheck = asyncio.create_task(self._recheck_all(), name="acct-recheck")
+        else:
+            self._recheck_again = True
+
+    async def _recheck_all(self) -> None:
+        """Every session asked about (`Q`), RECONCILE_WORKERS at a time; the
+        ones RTPProxy no longer has are ended (their end row may be among
+        the lost). Again after it if more rows were lost meanwhile."""
+        while True:
+            self._recheck_again = False
+            ACCT_RECHECKS.inc()
+            todo = iter(list(self.table))
+            try:
+                await asyncio.gather(*(self._age_some(todo) for _ in range(RECONCILE_WORKERS)))
+            except Exception:
+                log.exception("acct_recheck_failed")
+            if not self._recheck_again:
+                return
 
     def _adopt_unmatched(self) -> None:
         now = time.monotonic()
@@ -744,6 +813,8 @@ class App:
             await self.agent.stop()
         await self.offloader.drained_or_timeout(2.0)
         await self.offloader.stop()
+        if self._recheck is not None:
+            self._tasks.append(self._recheck)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
