@@ -27,9 +27,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from p4relay_testsupport import free_port
+
+if TYPE_CHECKING:
+    from p4relay_switch import RelayCall
 
 ROOT = Path(__file__).resolve().parents[2]
 SOFTSWITCH = ROOT / "switch" / "target" / "release" / "p4relay-softswitch"
@@ -226,6 +229,31 @@ async def insert_rate(switch: str, calls: int, per_write: int) -> InsertRates:
     )
 
 
+async def install_calls(
+    switch: str, call: Callable[[int], RelayCall], first: int, n: int, per_write: int = 250
+) -> None:
+    """Calls first..first+n (`call(i)` builds each) in the switch as another
+    client of it writes them (no learning, no idle notifications): their
+    legs (clean), relay entries and guards, `per_write` calls a Write."""
+    from p4relay_switch import EntryBatch, Pipeline, Subscription, SwitchClient
+
+    client = SwitchClient(
+        switch, client_id=11, subscription=Subscription(learn=False, idle_timeout=False)
+    )
+    await client.connect()
+    pipeline = Pipeline(client)
+    try:
+        for s in range(first, first + n, per_write):
+            await pipeline.write(
+                EntryBatch.joined(
+                    call(i).entries(guard=True).install(reset_legs=())
+                    for i in range(s, min(s + per_write, first + n))
+                )
+            )
+    finally:
+        await client.close()
+
+
 async def offload_latency(agent_port: int, switch: str, calls: int) -> list[float]:
     import ipaddress
 
@@ -327,7 +355,14 @@ def cpu_seconds(pid: int) -> float:
 def loop_seconds(pid: int) -> float:
     """On-CPU time of the agent's event-loop thread (its main thread), exact
     from schedstat."""
-    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+    return loop_sched(pid)[0]
+
+
+def loop_sched(pid: int) -> tuple[float, float]:
+    """The agent's event-loop thread: seconds on a CPU and seconds runnable
+    but waiting for one (the run queue), from schedstat."""
+    run, wait = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:2]
+    return int(run) / 1e9, int(wait) / 1e9
 
 
 def raw_buckets(metrics_port: int) -> list[tuple[float, float]]:

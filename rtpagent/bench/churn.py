@@ -158,45 +158,28 @@ def wait_tcp(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 async def preload(n: int) -> None:
     """n calls in the switch as another client writes them, in benchtool's
-    layout (its senders hit them), with legs above the agent's, 250 a Write."""
-    from p4relay_switch import Endpoint, EntryBatch, Pipeline, RelayCall, Subscription, SwitchClient
+    layout (its senders hit them), with legs above the agent's."""
+    from p4relay_switch import Endpoint, RelayCall
 
     def plus(ip: str, k: int) -> str:
         a = [int(x) for x in ip.split(".")]
         v = (a[0] << 24 | a[1] << 16 | a[2] << 8 | a[3]) + k
         return ".".join(str(v >> s & 0xFF) for s in (24, 16, 8, 0))
 
-    client = SwitchClient(
-        "127.0.0.1:50052", client_id=11, subscription=Subscription(learn=False, idle_timeout=False)
-    )
-    await client.connect()
-    pipeline = Pipeline(client)
-    try:
-        for s in range(0, n, 250):
-            calls = []
-            for c in range(s, min(s + 250, n)):
-                ra = 20000 + 4 * (c % RELAY_BLOCK)
-                relay = plus(RELAY_IP, c // RELAY_BLOCK)
-                off = 2 * (c % CALL_BLOCK)
-                calls.append(
-                    RelayCall.between(
-                        Endpoint.of(plus(A_IP, c // CALL_BLOCK), A_PORT + off),
-                        Endpoint.of(relay, ra),
-                        Endpoint.of(plus(B_IP, c // CALL_BLOCK), B_PORT + off),
-                        Endpoint.of(relay, ra + 2),
-                        legs=(AGENT_LEGS + 2 * c, AGENT_LEGS + 2 * c + 1),
-                        ports=(1, 2),
-                    ).install(guard=True)
-                )
-            await pipeline.write(
-                EntryBatch(
-                    add_legs=tuple(x for c in calls for x in c.add_legs),
-                    add_relays=tuple(x for c in calls for x in c.add_relays),
-                    add_guards=tuple(x for c in calls for x in c.add_guards),
-                )
-            )
-    finally:
-        await client.close()
+    def call(c: int) -> RelayCall:
+        ra = 20000 + 4 * (c % RELAY_BLOCK)
+        relay = plus(RELAY_IP, c // RELAY_BLOCK)
+        off = 2 * (c % CALL_BLOCK)
+        return RelayCall.between(
+            Endpoint.of(plus(A_IP, c // CALL_BLOCK), A_PORT + off),
+            Endpoint.of(relay, ra),
+            Endpoint.of(plus(B_IP, c // CALL_BLOCK), B_PORT + off),
+            Endpoint.of(relay, ra + 2),
+            legs=(AGENT_LEGS + 2 * c, AGENT_LEGS + 2 * c + 1),
+            ports=(1, 2),
+        )
+
+    await b.install_calls("127.0.0.1:50052", call, 0, n)
 
 
 @dataclass

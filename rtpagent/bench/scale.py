@@ -70,6 +70,9 @@ class Step:
     loop_us_per_call: float = 0.0
     cps: float = 0.0
     churn: dict[int, tuple[b.Samples, b.Samples]] = field(default_factory=dict)
+    # The event-loop thread during the churn: share of the time on a CPU, and
+    # runnable but waiting for one (the host's other work ahead of it).
+    loop_share: dict[int, tuple[float, float]] = field(default_factory=dict)
     offload: dict[int, tuple[float, float, int] | None] = field(default_factory=dict)
 
 
@@ -91,39 +94,22 @@ async def preload_agent(port: int, n: int, inflight: int = 64) -> None:
 
 async def preload_switch(switch: str, first: int, n: int) -> None:
     """Calls first..first+n in the switch as another client writes them
-    (legs and relay addresses the agent does not use), 250 calls a Write."""
-    from p4relay_switch import Endpoint, EntryBatch, Pipeline, RelayCall, Subscription, SwitchClient
+    (legs and relay addresses the agent does not use)."""
+    from p4relay_switch import Endpoint, RelayCall
 
-    client = SwitchClient(
-        switch, client_id=11, subscription=Subscription(learn=False, idle_timeout=False)
-    )
-    await client.connect()
-    pipeline = Pipeline(client)
-    try:
-        for s in range(first, first + n, 250):
-            calls = []
-            for i in range(s, min(s + 250, first + n)):
-                host = f"198.19.{i // 250 % 250}.{i % 250 + 1}"
-                relay = f"127.{1 + i // 2_500_000}.{i // 10000 % 250}.{1 + i // 10000 // 250}"
-                calls.append(
-                    RelayCall.between(
-                        Endpoint.of(host, 10000),
-                        Endpoint.of(relay, 20000 + 4 * (i % 10000)),
-                        Endpoint.of(host, 30000),
-                        Endpoint.of(relay, 20002 + 4 * (i % 10000)),
-                        legs=(AGENT_LEGS + 2 * i, AGENT_LEGS + 2 * i + 1),
-                        ports=(1, 2),
-                    ).install(guard=True)
-                )
-            await pipeline.write(
-                EntryBatch(
-                    add_legs=tuple(x for c in calls for x in c.add_legs),
-                    add_relays=tuple(x for c in calls for x in c.add_relays),
-                    add_guards=tuple(x for c in calls for x in c.add_guards),
-                )
-            )
-    finally:
-        await client.close()
+    def call(i: int) -> RelayCall:
+        host = f"198.19.{i // 250 % 250}.{i % 250 + 1}"
+        relay = f"127.{1 + i // 2_500_000}.{i // 10000 % 250}.{1 + i // 10000 // 250}"
+        return RelayCall.between(
+            Endpoint.of(host, 10000),
+            Endpoint.of(relay, 20000 + 4 * (i % 10000)),
+            Endpoint.of(host, 30000),
+            Endpoint.of(relay, 20002 + 4 * (i % 10000)),
+            legs=(AGENT_LEGS + 2 * i, AGENT_LEGS + 2 * i + 1),
+            ports=(1, 2),
+        )
+
+    await b.install_calls(switch, call, first, n)
 
 
 async def offloaded(metrics_port: int) -> float:
@@ -181,9 +167,12 @@ async def run_step(a: argparse.Namespace, calls: int) -> Step:
                 st.idle_cpu = (b.cpu_seconds(agent.pid) - c0) / (time.monotonic() - w0)
                 for rate in a.rates:
                     h0 = b.raw_buckets(mport)
+                    (r0, q0), w0 = b.loop_sched(agent.pid), time.monotonic()
                     st.churn[rate] = await b.paced_latency(
                         port, port + 1, rate, a.block_secs, a.blocks
                     )
+                    (r1, q1), secs = b.loop_sched(agent.pid), time.monotonic() - w0
+                    st.loop_share[rate] = ((r1 - r0) / secs, (q1 - q0) / secs)
                     st.offload[rate] = b.quantiles(h0, b.raw_buckets(mport))
                 l0 = b.loop_seconds(agent.pid)
                 st.cps = await b.throughput(port, a.tp_calls, 64)
@@ -258,6 +247,15 @@ def report(steps: list[Step], a: argparse.Namespace, load: tuple[float, float]) 
             cells.append(str(len(via.get("lost", []))))
             ok &= not via.get("lost")
         w(f"| {rate:,} calls/s: commands unanswered in 5 s via agent | " + " | ".join(cells) + " |")
+        cells = []
+        for s in steps:
+            share = s.loop_share.get(rate)
+            cells.append(f"{100 * share[0]:.0f} / {100 * share[1]:.0f}" if share else "—")
+        w(
+            f"| {rate:,} calls/s: agent's event-loop thread on a CPU / waiting for one, % of the time | "
+            + " | ".join(cells)
+            + " |"
+        )
         cells = []
         for s in steps:
             q = s.offload.get(rate)
@@ -355,6 +353,8 @@ async def main_async(a: argparse.Namespace) -> tuple[str, bool]:
                     print(
                         f"  {k} @ {rate:,}/s added p50 {v[0]:.3f} ms, p99 {v[1]:.3f} ms", flush=True
                     )
+        for rate, (run, wait) in st.loop_share.items():
+            print(f"  {rate:,}/s: event loop on a CPU {run:.0%}, waiting for one {wait:.0%}", flush=True)  # fmt: skip
         print(f"  calls/s {st.cps:,.0f}, loop {st.loop_us_per_call:,.0f} µs/call, idle CPU {st.idle_cpu:.1%}", flush=True)  # fmt: skip
         steps.append(st)
     return report(steps, a, (load0, os.getloadavg()[0]))
