@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -190,7 +191,6 @@ def test_cpu_accounting_sees_a_busy_component() -> None:
 
 def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
     import dataclasses
-    import json
 
     from p4relay_scenarios import experiment
 
@@ -205,9 +205,12 @@ def test_experiment_replot_writes_readme_and_plots(tmp_path: Path) -> None:
     (tmp_path / "results.json").write_text(
         json.dumps({"meta": {**meta, "knee_server": 750}, "rows": rows, "delay_quantiles_ms": cdf})
     )
+    reading = f"{experiment.READING}\n\nWritten by hand.\n"
+    (tmp_path / "README.md").write_text(f"# an older README\n\n{reading}")
     experiment.replot(tmp_path)
     readme = (tmp_path / "README.md").read_text()
     assert "Knee of server-based relay on this machine: 750" in readme
+    assert readme.endswith(f"\n\n{reading}") and "an older README" not in readme
     assert "| switch | 750 |" in readme
     for png in ("delay.png", "loss.png", "cpu_breakdown.png", "delay_cdf.png"):
         assert (tmp_path / png).stat().st_size > 1000
@@ -226,7 +229,7 @@ def test_experiment_merge_adds_parts_and_replaces_remeasured_levels(tmp_path: Pa
     def meta(command: str, levels: list[int]) -> dict[str, object]:
         return {
             "command": command,
-            "machine": {"cores": 2, "date_utc": command},
+            "machine": {"cores": 2, "commit": f"c-{command}", "date_utc": f"d-{command}"},
             "rate": 30.0,
             "hold_s": 80.0,
             "sip_server": "OpenSIPS 3",
@@ -251,7 +254,11 @@ def test_experiment_merge_adds_parts_and_replaces_remeasured_levels(tmp_path: Pa
     all_meta["knee_server"] = 1500
     experiment.write(tmp_path, all_rows, all_cdfs, all_meta)
     readme = (tmp_path / "README.md").read_text()
-    assert "- `part-a`:" in readme and "- `part-b`:" in readme
+    assert "- `part-a`: cores 2" in readme and "- `part-b`: cores 2" in readme
+    # Each part's commit and time stay in results.json, out of the README.
+    assert "c-part-a" not in readme and "d-part-b" not in readme
+    kept = json.loads((tmp_path / "results.json").read_text())["meta"]["parts"]
+    assert [p["machine"]["commit"] for p in kept] == ["c-part-a", "c-part-b"]
     assert "| 1.0/1.0 |" in readme  # the host load sampled over the window
     # Another hold time (or rate, or SIP server) is not the same experiment: refused.
     with pytest.raises(ValueError, match="hold_s"):

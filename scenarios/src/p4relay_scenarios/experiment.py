@@ -308,7 +308,11 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
     lines = ["# Relay experiment: server-based vs switch-based relay", ""]
     parts = meta.get("parts")
     if isinstance(parts, list) and parts:
-        lines += ["Measured in parts (`--merge`), each part's levels with its own command:", ""]
+        lines += [
+            "Measured in parts (`--merge`), each part's levels with its own command "
+            "(each part's commit and time: `meta.parts` in results.json):",
+            "",
+        ]
         for part in parts:
             if isinstance(part, dict):
                 lines.append(f"- `{part.get('command')}`: {_machine(part.get('machine'))}")
@@ -318,6 +322,8 @@ def markdown(rows: list[Row], meta: dict[str, object]) -> str:
             f"Command: `{meta['command']}`",
             "",
             "Machine: " + _machine(meta.get("machine")),
+            "",
+            "The run's commit and time: `meta.machine` in results.json.",
             "",
         ]
     lines += [
@@ -403,9 +409,14 @@ def _load(r: Row) -> str:
     return f"{r.loadavg_1m:.1f} (at the end)"
 
 
+# Provenance of a run (which commit, when) stays in results.json's metadata: the
+# README describes the machine and the measurements, not when they were taken.
+PROVENANCE_KEYS = ("commit", "date_utc")
+
+
 def _machine(machine: object) -> str:
     if isinstance(machine, dict):
-        return ", ".join(f"{k} {v}" for k, v in machine.items())
+        return ", ".join(f"{k} {v}" for k, v in machine.items() if k not in PROVENANCE_KEYS)
     return str(machine)
 
 
@@ -522,11 +533,26 @@ def _cpu_breakdown(rows: list[Row], path: Path) -> Path:
     return path
 
 
+# A README's own reading of its figures, written by hand after the generated part:
+# kept when the README is generated again.
+READING = "## Reading the results"
+
+
+def write_readme(out: Path, rows: list[Row], meta: dict[str, object]) -> None:
+    """README.md from the rows, keeping the existing README's reading section."""
+    path = out / "README.md"
+    text = markdown(rows, meta)
+    old = path.read_text() if path.exists() else ""
+    if READING in old:
+        text = text.rstrip("\n") + "\n\n" + old[old.index(READING) :]
+    path.write_text(text)
+
+
 def replot(out: Path) -> None:
     """README and plots again from a run's results.json (no new measurements)."""
     data = json.loads((out / "results.json").read_text())
     rows = [Row(**r) for r in data["rows"]]
-    (out / "README.md").write_text(markdown(rows, data["meta"]))
+    write_readme(out, rows, data["meta"])
     plots(rows, data["delay_quantiles_ms"], out)
 
 
@@ -685,7 +711,7 @@ def write(
         f.write(",".join(asdict(rows[0]).keys()) + "\n" if rows else "")
         for r in rows:
             f.write(",".join(str(v) for v in asdict(r).values()) + "\n")
-    (out / "README.md").write_text(markdown(rows, meta))
+    write_readme(out, rows, meta)
     plots(rows, cdfs, out)
 
 
