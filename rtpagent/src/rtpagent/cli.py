@@ -158,20 +158,13 @@ def _main(argv: list[str] | None, early: EarlyRelay | None) -> int:
 
 
 def _tune_gc() -> None:
-    """Fewer, cheaper collections: every command allocates short-lived
-    containers, and with the default thresholds (700, 10, 10) the collector
-    was ~15 % of the agent's CPU under load. What start-up built (modules,
-    settings, schema) never dies: frozen out of every later scan. Gen 0 at
-    5,000 keeps each young collection well under a millisecond (a pause
-    lands on some command's latency). The command path makes no reference
-    cycles (see upstream._Command), so the older generations hold almost
-    nothing to free: they are scanned rarely (a full scan, 20-35 ms on a
-    loaded machine, came every ~2 M allocations at (20, 20); now ~25 M)."""
-    import gc
+    """Fewer, cheaper collections, the older generations' survivors frozen
+    out of later scans (gcpolicy.py): with the default thresholds (700, 10,
+    10) the collector was ~15 % of the agent's CPU under load, and a full
+    scan of the calls up a 100-470 ms pause."""
+    from . import gcpolicy
 
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(5000, 50, 100)
+    gcpolicy.install()
 
 
 def _loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
