@@ -6,7 +6,9 @@ SIPp and the throwaway PostgreSQL the test runner starts
 cluster.
 
 One stack serves every module that uses conftest's `base_stack` (starting
-it takes half a minute); those modules run one after another, first. Each
+it takes half a minute); those modules run one after another, first. Its
+server exports HEP to Homer 5's capture server (the `homer` fixture, where
+Kamailio's sipcapture is installed) for the Homer case. Each
 module gets it quiet: no call entry on the switch, no call up at the server
 (a module's checks select their calls by start time or Call-ID, so what an
 earlier module's calls left on record cannot be taken for theirs); a stack
@@ -48,6 +50,7 @@ from p4relay_scenarios.stack import (
     Stack,
     StackConfig,
 )
+from p4relay_testsupport import homer as homer_support
 from p4relay_testsupport import wait_until
 
 DEFAULT_SIP: SipServer = "opensips"
@@ -56,6 +59,8 @@ IDLE_TTL_MS = 5000
 # A module's stack must be quiet within this (an earlier module's last calls end
 # at their BYE or, idle, after IDLE_TTL_MS); else the stack is started afresh.
 SETTLE_S = 15.0
+# The shared stack's HEP export to the Homer capture server (test_homer).
+HOMER_AUTH_KEY = "e2e-homer-key"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -191,7 +196,8 @@ class StackPool:
         self.stack = s
         return s
 
-    def shared_stack(self, database_url: str) -> Stack:
+    def shared_stack(self, database_url: str, env: dict[str, str]) -> Stack:
+        """The shared stack, its components started with `env` added."""
         live = self.stack
         if live is not None and self.shared and not live.dead():
             try:
@@ -200,7 +206,10 @@ class StackPool:
             except AssertionError as e:
                 print(f"\ne2e: the shared stack is not quiet ({e}); starting it afresh")
         self.close()
-        s = self._start(e2e_config(database_url))
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            s = self._start(e2e_config(database_url))
         self.shared = True
         return s
 
@@ -238,10 +247,34 @@ def pytest_sessionfinish() -> None:
     POOL.close()
 
 
+@pytest.fixture(scope="session")
+def homer(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[homer_support.HomerCapture | None]:
+    """Homer 5's capture server (Kamailio's sipcapture storing into PostgreSQL)
+    the shared stack's server exports to; None where it is not installed (the
+    Homer case then fails, the others run). Started before the shared stack and
+    stopped after it."""
+    if not homer_support.available():
+        yield None
+        return
+    work = tmp_path_factory.mktemp("homer")
+    with homer_support.homer_capture(database_url, work, HOMER_AUTH_KEY) as capture:
+        yield capture
+
+
 @pytest.fixture(scope="module")
-def base_stack(database_url: str) -> Stack:
+def base_stack(database_url: str, homer: homer_support.HomerCapture | None) -> Stack:
     """The shared stack, quiet (module scope: checked once per module)."""
-    return POOL.shared_stack(database_url)
+    env: dict[str, str] = {}
+    if homer is not None:
+        env = {
+            "P4RELAY_SERVER_HOMER__ADDRESS": f"127.0.0.1:{homer.port}",
+            "P4RELAY_SERVER_HOMER__AUTH_KEY": HOMER_AUTH_KEY,
+            "P4RELAY_SERVER_HOMER__CAPTURE_ID": str(homer_support.E2E_CAPTURE_ID),
+            "P4RELAY_SERVER_HOMER__INTERVAL_S": "2",
+        }
+    return POOL.shared_stack(database_url, env)
 
 
 @pytest.fixture

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,38 +17,15 @@ from p4relay_scenarios.stack import Stack
 from p4relay_testsupport import homer as homer_support
 from p4relay_testsupport import wait_until
 
-AUTH_KEY = "e2e-homer-key"
-CAPTURE_ID = 2077
 CALLS = 4
 
 
-@pytest.fixture(scope="module", autouse=True)
-def homer(
-    database_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[homer_support.HomerCapture]:
-    """Runs before the module's stack: the server it starts exports to it."""
-    if not homer_support.available():
+@pytest.fixture
+def capture(homer: homer_support.HomerCapture | None) -> homer_support.HomerCapture:
+    """The capture server the shared stack's server exports to (conftest)."""
+    if homer is None:
         pytest.fail("Kamailio's sipcapture and db_postgres modules missing (make setup)")
-    work = tmp_path_factory.mktemp("homer")
-    with (
-        homer_support.homer_capture(database_url, work, AUTH_KEY) as capture,
-        pytest.MonkeyPatch.context() as env,
-    ):
-        env.setenv("P4RELAY_SERVER_HOMER__ADDRESS", f"127.0.0.1:{capture.port}")
-        env.setenv("P4RELAY_SERVER_HOMER__AUTH_KEY", AUTH_KEY)
-        env.setenv("P4RELAY_SERVER_HOMER__CAPTURE_ID", str(CAPTURE_ID))
-        env.setenv("P4RELAY_SERVER_HOMER__INTERVAL_S", "2")
-        yield capture
-
-
-@pytest.fixture(scope="module")
-def base_stack(
-    homer: homer_support.HomerCapture, own_stack: Callable[..., AbstractContextManager[Stack]]
-) -> Iterator[Stack]:
-    """The module's own stack: its server exports to the capture server (and
-    stops before it)."""
-    with own_stack() as s:
-        yield s
+    return homer
 
 
 def _close(a: float, b: float) -> bool:
@@ -77,7 +52,7 @@ def _final_reports(capture: homer_support.HomerCapture) -> dict[str, dict[str, d
 
 
 def test_offloaded_calls_reach_homer_under_their_call_id(
-    stack: Stack, homer: homer_support.HomerCapture, tmp_path: Path
+    stack: Stack, capture: homer_support.HomerCapture, tmp_path: Path
 ) -> None:
     t0 = time.time() - 1
     prof = Profile("homer", rate=5.0, calls=CALLS, hold_s=6.0, limit=CALLS)
@@ -102,14 +77,14 @@ def test_offloaded_calls_reach_homer_under_their_call_id(
         assert all(s["offloaded"] for s in sessions), [s["offload_reason"] for s in sessions]
         call_ids = {s["call_id"] for s in sessions}
         wait_until(
-            lambda: all(len(_final_reports(homer).get(c, {})) == 2 for c in call_ids),
+            lambda: all(len(_final_reports(capture).get(c, {})) == 2 for c in call_ids),
             within=30,
             interval=0.5,
             what="final reports of both legs of every call in the capture server",
         )
-        reports = _final_reports(homer)
+        reports = _final_reports(capture)
         interval_reports = sum(
-            1 for r in homer.rows() if r["correlation_id"] in call_ids
+            1 for r in capture.rows() if r["correlation_id"] in call_ids
         ) - 2 * len(call_ids)
         matched = 0
         for s in sessions:
@@ -122,7 +97,7 @@ def test_offloaded_calls_reach_homer_under_their_call_id(
                 lost = sum(p["lost"] for p in points)
                 mos = [p["mos"] for p in points if p["mos"] is not None]
                 assert (row["family"], row["proto"], row["type"]) == (2, 17, 5)
-                assert row["capture_id"] == CAPTURE_ID
+                assert row["capture_id"] == homer_support.E2E_CAPTURE_ID
                 assert mine["packets"] == packets and mine["lost"] == lost
                 assert mine["packets"] > 4 * 50, "a 6 s call's leg at 50 packets/s"
                 assert _close(mine["mos"], sum(mos) / len(mos))

@@ -24,6 +24,9 @@ from p4relay_testsupport.wait import wait_until
 
 HERE = Path(__file__).parent / "sipcapture"
 KAMAILIO_MODULES = Path("/usr/lib/x86_64-linux-gnu/kamailio/modules")
+# The capture id the e2e testbed's server stamps on its HEP reports
+# (scenarios/tests/e2e: conftest sets it, the Homer case checks it).
+E2E_CAPTURE_ID = 2077
 
 
 def available() -> bool:
