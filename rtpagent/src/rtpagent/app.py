@@ -81,6 +81,7 @@ ENDED_KEPT_S = 120.0
 # of ends, or its accounting thread starved of CPU), logging "accounting
 # queue is full".
 ACCT_ROW_WAIT_S = 15.0
+ACCT_RECHECK_S = 60.0
 ACCT_MISSING = Counter(
     "rtpagent_rtpproxy_acct_missing_total",
     "Ended sessions whose RTPProxy accounting row did not come within "
@@ -646,8 +647,8 @@ class App:
         """Ended sessions whose row has not come in ACCT_ROW_WAIT_S: RTPProxy
         dropped it. Counted and logged; and as the rows of ends the agent
         did not see may be lost with them, every session is checked with
-        RTPProxy (`_recheck_all`). A row that comes later still adds its
-        packets (the session stays in `_ended`)."""
+        RTPProxy (`_recheck_all`, a pass at most every ACCT_RECHECK_S). A row
+        that comes later still adds its packets (the session stays in `_ended`)."""
         now, missing = time.monotonic(), []
         while self._awaited and now - self._awaited[0][0] >= ACCT_ROW_WAIT_S:
             _, key, uid = self._awaited.popleft()
@@ -676,6 +677,7 @@ class App:
         while True:
             self._recheck_again = False
             ACCT_RECHECKS.inc()
+            t0 = time.monotonic()
             todo = iter(list(self.table))
             try:
                 await asyncio.gather(*(self._age_some(todo) for _ in range(RECONCILE_WORKERS)))
@@ -683,6 +685,9 @@ class App:
                 log.exception("acct_recheck_failed")
             if not self._recheck_again:
                 return
+            # Rows lost all the time (a writer that stays stalled): a pass at
+            # most every ACCT_RECHECK_S, not RTPProxy asked without a pause.
+            await asyncio.sleep(max(0.0, t0 + ACCT_RECHECK_S - time.monotonic()))
 
     def _adopt_unmatched(self) -> None:
         now = time.monotonic()
