@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -385,57 +386,84 @@ def test_checker_catches_disagreements(contract: dict[str, Any], committed: dict
     assert any(d.startswith("pipe.Ingress.relay keys") for d in diffs)
 
 
+# Each mutation of the committed schema with what the checker's complaint must name.
+SCHEMA_MUTATIONS: list[Any] = []
+Mutation = Callable[[dict[str, Any]], None]
+
+
+def mutation(case: str, needle: str) -> Callable[[Mutation], Mutation]:
+    """Registers a schema mutation (test id `case`) the checker must refuse, naming `needle`."""
+
+    def register(mutate: Mutation) -> Mutation:
+        SCHEMA_MUTATIONS.append(pytest.param(mutate, needle, id=case))
+        return mutate
+
+    return register
+
+
 def _table(bfrt: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in bfrt["tables"] if t["name"] == name)
 
 
+@mutation("table-renamed", "pipe.Ingress.relay")
 def _rename_table(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.relay")["name"] = "pipe.Ingress.relays"
 
 
+@mutation("key-width", "pipe.Ingress.leg_rewrite: keys")
 def _key_width(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.leg_rewrite")["key"][0]["type"]["width"] = 20
 
 
+@mutation("key-match-type", "pipe.Ingress.relay_guard: keys")
 def _key_match(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.relay_guard")["key"][1]["match_type"] = "Ternary"
 
 
+@mutation("key-order", "pipe.Ingress.relay: keys")
 def _key_order(b: dict[str, Any]) -> None:
     keys = _table(b, "pipe.Ingress.relay")["key"]
     keys[0], keys[1] = keys[1], keys[0]
 
 
+@mutation("key-name", "pipe.Ingress.nexthop: keys")
 def _key_name(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.nexthop")["key"][0]["name"] = "meta.nexthop_id"
 
 
+@mutation("action-renamed", "pipe.Ingress.ipv4_lpm: actions")
 def _action_renamed(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.ipv4_lpm")["action_specs"][0]["name"] = "Ingress.set_next_hop"
 
 
+@mutation("action-missing", "pipe.Ingress.relay_guard: actions")
 def _action_missing(b: dict[str, Any]) -> None:
     t = _table(b, "pipe.Ingress.relay_guard")
     t["action_specs"] = [a for a in t["action_specs"] if a["name"] != "Ingress.guard_drop"]
 
 
+@mutation("param-width", "Ingress.forward: params")
 def _param_width(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.nexthop")["action_specs"][0]["data"][0]["type"]["width"] = 8
 
 
+@mutation("param-renamed", "Ingress.rewrite: params")
 def _param_renamed(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.leg_rewrite")["action_specs"][0]["data"][2]["name"] = "sport"
 
 
+@mutation("param-missing", "Ingress.relay_leg: params")
 def _param_missing(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.relay")["action_specs"][0]["data"].pop()
 
 
+@mutation("counter-missing", "pipe.Ingress.leg_rewrite: data fields")
 def _counter_missing(b: dict[str, Any]) -> None:
     t = _table(b, "pipe.Ingress.leg_rewrite")
     t["data"] = [d for d in t["data"] if d["singleton"]["name"] != "$COUNTER_SPEC_PKTS"]
 
 
+@mutation("guard-drops-bytes", "counter pipe.Ingress.guard_drops: data")
 def _guard_drops_bytes(b: dict[str, Any]) -> None:
     t = _table(b, "pipe.Ingress.guard_drops")
     d = json.loads(json.dumps(t["data"][0]))
@@ -443,86 +471,66 @@ def _guard_drops_bytes(b: dict[str, Any]) -> None:
     t["data"].append(d)
 
 
+@mutation("ttl-missing", "pipe.Ingress.relay: data fields")
 def _ttl_missing(b: dict[str, Any]) -> None:
     t = _table(b, "pipe.Ingress.relay")
     t["data"] = [d for d in t["data"] if d["singleton"]["name"] != "$ENTRY_TTL"]
 
 
+@mutation("idle-attribute-missing", "IdleTimeout")
 def _idle_attribute_missing(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.relay")["attributes"] = ["EntryScope"]
 
 
+@mutation("scope-attribute-missing", "EntryScope")
 def _scope_attribute_missing(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.leg_rewrite")["attributes"] = []
 
 
+@mutation("register-width", "register pipe.Egress.rtp_max_seq: data")
 def _register_width(b: dict[str, Any]) -> None:
     _table(b, "pipe.Egress.rtp_max_seq")["data"][0]["singleton"]["type"]["width"] = 32
 
 
+@mutation("register-field", "register pipe.Egress.rtp_lost: data")
 def _register_field(b: dict[str, Any]) -> None:
     _table(b, "pipe.Egress.rtp_lost")["data"][0]["singleton"]["name"] = "Egress.rtp_lost.lo"
 
 
+@mutation("register-size", "pipe.Egress.rtp_jitter: size 16384")
 def _register_size(b: dict[str, Any]) -> None:
     _table(b, "pipe.Egress.rtp_jitter")["size"] = 16384
 
 
+@mutation("register-missing", "register pipe.Ingress.learn_filter missing")
 def _register_missing(b: dict[str, Any]) -> None:
     b["tables"] = [t for t in b["tables"] if t["name"] != "pipe.Ingress.learn_filter"]
 
 
+@mutation("table-size", "pipe.Ingress.relay_guard: size 61440")
 def _table_size(b: dict[str, Any]) -> None:
     _table(b, "pipe.Ingress.relay_guard")["size"] = 61440
 
 
+@mutation("extra-table", "pipe.Ingress.nexthop2")
 def _extra_table(b: dict[str, Any]) -> None:
     b["tables"].append(dict(_table(b, "pipe.Ingress.nexthop"), name="pipe.Ingress.nexthop2"))
 
 
+@mutation("digest-field-width", "digest pipe.IngressDeparser.learn")
 def _digest_field_width(b: dict[str, Any]) -> None:
     b["learn_filters"][0]["fields"][4]["type"]["width"] = 16
 
 
+@mutation("digest-field-order", "digest pipe.IngressDeparser.learn")
 def _digest_field_order(b: dict[str, Any]) -> None:
     f = b["learn_filters"][0]["fields"]
     f[2], f[3] = f[3], f[2]
 
 
+@mutation("digest-renamed", "digests")
 def _digest_renamed(b: dict[str, Any]) -> None:
     b["learn_filters"][0]["name"] = "pipe.IngressDeparser.learning"
-
-
-SCHEMA_MUTATIONS = [
-    pytest.param(_rename_table, "pipe.Ingress.relay", id="table-renamed"),
-    pytest.param(_key_width, "pipe.Ingress.leg_rewrite: keys", id="key-width"),
-    pytest.param(_key_match, "pipe.Ingress.relay_guard: keys", id="key-match-type"),
-    pytest.param(_key_order, "pipe.Ingress.relay: keys", id="key-order"),
-    pytest.param(_key_name, "pipe.Ingress.nexthop: keys", id="key-name"),
-    pytest.param(_action_renamed, "pipe.Ingress.ipv4_lpm: actions", id="action-renamed"),
-    pytest.param(_action_missing, "pipe.Ingress.relay_guard: actions", id="action-missing"),
-    pytest.param(_param_width, "Ingress.forward: params", id="param-width"),
-    pytest.param(_param_renamed, "Ingress.rewrite: params", id="param-renamed"),
-    pytest.param(_param_missing, "Ingress.relay_leg: params", id="param-missing"),
-    pytest.param(_counter_missing, "pipe.Ingress.leg_rewrite: data fields", id="counter-missing"),
-    pytest.param(
-        _guard_drops_bytes, "counter pipe.Ingress.guard_drops: data", id="guard-drops-bytes"
-    ),
-    pytest.param(_ttl_missing, "pipe.Ingress.relay: data fields", id="ttl-missing"),
-    pytest.param(_idle_attribute_missing, "IdleTimeout", id="idle-attribute-missing"),
-    pytest.param(_scope_attribute_missing, "EntryScope", id="scope-attribute-missing"),
-    pytest.param(_register_width, "register pipe.Egress.rtp_max_seq: data", id="register-width"),
-    pytest.param(_register_field, "register pipe.Egress.rtp_lost: data", id="register-field"),
-    pytest.param(_register_size, "pipe.Egress.rtp_jitter: size 16384", id="register-size"),
-    pytest.param(
-        _register_missing, "register pipe.Ingress.learn_filter missing", id="register-missing"
-    ),
-    pytest.param(_table_size, "pipe.Ingress.relay_guard: size 61440", id="table-size"),
-    pytest.param(_extra_table, "pipe.Ingress.nexthop2", id="extra-table"),
-    pytest.param(_digest_field_width, "digest pipe.IngressDeparser.learn", id="digest-field-width"),
-    pytest.param(_digest_field_order, "digest pipe.IngressDeparser.learn", id="digest-field-order"),
-    pytest.param(_digest_renamed, "digests", id="digest-renamed"),
-]
 
 
 @pytest.mark.parametrize(("mutate", "needle"), SCHEMA_MUTATIONS)
