@@ -19,20 +19,8 @@ pub fn width_bytes(bits: u32) -> usize {
 
 /// Decodes a big-endian integer of a `bits`-wide field.
 pub fn decode_int(b: &[u8], bits: u32, what: &str) -> Result<u64, Status> {
-    if b.len() != width_bytes(bits) || b.len() > 8 {
-        return Err(invalid(format!(
-            "{what}: expected {} bytes, got {}",
-            width_bytes(bits),
-            b.len()
-        )));
-    }
-    let v = b.iter().fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
-    if bits < 64 && v >> bits != 0 {
-        return Err(invalid(format!(
-            "{what}: value {v} does not fit {bits} bits"
-        )));
-    }
-    Ok(v)
+    // At most 8 bytes: the value fits a u64.
+    decode_be(b, bits, 8, what).map(|v| v as u64)
 }
 
 pub fn encode_int(v: u64, bits: u32) -> Vec<u8> {
@@ -42,7 +30,12 @@ pub fn encode_int(v: u64, bits: u32) -> Vec<u8> {
 
 /// `decode_int` for fields up to 128 bits wide (IPv6 addresses).
 pub fn decode_u128(b: &[u8], bits: u32, what: &str) -> Result<u128, Status> {
-    if b.len() != width_bytes(bits) || b.len() > 16 {
+    decode_be(b, bits, 16, what)
+}
+
+/// A big-endian field of `bits` in its exact byte width, at most `max_bytes`.
+fn decode_be(b: &[u8], bits: u32, max_bytes: usize, what: &str) -> Result<u128, Status> {
+    if b.len() != width_bytes(bits) || b.len() > max_bytes {
         return Err(invalid(format!(
             "{what}: expected {} bytes, got {}",
             width_bytes(bits),
@@ -62,6 +55,9 @@ pub fn encode_u128(v: u128, bits: u32) -> Vec<u8> {
     let n = width_bytes(bits);
     v.to_be_bytes()[16 - n..].to_vec()
 }
+
+/// `decode_int` or `decode_u128`: a field's bytes, its width in bits, its name.
+type Decode<T> = fn(&[u8], u32, &str) -> Result<T, Status>;
 
 /// Key field width: `bytes` fields have their own; uint32-typed ones are 32.
 fn key_bits(k: &KeySchema) -> u32 {
@@ -118,21 +114,18 @@ impl<'a> Keys<'a> {
     }
 
     pub fn exact(&self, name: &str) -> Result<u64, Status> {
-        let (ks, kf) = self.field(name)?;
-        match &kf.match_type {
-            Some(key_field::MatchType::Exact(e)) => decode_int(&e.value, key_bits(ks), name),
-            _ => Err(invalid(format!(
-                "{}: key {name} must be an Exact match",
-                self.table.name
-            ))),
-        }
+        self.exact_as(name, decode_int)
     }
 
     /// An Exact key field up to 128 bits wide.
     pub fn exact128(&self, name: &str) -> Result<u128, Status> {
+        self.exact_as(name, decode_u128)
+    }
+
+    fn exact_as<T>(&self, name: &str, decode: Decode<T>) -> Result<T, Status> {
         let (ks, kf) = self.field(name)?;
         match &kf.match_type {
-            Some(key_field::MatchType::Exact(e)) => decode_u128(&e.value, key_bits(ks), name),
+            Some(key_field::MatchType::Exact(e)) => decode(&e.value, key_bits(ks), name),
             _ => Err(invalid(format!(
                 "{}: key {name} must be an Exact match",
                 self.table.name
@@ -142,30 +135,18 @@ impl<'a> Keys<'a> {
 
     /// An LPM key field up to 128 bits wide: (prefix, length).
     pub fn lpm128(&self, name: &str) -> Result<(u128, u8), Status> {
-        let (ks, kf) = self.field(name)?;
-        match &kf.match_type {
-            Some(key_field::MatchType::Lpm(l)) => {
-                let v = decode_u128(&l.value, ks.bits, name)?;
-                if l.prefix_len < 0 || l.prefix_len as u32 > ks.bits {
-                    return Err(invalid(format!(
-                        "{name}: prefix length {} outside 0..={}",
-                        l.prefix_len, ks.bits
-                    )));
-                }
-                Ok((v, l.prefix_len as u8))
-            }
-            _ => Err(invalid(format!(
-                "{}: key {name} must be an LPM match",
-                self.table.name
-            ))),
-        }
+        self.lpm_as(name, decode_u128)
     }
 
     pub fn lpm(&self, name: &str) -> Result<(u64, u8), Status> {
+        self.lpm_as(name, decode_int)
+    }
+
+    fn lpm_as<T>(&self, name: &str, decode: Decode<T>) -> Result<(T, u8), Status> {
         let (ks, kf) = self.field(name)?;
         match &kf.match_type {
             Some(key_field::MatchType::Lpm(l)) => {
-                let v = decode_int(&l.value, ks.bits, name)?;
+                let v = decode(&l.value, ks.bits, name)?;
                 if l.prefix_len < 0 || l.prefix_len as u32 > ks.bits {
                     return Err(invalid(format!(
                         "{name}: prefix length {} outside 0..={}",

@@ -68,51 +68,36 @@ pub trait Digest<const N: usize>: Send + 'static {
     }
 }
 
-impl Digest<5> for LearnDigest {
-    const NAME: &'static str = names::LEARN_DIGEST;
-    const FIELDS: [&'static str; 5] = [
-        "src_addr",
-        "dst_addr",
-        "src_port",
-        "dst_port",
-        "ingress_port",
-    ];
-    fn values(&self) -> [u128; 5] {
-        [
-            u128::from(self.src),
-            u128::from(self.dst),
-            u128::from(self.sport),
-            u128::from(self.dport),
-            u128::from(self.ingress_port),
-        ]
-    }
-    fn pipe(&self) -> u32 {
-        pipe_of(u32::from(self.ingress_port))
-    }
+/// The learn digests of both families: the same fields, each address widened to
+/// 128 bits (an IPv4 one is its 32-bit value).
+macro_rules! learn_digest {
+    ($digest:ty, $name:expr) => {
+        impl Digest<5> for $digest {
+            const NAME: &'static str = $name;
+            const FIELDS: [&'static str; 5] = [
+                "src_addr",
+                "dst_addr",
+                "src_port",
+                "dst_port",
+                "ingress_port",
+            ];
+            fn values(&self) -> [u128; 5] {
+                [
+                    u128::from(self.src),
+                    u128::from(self.dst),
+                    u128::from(self.sport),
+                    u128::from(self.dport),
+                    u128::from(self.ingress_port),
+                ]
+            }
+            fn pipe(&self) -> u32 {
+                pipe_of(u32::from(self.ingress_port))
+            }
+        }
+    };
 }
-
-impl Digest<5> for LearnDigest6 {
-    const NAME: &'static str = names::LEARN6_DIGEST;
-    const FIELDS: [&'static str; 5] = [
-        "src_addr",
-        "dst_addr",
-        "src_port",
-        "dst_port",
-        "ingress_port",
-    ];
-    fn values(&self) -> [u128; 5] {
-        [
-            self.src,
-            self.dst,
-            u128::from(self.sport),
-            u128::from(self.dport),
-            u128::from(self.ingress_port),
-        ]
-    }
-    fn pipe(&self) -> u32 {
-        pipe_of(u32::from(self.ingress_port))
-    }
-}
+learn_digest!(LearnDigest, names::LEARN_DIGEST);
+learn_digest!(LearnDigest6, names::LEARN6_DIGEST);
 
 /// `pipe.IngressDeparser.reroute` digests: rare, and each one a reroute
 /// decision, so logged at info.

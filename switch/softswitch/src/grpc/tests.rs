@@ -73,6 +73,29 @@ async fn harness(relay_entries: usize) -> Harness {
 }
 
 impl Harness {
+    /// Raises a learn digest (ingress port 5) and returns the digest list the
+    /// subscribed client receives for it.
+    async fn learn_digest_sent(&mut self) -> pb::DigestList {
+        self.digests
+            .send(LearnDigest {
+                src: 1,
+                dst: 2,
+                sport: 3,
+                dport: 4,
+                ingress_port: 5,
+            })
+            .unwrap();
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(5), self.inbound.message())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let Some(pb::stream_message_response::Update::Digest(d)) = msg.update else {
+            panic!("{msg:?}")
+        };
+        d
+    }
+
     async fn subscribe(&mut self, client_id: u32) -> pb::StreamMessageResponse {
         let n = pb::subscribe::Notifications {
             enable_learn_notifications: true,
@@ -532,23 +555,7 @@ async fn reads_return_entries_counters_registers_and_usage() {
 async fn digests_reach_subscribers() {
     let mut h = harness(8).await;
     h.subscribe(1).await;
-    h.digests
-        .send(LearnDigest {
-            src: 1,
-            dst: 2,
-            sport: 3,
-            dport: 4,
-            ingress_port: 5,
-        })
-        .unwrap();
-    let msg = tokio::time::timeout(std::time::Duration::from_secs(5), h.inbound.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let Some(pb::stream_message_response::Update::Digest(d)) = msg.update else {
-        panic!("{msg:?}")
-    };
+    let d = h.learn_digest_sent().await;
     assert_eq!(d.digest_id, h.sw.schema.digests[0].id);
     assert_eq!(d.data.len(), 1);
     assert_eq!(d.data[0].fields.len(), 5);
@@ -1168,23 +1175,7 @@ async fn answers_p4_studio_clients_as_bf_switchd() {
     );
     assert_eq!(h.sw.pipeline.relay.len(), 0);
     // A digest names its ingress port's pipe (Tofino 1: dev_port bits 8:7).
-    h.digests
-        .send(LearnDigest {
-            src: 1,
-            dst: 2,
-            sport: 3,
-            dport: 4,
-            ingress_port: 5,
-        })
-        .unwrap();
-    let msg = tokio::time::timeout(std::time::Duration::from_secs(5), h.inbound.message())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
-    let Some(pb::stream_message_response::Update::Digest(d)) = msg.update else {
-        panic!("{msg:?}")
-    };
+    let d = h.learn_digest_sent().await;
     assert_eq!(d.target.unwrap().pipe_id, 0);
     assert_eq!(super::pipe_of(130), 1);
     assert_eq!(super::pipe_of(5), 0);
