@@ -83,7 +83,9 @@ fi
 
 # Software switch: one release profile serves tests and benchmarks.
 if [ -f switch/Cargo.toml ]; then
-  (cd switch && cargo build --release --quiet --all-targets)
+  # The binary every stage runs; test targets are built where they run (the lint
+  # stage's architecture test, the rust stage's instrumented build, the benches).
+  (cd switch && cargo build --release --quiet)
   # Rust line coverage for the rust test stage: LLVM's tools from rustup and
   # cargo-llvm-cov from crates.io (once).
   rustup component add llvm-tools-preview >/dev/null 2>&1 \
