@@ -10,10 +10,13 @@ way) spread over its flows round robin. Where a flow gets fewer than 50 pps
 each packet meets a table entry the previous packets did not warm, which is
 the case that costs at scale. The direct veth baseline runs with the same
 flows at each call count, so what the senders and receivers pay for their own
-larger working set is subtracted.
+larger working set is subtracted. The XDP path runs twice: with its relay
+map at the default size (every relay entry the switch holds) and sized to the
+calls (`--xdp-entries` 4 per call), which separates the map's sparse bucket
+array from the rest of the per-packet working set.
 
     python switch/softswitch/bench/scale.py [--calls 16,256,...] [--quick] [--skip-memory]
-        [--variants bf,sg,su,rp,re] [--plots DIR]
+        [--variants bf,sg,sz,su,rp,re] [--plots DIR]
 
 Environment: P4RB_SCALE_RATE (total pps), P4RB_TRIAL_S, P4RB_ROUNDS.
 """
@@ -184,14 +187,19 @@ def bridge(tb: Testbed, calls: int) -> ScaleDut:
     return d
 
 
-def softswitch(tb: Testbed, calls: int, xdp: str | None, name: str) -> ScaleDut:
-    args = ["--port", "1=sa", "--port", "2=sb"] + (["--xdp", xdp] if xdp else [])
+def softswitch(
+    tb: Testbed, calls: int, xdp: str | None, name: str, extra: list[str] | None = None
+) -> ScaleDut:
+    extra = extra or []
+    args = ["--port", "1=sa", "--port", "2=sb"] + (["--xdp", xdp] if xdp else []) + extra
     log = f"softswitch-{tb.tag}"
     p = sb.start_bg(log, ["ip", "netns", "exec", tb.sw, str(sb.BIN), *args])
     sb.wait_tcp(tb.sw, 50052, p, log)
     settings = "`--port 1=sa,2=sb`" + (f", `--xdp {xdp}`" if xdp else "")
     if xdp is None:
         settings += f" (`--xdp auto` picks {sb.xdp_mode(tb)})"
+    if extra:
+        settings += ", `" + " ".join(extra) + "`"
     nsx(
         tb.sw, str(sb.TOOL), "program", "--calls", str(calls), "--a-ip", A_IP,
         "--a-port", str(A_PORT), "--b-ip", B_IP, "--b-port", str(B_PORT), "--relay-ip", RELAY_IP,
@@ -496,6 +504,9 @@ def map_stats(d: ScaleDut) -> dict[str, float]:
 VARIANTS: dict[str, tuple[str, Callable[[Testbed, int], ScaleDut]]] = {
     "bf": ("bridge, netfilter off", bridge),
     "sg": ("softswitch, XDP path", lambda tb, n: softswitch(tb, n, None, "softswitch, XDP path")),
+    "sz": ("softswitch, XDP path, relay map sized to the calls",
+           lambda tb, n: softswitch(tb, n, None, "softswitch, XDP path, relay map sized to the calls",
+                                    ["--xdp-entries", str(4 * n)])),
     "su": ("softswitch, user space (AF_XDP)",
            lambda tb, n: softswitch(tb, n, "off", "softswitch, user space (AF_XDP)")),
     "rp": ("RTPProxy", rtpproxy),
@@ -762,8 +773,8 @@ def main() -> int:
     )
     ap.add_argument(
         "--variants",
-        default="bf,sg,su,rp,re",
-        help="bf (bridge), sg (XDP), su (user space), rp (RTPProxy), re (rtpengine)",
+        default="bf,sg,sz,su,rp,re",
+        help="bf (bridge), sg (XDP), sz (XDP, relay map sized to the calls), su (user space), rp (RTPProxy), re (rtpengine)",
     )
     ap.add_argument("--quick", action="store_true", help="one round of 1 s trials (a smoke run)")
     ap.add_argument("--skip-memory", action="store_true", help="no 1,000,000-call memory figure")

@@ -43,30 +43,23 @@
 #define NS_PER_MS 1000000ULL
 
 // Sizes are set by the loader before load (bpf_map__set_max_entries).
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 65536);
-    __type(key, struct relay_key);
-    __type(value, struct relay_val);
-} relay SEC(".maps");
+#define MAP(name, kind, n, key_t, val_t)                                                           \
+    struct {                                                                                       \
+        __uint(type, kind);                                                                        \
+        __uint(max_entries, n);                                                                    \
+        __type(key, key_t);                                                                        \
+        __type(value, val_t);                                                                      \
+    } name SEC(".maps")
+#define ARRAY(name, n, val_t) MAP(name, BPF_MAP_TYPE_ARRAY, n, __u32, val_t)
+
+MAP(relay, BPF_MAP_TYPE_HASH, 65536, struct relay_key, struct relay_val);
 
 // By leg, as leg_counts and quality: a leg with a rewrite and a plain route
 // has `valid` set. An array, not a hash: the leg is the index, so a relay hit
 // costs one memory access here instead of a bucket and a chained element,
 // which at hundreds of thousands of legs are two cache misses per packet.
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 32768);
-    __type(key, __u32);
-    __type(value, struct leg_val);
-} legs SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 32768);
-    __type(key, __u32);
-    __type(value, struct leg_count);
-} leg_counts SEC(".maps");
+ARRAY(legs, 32768, struct leg_val);
+ARRAY(leg_counts, 32768, struct leg_count);
 
 // IPv6: relay6 keyed on the relay's own address (the softswitch resolves
 // relay6_addr's relay_id to it when it mirrors an entry), so a hit is one
@@ -76,19 +69,8 @@ struct {
 // entry, and the relay6 value carries it (`slot`), so the rewrite is an
 // index as in IPv4, not a second hash lookup. Counters and quality are the
 // shared arrays, by leg.
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, 65536);
-    __type(key, struct relay6_key);
-    __type(value, struct relay_val);
-} relay6 SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 4096);
-    __type(key, __u32);
-    __type(value, struct leg6_val);
-} legs6 SEC(".maps");
+MAP(relay6, BPF_MAP_TYPE_HASH, 65536, struct relay6_key, struct relay_val);
+ARRAY(legs6, 4096, struct leg6_val);
 
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
@@ -98,35 +80,12 @@ struct {
     __type(value, struct quality);
 } quality SEC(".maps");
 
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, MAX_PORTS);
-    __type(key, __u32);
-    __type(value, struct port_val);
-} ports SEC(".maps");
-
+ARRAY(ports, MAX_PORTS, struct port_val);
 // ifindex -> dev port
-struct {
-    __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, MAX_PORTS);
-    __type(key, __u32);
-    __type(value, __u32);
-} ifports SEC(".maps");
-
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, struct config);
-} config SEC(".maps");
-
+MAP(ifports, BPF_MAP_TYPE_HASH, MAX_PORTS, __u32, __u32);
+ARRAY(config, 1, struct config);
 // The user-space pipeline's AF_XDP sockets: index port * XSK_QUEUES + RX queue.
-struct {
-    __uint(type, BPF_MAP_TYPE_XSKMAP);
-    __uint(max_entries, MAX_PORTS * XSK_QUEUES);
-    __type(key, __u32);
-    __type(value, __u32);
-} xsks SEC(".maps");
+MAP(xsks, BPF_MAP_TYPE_XSKMAP, MAX_PORTS * XSK_QUEUES, __u32, __u32);
 
 // A packet for the user-space pipeline: its port's socket for this RX queue,
 // or up the stack (AF_PACKET) where there is none.
@@ -207,13 +166,53 @@ static __always_inline int rtp_of(__u8 *h, void *end, __u32 len, __u8 *pt, __u16
     return 1;
 }
 
+// A whole copy of a cell the softswitch rewrites in place (src/fastpath/mod.rs
+// mirror_leg, mirror_leg6): `valid` is cleared first and set to a new
+// generation last, so a copy taken between two equal non-zero reads of it is
+// whole. 1 if `*out` is such a copy.
+#define CELL_COPY(cell, out)                                                                       \
+    ({                                                                                             \
+        __u32 gen_ = *(volatile __u32 *)&(cell)->valid;                                            \
+        int ok_ = 0;                                                                               \
+        if (gen_) {                                                                                \
+            asm volatile("" ::: "memory");                                                         \
+            *(out) = *(cell);                                                                      \
+            asm volatile("" ::: "memory");                                                         \
+            ok_ = *(volatile __u32 *)&(cell)->valid == gen_;                                       \
+        }                                                                                          \
+        ok_;                                                                                       \
+    })
+
+// What a relay hit updates besides its cell: the egress port (enabled for the
+// fast path), the pipeline's counters and the leg's counter. 0 if all exist.
+struct hit {
+    struct port_val *pout;
+    struct config *cfg;
+    struct leg_count *lc;
+};
+
+static __always_inline int hit_state(__u32 leg, __u32 eport, struct hit *h)
+{
+    __u32 zero = 0;
+    h->pout = bpf_map_lookup_elem(&ports, &eport);
+    if (!h->pout || !h->pout->fast)
+        return -1;
+    h->cfg = bpf_map_lookup_elem(&config, &zero);
+    if (!h->cfg)
+        return -1;
+    h->lc = bpf_map_lookup_elem(&leg_counts, &leg);
+    return h->lc ? 0 : -1;
+}
+
 // A relay hit rewritten: the leg's and ports' counters, the pipeline's, the
 // entry's last hit and the leg's quality, then out of the egress port.
-static __always_inline int relayed(struct relay_val *rv, __u32 leg, struct leg_count *lc,
-                                   struct port_val *pin, struct port_val *pout,
-                                   struct config *cfg, __u64 now_ns, __u32 frame_len, int rtp,
+static __always_inline int relayed(struct relay_val *rv, __u32 leg, struct hit *h,
+                                   struct port_val *pin, __u64 now_ns, __u32 frame_len, int rtp,
                                    __u8 pt, __u16 seq, __u32 ts)
 {
+    struct leg_count *lc = h->lc;
+    struct port_val *pout = h->pout;
+    struct config *cfg = h->cfg;
     __sync_fetch_and_add(&lc->pkts, 1);
     __sync_fetch_and_add(&lc->bytes, frame_len);
     rv->last_hit_ms = (__u32)(now_ns / NS_PER_MS);
@@ -238,7 +237,6 @@ static __always_inline int relay_v4(struct xdp_md *ctx, __u32 port)
 {
     void *data = (void *)(long)ctx->data;
     void *end = (void *)(long)ctx->data_end;
-    __u32 zero = 0;
     struct ethhdr *eth = data;
     struct iphdr *ip = (void *)(eth + 1);
     if ((void *)(ip + 1) > end)
@@ -277,33 +275,16 @@ static __always_inline int relay_v4(struct xdp_md *ctx, __u32 port)
     __u32 leg = rv->leg;
     __u32 rtcp = rv->rtcp;
     struct leg_val *cell = bpf_map_lookup_elem(&legs, &leg);
-    if (!cell)
-        return to_user(ctx, port);
-    // The softswitch rewrites a cell in place (src/fastpath/mod.rs
-    // mirror_leg): `valid` is cleared first and set to a new generation last,
-    // so a copy taken between two equal non-zero reads of it is whole.
-    __u32 gen = *(volatile __u32 *)&cell->valid;
-    if (!gen)
-        return to_user(ctx, port);
-    asm volatile("" ::: "memory");
-    struct leg_val l = *cell;
-    asm volatile("" ::: "memory");
-    if (*(volatile __u32 *)&cell->valid != gen)
+    struct leg_val l;
+    if (!cell || !CELL_COPY(cell, &l))
         return to_user(ctx, port);
     struct leg_val *lv = &l;
-    __u32 eport = lv->port;
-    struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);
-    if (!pout || !pout->fast)
-        return to_user(ctx, port);
-    struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-    if (!cfg)
-        return to_user(ctx, port);
-    struct leg_count *lc = bpf_map_lookup_elem(&leg_counts, &leg);
-    if (!lc)
+    struct hit h;
+    if (hit_state(leg, lv->port, &h))
         return to_user(ctx, port);
 
     // Committed: from here the packet is relayed by this program.
-    __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;
+    __u64 now_ns = bpf_ktime_get_ns() + h.cfg->wall_offset_ns;
     __u32 frame_len = (__u32)(end - data);
     __u16 inc = rtcp ? 1 : 0;
     __u16 sport = lv->sport + inc, dport = lv->dport + inc;
@@ -333,7 +314,7 @@ static __always_inline int relay_v4(struct xdp_md *ctx, __u32 port)
     ip->ttl--;
     ip->check = 0;
     ip->check = ~ip_sum((const __u16 *)ip);
-    return relayed(rv, leg, lc, pin, pout, cfg, now_ns, frame_len, rtp, pt, seq, ts);
+    return relayed(rv, leg, &h, pin, now_ns, frame_len, rtp, pt, seq, ts);
 }
 
 // The IPv6 twin (src/pipeline/relay6_sessions.rs, ingress6): UDP right after
@@ -343,7 +324,6 @@ static __always_inline int relay_v6(struct xdp_md *ctx, __u32 port)
 {
     void *data = (void *)(long)ctx->data;
     void *end = (void *)(long)ctx->data_end;
-    __u32 zero = 0;
     struct ethhdr *eth = data;
     struct ipv6hdr *ip6 = (void *)(eth + 1);
     if ((void *)(ip6 + 1) > end)
@@ -383,32 +363,16 @@ static __always_inline int relay_v6(struct xdp_md *ctx, __u32 port)
     __u32 rtcp = rv->rtcp;
     __u32 slot = rv->slot;
     struct leg6_val *cell = bpf_map_lookup_elem(&legs6, &slot);
-    if (!cell)
+    struct leg6_val l;
+    // A cell that holds another leg (the entry outlived its leg's) never matches.
+    if (!cell || !CELL_COPY(cell, &l) || l.leg != leg)
         return to_user(ctx, port);
-    // Rewritten in place as a `legs` cell (src/fastpath/mod.rs mirror_leg6):
-    // a copy between two equal non-zero reads of `valid` is whole; a cell
-    // that holds another leg (the entry outlived its leg's) never matches.
-    __u32 gen = *(volatile __u32 *)&cell->valid;
-    if (!gen)
-        return to_user(ctx, port);
-    asm volatile("" ::: "memory");
-    struct leg6_val l = *cell;
-    asm volatile("" ::: "memory");
-    if (*(volatile __u32 *)&cell->valid != gen || l.leg != leg)
-        return to_user(ctx, port);
-    __u32 eport = l.port;
-    struct port_val *pout = bpf_map_lookup_elem(&ports, &eport);
-    if (!pout || !pout->fast)
-        return to_user(ctx, port);
-    struct config *cfg = bpf_map_lookup_elem(&config, &zero);
-    if (!cfg)
-        return to_user(ctx, port);
-    struct leg_count *lc = bpf_map_lookup_elem(&leg_counts, &leg);
-    if (!lc)
+    struct hit h;
+    if (hit_state(leg, l.port, &h))
         return to_user(ctx, port);
 
     // Committed: from here the packet is relayed by this program.
-    __u64 now_ns = bpf_ktime_get_ns() + cfg->wall_offset_ns;
+    __u64 now_ns = bpf_ktime_get_ns() + h.cfg->wall_offset_ns;
     __u32 frame_len = (__u32)(end - data);
     __u16 inc = rtcp ? 1 : 0;
     __be16 sport = bpf_htons(l.sport + inc), dport = bpf_htons(l.dport + inc);
@@ -440,8 +404,8 @@ static __always_inline int relay_v6(struct xdp_md *ctx, __u32 port)
     __builtin_memcpy(eth->h_dest, l.dmac, 6);
     __builtin_memcpy(eth->h_source, l.smac, 6);
     ip6->hop_limit--;
-    __sync_fetch_and_add(&cfg->relay6_rewrites, 1);
-    return relayed(rv, leg, lc, pin, pout, cfg, now_ns, frame_len, rtp, pt, seq, ts);
+    __sync_fetch_and_add(&h.cfg->relay6_rewrites, 1);
+    return relayed(rv, leg, &h, pin, now_ns, frame_len, rtp, pt, seq, ts);
 }
 
 SEC("xdp")
@@ -468,12 +432,7 @@ int p4relay_fastpath(struct xdp_md *ctx)
 
 // The native-mode probe's target ifindex (one cell; src/fastpath/mod.rs
 // native_tx_reaches).
-struct {
-    __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 1);
-    __type(key, __u32);
-    __type(value, __u32);
-} probe_target SEC(".maps");
+ARRAY(probe_target, 1, __u32);
 
 // In native mode a frame redirected into a veth is queued to its peer's NAPI;
 // a peer without NAPI (GRO off and no XDP program of its own) makes the

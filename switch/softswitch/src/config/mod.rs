@@ -140,9 +140,11 @@ pub struct Args {
     /// (AF_XDP or fail to start) or af-packet [default: auto]
     #[arg(long, value_enum, env = "P4RELAY_SOFTSWITCH_USER_IO")]
     pub user_io: Option<UserIo>,
-    /// Relay entries the XDP fast path holds (kernel memory, allocated as
-    /// entries arrive); entries beyond are relayed in user space, counted
-    /// and logged [default: --relay-entries, up to 67108864: every entry]
+    /// Relay entries the XDP fast path holds (kernel memory: a 16-byte hash
+    /// bucket each at start, the entries as they arrive; sized to the calls
+    /// carried, 4 per call, its lookups touch fewer pages); entries beyond
+    /// are relayed in user space, counted and logged [default:
+    /// --relay-entries, up to 67108864: every entry]
     #[arg(long, env = "P4RELAY_SOFTSWITCH_XDP_ENTRIES")]
     pub xdp_entries: Option<u32>,
     /// Log filter (tracing EnvFilter syntax) [default: info]

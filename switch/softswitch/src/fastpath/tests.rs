@@ -89,17 +89,26 @@ fn frame() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
-#[test]
-fn xdp_program_relays_exactly_as_the_pipeline() {
-    let (fp, p, r) = pair();
+/// Runs `cases` frames through the XDP program and the reference pipeline
+/// `r`: a redirected frame must be the pipeline's forward to port 2, byte for
+/// byte; a passed frame must be untouched and get the same verdict from `p`
+/// (the switch's own pipeline behind the fast path). Returns how many frames
+/// the program relayed.
+fn relays_as_the_pipeline(
+    fp: &FastPath,
+    p: &Pipeline,
+    r: &Pipeline,
+    frames: impl Strategy<Value = Vec<u8>>,
+    cases: u32,
+) -> u32 {
     let redirected = std::cell::Cell::new(0u32);
     let mut runner = TestRunner::new(Config {
-        cases: 4000,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
     runner
-        .run(&frame(), |f| {
+        .run(&frames, |f| {
             let (verdict, out) = sys::test_run(fp.prog, &f, LO).expect("BPF_PROG_TEST_RUN");
             let mut want = f.clone();
             let m = meta(5);
@@ -128,7 +137,13 @@ fn xdp_program_relays_exactly_as_the_pipeline() {
             Ok(())
         })
         .unwrap();
-    let redirected = redirected.get();
+    redirected.get()
+}
+
+#[test]
+fn xdp_program_relays_exactly_as_the_pipeline() {
+    let (fp, p, r) = pair();
+    let redirected = relays_as_the_pipeline(&fp, &p, &r, frame(), 4000);
     // About 1 in 12 generated frames is a clean hit (the rest: TTL, options,
     // VLAN, damage, other ports), so a few hundred take the fast path.
     assert!(
@@ -439,42 +454,7 @@ fn frame6() -> impl Strategy<Value = Vec<u8>> {
 #[test]
 fn xdp_program_relays_ipv6_exactly_as_the_pipeline() {
     let (fp, p, r) = pair6();
-    let redirected = std::cell::Cell::new(0u32);
-    let mut runner = TestRunner::new(Config {
-        cases: 3000,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    runner
-        .run(&frame6(), |f| {
-            let (verdict, out) = sys::test_run(fp.prog, &f, LO).expect("BPF_PROG_TEST_RUN");
-            let mut want = f.clone();
-            let m = meta(5);
-            let (v, b) = r.ingress(&mut want, &m);
-            if let Verdict::Forward(_) = v {
-                r.egress_depart(&b, m.now_ns, &Default::default());
-            }
-            match verdict {
-                XDP_REDIRECT => {
-                    prop_assert_eq!(v, Verdict::Forward(2));
-                    prop_assert_eq!(&out, &want, "XDP and pipeline frames differ");
-                    redirected.set(redirected.get() + 1);
-                }
-                XDP_PASS => {
-                    prop_assert_eq!(&out, &f, "a passed frame must be untouched");
-                    let mut g = f.clone();
-                    let (v2, b2) = p.ingress(&mut g, &m);
-                    if let Verdict::Forward(_) = v2 {
-                        p.egress_depart(&b2, m.now_ns, &Default::default());
-                    }
-                    prop_assert_eq!(v2, v);
-                }
-                other => prop_assert!(false, "XDP verdict {other}"),
-            }
-            Ok(())
-        })
-        .unwrap();
-    let redirected = redirected.get();
+    let redirected = relays_as_the_pipeline(&fp, &p, &r, frame6(), 3000);
     assert!(
         redirected > 150,
         "only {redirected} frames took the fast path"

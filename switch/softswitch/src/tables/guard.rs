@@ -3,7 +3,7 @@
 //! (`Ingress.guard_drop(leg)`), counted in `guard_drops[leg]`, so a foreign
 //! source cannot reach RTPProxy and latch the call's stream.
 
-use super::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
+use super::exact::{ActionWord, ExactKey, ExactTable, Snapshot, Untimed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct GuardKey {
@@ -63,12 +63,13 @@ impl ActionWord for GuardAction {
     }
 }
 
-pub type GuardTable = ExactTable<GuardKey, GuardAction>;
+/// No idle timeouts on guards: their entries keep no timer.
+pub type GuardTable = ExactTable<GuardKey, GuardAction, Untimed>;
 /// What a Read returns for one guard entry.
 pub type GuardSnapshot = Snapshot<GuardKey, GuardAction>;
 
 /// `pipe.Ingress.relay_guard6`: the same action as `relay_guard`.
-pub type Guard6Table = ExactTable<Guard6Key, GuardAction>;
+pub type Guard6Table = ExactTable<Guard6Key, GuardAction, Untimed>;
 pub type Guard6Snapshot = Snapshot<Guard6Key, GuardAction>;
 
 #[cfg(test)]
@@ -102,5 +103,35 @@ mod tests {
         t.delete(&k(20000)).unwrap();
         assert_eq!(t.lookup(&k(20000), 4), None);
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn guard_entries_keep_no_idle_timer_and_refuse_a_timeout() {
+        let t = GuardTable::new(8);
+        let k = GuardKey {
+            dst: 0xc612_000a,
+            dport: 20000,
+        };
+        let drop = GuardAction::Drop { leg: 7 };
+        assert!(matches!(
+            t.insert(k, drop, 5000, 0),
+            Err(TableError::Invalid(_))
+        ));
+        assert_eq!(t.len(), 0);
+        t.insert(k, drop, 0, 0).unwrap();
+        assert!(matches!(
+            t.modify(&k, None, Some(5000), 10),
+            Err(TableError::Invalid(_))
+        ));
+        t.modify(&k, Some(GuardAction::NoAction), Some(0), 10)
+            .unwrap();
+        let s = t.get(&k, 1_000_000).unwrap();
+        assert_eq!(
+            (s.action, s.ttl_ms, s.idle_ms),
+            (GuardAction::NoAction, 0, 0)
+        );
+        let mut expired = 0;
+        t.sweep_idle(u32::MAX, |_| expired += 1);
+        assert_eq!(expired, 0);
     }
 }

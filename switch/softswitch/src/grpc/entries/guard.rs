@@ -12,7 +12,7 @@ use crate::grpc::codec::{invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch};
 use crate::pipeline::Pipeline;
 use crate::schema::TableSchema;
-use crate::tables::exact::{ExactKey, ExactTable, Snapshot};
+use crate::tables::exact::{ExactKey, ExactTable, Snapshot, Untimed};
 use crate::tables::guard::{GuardAction, GuardKey};
 
 /// What relay_guard and relay_guard6 differ in: the key, the table and
@@ -20,7 +20,7 @@ use crate::tables::guard::{GuardAction, GuardKey};
 pub(super) trait GuardFamily: ExactKey {
     /// `guard_drop` or `guard6_drop`.
     const DROP: &'static str;
-    fn table(p: &Pipeline) -> &ExactTable<Self, GuardAction>;
+    fn table(p: &Pipeline) -> &ExactTable<Self, GuardAction, Untimed>;
     fn key(keys: &Keys) -> Result<Self, Status>;
     fn key_pb(t: &TableSchema, k: &Self) -> pb::TableKey;
     fn undo(k: Self, prev: Option<Snapshot<Self, GuardAction>>) -> Undo;
@@ -28,7 +28,7 @@ pub(super) trait GuardFamily: ExactKey {
 
 impl GuardFamily for GuardKey {
     const DROP: &'static str = names::GUARD_DROP;
-    fn table(p: &Pipeline) -> &ExactTable<GuardKey, GuardAction> {
+    fn table(p: &Pipeline) -> &ExactTable<GuardKey, GuardAction, Untimed> {
         &p.guard
     }
     fn key(keys: &Keys) -> Result<GuardKey, Status> {

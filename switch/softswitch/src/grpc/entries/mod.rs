@@ -33,7 +33,7 @@ use crate::contract::names;
 use crate::pipeline::Touched;
 use crate::schema::{ActionScope, Ctr, Half, Reg, TableKind, TableSchema};
 use crate::sys::now_ms;
-use crate::tables::exact::{ActionWord, ExactKey, ExactTable, Snapshot};
+use crate::tables::exact::{ActionWord, ExactKey, ExactTable, IdleTimer, Snapshot};
 use crate::tables::guard::{Guard6Key, Guard6Snapshot, GuardKey, GuardSnapshot};
 use crate::tables::legs::{LegTable, Rewrite};
 use crate::tables::legs6::{Leg6Table, Rewrite6};
@@ -227,8 +227,8 @@ fn counters_of(data: &Data) -> Result<Option<(u64, u64)>, Status> {
 
 /// Insert, modify or delete one entry of an exact table (relay, relay_guard),
 /// an upsert resolved against what is there. Returns what was there, for undo.
-fn write_exact<K: ExactKey, A: ActionWord>(
-    table: &ExactTable<K, A>,
+fn write_exact<K: ExactKey, A: ActionWord, T: IdleTimer>(
+    table: &ExactTable<K, A, T>,
     u: &Update,
     k: K,
     action: Option<A>,
@@ -258,8 +258,8 @@ fn write_exact<K: ExactKey, A: ActionWord>(
 
 /// Takes back one write of an exact table: the entry as it was (its action
 /// and TTL) restored, or the new one deleted.
-fn undo_exact<K: ExactKey, A: ActionWord>(
-    table: &ExactTable<K, A>,
+fn undo_exact<K: ExactKey, A: ActionWord, T: IdleTimer>(
+    table: &ExactTable<K, A, T>,
     k: K,
     prev: Option<Snapshot<K, A>>,
 ) {
@@ -277,10 +277,10 @@ fn undo_exact<K: ExactKey, A: ActionWord>(
 }
 
 /// A read of an exact table: the entry the key names, or every entry.
-fn read_exact<K: ExactKey, A: ActionWord>(
+fn read_exact<K: ExactKey, A: ActionWord, T: IdleTimer>(
     r: &Reader,
     target: Target,
-    table: &ExactTable<K, A>,
+    table: &ExactTable<K, A, T>,
     key: fn(&Keys) -> Result<K, Status>,
     mut emit: impl FnMut(Snapshot<K, A>),
 ) -> Result<(), Status> {

@@ -18,7 +18,7 @@ use crate::grpc::pb;
 use crate::pipeline::Pipeline;
 use crate::schema::TableSchema;
 use crate::sys::now_ms;
-use crate::tables::exact::{ExactTable, Snapshot};
+use crate::tables::exact::{ExactTable, Snapshot, Untimed};
 use crate::tables::guard::{Guard6Key, GuardAction};
 use crate::tables::legs6::{Leg6Table, Rewrite6};
 use crate::tables::relay::{Entry6Snapshot, Relay6Key};
@@ -99,7 +99,7 @@ pub(in crate::grpc) fn relay6_key_pb(t: &TableSchema, k: &Relay6Key) -> pb::Tabl
 
 impl GuardFamily for Guard6Key {
     const DROP: &'static str = names::GUARD6_DROP;
-    fn table(p: &Pipeline) -> &ExactTable<Guard6Key, GuardAction> {
+    fn table(p: &Pipeline) -> &ExactTable<Guard6Key, GuardAction, Untimed> {
         &p.guard6
     }
     fn key(keys: &Keys) -> Result<Guard6Key, Status> {
