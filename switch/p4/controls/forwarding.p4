@@ -104,15 +104,10 @@ control Forwarding(
      * branches: an if/else around both families' lookups would wait for the
      * later one's inputs). */
     apply {
-#ifdef WITH_REROUTE
-        if (hdr.ipv6.isValid() && !hdr.reroute_notice.isValid()) {
-            hop_limit_dec();   /* a notice's hop limit is Reroute's */
-        }
-#else
+        /* an IPv6 notice's too (Reroute's notice_relay takes an IPv4 one's) */
         if (hdr.ipv6.isValid()) {
             hop_limit_dec();
         }
-#endif
 #ifdef WITH_REROUTE
         if (hdr.ipv4.isValid() && !hdr.reroute_notice.isValid()) {
             ttl_dec();   /* a notice's TTL is Reroute's */

@@ -48,8 +48,8 @@
  *  - an UPSTREAM notice (only from the primary next hop's port of the
  *    receiver's own watch entry) sets reroute_active of the receiver's slot
  *    when it has a backup; without one it goes on upstream by
- *    reroute_from[slot], its IPv4 TTL (IPv6 hop limit) one less (a notice
- *    with TTL <= 1 ends):
+ *    reroute_from[slot], its IPv4 TTL one less (a notice with TTL <= 1
+ *    ends; an IPv6 notice's hop limit is Forwarding's, as any packet's):
  *    hop by hop to the nearest switch with a backup.
  * Each move (0 -> 1) and each notice sent on raises one
  * pipe.IngressDeparser.reroute digest (kind MOVED, NOTIFIED, RELAYED); the
@@ -57,10 +57,13 @@
  * back to 0. Notices never reach the relay tables, learning or nexthop; they
  * are dropped after use.
  */
+/* A notice may still go on: an IPv4 one with TTL > 1 (notice_relay takes
+ * one off); an IPv6 one always (Ingress dropped hop limit <= 1 and
+ * Forwarding takes one off, as for any IPv6 packet). */
 #ifdef WITH_IPV6
-#define NOTICE_IS_IPV4 hdr.ipv4.isValid()
+#define NOTICE_TTL_OK (hdr.ipv6.isValid() || hdr.ipv4.ttl > 1)
 #else
-#define NOTICE_IS_IPV4 true
+#define NOTICE_TTL_OK (hdr.ipv4.ttl > 1)
 #endif
 
 control Reroute(
@@ -186,21 +189,6 @@ control Reroute(
         ig_md.rr_upstream = true;
     }
 
-#ifdef WITH_IPV6
-    /* notice_relay for a notice carrying an IPv6 header: its hop limit */
-    action notice_relay6() {
-#if __TARGET_TOFINO__ == 2
-        ig_md.rr_from_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-#else
-        ig_tm_md.ucast_egress_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-#endif
-        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
-        ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
-        ig_md.rr_kind = REROUTE_RELAYED;
-        ig_md.rr_upstream = true;
-    }
-#endif
-
 #if __TARGET_TOFINO__ == 2
     /* Tofino 2: the register's output written straight into
      * ucast_egress_port leaves the ingress POV bits (its $valid among them)
@@ -225,9 +213,12 @@ control Reroute(
             watched = reroute_watch.apply().hit;
         }
 #ifdef WITH_IPV6
+        /* its own hit bit: one written by both tables would chain them */
+        bool watched6 = false;
         if (hdr.ipv6.isValid()) {
-            watched = reroute_watch6.apply().hit;
+            watched6 = reroute_watch6.apply().hit;
         }
+        watched = watched || watched6;
 #endif
         if (hdr.reroute_notice.isValid()) {
             if (watched && ig_md.rr_has_backup
@@ -247,15 +238,9 @@ control Reroute(
                 notice_upstream();
             } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port
-                    && NOTICE_IS_IPV4 && hdr.ipv4.ttl > 1) {
+                    && NOTICE_TTL_OK) {
                 /* no backup here (the branch above took the others) */
                 notice_relay();
-#ifdef WITH_IPV6
-            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
-                    && ig_intr_md.ingress_port == ig_md.rr_primary_port
-                    && hdr.ipv6.isValid() && hdr.ipv6.hop_limit > 1) {
-                notice_relay6();
-#endif
             }
             /* Forwarding drops every notice but one sent on upstream
              * (drop_ctl written there, after ipv4_lpm's own drop): used,

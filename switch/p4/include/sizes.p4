@@ -162,4 +162,9 @@
 #define INT_PORT_TABLE_SIZE 512
 #endif
 
+/* iRED's signalling classes (ired_spare: DSCP and UDP ports, ternary) */
+#ifndef IRED_SPARE_TABLE_SIZE
+#define IRED_SPARE_TABLE_SIZE 16
+#endif
+
 #endif /* _P4RELAY_SIZES_P4_ */

@@ -61,6 +61,8 @@ parser IngressParser(
 #ifdef WITH_IRED
         ig_md.ired_flag = 0;
         ig_md.ired_protected = false;
+        ig_md.dscp = 0;
+        ig_md.ired_sip = false;
 #endif
         hdr.bridged.setValid();
         hdr.bridged.pkt_type = PKT_TYPE_BRIDGED;

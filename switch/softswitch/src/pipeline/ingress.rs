@@ -69,7 +69,9 @@ impl Pipeline {
             Err(reason) => return Verdict::Drop(reason),
         };
         let report = self.int_source(&p, &md, stack, watched, &out, b);
-        let protected = md.relay_hit || frame[p.l3 + 1] >> 2 == ired::DSCP_EF;
+        let dscp = frame[p.l3 + 1] >> 2;
+        let protected =
+            md.relay_hit || dscp == ired::DSCP_EF || self.ired_spare(dscp, p.udp.as_ref());
         if self.ired_drop(out.port, protected) {
             return Verdict::Drop(DropReason::Ired);
         }
@@ -121,7 +123,8 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
-        let protected = md.relay_hit || p.dscp() == ired::DSCP_EF;
+        let protected =
+            md.relay_hit || p.dscp() == ired::DSCP_EF || self.ired_spare(p.dscp(), p.udp.as_ref());
         if self.ired_drop(out.port, protected) {
             return Verdict::Drop(DropReason::Ired);
         }

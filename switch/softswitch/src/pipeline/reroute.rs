@@ -23,10 +23,11 @@
 //!   (the congested hop is upstream), it leaves as an UPSTREAM notice by the
 //!   flow's ingress port (digest `NOTIFIED`). An UPSTREAM notice arriving by
 //!   the watched route's primary port moves the receiver's slot if it has a
-//!   backup, else goes on by `reroute_from[slot]` with its TTL (IPv6 hop
-//!   limit) one less (digest `RELAYED`; TTL <= 1 ends it). Everything else
-//!   is dropped. A notice carries the flow's IPv4 or IPv6 header: IPv6
-//!   destinations are watched by `reroute_watch6`, with the same slots.
+//!   backup, else goes on by `reroute_from[slot]` with its TTL one less
+//!   (digest `RELAYED`; TTL <= 1 ends it). Everything else is dropped. A
+//!   notice carries the flow's IPv4 or IPv6 header: IPv6 destinations are
+//!   watched by `reroute_watch6`, with the same slots; an IPv6 notice's hop
+//!   limit is Forwarding's (one less each time it leaves, <= 1 ends it).
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -268,6 +269,10 @@ impl Pipeline {
             if ip.len() < IPV6_HDR_LEN {
                 return Verdict::Drop(DropReason::Truncated);
             }
+            if ip[7] <= 1 {
+                // Ingress's hop-limit drop comes first, notice or not
+                return Verdict::Drop(DropReason::TtlExpired);
+            }
             (NoticeDst::V6(rd128(ip, 24)), ip[7], IPV6_HDR_LEN)
         } else {
             let ihl = usize::from(ip[0] & 0x0f) * 4;
@@ -341,21 +346,19 @@ impl Pipeline {
             }
             RerouteWatchAction::Notify {
                 slot, primary_port, ..
-            } if upstream_by(primary_port) && ttl > 1 => {
+            } if upstream_by(primary_port) && (ttl > 1 || matches!(dst, NoticeDst::V6(_))) => {
                 // notice_relay: on to where the flow comes in, TTL one less
                 let from = self
                     .reroute_regs
                     .from
                     .get(usize::from(slot))
                     .map_or(0, |f| f.load(Relaxed));
-                let ip = &mut frame[L3..L3 + ihl];
                 if let NoticeDst::V4(_) = dst {
+                    let ip = &mut frame[L3..L3 + ihl];
                     ip[8] = ttl - 1;
                     ip[10..12].fill(0);
                     let c = packet::ipv4_checksum(ip);
                     ip[10..12].copy_from_slice(&c.to_be_bytes());
-                } else {
-                    ip[7] = ttl - 1; // notice_relay6: the hop limit
                 }
                 out = Some(from & 0x1ff);
                 self.rr_stats.relayed.fetch_add(1, Relaxed);
@@ -376,6 +379,10 @@ impl Pipeline {
         let Some(port) = out else {
             return Verdict::Drop(DropReason::RerouteNotice);
         };
+        if let NoticeDst::V6(_) = dst {
+            // Forwarding's hop_limit_dec, as for any IPv6 packet
+            frame[L3 + 7] = ttl - 1;
+        }
         if !self.has_port(u32::from(port)) {
             return Verdict::Drop(DropReason::NoSuchPort);
         }

@@ -358,7 +358,9 @@ fn a_v6_notice_goes_upstream_and_on_with_its_hop_limit_one_less() {
     let mut n = sink.take_notice().unwrap();
     assert_eq!(sink.process(&mut n, &recirc()), Verdict::Forward(1));
     assert_eq!(n[14], NOTICE_UPSTREAM);
+    // the relayed packet left with 63; the notice leaves with one less
     let hop_limit = n[NOTICE_IP + 7];
+    assert_eq!(hop_limit, 62);
 
     // the next switch: no backup either; the flow comes in there by port 1 too
     let (mid, mid_rx) = watched6(true);
@@ -382,7 +384,7 @@ fn a_v6_notice_goes_upstream_and_on_with_its_hop_limit_one_less() {
     on[NOTICE_IP + 7] = 1;
     assert_eq!(
         mid.process(&mut on, &from(2)),
-        Verdict::Drop(DropReason::RerouteNotice)
+        Verdict::Drop(DropReason::TtlExpired)
     );
     // and the switch with a backup moves its slot on it
     let (up, up_rx) = watched6(false);

@@ -113,6 +113,8 @@ pub enum TableKind {
     RerouteWatch6,
     RerouteClass,
     IredPort,
+    /// `ired_spare`: the signalling class iRED spares (ternary).
+    IredSpare,
     IntWatch,
     IntRole,
     IntHopConfig,
@@ -566,6 +568,7 @@ impl Schema {
                 names::REROUTE_WATCH6 => TableKind::RerouteWatch6,
                 names::REROUTE_CLASS => TableKind::RerouteClass,
                 names::IRED_PORT => TableKind::IredPort,
+                names::IRED_SPARE => TableKind::IredSpare,
                 names::INT_WATCH => TableKind::IntWatch,
                 names::INT_ROLE => TableKind::IntRole,
                 names::INT_HOP_CONFIG => TableKind::IntHopConfig,

@@ -198,6 +198,24 @@ pub struct IntReportEncap {
     pub switch_id: u32,
 }
 
+/// Key of an `ired_spare` entry: (value, mask) per field and the priority
+/// (`$MATCH_PRIORITY`: lower wins; first in the map's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IredSpareKey {
+    pub priority: u32,
+    pub dscp: (u8, u8),
+    pub sport: (u16, u16),
+    pub dport: (u16, u16),
+}
+
+/// `pipe.Ingress.ired_spare`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IredSpareAction {
+    /// `ired_spare_packet`: the operator's signalling class.
+    Spare,
+    NoAction,
+}
+
 /// Key of an `int_watch` entry: (value, mask) per field and the priority
 /// (`$MATCH_PRIORITY`: lower value wins, as on Tofino). Values are stored
 /// masked.
@@ -269,6 +287,9 @@ pub struct SmallTables {
     /// ... and the data path's index.
     ired_by_port: [Option<IredConfig>; PORTS],
     /// Sorted by key, so by priority first.
+    pub ired_spare: BTreeMap<IredSpareKey, IredSpareAction>,
+    pub ired_spare_default: IredSpareAction,
+    /// Sorted by key, so by priority first.
     pub int_watch: BTreeMap<IntWatchKey, IntWatchAction>,
     pub int_watch_default: IntWatchAction,
     pub int_role: HashMap<u16, IntRoleAction>,
@@ -302,6 +323,8 @@ impl Default for SmallTables {
             reroute_class_default: RerouteClassAction::NoAction,
             ired_port: BTreeMap::new(),
             ired_by_port: [None; PORTS],
+            ired_spare: BTreeMap::new(),
+            ired_spare_default: IredSpareAction::NoAction,
             int_watch: BTreeMap::new(),
             int_watch_default: IntWatchAction::NoAction,
             int_role: HashMap::new(),
@@ -396,6 +419,44 @@ impl SmallTables {
             c,
             insert,
         )
+    }
+
+    /// `ired_spare`: whether the first (highest priority) entry that
+    /// matches the packet's DSCP and UDP ports (0, 0 for anything but UDP)
+    /// spares it.
+    #[inline]
+    pub fn ired_spare_lookup(&self, dscp: u8, sport: u16, dport: u16) -> bool {
+        self.ired_spare
+            .iter()
+            .find(|(k, _)| {
+                dscp & k.dscp.1 == k.dscp.0
+                    && sport & k.sport.1 == k.sport.0
+                    && dport & k.dport.1 == k.dport.0
+            })
+            .map_or(self.ired_spare_default, |(_, a)| *a)
+            == IredSpareAction::Spare
+    }
+
+    /// A DSCP wider than 6 bits, or a value with bits outside its mask (an
+    /// entry that never matches what its writer meant): refused.
+    pub fn ired_spare_write(
+        &mut self,
+        k: IredSpareKey,
+        a: Option<IredSpareAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        if k.dscp.0 > 0x3f || k.dscp.1 > 0x3f {
+            return Err(TableError::Invalid(format!(
+                "ired_spare: dscp {:#x}/{:#x} wider than 6 bits",
+                k.dscp.0, k.dscp.1
+            )));
+        }
+        if k.dscp.0 & !k.dscp.1 != 0 || k.sport.0 & !k.sport.1 != 0 || k.dport.0 & !k.dport.1 != 0 {
+            return Err(TableError::Invalid(
+                "ired_spare: a value has bits outside its mask".into(),
+            ));
+        }
+        write_map(&mut self.ired_spare, k, a, insert)
     }
 
     /// `int_watch`: the first (highest priority) entry that matches.
