@@ -213,12 +213,9 @@ control Reroute(
             watched = reroute_watch.apply().hit;
         }
 #ifdef WITH_IPV6
-        /* its own hit bit: one written by both tables would chain them */
-        bool watched6 = false;
         if (hdr.ipv6.isValid()) {
-            watched6 = reroute_watch6.apply().hit;
+            watched = reroute_watch6.apply().hit;
         }
-        watched = watched || watched6;
 #endif
         if (hdr.reroute_notice.isValid()) {
             if (watched && ig_md.rr_has_backup
