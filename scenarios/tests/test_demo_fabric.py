@@ -39,15 +39,9 @@ def test_each_switch_config_is_one_the_daemon_accepts(name: str, tmp_path: Path)
     assert cfg.routes is not None and cfg.nexthops is not None
     routed = {str(r.prefix): r.nexthop for r in cfg.routes}
     want: dict[str, int] = dict(reroute_bed.routes(name, demo_fabric.LAYOUT))
-    # a dual-stack host's IPv6 subnet goes the way of its IPv4 one, except
-    # between s1 and s2, by s3 (reroute does not move IPv6 off the bottleneck)
+    # a dual-stack host's IPv6 subnet goes the way of its IPv4 one
     v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
-    by_s3 = {"s1": 8, "s2": 8}
-    want |= {
-        v6[h.name]: by_s3[name] if {name, h.switch} == {"s1", "s2"} else want[h.subnet]
-        for h in demo_fabric.LAYOUT.hosts
-        if h.name in v6
-    }
+    want |= {v6[h.name]: want[h.subnet] for h in demo_fabric.LAYOUT.hosts if h.name in v6}
     assert routed == want
     roles = {n.id: n.int_role for n in cfg.nexthops}
     assert cfg.int is not None
@@ -57,9 +51,13 @@ def test_each_switch_config_is_one_the_daemon_accepts(name: str, tmp_path: Path)
         assert cfg.int.calls == "all"
         assert roles[7] == roles[8] == "transit"
         assert cfg.reroute is not None
-        (watch,) = cfg.reroute.watch
+        # the UAS's IPv4 and IPv6 prefixes, each its own slot, both moved by s3
+        watch, watch6 = cfg.reroute.watch
         assert str(watch.prefix) == demo_fabric.LAYOUT.uas.subnet
-        assert (watch.primary_port, watch.backup_nexthop_id) == (7, 8)
+        assert str(watch6.prefix) == v6[demo_fabric.LAYOUT.uas.name]
+        assert (watch.slot, watch6.slot) == (0, 1)
+        for w in (watch, watch6):
+            assert (w.primary_port, w.backup_nexthop_id, w.flow_class) == (7, 8, 1)
     elif name == "s2":
         assert cfg.ired is None and cfg.reroute is None
         assert roles[demo_fabric.LAYOUT.uas.port] == "sink"

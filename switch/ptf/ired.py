@@ -17,13 +17,20 @@ import ptf.testutils as tu
 from bfrt_tables import Tables
 from p4rbase import HOST_IP, RELAY_IP, P4RelayTest, forwarded, param, rtp_payload, udp_packet
 from p4relay_switch import Entry, InvalidArgumentError
+from p4relay_switch.codec import Ternary
 from p4relay_switch.errors import write_error
 from p4relay_switch.ired import IredPortState, IredSettings
 from p4relay_switch.names import (
     A_IRED_SET,
+    A_IRED_SPARE_PACKET,
     IRED_PORT,
     IRED_REGISTERS,
+    IRED_SPARE,
+    K_DSCP,
     K_EGRESS_PORT,
+    K_L4_DST_PORT,
+    K_L4_SRC_PORT,
+    K_PRIORITY,
     REG_IRED_DECISIONS,
     REG_IRED_DROP_FLAG,
     REG_IRED_DROP_PROB,
@@ -262,6 +269,60 @@ class IredProtectsMedia(IredTest):
         self.assertEqual(end.drops, st.drops + 1)
         self.assertEqual(end.drop_flag, 0)
         self.calls.remove(call)
+
+
+class IredSparesSignalling(IredTest):
+    """With protection, the operator's signalling class (ired_spare: here SIP
+    to UDP 5060, and DSCP CS3) passes a set flag, counted as spared; a
+    packet to another port or with another DSCP takes the flag."""
+
+    def runTest(self) -> None:
+        wild = Ternary(0, 0)
+        spare = [
+            Entry(
+                {
+                    K_DSCP: wild,
+                    K_L4_SRC_PORT: wild,
+                    K_L4_DST_PORT: Ternary(5060, 0xFFFF),
+                    K_PRIORITY: 1,
+                },
+                A_IRED_SPARE_PACKET,
+            ),
+            Entry(
+                {
+                    K_DSCP: Ternary(24, 0x3F),
+                    K_L4_SRC_PORT: wild,
+                    K_L4_DST_PORT: wild,
+                    K_PRIORITY: 2,
+                },
+                A_IRED_SPARE_PACKET,
+            ),
+        ]
+        self.tables.clear(IRED_SPARE)
+        self.tables.insert(IRED_SPARE, spare)
+        try:
+            self.configure(band(2, 1.0, protect=True))
+            self.burst(30)
+            st = self.state()
+            self.assertEqual(st.drop_flag, 3)
+            sip = udp_packet(
+                in_port=1,
+                src=HOST_IP[1],
+                dst=HOST_IP[2],
+                sport=5060,
+                dport=5060,
+                payload=b"INVITE sip:b@example.net SIP/2.0\r\n",
+            )
+            for _ in range(2):
+                self.send(1, sip)
+                self.assertEqual(self.count_received(2, timeout=0.3), 1)
+            self.assertEqual(self.one_by_one(2, tos=24 << 2), 2, "CS3 passes")
+            mid = self.state()
+            self.assertEqual((mid.spared, mid.drop_flag), (st.spared + 4, 3))
+            self.assertEqual(self.one_by_one(1, tos=26 << 2), 0, "AF31 takes the flag")
+            self.assertEqual(self.state().drops, st.drops + 1)
+        finally:
+            self.tables.clear(IRED_SPARE)
 
 
 class IredWithoutProtection(IredTest):

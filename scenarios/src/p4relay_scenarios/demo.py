@@ -12,8 +12,9 @@ the switches did (the reroute, the calls it moved, the worst MOS, iRED's drops).
 port. `--ipv6` places the UAC's calls over IPv6 (the testbed is dual stack)
 while the UAC behind the NAT calls over IPv4: both families side by side, the
 view counting the IPv6 calls and those the switch relays (on the fabric,
-IPv6 goes by s3: reroute and INT watch IPv4 only). Ctrl-C ends the calls
-early; the summary follows, then the teardown.
+IPv6 calls cross the bottleneck and are moved as the IPv4 ones; INT traces
+IPv4 only). Ctrl-C ends the calls early; the summary follows, then the
+teardown.
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from the server's data.
 - Reroute armed on s1: the UAS subnet watched on port 7 with the backup next
   hop by s3; the data plane moves it when the queue's delay stays over t_q,
   and the control plane moves it back once the primary stayed clear.
-- IPv6 (the hosts are dual stack; `make demo ARGS=--ipv6`): routed between
-  s1 and s2 by s3 both ways, since reroute and INT watch IPv4 only.
+- IPv6 (the hosts are dual stack; `make demo ARGS=--ipv6`): routed as IPv4,
+  over the bottleneck; s1 watches the UAS's IPv6 prefix too (reroute_watch6)
+  and moves it by s3 on its own delay (INT traces IPv4 only).
 
 The episode is UDP cross traffic (iperf3, xsrc -> xdst) at CROSS times the
 bottleneck's rate. `summarise` reads the server afterwards (every session,
@@ -173,15 +174,20 @@ def _nexthops(name: str) -> list[dict[str, object]]:
 
 
 def v6_nexthop(name: str, host: bed.BedHost) -> int:
-    """The port `name` routes `host`'s IPv6 prefix to: as its IPv4 one, except
-    between s1 and s2, which IPv6 crosses by s3 both ways. Reroute and INT
-    watch IPv4 only, so IPv6 on the bottleneck would stay there through the
-    episode (iRED spares its media, not its SIP: on s1→s2 the requests to the
-    trunk lost most packets and call setups failed); both ways by s3, a party's
-    media arrives on the port its route names (route port binding)."""
-    if {name, host.switch} == {"s1", "s2"}:
-        return bed.link_port(name, "s3", LAYOUT)
+    """The port `name` routes `host`'s IPv6 prefix to: its IPv4 one. IPv6
+    calls cross the bottleneck too; s1 watches the UAS's IPv6 prefix
+    (reroute_watch6) and moves it by s3 as it moves the IPv4 one, and iRED
+    there spares SIP (CS3/CS5, UDP 5060/5061) beside the media."""
     return bed.routes(name, LAYOUT)[host.subnet]
+
+
+def v6_watch(ipv4_watch: dict[str, object]) -> dict[str, object]:
+    """s1's watch of the UAS's IPv6 prefix: the IPv4 watch's class, primary
+    and backup, its own slot (the next one)."""
+    v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
+    slot = ipv4_watch["slot"]
+    assert isinstance(slot, int)
+    return ipv4_watch | {"prefix": v6[LAYOUT.uas.name], "slot": slot + 1}
 
 
 def _routes(name: str) -> list[dict[str, object]]:
@@ -215,6 +221,9 @@ def controlplane_config(
     if name == "s1":
         cp["ired"] = [{"port": bottleneck_port(), **IRED}]
         rr = bed.reroute_config(GRPC[name], t_q_us=T_Q_US, m=M, hold_ms=HOLD_MS, layout=LAYOUT)
+        watches = rr["watch"]
+        assert isinstance(watches, list)
+        rr["watch"] = [*watches, v6_watch(watches[0])]
         tables["controlplane.reroute"] = {
             k: v for k, v in rr.items() if k not in ("switch", "grpc_address")
         }

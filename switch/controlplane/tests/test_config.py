@@ -86,7 +86,7 @@ def test_sections_left_out_are_not_managed(tmp_path: Path) -> None:
     d = desired(
         load(_file(tmp_path, 'switch = "s"\n[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n'))
     )
-    assert set(d.tables) == {"pipe.Egress.ired_port"}
+    assert set(d.tables) == {"pipe.Egress.ired_port", "pipe.Ingress.ired_spare"}
     assert d.shaping == {}
     empty = desired(load(_file(tmp_path, "routes = []\nnexthops = []\n")))
     assert empty.tables == {
@@ -110,6 +110,54 @@ def test_ipv6_routes_go_to_ipv6_lpm_beside_the_ipv4_ones(tmp_path: Path) -> None
         "pipe.Ingress.ipv6_lpm: hdr.ipv6.dst_addr=2001:db8:2::/64 -> Ingress.set_nexthop(nexthop_id=1)",
         "pipe.Ingress.ipv6_lpm: hdr.ipv6.dst_addr=::/0 -> Ingress.set_nexthop(nexthop_id=1)",
     ]
+
+
+def test_reroute_watches_of_both_families_go_to_their_own_tables(tmp_path: Path) -> None:
+    text = (
+        "[reroute]\n[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 2\nhold_ms = 1\n"
+        "[[reroute.watch]]\nprefix = '198.18.2.0/24'\nslot = 0\nflow_class = 1\n"
+        "primary_port = 2\nbackup_nexthop_id = 3\n"
+        "[[reroute.watch]]\nprefix = 'fd00:198:18:2::/64'\nslot = 1\nflow_class = 1\n"
+        "primary_port = 2\nbackup_nexthop_id = 3\n"
+        "[[reroute.watch]]\nprefix = 'fd00:198:18:9::/64'\nslot = 2\nflow_class = 1\n"
+        "primary_port = 4\n"
+    )
+    lines = [ln for ln in desired(load(_file(tmp_path, text))).lines() if "watch" in ln]
+    assert lines == [
+        "pipe.Ingress.reroute_watch: hdr.ipv4.dst_addr=198.18.2.0/24 -> Ingress.reroute_backup("
+        "slot=0, flow_class=1, backup_nexthop_id=3, primary_port=2)",
+        "pipe.Ingress.reroute_watch6: hdr.ipv6.dst_addr=fd00:198:18:2::/64 -> "
+        "Ingress.reroute_backup(slot=1, flow_class=1, backup_nexthop_id=3, primary_port=2)",
+        "pipe.Ingress.reroute_watch6: hdr.ipv6.dst_addr=fd00:198:18:9::/64 -> "
+        "Ingress.reroute_notify(slot=2, flow_class=1, primary_port=4)",
+    ]
+    # one slot space for both families
+    dup = text.replace("slot = 1", "slot = 0")
+    with pytest.raises(ConfigError, match="share a slot"):
+        load(_file(tmp_path, dup))
+
+
+def test_ired_spares_sip_by_default_and_as_configured(tmp_path: Path) -> None:
+    base = "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n"
+
+    def spare(extra: str) -> list[str]:
+        d = desired(load(_file(tmp_path, base + extra)))
+        return [
+            ln.split(": ", 1)[1] for ln in d.lines() if ln.startswith("pipe.Ingress.ired_spare")
+        ]
+
+    default = spare("")
+    assert len(default) == 6  # CS3, CS5; to and from 5060 and 5061
+    assert default[0].startswith("$MATCH_PRIORITY=1,ig_md.dscp=0x18&0x3f ")
+    assert "ig_md.l4_dst_port=0x13c4&0xffff" in default[2]
+    assert "ig_md.l4_src_port=0x13c4&0xffff" in default[3]
+    assert all(ln.endswith("-> Ingress.ired_spare_packet()") for ln in default)
+    own = spare("[ired_spare]\ndscp = ['af31', 40]\nudp_ports = []\n")
+    assert [ln.split(" ")[0] for ln in own] == [
+        "$MATCH_PRIORITY=1,ig_md.dscp=0x1a&0x3f",
+        "$MATCH_PRIORITY=2,ig_md.dscp=0x28&0x3f",
+    ]
+    assert spare("[ired_spare]\ndscp = []\nudp_ports = []\n") == ["empty"]
 
 
 def test_int_call_selection(tmp_path: Path) -> None:
@@ -166,13 +214,41 @@ def test_int_call_selection(tmp_path: Path) -> None:
         ("nexthops = []\n[[routes]]\nprefix = '::ffff:0:0/96'\nnexthop = 1\n", "IPv4-mapped"),
         (
             "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['2001:db8::/32']\n",
-            "IPv4 destinations only",
+            "INT is carried over IPv4 only",
         ),
         (
             "[reroute]\n[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 2\nhold_ms = 1\n"
-            "[[reroute.watch]]\nprefix = '2001:db8:2::/64'\nslot = 0\nflow_class = 1\n"
+            "[[reroute.watch]]\nprefix = '2001:db8:2::1/64'\nslot = 0\nflow_class = 1\n"
             "primary_port = 2\n",
-            "IPv4 destinations only",
+            "host bits set",
+        ),
+        (
+            "[reroute]\n[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 2\nhold_ms = 1\n"
+            "[[reroute.watch]]\nprefix = 'fe80::/64'\nslot = 0\nflow_class = 1\n"
+            "primary_port = 2\n",
+            "link-local",
+        ),
+        ("[ired_spare]\ndscp = ['CS3']\n", "ired_spare needs [[ired]]"),
+        (
+            "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n[ired_spare]\ndscp = ['XX9']\n",
+            "is not a DSCP",
+        ),
+        (
+            "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n[ired_spare]\ndscp = [64]\n",
+            "less than or equal to 63",
+        ),
+        (
+            "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n[ired_spare]\nudp_ports = [0]\n",
+            "UDP port 0",
+        ),
+        (
+            "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n[ired_spare]\ndscp = ['CS0']\n",
+            "best effort",
+        ),
+        (
+            "[[ired]]\nport=1\nmax_len_queue=64\nn_drop=4\n[ired_spare]\n"
+            "udp_ports = [5060, 5061, 5062, 5063, 5064, 5065, 5066, 5067]\n",
+            "ired_spare holds 16",
         ),
         ("[[ports]]\nport = 512\nrate_kbps = 1\n", "ports.0.port"),
         (

@@ -83,7 +83,8 @@ control Ingress(
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
         } else if (hdr.ipv6.isValid() && hdr.ipv6.hop_limit <= 1) {
-            /* the same for IPv6: no ICMPv6 time exceeded */
+            /* the same for IPv6 (a congestion notice carrying an IPv6
+             * header too: it ends here): no ICMPv6 time exceeded */
             ig_dprsr_md.drop_ctl = 1;
         } else {
             /* A flat sequence: each feature's steps are single-stage items

@@ -33,9 +33,12 @@
  * IredDrop (Algorithm 2): the recirculated copy sets the port's flag in
  * ired_drop_flag (1, or 3 when the port protects media) and is dropped. The
  * next packet routed to a flagged port is dropped and clears the flag. With
- * protection, packets that hit pipe.Ingress.relay (offloaded calls) and
- * packets marked DSCP EF are never dropped by the flag: they pass, are
- * counted in ired_spared, and the flag waits for the next other packet.
+ * protection, packets that hit pipe.Ingress.relay (offloaded calls), packets
+ * marked DSCP EF and the operator's signalling class (pipe.Ingress.ired_spare:
+ * ternary on the DSCP of either family and the UDP ports, e.g. CS3 or port
+ * 5060/5061: SIP, whose loss costs a call set-up a retransmission timer) are
+ * never dropped by the flag: they pass, are counted in ired_spared, and the
+ * flag waits for the next other packet.
  *
  * Every register is indexed by the 9-bit dev_port, one copy per pipe. The
  * flag lives in the ingress pipe the copy re-enters (the pipe of the mirror
@@ -332,6 +335,39 @@ control IredDrop(
         ig_md.ired_protected = true;
     }
 
+    /* the DSCP of either family, one key for ired_spare */
+    action dscp4() {
+        ig_md.dscp = hdr.ipv4.diffserv[7:2];
+    }
+#ifdef WITH_IPV6
+    action dscp6() {
+        ig_md.dscp = hdr.ipv6.traffic_class[7:2];
+    }
+#endif
+
+    @name(".Ingress.ired_spare_packet")
+    action ired_spare_packet() {
+        ig_md.ired_sip = true;
+    }
+
+    /* The signalling class iRED spares on a protecting port: header fields
+     * only, so it is looked up early, beside the relay tables. UDP ports
+     * are 0 for other packets (SIP over TCP/TLS: by its DSCP). */
+    @name(".Ingress.ired_spare")
+    table ired_spare {
+        key = {
+            ig_md.dscp : ternary;
+            ig_md.l4_src_port : ternary;
+            ig_md.l4_dst_port : ternary;
+        }
+        actions = {
+            ired_spare_packet;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = IRED_SPARE_TABLE_SIZE;
+    }
+
     action drop_packet() {
         ig_dprsr_md.drop_ctl = 1;
     }
@@ -339,6 +375,15 @@ control IredDrop(
     /* single-stage items (Tofino 1 has no long branches): the flag
      * register (one of its actions, by the packet), then its counters */
     apply {
+        if (hdr.ipv4.isValid()) {
+            dscp4();
+        }
+#ifdef WITH_IPV6
+        if (hdr.ipv6.isValid()) {
+            dscp6();
+        }
+#endif
+        ired_spare.apply();
         if (hdr.ired_feedback.isValid()) {
             /* Algorithm 2, lines 2-4: the recirculated copy sets the flag and ends */
             set_flag.execute(hdr.ired_feedback.port);
@@ -348,11 +393,11 @@ control IredDrop(
             /* lines 7-10, for a packet Forwarding routed and nothing dropped
              * (bits set before nexthop's stage: no wait for drop_ctl) */
 #ifdef WITH_IPV6
-            if (ig_md.relay_hit || ig_md.relay6_hit
+            if (ig_md.relay_hit || ig_md.relay6_hit || ig_md.ired_sip
                     || (hdr.ipv4.isValid() && hdr.ipv4.diffserv[7:2] == DSCP_EF)
                     || (hdr.ipv6.isValid() && hdr.ipv6.traffic_class[7:2] == DSCP_EF)) {
 #else
-            if (ig_md.relay_hit || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
+            if (ig_md.relay_hit || ig_md.ired_sip || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
 #endif
                 protect_packet();
                 ig_md.ired_flag = peek_flag.execute(ig_tm_md.ucast_egress_port);

@@ -1,7 +1,8 @@
 /* p4relay — congestion reroute in the data plane (WITH_REROUTE).
  *
  * Per watched destination (reroute_watch, LPM on the destination the packet
- * is routed on, i.e. after the relay rewrite) the control plane installs a
+ * is routed on, i.e. after the relay rewrite; reroute_watch6 the same for
+ * IPv6 destinations, WITH_IPV6) the control plane installs a
  * slot, a flow class and either a backup next hop (reroute_backup) or none
  * (reroute_notify: notices go on upstream from here), and the primary next
  * hop's port, the only port an upstream notice for it is taken from.
@@ -27,7 +28,7 @@
  * mirror copy through session REROUTE_NOTICE_SESSION_BASE + (the flow's
  * ingress pipe) to that pipe's recirculation port; the copy's egress pass
  * turns it into a congestion notice frame (reroute_notice_h + the packet's
- * IPv4 header), which re-enters Ingress (the mirror header becomes the
+ * IPv4 or IPv6 header), which re-enters Ingress (the mirror header becomes the
  * notice header as it is: same layout, and its pkt_type is the kind
  * REROUTE_NOTICE_LOCAL; from_int tells the two triggers apart). Every
  * departure over t_q also stamps reroute_port_hot[egress port] with the
@@ -47,7 +48,8 @@
  *  - an UPSTREAM notice (only from the primary next hop's port of the
  *    receiver's own watch entry) sets reroute_active of the receiver's slot
  *    when it has a backup; without one it goes on upstream by
- *    reroute_from[slot], its IPv4 TTL one less (a notice with TTL <= 1 ends):
+ *    reroute_from[slot], its IPv4 TTL one less (a notice with TTL <= 1
+ *    ends; an IPv6 notice's hop limit is Forwarding's, as any packet's):
  *    hop by hop to the nearest switch with a backup.
  * Each move (0 -> 1) and each notice sent on raises one
  * pipe.IngressDeparser.reroute digest (kind MOVED, NOTIFIED, RELAYED); the
@@ -55,6 +57,15 @@
  * back to 0. Notices never reach the relay tables, learning or nexthop; they
  * are dropped after use.
  */
+/* A notice may still go on: an IPv4 one with TTL > 1 (notice_relay takes
+ * one off); an IPv6 one always (Ingress dropped hop limit <= 1 and
+ * Forwarding takes one off, as for any IPv6 packet). */
+#ifdef WITH_IPV6
+#define NOTICE_TTL_OK (hdr.ipv6.isValid() || hdr.ipv4.ttl > 1)
+#else
+#define NOTICE_TTL_OK (hdr.ipv4.ttl > 1)
+#endif
+
 control Reroute(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md,
@@ -129,6 +140,26 @@ control Reroute(
         size = REROUTE_WATCH_TABLE_SIZE;
     }
 
+#ifdef WITH_IPV6
+    /* IPv6 destinations: the same actions, slots and classes as
+     * reroute_watch (the control plane gives each prefix its own slot) */
+    @name(".Ingress.reroute_watch6")
+    /* each packet is looked up in one of the two: no chain between them */
+    @ignore_table_dependency(".Ingress.reroute_watch")
+    table reroute_watch6 {
+        key = {
+            hdr.ipv6.dst_addr : lpm;
+        }
+        actions = {
+            reroute_backup;
+            reroute_notify;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = REROUTE_WATCH6_TABLE_SIZE;
+    }
+#endif
+
     action notice_digest(bit<8> kind) {
         ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
         ig_md.rr_kind = kind;
@@ -177,9 +208,15 @@ control Reroute(
     apply {
         bool watched = false;
         if (hdr.ipv4.isValid()) {
-            /* IPv4 destinations only (an IPv6 packet's ipv4 fields are not its own) */
+            /* each family's own destination (an IPv6 packet's ipv4 fields
+             * are not its own) */
             watched = reroute_watch.apply().hit;
         }
+#ifdef WITH_IPV6
+        if (hdr.ipv6.isValid()) {
+            watched = reroute_watch6.apply().hit;
+        }
+#endif
         if (hdr.reroute_notice.isValid()) {
             if (watched && ig_md.rr_has_backup
                     && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
@@ -198,7 +235,7 @@ control Reroute(
                 notice_upstream();
             } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port
-                    && hdr.ipv4.ttl > 1) {
+                    && NOTICE_TTL_OK) {
                 /* no backup here (the branch above took the others) */
                 notice_relay();
             }

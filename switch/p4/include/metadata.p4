@@ -106,7 +106,9 @@ struct ingress_metadata_t {
 #ifdef WITH_IRED
     /* IredDrop */
     bit<8>  ired_flag;            /* the egress port's drop flag as found */
-    bool    ired_protected;       /* relay hit or DSCP EF                 */
+    bool    ired_protected;       /* relay hit, DSCP EF or signalling (ired_spare) */
+    bit<6>  dscp;                 /* the packet's DSCP, either family (ired_spare's key) */
+    bool    ired_sip;             /* hit ired_spare: the operator's signalling class */
 #endif
 
 }

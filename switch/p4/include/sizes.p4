@@ -140,6 +140,11 @@
 #ifndef REROUTE_WATCH_TABLE_SIZE
 #define REROUTE_WATCH_TABLE_SIZE 4096
 #endif
+/* IPv6 destinations (reroute_watch6, WITH_IPV6): the same slots and classes;
+ * a few hundred media prefixes, not per-host entries. */
+#ifndef REROUTE_WATCH6_TABLE_SIZE
+#define REROUTE_WATCH6_TABLE_SIZE 512
+#endif
 #ifndef REROUTE_SLOTS
 #define REROUTE_SLOTS 4096
 #endif
@@ -155,6 +160,11 @@
 #endif
 #ifndef INT_PORT_TABLE_SIZE
 #define INT_PORT_TABLE_SIZE 512
+#endif
+
+/* iRED's signalling classes (ired_spare: DSCP and UDP ports, ternary) */
+#ifndef IRED_SPARE_TABLE_SIZE
+#define IRED_SPARE_TABLE_SIZE 16
 #endif
 
 #endif /* _P4RELAY_SIZES_P4_ */

@@ -173,9 +173,11 @@ pub mod names {
     pub const RELAY6: &str = "pipe.Ingress.relay6";
     pub const RELAY_GUARD6: &str = "pipe.Ingress.relay_guard6";
     pub const LEG_REWRITE6: &str = "pipe.Ingress.leg_rewrite6";
+    pub const REROUTE_WATCH6: &str = "pipe.Ingress.reroute_watch6";
+    pub const IRED_SPARE: &str = "pipe.Ingress.ired_spare";
     // Counters.
     pub const GUARD_DROPS: &str = "pipe.Ingress.guard_drops";
-    pub const TABLES: [&str; 19] = [
+    pub const TABLES: [&str; 21] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -195,6 +197,8 @@ pub mod names {
         RELAY6,
         RELAY_GUARD6,
         LEG_REWRITE6,
+        REROUTE_WATCH6,
+        IRED_SPARE,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -219,6 +223,9 @@ pub mod names {
     pub const KEY_EGRESS_PORT: &str = "eg_intr_md.egress_port";
     pub const KEY_BRIDGED_RELAY: &str = "hdr.bridged.relay";
     pub const KEY_BRIDGED_LEG: &str = "hdr.bridged.leg";
+    pub const KEY_DSCP: &str = "ig_md.dscp";
+    pub const KEY_L4_SRC: &str = "ig_md.l4_src_port";
+    pub const KEY_L4_DST: &str = "ig_md.l4_dst_port";
 
     // Actions and their parameters.
     pub const SET_NEXTHOP: &str = "Ingress.set_nexthop";
@@ -259,6 +266,7 @@ pub mod names {
     pub const P_TAIL_DROP: &str = "tail_drop";
     pub const P_PROTECT: &str = "protect";
     pub const INT_WATCH_FLOW: &str = "Ingress.int_watch_flow";
+    pub const IRED_SPARE_PACKET: &str = "Ingress.ired_spare_packet";
     pub const INT_TRANSIT: &str = "Ingress.int_transit";
     pub const INT_SINK: &str = "Ingress.int_sink";
     pub const INT_HOP: &str = "Egress.int_hop";
@@ -419,8 +427,13 @@ mod tests {
         );
         assert_eq!(keys(RELAY_GUARD6), [KEY_RELAY_ID, KEY_UDP_DST]);
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
+        assert_eq!(keys(REROUTE_WATCH6), [KEY_IPV6_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);
+        assert_eq!(
+            keys(IRED_SPARE),
+            [KEY_DSCP, KEY_L4_SRC, KEY_L4_DST, MATCH_PRIORITY]
+        );
         assert_eq!(
             keys(INT_WATCH),
             [

@@ -50,6 +50,8 @@ K_PORT_METADATA_PORT = "ig_intr_md.ingress_port"
 D_UNBOUND = "unbound"
 # Congestion reroute (standard profile).
 REROUTE_WATCH = "pipe.Ingress.reroute_watch"
+# IPv6 destinations (programs with IPv6): the same actions, slots and classes.
+REROUTE_WATCH6 = "pipe.Ingress.reroute_watch6"
 REROUTE_CLASS = "pipe.Egress.reroute_class"
 REROUTE_DIGEST = "pipe.IngressDeparser.reroute"
 REG_REROUTE_ACTIVE = "pipe.Ingress.reroute_active"
@@ -111,6 +113,13 @@ COUNTER_INDEX = "$COUNTER_INDEX"
 IRED_PORT = "pipe.Egress.ired_port"
 A_IRED_SET = "Egress.ired_set"
 K_EGRESS_PORT = "eg_intr_md.egress_port"
+# The signalling class a protecting port spares (ternary by priority): the
+# DSCP of either family and the UDP ports (0 for anything but UDP).
+IRED_SPARE = "pipe.Ingress.ired_spare"
+A_IRED_SPARE_PACKET = "Ingress.ired_spare_packet"
+K_DSCP = "ig_md.dscp"
+K_L4_SRC_PORT = "ig_md.l4_src_port"
+K_L4_DST_PORT = "ig_md.l4_dst_port"
 REG_IRED_QDEPTH_PREV = "pipe.Egress.ired_qdepth_prev"
 REG_IRED_QAVG = "pipe.Egress.ired_qavg"
 REG_IRED_DROP_PROB = "pipe.Egress.ired_drop_prob"

@@ -22,6 +22,7 @@ from p4relay_switch.names import (
     A_REROUTE_BACKUP,
     A_REROUTE_NOTIFY,
     A_REROUTE_THRESHOLDS,
+    K6_DST_ADDR,
     K_DST_ADDR,
     K_RR_CLASS,
     REG_REROUTE_ACTIVE,
@@ -32,7 +33,17 @@ from p4relay_switch.names import (
     REROUTE_DIGEST,
     REROUTE_SLOTS,
     REROUTE_WATCH,
+    REROUTE_WATCH6,
 )
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def watch_table(prefix: Network) -> tuple[str, str]:
+    """The watch list of the prefix's family and its key: reroute_watch
+    (IPv4) or reroute_watch6 (IPv6)."""
+    return (REROUTE_WATCH6, K6_DST_ADDR) if prefix.version == 6 else (REROUTE_WATCH, K_DST_ADDR)
+
 
 MOVED = 1
 """Digest kind: the slot's flow now takes its backup next hop."""
@@ -65,12 +76,13 @@ class RerouteClass:
 
 @dataclass(frozen=True, slots=True)
 class RerouteWatch:
-    """A watched destination prefix. With ``backup_nexthop_id`` the switch
-    moves the flow itself; without, it notifies the upstream switch and
-    passes upstream notices on. ``primary_port``: the port of the primary
-    next hop, the only one an upstream notice is accepted from."""
+    """A watched destination prefix, IPv4 or IPv6 (its own table, the same
+    slots). With ``backup_nexthop_id`` the switch moves the flow itself;
+    without, it notifies the upstream switch and passes upstream notices on.
+    ``primary_port``: the port of the primary next hop, the only one an
+    upstream notice is accepted from."""
 
-    prefix: ipaddress.IPv4Network
+    prefix: Network
     slot: int
     flow_class: int
     backup_nexthop_id: int | None = None
@@ -89,9 +101,10 @@ class RerouteWatch:
 
 @dataclass(frozen=True, slots=True)
 class RerouteEvent:
-    """One ``pipe.IngressDeparser.reroute`` digest."""
+    """One ``pipe.IngressDeparser.reroute`` digest. ``dst``: the flow's IPv4
+    destination (0.0.0.0 for an IPv6 flow: the slot names it)."""
 
-    dst: ipaddress.IPv4Address
+    dst: ipaddress.IPv4Address | ipaddress.IPv6Address
     slot: int
     kind: int  # MOVED, NOTIFIED or RELAYED
     port: int  # the flow's ingress port at the switch that saw the congestion
@@ -138,56 +151,52 @@ class Reroute:
         return out
 
     async def watch(self, watches: Iterable[RerouteWatch]) -> None:
-        entries = []
+        entries: dict[str, list[Entry]] = {}
         for w in watches:
-            key = {K_DST_ADDR: Lpm(int(w.prefix.network_address), w.prefix.prefixlen)}
+            table, field = watch_table(w.prefix)
+            key = {field: Lpm(int(w.prefix.network_address), w.prefix.prefixlen)}
+            data = {"slot": w.slot, "flow_class": w.flow_class, "primary_port": w.primary_port}
             if w.backup_nexthop_id is None:
-                entries.append(
-                    Entry(
-                        key,
-                        A_REROUTE_NOTIFY,
-                        {
-                            "slot": w.slot,
-                            "flow_class": w.flow_class,
-                            "primary_port": w.primary_port,
-                        },
-                    )
-                )
+                entries.setdefault(table, []).append(Entry(key, A_REROUTE_NOTIFY, data))
             else:
-                entries.append(
-                    Entry(
-                        key,
-                        A_REROUTE_BACKUP,
-                        {
-                            "slot": w.slot,
-                            "flow_class": w.flow_class,
-                            "backup_nexthop_id": w.backup_nexthop_id,
-                            "primary_port": w.primary_port,
-                        },
-                    )
-                )
-        await self.client.insert_or_modify(REROUTE_WATCH, entries)
+                data["backup_nexthop_id"] = w.backup_nexthop_id
+                entries.setdefault(table, []).append(Entry(key, A_REROUTE_BACKUP, data))
+        for table, es in entries.items():
+            await self.client.insert_or_modify(table, es)
 
-    async def unwatch(self, prefixes: Iterable[ipaddress.IPv4Network]) -> None:
-        await self.client.delete(
-            REROUTE_WATCH,
-            [Entry({K_DST_ADDR: Lpm(int(p.network_address), p.prefixlen)}) for p in prefixes],
-        )
+    async def unwatch(self, prefixes: Iterable[Network]) -> None:
+        entries: dict[str, list[Entry]] = {}
+        for p in prefixes:
+            table, field = watch_table(p)
+            entries.setdefault(table, []).append(
+                Entry({field: Lpm(int(p.network_address), p.prefixlen)})
+            )
+        for table, es in entries.items():
+            await self.client.delete(table, es)
 
     async def watches(self) -> list[RerouteWatch]:
+        """Both families' watches (IPv6 ones when the program has reroute_watch6)."""
         out = []
-        for e in await self.client.read(REROUTE_WATCH):
-            k = e.key.get(K_DST_ADDR)
-            if not isinstance(k, Lpm) or e.action not in (A_REROUTE_BACKUP, A_REROUTE_NOTIFY):
-                continue
-            net = ipaddress.IPv4Network((k.value, k.prefix_len))
-            d = e.data
-            backup = _num(d, "backup_nexthop_id") if e.action == A_REROUTE_BACKUP else None
-            out.append(
-                RerouteWatch(
-                    net, _num(d, "slot"), _num(d, "flow_class"), backup, _num(d, "primary_port")
+        tables = [(REROUTE_WATCH, K_DST_ADDR, 4)]
+        if REROUTE_WATCH6 in self.client.schema.tables:
+            tables.append((REROUTE_WATCH6, K6_DST_ADDR, 6))
+        for table, field, version in tables:
+            for e in await self.client.read(table):
+                k = e.key.get(field)
+                if not isinstance(k, Lpm) or e.action not in (A_REROUTE_BACKUP, A_REROUTE_NOTIFY):
+                    continue
+                net: Network = (
+                    ipaddress.IPv6Network((k.value, k.prefix_len))
+                    if version == 6
+                    else ipaddress.IPv4Network((k.value, k.prefix_len))
                 )
-            )
+                d = e.data
+                backup = _num(d, "backup_nexthop_id") if e.action == A_REROUTE_BACKUP else None
+                out.append(
+                    RerouteWatch(
+                        net, _num(d, "slot"), _num(d, "flow_class"), backup, _num(d, "primary_port")
+                    )
+                )
         return out
 
     async def active(self, slots: Sequence[int]) -> dict[int, bool]:

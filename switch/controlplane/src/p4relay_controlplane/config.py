@@ -41,6 +41,9 @@ NEXTHOP_SIZE = 4096
 IPV4_LPM_SIZE = 16384
 IPV6_LPM_SIZE = 2048
 INT_WATCH_SIZE = 256
+REROUTE_WATCH_SIZE = 4096
+REROUTE_WATCH6_SIZE = 512
+IRED_SPARE_SIZE = 16
 LEG_BITS = 21
 
 DevPort = Annotated[int, Field(ge=0, le=511, description="dev_port")]
@@ -81,14 +84,16 @@ def _prefix(v: Any) -> Any:
     net = _any_prefix(v)
     if isinstance(net, ipaddress.IPv6Network):
         raise ValueError(
-            f"{v!r}: the program matches IPv4 destinations only here (IPv6 media is "
-            "neither INT-traced nor rerouted)"
+            f"{v!r}: INT is carried over IPv4 only (its source inserts the stack into "
+            "IPv4 UDP), so IPv6 media is not INT-traced; reroute watches take IPv6 prefixes"
         )
     return net
 
 
 # An IPv4 prefix whose host bits are clear ("198.18.2.0/24").
 Prefix = Annotated[ipaddress.IPv4Network, BeforeValidator(_prefix)]
+# A watched destination: IPv4 (reroute_watch) or IPv6 (reroute_watch6).
+WatchPrefix = Annotated[ipaddress.IPv4Network | ipaddress.IPv6Network, BeforeValidator(_any_prefix)]
 # A route's prefix: IPv4 ("0.0.0.0/0" the default) or IPv6 ("::/0").
 RoutePrefix = Annotated[ipaddress.IPv4Network | ipaddress.IPv6Network, BeforeValidator(_any_prefix)]
 _BOOLS = {"1": True, "true": True, "on": True, "yes": True}
@@ -178,7 +183,7 @@ class RerouteClassConfig(_Section):
 
 
 class RerouteWatchConfig(_Section):
-    prefix: Prefix
+    prefix: WatchPrefix = Field(description="IPv4 or IPv6 destination prefix")
     slot: Annotated[int, Field(ge=0, le=REROUTE_SLOTS - 1)]
     flow_class: Annotated[int, Field(ge=0, le=255)]
     primary_port: DevPort = Field(
@@ -232,6 +237,13 @@ class RerouteSection(_Section):
         prefixes = [w.prefix for w in self.watch]
         if len(set(prefixes)) != len(prefixes):
             raise ValueError("a reroute watch prefix is given twice")
+        v6 = sum(1 for p in prefixes if p.version == 6)
+        if len(prefixes) - v6 > REROUTE_WATCH_SIZE:
+            raise ValueError(f"reroute: at most {REROUTE_WATCH_SIZE} IPv4 watches (reroute_watch)")
+        if v6 > REROUTE_WATCH6_SIZE:
+            raise ValueError(
+                f"reroute: at most {REROUTE_WATCH6_SIZE} IPv6 watches (reroute_watch6)"
+            )
         classes = [c.flow_class for c in self.classes]
         if len(set(classes)) != len(classes):
             raise ValueError("a reroute flow class is defined twice")
@@ -259,7 +271,9 @@ class IredPort(_Section):
         default=False, description="plain tail drop at maxLenQueue instead (comparisons)"
     )
     protect: bool = Field(
-        default=True, description="never pick offloaded calls' media or DSCP EF packets"
+        default=True,
+        description="never pick offloaded calls' media, DSCP EF or the signalling class "
+        "([ired_spare])",
     )
 
     @model_validator(mode="before")
@@ -312,6 +326,58 @@ class IredPort(_Section):
             tail_drop=self.tail_drop,
             protect=self.protect,
         )
+
+
+# DSCP names (RFC 2474 class selectors, RFC 2597 AFxy, RFC 3246 EF).
+DSCP_NAMES = {f"CS{i}": 8 * i for i in range(8)} | {"EF": 46}
+DSCP_NAMES |= {f"AF{c}{d}": 8 * c + 2 * d for c in range(1, 5) for d in range(1, 4)}
+
+
+def _dscp(v: Any) -> Any:
+    """A DSCP by name (CS3, AF31, EF) or number 0..63."""
+    if isinstance(v, str):
+        name = v.strip().upper()
+        if name in DSCP_NAMES:
+            return DSCP_NAMES[name]
+        if not name.isdigit():
+            raise ValueError(f"{v!r} is not a DSCP (a name such as CS3, AF31, EF, or 0..63)")
+        return int(name)
+    return v
+
+
+Dscp = Annotated[int, BeforeValidator(_dscp), Field(ge=0, le=63)]
+
+
+class IredSpareSection(_Section):
+    """The signalling class a protecting port's iRED never picks, beside
+    offloaded media and DSCP EF (pipe.Ingress.ired_spare): SIP, whose lost
+    requests cost a call set-up a retransmission timer (T1 = 500 ms). SIP
+    over TCP/TLS is recognised by its DSCP only (the switch parses UDP)."""
+
+    dscp: list[Dscp] = Field(
+        default_factory=lambda: [DSCP_NAMES["CS3"], DSCP_NAMES["CS5"]],
+        description="DSCP classes of signalling (names or 0..63); default CS3 and CS5",
+    )
+    udp_ports: list[U16] = Field(
+        default_factory=lambda: [5060, 5061],
+        description="UDP ports of signalling, either direction; default 5060 and 5061",
+    )
+
+    @model_validator(mode="after")
+    def _fits(self) -> Self:
+        _unique(self.dscp, "ired_spare: DSCP {} given twice")
+        _unique(self.udp_ports, "ired_spare: UDP port {} given twice")
+        if 0 in self.udp_ports:
+            raise ValueError("ired_spare: UDP port 0 would match every packet that is not UDP")
+        if 0 in self.dscp:
+            raise ValueError("ired_spare: DSCP 0 (CS0, best effort) is the bulk iRED is for")
+        n = len(self.dscp) + 2 * len(self.udp_ports)
+        if n > IRED_SPARE_SIZE:
+            raise ValueError(
+                f"ired_spare: {len(self.dscp)} DSCP classes + 2 x {len(self.udp_ports)} "
+                f"ports = {n} entries, ired_spare holds {IRED_SPARE_SIZE}"
+            )
+        return self
 
 
 class IntHopConfig(_Section):
@@ -543,6 +609,11 @@ class Settings(BaseSettings):
     )
     reroute: RerouteSection | None = Field(default=None, description="congestion reroute")
     ired: list[IredPort] | None = Field(default=None, description="iRED per egress port")
+    ired_spare: IredSpareSection | None = Field(
+        default=None,
+        description="signalling that protecting ports spare (with [[ired]]: SIP by CS3, CS5, "
+        "UDP 5060, 5061 when absent)",
+    )
     int: IntSection | None = Field(default=None, description="in-band network telemetry")
     int_loop: IntLoopSection | None = Field(
         default=None,
@@ -581,6 +652,8 @@ class Settings(BaseSettings):
             _unique([p.port for p in self.ports], "ports: port {} given twice")
         if self.ired is not None:
             _unique([p.port for p in self.ired], "iRED: port {} configured twice")
+        if self.ired_spare is not None and self.ired is None:
+            raise ValueError("ired_spare needs [[ired]] (the ports that spare it)")
         nexthop_ids: set[int] | None = None
         if self.nexthops is not None:
             _unique([n.id for n in self.nexthops], "nexthops: id {} given twice")

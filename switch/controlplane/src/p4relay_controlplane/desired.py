@@ -22,6 +22,7 @@ from p4relay_switch.names import (
     A_INT_TRANSIT,
     A_INT_WATCH_FLOW,
     A_IRED_SET,
+    A_IRED_SPARE_PACKET,
     A_REROUTE_BACKUP,
     A_REROUTE_NOTIFY,
     A_REROUTE_THRESHOLDS,
@@ -33,12 +34,16 @@ from p4relay_switch.names import (
     IPV4_LPM,
     IPV6_LPM,
     IRED_PORT,
+    IRED_SPARE,
     K6_DST_ADDR,
     K_BRIDGED_LEG,
     K_BRIDGED_RELAY,
+    K_DSCP,
     K_DST_ADDR,
     K_DST_PORT,
     K_EGRESS_PORT,
+    K_L4_DST_PORT,
+    K_L4_SRC_PORT,
     K_NEXTHOP_ID,
     K_PRIORITY,
     K_RR_CLASS,
@@ -47,9 +52,16 @@ from p4relay_switch.names import (
     REG_IRED_DROP_PROB,
     REROUTE_CLASS,
     REROUTE_WATCH,
+    REROUTE_WATCH6,
 )
 
-from p4relay_controlplane.config import LEG_BITS, IntSection, Settings, mac
+from p4relay_controlplane.config import (
+    LEG_BITS,
+    IntSection,
+    IredSpareSection,
+    Settings,
+    mac,
+)
 
 Key = tuple[tuple[str, KeyValue], ...]
 LEG_MASK = (1 << LEG_BITS) - 1
@@ -66,11 +78,13 @@ TABLE_ORDER = (
     IPV6_LPM,
     REROUTE_CLASS,
     REROUTE_WATCH,
+    REROUTE_WATCH6,
     INT_ROLE,
     INT_HOP_CONFIG,
     INT_REPORT,
     INT_WATCH,
     IRED_PORT,
+    IRED_SPARE,
 )
 
 
@@ -187,6 +201,24 @@ def int_watch_entries(s: IntSection) -> list[Entry]:
     ]
 
 
+def ired_spare_entries(s: IredSpareSection) -> list[Entry]:
+    """The signalling class: one entry per DSCP, two per UDP port (to it and
+    from it), in that order of priority."""
+    out: list[Entry] = []
+    wild = Ternary(0, 0)
+
+    def spare(dscp: Ternary, sport: Ternary, dport: Ternary) -> None:
+        key = {K_DSCP: dscp, K_L4_SRC_PORT: sport, K_L4_DST_PORT: dport}
+        out.append(Entry({**key, K_PRIORITY: len(out) + 1}, A_IRED_SPARE_PACKET))
+
+    for c in s.dscp:
+        spare(Ternary(c, 0x3F), wild, wild)
+    for p in s.udp_ports:
+        spare(wild, wild, Ternary(p, 0xFFFF))
+        spare(wild, Ternary(p, 0xFFFF), wild)
+    return out
+
+
 def desired(cfg: Settings) -> Desired:
     d = Desired()
     if cfg.nexthops is not None:
@@ -215,7 +247,10 @@ def desired(cfg: Settings) -> Desired:
         d.shaping = {p.port: (p.rate_kbps, p.burst_bytes) for p in cfg.ports}
     if cfg.reroute is not None:
         d.tables[REROUTE_CLASS] = {}
+        # both families' watches are the section's (a program without
+        # reroute_watch6 has none to want, and an IPv6 watch is refused there)
         d.tables[REROUTE_WATCH] = {}
+        d.tables[REROUTE_WATCH6] = {}
         for c in cfg.reroute.classes:
             d.put(
                 REROUTE_CLASS,
@@ -226,9 +261,18 @@ def desired(cfg: Settings) -> Desired:
                 ),
             )
         for w in cfg.reroute.watch:
-            key = {K_DST_ADDR: Lpm(int(w.prefix.network_address), w.prefix.prefixlen)}
+            table, field = (
+                (REROUTE_WATCH6, K6_DST_ADDR)
+                if w.prefix.version == 6
+                else (REROUTE_WATCH, K_DST_ADDR)
+            )
+            key = {field: Lpm(int(w.prefix.network_address), w.prefix.prefixlen)}
             if w.backup_nexthop_id is None:
-                e = Entry(key, A_REROUTE_NOTIFY, {"slot": w.slot, "flow_class": w.flow_class})
+                e = Entry(
+                    key,
+                    A_REROUTE_NOTIFY,
+                    {"slot": w.slot, "flow_class": w.flow_class, "primary_port": w.primary_port},
+                )
             else:
                 e = Entry(
                     key,
@@ -240,7 +284,7 @@ def desired(cfg: Settings) -> Desired:
                         "primary_port": w.primary_port,
                     },
                 )
-            d.put(REROUTE_WATCH, e)
+            d.put(table, e)
     if cfg.ired is not None:
         d.tables[IRED_PORT] = {}
         d.registers[REG_IRED_DROP_PROB] = {}
@@ -261,6 +305,9 @@ def desired(cfg: Settings) -> Desired:
                 ),
             )
             d.registers[REG_IRED_DROP_PROB][p.port] = s.drop_prob_reg
+        d.tables[IRED_SPARE] = {}
+        for e in ired_spare_entries(cfg.ired_spare or IredSpareSection()):
+            d.put(IRED_SPARE, e)
     if cfg.int is not None:
         it = cfg.int
         for t in (INT_ROLE, INT_HOP_CONFIG, INT_REPORT, INT_WATCH):

@@ -2,7 +2,8 @@
 //! the drop decision, when a packet leaves its port's FIFO), `ired_feedback`
 //! is `IredDrop`'s handling of the recirculated feedback copy (sets the
 //! port's drop flag in an Ingress register) and `ired_drop` is `IredDrop` for
-//! a routed packet (the drop). The same two steps as on Tofino: a decision
+//! a routed packet (the drop), sparing on a protecting port relayed media,
+//! DSCP EF and the signalling class of `ired_spare`. The same two steps as on Tofino: a decision
 //! never drops the deciding packet; it sends a feedback copy (here: onto the
 //! recirculation queue that Ingress takes after the egress pass), and the
 //! next eligible packet routed to that port is dropped in Ingress.
@@ -235,9 +236,22 @@ impl Pipeline {
         }
     }
 
+    /// `ired_spare` (IredDrop, looked up on header fields only): whether
+    /// the packet is in the operator's signalling class (its DSCP, its UDP
+    /// ports; 0, 0 for anything but UDP), which a protecting port spares.
+    #[inline]
+    pub(super) fn ired_spare(&self, dscp: u8, udp: Option<&crate::packet::Udp>) -> bool {
+        let small = self.small.load();
+        if small.ired_spare.is_empty() {
+            return false;
+        }
+        let (sport, dport) = udp.map_or((0, 0), |u| (u.src_port, u.dst_port));
+        small.ired_spare_lookup(dscp, sport, dport)
+    }
+
     /// `IredDrop` for a packet Forwarding routed to `port` (Algorithm 2,
-    /// lines 7-10): true = drop it. A protected packet (relay hit, DSCP EF)
-    /// takes only a flag set without protection.
+    /// lines 7-10): true = drop it. A protected packet (relay hit, DSCP EF,
+    /// `ired_spare`'s class) takes only a flag set without protection.
     #[inline]
     pub(super) fn ired_drop(&self, port: u16, protected: bool) -> bool {
         let Some(r) = self.ired.ports.get(usize::from(port)) else {
@@ -427,6 +441,84 @@ mod tests {
         let q = with_ired(false, false);
         depart(&q, 500);
         assert!(q.ired_drop(PORT, true));
+    }
+
+    #[test]
+    fn the_signalling_class_is_spared_by_its_udp_port_or_its_dscp() {
+        use crate::packet::testpkt::Udp4;
+        use crate::pipeline::tests::{meta, UAC, UAS};
+        use crate::pipeline::{DropReason, Verdict};
+        use crate::tables::small::{IredSpareAction, IredSpareKey};
+        let key = |priority, dscp, dport| IredSpareKey {
+            priority,
+            dscp,
+            sport: (0, 0),
+            dport,
+        };
+        let p = with_ired(false, true);
+        p.small
+            .update(|t| {
+                // SIP to 5060, and DSCP CS3 (24) whatever the port
+                let spare = Some(IredSpareAction::Spare);
+                t.ired_spare_write(key(1, (0, 0), (5060, 0xffff)), spare, true)?;
+                t.ired_spare_write(key(2, (24, 0x3f), (0, 0)), spare, true)
+            })
+            .unwrap();
+        // bad entries: a DSCP wider than 6 bits, a value outside its mask
+        p.small
+            .update(|t| {
+                let e = t.ired_spare_write(key(3, (64, 0x7f), (0, 0)), None, true);
+                assert!(e.is_err());
+                let e = t.ired_spare_write(key(3, (0, 0), (5061, 0xff00)), None, true);
+                assert!(e.is_err());
+                Ok(())
+            })
+            .unwrap();
+        // UAC -> UAS leaves by PORT (2)
+        let send = |dport: u16, dscp: u8| {
+            let mut f = Udp4 {
+                src: UAC,
+                dst: UAS,
+                dport,
+                ..Udp4::default()
+            }
+            .build();
+            f[15] = dscp << 2;
+            f[24..26].fill(0);
+            let c = crate::packet::ipv4_checksum(&f[14..34]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            p.process(&mut f, &meta(0))
+        };
+        depart(&p, 500);
+        assert_eq!(send(5060, 0), Verdict::Forward(PORT), "SIP by its port");
+        assert_eq!(send(7000, 24), Verdict::Forward(PORT), "CS3");
+        assert_eq!(reg(&p, IredReg::Spared), 2);
+        assert_eq!(
+            send(7000, 26),
+            Verdict::Drop(DropReason::Ired),
+            "AF31 is not"
+        );
+        assert_eq!(reg(&p, IredReg::Drops), 1);
+        // without protection on the port the class is dropped like any other
+        let q = with_ired(false, false);
+        q.small
+            .update(|t| {
+                t.ired_spare_write(
+                    key(1, (0, 0), (5060, 0xffff)),
+                    Some(IredSpareAction::Spare),
+                    true,
+                )
+            })
+            .unwrap();
+        depart(&q, 500);
+        let mut f = Udp4 {
+            src: UAC,
+            dst: UAS,
+            dport: 5060,
+            ..Udp4::default()
+        }
+        .build();
+        assert_eq!(q.process(&mut f, &meta(0)), Verdict::Drop(DropReason::Ired));
     }
 
     #[test]

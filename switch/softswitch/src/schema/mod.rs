@@ -109,8 +109,12 @@ pub enum TableKind {
     RelayGuard,
     LegRewrite,
     RerouteWatch,
+    /// `reroute_watch6`: IPv6 destinations, the same actions.
+    RerouteWatch6,
     RerouteClass,
     IredPort,
+    /// `ired_spare`: the signalling class iRED spares (ternary).
+    IredSpare,
     IntWatch,
     IntRole,
     IntHopConfig,
@@ -561,8 +565,10 @@ impl Schema {
                 names::RELAY_GUARD => TableKind::RelayGuard,
                 names::LEG_REWRITE => TableKind::LegRewrite,
                 names::REROUTE_WATCH => TableKind::RerouteWatch,
+                names::REROUTE_WATCH6 => TableKind::RerouteWatch6,
                 names::REROUTE_CLASS => TableKind::RerouteClass,
                 names::IRED_PORT => TableKind::IredPort,
+                names::IRED_SPARE => TableKind::IredSpare,
                 names::INT_WATCH => TableKind::IntWatch,
                 names::INT_ROLE => TableKind::IntRole,
                 names::INT_HOP_CONFIG => TableKind::IntHopConfig,

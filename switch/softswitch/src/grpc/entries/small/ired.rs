@@ -1,6 +1,7 @@
 //! `pipe.Egress.ired_port` (egress port → `ired_set(...)`, validated: a port
 //! of this switch, 1 <= ewma_n <= contract max, 0 < N < maxLenQueue / 2);
-//! its default action is fixed to NoAction.
+//! its default action is fixed to NoAction; and `pipe.Ingress.ired_spare`
+//! (DSCP, UDP ports, ternary by priority → `ired_spare_packet` | `NoAction`).
 
 use std::collections::BTreeMap;
 
@@ -9,12 +10,12 @@ use tonic::Status;
 use super::forwarding::exact_pb;
 use super::{not_allowed, SmallTable};
 use crate::contract::{names, CONTRACT};
-use crate::grpc::codec::{invalid, Data, Keys};
-use crate::grpc::entries::params;
+use crate::grpc::codec::{invalid, key_exact, key_ternary, Data, Keys};
+use crate::grpc::entries::{action_only, params};
 use crate::grpc::{pb, Switch};
 use crate::schema::TableSchema;
-use crate::tables::small::IredConfig;
 use crate::tables::small::SmallTables;
+use crate::tables::small::{IredConfig, IredSpareAction, IredSpareKey};
 use crate::tables::TableError;
 
 pub(super) struct IredPort;
@@ -81,5 +82,78 @@ impl SmallTable for IredPort {
                 (names::P_PROTECT, u64::from(c.protect)),
             ],
         )
+    }
+}
+
+pub(super) struct IredSpare;
+
+impl SmallTable for IredSpare {
+    type Key = IredSpareKey;
+    type Action = IredSpareAction;
+    type Map = BTreeMap<IredSpareKey, IredSpareAction>;
+    const RESET: Option<IredSpareAction> = Some(IredSpareAction::NoAction);
+
+    fn entries(s: &SmallTables) -> &Self::Map {
+        &s.ired_spare
+    }
+    fn write(
+        s: &mut SmallTables,
+        k: IredSpareKey,
+        a: Option<IredSpareAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.ired_spare_write(k, a, insert)
+    }
+    fn default_mut(s: &mut SmallTables) -> Option<&mut IredSpareAction> {
+        Some(&mut s.ired_spare_default)
+    }
+    fn default(s: &SmallTables) -> Option<IredSpareAction> {
+        Some(s.ired_spare_default)
+    }
+    fn key(k: &Keys) -> Result<IredSpareKey, Status> {
+        let (dv, dm) = k.ternary(names::KEY_DSCP)?;
+        let (sv, sm) = k.ternary(names::KEY_L4_SRC)?;
+        let (pv, pm) = k.ternary(names::KEY_L4_DST)?;
+        Ok(IredSpareKey {
+            // bf-p4c: an optional uint32, 0 when absent.
+            priority: k.exact_opt(names::MATCH_PRIORITY)?.unwrap_or(0) as u32,
+            dscp: (dv as u8, dm as u8),
+            sport: (sv as u16, sm as u16),
+            dport: (pv as u16, pm as u16),
+        })
+    }
+    fn key_pb(t: &TableSchema, k: &IredSpareKey) -> pb::TableKey {
+        let ks = |n: &str| t.key_by_name(n).expect("schema");
+        let tern = |n: &str, v: u64, m: u64| key_ternary(ks(n), v, m);
+        pb::TableKey {
+            fields: vec![
+                tern(names::KEY_DSCP, u64::from(k.dscp.0), u64::from(k.dscp.1)),
+                tern(
+                    names::KEY_L4_SRC,
+                    u64::from(k.sport.0),
+                    u64::from(k.sport.1),
+                ),
+                tern(
+                    names::KEY_L4_DST,
+                    u64::from(k.dport.0),
+                    u64::from(k.dport.1),
+                ),
+                key_exact(ks(names::MATCH_PRIORITY), u64::from(k.priority)),
+            ],
+        }
+    }
+    fn action(t: &TableSchema, d: &Data) -> Result<Option<IredSpareAction>, Status> {
+        Ok(match d.action_name() {
+            Some(names::IRED_SPARE_PACKET) => Some(IredSpareAction::Spare),
+            Some(names::NO_ACTION) => Some(IredSpareAction::NoAction),
+            None => None,
+            Some(o) => return Err(not_allowed(t, o)),
+        })
+    }
+    fn data(t: &TableSchema, a: &IredSpareAction) -> pb::TableData {
+        match a {
+            IredSpareAction::Spare => action_only(t, names::IRED_SPARE_PACKET),
+            IredSpareAction::NoAction => action_only(t, names::NO_ACTION),
+        }
     }
 }
