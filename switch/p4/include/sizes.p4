@@ -35,6 +35,17 @@
 #define LEG_COUNTER_WIDTH 32
 #endif
 #endif
+#ifdef P4RELAY_SCALE_V6
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 98304
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 49152
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 98304
+#endif
+#endif
 #ifdef P4RELAY_SCALE_LARGE
 #ifndef RELAY_TABLE_SIZE
 #define RELAY_TABLE_SIZE 188416
