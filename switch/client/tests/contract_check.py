@@ -199,6 +199,7 @@ IPV6_TABLES = frozenset(
         "pipe.Ingress.relay_guard6",
         "pipe.Ingress.leg_rewrite6",
         "pipe.Ingress.learn_filter6",
+        "pipe.Ingress.reroute_watch6",
     }
 )
 IPV6_DIGESTS = frozenset({"pipe.IngressDeparser.learn6"})

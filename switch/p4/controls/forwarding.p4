@@ -104,9 +104,15 @@ control Forwarding(
      * branches: an if/else around both families' lookups would wait for the
      * later one's inputs). */
     apply {
+#ifdef WITH_REROUTE
+        if (hdr.ipv6.isValid() && !hdr.reroute_notice.isValid()) {
+            hop_limit_dec();   /* a notice's hop limit is Reroute's */
+        }
+#else
         if (hdr.ipv6.isValid()) {
             hop_limit_dec();
         }
+#endif
 #ifdef WITH_REROUTE
         if (hdr.ipv4.isValid() && !hdr.reroute_notice.isValid()) {
             ttl_dec();   /* a notice's TTL is Reroute's */
@@ -131,10 +137,10 @@ control Forwarding(
          * ipv4_lpm and independent of it: applied after it in program order
          * (before it, the compiler chains them) so the two sit side by side.
          * Ungated (a gated block over Reroute's stages would keep the
-         * steps after it out of them): reroute_watch itself looks up IPv4
-         * packets only. */
+         * steps after it out of them): reroute_watch looks up IPv4
+         * packets only, reroute_watch6 IPv6 ones. */
         reroute.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
-        if (routed && ig_md.rr_active != 0) {
+        if ((routed || routed6) && ig_md.rr_active != 0) {
             /* the flow's backup next hop */
             use_backup();
         }

@@ -82,7 +82,7 @@ control Ingress(
         } else if (hdr.ipv4.isValid() && hdr.ipv4.ttl <= 1 && !REROUTE_NOTICE) {
             /* expired: dropped, no ICMP time-exceeded from the data plane */
             ig_dprsr_md.drop_ctl = 1;
-        } else if (hdr.ipv6.isValid() && hdr.ipv6.hop_limit <= 1) {
+        } else if (hdr.ipv6.isValid() && hdr.ipv6.hop_limit <= 1 && !REROUTE_NOTICE) {
             /* the same for IPv6: no ICMPv6 time exceeded */
             ig_dprsr_md.drop_ctl = 1;
         } else {

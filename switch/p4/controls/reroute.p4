@@ -1,7 +1,8 @@
 /* p4relay — congestion reroute in the data plane (WITH_REROUTE).
  *
  * Per watched destination (reroute_watch, LPM on the destination the packet
- * is routed on, i.e. after the relay rewrite) the control plane installs a
+ * is routed on, i.e. after the relay rewrite; reroute_watch6 the same for
+ * IPv6 destinations, WITH_IPV6) the control plane installs a
  * slot, a flow class and either a backup next hop (reroute_backup) or none
  * (reroute_notify: notices go on upstream from here), and the primary next
  * hop's port, the only port an upstream notice for it is taken from.
@@ -27,7 +28,7 @@
  * mirror copy through session REROUTE_NOTICE_SESSION_BASE + (the flow's
  * ingress pipe) to that pipe's recirculation port; the copy's egress pass
  * turns it into a congestion notice frame (reroute_notice_h + the packet's
- * IPv4 header), which re-enters Ingress (the mirror header becomes the
+ * IPv4 or IPv6 header), which re-enters Ingress (the mirror header becomes the
  * notice header as it is: same layout, and its pkt_type is the kind
  * REROUTE_NOTICE_LOCAL; from_int tells the two triggers apart). Every
  * departure over t_q also stamps reroute_port_hot[egress port] with the
@@ -47,7 +48,8 @@
  *  - an UPSTREAM notice (only from the primary next hop's port of the
  *    receiver's own watch entry) sets reroute_active of the receiver's slot
  *    when it has a backup; without one it goes on upstream by
- *    reroute_from[slot], its IPv4 TTL one less (a notice with TTL <= 1 ends):
+ *    reroute_from[slot], its IPv4 TTL (IPv6 hop limit) one less (a notice
+ *    with TTL <= 1 ends):
  *    hop by hop to the nearest switch with a backup.
  * Each move (0 -> 1) and each notice sent on raises one
  * pipe.IngressDeparser.reroute digest (kind MOVED, NOTIFIED, RELAYED); the
@@ -55,6 +57,12 @@
  * back to 0. Notices never reach the relay tables, learning or nexthop; they
  * are dropped after use.
  */
+#ifdef WITH_IPV6
+#define NOTICE_IS_IPV4 hdr.ipv4.isValid()
+#else
+#define NOTICE_IS_IPV4 true
+#endif
+
 control Reroute(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md,
@@ -129,6 +137,26 @@ control Reroute(
         size = REROUTE_WATCH_TABLE_SIZE;
     }
 
+#ifdef WITH_IPV6
+    /* IPv6 destinations: the same actions, slots and classes as
+     * reroute_watch (the control plane gives each prefix its own slot) */
+    @name(".Ingress.reroute_watch6")
+    /* each packet is looked up in one of the two: no chain between them */
+    @ignore_table_dependency(".Ingress.reroute_watch")
+    table reroute_watch6 {
+        key = {
+            hdr.ipv6.dst_addr : lpm;
+        }
+        actions = {
+            reroute_backup;
+            reroute_notify;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = REROUTE_WATCH6_TABLE_SIZE;
+    }
+#endif
+
     action notice_digest(bit<8> kind) {
         ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
         ig_md.rr_kind = kind;
@@ -158,6 +186,21 @@ control Reroute(
         ig_md.rr_upstream = true;
     }
 
+#ifdef WITH_IPV6
+    /* notice_relay for a notice carrying an IPv6 header: its hop limit */
+    action notice_relay6() {
+#if __TARGET_TOFINO__ == 2
+        ig_md.rr_from_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+#else
+        ig_tm_md.ucast_egress_port = read_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
+#endif
+        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+        ig_dprsr_md.digest_type = DIGEST_TYPE_REROUTE;
+        ig_md.rr_kind = REROUTE_RELAYED;
+        ig_md.rr_upstream = true;
+    }
+#endif
+
 #if __TARGET_TOFINO__ == 2
     /* Tofino 2: the register's output written straight into
      * ucast_egress_port leaves the ingress POV bits (its $valid among them)
@@ -177,9 +220,15 @@ control Reroute(
     apply {
         bool watched = false;
         if (hdr.ipv4.isValid()) {
-            /* IPv4 destinations only (an IPv6 packet's ipv4 fields are not its own) */
+            /* each family's own destination (an IPv6 packet's ipv4 fields
+             * are not its own) */
             watched = reroute_watch.apply().hit;
         }
+#ifdef WITH_IPV6
+        if (hdr.ipv6.isValid()) {
+            watched = reroute_watch6.apply().hit;
+        }
+#endif
         if (hdr.reroute_notice.isValid()) {
             if (watched && ig_md.rr_has_backup
                     && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
@@ -198,9 +247,15 @@ control Reroute(
                 notice_upstream();
             } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port
-                    && hdr.ipv4.ttl > 1) {
+                    && NOTICE_IS_IPV4 && hdr.ipv4.ttl > 1) {
                 /* no backup here (the branch above took the others) */
                 notice_relay();
+#ifdef WITH_IPV6
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+                    && ig_intr_md.ingress_port == ig_md.rr_primary_port
+                    && hdr.ipv6.isValid() && hdr.ipv6.hop_limit > 1) {
+                notice_relay6();
+#endif
             }
             /* Forwarding drops every notice but one sent on upstream
              * (drop_ctl written there, after ipv4_lpm's own drop): used,

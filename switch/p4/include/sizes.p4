@@ -151,6 +151,11 @@
 #ifndef REROUTE_WATCH_TABLE_SIZE
 #define REROUTE_WATCH_TABLE_SIZE 4096
 #endif
+/* IPv6 destinations (reroute_watch6, WITH_IPV6): the same slots and classes;
+ * a few hundred media prefixes, not per-host entries. */
+#ifndef REROUTE_WATCH6_TABLE_SIZE
+#define REROUTE_WATCH6_TABLE_SIZE 512
+#endif
 #ifndef REROUTE_SLOTS
 #define REROUTE_SLOTS 4096
 #endif

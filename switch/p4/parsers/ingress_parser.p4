@@ -172,10 +172,18 @@ parser IngressParser(
     }
 
 #ifdef WITH_REROUTE
-    /* a congestion notice: its header, then the flow's packet's IPv4 header */
+    /* a congestion notice: its header, then the flow's packet's IPv4 or
+     * IPv6 header (the version nibble tells them apart) */
     state parse_reroute_notice {
         pkt.extract(hdr.reroute_notice);
+#ifdef WITH_IPV6
+        transition select(pkt.lookahead<bit<4>>()) {
+            6 : parse_ipv6;
+            default : parse_ipv4;
+        }
+#else
         transition parse_ipv4;
+#endif
     }
 #endif
     state parse_vlan {

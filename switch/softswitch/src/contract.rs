@@ -173,9 +173,10 @@ pub mod names {
     pub const RELAY6: &str = "pipe.Ingress.relay6";
     pub const RELAY_GUARD6: &str = "pipe.Ingress.relay_guard6";
     pub const LEG_REWRITE6: &str = "pipe.Ingress.leg_rewrite6";
+    pub const REROUTE_WATCH6: &str = "pipe.Ingress.reroute_watch6";
     // Counters.
     pub const GUARD_DROPS: &str = "pipe.Ingress.guard_drops";
-    pub const TABLES: [&str; 19] = [
+    pub const TABLES: [&str; 20] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -195,6 +196,7 @@ pub mod names {
         RELAY6,
         RELAY_GUARD6,
         LEG_REWRITE6,
+        REROUTE_WATCH6,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -419,6 +421,7 @@ mod tests {
         );
         assert_eq!(keys(RELAY_GUARD6), [KEY_RELAY_ID, KEY_UDP_DST]);
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
+        assert_eq!(keys(REROUTE_WATCH6), [KEY_IPV6_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);
         assert_eq!(

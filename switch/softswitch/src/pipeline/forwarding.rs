@@ -59,13 +59,22 @@ impl Pipeline {
 
 impl Pipeline {
     /// `Forwarding.apply`'s IPv6 branch: ipv6_lpm on the (possibly
-    /// rewritten) destination → nexthop. No reroute (IPv4 only). The caller
-    /// dropped hop limit <= 1; `hop_limit_dec` is the deparser's.
-    pub(super) fn forwarding6(&self, dst: u128) -> Result<Egress, DropReason> {
+    /// rewritten) destination → nexthop; `reroute` (reroute_watch6) beside
+    /// it may replace the next hop by the flow's backup. The caller dropped
+    /// hop limit <= 1; `hop_limit_dec` is the deparser's.
+    pub(super) fn forwarding6(
+        &self,
+        dst: u128,
+        ingress_port: u16,
+        b: &mut Bridged,
+    ) -> Result<Egress, DropReason> {
         let small = self.small.load();
-        let LpmAction::SetNexthop(id) = small.v6.lpm_lookup(dst) else {
+        let routed = small.v6.lpm_lookup(dst);
+        let backup = self.reroute(&small, dst, ingress_port, b);
+        let LpmAction::SetNexthop(id) = routed else {
             return Err(DropReason::NoRoute);
         };
+        let id = backup.unwrap_or(id);
         let NexthopAction::Forward {
             port,
             src_mac,
@@ -134,9 +143,10 @@ mod tests {
 
     #[test]
     fn ipv6_routes_on_its_own_lpm_through_the_shared_next_hops() {
+        let fwd6 = |p: &Pipeline, dst: u128| p.forwarding6(dst, 1, &mut Bridged::default());
         let (p, _) = setup();
         let net: u128 = 0x2001_0db8_0002 << 80;
-        assert_eq!(p.forwarding6(net | 1), Err(DropReason::NoRoute));
+        assert_eq!(fwd6(&p, net | 1), Err(DropReason::NoRoute));
         p.small
             .update(|t| {
                 t.v6.lpm_write(net, 48, Some(LpmAction::SetNexthop(2)), true)?;
@@ -144,18 +154,18 @@ mod tests {
                 t.v6.lpm_write(net | 7, 128, Some(LpmAction::SetNexthop(77)), true)
             })
             .unwrap();
-        let e = p.forwarding6(net | 1).unwrap();
+        let e = fwd6(&p, net | 1).unwrap();
         assert_eq!(
             (e.nexthop_id, e.port, e.dst_mac),
             (2, 2, [2, 0, 0, 0, 0, 0xb])
         );
-        assert_eq!(p.forwarding6(net | 9), Err(DropReason::NoSuchPort));
+        assert_eq!(fwd6(&p, net | 9), Err(DropReason::NoSuchPort));
         assert_eq!(
-            p.forwarding6(net | 7),
+            fwd6(&p, net | 7),
             Err(DropReason::NoRoute),
             "no next hop 77"
         );
-        assert_eq!(p.forwarding6(1), Err(DropReason::NoRoute));
+        assert_eq!(fwd6(&p, 1), Err(DropReason::NoRoute));
     }
 
     #[test]

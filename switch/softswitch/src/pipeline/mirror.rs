@@ -243,6 +243,10 @@ impl Pipeline {
             return LegRoute6::default();
         };
         let small = self.small.load();
+        // as leg_route: a watched destination's packets take user space
+        if small.reroute_watch_lookup(rw.dst) != RerouteWatchAction::NoAction {
+            return LegRoute6::default();
+        }
         let LpmAction::SetNexthop(id) = small.v6.lpm_lookup(rw.dst) else {
             return LegRoute6::default();
         };

@@ -23,17 +23,20 @@
 //!   (the congested hop is upstream), it leaves as an UPSTREAM notice by the
 //!   flow's ingress port (digest `NOTIFIED`). An UPSTREAM notice arriving by
 //!   the watched route's primary port moves the receiver's slot if it has a
-//!   backup, else goes on by `reroute_from[slot]` with its TTL one less
-//!   (digest `RELAYED`; TTL <= 1 ends it). Everything else is dropped.
+//!   backup, else goes on by `reroute_from[slot]` with its TTL (IPv6 hop
+//!   limit) one less (digest `RELAYED`; TTL <= 1 ends it). Everything else
+//!   is dropped. A notice carries the flow's IPv4 or IPv6 header: IPv6
+//!   destinations are watched by `reroute_watch6`, with the same slots.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::TrySendError;
 
 use super::{zeroed, Bridged, DropReason, Meta, Pipeline, Verdict};
-use crate::packet::{self, rd16, rd32, ETHERTYPE_VLAN};
+use crate::packet::ipv6::HDR_LEN as IPV6_HDR_LEN;
+use crate::packet::{self, rd128, rd16, rd32, ETHERTYPE_VLAN};
 use crate::schema::Reg;
-use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
+use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables, WatchAddr};
 
 /// Pipe-local number of Tofino 1's recirculation port: notices from this
 /// switch's own egress arrive here; no wire port has this number (< 64).
@@ -98,13 +101,14 @@ pub struct RerouteStats {
 }
 
 impl Pipeline {
-    /// `reroute.apply` for a packet routed on `dst`: the backup next hop when
-    /// the slot has moved; marks the packet for detection otherwise.
+    /// `reroute.apply` for a packet routed on `dst` (`reroute_watch` or
+    /// `reroute_watch6` by its family): the backup next hop when the slot
+    /// has moved; marks the packet for detection otherwise.
     #[inline]
-    pub(super) fn reroute(
+    pub(super) fn reroute<A: WatchAddr>(
         &self,
         small: &SmallTables,
-        dst: u32,
+        dst: A,
         ingress_port: u16,
         b: &mut Bridged,
     ) -> Option<u16> {
@@ -259,18 +263,25 @@ impl Pipeline {
             return Verdict::Drop(DropReason::Truncated);
         }
         let ip = &frame[L3..];
-        let ihl = usize::from(ip[0] & 0x0f) * 4;
-        if ip[0] >> 4 != 4 || ihl < 20 {
-            return Verdict::Drop(DropReason::BadIpv4);
-        }
-        if ip.len() < ihl {
-            return Verdict::Drop(DropReason::Truncated);
-        }
-        if packet::fold(packet::ones_sum(&ip[..ihl])) != 0xffff {
-            return Verdict::Drop(DropReason::BadIpChecksum);
-        }
-        let dst = rd32(ip, 16);
-        let ttl = ip[8];
+        // the parser's select on the version: the flow's IPv4 or IPv6 header
+        let (dst, ttl, ihl) = if ip[0] >> 4 == 6 {
+            if ip.len() < IPV6_HDR_LEN {
+                return Verdict::Drop(DropReason::Truncated);
+            }
+            (NoticeDst::V6(rd128(ip, 24)), ip[7], IPV6_HDR_LEN)
+        } else {
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            if ip[0] >> 4 != 4 || ihl < 20 {
+                return Verdict::Drop(DropReason::BadIpv4);
+            }
+            if ip.len() < ihl {
+                return Verdict::Drop(DropReason::Truncated);
+            }
+            if packet::fold(packet::ones_sum(&ip[..ihl])) != 0xffff {
+                return Verdict::Drop(DropReason::BadIpChecksum);
+            }
+            (NoticeDst::V4(rd32(ip, 16)), ip[8], ihl)
+        };
         let n = &frame[N..L3];
         let (kind, flow_class) = (n[0], n[1]);
         let word = rd16(n, 2);
@@ -281,7 +292,11 @@ impl Pipeline {
         let local = kind == NOTICE_LOCAL && m.ingress_port & 0x7f == RECIRC_PORT;
         let upstream_by = |primary: u16| kind == NOTICE_UPSTREAM && m.ingress_port == primary;
         let digest = |slot: u16, kind: u8| RerouteDigest {
-            dst_addr: dst,
+            // an IPv6 flow is named by its slot (the digest's field is 32 bits)
+            dst_addr: match dst {
+                NoticeDst::V4(d) => d,
+                NoticeDst::V6(_) => 0,
+            },
             slot,
             kind,
             port,
@@ -294,7 +309,11 @@ impl Pipeline {
         };
         // where a notice that goes on leaves
         let mut out = None;
-        match small.reroute_watch_lookup(dst) {
+        let watch = match dst {
+            NoticeDst::V4(d) => small.reroute_watch_lookup(d),
+            NoticeDst::V6(d) => small.reroute_watch_lookup(d),
+        };
+        match watch {
             RerouteWatchAction::Backup {
                 slot, primary_port, ..
             } if (local && !from_int) || upstream_by(primary_port) => {
@@ -330,10 +349,14 @@ impl Pipeline {
                     .get(usize::from(slot))
                     .map_or(0, |f| f.load(Relaxed));
                 let ip = &mut frame[L3..L3 + ihl];
-                ip[8] = ttl - 1;
-                ip[10..12].fill(0);
-                let c = packet::ipv4_checksum(ip);
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                if let NoticeDst::V4(_) = dst {
+                    ip[8] = ttl - 1;
+                    ip[10..12].fill(0);
+                    let c = packet::ipv4_checksum(ip);
+                    ip[10..12].copy_from_slice(&c.to_be_bytes());
+                } else {
+                    ip[7] = ttl - 1; // notice_relay6: the hop limit
+                }
                 out = Some(from & 0x1ff);
                 self.rr_stats.relayed.fetch_add(1, Relaxed);
                 self.reroute_digest(digest(slot, RELAYED));
@@ -342,11 +365,12 @@ impl Pipeline {
                 self.rr_stats.refused.fetch_add(1, Relaxed);
             }
         }
-        // ipv4_lpm's miss drops it too (its default action)
-        if !matches!(
-            small.lpm_lookup(dst),
-            crate::tables::small::LpmAction::SetNexthop(_)
-        ) {
+        // ipv4_lpm's (ipv6_lpm's) miss drops it too (its default action)
+        let route = match dst {
+            NoticeDst::V4(d) => small.lpm_lookup(d),
+            NoticeDst::V6(d) => small.v6.lpm_lookup(d),
+        };
+        if !matches!(route, crate::tables::small::LpmAction::SetNexthop(_)) {
             return Verdict::Drop(DropReason::NoRoute);
         }
         let Some(port) = out else {
@@ -365,6 +389,13 @@ impl Pipeline {
             self.rr_stats.digests_lost.fetch_add(1, Relaxed);
         }
     }
+}
+
+/// The destination of the flow's IP header a notice carries, by family.
+#[derive(Clone, Copy)]
+enum NoticeDst {
+    V4(u32),
+    V6(u128),
 }
 
 /// Congestion reroute state (`pipe.Ingress.reroute_active`,

@@ -252,3 +252,171 @@ fn a_leg_with_a_v4_rewrite_relays_nothing_over_v6() {
     assert_eq!(p.stats.leg_misses.load(Relaxed), 1);
     assert_eq!(p.legs.counts(7), (0, 0));
 }
+
+/// The v6 call of `install_call6` with V6_UAS's /48 watched in
+/// `reroute_watch6`: slot 5, class 1 (t_q 1 ms, m = 3); backup next hop 3
+/// (port 3), or, with `notify`, no backup. Primary: port 2.
+fn watched6(notify: bool) -> (Pipeline, Receiver<super::reroute::RerouteDigest>) {
+    use crate::tables::small::{RerouteClassAction, RerouteWatchAction};
+    let (p, _) = setup6();
+    let (tx, rx) = sync_channel(16);
+    let p = p.with_reroute_digests(tx);
+    let a = if notify {
+        RerouteWatchAction::Notify {
+            slot: 5,
+            flow_class: 1,
+            primary_port: 2,
+        }
+    } else {
+        RerouteWatchAction::Backup {
+            slot: 5,
+            flow_class: 1,
+            backup_nexthop_id: 3,
+            primary_port: 2,
+        }
+    };
+    p.small
+        .update(|t| {
+            t.reroute_watch_write(V6_UAS, 48, Some(a), true)?;
+            t.reroute_class_write(
+                1,
+                Some(RerouteClassAction::Thresholds {
+                    t_q_ns: 1_000_000,
+                    m: 3,
+                }),
+                true,
+            )
+        })
+        .unwrap();
+    (p, rx)
+}
+
+/// The relayed v6 RTP packet in by port 1, leaving its queue `delay_ns` late.
+fn send6(p: &Pipeline, delay_ns: u64) -> Verdict {
+    let mut f = pkt(4000, 20000);
+    let m = meta(10);
+    let (v, b) = p.ingress(&mut f, &m);
+    if let Verdict::Forward(port) = v {
+        let d = Departure {
+            port,
+            queue_delay_ns: delay_ns,
+            frame: &f,
+        };
+        p.egress_depart(&b, m.now_ns + delay_ns, &d);
+    }
+    v
+}
+
+fn recirc() -> Meta {
+    Meta {
+        ingress_port: super::reroute::RECIRC_PORT,
+        ..meta(12)
+    }
+}
+
+/// The notice frame's IP header: after Ethernet and the notice.
+const NOTICE_IP: usize = 14 + super::reroute::NOTICE_LEN;
+
+#[test]
+fn a_v6_flow_over_t_q_moves_to_its_backup_by_its_own_notice() {
+    let (p, rx) = watched6(false);
+    for _ in 0..2 {
+        assert_eq!(send6(&p, 2_000_000), Verdict::Forward(2));
+    }
+    assert!(p.take_notice().is_none(), "m - 1 hot packets");
+    send6(&p, 2_000_000);
+    let mut n = p.take_notice().unwrap();
+    // the notice carries the flow's IPv6 header, rewritten by the relay
+    assert_eq!(n[NOTICE_IP] >> 4, 6);
+    assert_eq!(rd128(&n, NOTICE_IP + 24), V6_UAS);
+    assert_eq!(
+        p.process(&mut n, &recirc()),
+        Verdict::Drop(DropReason::RerouteNotice)
+    );
+    assert_eq!(p.reroute_regs.active[5].load(Relaxed), 1);
+    let d = rx.try_recv().unwrap();
+    // the slot names an IPv6 flow (the digest's address is 32 bits)
+    assert_eq!(
+        (d.dst_addr, d.slot, d.kind, d.port, d.run),
+        (0, 5, super::reroute::MOVED, 1, 3)
+    );
+    // the next packet takes the backup, and the control plane moves it back
+    assert_eq!(send6(&p, 9_000_000), Verdict::Forward(3));
+    assert!(p.take_notice().is_none(), "not counted on the backup");
+    p.reroute_regs.active[5].store(0, Relaxed);
+    assert_eq!(send6(&p, 0), Verdict::Forward(2));
+}
+
+#[test]
+fn a_v6_notice_goes_upstream_and_on_with_its_hop_limit_one_less() {
+    use super::reroute::{NOTICE_UPSTREAM, RELAYED};
+    // the congested switch: no backup, the flow came in by port 1
+    let (sink, _) = watched6(true);
+    for _ in 0..3 {
+        send6(&sink, 2_000_000);
+    }
+    let mut n = sink.take_notice().unwrap();
+    assert_eq!(sink.process(&mut n, &recirc()), Verdict::Forward(1));
+    assert_eq!(n[14], NOTICE_UPSTREAM);
+    let hop_limit = n[NOTICE_IP + 7];
+
+    // the next switch: no backup either; the flow comes in there by port 1 too
+    let (mid, mid_rx) = watched6(true);
+    send6(&mid, 0);
+    let from = |port: u16| Meta {
+        ingress_port: port,
+        ..meta(13)
+    };
+    let mut wrong = n.clone();
+    assert_eq!(
+        mid.process(&mut wrong, &from(3)),
+        Verdict::Drop(DropReason::RerouteNotice),
+        "only from the primary next hop's port"
+    );
+    let mut on = n.clone();
+    assert_eq!(mid.process(&mut on, &from(2)), Verdict::Forward(1));
+    assert_eq!(on[NOTICE_IP + 7], hop_limit - 1);
+    let d = mid_rx.try_recv().unwrap();
+    assert_eq!((d.kind, d.slot), (RELAYED, 5));
+    // a notice whose hop limit ran out ends
+    on[NOTICE_IP + 7] = 1;
+    assert_eq!(
+        mid.process(&mut on, &from(2)),
+        Verdict::Drop(DropReason::RerouteNotice)
+    );
+    // and the switch with a backup moves its slot on it
+    let (up, up_rx) = watched6(false);
+    let mut last = n.clone();
+    assert_eq!(
+        up.process(&mut last, &from(2)),
+        Verdict::Drop(DropReason::RerouteNotice)
+    );
+    assert_eq!(up.reroute_regs.active[5].load(Relaxed), 1);
+    assert_eq!(up_rx.try_recv().unwrap().kind, super::reroute::MOVED);
+    assert!(mid_rx.try_recv().is_err());
+}
+
+#[test]
+fn an_unwatched_v6_destination_and_a_truncated_v6_notice_are_refused() {
+    let (p, _) = watched6(false);
+    // an IPv4 watch entry does not watch IPv6 packets, nor the other way round
+    assert_eq!(send6(&p, 0), Verdict::Forward(2));
+    p.small
+        .update(|t| t.reroute_watch_write(V6_UAS, 48, None, false))
+        .unwrap();
+    for _ in 0..5 {
+        send6(&p, 5_000_000);
+    }
+    assert!(p.take_notice().is_none(), "unwatched: no detection");
+    let (q, _) = watched6(false);
+    for _ in 0..3 {
+        send6(&q, 2_000_000);
+    }
+    let n = q.take_notice().unwrap();
+    let mut short = n[..NOTICE_IP + 30].to_vec();
+    assert_eq!(
+        q.process(&mut short, &recirc()),
+        Verdict::Drop(DropReason::Truncated)
+    );
+    assert_eq!(q.reroute_regs.active[5].load(Relaxed), 0);
+}

@@ -109,6 +109,8 @@ pub enum TableKind {
     RelayGuard,
     LegRewrite,
     RerouteWatch,
+    /// `reroute_watch6`: IPv6 destinations, the same actions.
+    RerouteWatch6,
     RerouteClass,
     IredPort,
     IntWatch,
@@ -561,6 +563,7 @@ impl Schema {
                 names::RELAY_GUARD => TableKind::RelayGuard,
                 names::LEG_REWRITE => TableKind::LegRewrite,
                 names::REROUTE_WATCH => TableKind::RerouteWatch,
+                names::REROUTE_WATCH6 => TableKind::RerouteWatch6,
                 names::REROUTE_CLASS => TableKind::RerouteClass,
                 names::IRED_PORT => TableKind::IredPort,
                 names::INT_WATCH => TableKind::IntWatch,

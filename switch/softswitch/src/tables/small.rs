@@ -1,5 +1,5 @@
 //! The small, rarely written tables: `ipv4_lpm`, `nexthop`, `relay_addr`,
-//! `reroute_watch`, `reroute_class`, INT's `int_watch` and `int_role`, and
+//! `reroute_watch` (and `reroute_watch6`), `reroute_class`, INT's `int_watch` and `int_role`, and
 //! Egress's `ired_port`, `int_hop_config` and `int_report`.
 //! The data path reads an immutable snapshot; each write publishes a new one.
 
@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use super::maps::{longest_match, write_lpm, write_map, ByLen};
 pub use super::maps::{prefix_key, prefix_mask, MapLike};
 use super::TableError;
+use crate::packet::family::Addr;
 
 /// dev_ports the per-port tables (`ired_port`, `int_hop_config`) and
 /// registers can name: contract max_ports.
@@ -42,7 +43,50 @@ pub enum RelayAddrAction {
     NoAction,
 }
 
-/// `pipe.Ingress.reroute_watch`'s actions.
+/// An address family with a reroute watch list: IPv4 destinations
+/// (`reroute_watch`), IPv6 ones (`reroute_watch6`).
+pub trait WatchAddr: Addr {
+    /// The list's data-path index and default action.
+    fn watch(t: &SmallTables) -> (&ByLen<Self, RerouteWatchAction>, RerouteWatchAction);
+    /// Its entries and index, to write.
+    #[allow(clippy::type_complexity)]
+    fn watch_mut(
+        t: &mut SmallTables,
+    ) -> (
+        &mut BTreeMap<(Self, u8), RerouteWatchAction>,
+        &mut ByLen<Self, RerouteWatchAction>,
+    );
+}
+
+impl WatchAddr for u32 {
+    fn watch(t: &SmallTables) -> (&ByLen<u32, RerouteWatchAction>, RerouteWatchAction) {
+        (&t.watch_by_len, t.reroute_watch_default)
+    }
+    fn watch_mut(
+        t: &mut SmallTables,
+    ) -> (
+        &mut BTreeMap<(u32, u8), RerouteWatchAction>,
+        &mut ByLen<u32, RerouteWatchAction>,
+    ) {
+        (&mut t.reroute_watch, &mut t.watch_by_len)
+    }
+}
+
+impl WatchAddr for u128 {
+    fn watch(t: &SmallTables) -> (&ByLen<u128, RerouteWatchAction>, RerouteWatchAction) {
+        (&t.watch6_by_len, t.reroute_watch6_default)
+    }
+    fn watch_mut(
+        t: &mut SmallTables,
+    ) -> (
+        &mut BTreeMap<(u128, u8), RerouteWatchAction>,
+        &mut ByLen<u128, RerouteWatchAction>,
+    ) {
+        (&mut t.reroute_watch6, &mut t.watch6_by_len)
+    }
+}
+
+/// `pipe.Ingress.reroute_watch`'s (and `reroute_watch6`'s) actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RerouteWatchAction {
     Backup {
@@ -214,6 +258,10 @@ pub struct SmallTables {
     pub reroute_watch: BTreeMap<(u32, u8), RerouteWatchAction>,
     watch_by_len: ByLen<u32, RerouteWatchAction>,
     pub reroute_watch_default: RerouteWatchAction,
+    /// `reroute_watch6`: IPv6 destinations, the same actions and slots.
+    pub reroute_watch6: BTreeMap<(u128, u8), RerouteWatchAction>,
+    watch6_by_len: ByLen<u128, RerouteWatchAction>,
+    pub reroute_watch6_default: RerouteWatchAction,
     pub reroute_class: HashMap<u8, RerouteClassAction>,
     pub reroute_class_default: RerouteClassAction,
     /// `ired_port` entries by dev_port (the control-plane view) ...
@@ -247,6 +295,9 @@ impl Default for SmallTables {
             reroute_watch: BTreeMap::new(),
             watch_by_len: Vec::new(),
             reroute_watch_default: RerouteWatchAction::NoAction,
+            reroute_watch6: BTreeMap::new(),
+            watch6_by_len: Vec::new(),
+            reroute_watch6_default: RerouteWatchAction::NoAction,
             reroute_class: HashMap::new(),
             reroute_class_default: RerouteClassAction::NoAction,
             ired_port: BTreeMap::new(),
@@ -288,8 +339,9 @@ impl SmallTables {
     }
 
     #[inline]
-    pub fn reroute_watch_lookup(&self, dst: u32) -> RerouteWatchAction {
-        longest_match(&self.watch_by_len, dst).unwrap_or(self.reroute_watch_default)
+    pub fn reroute_watch_lookup<A: WatchAddr>(&self, dst: A) -> RerouteWatchAction {
+        let (index, default) = A::watch(self);
+        longest_match(index, dst).unwrap_or(default)
     }
 
     #[inline]
@@ -300,21 +352,17 @@ impl SmallTables {
             .unwrap_or(self.reroute_class_default)
     }
 
-    pub fn reroute_watch_write(
+    /// Writes an entry of the watch list of `A`'s family (`reroute_watch`,
+    /// `reroute_watch6`).
+    pub fn reroute_watch_write<A: WatchAddr>(
         &mut self,
-        prefix: u32,
+        prefix: A,
         len: u8,
         a: Option<RerouteWatchAction>,
         insert: bool,
     ) -> Result<(), TableError> {
-        write_lpm(
-            &mut self.reroute_watch,
-            &mut self.watch_by_len,
-            prefix,
-            len,
-            a,
-            insert,
-        )
+        let (entries, index) = A::watch_mut(self);
+        write_lpm(entries, index, prefix, len, a, insert)
     }
 
     pub fn reroute_class_write(

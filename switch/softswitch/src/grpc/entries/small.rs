@@ -3,7 +3,7 @@
 //! from a write, encoded for a read, and where its entries live), and one
 //! mechanism writes and reads them all. Writes replace the snapshot; the undo
 //! is the snapshot before. The tables: `forwarding` (ipv4_lpm, nexthop,
-//! relay_addr), `forwarding6` (ipv6_lpm, relay6_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_class),
+//! relay_addr), `forwarding6` (ipv6_lpm, relay6_addr), `ired` (ired_port), `reroute` (reroute_watch, reroute_watch6, reroute_class),
 //! `int` (int_watch, int_role, int_hop_config, int_report).
 
 mod forwarding;
@@ -89,7 +89,8 @@ pub(super) fn table(kind: TableKind) -> Option<Ops> {
         TableKind::Ipv6Lpm => ops::<forwarding6::Ipv6Lpm>(),
         TableKind::Relay6Addr => ops::<forwarding6::Relay6Addr>(),
         TableKind::IredPort => ops::<ired::IredPort>(),
-        TableKind::RerouteWatch => ops::<reroute::RerouteWatch>(),
+        TableKind::RerouteWatch => ops::<reroute::RerouteWatch<u32>>(),
+        TableKind::RerouteWatch6 => ops::<reroute::RerouteWatch<u128>>(),
         TableKind::RerouteClass => ops::<reroute::RerouteClass>(),
         TableKind::IntWatch => ops::<int::IntWatch>(),
         TableKind::IntRole => ops::<int::IntRole>(),

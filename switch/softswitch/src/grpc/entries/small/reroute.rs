@@ -1,6 +1,7 @@
-//! The congestion-reroute tables: `pipe.Ingress.reroute_watch` (destination
-//! prefix → `reroute_backup(slot, flow_class, backup_nexthop_id,
-//! primary_port)` | `reroute_notify(slot, flow_class)` | `NoAction`) and
+//! The congestion-reroute tables: `pipe.Ingress.reroute_watch` and
+//! `reroute_watch6` (IPv4 / IPv6 destination prefix → `reroute_backup(slot,
+//! flow_class, backup_nexthop_id, primary_port)` | `reroute_notify(slot,
+//! flow_class)` | `NoAction`) and
 //! `pipe.Egress.reroute_class` (flow class → `reroute_thresholds(t_q_ns, m)` |
 //! `NoAction`).
 
@@ -9,13 +10,14 @@ use std::collections::{BTreeMap, HashMap};
 use tonic::Status;
 
 use super::forwarding::{exact_pb, prefix, prefix_pb};
+use super::forwarding6::Ipv6Lpm;
 use super::{not_allowed, SmallTable};
 use crate::contract::{names, CONTRACT};
 use crate::grpc::codec::{invalid, Data, Keys};
 use crate::grpc::entries::{action_only, params};
 use crate::grpc::pb;
 use crate::schema::TableSchema;
-use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables};
+use crate::tables::small::{RerouteClassAction, RerouteWatchAction, SmallTables, WatchAddr};
 use crate::tables::TableError;
 
 /// A slot indexes `reroute_active` and `reroute_run`: one beyond them would
@@ -31,36 +33,77 @@ fn slot(t: &TableSchema, d: &Data) -> Result<u16, Status> {
     Ok(s as u16)
 }
 
-pub(super) struct RerouteWatch;
+/// A watch list's key, by family: the IPv4 prefix (`hdr.ipv4.dst_addr`) or
+/// the IPv6 one (`hdr.ipv6.dst_addr`).
+pub(super) trait WatchKey: WatchAddr {
+    /// The list's entries and default action.
+    fn entries(s: &SmallTables) -> &BTreeMap<(Self, u8), RerouteWatchAction>;
+    fn default_mut(s: &mut SmallTables) -> &mut RerouteWatchAction;
+    fn key(k: &Keys) -> Result<(Self, u8), Status>;
+    fn key_pb(t: &TableSchema, k: &(Self, u8)) -> pb::TableKey;
+}
 
-impl SmallTable for RerouteWatch {
-    type Key = (u32, u8);
-    type Action = RerouteWatchAction;
-    type Map = BTreeMap<(u32, u8), RerouteWatchAction>;
-    const RESET: Option<RerouteWatchAction> = Some(RerouteWatchAction::NoAction);
-
-    fn entries(s: &SmallTables) -> &Self::Map {
+impl WatchKey for u32 {
+    fn entries(s: &SmallTables) -> &BTreeMap<(u32, u8), RerouteWatchAction> {
         &s.reroute_watch
     }
-    fn write(
-        s: &mut SmallTables,
-        (p, l): (u32, u8),
-        a: Option<RerouteWatchAction>,
-        insert: bool,
-    ) -> Result<(), TableError> {
-        s.reroute_watch_write(p, l, a, insert)
-    }
-    fn default_mut(s: &mut SmallTables) -> Option<&mut RerouteWatchAction> {
-        Some(&mut s.reroute_watch_default)
-    }
-    fn default(s: &SmallTables) -> Option<RerouteWatchAction> {
-        Some(s.reroute_watch_default)
+    fn default_mut(s: &mut SmallTables) -> &mut RerouteWatchAction {
+        &mut s.reroute_watch_default
     }
     fn key(k: &Keys) -> Result<(u32, u8), Status> {
         prefix(k)
     }
     fn key_pb(t: &TableSchema, k: &(u32, u8)) -> pb::TableKey {
         prefix_pb(t, *k)
+    }
+}
+
+impl WatchKey for u128 {
+    fn entries(s: &SmallTables) -> &BTreeMap<(u128, u8), RerouteWatchAction> {
+        &s.reroute_watch6
+    }
+    fn default_mut(s: &mut SmallTables) -> &mut RerouteWatchAction {
+        &mut s.reroute_watch6_default
+    }
+    fn key(k: &Keys) -> Result<(u128, u8), Status> {
+        Ipv6Lpm::key(k)
+    }
+    fn key_pb(t: &TableSchema, k: &(u128, u8)) -> pb::TableKey {
+        Ipv6Lpm::key_pb(t, k)
+    }
+}
+
+/// `reroute_watch` (`A` = u32) and `reroute_watch6` (u128).
+pub(super) struct RerouteWatch<A>(std::marker::PhantomData<A>);
+
+impl<A: WatchKey> SmallTable for RerouteWatch<A> {
+    type Key = (A, u8);
+    type Action = RerouteWatchAction;
+    type Map = BTreeMap<(A, u8), RerouteWatchAction>;
+    const RESET: Option<RerouteWatchAction> = Some(RerouteWatchAction::NoAction);
+
+    fn entries(s: &SmallTables) -> &Self::Map {
+        A::entries(s)
+    }
+    fn write(
+        s: &mut SmallTables,
+        (p, l): (A, u8),
+        a: Option<RerouteWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.reroute_watch_write(p, l, a, insert)
+    }
+    fn default_mut(s: &mut SmallTables) -> Option<&mut RerouteWatchAction> {
+        Some(A::default_mut(s))
+    }
+    fn default(s: &SmallTables) -> Option<RerouteWatchAction> {
+        Some(A::watch(s).1)
+    }
+    fn key(k: &Keys) -> Result<(A, u8), Status> {
+        A::key(k)
+    }
+    fn key_pb(t: &TableSchema, k: &(A, u8)) -> pb::TableKey {
+        A::key_pb(t, k)
     }
     fn action(t: &TableSchema, d: &Data) -> Result<Option<RerouteWatchAction>, Status> {
         Ok(match d.action_name() {
