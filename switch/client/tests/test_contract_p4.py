@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
 COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
-PROFILES = ("standard", "standard-v6", "lean", "large")
+PROFILES = ("standard", "lean", "large")
 
 # Objects bf-p4c adds to every program, which no client of ours addresses: the
 # snapshot (debug capture) tables, the table debug counters, the dynamic-hash
@@ -240,29 +240,6 @@ def test_standard_profile_is_the_contract(contract: dict[str, Any], profile: str
         assert has_ipv6(build), "Tofino 2's standard build relays IPv6"
     errs = contract_errors(contract_for(contract, build), build)
     assert not errs, errs
-
-
-# The objects whose sizes are a Tofino 1 build's IPv4 capacity (relay, guard,
-# legs: the quality registers and guard_drops are indexed by the leg).
-IPV4_CAPACITY = (
-    "pipe.Ingress.relay:",
-    "pipe.Ingress.relay_guard:",
-    "pipe.Ingress.leg_rewrite:",
-    "pipe.Ingress.guard_drops:",
-    "pipe.Egress.rtp_",
-)
-
-
-def test_standard_v6_is_the_contract_with_smaller_ipv4_tables(contract: dict[str, Any]) -> None:
-    """Tofino 1's IPv6 build (build.sh standard-v6): every object the contract
-    names, the IPv6 ones at the contract's sizes; only the IPv4 session tables
-    and the leg space are smaller (what the IPv6 tables take in their stages)."""
-    build = compiled("standard-v6")
-    assert has_ipv6(build)
-    errs = contract_errors(contract, build)
-    sizes = [e for e in errs if e.startswith(IPV4_CAPACITY) and "size" in e]
-    assert sizes, "standard-v6 has the contract's IPv4 sizes: the standard profile would do"
-    assert [e for e in errs if e not in sizes] == []
 
 
 def int_objects(contract: dict[str, Any]) -> list[str]:

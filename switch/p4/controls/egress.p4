@@ -67,6 +67,7 @@ control Egress(
         eg_md.l3_end = hdr.ipv6.payload_len |+| 58;
     }
 
+#ifdef L3_END_TABLE
     /* The four cases in one step: a table of constant entries is one
      * logical table where the if/else takes a gateway and four (stage 0 has
      * 16 for both gresses, and Tofino 1's relay needs one of them there). */
@@ -91,6 +92,7 @@ control Egress(
         default_action = l3_end_ethernet();
         size = 4;
     }
+#endif
 #define EGRESS_IP_VALID (hdr.ipv4.isValid() || hdr.ipv6.isValid())
 #else
 #define EGRESS_IP_VALID hdr.ipv4.isValid()
@@ -138,8 +140,20 @@ control Egress(
 #endif
         /* 1. length check: the arithmetic for every packet (it only writes
          * l3_end / l3_overrun), the verdict for IPv4 packets */
-#ifdef WITH_IPV6
+#if defined(L3_END_TABLE)
         l3_end.apply();
+#elif defined(WITH_IPV6)
+        if (hdr.ipv6.isValid()) {
+            if (hdr.vlan_tag.isValid()) {
+                l3_end_vlan6();
+            } else {
+                l3_end_ethernet6();
+            }
+        } else if (hdr.vlan_tag.isValid()) {
+            l3_end_vlan();
+        } else {
+            l3_end_ethernet();
+        }
 #else
         if (hdr.vlan_tag.isValid()) {
             l3_end_vlan();

@@ -72,7 +72,7 @@ control RelaySessions6(
 
     @name(".Ingress.relay6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    @ignore_table_dependency(".Ingress.relay")
+    IGNORE_T1_IPV6(".Ingress.relay")
     STAGE_T1_IPV6(2)
     table relay6 {
         key = {
@@ -104,7 +104,7 @@ control RelaySessions6(
 
     @name(".Ingress.leg_rewrite6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    @ignore_table_dependency("tbl_relay_sessions_keep_zero_checksum")
+    IGNORE_T1_IPV6("tbl_relay_sessions_keep_zero_checksum")
     STAGE_T1_IPV6(3)
     table leg_rewrite6 {
         key = {
@@ -127,7 +127,7 @@ control RelaySessions6(
 
     @name(".Ingress.relay_guard6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    @ignore_table_dependency(".Ingress.relay_guard")
+    IGNORE_T1_IPV6(".Ingress.relay_guard")
     STAGE_T1_IPV6(2)
     table relay_guard6 {
         key = {

@@ -71,7 +71,9 @@
 #endif
 
 /* Tofino 1 with IPv6 (standard-v6): both families' session tables pinned to
- * the stages that keep the IPv6 chain beside the IPv4 one (relay and
+ * the stages that keep the IPv6 chain beside the IPv4 one, the IPv6 ones
+ * told to ignore the IPv4 ones' writes (IGNORE_T1_IPV6), the egress length
+ * check one table (L3_END_TABLE, egress.p4) (relay and
  * relay 0, relay6_addr 1, relay6 and relay_guard6 2, leg_rewrite6 3,
  * ipv6_lpm 7: docs/design/ipv6.md "Tofino 1"). A pin is the earliest stage
  * the compiler tries; left to itself it fills stage 0 with one-step tables
@@ -79,8 +81,11 @@
  * ones after them. */
 #if __TARGET_TOFINO__ == 1 && defined(WITH_IPV6)
 #define STAGE_T1_IPV6(n) @stage(n)
+#define IGNORE_T1_IPV6(t) @ignore_table_dependency(t)
+#define L3_END_TABLE
 #else
 #define STAGE_T1_IPV6(n)
+#define IGNORE_T1_IPV6(t)
 #endif
 
 /* A quality register of more than 64K legs fits no stage beside the ingress
