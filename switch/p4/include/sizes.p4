@@ -19,7 +19,8 @@
  *       47,104 calls
  *   standard-v6 (P4RELAY_SCALE_V6, Tofino 1 with IPv6): 96K / 96K / 48K,
  *       24,576 calls of which up to 4,096 IPv6: the IPv6 session tables
- *       take the rest of the early stages (docs/design/ipv6.md "Tofino 1")
+ *       take the rest of the early stages; 12K IPv4 routes, so ipv4_lpm
+ *       fits one stage (docs/design/ipv6.md "Tofino 1")
  * Tofino 2 (20 stages):
  *   large-t2 (P4RELAY_SCALE_T2: every feature): 256K / 256K / 128K, 65,536
  *       calls per pipe; each quality register in two (64K + 64K legs),
@@ -47,6 +48,9 @@
 #endif
 #ifndef RELAY_GUARD_TABLE_SIZE
 #define RELAY_GUARD_TABLE_SIZE 98304
+#endif
+#ifndef IPV4_LPM_TABLE_SIZE
+#define IPV4_LPM_TABLE_SIZE 12288
 #endif
 #endif
 #ifdef P4RELAY_SCALE_LARGE
