@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build p4relay for Tofino 1 (or Tofino 2) with bf-p4c.
 #
-#   switch/p4/build.sh [standard|lean|large|standard-t2|large-t2] [--model] [-- extra bf-p4c args]
+#   switch/p4/build.sh [standard|standard-v6|lean|large|standard-t2|large-t2] [--model] [-- extra bf-p4c args]
 #   switch/p4/build.sh --list         the profiles the p4 test stage compiles, one a line
 #   switch/p4/build.sh --list-all     every profile (--list and large-t2, whose
 #                                     compile takes tens of minutes)
@@ -14,6 +14,11 @@
 # standard  default profile, contract sizes (128K relay + guard entries, 64K
 #           legs): every feature (relay, guard, learning, RTP quality,
 #           congestion reroute, INT, iRED)
+# standard-v6  the standard profile with IPv6 on Tofino 1 (P4RELAY_IPV6 and
+#           P4RELAY_SCALE_V6): every feature, the IPv4 tables smaller by what
+#           the IPv6 tables take in the same stages (sizes.p4); the compiler
+#           places it in 13 stages, so neither list names it
+#           (docs/design/ipv6.md "Tofino 1")
 # lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;
 #           216K relay + guard entries, 108K legs)
 # large     P4RELAY_SCALE_LARGE: RTP quality only (184K relay + guard
@@ -36,6 +41,7 @@ defines=()
 target=(--target tofino --arch tna)
 case "$profile" in
   standard) ;;
+  standard-v6) defines+=(-DP4RELAY_IPV6 -DP4RELAY_SCALE_V6) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
   # Tofino 2's mirror session ids are 8 bits: the same sessions, 768 lower
@@ -48,8 +54,8 @@ case "$profile" in
   --list) echo standard; echo lean; echo large; echo standard-t2; exit 0 ;;
   --list-all) "$0" --list; echo large-t2; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
-  *) echo "unknown profile '$profile' (standard, lean, large, standard-t2, large-t2)" >&2; exit 2 ;;
+  -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+  *) echo "unknown profile '$profile' (standard, standard-v6, lean, large, standard-t2, large-t2)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -136,11 +136,16 @@ def test_the_comparison_sees_a_changed_scope_size_or_annotation(
 
 
 # The objects whose sizes are a build's capacity: a call has 4 relay and 4
-# guard entries and 2 legs (leg_rewrite, guard_drops, the quality registers).
+# guard entries and 2 legs (leg_rewrite, guard_drops, the quality registers);
+# an IPv6 call 4 relay6 and 4 relay_guard6 entries and 2 leg_rewrite6 legs
+# (a build with IPv6: the contract's sizes, as the software switch is started).
 # A build that splits the quality registers (large-t2) names each upper half
 # "<name>_hi"; the software switch does so when started with
 # --quality-half-bits (the lower half's size is 2^bits).
 CAPACITY = {
+    "pipe.Ingress.relay6",
+    "pipe.Ingress.relay_guard6",
+    "pipe.Ingress.leg_rewrite6",
     "pipe.Ingress.relay",
     "pipe.Ingress.relay_guard",
     "pipe.Ingress.leg_rewrite",

@@ -66,6 +66,33 @@ control Egress(
     action l3_end_vlan6() {
         eg_md.l3_end = hdr.ipv6.payload_len |+| 58;
     }
+
+#ifdef L3_END_TABLE
+    /* The four cases in one step: a table of constant entries is one
+     * logical table where the if/else takes a gateway and four (stage 0 has
+     * 16 for both gresses, and Tofino 1's relay needs one of them there). */
+    @hidden
+    table l3_end {
+        key = {
+            hdr.ipv6.isValid()     : exact;
+            hdr.vlan_tag.isValid() : exact;
+        }
+        actions = {
+            l3_end_ethernet;
+            l3_end_vlan;
+            l3_end_ethernet6;
+            l3_end_vlan6;
+        }
+        const entries = {
+            (false, false) : l3_end_ethernet();
+            (false, true)  : l3_end_vlan();
+            (true, false)  : l3_end_ethernet6();
+            (true, true)   : l3_end_vlan6();
+        }
+        default_action = l3_end_ethernet();
+        size = 4;
+    }
+#endif
 #define EGRESS_IP_VALID (hdr.ipv4.isValid() || hdr.ipv6.isValid())
 #else
 #define EGRESS_IP_VALID hdr.ipv4.isValid()
@@ -113,20 +140,27 @@ control Egress(
 #endif
         /* 1. length check: the arithmetic for every packet (it only writes
          * l3_end / l3_overrun), the verdict for IPv4 packets */
-#ifdef WITH_IPV6
+#if defined(L3_END_TABLE)
+        l3_end.apply();
+#elif defined(WITH_IPV6)
         if (hdr.ipv6.isValid()) {
             if (hdr.vlan_tag.isValid()) {
                 l3_end_vlan6();
             } else {
                 l3_end_ethernet6();
             }
-        } else
-#endif
+        } else if (hdr.vlan_tag.isValid()) {
+            l3_end_vlan();
+        } else {
+            l3_end_ethernet();
+        }
+#else
         if (hdr.vlan_tag.isValid()) {
             l3_end_vlan();
         } else {
             l3_end_ethernet();
         }
+#endif
         l3_overrun();
         if (EGRESS_IP_VALID && !REROUTE_COPY && eg_md.l3_overrun != 0) {
             drop_overrun();

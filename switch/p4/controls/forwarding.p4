@@ -63,7 +63,7 @@ control Forwarding(
 
 #ifdef WITH_IPV6
     @name(".Ingress.ipv6_lpm")
-    RELAY6_STAGE(7)
+    STAGE_T1_IPV6(5)
     table ipv6_lpm {
         key = {
             hdr.ipv6.dst_addr : lpm;

@@ -26,17 +26,6 @@
  *   from the parser's residual); a result of 0 goes out as 0xffff.
  */
 #define RELAY_LOOKUP6 (hdr.ipv6.isValid() && hdr.udp.isValid() && hdr.udp.checksum != 0)
-/* Tofino 1 (-DP4RELAY_IPV6): the IPv4 relay tables fill the SRAM of stages
- * 0-4 and nexthop must sit at stage 8 for the steps after it, so relay6 can
- * only be in stage 5, relay_guard6 and leg_rewrite6 in 6, ipv6_lpm in 7
- * (docs/design/ipv6.md "Tofino 1"). Left to itself the compiler puts them
- * wherever SRAM is left over, after the IPv4 chain (17-18 ingress stages). */
-#if __TARGET_TOFINO__ == 1
-#define RELAY6_STAGE(n) @stage(n)
-#else
-#define RELAY6_STAGE(n)
-#endif
-
 control RelaySessions6(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md) {
@@ -54,6 +43,7 @@ control RelaySessions6(
      * dependencies (docs/design/ipv6.md "Staying inside 12 stages"). */
     @name(".Ingress.relay6_addr")
     @ignore_table_dependency(".Ingress.leg_rewrite")
+    STAGE_T1_IPV6(1)
     table relay6_addr {
         key = {
             hdr.ipv6.dst_addr : exact;
@@ -82,7 +72,8 @@ control RelaySessions6(
 
     @name(".Ingress.relay6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    RELAY6_STAGE(5)
+    IGNORE_T1_IPV6(".Ingress.relay")
+    STAGE_T1_IPV6(2)
     table relay6 {
         key = {
             hdr.ipv6.src_addr : exact;
@@ -113,7 +104,8 @@ control RelaySessions6(
 
     @name(".Ingress.leg_rewrite6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    RELAY6_STAGE(6)
+    IGNORE_T1_IPV6("tbl_relay_sessions_keep_zero_checksum")
+    STAGE_T1_IPV6(3)
     table leg_rewrite6 {
         key = {
             ig_md.leg6 : exact;
@@ -135,7 +127,8 @@ control RelaySessions6(
 
     @name(".Ingress.relay_guard6")
     @ignore_table_dependency(".Ingress.leg_rewrite")
-    RELAY6_STAGE(6)
+    IGNORE_T1_IPV6(".Ingress.relay_guard")
+    STAGE_T1_IPV6(2)
     table relay_guard6 {
         key = {
             ig_md.relay_id   : exact;

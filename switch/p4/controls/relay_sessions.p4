@@ -97,6 +97,7 @@ control RelaySessions(
     }
 
     @name(".Ingress.relay")
+    STAGE_T1_IPV6(0)
     table relay {
         key = {
             hdr.ipv4.src_addr : exact;

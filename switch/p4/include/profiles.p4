@@ -36,6 +36,10 @@
 #error "choose one profile: P4RELAY_PROFILE_LEAN or P4RELAY_PROFILE_STANDARD"
 #endif
 
+#if defined(P4RELAY_SCALE_V6) && (__TARGET_TOFINO__ != 1 || !defined(P4RELAY_PROFILE_STANDARD) || defined(P4RELAY_SCALE_LARGE) || !defined(P4RELAY_IPV6))
+#error "P4RELAY_SCALE_V6 is the standard profile with -DP4RELAY_IPV6 on Tofino 1, not with LEAN or SCALE_LARGE"
+#endif
+
 #if defined(P4RELAY_SCALE_T2) && (__TARGET_TOFINO__ != 2 || !defined(P4RELAY_PROFILE_STANDARD) || defined(P4RELAY_SCALE_LARGE))
 #error "P4RELAY_SCALE_T2 is the standard profile on Tofino 2 (--target tofino2), not with LEAN or SCALE_LARGE"
 #endif
@@ -64,6 +68,24 @@
 #define WITH_IPV6
 #endif
 #endif
+#endif
+
+/* Tofino 1 with IPv6 (standard-v6): both families' session tables pinned to
+ * the stages that keep the IPv6 chain beside the IPv4 one, the IPv6 ones
+ * told to ignore the IPv4 ones' writes (IGNORE_T1_IPV6), the egress length
+ * check one table (L3_END_TABLE, egress.p4) (relay and
+ * relay 0, relay6_addr 1, relay6 and relay_guard6 2, leg_rewrite6 3,
+ * ipv6_lpm 5: docs/design/ipv6.md "Tofino 1"). A pin is the earliest stage
+ * the compiler tries; left to itself it fills stage 0 with one-step tables
+ * and the early stages' SRAM with the IPv4 tables, and places the IPv6
+ * ones after them. */
+#if __TARGET_TOFINO__ == 1 && defined(WITH_IPV6)
+#define STAGE_T1_IPV6(n) @stage(n)
+#define IGNORE_T1_IPV6(t) @ignore_table_dependency(t)
+#define L3_END_TABLE
+#else
+#define STAGE_T1_IPV6(n)
+#define IGNORE_T1_IPV6(t)
 #endif
 
 /* A quality register of more than 64K legs fits no stage beside the ingress

@@ -17,6 +17,10 @@
  *   lean (relay only, P4RELAY_PROFILE_LEAN): 216K / 216K / 108K, 55,296 calls
  *   large (P4RELAY_SCALE_LARGE: RTP quality only): 184K / 184K / 92K,
  *       47,104 calls
+ *   standard-v6 (P4RELAY_SCALE_V6, Tofino 1 with IPv6): 96K / 96K / 48K,
+ *       24,576 calls of which up to 4,096 IPv6: the IPv6 session tables
+ *       take the rest of the early stages; 12K IPv4 routes, so ipv4_lpm
+ *       fits one stage (docs/design/ipv6.md "Tofino 1")
  * Tofino 2 (20 stages):
  *   large-t2 (P4RELAY_SCALE_T2: every feature): 256K / 256K / 128K, 65,536
  *       calls per pipe; each quality register in two (64K + 64K legs),
@@ -33,6 +37,20 @@
 #endif
 #ifndef LEG_COUNTER_WIDTH
 #define LEG_COUNTER_WIDTH 32
+#endif
+#endif
+#ifdef P4RELAY_SCALE_V6
+#ifndef RELAY_TABLE_SIZE
+#define RELAY_TABLE_SIZE 98304
+#endif
+#ifndef LEG_TABLE_SIZE
+#define LEG_TABLE_SIZE 49152
+#endif
+#ifndef RELAY_GUARD_TABLE_SIZE
+#define RELAY_GUARD_TABLE_SIZE 98304
+#endif
+#ifndef IPV4_LPM_TABLE_SIZE
+#define IPV4_LPM_TABLE_SIZE 12288
 #endif
 #endif
 #ifdef P4RELAY_SCALE_LARGE
