@@ -34,6 +34,7 @@ import bfrt_grpc.bfruntime_pb2_grpc as pbg
 import grpc
 from google.rpc import status_pb2
 from p4rbase import RELAY_IP, P4RelayTest, param
+from p4relay_switch import names
 from p4relay_switch import pipeline as pl
 
 P4_NAME = "p4relay"
@@ -287,7 +288,14 @@ class FieldIdsAsBfP4c(Conformance):
         if os.path.exists(COMPILER_BFRT_JSON):
             with open(COMPILER_BFRT_JSON) as f:
                 compiled = {t["name"]: t for t in json.load(f)["tables"]}
-            ipv6 = {pl.IPV6_LPM, pl.RELAY6_ADDR, pl.RELAY6, pl.RELAY_GUARD6, pl.LEG_REWRITE6}
+            ipv6 = {
+                pl.IPV6_LPM,
+                pl.RELAY6_ADDR,
+                pl.RELAY6,
+                pl.RELAY_GUARD6,
+                pl.LEG_REWRITE6,
+                names.REROUTE_WATCH6,
+            }
             for name, t in r.tables.items():
                 if name not in compiled and (
                     name in ipv6
