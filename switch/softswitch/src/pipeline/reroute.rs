@@ -460,7 +460,7 @@ impl RerouteRegs {
 mod tests {
     //! Detection after the queue, the recirculated notice, the move to the
     //! backup, the upstream notice and its way on, the sink's INT trigger.
-    use std::sync::mpsc::{sync_channel, Receiver};
+    use std::sync::mpsc::Receiver;
 
     use super::*;
     /// The notice frame's IPv4 header: after Ethernet and the notice.
@@ -468,7 +468,7 @@ mod tests {
     use crate::packet::ipv4_checksum;
     use crate::packet::testpkt::Udp4;
     use crate::pipeline::int_source::{FLAG_ONSET, FLAG_ONSET_HOP2};
-    use crate::pipeline::tests::{meta, setup, UAC, UAS};
+    use crate::pipeline::tests::{meta, setup, watched_in, UAC, UAS};
     use crate::pipeline::Departure;
 
     const T_Q: u32 = 1_000_000; // 1 ms
@@ -477,34 +477,7 @@ mod tests {
     /// UAS (port 2 primary) watched in slot 7, class 1 (t_q, m = 3), backup
     /// next hop 3 (port 3), or, with `notify`, no backup.
     fn watched_with(notify: bool, t_q_ns: u32) -> (Pipeline, Receiver<RerouteDigest>) {
-        let (p, _) = setup();
-        let (tx, rx) = sync_channel(16);
-        let p = p.with_reroute_digests(tx);
-        let a = if notify {
-            RerouteWatchAction::Notify {
-                slot: 7,
-                flow_class: 1,
-                primary_port: 2,
-            }
-        } else {
-            RerouteWatchAction::Backup {
-                slot: 7,
-                flow_class: 1,
-                backup_nexthop_id: 3,
-                primary_port: 2,
-            }
-        };
-        p.small
-            .update(|t| {
-                t.reroute_watch_write(UAS, 32, Some(a), true)?;
-                t.reroute_class_write(
-                    1,
-                    Some(RerouteClassAction::Thresholds { t_q_ns, m: 3 }),
-                    true,
-                )
-            })
-            .unwrap();
-        (p, rx)
+        watched_in(setup().0, UAS, 32, 7, notify, t_q_ns)
     }
 
     fn watched(notify: bool) -> (Pipeline, Receiver<RerouteDigest>) {

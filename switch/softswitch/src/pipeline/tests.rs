@@ -20,6 +20,47 @@ pub(crate) const RELAY: u32 = 0xc612_000a; // 198.18.0.10
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
+/// `p` reporting reroute digests, with `dst`/`len` watched in `slot`, class 1
+/// (`t_q_ns`, m = 3); primary port 2, backup next hop 3 (port 3), or, with
+/// `notify`, no backup (an upstream notice instead).
+pub(crate) fn watched_in<A: crate::tables::small::WatchAddr>(
+    p: Pipeline,
+    dst: A,
+    len: u8,
+    slot: u16,
+    notify: bool,
+    t_q_ns: u32,
+) -> (Pipeline, Receiver<super::reroute::RerouteDigest>) {
+    use crate::tables::small::{RerouteClassAction, RerouteWatchAction};
+    let (tx, rx) = sync_channel(16);
+    let p = p.with_reroute_digests(tx);
+    let a = if notify {
+        RerouteWatchAction::Notify {
+            slot,
+            flow_class: 1,
+            primary_port: 2,
+        }
+    } else {
+        RerouteWatchAction::Backup {
+            slot,
+            flow_class: 1,
+            backup_nexthop_id: 3,
+            primary_port: 2,
+        }
+    };
+    p.small
+        .update(|t| {
+            t.reroute_watch_write(dst, len, Some(a), true)?;
+            t.reroute_class_write(
+                1,
+                Some(RerouteClassAction::Thresholds { t_q_ns, m: 3 }),
+                true,
+            )
+        })
+        .unwrap();
+    (p, rx)
+}
+
 pub(crate) fn setup() -> (Pipeline, Receiver<LearnDigest>) {
     let (tx, rx) = sync_channel(16);
     let p = Pipeline::new(&CONTRACT, 1000, 100, &[1, 2, 3], tx);

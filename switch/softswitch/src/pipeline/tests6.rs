@@ -257,38 +257,7 @@ fn a_leg_with_a_v4_rewrite_relays_nothing_over_v6() {
 /// `reroute_watch6`: slot 5, class 1 (t_q 1 ms, m = 3); backup next hop 3
 /// (port 3), or, with `notify`, no backup. Primary: port 2.
 fn watched6(notify: bool) -> (Pipeline, Receiver<super::reroute::RerouteDigest>) {
-    use crate::tables::small::{RerouteClassAction, RerouteWatchAction};
-    let (p, _) = setup6();
-    let (tx, rx) = sync_channel(16);
-    let p = p.with_reroute_digests(tx);
-    let a = if notify {
-        RerouteWatchAction::Notify {
-            slot: 5,
-            flow_class: 1,
-            primary_port: 2,
-        }
-    } else {
-        RerouteWatchAction::Backup {
-            slot: 5,
-            flow_class: 1,
-            backup_nexthop_id: 3,
-            primary_port: 2,
-        }
-    };
-    p.small
-        .update(|t| {
-            t.reroute_watch_write(V6_UAS, 48, Some(a), true)?;
-            t.reroute_class_write(
-                1,
-                Some(RerouteClassAction::Thresholds {
-                    t_q_ns: 1_000_000,
-                    m: 3,
-                }),
-                true,
-            )
-        })
-        .unwrap();
-    (p, rx)
+    crate::pipeline::tests::watched_in(setup6().0, V6_UAS, 48, 5, notify, 1_000_000)
 }
 
 /// The relayed v6 RTP packet in by port 1, leaving its queue `delay_ns` late.
