@@ -468,8 +468,7 @@ mod tests {
     use crate::packet::ipv4_checksum;
     use crate::packet::testpkt::Udp4;
     use crate::pipeline::int_source::{FLAG_ONSET, FLAG_ONSET_HOP2};
-    use crate::pipeline::tests::{meta, setup, watched_in, UAC, UAS};
-    use crate::pipeline::Departure;
+    use crate::pipeline::tests::{meta, setup, through_queue, watched_in, UAC, UAS};
 
     const T_Q: u32 = 1_000_000; // 1 ms
     const NOW_MS: u32 = 5000;
@@ -502,15 +501,7 @@ mod tests {
             ingress_port: port,
             ..meta(NOW_MS)
         };
-        let (v, b) = p.ingress(&mut f, &m);
-        if let Verdict::Forward(port) = v {
-            let d = Departure {
-                port,
-                queue_delay_ns: delay_ns,
-                frame: &f,
-            };
-            p.egress_depart(&b, m.now_ns + delay_ns, &d);
-        }
+        let v = through_queue(p, &mut f, &m, delay_ns);
         (v, f)
     }
 

@@ -20,6 +20,21 @@ pub(crate) const RELAY: u32 = 0xc612_000a; // 198.18.0.10
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
+/// `f` through ingress and, if forwarded, out of its queue `delay_ns` after
+/// it entered (the egress timestamp minus the ingress one).
+pub(crate) fn through_queue(p: &Pipeline, f: &mut Vec<u8>, m: &Meta, delay_ns: u64) -> Verdict {
+    let (v, b) = p.ingress(f, m);
+    if let Verdict::Forward(port) = v {
+        let d = Departure {
+            port,
+            queue_delay_ns: delay_ns,
+            frame: f,
+        };
+        p.egress_depart(&b, m.now_ns + delay_ns, &d);
+    }
+    v
+}
+
 /// `p` reporting reroute digests, with `dst`/`len` watched in `slot`, class 1
 /// (`t_q_ns`, m = 3); primary port 2, backup next hop 3 (port 3), or, with
 /// `notify`, no backup (an upstream notice instead).

@@ -262,18 +262,7 @@ fn watched6(notify: bool) -> (Pipeline, Receiver<super::reroute::RerouteDigest>)
 
 /// The relayed v6 RTP packet in by port 1, leaving its queue `delay_ns` late.
 fn send6(p: &Pipeline, delay_ns: u64) -> Verdict {
-    let mut f = pkt(4000, 20000);
-    let m = meta(10);
-    let (v, b) = p.ingress(&mut f, &m);
-    if let Verdict::Forward(port) = v {
-        let d = Departure {
-            port,
-            queue_delay_ns: delay_ns,
-            frame: &f,
-        };
-        p.egress_depart(&b, m.now_ns + delay_ns, &d);
-    }
-    v
+    crate::pipeline::tests::through_queue(p, &mut pkt(4000, 20000), &meta(10), delay_ns)
 }
 
 fn recirc() -> Meta {
