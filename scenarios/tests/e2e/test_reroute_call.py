@@ -4,7 +4,8 @@ through OpenSIPS + rtpagent + RTPProxy, offloaded to s1; cross traffic at
 twice the s1-s2 rate; s1's data plane moves the call's media to s1-s3-s2,
 s1's `p4relay-controlplane` records it at the server, the server links the call to the
 reroute, and the call loses under 1 %. The experiment's own run
-(reroute_experiment.run_one), cut to one call and a few seconds."""
+(reroute_experiment.run_one), cut to one call and a few seconds. Then the
+same over IPv6 on the fabric demo's own setup, with the move back."""
 
 from __future__ import annotations
 
