@@ -298,10 +298,21 @@ control RtpQuality(
         if (eg_md.rtp_on == 1) {
             QUALITY_GET(eg_md.rtp_seen, count_packet, hdr.bridged.leg)
         }
-        /* the sequence and loss steps right after the count they depend on,
-         * ahead of the jitter's in program order: a step is not placed
-         * before the one ahead of it in the sequence, and the jitter's wait
-         * for the clock */
+        if (eg_md.rtp_on == 1) {
+            QUALITY_RUN(touch, hdr.bridged.leg)
+        }
+        if (eg_md.rtp_on == 1) {
+            QUALITY_RUN(store_payload_type, hdr.bridged.leg)
+        }
+        if (eg_md.rtp_on == 1) {
+            QUALITY_GET(eg_md.rtp_transit_abs_d, swap_transit, hdr.bridged.leg)
+        }
+        if (eg_md.writeback.isValid()) {
+            /* the write-back copy's pass: only the jitter (Egress drops it) */
+            QUALITY_RUN(write_jitter, eg_md.writeback.leg)
+        } else if (eg_md.rtp_on == 1) {
+            QUALITY_GET(eg_md.jitter_plus_8, read_jitter, hdr.bridged.leg)
+        }
         if (eg_md.rtp_on == 1) {
             if (eg_md.rtp_seen == 0) {
                 QUALITY_RUN(seq_first, hdr.bridged.leg)
@@ -319,21 +330,6 @@ control RtpQuality(
             }
         } else if (eg_md.rtp_loss_code != 16w0xFFFF) {
             QUALITY_RUN(add_reordered, hdr.bridged.leg)
-        }
-        if (eg_md.rtp_on == 1) {
-            QUALITY_RUN(touch, hdr.bridged.leg)
-        }
-        if (eg_md.rtp_on == 1) {
-            QUALITY_RUN(store_payload_type, hdr.bridged.leg)
-        }
-        if (eg_md.rtp_on == 1) {
-            QUALITY_GET(eg_md.rtp_transit_abs_d, swap_transit, hdr.bridged.leg)
-        }
-        if (eg_md.writeback.isValid()) {
-            /* the write-back copy's pass: only the jitter (Egress drops it) */
-            QUALITY_RUN(write_jitter, eg_md.writeback.leg)
-        } else if (eg_md.rtp_on == 1) {
-            QUALITY_GET(eg_md.jitter_plus_8, read_jitter, hdr.bridged.leg)
         }
         jitter_terms();
         /* a reroute notice (RerouteDetect, before) takes the packet's one
