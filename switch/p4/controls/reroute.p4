@@ -109,7 +109,6 @@ control Reroute(
     @name(".Ingress.reroute_backup")
     action reroute_backup(bit<16> slot, bit<8> flow_class, nexthop_id_t backup_nexthop_id,
                           PortId_t primary_port) {
-        ig_md.rr_watched = true;
         ig_md.rr_has_backup = true;
         ig_md.rr_slot = slot;
         ig_md.rr_backup = backup_nexthop_id;
@@ -120,7 +119,6 @@ control Reroute(
 
     @name(".Ingress.reroute_notify")
     action reroute_notify(bit<16> slot, bit<8> flow_class, PortId_t primary_port) {
-        ig_md.rr_watched = true;
         ig_md.rr_has_backup = false;
         ig_md.rr_slot = slot;
         ig_md.rr_primary_port = primary_port;
@@ -208,37 +206,34 @@ control Reroute(
      * the registers (one action each, by the packet: a notice's branches
      * exclude each other), then the digest or the detect bit. */
     apply {
-        /* rr_watched is written by the entries' actions, not assigned from
-         * the hit: a hit assigned after each lookup is a step of its own
-         * per list, and the second assignment chains after the first (one
-         * stage more for the whole reroute chain) */
+        bool watched = false;
         if (hdr.ipv4.isValid()) {
             /* each family's own destination (an IPv6 packet's ipv4 fields
              * are not its own) */
-            reroute_watch.apply();
+            watched = reroute_watch.apply().hit;
         }
 #ifdef WITH_IPV6
         if (hdr.ipv6.isValid()) {
-            reroute_watch6.apply();
+            watched = reroute_watch6.apply().hit;
         }
 #endif
         if (hdr.reroute_notice.isValid()) {
-            if (ig_md.rr_watched && ig_md.rr_has_backup
+            if (watched && ig_md.rr_has_backup
                     && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
                     && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL
                     && hdr.reroute_notice.from_int == 0) {
                 ig_md.rr_moved_from = move_to_backup.execute(
                     (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-            } else if (ig_md.rr_watched && ig_md.rr_has_backup
+            } else if (watched && ig_md.rr_has_backup
                     && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port) {
                 ig_md.rr_moved_from = move_to_backup.execute(
                     (bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-            } else if (ig_md.rr_watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_LOCAL
                     && ig_intr_md.ingress_port[6:0] == RECIRC_PORT_LOCAL) {
                 /* no backup here, or seen in INT */
                 notice_upstream();
-            } else if (ig_md.rr_watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
+            } else if (watched && hdr.reroute_notice.kind == REROUTE_NOTICE_UPSTREAM
                     && ig_intr_md.ingress_port == ig_md.rr_primary_port
                     && NOTICE_TTL_OK) {
                 /* no backup here (the branch above took the others) */
@@ -247,9 +242,9 @@ control Reroute(
             /* Forwarding drops every notice but one sent on upstream
              * (drop_ctl written there, after ipv4_lpm's own drop): used,
              * unwatched, forged or from the wrong port */
-        } else if (ig_md.rr_watched && ig_md.rr_has_backup) {
+        } else if (watched && ig_md.rr_has_backup) {
             ig_md.rr_active = read_active.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
-        } else if (ig_md.rr_watched) {
+        } else if (watched) {
             remember_from.execute((bit<REROUTE_SLOT_BITS>)ig_md.rr_slot);
         }
 #if __TARGET_TOFINO__ == 2
@@ -263,7 +258,7 @@ control Reroute(
         }
         /* a watched data packet on its primary: detection counts it;
          * on the backup (rr_active 1) Forwarding takes rr_backup */
-        if (ig_md.rr_watched && !hdr.reroute_notice.isValid()) {
+        if (watched && !hdr.reroute_notice.isValid()) {
             if (!ig_md.rr_has_backup) {
                 set_detect();
             } else if (ig_md.rr_active == 0) {

@@ -84,7 +84,6 @@ struct ingress_metadata_t {
     bit<32> now_ms;               /* ingress MAC time in ms (wraps at 2^32) */
 #ifdef WITH_REROUTE
     /* reroute (Reroute) */
-    bool         rr_watched;      /* a reroute_watch or reroute_watch6 hit (its action) */
     bool         rr_has_backup;   /* reroute_watch hit with reroute_backup */
     bit<16>      rr_slot;
     nexthop_id_t rr_backup;

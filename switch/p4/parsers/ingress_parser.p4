@@ -79,7 +79,6 @@ parser IngressParser(
         hdr.bridged._rr_pad2 = 0;
         hdr.bridged.rr_ingress_port = ig_intr_md.ingress_port;
         hdr.bridged.rr_ingress_ts = ig_intr_md.ingress_mac_tstamp[47:16];
-        ig_md.rr_watched = false;
         ig_md.rr_has_backup = false;
         ig_md.rr_slot = 0;
         ig_md.rr_backup = 0;
