@@ -138,6 +138,16 @@ async def port_counters(grpc_addr: str, dev_ports: list[int]) -> dict[int, dict[
         await sw.close()
 
 
+async def frames_transmitted(grpc_addr: str, dev_port: int) -> int:
+    """Frames a port has sent (the port table's all-frames counter, or OK frames
+    where a target names only that one)."""
+    stats = (await port_counters(grpc_addr, [dev_port]))[dev_port]
+    for key in ("$FramesTransmittedAll", "$FramesTransmittedOK"):
+        if key in stats:
+            return stats[key]
+    raise LookupError(f"port {dev_port}: no transmit counter in {sorted(stats)}")
+
+
 async def shape_port(grpc_addr: str, dev_port: int, rate_kbps: int | None) -> None:
     """Egress rate of a switch port in the switch's own traffic manager (None: unshaped)."""
     sw = SwitchClient(grpc_addr, client_id=10, reconnect=False, connect_timeout_s=CONNECT_TIMEOUT_S)
