@@ -52,23 +52,28 @@ impl Pipeline {
         let shim = usize::from(b.int_shim);
         let md = shim + SHIM_BYTES;
         let udp = shim - 8;
+        let l3 = udp - if b.int_v6 { IPV6_HDR_LEN } else { 20 };
         // IPv6 (udp6_update): what this hop rewrites, as the egress parser
-        // found it (the source: the UDP length only)
+        // found it: the payload length (the pseudo-header's UDP length),
+        // the UDP length and, at a transit, the shim and MD header
         let stack_was = if b.int_source {
             0
         } else {
             SHIM_BYTES + MD_BYTES
         };
-        let mut was = [0u8; 2 + SHIM_BYTES + MD_BYTES];
-        was[..2].copy_from_slice(&e.buf[udp + 4..udp + 6]);
-        was[2..2 + stack_was].copy_from_slice(&e.buf[shim..shim + stack_was]);
-        let was = &was[..2 + stack_was];
+        let mut was = [0u8; 4 + SHIM_BYTES + MD_BYTES];
+        if b.int_v6 {
+            was[..2].copy_from_slice(&e.buf[l3 + 4..l3 + 6]);
+        }
+        was[2..4].copy_from_slice(&e.buf[udp + 4..udp + 6]);
+        was[4..4 + stack_was].copy_from_slice(&e.buf[shim..shim + stack_was]);
+        let was = &was[..4 + stack_was];
         if !b.int_source && e.buf[md + 3] == 0 {
             // hop_limit: the E bit, no hop
             e.buf[md] |= 0x04;
             self.int.hop_limit.fetch_add(1, Relaxed);
             if b.int_v6 {
-                udp6_update(e.buf, udp, was, 0);
+                udp6_update(e.buf, l3, udp, was, false);
             }
             return;
         }
@@ -83,7 +88,6 @@ impl Pipeline {
         let deq = e.deq_cells.min(QUEUE_DEPTH_MAX);
         let latency = e.queue_delay_ns.min(u64::from(u32::MAX)) as u32;
         let word = (h.switch_id & u32::from(SIG_MASK)) as u16;
-        let l3 = udp - if b.int_v6 { IPV6_HDR_LEN } else { 20 };
         // room for what this hop adds, right after the MD header (the
         // source: after the UDP header)
         let at = if b.int_source { shim } else { md + MD_BYTES };
@@ -119,7 +123,7 @@ impl Pipeline {
                 e.buf[l3 + 1] = (int_dscp() << 2) | (e.buf[l3 + 1] & 0x03);
             }
         } else {
-            // transit_hop: the stack grows by one hop
+            // transit_hop (transit_hop6): the stack grows by one hop
             e.buf[shim + 1] += INT_HOP_WORDS;
             e.buf[md + 3] -= 1;
             flags = rd16(e.buf, md + 10) ^ word;
@@ -151,7 +155,7 @@ impl Pipeline {
         if b.int_v6 {
             let plen = rd16(e.buf, l3 + 4) + added as u16;
             wr16(e.buf, l3 + 4, plen);
-            udp6_update(e.buf, udp, was, added as u16);
+            udp6_update(e.buf, l3, udp, was, true);
         } else {
             let total = rd16(e.buf, l3 + 2) + added as u16;
             wr16(e.buf, l3 + 2, total);
@@ -173,17 +177,19 @@ pub(super) fn set_traffic_class(buf: &mut [u8], l3: usize, tc: u8) {
 
 /// EgressDeparser's `udp6_checksum` after an IPv6 INT hop: the datagram's
 /// sum (the checksum's complement) without what the hop rewrote (`was`:
-/// the UDP length and, at a transit, the shim and MD header as they came),
-/// plus their new values, the hop it pushed (none at the hop limit) and
-/// `added` bytes once more for the pseudo-header's copy of the UDP length.
-/// A zero result goes out as 0xffff (RFC 8200 8.1).
-fn udp6_update(buf: &mut [u8], udp: usize, was: &[u8], added: u16) {
+/// the payload length, the UDP length and, at a transit, the shim and MD
+/// header as they came: the egress parser's `udp6_residual`), plus their
+/// new values and the hop it pushed (`pushed`; none at the hop limit). A
+/// zero result goes out as 0xffff (RFC 8200 8.1).
+fn udp6_update(buf: &mut [u8], l3: usize, udp: usize, was: &[u8], pushed: bool) {
     let shim = udp + 8;
-    // now: UDP length, shim, MD header and the hop pushed (if any)
-    let stack = SHIM_BYTES + MD_BYTES + if added == 0 { 0 } else { HOP_BYTES };
-    let now = ones_sum(&buf[udp + 4..udp + 6]) + ones_sum(&buf[shim..shim + stack]);
+    // now: payload length, UDP length, shim, MD header and the hop pushed
+    let stack = SHIM_BYTES + MD_BYTES + if pushed { HOP_BYTES } else { 0 };
+    let now = ones_sum(&buf[l3 + 4..l3 + 6])
+        + ones_sum(&buf[udp + 4..udp + 6])
+        + ones_sum(&buf[shim..shim + stack]);
     let gone = (was.len() / 2) as u32 * 0xffff - ones_sum(was);
     let old = !rd16(buf, udp + 6);
-    let c = !fold(u32::from(old) + gone + now + u32::from(added));
+    let c = !fold(u32::from(old) + gone + now);
     wr16(buf, udp + 6, if c == 0 { 0xffff } else { c });
 }
