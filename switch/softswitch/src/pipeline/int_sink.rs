@@ -87,11 +87,13 @@ impl Pipeline {
         let udp_len = rd16(e.buf, udp + 4) - strip as u16;
         wr16(e.buf, udp + 4, udp_len);
         if b.int_v6 {
+            // restore6: IPv6's DSCP and payload length
             let tc = traffic_class(e.buf, l3);
             set_traffic_class(e.buf, l3, (dscp << 2) | (tc & 0x03));
             let plen = rd16(e.buf, l3 + 4) - strip as u16;
             wr16(e.buf, l3 + 4, plen);
         } else {
+            // strip's DSCP and restore_lengths' total length
             e.buf[l3 + 1] = (dscp << 2) | (e.buf[l3 + 1] & 0x03);
             let total = rd16(e.buf, l3 + 2) - strip as u16;
             wr16(e.buf, l3 + 2, total);
