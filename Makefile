@@ -14,7 +14,7 @@ test: setup  ## lint, then every suite (Rust, Python, PTF, server, e2e, web); on
 lint:  ## ruff, mypy, rustfmt, clippy, eslint, tsc, offline dependency audit
 	@scripts/lint.sh
 
-demo: setup  ## the main job: testbed + switch + RTPProxy/rtpagent + Kamailio + server + console, live SIPp calls (options: ARGS="--ipv6 --plain ...")
+demo: setup  ## the main job: testbed + three switches (iRED, INT, reroute) + RTPProxy/rtpagent + OpenSIPS + server + console, live SIPp calls, a congestion episode (options: ARGS="--ipv6 --plain --sip kamailio ...")
 	@scripts/demo.sh $(ARGS)
 
 bench: setup  ## every benchmark; prints their tables

@@ -25,5 +25,8 @@ export default defineConfig({
     include: ['src/**/*.test.{ts,tsx}'],
     setupFiles: ['src/test/setup.ts'],
     css: false,
+    // Rendering speed is measured by the bench config, not here: a loaded CI host
+    // may take several times the 5 s default to render 5,000 rows in jsdom.
+    testTimeout: 30_000,
   },
 });

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import subprocess
 from collections.abc import AsyncIterator, Iterator
@@ -34,7 +35,7 @@ async def probe(sw: Softswitch) -> AsyncIterator[SwitchClient]:
 def veth_ports(count: int) -> Iterator[tuple[list[str], str]]:
     """`count` veth pairs: (switch-side ifnames, namespace); the peers live in the namespace."""
     tag = secrets.token_hex(3)
-    ns = f"p4ra-{tag}"
+    ns = f"p4ra-{os.getpid()}-{tag}"  # the owner's pid: scripts/cleanup.d/rtpagent.sh
     # pairs p4ra<tag>a/b, c/d, ...: the peer's name is the switch side's with the next letter
     names = [f"p4ra{tag}{chr(ord('a') + 2 * i)}" for i in range(count)]
 

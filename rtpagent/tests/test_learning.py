@@ -5,6 +5,7 @@ interface (the switch's learn digests in, entries and events out)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -168,9 +169,13 @@ async def test_natted_caller_latches_after_the_window(rig: Rig) -> None:
     s = rig.call(caller=("10.0.0.5", 6000), callee=("198.18.2.10", 7000))
     await rig.off.drained()
     assert s.state is OffloadState.LEARNING and not rig.fake.relays
+    sent = time.monotonic()
     rig.packet(("198.18.3.10", 40000), CALLER_PORT)
     await settle(rig)
-    assert s.streams[1].learned is None  # not before the window closes
+    # The window opens when the packet's digest is handled, after `sent`: a
+    # busy host may take the window's length to settle, and then it may latch.
+    if time.monotonic() - sent < WINDOW_MS / 1000:
+        assert s.streams[1].learned is None  # not before the window closes
     await wait_for(lambda: rig.caller_relay() is not None, within=WINDOW_MS / 1000 + 2)
     assert rig.caller_relay() == FlowKey(
         "198.18.3.10", RELAY, 40000, CALLER_PORT, port_of("198.18.3.10")

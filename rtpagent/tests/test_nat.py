@@ -3,6 +3,7 @@ softswitch on a veth port (peer in a p4ra* namespace) and misses `relay`."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -16,14 +17,24 @@ from rtpagent.state import OffloadState
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace")
 
 
-def send_udp(ns: str, iface: str, src: str, sport: int, dst: str, dport: int) -> None:
-    """One RTP-looking UDP packet, crafted inside the namespace (never routed anywhere)."""
+async def send_udp(
+    ns: str, iface: str, src: str, sport: int, dst: str, dport: int, count: int = 1
+) -> None:
+    """RTP-looking UDP packets, crafted inside the namespace (never routed
+    anywhere). Off the event loop: the agent under test runs on it, and
+    starting scapy may take seconds on a loaded host."""
     code = (
         "from scapy.all import Ether, IP, UDP, Raw, sendp;"
         f"sendp(Ether(dst='02:00:00:00:00:01')/IP(src='{src}', dst='{dst}')/UDP(sport={sport}, dport={dport})"
-        "/Raw(b'\\x80\\x00\\x00\\x01' + b'\\x00' * 168), iface='" + iface + "', verbose=False)"
+        "/Raw(b'\\x80\\x00\\x00\\x01' + b'\\x00' * 168), iface='" + iface + "', "
+        f"count={count}, verbose=False)"
     )
-    subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], check=True, timeout=30)
+    await asyncio.to_thread(
+        subprocess.run,
+        ["ip", "netns", "exec", ns, sys.executable, "-c", code],
+        check=True,
+        timeout=60,
+    )
 
 
 async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[str, str]) -> None:
@@ -44,7 +55,7 @@ async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[s
             s = next(iter(app.table))
             assert s.state is OffloadState.LEARNING and not app.offloader.plans
             peer = ifname[:-1] + "b"
-            send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a)
+            await send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a)
             await wait_for(lambda: app.offloader.plans, within=10.0)
             keys = {r.key for r in app.offloader.plans[s.uid].relays}
             assert ("198.18.3.10", "127.0.0.1", 41000, port_a, 1) in {tuple(k) for k in keys}
@@ -53,8 +64,7 @@ async def test_nat_latched_from_first_packet(tmp_path: Path, netns_port: tuple[s
             assert (to_caller.dst_addr, to_caller.dst_port) == ("198.18.3.10", 41000)
             # Now the switch carries the caller's packets: they hit the entry and
             # Q (from the caller's side) counts them from the switch's counters.
-            for _ in range(3):
-                send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a)
+            await send_udp(ns, peer, "198.18.3.10", 41000, "127.0.0.1", port_a, count=3)
 
             async def counted() -> bool:
                 q = await cl.cmd("Q nat1 f;1 t;1")

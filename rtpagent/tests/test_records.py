@@ -34,6 +34,12 @@ def _t(text: object) -> float:
     return datetime.fromisoformat(str(text)).timestamp()
 
 
+def _during(at: object, span: tuple[float, float]) -> None:
+    """`at` falls within the span of the command that did it (a command's
+    time, not when someone noticed; a loaded host may stretch the span)."""
+    assert span[0] - 0.05 <= _t(at) <= span[1] + 0.05, (at, span)
+
+
 def _last_reports(app: App) -> dict[str, dict[str, Any]]:
     """Each session's latest report in the spool."""
     app.store.flush()
@@ -183,29 +189,33 @@ async def test_ends_missed_and_calls_placed_while_away_are_recorded(tmp_path: Pa
         await app1.stop()
 
         # The agent is away: RTPProxy directly.
-        t_known_end = time.time()
+        before = time.time()
         assert await direct.cmd("D known f t") == "0\n"
-        t_away_start = time.time()
+        known_end = (before, time.time())
+        before = time.time()
         assert await direct.cmd("U away 198.18.1.10 6100 f;1")
         assert await direct.cmd("L away 198.18.2.10 7100 f;1 t;1")
-        t_away_end = time.time()
+        away_start = (before, time.time())
+        before = time.time()
         assert await direct.cmd("D away f t") == "0\n"
+        away_end = (before, time.time())
         assert await direct.cmd("U still 198.18.1.10 6200 f;1")
         assert await direct.cmd("L still 198.18.2.10 7200 f;1 t;1")
         # RTPProxy has accounted both ends (its accounting is written apart
         # from the command's answer) ...
         await wait_for(lambda: {"known", "away"} <= _accounted(bed.rtpp.acct), within=5.0)
         # ... and the agent stays away a while (the scenario): an end taken as
-        # when the restarted agent noticed it would be late by more than the
-        # 0.2 s the checks below allow.
+        # when the restarted agent noticed it would fall outside the command's
+        # span the checks below allow.
         await asyncio.sleep(0.5)
 
         app2 = bed.app(switch=fake)
         await app2.start()
         try:
             assert not list(app2.table)  # the known call's end was read at start
-            t_still_end = time.time()
+            before = time.time()
             assert await cl.cmd("D still f t") == "0\n"  # through the agent, back again
+            still_end = (before, time.time())
 
             def recorded() -> bool:
                 r = _last_reports(app2)
@@ -216,10 +226,10 @@ async def test_ends_missed_and_calls_placed_while_away_are_recorded(tmp_path: Pa
 
             await wait_for(recorded, within=10.0, interval=0.1)
             r = _last_reports(app2)
-            assert abs(_t(r["known;f;1"]["ended_at"]) - t_known_end) < 0.2
-            assert abs(_t(r["away;f;1"]["ended_at"]) - t_away_end) < 0.2
-            assert abs(_t(r["away;f;1"]["started_at"]) - t_away_start) < 0.2
-            assert abs(_t(r["still;f;1"]["ended_at"]) - t_still_end) < 0.2
+            _during(r["known;f;1"]["ended_at"], known_end)
+            _during(r["away;f;1"]["ended_at"], away_end)
+            _during(r["away;f;1"]["started_at"], away_start)
+            _during(r["still;f;1"]["ended_at"], still_end)
             for k in ("away;f;1", "still;f;1"):
                 assert r[k]["offload_reason"] == "agent_away" and not r[k]["offloaded"]
             reasons = {
@@ -315,8 +325,9 @@ async def test_answer_time_survives_a_restart(tmp_path: Path) -> None:
         app1 = bed.app(switch=fake)
         await app1.start()
         assert await cl.cmd("U ans 198.18.1.10 6000 f;1")
-        t_answer = time.time()
+        before = time.time()
         assert await cl.cmd("L ans 198.18.2.10 7000 f;1 t;1")
+        answer = (before, time.time())
         await wait_for(lambda: len(fake.relays) == 4)
         await app1.stop()
         # The call goes on through the restart (the scenario): an answer time
@@ -330,7 +341,7 @@ async def test_answer_time_survives_a_restart(tmp_path: Path) -> None:
                 lambda: _last_reports(app2).get("ans;f;1", {}).get("state") == "ended", within=5.0
             )
             doc = _last_reports(app2)["ans;f;1"]
-            assert abs(_t(doc["answered_at"]) - t_answer) < 0.2
+            _during(doc["answered_at"], answer)
             assert _t(doc["ended_at"]) - _t(doc["answered_at"]) > 0.9
         finally:
             await app2.stop()
@@ -386,9 +397,10 @@ async def test_switch_restart_loses_no_packet_and_waits_for_no_timer(tmp_path: P
             await wait_for(lambda: s.state is OffloadState.FALLBACK, within=5.0)
             assert s.reason == "no_ingress_route"
             fake.routes = ROUTES  # the switch's control plane restored them
-            t0 = time.monotonic()
-            await wait_for(lambda: len(fake.relays) == 4, within=5.0)
-            assert time.monotonic() - t0 < 2.0  # well before the 60 s periodic read
+            # At the agent's next route poll while calls wait for a route
+            # (every 0.25 s; a loaded host may take seconds), not at the
+            # periodic read 60 s away.
+            await wait_for(lambda: len(fake.relays) == 4, within=20.0)
             for leg in fake.legs:
                 fake.counters[leg] = Counters(50, 8600)
             assert await cl.cmd("D sw f t") == "0\n"

@@ -34,6 +34,31 @@ class _Rtpp(asyncio.DatagramProtocol):
         self.transport.sendto(f"{cookie} ok:{body}".encode(), self.got[i][1])
 
 
+class _SendTimes(asyncio.DatagramTransport):
+    """The upstream's transport, noting when each datagram was sent: the
+    times the upstream keeps to, free of the receiver's own event-loop lag."""
+
+    def __init__(self, inner: asyncio.DatagramTransport) -> None:
+        super().__init__()
+        self.inner = inner
+        self.sent: dict[str, list[tuple[str, float]]] = {}  # body -> (cookie, at)
+
+    def sendto(self, data: bytes | bytearray | memoryview, addr: Any = None) -> None:
+        cookie, body = bytes(data).decode().split(" ", 1)
+        self.sent.setdefault(body, []).append((cookie, time.monotonic()))
+        self.inner.sendto(data, addr)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _record_sends(up: Upstream) -> _SendTimes:
+    assert up._transport is not None
+    rec = _SendTimes(up._transport)
+    up._transport = rec
+    return rec
+
+
 async def test_commands_beyond_the_cap_wait_in_order() -> None:
     loop = asyncio.get_running_loop()
     transport, rtpp = await loop.create_datagram_endpoint(_Rtpp, local_addr=("127.0.0.1", 0))
@@ -80,7 +105,7 @@ async def test_commands_that_waited_too_long_are_given_up_unsent() -> None:
     limit = 0.3  # timeout x (retries + 1)
     up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=limit, retries=0, max_inflight=1)
     await up.start()
-    sent_at = rtpp.first_seen
+    sends = _record_sends(up)
     try:
         replies: list[str | None] = []
         t0 = time.monotonic()
@@ -88,9 +113,10 @@ async def test_commands_that_waited_too_long_are_given_up_unsent() -> None:
             up.call_cb(f"V{n}", replies.append)
         await wait_for(lambda: len(replies) == 5, within=5.0)
         assert replies == [None] * 5  # RTPProxy never answers here
-        assert "V0" in sent_at and len(sent_at) < 5  # some were given up unsent
-        for v, at in sent_at.items():
+        assert "V0" in sends.sent and len(sends.sent) < 5  # some were given up unsent
+        for v, [(_, at)] in sends.sent.items():
             assert at - t0 <= limit + 0.1, (v, at - t0)
+        await wait_for(lambda: len(rtpp.first_seen) == len(sends.sent))  # and all arrived
     finally:
         await up.close()
         transport.close()
@@ -107,13 +133,18 @@ async def test_each_command_is_resent_a_timeout_after_its_own_send() -> None:
     timeout = 0.2
     up = Upstream(parse_spec(f"udp:127.0.0.1:{port}"), timeout=timeout, retries=2, max_inflight=8)
     await up.start()
-    arrivals: dict[str, list[tuple[str, float]]] = {}
+    sends = _record_sends(up)
+    arrivals: dict[str, int] = {}
     orig = rtpp.datagram_received
 
     def record(data: bytes, addr: tuple[Any, ...]) -> None:
-        cookie, body = data.decode().split(" ", 1)
-        arrivals.setdefault(body, []).append((cookie, time.monotonic()))
+        body = data.decode().split(" ", 1)[1]
+        arrivals[body] = arrivals.get(body, 0) + 1
         orig(data, addr)
+        # RTPProxy answers C at once (never resent), B after its first resend:
+        # answered as they arrive, not when a poll of this test comes round.
+        if (body, arrivals[body]) in {("C", 1), ("B", 2)}:
+            rtpp.answer(len(rtpp.got) - 1)
 
     rtpp.datagram_received = record  # type: ignore[method-assign]
     try:
@@ -123,17 +154,14 @@ async def test_each_command_is_resent_a_timeout_after_its_own_send() -> None:
         up.call_cb("B", replies["B"].append)
         await asyncio.sleep(0.07)
         up.call_cb("C", replies["C"].append)
-        await wait_for(lambda: len(arrivals.get("C", [])) == 1)
-        rtpp.answer(len(rtpp.got) - 1)  # C answered at once: never resent
-        await wait_for(lambda: len(arrivals["B"]) == 2, within=2.0)
-        rtpp.answer(len(rtpp.got) - 1)  # B answered after its first resend
         await wait_for(lambda: replies["A"] == [None], within=3.0)
         await asyncio.sleep(timeout * 1.5)  # past any further resend's time: none may come
         assert replies == {"A": [None], "B": ["ok:B"], "C": ["ok:C"]}
-        assert len(arrivals["A"]) == 3 and len(arrivals["B"]) == 2 and len(arrivals["C"]) == 1
-        for sends in arrivals.values():
-            assert len({c for c, _ in sends}) == 1  # a resend keeps its cookie
-            gaps = [b - a for (_, a), (_, b) in itertools.pairwise(sends)]
+        assert arrivals == {"A": 3, "B": 2, "C": 1}
+        assert {body: len(times) for body, times in sends.sent.items()} == arrivals
+        for times in sends.sent.values():
+            assert len({c for c, _ in times}) == 1  # a resend keeps its cookie
+            gaps = [b - a for (_, a), (_, b) in itertools.pairwise(times)]
             assert all(timeout - 0.005 <= g <= timeout + 0.1 for g in gaps), gaps
         assert up._inflight == 0 and not up._pending
     finally:

@@ -68,6 +68,34 @@ def test_read_rtp_fixed_snaplen_fast_path_matches_general_reader(tmp_path: Path)
     assert np.array_equal(capture.read_rtp(snapped), general)
 
 
+def _as_ipv6(src: Path, dst: Path) -> Path:
+    """The IPv4 RTP pcap's frames carried over IPv6 (same UDP and RTP, no extension headers)."""
+    data = src.read_bytes()
+    out, off = bytearray(data[:24]), 24
+    while off + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack_from("<IIII", data, off)
+        frame = data[off + 16 : off + 16 + caplen]
+        udp = frame[34:]
+        ip6 = struct.pack("!IHBB", 6 << 28, len(udp), 17, 64) + bytes(range(32))
+        new = frame[:12] + b"\x86\xdd" + ip6 + udp
+        out += struct.pack("<IIII", sec, frac, len(new), len(new)) + new
+        off += 16 + caplen
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+def test_read_rtp_reads_ipv6_captures_full_and_snapped(tmp_path: Path) -> None:
+    v4 = media.write_rtp_pcap(tmp_path / "v4.pcap", 2.0)
+    v6 = _as_ipv6(v4, tmp_path / "v6.pcap")
+    snapped = _snap(v6, tmp_path / "v6-snapped.pcap", capture.SNAPLEN6)
+    expected = capture.read_rtp(v4)
+    assert len(expected) == 100
+    assert np.array_equal(capture.read_rtp(v6), expected)
+    assert np.array_equal(capture.read_rtp(snapped), expected)
+    # cut before the RTP header: not read as RTP
+    assert len(capture.read_rtp(_snap(v6, tmp_path / "short.pcap", capture.SNAPLEN))) == 0
+
+
 def test_read_rtp_rejects_non_pcap(tmp_path: Path) -> None:
     f = tmp_path / "x.pcap"
     f.write_bytes(b"\x00" * 64)

@@ -1,11 +1,14 @@
-// The demo's own run: `python -m p4relay_scenarios demo --json` (what `make
-// demo` runs, shortened: calls for a minute, cross traffic from 20 s for
-// 20 s) on the three-switch fabric with iRED, INT and reroute on, its own
-// PostgreSQL and server serving this console (root, namespaces p4r-*). While
-// its congestion episode runs, the console must show, from the demo's live
-// data: iRED dropping on the bottleneck, every hop INT reported, the reroute
-// (on the Overview and the Events page) and a moved call's INT path by s3 with
-// its MOS; and the demo's summary line must say what happened.
+// The demo's own run: `python -m p4relay_scenarios demo --json --ipv6` (what
+// `make demo ARGS=--ipv6` runs, shortened: calls for a minute, cross traffic
+// from 20 s for 20 s) on the three-switch fabric with iRED, INT and reroute
+// on, its own PostgreSQL and server serving this console (root, namespaces
+// p4r-*): the UAC calls over IPv6, the UAC behind the NAT over IPv4, both
+// families over the bottleneck. While its congestion episode runs, the console
+// must show, from the demo's live data: iRED dropping on the bottleneck, every
+// hop INT reported, the reroutes of the UAS's IPv4 and IPv6 prefixes (on the
+// Overview and the Events page), the IPv6 calls relayed by the switch, and a
+// moved IPv4 call's INT path by s3 with its MOS (INT traces IPv4 only); and
+// the demo's summary lines must say what happened.
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +26,9 @@ type SessionPage = components['schemas']['SessionPage'];
 type SessionDetail = components['schemas']['SessionDetail'];
 
 const UAS = '198.18.2.10';
+const UAS_NET = '198.18.2.0/24';
+const UAS_NET6 = 'fd00:198:18:2::/64';
+const UAC_NET6 = 'fd00:198:18:1::/64';
 const BOTTLENECK = 7; // s1's port towards s2
 // INT hops the calls' media crosses: s1 towards s2 (direct) and towards s3, s3 towards s2
 const HOPS = ['s1 port 7', 's1 port 8', 's3 port 2'];
@@ -34,7 +40,7 @@ let page: Page;
 let baseUrl = '';
 let jwt = '';
 let startedAt = '';
-let reroute: EventOut | undefined;
+let reroute: EventOut | undefined; // the UAS's IPv4 subnet's move (its calls carry INT)
 const consoleErrors: string[] = [];
 
 type Step = Record<string, unknown>;
@@ -90,7 +96,7 @@ const iredDrops = (items: readonly EventOut[]) => items
 
 beforeAll(async () => {
   demo = spawn('uv', [
-    'run', '--frozen', '--no-sync', 'python', '-m', 'p4relay_scenarios', 'demo', '--json',
+    'run', '--frozen', '--no-sync', 'python', '-m', 'p4relay_scenarios', 'demo', '--json', '--ipv6',
     '--duration', '60', '--congestion-at', '20', '--congestion-for', '20',
   ], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
   step = demoSteps(demo);
@@ -104,9 +110,10 @@ beforeAll(async () => {
   jwt = ((await login.json()) as { access_token: string }).access_token;
   await step('congestion', 60_000);
   // The switches acted before the browser looks: the reroute, iRED's drops, every hop's INT samples.
-  const moved = await until('a reroute to the backup', () => events('reroute'),
-    (items) => items.some((e) => e.payload.direction === 'to_backup'), 40_000);
-  reroute = moved.find((e) => e.payload.direction === 'to_backup');
+  const away = (e: EventOut, flow: string) => e.payload.direction === 'to_backup' && e.payload.flow === flow;
+  const moved = await until('the reroutes of both UAS prefixes to the backup', () => events('reroute'),
+    (items) => items.some((e) => away(e, UAS_NET)) && items.some((e) => away(e, UAS_NET6)), 40_000);
+  reroute = moved.find((e) => away(e, UAS_NET));
   await until('iRED drops on the bottleneck', () => events('ired_drop'), (items) => iredDrops(items) > 0, 40_000);
   await until('INT samples of every hop', () => api<QueueSeries[]>(`/api/v1/queues?from=${since()}`),
     (s) => HOPS.every((h) => s.some((x) => `${x.switch} port ${String(x.dev_port)}` === h && x.points.length > 0)), 40_000);
@@ -168,16 +175,34 @@ describe("the demo's congestion episode in the console", () => {
     await screenshot(page, 'demo-switches');
   });
 
-  it('Events: the reroute of the calls to the backup by s3', async () => {
+  it("Events: the reroutes of the calls' IPv4 and IPv6 prefixes to the backup by s3", async () => {
     await page.getByRole('link', { name: 'Events' }).click();
     await page.getByRole('heading', { name: 'Events' }).waitFor();
-    const row = page.getByRole('table', { name: 'Reroutes' }).locator('tbody tr[data-direction="to_backup"]').first();
-    await row.waitFor({ timeout: 20_000 });
-    const text = await row.textContent();
-    expect(text).toMatch(/s1/);
-    expect(text).toContain(`198.18.2.0/24`);
-    expect(text).toMatch(/to backup/);
+    const away = page.getByRole('table', { name: 'Reroutes' }).locator('tbody tr[data-direction="to_backup"]');
+    for (const flow of [UAS_NET, UAS_NET6]) {
+      const row = away.filter({ hasText: flow }).first();
+      await row.waitFor({ timeout: 20_000 });
+      const text = await row.textContent();
+      expect(text).toMatch(/s1/);
+      expect(text).toMatch(/to backup/);
+    }
     await screenshot(page, 'demo-events');
+  });
+
+  it('Live: the IPv6 calls by their prefix, relayed by the switch', async () => {
+    await page.getByRole('link', { name: 'Live', exact: true }).click();
+    await page.getByRole('heading', { name: 'Live sessions' }).waitFor();
+    const count = page.getByTestId('live-count');
+    const shown = async () => Number(/^(\d+) of/.exec((await count.textContent()) ?? '')?.[1] ?? -1);
+    // calls come and go (and are on RTPProxy until answered): the relayed ones by the UAC's prefix
+    await page.getByLabel('Filter sessions').fill(UAC_NET6);
+    await page.getByRole('combobox', { name: 'Relayed by' }).selectOption('switch');
+    await expect.poll(shown, { timeout: 20_000 }).toBeGreaterThan(0);
+    const row = page.getByTestId('row').first();
+    expect(await row.textContent()).toContain('[fd00:198:18:1::10]:');
+    await screenshot(page, 'demo-live-ipv6');
+    await page.getByRole('combobox', { name: 'Relayed by' }).selectOption('all');
+    await page.getByLabel('Filter sessions').fill('');
   });
 
   it("Session detail: a moved call's INT path goes by s3 and its MOS held", async () => {
@@ -218,6 +243,9 @@ describe("the demo's congestion episode in the console", () => {
     expect(Number(s.moved_calls)).toBeGreaterThan(0);
     expect(Number(s.ired_drops)).toBeGreaterThan(0);
     expect(Number(s.sessions)).toBeGreaterThanOrEqual(Number(s.moved_calls));
+    const v6 = String((await step('summary_ipv6', 10_000)).summary_ipv6);
+    console.log(`demo summary (IPv6): ${v6}`);
+    expect(v6).toMatch(/^over IPv6: \d+ sessions, \d+ offloaded, MOS \d\.\d \(mean\).*, fd00:198:18:2::\/64 moved to s1→s3→s2 in \d+ ms(, back after \d+ s)?$/);
     await step('done', 90_000);
   }, 240_000);
 });

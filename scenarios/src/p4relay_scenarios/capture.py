@@ -32,6 +32,7 @@ from p4relay_scenarios.netns import link_exists
 from p4relay_scenarios.procs import Proc, Supervisor
 
 SNAPLEN = 54  # Ethernet 14 + IPv4 20 + UDP 8 + RTP 12
+SNAPLEN6 = 74  # Ethernet 14 + IPv6 40 + UDP 8 + RTP 12
 PCAP_NS_MAGIC = 0xA1B23C4D
 PCAP_US_MAGIC = 0xA1B2C3D4
 
@@ -48,26 +49,30 @@ class PortCapture:
 
 
 def start_captures(
-    sup: Supervisor, out_dir: Path, relay_ports: tuple[int, int]
+    sup: Supervisor, out_dir: Path, relay_ports: tuple[int, int], *, family: int = 4
 ) -> list[PortCapture]:
     """Capture caller->callee RTP as the UAC host sends it (in) and as the UAS
-    host receives it (out). On the hosts' interfaces, not the switch's: the
-    softswitch's XDP fast path forwards relay hits before a capture on its
-    own ports could see them (as a hardware switch would)."""
+    host receives it (out), over IPv4 or (`family` 6) IPv6. On the hosts'
+    interfaces, not the switch's: the softswitch's XDP fast path forwards
+    relay hits before a capture on its own ports could see them (as a
+    hardware switch would)."""
     lo, hi = relay_ports
-    relay = topology.RELAY.addr
+    if family == 6:
+        uac, relay, uas = topology.UAC.addr6, topology.RELAY.addr6, topology.UAS.addr6
+    else:
+        uac, relay, uas = topology.UAC.addr, topology.RELAY.addr, topology.UAS.addr
     caps = [
         PortCapture(
             "cap-in",
             topology.HOST_IF,
-            f"udp and src host {topology.UAC.addr} and dst host {relay} and dst portrange {lo}-{hi}",
+            f"udp and src host {uac} and dst host {relay} and dst portrange {lo}-{hi}",
             out_dir / "ingress-uac.pcap",
             netns=topology.UAC.netns,
         ),
         PortCapture(
             "cap-out",
             topology.HOST_IF,
-            f"udp and src host {relay} and src portrange {lo}-{hi} and dst host {topology.UAS.addr}",
+            f"udp and src host {relay} and src portrange {lo}-{hi} and dst host {uas}",
             out_dir / "egress-uas.pcap",
             netns=topology.UAS.netns,
         ),
@@ -84,7 +89,7 @@ def start_captures(
                 c.ifname,
                 "-n",
                 "-s",
-                str(SNAPLEN),
+                str(SNAPLEN6 if family == 6 else SNAPLEN),
                 "-B",
                 "32768",
                 "--time-stamp-precision",
@@ -139,11 +144,15 @@ def read_rtp(path: Path) -> np.ndarray:
         off += 16
         pkt = data[off : off + caplen]
         off += caplen
-        if caplen < 54 or pkt[12:14] != b"\x08\x00" or pkt[14] != 0x45 or pkt[23] != 17:
-            continue  # not IPv4/UDP without options: not one of our RTP packets
-        if pkt[42] >> 6 != 2:
+        if caplen >= SNAPLEN and pkt[12:14] == b"\x08\x00" and pkt[14] == 0x45 and pkt[23] == 17:
+            rtp = 42
+        elif caplen >= SNAPLEN6 and pkt[12:14] == b"\x86\xdd" and pkt[20] == 17:
+            rtp = 62  # IPv6 without extension headers, UDP
+        else:
+            continue  # not one of our RTP packets
+        if pkt[rtp] >> 6 != 2:
             continue  # not RTP version 2
-        seq, _ts, ssrc = struct.unpack_from("!HII", pkt, 44)
+        seq, _ts, ssrc = struct.unpack_from("!HII", pkt, rtp + 2)
         rows.append((sec * 1_000_000_000 + frac * scale, ssrc, seq))
     return np.array(rows, dtype=np.int64).reshape(-1, 3)
 

@@ -78,6 +78,7 @@ class LiveState:
     relay_entries: int = 0
     queue: str = "-"  # the watched port's queue: depth, queueing delay, drops
     reroute: str = "-"  # the last reroute event
+    reroute6: str = "-"  # the last reroute of the UAS's IPv6 prefix (--ipv6)
     int_path: str = "-"  # the path INT last reported for the calls' media
     ired: str = "-"  # iRED's drops and spared packets on the bottleneck
     note: str = ""
@@ -153,10 +154,16 @@ def poll_fabric(api: ServerApi, live: LiveState, since: dt.datetime) -> None:
     calls' INT path, iRED's counts on the bottleneck."""
     iso = since.isoformat()
     reroutes = api.events_since("reroute", iso)
-    if reroutes:
-        last = max(reroutes, key=lambda e: e["ts"])
-        at = (dt.datetime.fromisoformat(last["ts"]) - since).total_seconds()
-        live.reroute = f"{last.get('message') or last['payload'].get('direction')} at {at:.0f} s"
+    v6 = demo_fabric.v6_prefix()
+    for attr, events in (
+        ("reroute", reroutes),
+        ("reroute6", [e for e in reroutes if e["payload"].get("flow") == v6]),
+    ):
+        if events:
+            last = max(events, key=lambda e: e["ts"])
+            at = (dt.datetime.fromisoformat(last["ts"]) - since).total_seconds()
+            what = last.get("message") or last["payload"].get("direction")
+            setattr(live, attr, f"{what} at {at:.0f} s")
     paths = api.paths(demo_fabric.LAYOUT.uas.addr, since=iso)
     if paths:
         live.int_path = demo_fabric.path_text(max(paths, key=lambda p: p["ts"]))
@@ -230,7 +237,7 @@ def render(live: LiveState, stack: Stack, t0: float, *, fabric: bool, ipv6: bool
     where = f"s1→s2 queue (port {demo_fabric.bottleneck_port()})" if fabric else "UAS port queue"
     s.add_row(where, live.queue, "running", f"{time.monotonic() - t0:.0f} s")
     if ipv6:
-        s.add_row("over IPv6", v6_text(live), "", "")
+        s.add_row("over IPv6", v6_text(live), *(("IPv6 reroute", live.reroute6) if fabric else ()))
     if fabric:
         s.add_row("calls' INT path", live.int_path, "iRED on s1→s2", live.ired)
         s.add_row("last reroute", live.reroute, "", "")
@@ -316,9 +323,12 @@ def plain_summary(api: ServerApi, since: dt.datetime) -> str:
     return f"{len(items)} sessions, {offloaded} offloaded to the switch{worst}"
 
 
-def v6_summary(api: ServerApi, since: dt.datetime, *, fabric: bool = False) -> str:
+def v6_summary(
+    api: ServerApi, since: dt.datetime, cross: demo_fabric.CrossTraffic | None = None
+) -> str:
     """--ipv6: the IPv6 calls of the run, how many the switch relayed, their
-    MOS and worst sample; on the fabric, the path they take."""
+    MOS and worst sample; on the fabric, what s1 did with the UAS's IPv6
+    prefix in the episode (its own queue delay moves it: INT traces IPv4 only)."""
     v6 = [s for s in api.all_sessions(started_from=since.isoformat()) if is_v6(s)]
     offloaded = sum(1 for s in v6 if s["offloaded"])
     moses = [s["mos_avg"] for s in v6 if s["mos_avg"] is not None]
@@ -326,8 +336,12 @@ def v6_summary(api: ServerApi, since: dt.datetime, *, fabric: bool = False) -> s
     worst = [s["mos_min"] for s in v6 if s["mos_min"] is not None]
     if worst:
         mos += f", worst sample {min(worst):.1f}"
-    path = ", by s1→s3→s2 (reroute and INT watch IPv4 only)" if fabric else ""
-    return f"over IPv6: {len(v6)} sessions, {offloaded} offloaded{mos}{path}"
+    line = f"over IPv6: {len(v6)} sessions, {offloaded} offloaded{mos}"
+    if cross is not None:
+        prefix = demo_fabric.v6_prefix()
+        moves = demo_fabric.prefix_moves(api, since, cross, prefix)
+        line += f", {prefix} {moves or 'not moved'}"
+    return line
 
 
 def main(argv: list[str]) -> int:
@@ -552,7 +566,7 @@ def main(argv: list[str]) -> int:
                     if args.json:
                         say(summary=line)
                 if args.ipv6:
-                    v6_line = v6_summary(api, run_start, fabric=fabric)
+                    v6_line = v6_summary(api, run_start, cross)
                     line = f"{line}; {v6_line}"
                     if args.json:
                         say(summary_ipv6=v6_line)

@@ -184,10 +184,9 @@ def v6_nexthop(name: str, host: bed.BedHost) -> int:
 def v6_watch(ipv4_watch: dict[str, object]) -> dict[str, object]:
     """s1's watch of the UAS's IPv6 prefix: the IPv4 watch's class, primary
     and backup, its own slot (the next one)."""
-    v6 = {h.name: h.v6.subnet for h in topology.HOSTS}
     slot = ipv4_watch["slot"]
     assert isinstance(slot, int)
-    return ipv4_watch | {"prefix": v6[LAYOUT.uas.name], "slot": slot + 1}
+    return ipv4_watch | {"prefix": v6_prefix(), "slot": slot + 1}
 
 
 def _routes(name: str) -> list[dict[str, object]]:
@@ -370,7 +369,7 @@ class Summary:
     congestion_at_s: float | None = None  # the cross traffic's start, seconds into the run
     rerouted_at: dt.datetime | None = None
     reroute_after_ms: float | None = None  # from the cross traffic's start
-    moved_calls: int = 0  # calls up at the reroute whose session lists it
+    moved_calls: int = 0  # calls up at the first reroute whose session lists one of the episode's
     backup_path: str = ""  # as INT saw the moved calls' media, e.g. s1→s3→s2
     back_after_s: float | None = None  # on the backup this long
     mos_moved: float | None = None  # the moved calls' median MOS over the call
@@ -420,6 +419,42 @@ def path_text(record: dict[str, Any]) -> str:
     return "→".join(names)
 
 
+def v6_prefix() -> str:
+    """The UAS's IPv6 prefix, the one s1 watches beside its IPv4 subnet."""
+    return next(h.v6.subnet for h in topology.HOSTS if h.name == LAYOUT.uas.name)
+
+
+def prefix_moves(
+    api: ServerApi, run_start: dt.datetime, cross: CrossTraffic | None, prefix: str
+) -> str | None:
+    """What s1 did with one watched prefix in the episode, e.g. `moved to
+    s1→s3→s2 in 130 ms, back after 28 s`; None when it did not move."""
+    if cross is None or cross.started is None:
+        return None
+    t_cross = cross.started
+    events = [
+        e
+        for e in api.events_since("reroute", run_start.isoformat())
+        if e["payload"].get("flow") == prefix
+    ]
+    events.sort(key=lambda e: e["ts"])
+    moved = [
+        e
+        for e in events
+        if e["payload"].get("direction") == "to_backup" and _ts(e["ts"]) >= t_cross
+    ]
+    if not moved:
+        return None
+    at = _ts(moved[0]["ts"])
+    text = f"moved to s1→s3→s2 in {max(0.0, (at - t_cross).total_seconds() * 1000):.0f} ms"
+    back = [
+        e for e in events if e["payload"].get("direction") == "to_primary" and _ts(e["ts"]) > at
+    ]
+    if back:
+        text += f", back after {(_ts(back[0]['ts']) - at).total_seconds():.0f} s"
+    return text
+
+
 def summarise(api: ServerApi, run_start: dt.datetime, cross: CrossTraffic | None) -> Summary:
     """The run's summary from the server: sessions (every page), reroute and
     iRED events, INT path records and hop queues since `run_start`."""
@@ -464,9 +499,11 @@ def summarise(api: ServerApi, run_start: dt.datetime, cross: CrossTraffic | None
         ]
         worst: list[float] = []
         avg: list[float] = []
+        # each watched prefix (the UAS's IPv4 and IPv6 ones) moves on its own
+        moved_ids = {e["id"] for e in moved}
         for s in up_then:
             detail = api.session(int(s["id"]))
-            if any(r["id"] == moved[0]["id"] for r in detail.get("reroutes", [])):
+            if any(r["id"] in moved_ids for r in detail.get("reroutes", [])):
                 out.moved_calls += 1
                 if detail.get("mos_min") is not None:
                     worst.append(float(detail["mos_min"]))

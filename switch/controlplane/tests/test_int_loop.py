@@ -176,6 +176,14 @@ async def test_hop_down_the_path_moves_and_returns(bed: Bed, server: Server) -> 
         send(on_primary(300))
         await wait_for(lambda: rc.moves == 2, within=5, what="moved again")
         assert rc.episodes[SLOT].hold_ms == 2 * HOLD_MS and await active() == 1
+
+        # A move is counted, then its event sent: all three at the server
+        # before the collector (their sender) is closed.
+        async def stored() -> bool:
+            got = await asyncio.to_thread(server.get, "/api/v1/events", type="reroute")
+            return len(got["items"]) >= 3
+
+        await wait_for(stored, within=20, what="three events stored")
     finally:
         stop.set()
         await task

@@ -183,10 +183,12 @@ async def test_sighup_reloads_ired_and_refuses_a_bad_configuration(
     with daemon(conf, tmp_path / "d.log") as d:
 
         async def both_set() -> bool:
-            return set(await ired_settings(probe)) == {1, 2}
+            # A pass writes the port's entry, then its drop chance (a register):
+            # port 1 is set once both are.
+            got = await ired_settings(probe)
+            return set(got) == {1, 2} and got[1] == ON_SWITCH
 
         await wait_for(both_set, within=60, interval=0.2, what="ports 1 and 2")
-        assert (await ired_settings(probe))[1] == ON_SWITCH
         # port 2 mid-way: a drop flag up, decisions counted
         await probe.write_register(REG_IRED_DROP_FLAG, {2: 1})
         await probe.write_register(REG_IRED_DECISIONS, {2: 5})

@@ -42,6 +42,12 @@ def send_udp_to(ns: str, dst: str, n: int, size: int) -> None:
     subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", code], check=True, timeout=30)
 
 
+async def _reroutes_at(server: Server, n: int) -> bool:
+    """The server holds `n` reroute events."""
+    got = await asyncio.to_thread(server.get, "/api/v1/events", type="reroute")
+    return len(got["items"]) >= n
+
+
 def config(address: str) -> Settings:
     """198.18.99.0/24 by port 2 (primary, next hop 1); next hop 2 (port 1) is the backup."""
     return Settings.model_validate(
@@ -118,6 +124,9 @@ async def test_reroute_recorded_and_moved_back_after_hold(
         assert (await rc.rr.active([3]))[3] is True
         await wait_for(lambda: rc.returns > 0, within=10, interval=0.02, what="move back")
         assert (await rc.rr.active([3]))[3] is False
+        # A move is counted, then its event sent: both at the server before
+        # the collector (their sender) is closed.
+        await wait_for(lambda: _reroutes_at(server, 2), within=20, what="both events stored")
     finally:
         stop.set()
         await task
@@ -328,6 +337,7 @@ async def test_a_flow_the_sinks_int_notice_moved_returns_blind_with_backoff(
         await asyncio.to_thread(send_frame, ns, primary_peer, int_notice("198.18.99.10", 7))
         await wait_for(lambda: rc.moves == 2, within=5, interval=0.01, what="the second move")
         await wait_for(lambda: rc.returns == 2, within=10, interval=0.02, what="second return")
+        await wait_for(lambda: len(events) == 4, what="the events sent")  # sent after the count
     finally:
         stop.set()
         await task

@@ -14,12 +14,18 @@
  *   relay beside relay_guard -> leg_rewrite (and the guard's drop) ->
  *   ipv4_lpm beside reroute_watch -> reroute_active -> backup next hop ->
  *   nexthop beside int_role -> ired_drop_flag -> its counters;
+ *   ired_spare (iRED's signalling class, header fields) beside relay;
  *   clock slices -> 2 adds -> learn_filter (its output is the digest type).
  */
 #ifdef WITH_REROUTE
 #define REROUTE_NOTICE hdr.reroute_notice.isValid()
 #else
 #define REROUTE_NOTICE false
+#endif
+#ifdef WITH_IRED
+#define IRED_FEEDBACK hdr.ired_feedback.isValid()
+#else
+#define IRED_FEEDBACK false
 #endif
 
 control Ingress(
@@ -51,6 +57,7 @@ control Ingress(
     IntSource() int_source;
 #endif
 #ifdef WITH_IRED
+    IredSpare() ired_spare;
     IredDrop() ired_drop;
 #endif
 
@@ -68,8 +75,9 @@ control Ingress(
 #ifdef WITH_INT
             hdr.int_bridged.setInvalid();
 #endif
-        } else if (!hdr.ipv4.isValid() && !hdr.ipv6.isValid()) {
-            /* no L2 switching: non-IP frames end here */
+        } else if (!hdr.ipv4.isValid() && !hdr.ipv6.isValid() && !IRED_FEEDBACK) {
+            /* no L2 switching: non-IP frames end here (iRED's recirculated
+             * feedback copies go on to IredDrop, which drops them) */
             ig_dprsr_md.drop_ctl = 1;
         } else if (ig_md.ipv4_malformed || ig_md.ipv4_checksum_err || ig_md.ipv6_malformed) {
             ig_dprsr_md.drop_ctl = 1;
@@ -107,6 +115,11 @@ control Ingress(
 #ifdef WITH_IPV6
             relay6_sessions.apply(hdr, ig_md);
 #endif
+#ifdef WITH_IRED
+            /* header fields only: beside the relay tables, so IredDrop after
+             * the chain waits for nothing but the egress port */
+            ired_spare.apply(hdr, ig_md);
+#endif
 #ifdef WITH_INT6
             /* int_watch (IPv4) or int_watch6 (IPv6) */
             int_watch.apply(hdr, ig_md);
@@ -123,6 +136,15 @@ control Ingress(
                 /* also for a guarded port: the agent sees the foreign source */
                 learning.apply(hdr, ig_md, ig_dprsr_md);
             }
+#ifdef WITH_IPV6
+            /* IPv6 learning beside the relay chain, before Reroute's digest
+             * (the same digest_type field): after Forwarding its register
+             * step lands in the last stages, whose stateful ALUs iRED's
+             * counters and the egress quality registers need */
+            if (ig_md.relay6_dst && !ig_md.relay6_hit) {
+                learning6.apply(hdr, ig_md, ig_dprsr_md);
+            }
+#endif
             if (GUARD_DROP) {
                 /* a foreign source sending to an offloaded call's relay port:
                  * never reaches RTPProxy (it would latch to it); the digest
@@ -134,24 +156,20 @@ control Ingress(
             }
             guard_count.apply(ig_md);
             forwarding.apply(hdr, ig_md, ig_intr_md, ig_dprsr_md, ig_tm_md);
-            /* IPv6 learning after Forwarding: its digest type is written
-             * after Reroute's, so it holds none of the IPv4 chain back */
-#ifdef WITH_IPV6
-            if (ig_md.relay6_dst && !ig_md.relay6_hit) {
-                learning6.apply(hdr, ig_md, ig_dprsr_md);
-            }
-#endif
 #ifdef WITH_INT
             /* roles of the next hop, the sink's report copy (no INT packet
              * meets the guard: they skip the relay tables) */
             int_source.apply(hdr, ig_md, ig_dprsr_md, ig_tm_md);
 #endif
-        }
 #ifdef WITH_IRED
-        /* after Forwarding (it needs the egress port); also takes the
-         * recirculated feedback copies, which the chain above dropped as
-         * non-IP */
-        ired_drop.apply(hdr, ig_md, ig_tm_md, ig_dprsr_md);
+            /* after Forwarding (it needs the egress port); also takes the
+             * recirculated feedback copies (no IP header: every step above
+             * that acts on a packet is gated on one). A step of this flat
+             * sequence, not one after the whole if/else chain: on Tofino 1
+             * that would wait for the chain's last stage, whatever the data
+             * needs. */
+            ired_drop.apply(hdr, ig_md, ig_tm_md, ig_dprsr_md);
 #endif
+        }
     }
 }

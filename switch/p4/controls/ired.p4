@@ -258,10 +258,12 @@ control Ired(
         min_thsld();
         average();
         compare();
+        in_band();
+        /* after in_band in program order: a register step is placed where
+         * its RAM fits, and a step after it in the sequence waits for it */
         if (eg_md.ired_on == 1) {
             store_avg.execute(eg_intr_md.egress_port);
         }
-        in_band();
         if (eg_md.ired_eligible == 1 && eg_md.ired_band == 0) {
             eg_md.ired_coin = flip_coin.execute(eg_intr_md.egress_port);
         }
@@ -274,6 +276,63 @@ control Ired(
                 count_decision.execute(eg_intr_md.egress_port);
             }
         }
+    }
+}
+
+/* The signalling class iRED spares on a protecting port (ired_spare) and
+ * the DSCP of either family: header fields only, so Ingress applies it at
+ * the start of its IP chain, beside the relay tables (IredDrop, after the
+ * whole chain, only reads ired_sip and dscp). */
+control IredSpare(
+        in ingress_headers_t hdr,
+        inout ingress_metadata_t ig_md) {
+
+    /* the DSCP of either family, one key for ired_spare */
+    action dscp4() {
+        ig_md.dscp = hdr.ipv4.diffserv[7:2];
+    }
+#ifdef WITH_IPV6
+    action dscp6() {
+        ig_md.dscp = hdr.ipv6.traffic_class[7:2];
+    }
+#endif
+
+    @name(".Ingress.ired_spare_packet")
+    action ired_spare_packet() {
+        ig_md.ired_sip = true;
+    }
+
+    /* The signalling class iRED spares on a protecting port: header fields
+     * only, so it is looked up early, beside the relay tables. UDP ports
+     * are 0 for other packets (SIP over TCP/TLS: by its DSCP). */
+    @name(".Ingress.ired_spare")
+    /* Tofino 1 with IPv6: a stage whose TCAM the LPM tables and watch lists
+     * leave free (profiles.p4) */
+    STAGE_T1_IPV6(3)
+    table ired_spare {
+        key = {
+            ig_md.dscp : ternary;
+            ig_md.l4_src_port : ternary;
+            ig_md.l4_dst_port : ternary;
+        }
+        actions = {
+            ired_spare_packet;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = IRED_SPARE_TABLE_SIZE;
+    }
+
+    apply {
+        if (hdr.ipv4.isValid()) {
+            dscp4();
+        }
+#ifdef WITH_IPV6
+        if (hdr.ipv6.isValid()) {
+            dscp6();
+        }
+#endif
+        ired_spare.apply();
     }
 }
 
@@ -307,6 +366,7 @@ control IredDrop(
         }
     };
 
+
     @name(".Ingress.ired_flags_set")
     Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_flags_set;
     RegisterAction<bit<32>, PortId_t, bit<32>>(ired_flags_set) count_flag_set = {
@@ -335,39 +395,6 @@ control IredDrop(
         ig_md.ired_protected = true;
     }
 
-    /* the DSCP of either family, one key for ired_spare */
-    action dscp4() {
-        ig_md.dscp = hdr.ipv4.diffserv[7:2];
-    }
-#ifdef WITH_IPV6
-    action dscp6() {
-        ig_md.dscp = hdr.ipv6.traffic_class[7:2];
-    }
-#endif
-
-    @name(".Ingress.ired_spare_packet")
-    action ired_spare_packet() {
-        ig_md.ired_sip = true;
-    }
-
-    /* The signalling class iRED spares on a protecting port: header fields
-     * only, so it is looked up early, beside the relay tables. UDP ports
-     * are 0 for other packets (SIP over TCP/TLS: by its DSCP). */
-    @name(".Ingress.ired_spare")
-    table ired_spare {
-        key = {
-            ig_md.dscp : ternary;
-            ig_md.l4_src_port : ternary;
-            ig_md.l4_dst_port : ternary;
-        }
-        actions = {
-            ired_spare_packet;
-            NoAction;
-        }
-        default_action = NoAction();
-        size = IRED_SPARE_TABLE_SIZE;
-    }
-
     action drop_packet() {
         ig_dprsr_md.drop_ctl = 1;
     }
@@ -375,15 +402,6 @@ control IredDrop(
     /* single-stage items (Tofino 1 has no long branches): the flag
      * register (one of its actions, by the packet), then its counters */
     apply {
-        if (hdr.ipv4.isValid()) {
-            dscp4();
-        }
-#ifdef WITH_IPV6
-        if (hdr.ipv6.isValid()) {
-            dscp6();
-        }
-#endif
-        ired_spare.apply();
         if (hdr.ired_feedback.isValid()) {
             /* Algorithm 2, lines 2-4: the recirculated copy sets the flag and ends */
             set_flag.execute(hdr.ired_feedback.port);
@@ -392,12 +410,13 @@ control IredDrop(
         } else if (ig_md.forwarded && !ig_md.guard_drop) {
             /* lines 7-10, for a packet Forwarding routed and nothing dropped
              * (bits set before nexthop's stage: no wait for drop_ctl) */
+            /* ig_md.dscp: IredSpare's copy of either family's DSCP (four
+             * terms: one gateway) */
 #ifdef WITH_IPV6
             if (ig_md.relay_hit || ig_md.relay6_hit || ig_md.ired_sip
-                    || (hdr.ipv4.isValid() && hdr.ipv4.diffserv[7:2] == DSCP_EF)
-                    || (hdr.ipv6.isValid() && hdr.ipv6.traffic_class[7:2] == DSCP_EF)) {
+                    || ig_md.dscp == DSCP_EF) {
 #else
-            if (ig_md.relay_hit || ig_md.ired_sip || hdr.ipv4.diffserv[7:2] == DSCP_EF) {
+            if (ig_md.relay_hit || ig_md.ired_sip || ig_md.dscp == DSCP_EF) {
 #endif
                 protect_packet();
                 ig_md.ired_flag = peek_flag.execute(ig_tm_md.ucast_egress_port);

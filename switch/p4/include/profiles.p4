@@ -73,9 +73,9 @@
 /* Tofino 1 with IPv6 (standard-v6): both families' session tables pinned to
  * the stages that keep the IPv6 chain beside the IPv4 one, the IPv6 ones
  * told to ignore the IPv4 ones' writes (IGNORE_T1_IPV6), the egress length
- * check one table (L3_END_TABLE, egress.p4) (relay and
- * relay 0, relay6_addr 1, relay6 and relay_guard6 2, leg_rewrite6 3,
- * ipv6_lpm 5: docs/design/ipv6.md "Tofino 1"). A pin is the earliest stage
+ * check one table (L3_END_TABLE, egress.p4) (relay 0, relay6_addr 1,
+ * relay6 and relay_guard6 2, leg_rewrite6 and ired_spare 3, ipv6_lpm 5:
+ * docs/design/ipv6.md "Tofino 1"). A pin is the earliest stage
  * the compiler tries; left to itself it fills stage 0 with one-step tables
  * and the early stages' SRAM with the IPv4 tables, and places the IPv6
  * ones after them. */

@@ -1,6 +1,10 @@
 import '@testing-library/jest-dom/vitest';
-import { cleanup } from '@testing-library/react';
+import { cleanup, configure } from '@testing-library/react';
 import { afterEach } from 'vitest';
+
+// findBy/waitFor wait for a render, whose time no page promises: on a loaded
+// host it outlasts the 1 s default.
+configure({ asyncUtilTimeout: 10_000 });
 
 afterEach(() => {
   cleanup();

@@ -86,9 +86,9 @@ impl Pipeline {
     }
 
     /// `Ingress.apply` for an IPv6 packet: ICMPv6 for the CPU, hop limit,
-    /// `relay6_sessions`, the guard's drop, `forwarding`'s IPv6 branch,
-    /// `learning6`, `ired_drop`, then the deparser (no L3 checksum). INT as
-    /// for IPv4 (`int_watch6` traces destinations); reroute watches IPv6
+    /// `relay6_sessions`, `learning6`, the guard's drop, `forwarding`'s IPv6
+    /// branch, `ired_drop`, then the deparser (no L3 checksum). INT as for
+    /// IPv4 (`int_watch6` traces destinations); reroute watches IPv6
     /// destinations in `reroute_watch6`.
     fn ingress6(&self, frame: &mut [u8], p: &Parsed6, m: &Meta, b: &mut Bridged) -> Verdict {
         if icmp6_to_cpu(frame, p) {
@@ -123,15 +123,15 @@ impl Pipeline {
                 };
             }
         }
+        if md.relay_dst && !md.relay_hit {
+            // also for a guarded port: the agent sees the foreign source
+            self.learning6(&md, m);
+        }
         let routed = if md.guard_drop {
             Err(DropReason::Guarded)
         } else {
             self.forwarding6(md.dst_addr, m.ingress_port, b)
         };
-        if md.relay_dst && !md.relay_hit {
-            // also for a guarded port: the agent sees the foreign source
-            self.learning6(&md, m);
-        }
         let out = match routed {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),

@@ -236,7 +236,7 @@ impl Pipeline {
         }
     }
 
-    /// `ired_spare` (IredDrop, looked up on header fields only): whether
+    /// `ired_spare` (IredSpare, looked up on header fields only): whether
     /// the packet is in the operator's signalling class (its DSCP, its UDP
     /// ports; 0, 0 for anything but UDP), which a protecting port spares.
     #[inline]
