@@ -44,10 +44,12 @@ case "$profile" in
   standard-v6) defines+=(-DP4RELAY_IPV6 -DP4RELAY_SCALE_V6) ;;
   lean) defines+=(-DP4RELAY_PROFILE_LEAN) ;;
   large) defines+=(-DP4RELAY_SCALE_LARGE) ;;
-  # Tofino 2's mirror session ids are 8 bits: the same sessions, 768 lower
-  # (the bootstrap's "target": "tofino2" uses these).
+  # The alternative PHV allocator (after table placement): the Tofino 2
+  # builds' PHV with INT over IPv6 does not fit the default one. Tofino 2's
+  # mirror session ids are 8 bits: the same sessions, 768 lower (the
+  # bootstrap's "target": "tofino2" uses these).
   standard-t2|large-t2)
-    target=(--target tofino2 --arch t2na)
+    target=(--target tofino2 --arch t2na -Xp4c=--alt-phv-alloc)
     defines+=(-DJITTER_WRITEBACK_SESSION_BASE=232 -DIRED_SESSION_BASE=236
               -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252)
     [ "$profile" = large-t2 ] && defines+=(-DP4RELAY_SCALE_T2) ;;

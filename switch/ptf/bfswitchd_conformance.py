@@ -295,6 +295,7 @@ class FieldIdsAsBfP4c(Conformance):
                 pl.RELAY_GUARD6,
                 pl.LEG_REWRITE6,
                 names.REROUTE_WATCH6,
+                names.INT_WATCH6,
             }
             for name, t in r.tables.items():
                 if name not in compiled and (

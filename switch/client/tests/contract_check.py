@@ -200,6 +200,7 @@ IPV6_TABLES = frozenset(
         "pipe.Ingress.leg_rewrite6",
         "pipe.Ingress.learn_filter6",
         "pipe.Ingress.reroute_watch6",
+        "pipe.Ingress.int_watch6",
     }
 )
 IPV6_DIGESTS = frozenset({"pipe.IngressDeparser.learn6"})

@@ -77,7 +77,7 @@ def test_check_prints_every_entry_without_a_switch(
     )
     assert "pipe.Ingress.int_role: ig_md.nexthop_id=3 -> Ingress.int_sink()" in lines
     # 1 in 8 calls: the leg index's low three bits are zero
-    (watch,) = [ln for ln in lines if ln.startswith("pipe.Ingress.int_watch")]
+    (watch,) = [ln for ln in lines if ln.startswith("pipe.Ingress.int_watch:")]
     assert "hdr.bridged.leg=0x0&0x7" in watch and "hdr.bridged.relay=0x1&0x1" in watch
     assert "tf1.tm.port.sched_shaping: dev_port=2 -> 10000 kbit/s, burst 9000 B" in lines
 
@@ -161,9 +161,9 @@ def test_ired_spares_sip_by_default_and_as_configured(tmp_path: Path) -> None:
 
 
 def test_int_call_selection(tmp_path: Path) -> None:
-    def watch(int_table: str) -> list[str]:
+    def watch(int_table: str, table: str = "pipe.Ingress.int_watch") -> list[str]:
         cfg = load(_file(tmp_path, f"[int]\nswitch_id = 2\n{int_table}"))
-        return [ln for ln in desired(cfg).lines() if ln.startswith("pipe.Ingress.int_watch")]
+        return [ln for ln in desired(cfg).lines() if ln.startswith(f"{table}:")]
 
     (every,) = watch('calls = "all"\n')
     assert "hdr.bridged.relay=0x1&0x1" in every and "leg" not in every
@@ -172,6 +172,15 @@ def test_int_call_selection(tmp_path: Path) -> None:
     assert len(two) == 2
     assert "hdr.ipv4.dst_addr=0xc6120200&0xffffff00" in two[0]
     assert "$MATCH_PRIORITY=10" in two[0] and "$MATCH_PRIORITY=11" in two[1]
+    # IPv6 prefixes go to int_watch6 (LPM), IPv4 ones stay int_watch's
+    mixed = 'calls = "prefixes"\nprefixes = ["198.18.2.0/24", "2001:db8:2::/48"]\n'
+    (v4,) = watch(mixed)
+    assert "hdr.ipv4.dst_addr=0xc6120200&0xffffff00" in v4
+    (v6,) = watch(mixed, "pipe.Ingress.int_watch6")
+    assert v6 == (
+        "pipe.Ingress.int_watch6: hdr.ipv6.dst_addr=2001:db8:2::/48 -> Ingress.int_watch_flow()"
+    )
+    assert watch('calls = "all"\n', "pipe.Ingress.int_watch6") == ["pipe.Ingress.int_watch6: empty"]
 
 
 @pytest.mark.parametrize(
@@ -213,8 +222,16 @@ def test_int_call_selection(tmp_path: Path) -> None:
         ("nexthops = []\n[[routes]]\nprefix = 'fe80::/64'\nnexthop = 1\n", "link-local"),
         ("nexthops = []\n[[routes]]\nprefix = '::ffff:0:0/96'\nnexthop = 1\n", "IPv4-mapped"),
         (
-            "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['2001:db8::/32']\n",
-            "INT is carried over IPv4 only",
+            "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['2001:db8::1/32']\n",
+            "host bits set",
+        ),
+        (
+            "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['fe80::/64']\n",
+            "link-local",
+        ),
+        (
+            "[int]\nswitch_id = 1\ncalls = 'prefixes'\nprefixes = ['::ffff:0:0/104']\n",
+            "IPv4-mapped",
         ),
         (
             "[reroute]\n[[reroute.classes]]\nflow_class = 1\nt_q_us = 100\nm = 2\nhold_ms = 1\n"

@@ -120,9 +120,11 @@ control Ingress(
              * the chain waits for nothing but the egress port */
             ired_spare.apply(hdr, ig_md);
 #endif
-#ifdef WITH_INT
+#ifdef WITH_INT6
+            /* int_watch (IPv4) or int_watch6 (IPv6) */
+            int_watch.apply(hdr, ig_md);
+#elif defined(WITH_INT)
             if (hdr.ipv4.isValid()) {
-                /* INT is carried over IPv4 only */
                 int_watch.apply(hdr, ig_md);
             }
 #endif

@@ -134,6 +134,9 @@ control IntSink(
         eg_md.int_strip = INT_SOURCE_BYTES + INT_HOP_BYTES;
     }
 
+    /* IPv4's DSCP back from the shim (an IPv6 packet's: restore6); the UDP
+     * checksum the source found, over IPv6 the datagram's own (no hop
+     * rewrites what it covers) */
     action strip() {
         hdr.ipv4.diffserv[7:2] = hdr.int_shim.dscp;
         hdr.udp.checksum = hdr.int_md.ds_instruction;
@@ -141,6 +144,24 @@ control IntSink(
         hdr.int_md.setInvalid();
         eg_md.int_csum = true;
     }
+
+#ifdef WITH_INT6
+    /* IPv6's DSCP from the shim, through the hash unit (as the source's
+     * keep_dscp6, int_transit.p4), before strip takes the shim away */
+    Hash<bit<6>>(HashAlgorithm_t.IDENTITY) shim_dscp_hash;
+
+    action keep_shim_dscp() {
+        eg_md.int_shim_dscp = shim_dscp_hash.get({hdr.int_shim.dscp});
+    }
+
+    /* IPv6's lengths and DSCP (restore_lengths: IPv4's; the two length
+     * fields may share a container: their headers never meet) */
+    action restore6() {
+        hdr.udp.hdr_length = hdr.udp.hdr_length - eg_md.int_strip;
+        hdr.ipv6.payload_len = hdr.ipv6.payload_len - eg_md.int_strip;
+        hdr.ipv6.traffic_class[7:2] = eg_md.int_shim_dscp;
+    }
+#endif
 
     action restore_lengths() {
         hdr.udp.hdr_length = hdr.udp.hdr_length - eg_md.int_strip;
@@ -281,6 +302,9 @@ control IntSink(
             latency_write.execute(eg_md.int_sink_port);
         }
 #endif
+#ifdef WITH_INT6
+        keep_shim_dscp();
+#endif
         eg_md.int_sig16 = hdr.int_report_mirror.ds_flags & INT_SIG_MASK;
         if (hdr.int_report_mirror.isValid()) {
             if (hdr.int_report_mirror.ds_flags & INT_FLAG_ONSET != 0) {
@@ -325,7 +349,15 @@ control IntSink(
             strip();
         }
         if (eg_md.int_strip != 0) {
+#ifdef WITH_INT6
+            if (hdr.ipv6.isValid()) {
+                restore6();
+            } else {
+                restore_lengths();
+            }
+#else
             restore_lengths();
+#endif
         }
     }
 }

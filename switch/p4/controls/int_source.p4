@@ -71,10 +71,43 @@ control IntWatch(
         size = INT_WATCH_TABLE_SIZE;
     }
 
+#ifdef WITH_INT6
+    /* IPv6 destinations traced (after the relay rewrite): the same action;
+     * a list of media prefixes */
+    @name(".Ingress.int_watch6")
+    /* each packet is looked up in one of the two: no chain between them */
+    @ignore_table_dependency(".Ingress.int_watch")
+    table int_watch6 {
+        key = {
+            hdr.ipv6.dst_addr : lpm;
+        }
+        actions = {
+            int_watch_flow;
+            NoAction;
+        }
+        default_action = NoAction();
+        size = INT_WATCH6_TABLE_SIZE;
+    }
+#endif
+
     apply {
+#ifdef WITH_INT6
+        if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+            /* each family's own addresses (an IPv6 packet's ipv4 fields
+             * are not its own) */
+            if (hdr.ipv4.isValid()) {
+                int_watch.apply();
+            }
+            if (hdr.ipv6.isValid()) {
+                int_watch6.apply();
+            }
+        }
+#else
+        /* Ingress applies it to IPv4 packets only */
         if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
             int_watch.apply();
         }
+#endif
     }
 }
 
@@ -88,6 +121,9 @@ control IntSource(
      * dport, big-endian: the same slot on the software switch. */
     CRCPolynomial<bit<16>>(16w0x8005, false, false, false, 16w0, 16w0) slot_poly;
     Hash<bit<16>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;
+#ifdef WITH_INT6
+    Hash<bit<16>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash6;
+#endif
 
     @name(".Ingress.int_transit")
     action int_transit() {
@@ -123,6 +159,18 @@ control IntSource(
         ig_md.int_mirror.frame_len = hdr.ipv4.total_len + 18;
     }
 
+#ifdef WITH_INT6
+    /* IPv6: the UDP length (UDP right after the 40-byte header: what
+     * payload_len counts, and already in Ingress's PHV) */
+    action frame_len_ethernet6() {
+        ig_md.int_mirror.frame_len = hdr.udp.hdr_length + 54;
+    }
+
+    action frame_len_vlan6() {
+        ig_md.int_mirror.frame_len = hdr.udp.hdr_length + 58;
+    }
+#endif
+
     action report_copy() {
         ig_dprsr_md.mirror_type = MIRROR_TYPE_INT_REPORT;
         ig_md.int_mirror_session = INT_REPORT_SESSION;
@@ -147,6 +195,22 @@ control IntSource(
 
     apply {
         hop_ingress_port();
+#ifdef WITH_INT6
+        if (hdr.ipv6.isValid()) {
+            /* the same CRC over the IPv6 addresses */
+            ig_md.int_mirror.flow_slot = slot_hash6.get({
+                hdr.ipv6.src_addr,
+                hdr.ipv6.dst_addr,
+                hdr.udp.src_port,
+                hdr.udp.dst_port
+            }) & (INT_FLOW_SLOTS - 1);
+            if (hdr.vlan_tag.isValid()) {
+                frame_len_vlan6();
+            } else {
+                frame_len_ethernet6();
+            }
+        } else {
+#endif
         ig_md.int_mirror.flow_slot = slot_hash.get({
             hdr.ipv4.src_addr,
             hdr.ipv4.dst_addr,
@@ -158,6 +222,9 @@ control IntSource(
         } else {
             frame_len_ethernet();
         }
+#ifdef WITH_INT6
+        }
+#endif
         /* the roles and what follows from them in int_role's own stage
          * (next-table branches, no data dependence): Ingress ends with
          * nexthop's stage */

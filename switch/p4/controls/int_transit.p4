@@ -4,8 +4,9 @@
  * the INT domain (an int_hop entry for the port gives the switch id and the
  * thresholds):
  *  - source (watched, no INT yet): insert the shim and the MD header; the
- *    shim keeps the DSCP, ds_instruction the UDP checksum (which becomes 0),
- *    the DSCP becomes INT_DSCP; then as transit;
+ *    shim keeps the DSCP, ds_instruction the UDP checksum (which becomes 0
+ *    over IPv4; over IPv6 it stays, see below), the DSCP becomes INT_DSCP;
+ *    then as transit;
  *  - transit: push this hop (int_hop_h, 20 bytes, right after the MD
  *    header: newest first), lengths grow by 40; with no hop left
  *    (remaining_hop_cnt 0) set the E bit instead and count int_hop_limit.
@@ -19,6 +20,12 @@
  * 12 bits) into the path signature; the sink's suppression reads both, its
  * reroute detection the onset bits (naming the hop in its notice).
  * int_tx_bytes counts every byte a port sends (the hop's utilisation field).
+ * IPv6 (RFC 8200 8.1: no zero UDP checksum): whatever the hop did (source,
+ * transit, the E bit) is folded into the UDP checksum by the egress
+ * deparser (udp6_checksum: the parser's residual without the payload
+ * length (the pseudo-header's copy of the UDP length), UDP length, shim
+ * and MD header it found, plus their new values and this hop); payload_len
+ * grows with the UDP length.
  */
 /* the hop's ports are written zero-extended (constant + PHV): the switch id
  * must not share their container */
@@ -92,8 +99,41 @@ control IntTransit(
         hdr.int_hop.hop_latency = eg_md.queue_delay_ns; \
         hdr.int_hop.tx_bytes = tx_total;
 
-    /* source: shim, MD header (path signature = this hop's word), this hop,
-     * the lengths of all of it */
+#ifdef WITH_INT6
+    /* IPv6's payload length (UDP right after the fixed header: the UDP
+     * length, which the checksum's pseudo-header carries as well) */
+    #define INT_GROW_V6(n) \
+        hdr.ipv6.payload_len = hdr.ipv6.payload_len + n;
+#endif
+
+    /* the source's shim and MD header, all but the original DSCP and the
+     * family's own fields (path signature = this hop's word), this hop, the
+     * lengths of all of it */
+    #define INT_SOURCE_HEADERS \
+        hdr.int_shim.setValid(); \
+        hdr.int_shim.int_type = INT_TYPE_MD; \
+        hdr.int_shim.npt = 0; \
+        hdr.int_shim.rsvd = 0; \
+        hdr.int_shim.len = 4 + (bit<8>)INT_HOP_WORDS; \
+        hdr.int_shim.rsvd2 = 0; \
+        hdr.int_shim.rsvd3 = 0; \
+        hdr.int_md.setValid(); \
+        hdr.int_md.ver = INT_VERSION; \
+        hdr.int_md.d = 0; \
+        hdr.int_md.e = 0; \
+        hdr.int_md.m = 0; \
+        hdr.int_md.rsvd = 0; \
+        hdr.int_md.hop_ml = INT_HOP_WORDS; \
+        hdr.int_md.remaining_hop_cnt = INT_MAX_HOPS - 1; \
+        hdr.int_md.instruction_bitmap = INT_INSTRUCTIONS; \
+        hdr.int_md.ds_id = INT_DS_ID; \
+        hdr.int_md.ds_instruction = hdr.udp.checksum; \
+        hdr.int_md.ds_flags = eg_md.int_word; \
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP1; \
+        hdr.udp.hdr_length = hdr.udp.hdr_length + INT_SOURCE_BYTES; \
+        INT_PUSH_HOP
+
+    /* source over IPv4: the UDP checksum becomes 0 (IPv4 allows it) */
     action source_hop() {
         hdr.int_shim.setValid();
         hdr.int_shim.int_type = INT_TYPE_MD;
@@ -124,6 +164,32 @@ control IntTransit(
         INT_PUSH_HOP
     }
 
+#ifdef WITH_INT6
+    /* the traffic class for the shim's DSCP (source_hop6 writes constants
+     * beside it: one PHV source, aligned: the whole byte, DSCP in its bits
+     * 7..2 as in the shim), through the hash unit: a PHV move would tie the
+     * traffic class (which straddles two bytes), the shim's DSCP and IPv4's
+     * into one cluster the compiler cannot slice */
+    Hash<bit<8>>(HashAlgorithm_t.IDENTITY) tc6_hash;
+
+    action keep_dscp6() {
+        eg_md.int_tc6 = tc6_hash.get({hdr.ipv6.traffic_class});
+    }
+
+    /* source over IPv6: the UDP checksum stays (ds_instruction keeps it for
+     * the sink); the deparser folds what this adds into it (int_udp6) */
+    action source_hop6() {
+        INT_SOURCE_HEADERS
+        hdr.int_shim.dscp = eg_md.int_tc6[7:2];
+        hdr.ipv6.traffic_class[7:2] = INT_DSCP;
+        INT_GROW_V6(INT_SOURCE_BYTES)
+    }
+
+    action udp6_update() {
+        eg_md.int_udp6 = true;
+    }
+#endif
+
     /* transit: this hop on top of the stack, its word into the signature */
     action transit_hop() {
         hdr.int_shim.len = hdr.int_shim.len + (bit<8>)INT_HOP_WORDS;
@@ -135,6 +201,20 @@ control IntTransit(
         hdr.ipv4.total_len = hdr.ipv4.total_len + INT_HOP_BYTES;
         INT_PUSH_HOP
     }
+
+#ifdef WITH_INT6
+    /* transit over IPv6: each family's length in an action of its own (the
+     * two length fields may share a container: their headers never meet) */
+    action transit_hop6() {
+        hdr.int_shim.len = hdr.int_shim.len + (bit<8>)INT_HOP_WORDS;
+        hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
+        hdr.int_md.ds_flags = hdr.int_md.ds_flags ^ eg_md.int_word;
+        eg_md.int_onset_bits = INT_FLAG_ONSET | INT_FLAG_ONSET_HOP2;
+        hdr.udp.hdr_length = hdr.udp.hdr_length + INT_HOP_BYTES;
+        INT_GROW_V6(INT_HOP_BYTES)
+        INT_PUSH_HOP
+    }
+#endif
 
     /* zero-extended: a deposit needs the (zeroed) container as background */
     action hop_queue() {
@@ -166,6 +246,9 @@ control IntTransit(
      * int_hop_config entry), so the hop's stages interleave with the other
      * features' (Tofino 1 has no long branches). */
     apply {
+#ifdef WITH_INT6
+        keep_dscp6();
+#endif
         /* every packet but the sink's (stripped) and the report copies */
         if (!hdr.int_report_mirror.isValid()
                 && !(hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1)) {
@@ -178,16 +261,39 @@ control IntTransit(
         over_clear();
         if (eg_md.int_on == 1) {
             if (hdr.int_bridged.source == 1) {
+#ifdef WITH_INT6
+                if (hdr.ipv6.isValid()) {
+                    source_hop6();
+                } else {
+                    source_hop();
+                }
+#else
                 source_hop();
+#endif
             } else if (hdr.int_md.isValid() && hdr.int_shim.isValid()) {
                 if (hdr.int_md.remaining_hop_cnt == 0) {
                     hop_limit();
                     count_hop_limit.execute(0);
                 } else {
+#ifdef WITH_INT6
+                    if (hdr.ipv6.isValid()) {
+                        transit_hop6();
+                    } else {
+                        transit_hop();
+                    }
+#else
                     transit_hop();
+#endif
                 }
             }
         }
+#ifdef WITH_INT6
+        /* IPv6: whatever this hop did to the stack (source, transit, the E
+         * bit) goes into the UDP checksum in the deparser */
+        if (eg_md.int_on == 1 && hdr.ipv6.isValid()) {
+            udp6_update();
+        }
+#endif
         /* int_hop is valid only where this switch pushed it (the parser
          * never extracts a hop) */
         if (hdr.int_hop.isValid()) {

@@ -25,7 +25,13 @@
  * The UDP checksum of a relayed packet is always updated (the deparser,
  *   from the parser's residual); a result of 0 goes out as 0xffff.
  */
+#ifdef WITH_INT6
+/* INT packets are routed, never relayed (as RELAY_LOOKUP's RELAY_NO_INT) */
+#define RELAY_LOOKUP6 (hdr.ipv6.isValid() && hdr.udp.isValid() && hdr.udp.checksum != 0 \
+                       && !hdr.int_shim.isValid())
+#else
 #define RELAY_LOOKUP6 (hdr.ipv6.isValid() && hdr.udp.isValid() && hdr.udp.checksum != 0)
+#endif
 control RelaySessions6(
         inout ingress_headers_t hdr,
         inout ingress_metadata_t ig_md) {

@@ -14,6 +14,9 @@ control EgressDeparser(
 #ifdef WITH_INT
     Checksum() ipv4_checksum;
     Checksum() report_checksum;
+#ifdef WITH_INT6
+    Checksum() udp6_checksum;
+#endif
 #endif
 
     apply {
@@ -73,6 +76,45 @@ control EgressDeparser(
                 hdr.ipv4_options.w9.data
             });
         }
+#ifdef WITH_INT6
+        /* INT over IPv6 (IntTransit's int_udp6): the parser's residual (the
+         * sum without the payload length, UDP length, shim and MD header it
+         * found) plus their new values and this hop; headers a packet does
+         * not have count as 0. A result of 0 is sent as 0xffff (RFC 8200
+         * 8.1). */
+        if (eg_md.int_udp6) {
+            hdr.udp.checksum = udp6_checksum.update(data = {
+                hdr.udp.hdr_length,
+                hdr.int_shim.int_type,
+                hdr.int_shim.npt,
+                hdr.int_shim.rsvd,
+                hdr.int_shim.len,
+                hdr.int_shim.rsvd2,
+                hdr.int_shim.dscp,
+                hdr.int_shim.rsvd3,
+                hdr.int_md.ver,
+                hdr.int_md.d,
+                hdr.int_md.e,
+                hdr.int_md.m,
+                hdr.int_md.rsvd,
+                hdr.int_md.hop_ml,
+                hdr.int_md.remaining_hop_cnt,
+                hdr.int_md.instruction_bitmap,
+                hdr.int_md.ds_id,
+                hdr.int_md.ds_instruction,
+                hdr.int_md.ds_flags,
+                hdr.int_hop.switch_id,
+                hdr.int_hop.ingress_port,
+                hdr.int_hop.egress_port,
+                hdr.int_hop.hop_latency,
+                hdr.int_hop.queue_id,
+                hdr.int_hop.queue_occupancy,
+                hdr.int_hop.tx_bytes,
+                hdr.ipv6.payload_len,
+                eg_md.int_udp_res
+            }, zeros_as_ones = true);
+        }
+#endif
         if (hdr.report_ipv4.isValid()) {
             hdr.report_ipv4.hdr_checksum = report_checksum.update({
                 hdr.report_ipv4.version,

@@ -3,15 +3,25 @@
  *
  * On the wire, between the UDP header and the UDP payload of a watched flow:
  *   int_shim_h (4 B) | int_md_h (12 B) | int_hop_h x hops (40 B each, newest first)
- * marked by DSCP INT_DSCP in the IPv4 header. The shim keeps the original
- * DSCP, the MD header's domain-specific fields keep the original UDP
- * checksum (UDP checksum is 0 while INT is on board; IPv4 allows it), so the
- * sink restores the datagram byte for byte. Lengths: shim.len counts 4-byte
- * words of shim + MD header + stack (4 + 5 per hop). Only IPv4 packets
- * without options carry INT.
+ * marked by DSCP INT_DSCP in the IPv4 header (IPv6: its traffic class). The
+ * shim keeps the original DSCP, the MD header's domain-specific fields keep
+ * the original UDP checksum, so the sink restores the datagram byte for
+ * byte. Over IPv4 the UDP checksum is 0 while INT is on board (IPv4 allows
+ * it); over IPv6 every hop keeps it valid (int_transit.p4). Lengths:
+ * shim.len counts 4-byte words of shim + MD header + stack (4 + 5 per hop).
+ * IPv4 packets without options carry INT, and on Tofino 2 (WITH_INT6)
+ * IPv6 packets with UDP right after the fixed header.
  */
 #ifndef _P4RELAY_INT_HEADERS_P4_
 #define _P4RELAY_INT_HEADERS_P4_
+
+/* INT over IPv6 (WITH_INT and WITH_IPV6): Tofino 2 only. On Tofino 1 the
+ * sink's egress parser would have to reach 20 bytes past the 160 it parses
+ * (the IPv6 header is 20 bytes longer than IPv4's, see INT_MAX_HOPS), and
+ * standard-v6 has no stage left for int_watch6. */
+#if defined(WITH_INT) && defined(WITH_IPV6) && __TARGET_TOFINO__ == 2
+#define WITH_INT6
+#endif
 
 /* contract [config] int_*: the marker, the layout and the bounds. */
 #define INT_DSCP 6w0x17               /* DSCP that marks a packet carrying INT */

@@ -137,6 +137,16 @@ struct egress_metadata_t {
     bit<1>  int_sink_md;          /* the report copy carries the sink's hop */
     bit<32> int_sink_depth;       /* the sink port's last departure: deq_qdepth */
     bit<32> int_sink_latency;     /* and deq_timedelta */
+#ifdef WITH_INT6
+    /* IPv6 keeps a valid UDP checksum with INT on board (RFC 8200 8.1):
+     * the egress parser's residual (the datagram's sum without the
+     * payload length, UDP length, shim and MD header it found) and the
+     * deparser's go */
+    bit<16> int_udp_res;
+    bool    int_udp6;
+    bit<8>  int_tc6;              /* the traffic class (source_hop6: its DSCP) */
+    bit<6>  int_shim_dscp;        /* the shim's DSCP (the sink's restore6) */
+#endif
 #endif
     /* a reroute notice goes with this packet (RerouteDetect): the packet's
      * one mirror; 0 without reroute */

@@ -176,6 +176,10 @@
 #ifndef INT_WATCH_TABLE_SIZE
 #define INT_WATCH_TABLE_SIZE 256
 #endif
+/* IPv6 destinations traced (int_watch6, WITH_IPV6): media prefixes */
+#ifndef INT_WATCH6_TABLE_SIZE
+#define INT_WATCH6_TABLE_SIZE 512
+#endif
 #ifndef INT_PORT_TABLE_SIZE
 #define INT_PORT_TABLE_SIZE 512
 #endif

@@ -21,6 +21,12 @@ parser EgressParser(
         out egress_metadata_t eg_md,
         out egress_intrinsic_metadata_t eg_intr_md) {
 
+#ifdef WITH_INT6
+    /* INT over IPv6: the datagram's sum without what a hop rewrites (the
+     * deparser adds the new values back: int_transit.p4) */
+    Checksum() udp6_residual;
+#endif
+
     state start {
         pkt.extract(eg_intr_md);
         eg_md.l3_end = 0;
@@ -63,6 +69,12 @@ parser EgressParser(
         eg_md.int_sink_md = 0;
         eg_md.int_sink_depth = 0;
         eg_md.int_sink_latency = 0;
+#ifdef WITH_INT6
+        eg_md.int_udp_res = 0;
+        eg_md.int_udp6 = false;
+        eg_md.int_tc6 = 0;
+        eg_md.int_shim_dscp = 0;
+#endif
 #endif
         eg_md.rr_notice = 0;
 #ifdef WITH_RTP_QUALITY
@@ -404,11 +416,72 @@ parser EgressParser(
      * header, as the ingress parser */
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
+#ifdef WITH_INT6
+        /* the pseudo-header's length (UDP right after the fixed header:
+         * payload_len is the UDP length) out of the residual as well: the
+         * deparser adds the new payload_len back */
+        udp6_residual.subtract({hdr.ipv6.payload_len});
+        transition select(hdr.ipv6.next_hdr, hdr.ipv6.traffic_class[7:2]) {
+            (IP_PROTOCOLS_UDP, INT_DSCP) : parse_udp6_int;
+            (IP_PROTOCOLS_UDP, _) : parse_udp6;
+            default : accept;
+        }
+#else
         transition select(hdr.ipv6.next_hdr) {
             IP_PROTOCOLS_UDP : parse_udp;
             default : accept;
         }
+#endif
     }
+
+#ifdef WITH_INT6
+    /* parse_udp, and the residual a source needs: the sum without the
+     * payload and UDP lengths (the checksum field's complement is the
+     * datagram's sum) */
+    state parse_udp6 {
+        pkt.extract(hdr.udp);
+        udp6_residual.subtract({hdr.udp.checksum, hdr.udp.hdr_length});
+        udp6_residual.subtract_all_and_deposit(eg_md.int_udp_res);
+        transition select(hdr.udp.hdr_length, pkt.lookahead<bit<2>>()) {
+            (16w0x0000 &&& 16w0xfff0, _) : accept;   /* 0..15  */
+            (16w0x0010 &&& 16w0xfffc, _) : accept;   /* 16..19 */
+            (_, 2w2) : parse_rtp;
+            default : accept;
+        }
+    }
+
+    /* parse_udp_int over IPv6, and the residual a transit needs: the sum
+     * without the payload and UDP lengths, shim and MD header (it rewrites
+     * them) */
+    state parse_udp6_int {
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.int_shim);
+        pkt.extract(hdr.int_md);
+        udp6_residual.subtract({hdr.udp.checksum, hdr.udp.hdr_length});
+        udp6_residual.subtract({
+            hdr.int_shim.int_type, hdr.int_shim.npt, hdr.int_shim.rsvd,
+            hdr.int_shim.len, hdr.int_shim.rsvd2, hdr.int_shim.dscp,
+            hdr.int_shim.rsvd3});
+        udp6_residual.subtract({
+            hdr.int_md.ver, hdr.int_md.d, hdr.int_md.e, hdr.int_md.m,
+            hdr.int_md.rsvd, hdr.int_md.hop_ml, hdr.int_md.remaining_hop_cnt,
+            hdr.int_md.instruction_bitmap, hdr.int_md.ds_id,
+            hdr.int_md.ds_instruction, hdr.int_md.ds_flags});
+        udp6_residual.subtract_all_and_deposit(eg_md.int_udp_res);
+        /* parse_udp_int's branches */
+        transition select(hdr.int_shim.rsvd, hdr.int_md.remaining_hop_cnt,
+                          hdr.int_md.ds_flags[13:12]) {
+#ifdef WITH_REROUTE
+            (1, 1, 2w0b01 &&& 2w0b01) : onset_hop_1_of_1;
+            (1, 0, 2w0b10 &&& 2w0b10) : onset_hop_2_of_2;
+            (1, 0, 2w0b01 &&& 2w0b01) : onset_hop_1_of_2;
+#endif
+            (1, 1, _) : skip_int_hops_1;
+            (1, 0, _) : skip_int_hops_2;
+            default : accept;
+        }
+    }
+#endif
 #endif
 
     state parse_udp {

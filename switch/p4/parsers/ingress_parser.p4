@@ -207,12 +207,24 @@ parser IngressParser(
     state parse_ipv6 {
         pkt.extract(hdr.ipv6);
         udp_residual.subtract({hdr.ipv6.src_addr, hdr.ipv6.dst_addr});
+#ifdef WITH_INT6
+        /* DSCP INT_DSCP in the traffic class: INT-MD follows UDP, as for
+         * IPv4 (the stack keeps the UDP checksum valid over IPv6) */
+        transition select(hdr.ipv6.version, hdr.ipv6.next_hdr, hdr.ipv6.traffic_class[7:2]) {
+            (4w6, IP_PROTOCOLS_UDP, INT_DSCP) : parse_udp_int;
+            (4w6, IP_PROTOCOLS_UDP, _) : parse_udp;
+            (4w6, IP_PROTOCOLS_ICMPV6, _) : parse_icmpv6;
+            (4w6, _, _) : accept;
+            default : parse_ipv6_malformed;
+        }
+#else
         transition select(hdr.ipv6.version, hdr.ipv6.next_hdr) {
             (4w6, IP_PROTOCOLS_UDP) : parse_udp;
             (4w6, IP_PROTOCOLS_ICMPV6) : parse_icmpv6;
             (4w6, _) : accept;
             default : parse_ipv6_malformed;
         }
+#endif
     }
 
     state parse_ipv6_malformed {
@@ -361,9 +373,9 @@ parser IngressParser(
 #endif
 
 #ifdef WITH_INT
-    /* UDP as in parse_udp (the checksum is 0 while INT is on board; the
-     * residual is kept the same way), then the INT shim and MD header. The
-     * hop stack is not parsed in Ingress. */
+    /* UDP as in parse_udp (over IPv4 the checksum is 0 while INT is on
+     * board; the residual is kept the same way), then the INT shim and MD
+     * header. The hop stack is not parsed in Ingress. */
     T2_OWN_STATE
     state parse_udp_int {
         pkt.extract(hdr.udp);

@@ -174,10 +174,11 @@ pub mod names {
     pub const RELAY_GUARD6: &str = "pipe.Ingress.relay_guard6";
     pub const LEG_REWRITE6: &str = "pipe.Ingress.leg_rewrite6";
     pub const REROUTE_WATCH6: &str = "pipe.Ingress.reroute_watch6";
+    pub const INT_WATCH6: &str = "pipe.Ingress.int_watch6";
     pub const IRED_SPARE: &str = "pipe.Ingress.ired_spare";
     // Counters.
     pub const GUARD_DROPS: &str = "pipe.Ingress.guard_drops";
-    pub const TABLES: [&str; 21] = [
+    pub const TABLES: [&str; 22] = [
         IPV4_LPM,
         NEXTHOP,
         RELAY_ADDR,
@@ -199,6 +200,7 @@ pub mod names {
         LEG_REWRITE6,
         REROUTE_WATCH6,
         IRED_SPARE,
+        INT_WATCH6,
     ];
     // Digests.
     pub const LEARN_DIGEST: &str = "pipe.IngressDeparser.learn";
@@ -428,6 +430,7 @@ mod tests {
         assert_eq!(keys(RELAY_GUARD6), [KEY_RELAY_ID, KEY_UDP_DST]);
         assert_eq!(keys(REROUTE_WATCH), [KEY_IPV4_DST]);
         assert_eq!(keys(REROUTE_WATCH6), [KEY_IPV6_DST]);
+        assert_eq!(keys(INT_WATCH6), [KEY_IPV6_DST]);
         assert_eq!(keys(REROUTE_CLASS), [KEY_RR_CLASS]);
         assert_eq!(keys(IRED_PORT), [KEY_EGRESS_PORT]);
         assert_eq!(

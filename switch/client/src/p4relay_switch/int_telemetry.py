@@ -1,13 +1,15 @@
 """In-band network telemetry (INT-MD over UDP, Telemetry Report v2.0):
 the watch list, the roles of next hops, this switch's hop per egress port,
 the report target, and the INT counters (switch/contract.toml,
-``pipe.Ingress.int_watch`` / ``int_role``, ``pipe.Egress.int_hop_config`` /
+``pipe.Ingress.int_watch`` / ``int_watch6`` / ``int_role``,
+``pipe.Egress.int_hop_config`` /
 ``int_report`` and the ``int_*`` registers).
 
 The watch list chooses which UDP packets a source switch marks: every
 offloaded relay session (``watch_relay_sessions``: the relay hit bit, so
 each offloaded call is traced), one session leg, or configured prefixes and
-flows (``watch_flows``). ``IntHop.check`` refuses what the softswitch
+flows (``watch_flows``); IPv6 destination prefixes in ``int_watch6``
+(``flow_watch6``, programs with IPv6). ``IntHop.check`` refuses what the softswitch
 refuses, so a bad setting fails with the same ``InvalidArgumentError`` on
 bf_switchd, which stores any value it is given.
 """
@@ -22,7 +24,7 @@ from typing import Literal
 import grpc
 
 from p4relay_switch.client import Entry, SwitchClient
-from p4relay_switch.codec import KeyValue, Ternary
+from p4relay_switch.codec import KeyValue, Lpm, Ternary
 from p4relay_switch.errors import write_error
 from p4relay_switch.names import (
     A_INT_HOP,
@@ -34,6 +36,8 @@ from p4relay_switch.names import (
     INT_REPORT,
     INT_ROLE,
     INT_WATCH,
+    INT_WATCH6,
+    K6_DST_ADDR,
     K_BRIDGED_LEG,
     K_BRIDGED_RELAY,
     K_DST_ADDR,
@@ -218,6 +222,12 @@ def flow_watch(
     return Entry(_watch_key(priority, src=src, dst=dst, dst_port=dst_port), A_INT_WATCH_FLOW)
 
 
+def flow_watch6(dst: ipaddress.IPv6Network) -> Entry:
+    """The `int_watch6` entry that traces the UDP packets to this IPv6
+    prefix (longest prefix wins; every hop keeps their UDP checksum valid)."""
+    return Entry({K6_DST_ADDR: Lpm(int(dst.network_address), dst.prefixlen)}, A_INT_WATCH_FLOW)
+
+
 async def watch_flows(
     client: SwitchClient,
     *,
@@ -232,8 +242,11 @@ async def watch_flows(
 
 
 async def clear(client: SwitchClient) -> None:
-    """Turns INT off: no watch list, roles, hops or report targets."""
-    for table in (INT_WATCH, INT_ROLE, INT_HOP_CONFIG, INT_REPORT):
+    """Turns INT off: no watch lists, roles, hops or report targets."""
+    tables = [INT_WATCH, INT_ROLE, INT_HOP_CONFIG, INT_REPORT]
+    if INT_WATCH6 in client.schema.tables:
+        tables.append(INT_WATCH6)
+    for table in tables:
         got = await client.read(table)
         if got:
             await client.delete(table, [Entry(e.key) for e in got])

@@ -144,6 +144,7 @@ IRED_REGISTERS = (
 # INT (in-band network telemetry): watch list and roles in Ingress, the hop
 # and the telemetry report in Egress.
 INT_WATCH = "pipe.Ingress.int_watch"
+INT_WATCH6 = "pipe.Ingress.int_watch6"
 INT_ROLE = "pipe.Ingress.int_role"
 INT_HOP_CONFIG = "pipe.Egress.int_hop_config"
 INT_REPORT = "pipe.Egress.int_report"

@@ -41,6 +41,7 @@ NEXTHOP_SIZE = 4096
 IPV4_LPM_SIZE = 16384
 IPV6_LPM_SIZE = 2048
 INT_WATCH_SIZE = 256
+INT_WATCH6_SIZE = 512
 REROUTE_WATCH_SIZE = 4096
 REROUTE_WATCH6_SIZE = 512
 IRED_SPARE_SIZE = 16
@@ -80,18 +81,8 @@ _V6_NEVER_ROUTED = (
 )
 
 
-def _prefix(v: Any) -> Any:
-    net = _any_prefix(v)
-    if isinstance(net, ipaddress.IPv6Network):
-        raise ValueError(
-            f"{v!r}: INT is carried over IPv4 only (its source inserts the stack into "
-            "IPv4 UDP), so IPv6 media is not INT-traced; reroute watches take IPv6 prefixes"
-        )
-    return net
-
-
-# An IPv4 prefix whose host bits are clear ("198.18.2.0/24").
-Prefix = Annotated[ipaddress.IPv4Network, BeforeValidator(_prefix)]
+# A traced far party: IPv4 (int_watch) or IPv6 (int_watch6), host bits clear.
+Prefix = Annotated[ipaddress.IPv4Network | ipaddress.IPv6Network, BeforeValidator(_any_prefix)]
 # A watched destination: IPv4 (reroute_watch) or IPv6 (reroute_watch6).
 WatchPrefix = Annotated[ipaddress.IPv4Network | ipaddress.IPv6Network, BeforeValidator(_any_prefix)]
 # A route's prefix: IPv4 ("0.0.0.0/0" the default) or IPv6 ("::/0").
@@ -456,7 +447,10 @@ class IntSection(_Section):
         default=1, description="calls = sampled: a power of two (a ternary match on the leg)"
     )
     prefixes: list[Prefix] = Field(
-        default_factory=list, description="calls = prefixes: the far party's address"
+        default_factory=list,
+        description="calls = prefixes: the far party's address; IPv4 prefixes trace "
+        "offloaded calls to them (int_watch), IPv6 ones every UDP packet to them "
+        "(int_watch6, programs with IPv6)",
     )
     hops: list[IntHopConfig] = Field(default_factory=list)
     report: IntReportConfig | None = None
@@ -477,8 +471,15 @@ class IntSection(_Section):
             raise ValueError(f"int.prefixes is used only with calls = prefixes, not {self.calls}")
         if len(set(self.prefixes)) != len(self.prefixes):
             raise ValueError("an int prefix is given twice")
-        if len(self.prefixes) > INT_WATCH_SIZE:
-            raise ValueError(f"int.prefixes: at most {INT_WATCH_SIZE} (int_watch's size)")
+        v6 = sum(1 for p in self.prefixes if p.version == 6)
+        if len(self.prefixes) - v6 > INT_WATCH_SIZE:
+            raise ValueError(
+                f"int.prefixes: at most {INT_WATCH_SIZE} IPv4 prefixes (int_watch's size)"
+            )
+        if v6 > INT_WATCH6_SIZE:
+            raise ValueError(
+                f"int.prefixes: at most {INT_WATCH6_SIZE} IPv6 prefixes (int_watch6's size)"
+            )
         ports = [h.port for h in self.hops]
         if len(set(ports)) != len(ports):
             raise ValueError("an INT hop port is given twice")

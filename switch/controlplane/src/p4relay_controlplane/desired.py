@@ -31,6 +31,7 @@ from p4relay_switch.names import (
     INT_REPORT,
     INT_ROLE,
     INT_WATCH,
+    INT_WATCH6,
     IPV4_LPM,
     IPV6_LPM,
     IRED_PORT,
@@ -83,6 +84,7 @@ TABLE_ORDER = (
     INT_HOP_CONFIG,
     INT_REPORT,
     INT_WATCH,
+    INT_WATCH6,
     IRED_PORT,
     IRED_SPARE,
 )
@@ -180,10 +182,23 @@ def watch_key(
     }
 
 
+def int_watch6_entries(s: IntSection) -> list[Entry]:
+    """The IPv6 prefixes traced (int_watch6: LPM on the destination, no relay
+    bit to match: every IPv6 UDP packet to them)."""
+    if s.calls != "prefixes":
+        return []
+    return [
+        Entry({K6_DST_ADDR: Lpm(int(p.network_address), p.prefixlen)}, A_INT_WATCH_FLOW)
+        for p in s.prefixes
+        if isinstance(p, ipaddress.IPv6Network)
+    ]
+
+
 def int_watch_entries(s: IntSection) -> list[Entry]:
     """Which offloaded calls this switch, as the INT source, traces. The relay
     table is rtpagent's; these entries match its hits (the bridged relay bit),
-    so the watch list follows the calls without a write per call."""
+    so the watch list follows the calls without a write per call. IPv6
+    prefixes are int_watch6's (`int_watch6_entries`)."""
     if s.calls == "none":
         return []
     if s.calls == "all":
@@ -192,12 +207,13 @@ def int_watch_entries(s: IntSection) -> list[Entry]:
         # legs are handed out in turn, so 1 in N legs' low bits are all zero
         mask = (s.sample_one_in - 1) & LEG_MASK
         return [Entry(watch_key(INT_WATCH_PRIORITY, leg=Ternary(0, mask)), A_INT_WATCH_FLOW)]
+    v4 = [p for p in s.prefixes if isinstance(p, ipaddress.IPv4Network)]
     return [
         Entry(
             watch_key(INT_WATCH_PRIORITY + i, leg=Ternary(0, 0), dst=p),
             A_INT_WATCH_FLOW,
         )
-        for i, p in enumerate(s.prefixes)
+        for i, p in enumerate(v4)
     ]
 
 
@@ -310,7 +326,9 @@ def desired(cfg: Settings) -> Desired:
             d.put(IRED_SPARE, e)
     if cfg.int is not None:
         it = cfg.int
-        for t in (INT_ROLE, INT_HOP_CONFIG, INT_REPORT, INT_WATCH):
+        # int_watch6 too (a program without it, no IPv6, has none to want,
+        # and an IPv6 prefix is refused there)
+        for t in (INT_ROLE, INT_HOP_CONFIG, INT_REPORT, INT_WATCH, INT_WATCH6):
             d.tables[t] = {}
         for n in cfg.nexthops or []:
             if n.int_role is not None:
@@ -350,4 +368,6 @@ def desired(cfg: Settings) -> Desired:
             )
         for e in int_watch_entries(it):
             d.put(INT_WATCH, e)
+        for e in int_watch6_entries(it):
+            d.put(INT_WATCH6, e)
     return d

@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::forwarding;
+use super::int_source::IntPkt;
 use super::relay6_sessions::IngressMeta6;
 use super::{ired, Bridged, DropReason, IngressMeta, Meta, Pipeline, Verdict};
 use crate::packet::ipv6::{Parsed6, HDR_LEN, IPPROTO_ICMPV6};
@@ -41,7 +42,8 @@ impl Pipeline {
         if p.fragment {
             self.stats.fragments.fetch_add(1, Relaxed);
         }
-        let stack = match self.int_check(frame, &p) {
+        let ip = IntPkt::v4(&p);
+        let stack = match self.int_check(frame, &ip) {
             Ok(s) => s,
             Err(()) => return Verdict::Drop(DropReason::IntMalformed),
         };
@@ -68,7 +70,8 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
-        let report = self.int_source(&p, &md, stack, watched, &out, b);
+        let ports = (md.flow.sport, md.flow.dport);
+        let report = self.int_source(&ip, ports, md.ingress_port, stack, watched, &out, b);
         let dscp = frame[p.l3 + 1] >> 2;
         let protected =
             md.relay_hit || dscp == ired::DSCP_EF || self.ired_spare(dscp, p.udp.as_ref());
@@ -84,8 +87,9 @@ impl Pipeline {
 
     /// `Ingress.apply` for an IPv6 packet: ICMPv6 for the CPU, hop limit,
     /// `relay6_sessions`, `learning6`, the guard's drop, `forwarding`'s IPv6
-    /// branch, `ired_drop`, then the deparser (no L3 checksum). INT is
-    /// IPv4 only; reroute watches IPv6 destinations in `reroute_watch6`.
+    /// branch, `ired_drop`, then the deparser (no L3 checksum). INT as for
+    /// IPv4 (`int_watch6` traces destinations); reroute watches IPv6
+    /// destinations in `reroute_watch6`.
     fn ingress6(&self, frame: &mut [u8], p: &Parsed6, m: &Meta, b: &mut Bridged) -> Verdict {
         if icmp6_to_cpu(frame, p) {
             return Verdict::Drop(DropReason::ToCpu);
@@ -93,12 +97,21 @@ impl Pipeline {
         if p.fragment {
             self.stats.fragments.fetch_add(1, Relaxed);
         }
+        let ip = IntPkt::v6(p);
+        let stack = match self.int_check(frame, &ip) {
+            Ok(s) => s,
+            Err(()) => return Verdict::Drop(DropReason::IntMalformed),
+        };
         if p.hop_limit <= 1 {
             return Verdict::Drop(DropReason::TtlExpired);
         }
         let bound_port = self.port_binding(m.ingress_port);
         let mut md = IngressMeta6::new(p, m.ingress_port, bound_port);
-        self.relay6_sessions(frame, p, m, &mut md);
+        // INT packets are routed, not relayed (RELAY_LOOKUP6)
+        if stack.is_none() {
+            self.relay6_sessions(frame, p, m, &mut md);
+        }
+        let watched = stack.is_none() && self.int_watch6(p, md.dst_addr);
         if md.relay_hit && !md.rtcp && md.rewritten {
             if let Some(rtp) = p.udp.and_then(|u| packet::parse_rtp_in(frame, &u, p.end())) {
                 *b = Bridged {
@@ -123,6 +136,8 @@ impl Pipeline {
             Ok(out) => out,
             Err(reason) => return Verdict::Drop(reason),
         };
+        let ports = (md.flow.sport, md.flow.dport);
+        let report = self.int_source(&ip, ports, md.ingress_port, stack, watched, &out, b);
         let protected =
             md.relay_hit || p.dscp() == ired::DSCP_EF || self.ired_spare(p.dscp(), p.udp.as_ref());
         if self.ired_drop(out.port, protected) {
@@ -131,6 +146,9 @@ impl Pipeline {
         frame[0..6].copy_from_slice(&out.dst_mac);
         frame[6..12].copy_from_slice(&out.src_mac);
         frame[p.l3 + 7] = p.hop_limit - 1; // hop_limit_dec
+        if let (Some(r), Some(s)) = (report, stack) {
+            self.int_report_copy(&frame[..p.end()], s.shim, r);
+        }
         Verdict::Forward(out.port)
     }
 

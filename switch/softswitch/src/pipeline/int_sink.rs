@@ -3,8 +3,9 @@
 //!
 //! strip (a packet Ingress sent to a sink port): the shim, MD header and hop
 //! stack go, the DSCP and the UDP checksum come back from them, UDP and
-//! IPv4 lengths shrink, the IPv4 header checksum is recomputed: the datagram
-//! is the one the source received, with this path's TTL and MACs.
+//! IPv4 (IPv6 payload) lengths shrink, the IPv4 header checksum is
+//! recomputed: the datagram is the one the source received, with this
+//! path's TTL (hop limit) and MACs.
 //!
 //! report (the copy `int_source` made, leaving by the report port):
 //! suppression per flow slot, the same registers as the P4 program's:
@@ -31,8 +32,10 @@ use super::int_source::{
     IntReportCopy, FLAG_ONSET, FLAG_OVER_CLEAR, HOP_BYTES, INT_DS_ID, SHIM_BYTES, SIG_MASK,
     SOURCE_BYTES,
 };
+use super::int_transit::{set_traffic_class, traffic_class};
 use super::{Bridged, EgressPass, EgressVerdict, Pipeline};
 use crate::contract::CONTRACT;
+use crate::packet::ipv6::HDR_LEN as IPV6_HDR_LEN;
 use crate::packet::{ipv4_checksum, rd16, wr16, wr32, ETHERTYPE_IPV4, IPPROTO_UDP};
 
 /// Ethernet 14 + IPv4 20 + UDP 8 + report group header 8 + individual
@@ -63,8 +66,8 @@ impl Pipeline {
         }
         let shim = usize::from(b.int_shim);
         let md = shim + SHIM_BYTES;
-        let l3 = shim - 28;
         let udp = shim - 8;
+        let l3 = udp - if b.int_v6 { IPV6_HDR_LEN } else { 20 };
         // the ingress parser admitted 1 or 2 hops (remaining 1: one hop)
         let strip = if e.buf[md + 3] == 1 {
             SOURCE_BYTES
@@ -75,17 +78,28 @@ impl Pipeline {
             return;
         }
         let dscp = e.buf[shim + 3] >> 2;
+        // the checksum the source found: over IPv6 the datagram's own (no
+        // hop rewrites what it covers)
         let csum = rd16(e.buf, md + 8);
-        e.buf[l3 + 1] = (dscp << 2) | (e.buf[l3 + 1] & 0x03);
         wr16(e.buf, udp + 6, csum);
         e.buf.copy_within(shim + strip..e.len, shim);
         e.len -= strip;
         let udp_len = rd16(e.buf, udp + 4) - strip as u16;
         wr16(e.buf, udp + 4, udp_len);
-        let total = rd16(e.buf, l3 + 2) - strip as u16;
-        wr16(e.buf, l3 + 2, total);
-        let c = ipv4_checksum(&e.buf[l3..l3 + 20]);
-        wr16(e.buf, l3 + 10, c);
+        if b.int_v6 {
+            // restore6: IPv6's DSCP and payload length
+            let tc = traffic_class(e.buf, l3);
+            set_traffic_class(e.buf, l3, (dscp << 2) | (tc & 0x03));
+            let plen = rd16(e.buf, l3 + 4) - strip as u16;
+            wr16(e.buf, l3 + 4, plen);
+        } else {
+            // strip's DSCP and restore_lengths' total length
+            e.buf[l3 + 1] = (dscp << 2) | (e.buf[l3 + 1] & 0x03);
+            let total = rd16(e.buf, l3 + 2) - strip as u16;
+            wr16(e.buf, l3 + 2, total);
+            let c = ipv4_checksum(&e.buf[l3..l3 + 20]);
+            wr16(e.buf, l3 + 10, c);
+        }
     }
 
     /// `IntSink.apply` for a report copy leaving by `port` at `now_ms`:

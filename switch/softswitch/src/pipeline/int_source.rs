@@ -9,13 +9,15 @@
 //! On the wire (INT-MD over UDP, INT spec v2.1), between the UDP header and
 //! the UDP payload of a packet marked with DSCP `int_dscp`:
 //! shim (4 B) | MD header (12 B) | hop x n (20 B each, newest first).
-//! Only IPv4 packets without options carry INT.
+//! IPv4 packets without options and IPv6 packets (UDP right after the fixed
+//! header; the traffic class's DSCP marks them) carry INT.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::{forwarding, Bridged, IngressMeta, Pipeline};
 use crate::contract::CONTRACT;
+use crate::packet::ipv6::Parsed6;
 use crate::packet::{self, rd16, rd32};
 use crate::schema::IntReg;
 use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchFields, PORTS};
@@ -251,6 +253,69 @@ pub fn flow_slot(src: u32, dst: u32, sport: u16, dport: u16) -> u16 {
     crc16_umts(&k) & (CONTRACT.config.int_flow_slots as u16 - 1)
 }
 
+/// The same CRC over an IPv6 flow's addresses (`slot_hash6`).
+pub fn flow_slot6(src: u128, dst: u128, sport: u16, dport: u16) -> u16 {
+    let mut k = [0u8; 36];
+    k[0..16].copy_from_slice(&src.to_be_bytes());
+    k[16..32].copy_from_slice(&dst.to_be_bytes());
+    k[32..34].copy_from_slice(&sport.to_be_bytes());
+    k[34..36].copy_from_slice(&dport.to_be_bytes());
+    crc16_umts(&k) & (CONTRACT.config.int_flow_slots as u16 - 1)
+}
+
+/// What `IntSource` reads of a packet of either family: its UDP header,
+/// whether INT may go in (IPv4 without options, or IPv6), the flow's
+/// addresses (its suppression slot) and where the IP packet ends.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IntPkt {
+    pub udp: Option<usize>,
+    pub carries_int: bool,
+    pub addrs: IntAddrs,
+    pub l3: usize,
+    pub end: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum IntAddrs {
+    V4(u32, u32),
+    V6(u128, u128),
+}
+
+impl IntPkt {
+    pub fn v4(p: &packet::Parsed) -> IntPkt {
+        IntPkt {
+            udp: p.udp.map(|u| u.off),
+            carries_int: p.ihl == 20,
+            addrs: IntAddrs::V4(p.src, p.dst),
+            l3: p.l3,
+            end: p.l3 + p.total_len,
+        }
+    }
+
+    pub fn v6(p: &Parsed6) -> IntPkt {
+        IntPkt {
+            udp: p.udp.map(|u| u.off),
+            carries_int: true,
+            addrs: IntAddrs::V6(p.src, p.dst),
+            l3: p.l3,
+            end: p.end(),
+        }
+    }
+
+    fn is_v6(&self) -> bool {
+        matches!(self.addrs, IntAddrs::V6(..))
+    }
+
+    /// The DSCP (IPv4's DS byte, IPv6's traffic class: its upper six bits).
+    fn dscp(&self, frame: &[u8]) -> u8 {
+        if self.is_v6() {
+            (((frame[self.l3] & 0x0f) << 4) | (frame[self.l3 + 1] >> 4)) >> 2
+        } else {
+            frame[self.l3 + 1] >> 2
+        }
+    }
+}
+
 impl Pipeline {
     /// The ingress parser's INT states and `IntCheck`: `Ok(None)` for a
     /// packet without INT; `Err(())` for a marked packet whose stack is
@@ -259,18 +324,14 @@ impl Pipeline {
     /// length and remaining hop count agreeing on 1..=int_max_hops hops, and
     /// UDP and IPv4 long enough for the whole stack.
     #[inline]
-    pub(super) fn int_check(
-        &self,
-        frame: &[u8],
-        p: &packet::Parsed,
-    ) -> Result<Option<IntStack>, ()> {
+    pub(super) fn int_check(&self, frame: &[u8], p: &IntPkt) -> Result<Option<IntStack>, ()> {
         let Some(u) = p.udp else {
             return Ok(None);
         };
-        if p.ihl != 20 || frame[p.l3 + 1] >> 2 != int_dscp() {
+        if !p.carries_int || p.dscp(frame) != int_dscp() {
             return Ok(None);
         }
-        let r = parse_stack(frame, p, u.off);
+        let r = parse_stack(frame, p.end, u);
         if r.is_err() {
             self.int.malformed.fetch_add(1, Relaxed);
         }
@@ -298,16 +359,27 @@ impl Pipeline {
         small.int_watch_lookup(&f) == IntWatchAction::WatchFlow
     }
 
+    /// `int_watch6`: an IPv6 UDP packet's destination (after the relay
+    /// rewrite) in a traced prefix.
+    #[inline]
+    pub(super) fn int_watch6(&self, p: &Parsed6, dst: u128) -> bool {
+        p.udp.is_some() && self.small.load().int_watch6_lookup(dst) == IntWatchAction::WatchFlow
+    }
+
     /// `IntSource` after Forwarding chose `out` (int_role's key is its next
     /// hop; the report copy names its port): the roles Egress
     /// applies (in `b`), and for an INT packet leaving by a sink port the
     /// report copy's mirror header (the caller makes the copy after the
     /// deparser, marking the shim as the P4 program does).
+    /// `ports`: the flow's UDP ports (INT packets are not relayed: as they
+    /// arrived).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn int_source(
         &self,
-        p: &packet::Parsed,
-        md: &IngressMeta,
+        p: &IntPkt,
+        ports: (u16, u16),
+        ingress_port: u16,
         stack: Option<IntStack>,
         watched: bool,
         out: &forwarding::Egress,
@@ -319,16 +391,17 @@ impl Pipeline {
             return None;
         }
         // hop_ingress_port
-        b.int_ingress_port = md.ingress_port;
+        b.int_ingress_port = ingress_port;
+        b.int_v6 = p.is_v6();
         match small.int_role_lookup(out.nexthop_id) {
             IntRoleAction::Transit => b.int_transit = true,
             IntRoleAction::Sink => b.int_sink = true,
             IntRoleAction::NoAction => {}
         }
-        // Only IPv4 without options carries INT (the source inserts it).
-        if watched && b.int_transit && p.ihl == 20 {
+        // IPv4 without options, or IPv6, carries INT (the source inserts it).
+        if watched && b.int_transit && p.carries_int {
             b.int_source = true;
-            b.int_shim = (u.off + 8) as u16;
+            b.int_shim = (u + 8) as u16;
         }
         let s = stack?;
         b.int_shim = s.shim as u16;
@@ -338,13 +411,18 @@ impl Pipeline {
         if !b.int_sink {
             return None;
         }
-        let vlan = if p.l3 == 18 { 18 } else { 14 };
         // INT packets are not relayed: the flow's 4-tuple is as it arrived
+        let (sport, dport) = ports;
+        let flow_slot = match p.addrs {
+            IntAddrs::V4(src, dst) => flow_slot(src, dst, sport, dport),
+            IntAddrs::V6(src, dst) => flow_slot6(src, dst, sport, dport),
+        };
         Some(IntReportCopy {
-            flow_slot: flow_slot(p.src, p.dst, md.flow.sport, md.flow.dport),
+            flow_slot,
             ds_flags: s.ds_flags,
-            frame_len: (p.total_len + vlan) as u16,
-            ingress_port: md.ingress_port,
+            // the L2 header and the IP packet
+            frame_len: p.end as u16,
+            ingress_port,
             egress_port: out.port,
         })
     }
@@ -388,10 +466,9 @@ impl Pipeline {
 }
 
 /// Parses and checks the INT stack behind the UDP header at `udp`.
-fn parse_stack(frame: &[u8], p: &packet::Parsed, udp: usize) -> Result<IntStack, ()> {
+fn parse_stack(frame: &[u8], end: usize, udp: usize) -> Result<IntStack, ()> {
     let udp_len = usize::from(rd16(frame, udp + 4));
     let shim = udp + 8;
-    let end = p.l3 + p.total_len;
     // < 32: no room for shim + MD header (as the P4 parser's mask)
     if udp_len < 32 || end < shim + SHIM_BYTES + MD_BYTES {
         return Err(());

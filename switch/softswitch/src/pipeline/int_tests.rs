@@ -3,16 +3,20 @@
 
 use super::int_sink::{REPORT_HEADER_BYTES, SINK_MD_BITS, SINK_MD_BYTES};
 use super::int_source::{
-    flow_slot, IntReportCopy, FLAG_ONSET, FLAG_ONSET_HOP1, FLAG_ONSET_HOP2, FLAG_OVER_CLEAR,
+    flow_slot, flow_slot6, IntReportCopy, FLAG_ONSET, FLAG_ONSET_HOP1, FLAG_ONSET_HOP2,
+    FLAG_OVER_CLEAR,
 };
+use super::int_transit::traffic_class;
 use super::tests::{meta, setup, UAC, UAS};
 use super::*;
 use crate::dataplane::egress::SLOT;
+use crate::packet::ipv6::parse_at;
+use crate::packet::ipv6::testpkt::{udp6_checksum, Udp6, V6_UAC, V6_UAS};
 use crate::packet::testpkt::Udp4;
 use crate::packet::{ipv4_checksum, parse, rd16, rd32, wr16};
 use crate::schema::IntReg;
 use crate::tables::small::{IntHop, IntReportEncap};
-use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchKey};
+use crate::tables::small::{IntRoleAction, IntWatchAction, IntWatchKey, LpmAction};
 
 const SHIM: usize = 14 + 20 + 8;
 
@@ -447,4 +451,129 @@ fn hop_latency_and_depth_saturate_at_tnas_widths() {
     let (_, f, _) = hop(&s, &rtp_packet(), 600_000, 0, 10);
     assert_eq!(rd32(&f, h + 12), 524_287);
     assert_eq!(flags(&f), 0);
+}
+
+/// `switch`, with IPv6 routes (2001:db8:2::/48 by next hop 2, port 2) and
+/// that prefix traced (`int_watch6`).
+fn switch6(role: IntRoleAction, id: u32, onset: (u32, u32), clear: (u32, u32)) -> Pipeline {
+    let p = switch(role, id, onset, clear);
+    p.small
+        .update(|t| {
+            t.v6.lpm_write(V6_UAS, 48, Some(LpmAction::SetNexthop(2)), true)?;
+            t.int_watch6_write(V6_UAS, 48, Some(IntWatchAction::WatchFlow), true)
+        })
+        .unwrap();
+    p
+}
+
+/// The IPv6 packet's UDP checksum verifies (a receiver's sum).
+fn udp6_valid(f: &[u8]) -> bool {
+    let p = parse_at(f, 14).expect("valid IPv6");
+    let u = p.udp.expect("UDP");
+    rd16(f, u.off + 6) == udp6_checksum(f, &p)
+}
+
+#[test]
+fn ipv6_source_transit_sink_keep_the_udp_checksum_valid() {
+    let orig = Udp6 {
+        src: V6_UAC,
+        dst: V6_UAS,
+        dport: 5000,
+        // DSCP EF, ECN 1: both must survive
+        traffic_class: (46 << 2) | 1,
+        ..Udp6::default()
+    }
+    .build();
+    let udp = 14 + 40;
+    let shim = udp + 8;
+    let md = shim + 4;
+    let csum = rd16(&orig, udp + 6);
+    assert!(udp6_valid(&orig));
+
+    // the source: shim, MD header and its hop; the checksum stays valid
+    let s1 = switch6(IntRoleAction::Transit, 0x11, quiet(), (500, 500_000));
+    let (v, f1, b) = hop(&s1, &orig, 7, 1234, 10);
+    assert_eq!(v, Verdict::Forward(2));
+    assert!(b.int_source && b.int_transit && b.int_v6);
+    assert_eq!(f1.len(), orig.len() + 36);
+    assert!(udp6_valid(&f1), "the source's checksum");
+    assert_eq!(traffic_class(&f1, 14), (0x17 << 2) | 1);
+    assert_eq!(rd16(&f1, 18), rd16(&orig, 18) + 36); // payload length
+    assert_eq!(rd16(&f1, udp + 4), rd16(&orig, udp + 4) + 36);
+    assert_eq!(&f1[shim..shim + 4], &[0x10, 9, 0, 46 << 2]);
+    assert_eq!(&f1[md..md + 4], &[0x20, 0, 5, 1]);
+    assert_eq!(
+        rd16(&f1, md + 8),
+        csum,
+        "ds_instruction: the datagram's own"
+    );
+    assert_eq!(rd32(&f1, md + 12), 0x11);
+    assert_eq!(rd32(&f1, md + 20), 1234);
+    assert_eq!(&f1[md + 32..], &orig[shim..]);
+
+    // a transit: its hop on top, congested; the checksum still valid
+    let s2 = switch6(
+        IntRoleAction::Transit,
+        0x22,
+        (100, 1_000_000),
+        (50, 500_000),
+    );
+    let (_, f2, b) = hop(&s2, &f1, 150, 99, 10);
+    assert!(!b.int_source && b.int_hops == 1 && b.int_v6);
+    assert_eq!(f2.len(), f1.len() + 20);
+    assert!(udp6_valid(&f2), "the transit's checksum");
+    assert_eq!(f2[shim + 1], 14);
+    assert_eq!(
+        rd16(&f2, md + 10),
+        (0x11 ^ 0x22) | FLAG_ONSET | FLAG_ONSET_HOP2 | FLAG_OVER_CLEAR
+    );
+    assert_eq!(rd32(&f2, md + 12), 0x22, "newest hop first");
+    // no hop left: the E bit, counted; still valid
+    let (_, f3, _) = hop(&s2, &f2, 0, 0, 10);
+    assert_eq!(f3.len(), f2.len());
+    assert_eq!(f3[md] & 0x04, 0x04);
+    assert!(udp6_valid(&f3), "the E bit's checksum");
+    assert_eq!(s2.int.read(IntReg::HopLimit, 0), Some(1));
+
+    // the sink: the datagram as the source received it, but for the path's
+    // hop limit and MACs; it names the congested hop for its notice
+    let sink = switch6(IntRoleAction::Sink, 0x44, quiet(), quiet());
+    let (_, out, b) = hop(&sink, &f2, 0, 0, 10);
+    assert!(b.int_sink && b.int_v6);
+    assert_eq!(b.int_onset_hop, Some((0x22, 2)));
+    assert_eq!(out.len(), orig.len());
+    assert_eq!(&out[14..21], &orig[14..21]);
+    assert_eq!(out[21], orig[21] - 3, "three hops");
+    assert_eq!(&out[22..], &orig[22..]);
+    assert!(udp6_valid(&out));
+    // and its report copy: the frame as it left the sink's ingress
+    let (port, copy, cb) = sink.take_int_copy().expect("report copy");
+    assert_eq!(port, 3);
+    let r = cb.int_report.expect("mirror header");
+    assert_eq!(usize::from(r.frame_len), f2.len());
+    assert_eq!(
+        r.flow_slot,
+        flow_slot6(V6_UAC, V6_UAS, 4000, 5000),
+        "the flow's slot over its IPv6 addresses"
+    );
+    assert_eq!(copy.len(), f2.len());
+}
+
+#[test]
+fn ipv6_int_is_not_relayed_and_untraced_prefixes_pass() {
+    // a destination outside the traced prefix passes untouched
+    let s1 = switch6(IntRoleAction::Transit, 0x11, quiet(), quiet());
+    s1.small
+        .update(|t| t.int_watch6_write(V6_UAS, 48, None, false))
+        .unwrap();
+    let orig = Udp6 {
+        src: V6_UAC,
+        dst: V6_UAS,
+        ..Udp6::default()
+    }
+    .build();
+    let (_, f, b) = hop(&s1, &orig, 0, 0, 10);
+    assert!(!b.int_source);
+    assert_eq!(f.len(), orig.len());
+    assert!(udp6_valid(&f));
 }

@@ -24,7 +24,8 @@ use super::int_source::{
     SHIM_BYTES, SIG_MASK, SOURCE_BYTES,
 };
 use super::{Bridged, EgressPass, Pipeline};
-use crate::packet::{ipv4_checksum, rd16, wr16, wr32};
+use crate::packet::ipv6::HDR_LEN as IPV6_HDR_LEN;
+use crate::packet::{fold, ipv4_checksum, ones_sum, rd16, wr16, wr32};
 use crate::tables::small::QUEUE_DEPTH_MAX;
 
 impl Pipeline {
@@ -50,10 +51,30 @@ impl Pipeline {
         };
         let shim = usize::from(b.int_shim);
         let md = shim + SHIM_BYTES;
+        let udp = shim - 8;
+        let l3 = udp - if b.int_v6 { IPV6_HDR_LEN } else { 20 };
+        // IPv6 (udp6_update): what this hop rewrites, as the egress parser
+        // found it: the payload length (the pseudo-header's UDP length),
+        // the UDP length and, at a transit, the shim and MD header
+        let stack_was = if b.int_source {
+            0
+        } else {
+            SHIM_BYTES + MD_BYTES
+        };
+        let mut was = [0u8; 4 + SHIM_BYTES + MD_BYTES];
+        if b.int_v6 {
+            was[..2].copy_from_slice(&e.buf[l3 + 4..l3 + 6]);
+        }
+        was[2..4].copy_from_slice(&e.buf[udp + 4..udp + 6]);
+        was[4..4 + stack_was].copy_from_slice(&e.buf[shim..shim + stack_was]);
+        let was = &was[..4 + stack_was];
         if !b.int_source && e.buf[md + 3] == 0 {
             // hop_limit: the E bit, no hop
             e.buf[md] |= 0x04;
             self.int.hop_limit.fetch_add(1, Relaxed);
+            if b.int_v6 {
+                udp6_update(e.buf, l3, udp, was, false);
+            }
             return;
         }
         let added = if b.int_source {
@@ -67,8 +88,6 @@ impl Pipeline {
         let deq = e.deq_cells.min(QUEUE_DEPTH_MAX);
         let latency = e.queue_delay_ns.min(u64::from(u32::MAX)) as u32;
         let word = (h.switch_id & u32::from(SIG_MASK)) as u16;
-        let l3 = shim - 28;
-        let udp = shim - 8;
         // room for what this hop adds, right after the MD header (the
         // source: after the UDP header)
         let at = if b.int_source { shim } else { md + MD_BYTES };
@@ -76,8 +95,12 @@ impl Pipeline {
         e.len += added;
         let mut flags;
         if b.int_source {
-            // source_hop: shim, MD header, then the hop
-            let dscp = e.buf[l3 + 1] >> 2;
+            // source_hop (source_hop6): shim, MD header, then the hop
+            let dscp = if b.int_v6 {
+                traffic_class(e.buf, l3) >> 2
+            } else {
+                e.buf[l3 + 1] >> 2
+            };
             e.buf[shim] = INT_TYPE_MD << 4;
             e.buf[shim + 1] = 4 + INT_HOP_WORDS;
             e.buf[shim + 2] = 0;
@@ -91,10 +114,16 @@ impl Pipeline {
             let csum = rd16(e.buf, udp + 6);
             wr16(e.buf, md + 8, csum);
             flags = word;
-            wr16(e.buf, udp + 6, 0);
-            e.buf[l3 + 1] = (int_dscp() << 2) | (e.buf[l3 + 1] & 0x03);
+            if b.int_v6 {
+                // IPv6: the checksum stays (udp6_update folds this in)
+                let tc = traffic_class(e.buf, l3);
+                set_traffic_class(e.buf, l3, (int_dscp() << 2) | (tc & 0x03));
+            } else {
+                wr16(e.buf, udp + 6, 0);
+                e.buf[l3 + 1] = (int_dscp() << 2) | (e.buf[l3 + 1] & 0x03);
+            }
         } else {
-            // transit_hop: the stack grows by one hop
+            // transit_hop (transit_hop6): the stack grows by one hop
             e.buf[shim + 1] += INT_HOP_WORDS;
             e.buf[md + 3] -= 1;
             flags = rd16(e.buf, md + 10) ^ word;
@@ -123,9 +152,44 @@ impl Pipeline {
         wr16(e.buf, md + 10, flags);
         let udp_len = rd16(e.buf, udp + 4) + added as u16;
         wr16(e.buf, udp + 4, udp_len);
-        let total = rd16(e.buf, l3 + 2) + added as u16;
-        wr16(e.buf, l3 + 2, total);
-        let c = ipv4_checksum(&e.buf[l3..l3 + 20]);
-        wr16(e.buf, l3 + 10, c);
+        if b.int_v6 {
+            let plen = rd16(e.buf, l3 + 4) + added as u16;
+            wr16(e.buf, l3 + 4, plen);
+            udp6_update(e.buf, l3, udp, was, true);
+        } else {
+            let total = rd16(e.buf, l3 + 2) + added as u16;
+            wr16(e.buf, l3 + 2, total);
+            let c = ipv4_checksum(&e.buf[l3..l3 + 20]);
+            wr16(e.buf, l3 + 10, c);
+        }
     }
+}
+
+/// An IPv6 header's traffic class (it straddles bytes 0 and 1).
+pub(super) fn traffic_class(buf: &[u8], l3: usize) -> u8 {
+    ((buf[l3] & 0x0f) << 4) | (buf[l3 + 1] >> 4)
+}
+
+pub(super) fn set_traffic_class(buf: &mut [u8], l3: usize, tc: u8) {
+    buf[l3] = (buf[l3] & 0xf0) | (tc >> 4);
+    buf[l3 + 1] = (buf[l3 + 1] & 0x0f) | (tc << 4);
+}
+
+/// EgressDeparser's `udp6_checksum` after an IPv6 INT hop: the datagram's
+/// sum (the checksum's complement) without what the hop rewrote (`was`:
+/// the payload length, the UDP length and, at a transit, the shim and MD
+/// header as they came: the egress parser's `udp6_residual`), plus their
+/// new values and the hop it pushed (`pushed`; none at the hop limit). A
+/// zero result goes out as 0xffff (RFC 8200 8.1).
+fn udp6_update(buf: &mut [u8], l3: usize, udp: usize, was: &[u8], pushed: bool) {
+    let shim = udp + 8;
+    // now: payload length, UDP length, shim, MD header and the hop pushed
+    let stack = SHIM_BYTES + MD_BYTES + if pushed { HOP_BYTES } else { 0 };
+    let now = ones_sum(&buf[l3 + 4..l3 + 6])
+        + ones_sum(&buf[udp + 4..udp + 6])
+        + ones_sum(&buf[shim..shim + stack]);
+    let gone = (was.len() / 2) as u32 * 0xffff - ones_sum(was);
+    let old = !rd16(buf, udp + 6);
+    let c = !fold(u32::from(old) + gone + now);
+    wr16(buf, udp + 6, if c == 0 { 0xffff } else { c });
 }

@@ -248,6 +248,8 @@ pub struct Bridged {
     /// The hop the stack marks at/over onset (switch id, egress port): the
     /// sink's reroute notice names it.
     pub int_onset_hop: Option<(u32, u16)>,
+    /// The packet is IPv6 (its UDP checksum stays valid with INT on board).
+    pub int_v6: bool,
     /// The sink's report copy (int_report_mirror_h).
     pub int_report: Option<int_source::IntReportCopy>,
 }

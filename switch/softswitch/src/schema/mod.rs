@@ -116,6 +116,8 @@ pub enum TableKind {
     /// `ired_spare`: the signalling class iRED spares (ternary).
     IredSpare,
     IntWatch,
+    /// `int_watch6`: IPv6 destinations traced (LPM).
+    IntWatch6,
     IntRole,
     IntHopConfig,
     IntReport,
@@ -570,6 +572,7 @@ impl Schema {
                 names::IRED_PORT => TableKind::IredPort,
                 names::IRED_SPARE => TableKind::IredSpare,
                 names::INT_WATCH => TableKind::IntWatch,
+                names::INT_WATCH6 => TableKind::IntWatch6,
                 names::INT_ROLE => TableKind::IntRole,
                 names::INT_HOP_CONFIG => TableKind::IntHopConfig,
                 names::INT_REPORT => TableKind::IntReport,

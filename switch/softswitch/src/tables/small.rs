@@ -292,6 +292,11 @@ pub struct SmallTables {
     /// Sorted by key, so by priority first.
     pub int_watch: BTreeMap<IntWatchKey, IntWatchAction>,
     pub int_watch_default: IntWatchAction,
+    /// `int_watch6`: IPv6 destinations traced (LPM), and the data path's
+    /// index.
+    pub int_watch6: BTreeMap<(u128, u8), IntWatchAction>,
+    int_watch6_by_len: ByLen<u128, IntWatchAction>,
+    pub int_watch6_default: IntWatchAction,
     pub int_role: HashMap<u16, IntRoleAction>,
     pub int_role_default: IntRoleAction,
     /// `int_hop_config` entries by dev_port, and the data path's index.
@@ -327,6 +332,9 @@ impl Default for SmallTables {
             ired_spare_default: IredSpareAction::NoAction,
             int_watch: BTreeMap::new(),
             int_watch_default: IntWatchAction::NoAction,
+            int_watch6: BTreeMap::new(),
+            int_watch6_by_len: Vec::new(),
+            int_watch6_default: IntWatchAction::NoAction,
             int_role: HashMap::new(),
             int_role_default: IntRoleAction::NoAction,
             int_hop_config: BTreeMap::new(),
@@ -480,6 +488,29 @@ impl SmallTables {
         insert: bool,
     ) -> Result<(), TableError> {
         write_map(&mut self.int_watch, k, a, insert)
+    }
+
+    /// `int_watch6`: the longest prefix of the IPv6 destination.
+    #[inline]
+    pub fn int_watch6_lookup(&self, dst: u128) -> IntWatchAction {
+        longest_match(&self.int_watch6_by_len, dst).unwrap_or(self.int_watch6_default)
+    }
+
+    pub fn int_watch6_write(
+        &mut self,
+        prefix: u128,
+        len: u8,
+        a: Option<IntWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        write_lpm(
+            &mut self.int_watch6,
+            &mut self.int_watch6_by_len,
+            prefix,
+            len,
+            a,
+            insert,
+        )
     }
 
     #[inline]

@@ -4,7 +4,7 @@
 //! mechanism writes and reads them all. Writes replace the snapshot; the undo
 //! is the snapshot before. The tables: `forwarding` (ipv4_lpm, nexthop,
 //! relay_addr), `forwarding6` (ipv6_lpm, relay6_addr), `ired` (ired_port, ired_spare), `reroute` (reroute_watch, reroute_watch6, reroute_class),
-//! `int` (int_watch, int_role, int_hop_config, int_report).
+//! `int` (int_watch, int_watch6, int_role, int_hop_config, int_report).
 
 mod forwarding;
 mod forwarding6;
@@ -94,6 +94,7 @@ pub(super) fn table(kind: TableKind) -> Option<Ops> {
         TableKind::RerouteWatch6 => ops::<reroute::RerouteWatch<u128>>(),
         TableKind::RerouteClass => ops::<reroute::RerouteClass>(),
         TableKind::IntWatch => ops::<int::IntWatch>(),
+        TableKind::IntWatch6 => ops::<int::IntWatch6>(),
         TableKind::IntRole => ops::<int::IntRole>(),
         TableKind::IntHopConfig => ops::<int::IntHopConfig>(),
         TableKind::IntReport => ops::<int::IntReport>(),

@@ -1,6 +1,7 @@
 //! The INT tables: `pipe.Ingress.int_watch` (ternary relay bit, leg,
 //! addresses, destination port, `$MATCH_PRIORITY` → `int_watch_flow` |
-//! `NoAction`), `pipe.Ingress.int_role` (next hop → `int_transit` |
+//! `NoAction`), `pipe.Ingress.int_watch6` (IPv6 destination prefix → the
+//! same actions), `pipe.Ingress.int_role` (next hop → `int_transit` |
 //! `int_sink` | `NoAction`), `pipe.Egress.int_hop_config` (egress port →
 //! `int_hop(switch_id, onset_cells, clear_cells, onset_ns, clear_ns)`) and
 //! `pipe.Egress.int_report` (egress port → `int_report_encap(src_mac,
@@ -14,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use tonic::Status;
 
 use super::forwarding::exact_pb;
+use super::forwarding6::Ipv6Lpm;
 use super::{not_allowed, SmallTable};
 use crate::contract::names;
 use crate::grpc::codec::{invalid, key_exact, key_ternary, Data, Keys};
@@ -126,6 +128,47 @@ impl SmallTable for IntWatch {
             IntWatchAction::WatchFlow => action_only(t, names::INT_WATCH_FLOW),
             IntWatchAction::NoAction => action_only(t, names::NO_ACTION),
         }
+    }
+}
+
+// ---------------------------------------------------------------- int_watch6
+
+pub(super) struct IntWatch6;
+
+impl SmallTable for IntWatch6 {
+    type Key = (u128, u8);
+    type Action = IntWatchAction;
+    type Map = BTreeMap<(u128, u8), IntWatchAction>;
+    const RESET: Option<IntWatchAction> = Some(IntWatchAction::NoAction);
+
+    fn entries(s: &SmallTables) -> &Self::Map {
+        &s.int_watch6
+    }
+    fn write(
+        s: &mut SmallTables,
+        (p, l): (u128, u8),
+        a: Option<IntWatchAction>,
+        insert: bool,
+    ) -> Result<(), TableError> {
+        s.int_watch6_write(p, l, a, insert)
+    }
+    fn default_mut(s: &mut SmallTables) -> Option<&mut IntWatchAction> {
+        Some(&mut s.int_watch6_default)
+    }
+    fn default(s: &SmallTables) -> Option<IntWatchAction> {
+        Some(s.int_watch6_default)
+    }
+    fn key(k: &Keys) -> Result<(u128, u8), Status> {
+        Ipv6Lpm::key(k)
+    }
+    fn key_pb(t: &TableSchema, k: &(u128, u8)) -> pb::TableKey {
+        Ipv6Lpm::key_pb(t, k)
+    }
+    fn action(t: &TableSchema, d: &Data) -> Result<Option<IntWatchAction>, Status> {
+        IntWatch::action(t, d)
+    }
+    fn data(t: &TableSchema, a: &IntWatchAction) -> pb::TableData {
+        IntWatch::data(t, a)
     }
 }
 
