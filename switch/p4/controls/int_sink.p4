@@ -125,6 +125,20 @@ control IntSink(
         }
     };
 
+    /* the register steps (EARLY_STEP, profiles.p4) */
+#ifdef INT_SINK_OWN_HOP
+    EARLY_STEP(int_sink_depth_read_step, eg_md.int_sink_depth = depth_read.execute(eg_md.int_sink_port))
+    EARLY_STEP(int_sink_depth_write_step, depth_write.execute(eg_md.int_sink_port))
+    EARLY_STEP(int_sink_latency_read_step, eg_md.int_sink_latency = latency_read.execute(eg_md.int_sink_port))
+    EARLY_STEP(int_sink_latency_write_step, latency_write.execute(eg_md.int_sink_port))
+#endif
+    EARLY_STEP(int_flow_path_step,
+               eg_md.int_path_changed = path_swap.execute(hdr.int_report_mirror.flow_slot[11:0]))
+    EARLY_STEP(int_flow_congested_step,
+               eg_md.int_cong_was = congestion.execute(hdr.int_report_mirror.flow_slot[11:0]))
+    EARLY_STEP(int_flow_reported_step,
+               eg_md.int_interval_due = interval.execute(hdr.int_report_mirror.flow_slot[11:0]))
+
     /* the ingress parser admitted 1 or 2 hops: 36 or 56 bytes of INT */
     action strip_one_hop() {
         eg_md.int_strip = INT_SOURCE_BYTES;
@@ -290,16 +304,16 @@ control IntSink(
         /* the sink's hop: written by the packets it strips, read by the
          * report copies (index: the sink port, from the parser) */
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_sink_depth = depth_read.execute(eg_md.int_sink_port);
+            int_sink_depth_read_step.apply();
         } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
                 && hdr.int_md.isValid()) {
-            depth_write.execute(eg_md.int_sink_port);
+            int_sink_depth_write_step.apply();
         }
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_sink_latency = latency_read.execute(eg_md.int_sink_port);
+            int_sink_latency_read_step.apply();
         } else if (hdr.int_bridged.isValid() && hdr.int_bridged.sink == 1
                 && hdr.int_md.isValid()) {
-            latency_write.execute(eg_md.int_sink_port);
+            int_sink_latency_write_step.apply();
         }
 #endif
 #ifdef WITH_INT6
@@ -314,13 +328,13 @@ control IntSink(
             }
         }
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_path_changed = path_swap.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            int_flow_path_step.apply();
         }
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_cong_was = congestion.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            int_flow_congested_step.apply();
         }
         if (hdr.int_report_mirror.isValid()) {
-            eg_md.int_interval_due = interval.execute(hdr.int_report_mirror.flow_slot[11:0]);
+            int_flow_reported_step.apply();
         }
         if (hdr.int_report_mirror.isValid()) {
             if (eg_md.int_interval_due == 0 && eg_md.int_path_changed == 0

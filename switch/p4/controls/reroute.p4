@@ -301,6 +301,8 @@ control RerouteDetect(
         }
     };
 
+    EARLY_STEP(reroute_port_hot_step, stamp_port.execute(eg_intr_md.egress_port))
+
     /* Knobs per flow class: t_q (ns of ingress-to-egress delay) and m
      * (packets). The hold before a flow moves back is the control plane's
      * (its configuration): nothing here reads it. */
@@ -404,7 +406,7 @@ control RerouteDetect(
         over();
         delay_ns();
         if (eg_md.rr_hit == 1 && eg_md.rr_over != 0) {
-            stamp_port.execute(eg_intr_md.egress_port);
+            reroute_port_hot_step.apply();
         }
         if (eg_md.rr_hit == 1 && hdr.bridged.rr_detect == 1) {
             if (eg_md.rr_over != 0 || hdr.bridged.rr_int == 1) {

@@ -67,6 +67,14 @@ typedef leg_t quality_index_t;
 #define QUALITY_RUN(act, leg) act.execute(leg);
 #define QUALITY_GET(out, act, leg) out = act.execute(leg);
 #endif
+/* STEP(step, access): the register access, which without QUALITY_SPLIT is
+ * the keyless table `step` (EARLY_STEP, profiles.p4: Tofino 1 with IPv6
+ * places it in the first stage its inputs allow) */
+#ifdef QUALITY_SPLIT
+#define STEP(step, access) access
+#else
+#define STEP(step, access) step.apply();
+#endif
 
 control RtpQuality(
         in egress_headers_t hdr,
@@ -260,6 +268,12 @@ control RtpQuality(
     };
 #endif
 
+#ifndef QUALITY_SPLIT
+    /* the two registers no later step reads, as steps (STEP above) */
+    EARLY_STEP(rtp_last_seen_step, touch.execute(hdr.bridged.leg))
+    EARLY_STEP(rtp_payload_type_step, store_payload_type.execute(hdr.bridged.leg))
+#endif
+
     /* relayed RTP of an offloaded leg that passed the length check */
     action rtp_select() {
         eg_md.rtp_on = 1;
@@ -299,10 +313,10 @@ control RtpQuality(
             QUALITY_GET(eg_md.rtp_seen, count_packet, hdr.bridged.leg)
         }
         if (eg_md.rtp_on == 1) {
-            QUALITY_RUN(touch, hdr.bridged.leg)
+            STEP(rtp_last_seen_step, QUALITY_RUN(touch, hdr.bridged.leg))
         }
         if (eg_md.rtp_on == 1) {
-            QUALITY_RUN(store_payload_type, hdr.bridged.leg)
+            STEP(rtp_payload_type_step, QUALITY_RUN(store_payload_type, hdr.bridged.leg))
         }
         if (eg_md.rtp_on == 1) {
             QUALITY_GET(eg_md.rtp_transit_abs_d, swap_transit, hdr.bridged.leg)

@@ -82,11 +82,33 @@
 #if __TARGET_TOFINO__ == 1 && defined(WITH_IPV6)
 #define STAGE_T1_IPV6(n) @stage(n)
 #define IGNORE_T1_IPV6(t) @ignore_table_dependency(t)
+#define PRIO_T1_IPV6 @placement_priority(10)
 #define L3_END_TABLE
 #else
 #define STAGE_T1_IPV6(n)
 #define IGNORE_T1_IPV6(t)
+#define PRIO_T1_IPV6
 #endif
+
+/* EARLY_STEP(step, statement): the statement (one RegisterAction call) as
+ * a hidden keyless table
+ * `step`, applied as step.apply(). Tofino 1 with IPv6 gives it placement
+ * priority (PRIO_T1_IPV6): the compiler then places it in the first stage
+ * its inputs allow, where stateful ALUs are free, instead of the last stage
+ * its slack allows, whose four stateful ALUs (both gresses) and 16 logical
+ * tables the steps that cannot move earlier need (docs/design/ipv6.md
+ * "Tofino 1"). Elsewhere it is the table the compiler makes of the
+ * statement itself. */
+#define EARLY_STEP(step, statement) \
+    action step##_run() { \
+        statement; \
+    } \
+    @hidden PRIO_T1_IPV6 \
+    table step { \
+        actions = { step##_run; } \
+        const default_action = step##_run(); \
+        size = 1; \
+    }
 
 /* A quality register of more than 64K legs fits no stage beside the ingress
  * tables that many legs need: two registers, the leg's bit QUALITY_HALF_BITS
