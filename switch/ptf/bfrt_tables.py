@@ -263,6 +263,30 @@ class Tables:
     def register_total(self, name: str, index: int) -> int:
         return sum(self.read_register(name, [index])[index])
 
+    # ------------------------------------------------------------- counters
+
+    def read_counter(self, name: str, indexes: Iterable[int]) -> dict[int, list[int]]:
+        """An indexed packet counter: index -> its packets (a list: one value,
+        or one per pipe where the target reports them so)."""
+        rows = self.read(name, [{"$COUNTER_INDEX": i} for i in indexes])
+        out: dict[int, list[int]] = {}
+        for r in rows:
+            v = r.data["$COUNTER_SPEC_PKTS"]
+            out[key_int(r.key["$COUNTER_INDEX"])] = [
+                int(x) for x in (v if isinstance(v, list) else [v])
+            ]
+        return out
+
+    def write_counter(self, name: str, values: Mapping[int, int]) -> None:
+        """Sets packet counter cells (0 resets them)."""
+        self.modify(
+            name,
+            [
+                Entry({"$COUNTER_INDEX": i}, None, {"$COUNTER_SPEC_PKTS": v})
+                for i, v in values.items()
+            ],
+        )
+
     # ------------------------------------------------------------ ports, TM
 
     def ports(self) -> dict[int, dict[str, Any]]:

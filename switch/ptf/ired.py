@@ -23,23 +23,24 @@ from p4relay_switch.ired import IredPortState, IredSettings
 from p4relay_switch.names import (
     A_IRED_SET,
     A_IRED_SPARE_PACKET,
+    IRED_COUNTERS,
+    IRED_DECISIONS,
+    IRED_DROPS,
+    IRED_FLAGS_SET,
     IRED_PORT,
     IRED_REGISTERS,
     IRED_SPARE,
+    IRED_SPARED,
+    IRED_TAIL_DROPS,
     K_DSCP,
     K_EGRESS_PORT,
     K_L4_DST_PORT,
     K_L4_SRC_PORT,
     K_PRIORITY,
-    REG_IRED_DECISIONS,
     REG_IRED_DROP_FLAG,
     REG_IRED_DROP_PROB,
-    REG_IRED_DROPS,
-    REG_IRED_FLAGS_SET,
     REG_IRED_QAVG,
     REG_IRED_QDEPTH_PREV,
-    REG_IRED_SPARED,
-    REG_IRED_TAIL_DROPS,
 )
 from scapy.packet import Packet
 
@@ -69,28 +70,33 @@ def set_ired(t: Tables, dev_port: int, s: IredSettings) -> None:
 
 
 def clear_ired(t: Tables, dev_port: int, *, reset: bool = True) -> None:
-    """A port's iRED off (plain tail drop); with reset, its registers zeroed."""
+    """A port's iRED off (plain tail drop); with reset, its registers and
+    counters zeroed."""
     if any(r.key.get(K_EGRESS_PORT) == dev_port for r in t.read(IRED_PORT)):
         t.delete(IRED_PORT, [{K_EGRESS_PORT: dev_port}])
     if reset:
         for name in IRED_REGISTERS:
             t.write_register(name, {dev_port: 0})
+        for name in IRED_COUNTERS:
+            t.write_counter(name, {dev_port: 0})
 
 
 def ired_state(t: Tables, dev_port: int) -> IredPortState:
-    """The port's iRED registers: counters summed over the pipes; the queue
-    depth, average, chance and flag as pipe 0 holds them."""
+    """The port's iRED registers and counters: counters summed over the
+    pipes; the queue depth, average, chance and flag as pipe 0 holds them."""
     regs = {name: t.read_register(name, [dev_port])[dev_port] for name in IRED_REGISTERS}
+    for name in IRED_COUNTERS:
+        regs[name] = t.read_counter(name, [dev_port])[dev_port]
     return IredPortState(
         qdepth_prev=regs[REG_IRED_QDEPTH_PREV][0],
         qavg=regs[REG_IRED_QAVG][0],
         drop_prob=regs[REG_IRED_DROP_PROB][0],
-        decisions=sum(regs[REG_IRED_DECISIONS]),
-        tail_drops=sum(regs[REG_IRED_TAIL_DROPS]),
+        decisions=sum(regs[IRED_DECISIONS]),
+        tail_drops=sum(regs[IRED_TAIL_DROPS]),
         drop_flag=regs[REG_IRED_DROP_FLAG][0],
-        flags_set=sum(regs[REG_IRED_FLAGS_SET]),
-        drops=sum(regs[REG_IRED_DROPS]),
-        spared=sum(regs[REG_IRED_SPARED]),
+        flags_set=sum(regs[IRED_FLAGS_SET]),
+        drops=sum(regs[IRED_DROPS]),
+        spared=sum(regs[IRED_SPARED]),
     )
 
 

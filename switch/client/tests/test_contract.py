@@ -136,7 +136,7 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 8
+    assert contract["program"]["contract_version"] == 9
     # contract v8: the reroute digest names the INT hop a sink's notice saw
     reroute = next(d for d in contract["digest"] if d["name"] == "pipe.IngressDeparser.reroute")
     assert [f["name"] for f in reroute["fields"]][-2:] == ["hop_switch_id", "hop_port"]
@@ -207,6 +207,7 @@ def test_client_ired_names_are_the_contracts(contract: dict[str, Any]) -> None:
     tables = {t["name"]: t for t in contract["table"]}
     actions = {a["name"]: a for a in contract["action"]}
     registers = {r["name"] for r in contract["register"]}
+    counters = {c["name"]: c for c in contract["counter"]}
     t = tables[names.IRED_PORT]
     assert [k["name"] for k in t["keys"]] == [names.K_EGRESS_PORT]
     assert t["actions"] == [names.A_IRED_SET, "NoAction"]
@@ -218,6 +219,9 @@ def test_client_ired_names_are_the_contracts(contract: dict[str, Any]) -> None:
         "protect",
     ]
     assert set(names.IRED_REGISTERS) == {r for r in registers if ".ired_" in r}
+    # contract v9: iRED's counts are packet Counters by dev_port
+    assert set(names.IRED_COUNTERS) == {c for c in counters if ".ired_" in c}
+    assert all(counters[c]["unit"] == "PACKETS" for c in names.IRED_COUNTERS)
     assert contract["config"]["ired_ewma_n_max"] == names.IRED_EWMA_N_MAX
     assert contract["config"]["ired_cell_bytes"] == names.IRED_CELL_BYTES
 

@@ -277,12 +277,17 @@ def _reroute_missing(contract: dict[str, Any]) -> list[str]:
 
 
 def ired_objects(contract: dict[str, Any]) -> list[str]:
-    """What WITH_IRED adds: its tables (per port, the spared class) and registers, as
-    contract_errors names them missing."""
+    """What WITH_IRED adds: its tables (per port, the spared class), registers and
+    counters, as contract_errors names them missing."""
     tables = [t["name"] for t in contract["table"] if ".ired_" in t["name"]]
     regs = [r["name"] for r in contract["register"] if ".ired_" in r["name"]]
-    assert len(tables) == 2 and len(regs) == 9
-    return [f"table {n} missing" for n in tables] + [f"register {n} missing" for n in regs]
+    counters = [c["name"] for c in contract["counter"] if ".ired_" in c["name"]]
+    assert len(tables) == 2 and len(regs) == 4 and len(counters) == 5
+    return (
+        [f"table {n} missing" for n in tables]
+        + [f"register {n} missing" for n in regs]
+        + [f"counter {n} missing" for n in counters]
+    )
 
 
 def _quality_missing(contract: dict[str, Any]) -> list[str]:

@@ -40,8 +40,13 @@
  * never dropped by the flag: they pass, are counted in ired_spared, and the
  * flag waits for the next other packet.
  *
- * Every register is indexed by the 9-bit dev_port, one copy per pipe. The
- * flag lives in the ingress pipe the copy re-enters (the pipe of the mirror
+ * The counts (ired_decisions, ired_tail_drops, ired_flags_set, ired_drops,
+ * ired_spared) are packet Counters: a statistics ALU each, not one of the
+ * four stateful ALUs a Tofino 1 stage has for both gresses, which iRED's
+ * flag and average and the RTP quality registers need in the last stages.
+ *
+ * Every register and counter is indexed by the 9-bit dev_port, one copy per
+ * pipe. The flag lives in the ingress pipe the copy re-enters (the pipe of the mirror
  * session's recirculation port): on a multi-pipe switch, point the port's
  * session at the pipe its bulk traffic enters through (README "iRED").
  */
@@ -113,20 +118,10 @@ control Ired(
     };
 
     @name(".Egress.ired_decisions")
-    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_decisions;
-    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_decisions) count_decision = {
-        void apply(inout bit<32> n) {
-            n = n + 1;
-        }
-    };
+    Counter<bit<32>, PortId_t>(IRED_PORTS, CounterType_t.PACKETS) ired_decisions;
 
     @name(".Egress.ired_tail_drops")
-    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_tail_drops;
-    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_tail_drops) count_tail_drop = {
-        void apply(inout bit<32> n) {
-            n = n + 1;
-        }
-    };
+    Counter<bit<32>, PortId_t>(IRED_PORTS, CounterType_t.PACKETS) ired_tail_drops;
 
     /* one immediate source (hash or random) per action */
     /* the depth averaged: deq_qdepth, or enq_qdepth in a build with
@@ -243,7 +238,7 @@ control Ired(
         if (eg_md.ired_on == 1 && eg_md.ired_tail_drop == 1) {
             if (eg_md.ired_room == 0) {
                 tail_dropped();
-                count_tail_drop.execute(eg_intr_md.egress_port);
+                ired_tail_drops.count(eg_intr_md.egress_port);
             }
         }
         if (eg_md.ired_ewma_n == 1) {
@@ -270,10 +265,10 @@ control Ired(
         if (eg_md.ired_eligible == 1 && eg_md.rr_notice == 0) {
             if (eg_md.ired_above != 0) {
                 decide();
-                count_decision.execute(eg_intr_md.egress_port);
+                ired_decisions.count(eg_intr_md.egress_port);
             } else if (eg_md.ired_coin == 1) {
                 decide();
-                count_decision.execute(eg_intr_md.egress_port);
+                ired_decisions.count(eg_intr_md.egress_port);
             }
         }
     }
@@ -368,28 +363,13 @@ control IredDrop(
 
 
     @name(".Ingress.ired_flags_set")
-    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_flags_set;
-    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_flags_set) count_flag_set = {
-        void apply(inout bit<32> n) {
-            n = n + 1;
-        }
-    };
+    Counter<bit<32>, PortId_t>(IRED_PORTS, CounterType_t.PACKETS) ired_flags_set;
 
     @name(".Ingress.ired_drops")
-    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_drops;
-    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_drops) count_drop = {
-        void apply(inout bit<32> n) {
-            n = n + 1;
-        }
-    };
+    Counter<bit<32>, PortId_t>(IRED_PORTS, CounterType_t.PACKETS) ired_drops;
 
     @name(".Ingress.ired_spared")
-    Register<bit<32>, PortId_t>(IRED_PORTS, 0) ired_spared;
-    RegisterAction<bit<32>, PortId_t, bit<32>>(ired_spared) count_spared = {
-        void apply(inout bit<32> n) {
-            n = n + 1;
-        }
-    };
+    Counter<bit<32>, PortId_t>(IRED_PORTS, CounterType_t.PACKETS) ired_spared;
 
     action protect_packet() {
         ig_md.ired_protected = true;
@@ -405,7 +385,7 @@ control IredDrop(
         if (hdr.ired_feedback.isValid()) {
             /* Algorithm 2, lines 2-4: the recirculated copy sets the flag and ends */
             set_flag.execute(hdr.ired_feedback.port);
-            count_flag_set.execute(hdr.ired_feedback.port);
+            ired_flags_set.count(hdr.ired_feedback.port);
             ig_dprsr_md.drop_ctl = 1;
         } else if (ig_md.forwarded && !ig_md.guard_drop) {
             /* lines 7-10, for a packet Forwarding routed and nothing dropped
@@ -429,10 +409,10 @@ control IredDrop(
          * counters share that stage */
         if (ig_md.ired_flag == 1 || (ig_md.ired_flag == 3 && !ig_md.ired_protected)) {
             drop_packet();
-            count_drop.execute(ig_tm_md.ucast_egress_port);
+            ired_drops.count(ig_tm_md.ucast_egress_port);
         }
         if (ig_md.ired_flag == 3 && ig_md.ired_protected) {
-            count_spared.execute(ig_tm_md.ucast_egress_port);
+            ired_spared.count(ig_tm_md.ucast_egress_port);
         }
     }
 }

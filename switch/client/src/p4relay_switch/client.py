@@ -764,6 +764,43 @@ class SwitchClient:
             t.name, [Entry({"$REGISTER_INDEX": i}, None, {f: v}) for i, v in values.items()]
         )
 
+    # --------------------------------------------------------------- counters
+
+    def _counter(self, name: str) -> TableInfo:
+        t = self.schema.table(name)
+        if t.table_type != "Counter" or "$COUNTER_INDEX" not in t.keys:
+            raise SchemaError(f"{t.name} is not an indexed counter table")
+        if "$COUNTER_SPEC_PKTS" not in t.data:
+            raise SchemaError(f"counter {t.name} counts no packets")
+        return t
+
+    async def read_counter(
+        self, name: str, indexes: Iterable[int], *, from_hw: bool = True
+    ) -> dict[int, list[int]]:
+        """An indexed packet counter: index -> per-pipe packets (one element
+        on the softswitch), as read_register returns a register's cells."""
+        t = self._counter(name)
+        idx = list(indexes)
+        got = await self.read(t.name, [{"$COUNTER_INDEX": i} for i in idx], from_hw=from_hw)
+        out: dict[int, list[int]] = {}
+        for e in got:
+            i = e.key["$COUNTER_INDEX"]
+            v = e.data.get("$COUNTER_SPEC_PKTS", 0)
+            vals = v if isinstance(v, list) else [v]
+            out[int(i) if isinstance(i, int) else -1] = [int(x) for x in vals]
+        return out
+
+    async def write_counter(self, name: str, values: Mapping[int, int]) -> None:
+        """Sets packet counter cells (0 resets them)."""
+        t = self._counter(name)
+        await self.modify(
+            t.name,
+            [
+                Entry({"$COUNTER_INDEX": i}, None, {"$COUNTER_SPEC_PKTS": v})
+                for i, v in values.items()
+            ],
+        )
+
     # -------------------------------------------------------------- ports, TM
 
     async def ports(self) -> dict[int, dict[str, ReadValue]]:

@@ -1,5 +1,5 @@
 """iRED per egress port: configuration and counters (switch/contract.toml,
-``pipe.Egress.ired_port`` and the ``ired_*`` registers).
+``pipe.Egress.ired_port``, the ``ired_*`` registers and counters).
 
 Depths are in queue cells (80 bytes) on both targets. ``IredSettings.check``
 refuses what the softswitch refuses, so a bad setting fails with the same
@@ -18,19 +18,20 @@ from p4relay_switch.errors import write_error
 from p4relay_switch.names import (
     A_IRED_SET,
     IRED_CELL_BYTES,
+    IRED_COUNTERS,
+    IRED_DECISIONS,
+    IRED_DROPS,
     IRED_EWMA_N_MAX,
+    IRED_FLAGS_SET,
     IRED_PORT,
     IRED_REGISTERS,
+    IRED_SPARED,
+    IRED_TAIL_DROPS,
     K_EGRESS_PORT,
-    REG_IRED_DECISIONS,
     REG_IRED_DROP_FLAG,
     REG_IRED_DROP_PROB,
-    REG_IRED_DROPS,
-    REG_IRED_FLAGS_SET,
     REG_IRED_QAVG,
     REG_IRED_QDEPTH_PREV,
-    REG_IRED_SPARED,
-    REG_IRED_TAIL_DROPS,
 )
 
 DEPTH_MAX = (1 << 19) - 1
@@ -130,13 +131,16 @@ async def set_ired(client: SwitchClient, dev_port: int, s: IredSettings) -> None
 
 
 async def clear_ired(client: SwitchClient, dev_port: int, *, reset: bool = True) -> None:
-    """Turns iRED off for a port (plain tail drop); with reset, zeroes its registers."""
+    """Turns iRED off for a port (plain tail drop); with reset, zeroes its
+    registers and counters."""
     got = await client.read(IRED_PORT)
     if any(e.key.get(K_EGRESS_PORT) == dev_port for e in got):
         await client.delete(IRED_PORT, [Entry({K_EGRESS_PORT: dev_port})])
     if reset:
         for name in IRED_REGISTERS:
             await client.write_register(name, {dev_port: 0})
+        for name in IRED_COUNTERS:
+            await client.write_counter(name, {dev_port: 0})
 
 
 async def ired_settings(client: SwitchClient) -> dict[int, IredSettings]:
@@ -164,11 +168,13 @@ async def ired_settings(client: SwitchClient) -> dict[int, IredSettings]:
 
 
 async def ired_state(client: SwitchClient, ports: Iterable[int]) -> dict[int, IredPortState]:
-    """The iRED registers of each port."""
+    """The iRED registers and counters of each port."""
     idx = list(ports)
     if not idx:
         return {}
     regs = {name: await client.read_register(name, idx) for name in IRED_REGISTERS}
+    for name in IRED_COUNTERS:
+        regs[name] = await client.read_counter(name, idx)
 
     def total(name: str, p: int) -> int:
         return sum(regs[name].get(p, [0]))
@@ -181,12 +187,12 @@ async def ired_state(client: SwitchClient, ports: Iterable[int]) -> dict[int, Ir
             qdepth_prev=first(REG_IRED_QDEPTH_PREV, p),
             qavg=first(REG_IRED_QAVG, p),
             drop_prob=first(REG_IRED_DROP_PROB, p),
-            decisions=total(REG_IRED_DECISIONS, p),
-            tail_drops=total(REG_IRED_TAIL_DROPS, p),
+            decisions=total(IRED_DECISIONS, p),
+            tail_drops=total(IRED_TAIL_DROPS, p),
             drop_flag=first(REG_IRED_DROP_FLAG, p),
-            flags_set=total(REG_IRED_FLAGS_SET, p),
-            drops=total(REG_IRED_DROPS, p),
-            spared=total(REG_IRED_SPARED, p),
+            flags_set=total(IRED_FLAGS_SET, p),
+            drops=total(IRED_DROPS, p),
+            spared=total(IRED_SPARED, p),
         )
         for p in idx
     }

@@ -123,22 +123,25 @@ K_L4_DST_PORT = "ig_md.l4_dst_port"
 REG_IRED_QDEPTH_PREV = "pipe.Egress.ired_qdepth_prev"
 REG_IRED_QAVG = "pipe.Egress.ired_qavg"
 REG_IRED_DROP_PROB = "pipe.Egress.ired_drop_prob"
-REG_IRED_DECISIONS = "pipe.Egress.ired_decisions"
-REG_IRED_TAIL_DROPS = "pipe.Egress.ired_tail_drops"
 REG_IRED_DROP_FLAG = "pipe.Ingress.ired_drop_flag"
-REG_IRED_FLAGS_SET = "pipe.Ingress.ired_flags_set"
-REG_IRED_DROPS = "pipe.Ingress.ired_drops"
-REG_IRED_SPARED = "pipe.Ingress.ired_spared"
 IRED_REGISTERS = (
     REG_IRED_QDEPTH_PREV,
     REG_IRED_QAVG,
     REG_IRED_DROP_PROB,
-    REG_IRED_DECISIONS,
-    REG_IRED_TAIL_DROPS,
     REG_IRED_DROP_FLAG,
-    REG_IRED_FLAGS_SET,
-    REG_IRED_DROPS,
-    REG_IRED_SPARED,
+)
+# iRED's counts: indexed packet Counters by dev_port (contract v9).
+IRED_DECISIONS = "pipe.Egress.ired_decisions"
+IRED_TAIL_DROPS = "pipe.Egress.ired_tail_drops"
+IRED_FLAGS_SET = "pipe.Ingress.ired_flags_set"
+IRED_DROPS = "pipe.Ingress.ired_drops"
+IRED_SPARED = "pipe.Ingress.ired_spared"
+IRED_COUNTERS = (
+    IRED_DECISIONS,
+    IRED_TAIL_DROPS,
+    IRED_FLAGS_SET,
+    IRED_DROPS,
+    IRED_SPARED,
 )
 
 # INT (in-band network telemetry): watch list and roles in Ingress, the hop

@@ -924,6 +924,60 @@ async fn ired_port_refuses_what_the_pipeline_cannot_run() {
     assert_eq!((c.min_thsld(), c.max_thsld(), c.protect), (28, 56, true));
 }
 
+#[tokio::test]
+async fn ired_counts_are_counters_read_and_reset_by_port() {
+    use crate::schema::IredCount;
+    let mut h = harness(4).await;
+    h.subscribe(1).await;
+    h.bind(1).await.unwrap();
+    h.sw.pipeline.ired.write_count(IredCount::Drops, 2, 3);
+    let t = h.table("pipe.Ingress.ired_drops").clone();
+    assert_eq!(
+        t.kind,
+        crate::schema::TableKind::Counter(crate::schema::Ctr::Ired(IredCount::Drops))
+    );
+    let cell = pb::Entity {
+        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+            table_id: t.id,
+            value: Some(pb::table_entry::Value::Key(key_of(
+                &t,
+                &[("$COUNTER_INDEX", 2)],
+            ))),
+            ..Default::default()
+        })),
+    };
+    let got = h.read(vec![cell.clone()]).await.unwrap();
+    let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
+        panic!()
+    };
+    let f = &te.data.as_ref().unwrap().fields[0];
+    assert_eq!(f.field_id, crate::schema::ID_COUNTER_PKTS);
+    assert_eq!(
+        f.value,
+        Some(pb::data_field::Value::Stream(3u64.to_be_bytes().to_vec()))
+    );
+    let reset = pb::Update {
+        r#type: pb::update::Type::Modify as i32,
+        entity: Some(pb::Entity {
+            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+                table_id: t.id,
+                value: Some(pb::table_entry::Value::Key(key_of(
+                    &t,
+                    &[("$COUNTER_INDEX", 2)],
+                ))),
+                data: Some(pb::TableData {
+                    action_id: 0,
+                    fields: vec![df_int(crate::schema::ID_COUNTER_PKTS, 0, 64)],
+                }),
+                ..Default::default()
+            })),
+        }),
+    };
+    h.write(vec![reset], 0).await.unwrap();
+    assert_eq!(h.sw.pipeline.ired.read_count(IredCount::Drops, 2), Some(0));
+    assert_eq!(t.size, 512, "by dev_port: the program's 512 cells");
+}
+
 /// `$PORT_METADATA` write of port `port` (`unbound`, or no data).
 fn port_binding_update(
     h: &Harness,

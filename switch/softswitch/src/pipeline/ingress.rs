@@ -194,7 +194,7 @@ mod tests {
     use crate::packet::testpkt::Udp4;
     use crate::packet::{ipv4_checksum, rd16};
     use crate::pipeline::tests::{meta, setup, UAC, UAS};
-    use crate::schema::IredReg;
+    use crate::schema::IredCount;
     use crate::tables::small::IredConfig;
 
     #[test]
@@ -275,7 +275,7 @@ mod tests {
             Verdict::Forward(2),
             "one drop per flag"
         );
-        assert_eq!(p.ired.read(IredReg::Spared, 2), Some(1));
-        assert_eq!(p.ired.read(IredReg::Drops, 2), Some(1));
+        assert_eq!(p.ired.read_count(IredCount::Spared, 2), Some(1));
+        assert_eq!(p.ired.read_count(IredCount::Drops, 2), Some(1));
     }
 }

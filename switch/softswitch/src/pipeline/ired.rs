@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::{Bridged, Pipeline};
-use crate::schema::IredReg;
+use crate::schema::{IredCount, IredReg};
 use crate::tables::small::{PORTS, QUEUE_DEPTH_MAX};
 
 /// The queue depth iRED averages (switch/p4/controls/ired.p4, `sample`).
@@ -39,19 +39,19 @@ pub const DSCP_EF: u8 = 46;
 pub const FLAG_DROP: u8 = 1;
 pub const FLAG_DROP_SPARE_PROTECTED: u8 = 3;
 
-/// One port's iRED registers (all of `pipe.Egress.ired_*` and
+/// One port's iRED registers and counters (all of `pipe.Egress.ired_*` and
 /// `pipe.Ingress.ired_*` at this index).
 #[derive(Debug, Default)]
 struct PortRegs {
     qdepth_prev: AtomicU32,
     qavg: AtomicU32,
     drop_prob: AtomicU16,
-    decisions: AtomicU32,
-    tail_drops: AtomicU32,
+    decisions: AtomicU64,
+    tail_drops: AtomicU64,
     drop_flag: AtomicU8,
-    flags_set: AtomicU32,
-    drops: AtomicU32,
-    spared: AtomicU32,
+    flags_set: AtomicU64,
+    drops: AtomicU64,
+    spared: AtomicU64,
     /// Feedback copies on the recirculation path, and the flag they carry.
     recirc: AtomicU32,
     recirc_flag: AtomicU8,
@@ -108,13 +108,29 @@ impl IredRegs {
             IredReg::QdepthPrev => p.qdepth_prev.load(Relaxed).into(),
             IredReg::Qavg => p.qavg.load(Relaxed).into(),
             IredReg::DropProb => p.drop_prob.load(Relaxed).into(),
-            IredReg::Decisions => p.decisions.load(Relaxed).into(),
-            IredReg::TailDrops => p.tail_drops.load(Relaxed).into(),
             IredReg::DropFlag => p.drop_flag.load(Relaxed).into(),
-            IredReg::FlagsSet => p.flags_set.load(Relaxed).into(),
-            IredReg::Drops => p.drops.load(Relaxed).into(),
-            IredReg::Spared => p.spared.load(Relaxed).into(),
         })
+    }
+
+    fn count_cell(&self, c: IredCount, i: usize) -> Option<&AtomicU64> {
+        let p = self.ports.get(i)?;
+        Some(match c {
+            IredCount::Decisions => &p.decisions,
+            IredCount::TailDrops => &p.tail_drops,
+            IredCount::FlagsSet => &p.flags_set,
+            IredCount::Drops => &p.drops,
+            IredCount::Spared => &p.spared,
+        })
+    }
+
+    /// A counter cell (packets).
+    pub fn read_count(&self, c: IredCount, i: usize) -> Option<u64> {
+        self.count_cell(c, i).map(|n| n.load(Relaxed))
+    }
+
+    /// Sets a counter cell (0 resets it); false: index out of range.
+    pub fn write_count(&self, c: IredCount, i: usize, v: u64) -> bool {
+        self.count_cell(c, i).map(|n| n.store(v, Relaxed)).is_some()
     }
 
     /// Register write (truncated to the register width, as on Tofino).
@@ -126,12 +142,7 @@ impl IredRegs {
             IredReg::QdepthPrev => p.qdepth_prev.store(v as u32, Relaxed),
             IredReg::Qavg => p.qavg.store(v as u32, Relaxed),
             IredReg::DropProb => p.drop_prob.store(v as u16, Relaxed),
-            IredReg::Decisions => p.decisions.store(v as u32, Relaxed),
-            IredReg::TailDrops => p.tail_drops.store(v as u32, Relaxed),
             IredReg::DropFlag => p.drop_flag.store(v as u8, Relaxed),
-            IredReg::FlagsSet => p.flags_set.store(v as u32, Relaxed),
-            IredReg::Drops => p.drops.store(v as u32, Relaxed),
-            IredReg::Spared => p.spared.store(v as u32, Relaxed),
         }
         true
     }
@@ -145,14 +156,18 @@ impl IredRegs {
                 IredReg::QdepthPrev,
                 IredReg::Qavg,
                 IredReg::DropProb,
-                IredReg::Decisions,
-                IredReg::TailDrops,
                 IredReg::DropFlag,
-                IredReg::FlagsSet,
-                IredReg::Drops,
-                IredReg::Spared,
             ] {
                 self.write(r, i, 0);
+            }
+            for c in [
+                IredCount::Decisions,
+                IredCount::TailDrops,
+                IredCount::FlagsSet,
+                IredCount::Drops,
+                IredCount::Spared,
+            ] {
+                self.write_count(c, i, 0);
             }
         }
     }
@@ -231,7 +246,7 @@ impl Pipeline {
             let copies = r.recirc.swap(0, Relaxed);
             if copies > 0 {
                 r.drop_flag.store(r.recirc_flag.load(Relaxed), Relaxed);
-                r.flags_set.fetch_add(copies, Relaxed);
+                r.flags_set.fetch_add(u64::from(copies), Relaxed);
             }
         }
     }
@@ -308,6 +323,10 @@ mod tests {
         p.ired.read(r, usize::from(PORT)).unwrap()
     }
 
+    fn count(p: &Pipeline, c: IredCount) -> u64 {
+        p.ired.read_count(c, usize::from(PORT)).unwrap()
+    }
+
     /// One packet leaves `PORT` with `deq` cells behind it; then the
     /// recirculated copy, if any, reaches Ingress.
     fn depart(p: &Pipeline, deq: u32) -> bool {
@@ -323,7 +342,7 @@ mod tests {
             assert!(p.ired(PORT, &Bridged::default(), deq, deq));
         }
         p.ired_feedback();
-        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert_eq!(count(&p, IredCount::Decisions), 0);
         assert_eq!(
             reg(&p, IredReg::Qavg),
             0,
@@ -365,20 +384,20 @@ mod tests {
         let p = with_ired(false, false);
         depart(&p, 20);
         depart(&p, 20); // avg 20 < minThsld 28
-        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert_eq!(count(&p, IredCount::Decisions), 0);
         assert!(!p.ired_drop(PORT, false));
         depart(&p, 200);
         depart(&p, 200); // avg 200 > maxThsld 56
-        assert_eq!(reg(&p, IredReg::Decisions), 1 + 1);
+        assert_eq!(count(&p, IredCount::Decisions), 1 + 1);
         // the deciding packets were sent; the flag waits for the next one
         assert_eq!(reg(&p, IredReg::DropFlag), u64::from(FLAG_DROP));
-        assert_eq!(reg(&p, IredReg::FlagsSet), 2);
+        assert_eq!(count(&p, IredCount::FlagsSet), 2);
         assert!(
             p.ired_drop(PORT, false),
             "the next packet to the port is dropped"
         );
         assert!(!p.ired_drop(PORT, false), "one drop per flag");
-        assert_eq!(reg(&p, IredReg::Drops), 1);
+        assert_eq!(count(&p, IredCount::Drops), 1);
         // another port's packets are not touched
         assert!(!p.ired_drop(PORT + 1, false));
     }
@@ -390,12 +409,12 @@ mod tests {
         for _ in 0..50 {
             depart(&p, 40); // avg settles at 40: between 28 and 56
         }
-        assert_eq!(reg(&p, IredReg::Decisions), 0, "probability 0: never");
+        assert_eq!(count(&p, IredCount::Decisions), 0, "probability 0: never");
         p.ired.write(IredReg::DropProb, usize::from(PORT), 0xffff);
         for _ in 0..50 {
             depart(&p, 40);
         }
-        let d = reg(&p, IredReg::Decisions);
+        let d = count(&p, IredCount::Decisions);
         // a 16-bit random number below 0xffff: all but 1 in 65536
         assert!(d >= 49, "probability ~1: {d} of 50 decided");
         // the register is 16 bits wide
@@ -414,12 +433,12 @@ mod tests {
             assert!(p.ired(PORT, &rtp, 500, 500));
         }
         p.ired_feedback();
-        assert_eq!(reg(&p, IredReg::Decisions), 0);
+        assert_eq!(count(&p, IredCount::Decisions), 0);
         // RTCP of a relayed leg does carry one
         let rtcp = Bridged { rtcp: true, ..rtp };
         p.ired(PORT, &rtcp, 500, 500);
         p.ired_feedback();
-        assert_eq!(reg(&p, IredReg::Decisions), 1);
+        assert_eq!(count(&p, IredCount::Decisions), 1);
     }
 
     #[test]
@@ -431,12 +450,12 @@ mod tests {
             u64::from(FLAG_DROP_SPARE_PROTECTED)
         );
         assert!(!p.ired_drop(PORT, true), "protected: passes");
-        assert_eq!(reg(&p, IredReg::Spared), 1);
+        assert_eq!(count(&p, IredCount::Spared), 1);
         assert!(
             p.ired_drop(PORT, false),
             "the flag still drops the next unprotected one"
         );
-        assert_eq!(reg(&p, IredReg::Drops), 1);
+        assert_eq!(count(&p, IredCount::Drops), 1);
         // without protection a protected packet is dropped like any other
         let q = with_ired(false, false);
         depart(&q, 500);
@@ -492,13 +511,13 @@ mod tests {
         depart(&p, 500);
         assert_eq!(send(5060, 0), Verdict::Forward(PORT), "SIP by its port");
         assert_eq!(send(7000, 24), Verdict::Forward(PORT), "CS3");
-        assert_eq!(reg(&p, IredReg::Spared), 2);
+        assert_eq!(count(&p, IredCount::Spared), 2);
         assert_eq!(
             send(7000, 26),
             Verdict::Drop(DropReason::Ired),
             "AF31 is not"
         );
-        assert_eq!(reg(&p, IredReg::Drops), 1);
+        assert_eq!(count(&p, IredCount::Drops), 1);
         // without protection on the port the class is dropped like any other
         let q = with_ired(false, false);
         q.small
@@ -534,8 +553,12 @@ mod tests {
         );
         assert!(!p.ired(PORT, &Bridged::default(), 0, u32::MAX));
         p.ired_feedback();
-        assert_eq!(reg(&p, IredReg::TailDrops), 2);
-        assert_eq!(reg(&p, IredReg::Decisions), 0, "no decisions in this mode");
+        assert_eq!(count(&p, IredCount::TailDrops), 2);
+        assert_eq!(
+            count(&p, IredCount::Decisions),
+            0,
+            "no decisions in this mode"
+        );
         assert!(!p.ired_drop(PORT, false));
     }
 
@@ -545,15 +568,15 @@ mod tests {
         p.ired(PORT, &Bridged::default(), 500, 500);
         p.ired.clear();
         p.ired_feedback();
-        for r in [
-            IredReg::Qavg,
-            IredReg::Decisions,
-            IredReg::DropFlag,
-            IredReg::FlagsSet,
-        ] {
+        for r in [IredReg::Qavg, IredReg::DropFlag] {
             assert_eq!(reg(&p, r), 0, "{r:?}");
+        }
+        for c in [IredCount::Decisions, IredCount::FlagsSet] {
+            assert_eq!(count(&p, c), 0, "{c:?}");
         }
         assert_eq!(p.ired.read(IredReg::Qavg, PORTS), None, "beyond the ports");
         assert!(!p.ired.write(IredReg::Qavg, PORTS, 1));
+        assert_eq!(p.ired.read_count(IredCount::Drops, PORTS), None);
+        assert!(!p.ired.write_count(IredCount::Drops, PORTS, 1));
     }
 }

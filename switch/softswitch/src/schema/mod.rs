@@ -177,14 +177,22 @@ pub enum Half {
 pub enum Ctr {
     /// `pipe.Ingress.guard_drops`: packets, by leg.
     GuardDrops,
+    /// iRED's counts (`pipe.Egress.ired_*`, `pipe.Ingress.ired_*`): packets,
+    /// by dev_port.
+    Ired(IredCount),
 }
 
 impl Ctr {
     fn from_name(name: &str) -> Option<Ctr> {
-        match name {
-            names::GUARD_DROPS => Some(Ctr::GuardDrops),
-            _ => None,
-        }
+        Some(match name {
+            names::GUARD_DROPS => Ctr::GuardDrops,
+            "pipe.Egress.ired_decisions" => Ctr::Ired(IredCount::Decisions),
+            "pipe.Egress.ired_tail_drops" => Ctr::Ired(IredCount::TailDrops),
+            "pipe.Ingress.ired_flags_set" => Ctr::Ired(IredCount::FlagsSet),
+            "pipe.Ingress.ired_drops" => Ctr::Ired(IredCount::Drops),
+            "pipe.Ingress.ired_spared" => Ctr::Ired(IredCount::Spared),
+            _ => return None,
+        })
     }
 }
 
@@ -208,11 +216,22 @@ pub enum IredReg {
     QdepthPrev,
     Qavg,
     DropProb,
-    Decisions,
-    TailDrops,
     DropFlag,
+}
+
+/// iRED's counters (pipeline/ired.rs), indexed by dev_port: Counter externs
+/// on the Tofino (a statistics ALU each, no stateful ALU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IredCount {
+    /// `pipe.Egress.ired_decisions`: feedback copies sent to Ingress.
+    Decisions,
+    /// `pipe.Egress.ired_tail_drops`: packets dropped at egress (tail-drop mode).
+    TailDrops,
+    /// `pipe.Ingress.ired_flags_set`: feedback copies that set the flag.
     FlagsSet,
+    /// `pipe.Ingress.ired_drops`: packets dropped by the flag.
     Drops,
+    /// `pipe.Ingress.ired_spared`: protected packets that found the flag and passed.
     Spared,
 }
 
@@ -251,12 +270,7 @@ impl Reg {
             "ired_qdepth_prev" => Reg::Ired(IredReg::QdepthPrev),
             "ired_qavg" => Reg::Ired(IredReg::Qavg),
             "ired_drop_prob" => Reg::Ired(IredReg::DropProb),
-            "ired_decisions" => Reg::Ired(IredReg::Decisions),
-            "ired_tail_drops" => Reg::Ired(IredReg::TailDrops),
             "ired_drop_flag" => Reg::Ired(IredReg::DropFlag),
-            "ired_flags_set" => Reg::Ired(IredReg::FlagsSet),
-            "ired_drops" => Reg::Ired(IredReg::Drops),
-            "ired_spared" => Reg::Ired(IredReg::Spared),
             "int_malformed" => Reg::Int(IntReg::Malformed),
             "int_tx_bytes" => Reg::Int(IntReg::TxBytes),
             "int_hop_limit" => Reg::Int(IntReg::HopLimit),
@@ -770,6 +784,8 @@ impl Schema {
                 .unwrap_or_else(|| panic!("contract counter {} has no implementation", ct.name));
             let size = match ctr {
                 Ctr::GuardDrops => legs,
+                // by dev_port (9 bits) on the Tofino: bf-p4c's size
+                Ctr::Ired(_) => ct.size_p4,
             };
             let id = CompilerIds::get(&ids.tables, 0x12, &ct.name);
             let keys = vec![KeySchema {

@@ -1,4 +1,5 @@
-//! Indexed counter tables (`pipe.Ingress.guard_drops`): `$COUNTER_INDEX` →
+//! Indexed counter tables (`pipe.Ingress.guard_drops`, iRED's counts by
+//! dev_port): `$COUNTER_INDEX` →
 //! `$COUNTER_SPEC_PKTS`. Every cell always exists: an INSERT or a MODIFY sets
 //! it, a DELETE (or keyless DELETE, the whole table) zeroes it, as
 //! bf_switchd's counter tables do.
@@ -19,12 +20,14 @@ impl Cells for Ctr {
     fn get(self, sw: &Switch, i: usize) -> Option<u64> {
         match self {
             Ctr::GuardDrops => sw.pipeline.guard_drops.read(i),
+            Ctr::Ired(c) => sw.pipeline.ired.read_count(c, i),
         }
     }
 
     fn set(self, sw: &Switch, i: usize, v: u64) -> bool {
         match self {
             Ctr::GuardDrops => sw.pipeline.guard_drops.write(i, v),
+            Ctr::Ired(c) => sw.pipeline.ired.write_count(c, i, v),
         }
     }
 
