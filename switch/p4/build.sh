@@ -17,7 +17,7 @@
 # standard-v6  the standard profile with IPv6 on Tofino 1 (P4RELAY_IPV6 and
 #           P4RELAY_SCALE_V6): every feature, the IPv4 tables smaller by what
 #           the IPv6 tables take in the same stages (sizes.p4); the compiler
-#           places its egress in 13 stages, so neither list names it
+#           needs 13 stages for it, so neither list names it
 #           (docs/design/ipv6.md "Tofino 1")
 # lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;
 #           216K relay + guard entries, 108K legs)
