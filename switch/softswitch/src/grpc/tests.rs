@@ -201,26 +201,24 @@ fn update(
     action: Option<&str>,
     params: &[(&str, u64)],
 ) -> pb::Update {
-    let data = action.map(|a| {
-        let a = t.action_by_name(a).unwrap();
-        pb::TableData {
-            action_id: a.id,
-            fields: params
-                .iter()
-                .map(|(n, v)| {
-                    let p = a
-                        .params
-                        .iter()
-                        .find(|p| p.name == *n)
-                        .map(|p| (p.id, p.bits));
-                    let (id, bits) = p.unwrap_or_else(|| {
-                        let d = t.data_by_name(n).unwrap();
-                        (d.id, d.bits)
-                    });
-                    df_int(id, *v, bits)
-                })
-                .collect(),
-        }
+    // no action: a data-only write (register cells, counter resets) when
+    // fields are given, none at all otherwise
+    let a = action.map(|a| t.action_by_name(a).unwrap());
+    let data = (a.is_some() || !params.is_empty()).then(|| pb::TableData {
+        action_id: a.map_or(0, |a| a.id),
+        fields: params
+            .iter()
+            .map(|(n, v)| {
+                let p = a
+                    .and_then(|a| a.params.iter().find(|p| p.name == *n))
+                    .map(|p| (p.id, p.bits));
+                let (id, bits) = p.unwrap_or_else(|| {
+                    let d = t.data_by_name(n).unwrap();
+                    (d.id, d.bits)
+                });
+                df_int(id, *v, bits)
+            })
+            .collect(),
     });
     pb::Update {
         r#type: ty as i32,
@@ -499,24 +497,13 @@ async fn reads_return_entries_counters_registers_and_usage() {
     assert!(left > 0 && left <= 5000, "{left}");
     // register write + read back; out of range index
     let reg = h.table("pipe.Egress.rtp_lost").clone();
-    let f = &reg.data[0];
-    let w = pb::Update {
-        r#type: pb::update::Type::Modify as i32,
-        entity: Some(pb::Entity {
-            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-                table_id: reg.id,
-                value: Some(pb::table_entry::Value::Key(key_of(
-                    &reg,
-                    &[("$REGISTER_INDEX", 3)],
-                ))),
-                data: Some(pb::TableData {
-                    action_id: 0,
-                    fields: vec![df_int(f.id, 77, f.bits)],
-                }),
-                ..Default::default()
-            })),
-        }),
-    };
+    let w = update(
+        pb::update::Type::Modify,
+        &reg,
+        &[("$REGISTER_INDEX", 3)],
+        None,
+        &[(reg.data[0].name.as_str(), 77)],
+    );
     h.write(vec![w], 0).await.unwrap();
     assert_eq!(
         h.sw.pipeline.quality.read(crate::schema::Reg::Lost, 3),
@@ -956,23 +943,13 @@ async fn ired_counts_are_counters_read_and_reset_by_port() {
         f.value,
         Some(pb::data_field::Value::Stream(3u64.to_be_bytes().to_vec()))
     );
-    let reset = pb::Update {
-        r#type: pb::update::Type::Modify as i32,
-        entity: Some(pb::Entity {
-            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-                table_id: t.id,
-                value: Some(pb::table_entry::Value::Key(key_of(
-                    &t,
-                    &[("$COUNTER_INDEX", 2)],
-                ))),
-                data: Some(pb::TableData {
-                    action_id: 0,
-                    fields: vec![df_int(crate::schema::ID_COUNTER_PKTS, 0, 64)],
-                }),
-                ..Default::default()
-            })),
-        }),
-    };
+    let reset = update(
+        pb::update::Type::Modify,
+        &t,
+        &[("$COUNTER_INDEX", 2)],
+        None,
+        &[("$COUNTER_SPEC_PKTS", 0)],
+    );
     h.write(vec![reset], 0).await.unwrap();
     assert_eq!(h.sw.pipeline.ired.read_count(IredCount::Drops, 2), Some(0));
     assert_eq!(t.size, 512, "by dev_port: the program's 512 cells");
