@@ -32,6 +32,7 @@ from p4relay_switch import (
     TableFullError,
 )
 from p4relay_switch import pipeline as pl
+from p4relay_switch.names import IRED_DROPS
 from p4relay_testsupport import free_port, softswitch, softswitch_binary, wait_for
 
 RELAY_ENTRIES = 16
@@ -281,6 +282,20 @@ async def test_registers_roundtrip(sw: SwitchClient) -> None:
         await sw.read_register(pl.REG_LOST, [LEGS + 10])
     await Pipeline(sw).reset_quality([0])
     assert (await sw.read_register(pl.REG_LOST, [0]))[0] == [0]
+
+
+async def test_counters_roundtrip(sw: SwitchClient) -> None:
+    await sw.write_counter(IRED_DROPS, {2: 5, 63: 2**32 - 1})
+    got = await sw.read_counter(IRED_DROPS, [2, 3, 63])
+    assert {i: v[0] for i, v in got.items()} == {2: 5, 3: 0, 63: 2**32 - 1}
+    await sw.write_counter(IRED_DROPS, {2: 0})  # 0 resets a cell
+    assert (await sw.read_counter(IRED_DROPS, [2]))[2] == [0]
+    with pytest.raises(SchemaError, match="not an indexed counter"):
+        await sw.read_counter(pl.REG_LOST, [0])  # a register is not a counter
+    with pytest.raises(SwitchError):  # a dev_port this switch cannot have
+        await sw.write_counter(IRED_DROPS, {511: 1})
+    with pytest.raises(SwitchError):  # index beyond the counter's 512 cells
+        await sw.read_counter(IRED_DROPS, [600])
 
 
 async def test_idle_table_attribute(sw: SwitchClient) -> None:
