@@ -233,6 +233,17 @@ fn update(
     }
 }
 
+/// The entity naming one entry (a read, or a register / counter cell).
+fn entry_at(t: &TableSchema, key: &[(&str, u64)]) -> pb::Entity {
+    pb::Entity {
+        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
+            table_id: t.id,
+            value: Some(pb::table_entry::Value::Key(key_of(t, key))),
+            ..Default::default()
+        })),
+    }
+}
+
 fn relay_key(i: u64) -> [(&'static str, u64); 5] {
     [
         ("hdr.ipv4.src_addr", 0xc612_010a),
@@ -509,16 +520,7 @@ async fn reads_return_entries_counters_registers_and_usage() {
         h.sw.pipeline.quality.read(crate::schema::Reg::Lost, 3),
         Some(77)
     );
-    let oob = pb::Entity {
-        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-            table_id: reg.id,
-            value: Some(pb::table_entry::Value::Key(key_of(
-                &reg,
-                &[("$REGISTER_INDEX", 64)],
-            ))),
-            ..Default::default()
-        })),
-    };
+    let oob = entry_at(&reg, &[("$REGISTER_INDEX", 64)]);
     assert_eq!(
         failure(&h.read(vec![oob]).await.unwrap_err()),
         tonic::Code::OutOfRange
@@ -759,16 +761,7 @@ async fn guard_entries_write_read_counters_and_rollback() {
     h.sw.pipeline.guard_drops.count(5);
     h.sw.pipeline.guard_drops.count(5);
     let drops = h.table("pipe.Ingress.guard_drops").clone();
-    let cell = |i: u64| pb::Entity {
-        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-            table_id: drops.id,
-            value: Some(pb::table_entry::Value::Key(key_of(
-                &drops,
-                &[("$COUNTER_INDEX", i)],
-            ))),
-            ..Default::default()
-        })),
-    };
+    let cell = |i: u64| entry_at(&drops, &[("$COUNTER_INDEX", i)]);
     let got = h.read(vec![cell(5)]).await.unwrap();
     let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
         panic!()
@@ -923,16 +916,7 @@ async fn ired_counts_are_counters_read_and_reset_by_port() {
         t.kind,
         crate::schema::TableKind::Counter(crate::schema::Ctr::Ired(IredCount::Drops))
     );
-    let cell = pb::Entity {
-        entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-            table_id: t.id,
-            value: Some(pb::table_entry::Value::Key(key_of(
-                &t,
-                &[("$COUNTER_INDEX", 2)],
-            ))),
-            ..Default::default()
-        })),
-    };
+    let cell = entry_at(&t, &[("$COUNTER_INDEX", 2)]);
     let got = h.read(vec![cell.clone()]).await.unwrap();
     let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
         panic!()
@@ -1135,16 +1119,7 @@ async fn answers_p4_studio_clients_as_bf_switchd() {
     let reg = h.table("pipe.Egress.rtp_lost").clone();
     h.sw.pipeline.quality.write(crate::schema::Reg::Lost, 2, 5);
     let got = h
-        .read(vec![pb::Entity {
-            entity: Some(pb::entity::Entity::TableEntry(pb::TableEntry {
-                table_id: reg.id,
-                value: Some(pb::table_entry::Value::Key(key_of(
-                    &reg,
-                    &[("$REGISTER_INDEX", 2)],
-                ))),
-                ..Default::default()
-            })),
-        }])
+        .read(vec![entry_at(&reg, &[("$REGISTER_INDEX", 2)])])
         .await
         .unwrap();
     let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
