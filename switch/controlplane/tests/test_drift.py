@@ -112,10 +112,13 @@ async def test_drift_and_a_switch_restart_are_repaired_and_counted(
         async def full() -> bool:
             return await _counts(bed) == FULL
 
-        await wait_for(full, within=30, interval=0.1, what="the configuration applied")
+        async def applied() -> bool:
+            # A pass writes the tables before the ports' shaping: wait for both.
+            return await full() and await _rate(bed, 2) == 10000
+
+        await wait_for(applied, within=30, interval=0.1, what="the configuration applied")
         # The first pass applies the configuration: nothing is drift yet.
         assert d.sample(DRIFT, table=IPV4_LPM, kind="missing") is None
-        assert await _rate(bed, 2) == 10000
 
         # Port 2's shaping changed behind its back: set back, counted.
         await bed.probe.set_port_shaping(2, 5000)
