@@ -243,10 +243,15 @@ class Tables:
     # ------------------------------------------------------------ registers
 
     def read_register(
-        self, name: str, indexes: Iterable[int], *, from_hw: bool = True
+        self,
+        name: str,
+        indexes: Iterable[int],
+        *,
+        field: str = n.F_VALUE,
+        from_hw: bool = True,
     ) -> dict[int, list[int]]:
-        """index -> one value per pipe."""
-        f = register_field(name)
+        """index -> one value per pipe (of the register's field `field`)."""
+        f = register_field(name, field)
         rows = self.read(name, [{"$REGISTER_INDEX": i} for i in indexes], from_hw=from_hw)
         out: dict[int, list[int]] = {}
         for r in rows:
@@ -259,6 +264,21 @@ class Tables:
     def write_register(self, name: str, values: Mapping[int, int]) -> None:
         f = register_field(name)
         self.modify(name, [Entry({"$REGISTER_INDEX": i}, None, {f: v}) for i, v in values.items()])
+
+    def write_register_fields(self, name: str, values: Mapping[int, Mapping[str, int]]) -> None:
+        """Cells of a register of several fields (`rtp_loss`), every field of
+        each: index -> {field: value}."""
+        self.modify(
+            name,
+            [
+                Entry(
+                    {"$REGISTER_INDEX": i},
+                    None,
+                    {register_field(name, f): v for f, v in cell.items()},
+                )
+                for i, cell in values.items()
+            ],
+        )
 
     def register_total(self, name: str, index: int) -> int:
         return sum(self.read_register(name, [index])[index])
@@ -406,12 +426,17 @@ def batch_writes(
     )
     for reg in n.QUALITY_REGISTERS:
         cells = [quality_cell(reg, leg, quality_split) for leg in b.reset_legs]
+        fields = [f for r, f in n.QUALITY_VALUES if r == reg]
         for half in dict.fromkeys(t for t, _ in cells):
             add(
                 "modify",
                 half,
                 [
-                    Entry({"$REGISTER_INDEX": i}, None, {register_field(half): 0})
+                    Entry(
+                        {"$REGISTER_INDEX": i},
+                        None,
+                        {register_field(half, f): 0 for f in fields},
+                    )
                     for t, i in cells
                     if t == half
                 ],
@@ -464,9 +489,10 @@ def relay_id(ids: Mapping[str, int], addr: str) -> int:
     return rid
 
 
-def register_field(register: str) -> str:
-    """A register's data field as bf-p4c names it: `pipe.Egress.r` -> `Egress.r.f1`."""
-    return register.removeprefix("pipe.") + ".f1"
+def register_field(register: str, field: str = n.F_VALUE) -> str:
+    """A register's data field as bf-p4c names it: `pipe.Egress.r` -> `Egress.r.f1`
+    (a struct register's: `pipe.Egress.rtp_loss`, `lost` -> `Egress.rtp_loss.lost`)."""
+    return n.register_field(register, field)
 
 
 def flow_key(k: FlowKey, relay6_ids: Mapping[str, int] | None = None) -> dict[str, KeyValue]:
@@ -603,24 +629,26 @@ class Calls:
 
     def quality(self, legs: Sequence[int]) -> dict[int, LegQuality]:
         split = self.quality_split
-        regs: dict[str, dict[int, list[int]]] = {}
-        for reg in n.QUALITY_REGISTERS:
+        vals: dict[tuple[str, str], dict[int, list[int]]] = {}
+        for reg, f in n.QUALITY_VALUES:
             cells = {leg: quality_cell(reg, leg, split) for leg in legs}
             got = {
-                half: self.t.read_register(half, [i for t, i in cells.values() if t == half])
+                half: self.t.read_register(
+                    half, [i for t, i in cells.values() if t == half], field=f
+                )
                 for half in dict.fromkeys(t for t, _ in cells.values())
             }
-            regs[reg] = {leg: got[t][i] for leg, (t, i) in cells.items()}
+            vals[reg, f] = {leg: got[t][i] for leg, (t, i) in cells.items()}
 
-        def v(reg: str, leg: int) -> int:
-            return sum(regs[reg][leg])
+        def v(reg: str, leg: int, field: str = n.F_VALUE) -> int:
+            return sum(vals[reg, field][leg])
 
         return {
             leg: LegQuality(
                 leg,
                 packets=v(n.REG_PACKETS, leg),
-                lost=v(n.REG_LOST, leg),
-                reordered=v(n.REG_REORDERED, leg),
+                lost=v(n.REG_LOSS, leg, n.F_LOST),
+                reordered=v(n.REG_LOSS, leg, n.F_REORDERED),
                 max_seq=v(n.REG_MAX_SEQ, leg),
                 transit=v(n.REG_TRANSIT, leg),
                 jitter_raw=v(n.REG_JITTER, leg),

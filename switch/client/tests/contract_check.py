@@ -129,10 +129,12 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
         reg_keys = [k["name"] for k in t.get("key", [])]
         if reg_keys != ["$REGISTER_INDEX"]:
             errs.append(f"register {name}: key {reg_keys} != ['$REGISTER_INDEX']")
-        field = name.removeprefix("pipe.") + ".f1"
+        # `f1`, or a struct register's fields in declaration order
+        short = name.removeprefix("pipe.")
+        reg_want = [(f"{short}.{f}", cr["bits"]) for f in cr.get("fields", ["f1"])]
         reg_data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
-        if reg_data != [(field, cr["bits"])]:
-            errs.append(f"register {name}: data {reg_data} != [({field!r}, {cr['bits']})]")
+        if reg_data != reg_want:
+            errs.append(f"register {name}: data {reg_data} != {reg_want}")
 
     for cc in contract.get("counter", []):
         name = cc["name"]

@@ -27,6 +27,7 @@ from p4relay_switch.client import Entry
 from p4relay_switch.codec import DataValue, KeyValue
 from p4relay_switch.encode import Encoder
 from p4relay_switch.proto import bfruntime_pb2 as pb
+from quality_cells import read_values, write_values, zeroes
 
 ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
@@ -42,11 +43,6 @@ async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
     await c.connect()
     yield c
     await c.close()
-
-
-def _register_field(c: SwitchClient, name: str) -> str:
-    t = c.schema.table(name)
-    return next(n for n in t.data if n.endswith(".f1"))
 
 
 async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
@@ -72,7 +68,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
             c.update(
                 pb.Update.MODIFY,
                 r,
-                Entry({"$REGISTER_INDEX": 300}, None, {_register_field(c, r): 0}),
+                Entry({"$REGISTER_INDEX": 300}, None, zeroes(c, r)),
             )
             for r in pl.QUALITY_REGISTERS
         ),
@@ -175,11 +171,10 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
     register reads return."""
     p = Pipeline(sw)
     legs = [7, 8]
-    for i, name in enumerate(pl.QUALITY_REGISTERS):
-        await sw.write_register(name, {7: 100 + i, 8: 200 + i})
+    await write_values(sw, lambda c: {7: 100 + c, 8: 200 + c})
     q = await p.read_quality(legs)
     for leg in legs:
-        regs = [(await sw.read_register(n, [leg]))[leg][0] for n in pl.QUALITY_REGISTERS]
+        regs = await read_values(sw, leg)
         got = q[leg]
         assert [
             got.packets,
@@ -191,6 +186,7 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
             got.last_seen_ms,
             got.payload_type,
         ] == regs
+    assert regs[1:3] == [201, 202], "lost and reordered: rtp_loss's two fields"
     await p.reset_quality(legs)
     assert all(v.packets == 0 and v.jitter_raw == 0 for v in (await p.read_quality(legs)).values())
 

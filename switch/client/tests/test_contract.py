@@ -46,7 +46,7 @@ def test_softswitch_split_quality_schema_matches_contract(contract: dict[str, An
     sizes = {t["name"]: t["size"] for t in split["tables"]}
     assert [sizes[pipeline.REG_JITTER], sizes[pipeline.REG_JITTER + SPLIT_SUFFIX]] == [65536] * 2
     # one half missing is a disagreement
-    split["tables"] = [t for t in split["tables"] if t["name"] != pipeline.REG_LOST + SPLIT_SUFFIX]
+    split["tables"] = [t for t in split["tables"] if t["name"] != pipeline.REG_LOSS + SPLIT_SUFFIX]
     assert any("split registers" in e for e in check_program(contract, split))
 
 
@@ -136,14 +136,20 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 9
+    assert contract["program"]["contract_version"] == 10
     # contract v8: the reroute digest names the INT hop a sink's notice saw
     reroute = next(d for d in contract["digest"] if d["name"] == "pipe.IngressDeparser.reroute")
     assert [f["name"] for f in reroute["fields"]][-2:] == ["hop_switch_id", "hop_port"]
     assert set(pipeline.QUALITY_REGISTERS) <= registers
     # contract v2: quality is measured at egress; learn_filter stays in Ingress
     assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
-    assert len(pipeline.QUALITY_REGISTERS) == 8
+    assert len(pipeline.QUALITY_REGISTERS) == 7
+    # contract v10: loss and reordering in one register of two fields
+    loss = next(r for r in contract["register"] if r["name"] == pipeline.REG_LOSS)
+    assert loss["fields"] == [pipeline.F_LOST, pipeline.F_REORDERED]
+    assert [(r, f) for r, f in pipeline.QUALITY_VALUES if r == pipeline.REG_LOSS] == [
+        (pipeline.REG_LOSS, f) for f in loss["fields"]
+    ]
     # exactly the quality registers may be split, their halves named alike
     split = {r["name"] for r in contract["register"] if r.get("split")}
     assert split == set(pipeline.QUALITY_REGISTERS)

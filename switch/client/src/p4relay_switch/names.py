@@ -74,25 +74,47 @@ A_GUARD_DROP = "Ingress.guard_drop"
 # RTP quality per leg, measured as packets leave the egress queue (contract v2),
 # so tail drops count as lost and queueing delay variation as jitter.
 REG_PACKETS = "pipe.Egress.rtp_packets"
-REG_LOST = "pipe.Egress.rtp_lost"
-REG_REORDERED = "pipe.Egress.rtp_reordered"
+# A leg's loss counts, one register of two fields (contract v10): a cell is
+# written with both (bf-p4c makes each mandatory).
+REG_LOSS = "pipe.Egress.rtp_loss"
+F_LOST = "lost"  # sequence gaps: packets missing when a higher seq arrives
+F_REORDERED = "reordered"  # arrived with seq below the highest seen
 REG_MAX_SEQ = "pipe.Egress.rtp_max_seq"
 REG_TRANSIT = "pipe.Egress.rtp_transit"
 REG_JITTER = "pipe.Egress.rtp_jitter"
 REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
 REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
+# A register's one value field (bf-p4c names a plain register's data `f1`).
+F_VALUE = "f1"
 # A program that splits them (contract `split`) names each upper half so.
 QUALITY_HI_SUFFIX = "_hi"
 QUALITY_REGISTERS = (
     REG_PACKETS,
-    REG_LOST,
-    REG_REORDERED,
+    REG_LOSS,
     REG_MAX_SEQ,
     REG_TRANSIT,
     REG_JITTER,
     REG_LAST_SEEN,
     REG_PAYLOAD_TYPE,
 )
+# The quality values in `LegQuality` order: (register, field).
+QUALITY_VALUES = (
+    (REG_PACKETS, F_VALUE),
+    (REG_LOSS, F_LOST),
+    (REG_LOSS, F_REORDERED),
+    (REG_MAX_SEQ, F_VALUE),
+    (REG_TRANSIT, F_VALUE),
+    (REG_JITTER, F_VALUE),
+    (REG_LAST_SEEN, F_VALUE),
+    (REG_PAYLOAD_TYPE, F_VALUE),
+)
+
+
+def register_field(register: str, field: str = F_VALUE) -> str:
+    """A register's data field as bf-p4c names it: `pipe.Egress.r`, `f1` ->
+    `Egress.r.f1`."""
+    return f"{register.removeprefix('pipe.')}.{field}"
+
 
 K_SRC_ADDR = "hdr.ipv4.src_addr"
 K_DST_ADDR = "hdr.ipv4.dst_addr"
