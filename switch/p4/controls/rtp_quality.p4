@@ -1,6 +1,6 @@
 /* p4relay — per-leg RTP quality, measured in Egress: when the packet LEAVES
  * the queue, so a packet the traffic manager tail-drops never gets here and
- * shows as a sequence gap (rtp_loss.lost), and queueing delay variation shows in
+ * shows as a sequence gap (the loss count), and queueing delay variation in
  * the transit times (rtp_jitter); rtp_last_seen is the departure time.
  * Egress applies it to every packet and it picks its own: relayed RTP of an
  * offloaded leg (bridged relay = 1, rtcp = 0, RTP header parsed) that passed
@@ -76,12 +76,6 @@ typedef leg_t quality_index_t;
 #define STEP(step, access) step.apply();
 #endif
 
-/* a leg's loss counters, one register cell (pipe.Egress.rtp_loss) */
-struct rtp_loss_t {
-    bit<32> lost;
-    bit<32> reordered;
-}
-
 control RtpQuality(
         in egress_headers_t hdr,
         inout egress_metadata_t eg_md,
@@ -120,22 +114,23 @@ control RtpQuality(
             }
         }
     };
-
-    /* lost (sequence gaps) and reordered in one cell: a packet is one or
-     * the other, so one stateful ALU counts both */
-    @name(".Egress.rtp_loss")
-    Register<rtp_loss_t, quality_index_t>(QUALITY_CELLS) rtp_loss;
-    RegisterAction<rtp_loss_t, quality_index_t, bit<32>>(rtp_loss) add_lost = {
-        void apply(inout rtp_loss_t cell) {
-            cell.lost = cell.lost + (bit<32>)eg_md.rtp_loss_code;
-        }
-    };
-    RegisterAction<rtp_loss_t, quality_index_t, bit<32>>(rtp_loss) add_reordered = {
-        void apply(inout rtp_loss_t cell) {
-            cell.reordered = cell.reordered + 1;
+#if __TARGET_TOFINO__ == 2
+    @name(".Egress.rtp_lost")
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_lost;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost) add_lost = {
+        void apply(inout bit<32> lost) {
+            lost = lost + (bit<32>)eg_md.rtp_loss_code;
         }
     };
 
+    @name(".Egress.rtp_reordered")
+    Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_reordered;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_reordered) add_reordered = {
+        void apply(inout bit<32> reordered) {
+            reordered = reordered + 1;
+        }
+    };
+#endif
     /* D = transit - last transit, returned as |D| (its sign only selects
      * which of the two differences the ALU outputs) */
     @name(".Egress.rtp_transit")
@@ -150,7 +145,7 @@ control RtpQuality(
             transit = eg_md.rtp_transit;
         }
     };
-
+#include "rtp_loss.p4"
     /* read as J + 8 (A.8's rounding term added by the ALU); the write-back
      * copy carries J' + 8 and the write takes the 8 off again */
     @name(".Egress.rtp_jitter")
@@ -213,22 +208,23 @@ control RtpQuality(
             }
         }
     };
-
-    /* lost (sequence gaps) and reordered in one cell: a packet is one or
-     * the other, so one stateful ALU counts both */
-    @name(".Egress.rtp_loss_hi")
-    Register<rtp_loss_t, quality_index_t>(QUALITY_HI_CELLS) rtp_loss_hi;
-    RegisterAction<rtp_loss_t, quality_index_t, bit<32>>(rtp_loss_hi) add_lost_hi = {
-        void apply(inout rtp_loss_t cell) {
-            cell.lost = cell.lost + (bit<32>)eg_md.rtp_loss_code;
-        }
-    };
-    RegisterAction<rtp_loss_t, quality_index_t, bit<32>>(rtp_loss_hi) add_reordered_hi = {
-        void apply(inout rtp_loss_t cell) {
-            cell.reordered = cell.reordered + 1;
+#if __TARGET_TOFINO__ == 2
+    @name(".Egress.rtp_lost_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_lost_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost_hi) add_lost_hi = {
+        void apply(inout bit<32> lost) {
+            lost = lost + (bit<32>)eg_md.rtp_loss_code;
         }
     };
 
+    @name(".Egress.rtp_reordered_hi")
+    Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_reordered_hi;
+    RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_reordered_hi) add_reordered_hi = {
+        void apply(inout bit<32> reordered) {
+            reordered = reordered + 1;
+        }
+    };
+#endif
     @name(".Egress.rtp_transit_hi")
     Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_transit_hi;
     RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_transit_hi) swap_transit_hi = {
@@ -276,51 +272,6 @@ control RtpQuality(
     /* the two registers no later step reads, as steps (STEP above) */
     EARLY_STEP(rtp_last_seen_step, touch.execute(hdr.bridged.leg))
     EARLY_STEP(rtp_payload_type_step, store_payload_type.execute(hdr.bridged.leg))
-#endif
-
-#if __TARGET_TOFINO__ == 2
-    /* Tofino 2: one table sorts the loss code into rtp_loss's two counts.
-     * Every access of a register shares its stage, and the conditions' form
-     * (apply, Tofino 1) orders add_lost after add_reordered's table there;
-     * one table's actions are one access point. Entries in priority order. */
-#ifdef QUALITY_SPLIT
-    /* one table per half: a table's actions may use one register */
-    action count_lost() { add_lost.execute(hdr.bridged.leg[QUALITY_HALF_BITS - 1:0]); }
-    action count_reordered() { add_reordered.execute(hdr.bridged.leg[QUALITY_HALF_BITS - 1:0]); }
-    action count_lost_hi() { add_lost_hi.execute(hdr.bridged.leg[QUALITY_HALF_BITS - 1:0]); }
-    action count_reordered_hi() { add_reordered_hi.execute(hdr.bridged.leg[QUALITY_HALF_BITS - 1:0]); }
-    @hidden
-    table rtp_loss_count_hi {
-        key = { eg_md.rtp_loss_code : ternary; }
-        actions = { count_lost_hi; count_reordered_hi; NoAction; }
-        const entries = {
-            16w0xFFFF &&& 16w0xFFFF : NoAction();
-            16w0x0000 &&& 16w0xFFFF : NoAction();
-            16w0x7FFF &&& 16w0xFFFF : count_reordered_hi();
-            16w0x8000 &&& 16w0x8000 : count_reordered_hi();
-            16w0x0000 &&& 16w0x8000 : count_lost_hi();
-        }
-        const default_action = NoAction();
-        size = 5;
-    }
-#else
-    action count_lost() { add_lost.execute(hdr.bridged.leg); }
-    action count_reordered() { add_reordered.execute(hdr.bridged.leg); }
-#endif
-    @hidden
-    table rtp_loss_count {
-        key = { eg_md.rtp_loss_code : ternary; }
-        actions = { count_lost; count_reordered; NoAction; }
-        const entries = {
-            16w0xFFFF &&& 16w0xFFFF : NoAction();  /* no RTP or a duplicate */
-            16w0x0000 &&& 16w0xFFFF : NoAction();  /* in order */
-            16w0x7FFF &&& 16w0xFFFF : count_reordered();
-            16w0x8000 &&& 16w0x8000 : count_reordered();
-            16w0x0000 &&& 16w0x8000 : count_lost();
-        }
-        const default_action = NoAction();
-        size = 5;
-    }
 #endif
 
     /* relayed RTP of an offloaded leg that passed the length check */
@@ -383,19 +334,8 @@ control RtpQuality(
                 QUALITY_GET(eg_md.rtp_loss_code, seq_next, hdr.bridged.leg)
             }
         }
-        /* the loss code stays 0xFFFF (parser) unless seq_next ran */
-#if __TARGET_TOFINO__ == 2
-#ifdef QUALITY_SPLIT
-        if (hdr.bridged.leg[QUALITY_HALF_BITS:QUALITY_HALF_BITS] == 0) {
-            rtp_loss_count.apply();
-        } else {
-            rtp_loss_count_hi.apply();
-        }
-#else
-        rtp_loss_count.apply();
-#endif
-#else
-        /* one 16-bit comparison per condition (gateway input) */
+        /* the loss code stays 0xFFFF (parser) unless seq_next ran; one
+         * 16-bit comparison per condition (gateway input) */
         if (eg_md.rtp_loss_code[15:15] == 0) {
             if (eg_md.rtp_loss_code == 16w0x7FFF) {
                 QUALITY_RUN(add_reordered, hdr.bridged.leg)
@@ -405,7 +345,6 @@ control RtpQuality(
         } else if (eg_md.rtp_loss_code != 16w0xFFFF) {
             QUALITY_RUN(add_reordered, hdr.bridged.leg)
         }
-#endif
         jitter_terms();
         /* a reroute notice (RerouteDetect, before) takes the packet's one
          * mirror: this jitter sample is lost */

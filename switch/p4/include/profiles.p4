@@ -111,12 +111,10 @@
     }
 
 /* A quality register of more than 64K legs fits no stage beside the ingress
- * tables that many legs need (the loss register, two 32-bit fields, of the
- * large profile's 92K legs neither), and on Tofino 2 the loss register of
- * 64K legs fits no stage at all (34 SRAM and 33 map RAM for one stateful
- * table: the switchbox refuses it): two registers, the leg's bit
+ * tables that many legs need, nor does Tofino 1's loss register (two 32-bit
+ * fields) of the large profile's 92K legs: two registers, the leg's bit
  * QUALITY_HALF_BITS choosing (sizes.p4). */
-#if defined(P4RELAY_SCALE_T2) || defined(P4RELAY_SCALE_LARGE) || __TARGET_TOFINO__ == 2
+#if defined(P4RELAY_SCALE_T2) || defined(P4RELAY_SCALE_LARGE)
 #define QUALITY_SPLIT
 #endif
 
