@@ -25,8 +25,8 @@
 #           entries, 92K legs); each quality register in two at 65,536 legs
 #           (rtp_* and rtp_*_hi, sizes.p4)
 # standard-t2  the standard profile for Tofino 2 (--target tofino2 --arch
-#           t2na): every feature, at the contract's sizes; each quality
-#           register in two at 32,768 legs
+#           t2na): every feature, at the contract's sizes; the loss counts
+#           in two registers (rtp_lost, rtp_reordered) on Tofino 2
 # large-t2  P4RELAY_SCALE_T2 on Tofino 2: every feature, 256K relay + guard
 #           entries, 128K legs (65,536 calls per pipe); each quality register
 #           in two (rtp_* and rtp_*_hi, sizes.p4)
@@ -58,7 +58,7 @@ case "$profile" in
   --list) echo standard; echo standard-v6; echo lean; echo large; echo standard-t2; exit 0 ;;
   --list-all) "$0" --list; echo large-t2; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
   *) echo "unknown profile '$profile' (standard, standard-v6, lean, large, standard-t2, large-t2)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do

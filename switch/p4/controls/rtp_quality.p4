@@ -145,7 +145,7 @@ control RtpQuality(
             transit = eg_md.rtp_transit;
         }
     };
-#include "rtp_loss.p4"
+#include "include/rtp_loss.p4"
     /* read as J + 8 (A.8's rounding term added by the ALU); the write-back
      * copy carries J' + 8 and the write takes the 8 off again */
     @name(".Egress.rtp_jitter")

@@ -233,7 +233,7 @@ struct egress_metadata_t {
 
 #if __TARGET_TOFINO__ != 2
 /* a leg's loss counts on Tofino 1, one cell of pipe.Egress.rtp_loss
- * (controls/rtp_loss.p4) */
+ * (include/rtp_loss.p4) */
 struct rtp_loss_t {
     bit<32> lost;
     bit<32> reordered;
