@@ -1,6 +1,6 @@
 """Tests' writes and reads of the quality registers' values by column
-(`QUALITY_VALUES`): a register of one value through `write_register`, the
-loss register's two fields through `write_register_fields`."""
+(`quality_values` of the switch's schema: the loss counts in the program's
+form), every register's cell through `write_register_fields`."""
 
 from __future__ import annotations
 
@@ -15,22 +15,21 @@ async def write_values(
 ) -> None:
     """Sets every quality value's cells: `values(column)` -> index -> value,
     in each register (`suffix`: the upper halves of a split program)."""
-    for reg in pl.QUALITY_REGISTERS:
-        cols = [(c, f) for c, (r, f) in enumerate(pl.QUALITY_VALUES) if r == reg]
-        if len(cols) == 1:
-            await sw.write_register(reg + suffix, values(cols[0][0]))
-            continue
+    values_of = pl.quality_values(sw.schema.tables)
+    for reg in pl.quality_registers(sw.schema.tables):
         cells: dict[int, dict[str, int]] = {}
-        for c, f in cols:
+        for c, (r, f) in enumerate(values_of):
+            if r != reg:
+                continue
             for i, v in values(c).items():
                 cells.setdefault(i, {})[f] = v
         await sw.write_register_fields(reg + suffix, cells)
 
 
 async def read_values(sw: SwitchClient, index: int) -> list[int]:
-    """Every quality value of one cell in `QUALITY_VALUES` order (pipe 0's)."""
+    """Every quality value of one cell in `quality_values` order (pipe 0's)."""
     out = []
-    for reg, f in pl.QUALITY_VALUES:
+    for reg, f in pl.quality_values(sw.schema.tables):
         got = await sw.read_register(reg, [index], field=f)
         out.append(got[index][0])
     return out

@@ -70,7 +70,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
                 r,
                 Entry({"$REGISTER_INDEX": 300}, None, zeroes(c, r)),
             )
-            for r in pl.QUALITY_REGISTERS
+            for r in pl.quality_registers(c.schema.tables)
         ),
         # a leg's reset zeroes its guard drops too
         c.update(
@@ -101,7 +101,12 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     enc = Encoder(c.schema)
     got = enc.batch(batch, 5000)
     assert list(pb.WriteRequest.FromString(got.updates).updates) == want
-    assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 2) + [2, 2, 2, 0]
+    assert got.kinds == [0, 0] + [1] * (len(pl.quality_registers(c.schema.tables)) + 2) + [
+        2,
+        2,
+        2,
+        0,
+    ]
     # The inserts' positions, which a failed write's undo goes by.
     for at, table in (
         (got.add_legs, pl.LEG_REWRITE),
@@ -128,7 +133,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     drops = [pb.Entity.FromString(e) for e in enc.guard_drop_reads([300])]
     assert drops == [pb.Entity(table_entry=gte)]
     reads = enc.register_reads([300])
-    for raw, name in zip(reads, pl.QUALITY_REGISTERS, strict=True):
+    for raw, name in zip(reads, pl.quality_registers(c.schema.tables), strict=True):
         rte = c.table_entry(name, Entry({"$REGISTER_INDEX": 300}))
         rte.table_flags.from_hw = True
         assert pb.Entity.FromString(raw) == pb.Entity(table_entry=rte)

@@ -297,7 +297,7 @@ async def test_registers_roundtrip(sw: SwitchClient) -> None:
         await sw.write_register(pl.REG_LOSS, {0: 1})
     await Pipeline(sw).reset_quality([0])
     assert (await sw.read_register(pl.REG_JITTER, [0]))[0] == [0]
-    assert await read_values(sw, 0) == [0] * len(pl.QUALITY_VALUES)
+    assert await read_values(sw, 0) == [0] * len(pl.quality_values(sw.schema.tables))
 
 
 async def test_counters_roundtrip(sw: SwitchClient) -> None:
@@ -307,7 +307,7 @@ async def test_counters_roundtrip(sw: SwitchClient) -> None:
     await sw.write_counter(IRED_DROPS, {2: 0})  # 0 resets a cell
     assert (await sw.read_counter(IRED_DROPS, [2]))[2] == [0]
     with pytest.raises(SchemaError, match="not an indexed counter"):
-        await sw.read_counter(pl.REG_LOST, [0])  # a register is not a counter
+        await sw.read_counter(pl.REG_LOSS, [0])  # a register is not a counter
     with pytest.raises(SwitchError):  # a dev_port this switch cannot have
         await sw.write_counter(IRED_DROPS, {511: 1})
     with pytest.raises(SwitchError):  # index beyond the counter's 512 cells

@@ -28,8 +28,10 @@ from contract_check import (
     SPLIT_SUFFIX,
     check_program,
     contract_for,
+    for_target,
     has_ipv6,
     load_contract,
+    target_of,
     without_ipv6,
 )
 from p4relay_testsupport import dump_softswitch as dump
@@ -37,6 +39,7 @@ from p4relay_testsupport import dump_softswitch as dump
 ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
 COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
+COMMITTED_T2 = P4_ROOT / "bfrt" / "standard-t2.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
 PROFILES = ("standard", "lean", "large")
 
@@ -201,8 +204,23 @@ def test_committed_schema_matches_contract(
 ) -> None:
     """The standard profile builds everything the contract names (IPv6 only
     where the build has it: Tofino 2, or Tofino 1 with -DP4RELAY_IPV6)."""
-    errs = contract_errors(contract_for(contract, committed), committed)
+    errs = contract_errors(contract_for(contract, committed, "tofino"), committed)
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_committed_t2_schema_is_tofino_2s_form(contract: dict[str, Any]) -> None:
+    """Tofino 2's standard build answers to the contract with the loss counts
+    in two registers (rtp_lost, rtp_reordered); checked as a Tofino 1 build,
+    exactly the loss form disagrees."""
+    t2 = dict(json.loads(COMMITTED_T2.read_text()))
+    errs = contract_errors(contract_for(contract, t2, "tofino2"), t2)
+    assert not errs, "standard-t2.bf-rt.json disagrees with contract.toml:\n" + "\n".join(errs)
+    as_t1 = contract_errors(contract_for(contract, t2, "tofino"), t2)
+    assert sorted(as_t1) == [
+        "bfrt.json has table pipe.Egress.rtp_lost that the contract does not name",
+        "bfrt.json has table pipe.Egress.rtp_reordered that the contract does not name",
+        "register pipe.Egress.rtp_loss missing",
+    ]
 
 
 @pytest.mark.parametrize("profile", ["standard", "standard-t2"])
@@ -254,7 +272,7 @@ def test_standard_profile_is_the_contract(contract: dict[str, Any], profile: str
     build = compiled(profile)
     if profile == "standard-t2":
         assert has_ipv6(build), "Tofino 2's standard build relays IPv6"
-    errs = contract_errors(contract_for(contract, build), build)
+    errs = contract_errors(contract_for(contract, build, target_of(profile)), build)
     assert not errs, errs
 
 
@@ -300,7 +318,7 @@ def ired_objects(contract: dict[str, Any]) -> list[str]:
 
 def _quality_missing(contract: dict[str, Any]) -> list[str]:
     quality = [r["name"] for r in contract["register"] if r["name"].startswith("pipe.Egress.rtp_")]
-    assert len(quality) == 8
+    assert len(quality) == 7, "Tofino 1's: the loss counts in one register"
     return [f"register {n} missing" for n in quality]
 
 
@@ -308,7 +326,7 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
     """Lean: IPv4 relay only, at its own (larger) sizes: the freed stages hold more calls."""
     lean = compiled("lean")
     assert not has_ipv6(lean)
-    contract = contract_for(contract, lean)
+    contract = contract_for(contract, lean, "tofino")
     errs = contract_errors(contract, lean)
     want = (
         _quality_missing(contract)
@@ -329,7 +347,7 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     its quality registers are split (the upper halves only in it)."""
     large = compiled("large")
     assert not has_ipv6(large)
-    contract = contract_for(contract, large)
+    contract = contract_for(contract, large, "tofino")
     errs = contract_errors(contract, large)
     missing = _reroute_missing(contract) + ired_objects(contract) + int_objects(contract)
     sized = [e for e in errs if e not in missing]
@@ -399,7 +417,7 @@ def test_checker_catches_disagreements(contract: dict[str, Any], committed: dict
     relay["size"] = 1024
     broken["tables"] = [t for t in broken["tables"] if t["name"] != "pipe.Egress.rtp_jitter"]
     broken["learn_filters"][0]["fields"][0]["name"] = "src"
-    errs = "\n".join(contract_errors(contract, broken))
+    errs = "\n".join(contract_errors(for_target(contract, "tofino"), broken))
     for needle in (
         "pipe.Ingress.relay: keys",
         "Ingress.relay_leg: params",
@@ -580,7 +598,7 @@ def test_mutated_schema_fails(
     and (sizes aside) against the schema it came from."""
     broken = json.loads(json.dumps(committed))
     mutate(broken)
-    errs = contract_errors(contract, broken)
+    errs = contract_errors(for_target(contract, "tofino"), broken)
     assert any(needle in e for e in errs), errs
     if "size" not in needle:
         assert shape_differences(schema_shape(committed), schema_shape(broken))
@@ -610,7 +628,7 @@ def _resources() -> Any:
     return mod
 
 
-@pytest.mark.parametrize("profile", [*PROFILES, "standard-t2"])
+@pytest.mark.parametrize("profile", [*PROFILES, "standard-v6", "standard-t2"])
 def test_resources_from_compiler_logs(profile: str) -> None:
     """switch/p4/resources.py reads the compiler's logs of a profile: it fits the
     target's stages (12 on Tofino 1, 20 on Tofino 2), and its calls per pipe

@@ -35,7 +35,7 @@ async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
 
 
 def test_split_found_in_the_schema(sw: SwitchClient) -> None:
-    for name in pl.QUALITY_REGISTERS:
+    for name in pl.quality_registers(sw.schema.tables):
         assert sw.schema.table(name).size == SPLIT
         assert sw.schema.table(name + pl.QUALITY_HI_SUFFIX).size == LEGS - SPLIT
     assert Encoder(sw.schema).quality_split == SPLIT
@@ -48,7 +48,7 @@ async def test_upper_legs_reset_and_read_in_the_upper_half(sw: SwitchClient) -> 
     want: list[pb.Update] = []
     for leg in (LOW, HIGH):
         suffix, i = (pl.QUALITY_HI_SUFFIX, leg - SPLIT) if leg >= SPLIT else ("", leg)
-        for r in pl.QUALITY_REGISTERS:
+        for r in pl.quality_registers(sw.schema.tables):
             reg = r + suffix
             entry = Entry({"$REGISTER_INDEX": i}, None, zeroes(sw, reg))
             want.append(sw.update(pb.Update.MODIFY, reg, entry))
@@ -59,7 +59,7 @@ async def test_upper_legs_reset_and_read_in_the_upper_half(sw: SwitchClient) -> 
     assert got.kinds == [1] * len(want)
     reads = [pb.Entity.FromString(e) for e in enc.register_reads([LOW, HIGH])]
     tables = [(e.table_entry.table_id, e.table_entry.key.fields[0].exact.value) for e in reads]
-    for n, r in enumerate(pl.QUALITY_REGISTERS):
+    for n, r in enumerate(pl.quality_registers(sw.schema.tables)):
         lo, hi = sw.schema.table(r).id, sw.schema.table(r + pl.QUALITY_HI_SUFFIX).id
         assert tables[2 * n : 2 * n + 2] == [
             (lo, LOW.to_bytes(4, "big")),

@@ -274,8 +274,10 @@ def test_registers_read_alike(project: BlockingSwitch, p4studio: Any) -> None:
     a register of one value (`f1`) and rtp_loss's two fields alike."""
     info = p4studio.bfrt_info_get(P4_NAME)
     cells = [0, 3, ENTRIES - 1]
-    for n, name in enumerate(pl.QUALITY_REGISTERS):
-        fields = [f for r, f in pl.QUALITY_VALUES if r == name]
+    tables = project.client.schema.tables
+    values = pl.quality_values(tables)
+    for n, name in enumerate(pl.quality_registers(tables)):
+        fields = [f for r, f in values if r == name]
         full = {f: pl.register_field(name, f) for f in fields}
         reg = info.table_get(name)
         assert sorted(reg.info.data_field_name_list_get()) == sorted(full.values()), name
@@ -292,12 +294,9 @@ def test_registers_read_alike(project: BlockingSwitch, p4studio: Any) -> None:
             return (i * 1000 + n + fields.index(f)) % (1 << width)
 
         if n % 2:  # half written through each client
-            if len(fields) == 1:
-                write = project.client.write_register(name, {i: value(i, fields[0]) for i in cells})
-            else:
-                write = project.client.write_register_fields(
-                    name, {i: {f: value(i, f) for f in fields} for i in cells}
-                )
+            write = project.client.write_register_fields(
+                name, {i: {f: value(i, f) for f in fields} for i in cells}
+            )
             project.run(write)
         else:  # as P4 Studio's tna_register test writes a register
             reg.entry_mod(

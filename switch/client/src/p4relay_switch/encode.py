@@ -56,13 +56,13 @@ from p4relay_switch.names import (
     LEG_REWRITE,
     LEG_REWRITE6,
     QUALITY_HI_SUFFIX,
-    QUALITY_REGISTERS,
-    QUALITY_VALUES,
     RELAY,
     RELAY6,
     RELAY_GUARD,
     RELAY_GUARD6,
     TTL,
+    quality_registers,
+    quality_values,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo, Schema, TableInfo
@@ -201,26 +201,30 @@ class Encoder:
         self.gd_pkts = gd.data_field(COUNTER_PKTS)
 
         # Quality registers: (table id, $REGISTER_INDEX key, value fields),
-        # the fields QUALITY_VALUES names (`f1`, or rtp_loss's two) in its
-        # order. A program that splits them (switch/p4 QUALITY_SPLIT)
-        # declares each as `<name>` for the legs below `quality_split` (its
-        # size) and `<name>_hi` for the legs from there, index leg -
-        # quality_split: `registers_hi`, found in the schema.
+        # the fields `quality_values` names in its order (`f1`, or rtp_loss's
+        # two: the loss counts in the program's form, names.loss_values). A
+        # program that splits them (switch/p4 QUALITY_SPLIT) declares each as
+        # `<name>` for the legs below `quality_split` (its size) and
+        # `<name>_hi` for the legs from there, index leg - quality_split:
+        # `registers_hi`, found in the schema.
+        self.quality_values = quality_values(schema.tables)
+        self.quality_registers = quality_registers(schema.tables)
+
         def register(name: str, t: TableInfo) -> tuple[int, FieldInfo, tuple[FieldInfo, ...]]:
             short = t.name.removeprefix("pipe.")
-            vals = tuple(t.data_field(f"{short}.{f}") for r, f in QUALITY_VALUES if r == name)
+            vals = tuple(t.data_field(f"{short}.{f}") for r, f in self.quality_values if r == name)
             return (t.id, t.key("$REGISTER_INDEX"), vals)
 
-        self.registers = [register(n, schema.table(n)) for n in QUALITY_REGISTERS]
+        self.registers = [register(n, schema.table(n)) for n in self.quality_registers]
         self.registers_hi = [
             register(n, schema.tables[n + QUALITY_HI_SUFFIX])
-            for n in QUALITY_REGISTERS
+            for n in self.quality_registers
             if n + QUALITY_HI_SUFFIX in schema.tables
         ]
         self.quality_split: int | None = None
         if self.registers_hi:
-            sizes = {schema.table(n).size for n in QUALITY_REGISTERS}
-            if len(self.registers_hi) != len(QUALITY_REGISTERS) or len(sizes) != 1:
+            sizes = {schema.table(n).size for n in self.quality_registers}
+            if len(self.registers_hi) != len(self.quality_registers) or len(sizes) != 1:
                 raise ValueError(
                     "the program splits some quality registers only, or at different legs"
                 )
@@ -467,15 +471,15 @@ class Encoder:
 
         self._reg_read_t = [(reg_read(tid, key), key.nbytes) for tid, key, _ in self.registers]
         self._reg_read_hi_t = [reg_read(tid, key) for tid, key, _ in self.registers_hi]
-        # table id -> (key, [(value field, its QUALITY_VALUES column)], first
+        # table id -> (key, [(value field, its quality_values column)], first
         # leg of the table)
         cols = {
-            name: [c for c, (r, _) in enumerate(QUALITY_VALUES) if r == name]
-            for name in QUALITY_REGISTERS
+            name: [c for c, (r, _) in enumerate(self.quality_values) if r == name]
+            for name in self.quality_registers
         }
 
         def columns(i: int, vals: tuple[FieldInfo, ...]) -> list[tuple[int, int]]:
-            return [(v.id, c) for v, c in zip(vals, cols[QUALITY_REGISTERS[i]], strict=True)]
+            return [(v.id, c) for v, c in zip(vals, cols[self.quality_registers[i]], strict=True)]
 
         self._reg_index = {
             tid: (key.id, columns(i, vals), 0) for i, (tid, key, vals) in enumerate(self.registers)
@@ -744,7 +748,7 @@ class Encoder:
     def decode_quality(self, ents: list[pb.Entity], legs: list[int]) -> dict[int, LegQuality]:
         """Register cells as read back -> each leg's quality. Counts add over
         pipes; the other values come from the pipe that saw most of the leg."""
-        n = len(QUALITY_VALUES)
+        n = len(self.quality_values)
         cells: dict[int, list[list[int]]] = {leg: [[0] for _ in range(n)] for leg in legs}
         for e in ents:
             te = e.table_entry

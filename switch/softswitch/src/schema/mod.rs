@@ -768,7 +768,7 @@ impl Schema {
                 _ => vec![(r.name.clone(), size, TableKind::Register(reg))],
             }
         };
-        for r in &c.registers {
+        for r in c.registers.iter().filter(|r| r.published()) {
             let reg = Reg::from_name(&r.name)
                 .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
             for (name, size, kind) in register_tables(r, reg) {
