@@ -781,9 +781,10 @@ class SwitchClient:
     async def write_register_fields(
         self, name: str, values: Mapping[int, Mapping[str, int]]
     ) -> None:
-        """Sets cells of a register of several fields, every field of each
-        (index -> {`lost`: ..., `reordered`: ...}): bf-p4c makes each
-        mandatory, so a write naming only some is refused before it is sent."""
+        """Sets cells of a register, every data field of each, by short name
+        (index -> {`lost`: ..., `reordered`: ...}; a plain register's is
+        `f1`): bf-p4c makes each mandatory, so a write naming only some is
+        refused before it is sent."""
         t = self.schema.table(name)
         if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
             raise SchemaError(f"{t.name} is not a register table")
