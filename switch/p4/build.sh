@@ -16,15 +16,17 @@
 #           congestion reroute, INT, iRED)
 # standard-v6  the standard profile with IPv6 on Tofino 1 (P4RELAY_IPV6 and
 #           P4RELAY_SCALE_V6): every feature, the IPv4 tables smaller by what
-#           the IPv6 tables take in the same stages (sizes.p4); the compiler
-#           needs 13 stages for it, so neither list names it
-#           (docs/design/ipv6.md "Tofino 1")
+#           the IPv6 tables take in the same stages (sizes.p4); 12 stages
+#           with the loss counts in one register (docs/design/ipv6.md
+#           "Tofino 1")
 # lean      relay, guard, learning and forwarding only (P4RELAY_PROFILE_LEAN;
 #           216K relay + guard entries, 108K legs)
 # large     P4RELAY_SCALE_LARGE: RTP quality only (184K relay + guard
-#           entries, 92K legs)
+#           entries, 92K legs); each quality register in two at 65,536 legs
+#           (rtp_* and rtp_*_hi, sizes.p4)
 # standard-t2  the standard profile for Tofino 2 (--target tofino2 --arch
-#           t2na): every feature, at the contract's sizes
+#           t2na): every feature, at the contract's sizes; the loss counts
+#           in two registers (rtp_lost, rtp_reordered) on Tofino 2
 # large-t2  P4RELAY_SCALE_T2 on Tofino 2: every feature, 256K relay + guard
 #           entries, 128K legs (65,536 calls per pipe); each quality register
 #           in two (rtp_* and rtp_*_hi, sizes.p4)
@@ -53,10 +55,10 @@ case "$profile" in
     defines+=(-DJITTER_WRITEBACK_SESSION_BASE=232 -DIRED_SESSION_BASE=236
               -DREROUTE_NOTICE_SESSION_BASE=242 -DINT_REPORT_SESSION=252)
     [ "$profile" = large-t2 ] && defines+=(-DP4RELAY_SCALE_T2) ;;
-  --list) echo standard; echo lean; echo large; echo standard-t2; exit 0 ;;
+  --list) echo standard; echo standard-v6; echo lean; echo large; echo standard-t2; exit 0 ;;
   --list-all) "$0" --list; echo large-t2; exit 0 ;;
   --compiler) ;;
-  -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
   *) echo "unknown profile '$profile' (standard, standard-v6, lean, large, standard-t2, large-t2)" >&2; exit 2 ;;
 esac
 while [ $# -gt 0 ]; do

@@ -117,6 +117,9 @@ class Tables:
             return False
         return True
 
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.has(name)
+
     def table(self, name: str) -> Any:
         t = self._tables.get(name)
         if t is None:
@@ -243,10 +246,15 @@ class Tables:
     # ------------------------------------------------------------ registers
 
     def read_register(
-        self, name: str, indexes: Iterable[int], *, from_hw: bool = True
+        self,
+        name: str,
+        indexes: Iterable[int],
+        *,
+        field: str = n.F_VALUE,
+        from_hw: bool = True,
     ) -> dict[int, list[int]]:
-        """index -> one value per pipe."""
-        f = register_field(name)
+        """index -> one value per pipe (of the register's field `field`)."""
+        f = register_field(name, field)
         rows = self.read(name, [{"$REGISTER_INDEX": i} for i in indexes], from_hw=from_hw)
         out: dict[int, list[int]] = {}
         for r in rows:
@@ -259,6 +267,21 @@ class Tables:
     def write_register(self, name: str, values: Mapping[int, int]) -> None:
         f = register_field(name)
         self.modify(name, [Entry({"$REGISTER_INDEX": i}, None, {f: v}) for i, v in values.items()])
+
+    def write_register_fields(self, name: str, values: Mapping[int, Mapping[str, int]]) -> None:
+        """Cells of a register of several fields (`rtp_loss`), every field of
+        each: index -> {field: value}."""
+        self.modify(
+            name,
+            [
+                Entry(
+                    {"$REGISTER_INDEX": i},
+                    None,
+                    {register_field(name, f): v for f, v in cell.items()},
+                )
+                for i, cell in values.items()
+            ],
+        )
 
     def register_total(self, name: str, index: int) -> int:
         return sum(self.read_register(name, [index])[index])
@@ -363,6 +386,8 @@ def batch_writes(
     ttl_ms: int = 0,
     relay6_ids: Mapping[str, int] | None = None,
     quality_split: int | None = None,
+    *,
+    quality_values: Sequence[n.RegisterValue],
 ) -> list[tuple[str, str, list[Entry]]]:
     """An `EntryBatch` as bfrt_grpc writes, in the batch's order (guards and
     relays removed first, legs last; legs added first, guards last):
@@ -370,7 +395,8 @@ def batch_writes(
     program's entries. IPv6 entries go to the IPv6 tables, their relay
     address as its relay_id (``relay6_ids``: relay6_addr's, by address); a
     quality register's cells of a split program to their half
-    (``quality_split``, `quality_cell`)."""
+    (``quality_split``, `quality_cell`); the quality values in the program's
+    form (``quality_values``: `names.quality_values` of its tables)."""
     writes: list[tuple[str, str, list[Entry]]] = []
     ids = relay6_ids or {}
 
@@ -404,14 +430,19 @@ def batch_writes(
         lambda k: is_v6(k.dst_addr),
         lambda k: Entry(flow_key(k, ids)),
     )
-    for reg in n.QUALITY_REGISTERS:
+    for reg in dict.fromkeys(r for r, _ in quality_values):
         cells = [quality_cell(reg, leg, quality_split) for leg in b.reset_legs]
+        fields = [f for r, f in quality_values if r == reg]
         for half in dict.fromkeys(t for t, _ in cells):
             add(
                 "modify",
                 half,
                 [
-                    Entry({"$REGISTER_INDEX": i}, None, {register_field(half): 0})
+                    Entry(
+                        {"$REGISTER_INDEX": i},
+                        None,
+                        {register_field(half, f): 0 for f in fields},
+                    )
                     for t, i in cells
                     if t == half
                 ],
@@ -464,9 +495,10 @@ def relay_id(ids: Mapping[str, int], addr: str) -> int:
     return rid
 
 
-def register_field(register: str) -> str:
-    """A register's data field as bf-p4c names it: `pipe.Egress.r` -> `Egress.r.f1`."""
-    return register.removeprefix("pipe.") + ".f1"
+def register_field(register: str, field: str = n.F_VALUE) -> str:
+    """A register's data field as bf-p4c names it: `pipe.Egress.r` -> `Egress.r.f1`
+    (a struct register's: `pipe.Egress.rtp_loss`, `lost` -> `Egress.rtp_loss.lost`)."""
+    return n.register_field(register, field)
 
 
 def flow_key(k: FlowKey, relay6_ids: Mapping[str, int] | None = None) -> dict[str, KeyValue]:
@@ -524,13 +556,17 @@ class Calls:
         self.quality_split = (
             tables.size(n.REG_PACKETS) if tables.has(n.REG_PACKETS + n.QUALITY_HI_SUFFIX) else None
         )
+        # the loss counts in the program's form (found in its bf-rt.json)
+        self.quality_values = n.quality_values(tables)
 
     def write(self, b: EntryBatch, ttl_ms: int = 0) -> None:
         """The batch's writes in order. When one fails, what this batch
         inserted is deleted again (never an entry whose own insert failed,
         e.g. ALREADY_EXISTS: it is someone else's) and the error is raised."""
         inserted: list[tuple[str, list[Entry]]] = []
-        for op, table, entries in batch_writes(b, ttl_ms, self.relay6_ids, self.quality_split):
+        for op, table, entries in batch_writes(
+            b, ttl_ms, self.relay6_ids, self.quality_split, quality_values=self.quality_values
+        ):
             try:
                 if op == "delete":
                     self.t.delete(table, [e.key for e in entries])
@@ -603,24 +639,28 @@ class Calls:
 
     def quality(self, legs: Sequence[int]) -> dict[int, LegQuality]:
         split = self.quality_split
-        regs: dict[str, dict[int, list[int]]] = {}
-        for reg in n.QUALITY_REGISTERS:
+        vals: dict[tuple[str, str], dict[int, list[int]]] = {}
+        for reg, f in self.quality_values:
             cells = {leg: quality_cell(reg, leg, split) for leg in legs}
             got = {
-                half: self.t.read_register(half, [i for t, i in cells.values() if t == half])
+                half: self.t.read_register(
+                    half, [i for t, i in cells.values() if t == half], field=f
+                )
                 for half in dict.fromkeys(t for t, _ in cells.values())
             }
-            regs[reg] = {leg: got[t][i] for leg, (t, i) in cells.items()}
+            vals[reg, f] = {leg: got[t][i] for leg, (t, i) in cells.items()}
 
-        def v(reg: str, leg: int) -> int:
-            return sum(regs[reg][leg])
+        def v(reg: str, leg: int, field: str = n.F_VALUE) -> int:
+            return sum(vals[reg, field][leg])
+
+        (lost_reg, lost_f), (reordered_reg, reordered_f) = n.loss_values(self.t)
 
         return {
             leg: LegQuality(
                 leg,
                 packets=v(n.REG_PACKETS, leg),
-                lost=v(n.REG_LOST, leg),
-                reordered=v(n.REG_REORDERED, leg),
+                lost=v(lost_reg, leg, lost_f),
+                reordered=v(reordered_reg, leg, reordered_f),
                 max_seq=v(n.REG_MAX_SEQ, leg),
                 transit=v(n.REG_TRANSIT, leg),
                 jitter_raw=v(n.REG_JITTER, leg),

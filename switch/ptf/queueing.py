@@ -79,7 +79,7 @@ class QueueBuildupTailDrop(ShapedPortTest):
 
 class QualityAtEgressCountsTailDrops(ShapedPortTest):
     """A call's RTP burst into a port shaped below its load: rtp_packets counts
-    only the packets that left, rtp_lost exactly the ones the queue dropped."""
+    only the packets that left, rtp_loss.lost exactly the ones the queue dropped."""
 
     def runTest(self) -> None:
         d2 = self.dev[2]

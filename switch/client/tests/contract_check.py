@@ -24,6 +24,27 @@ COUNTER_UNIT_DATA = {
 }
 
 
+# A register's `target`: the builds that declare it (contract v10: the loss
+# counts' form). The software switch stands in for Tofino 1.
+TARGETS = ("tofino", "tofino2")
+SOFTSWITCH_TARGET = "tofino"
+
+
+def target_of(profile: str) -> str:
+    """The target of a switch/p4/build.sh profile."""
+    return "tofino2" if profile.endswith("-t2") else "tofino"
+
+
+def for_target(contract: dict[str, Any], target: str) -> dict[str, Any]:
+    """The contract a build of `target` answers to: the registers of no
+    target and of that one."""
+    if target not in TARGETS:
+        raise ValueError(f"target {target!r} is none of {TARGETS}")
+    out = dict(contract)
+    out["register"] = [r for r in contract["register"] if r.get("target", target) == target]
+    return out
+
+
 def load_contract(path: Path = CONTRACT) -> dict[str, Any]:
     with path.open("rb") as f:
         return tomllib.load(f)
@@ -41,6 +62,10 @@ def _type_name(t: dict[str, Any]) -> str:
 
 
 def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
+    """`contract`: one target's (`for_target`)."""
+    targets = {r["target"] for r in contract.get("register", []) if "target" in r}
+    if len(targets) > 1:
+        raise ValueError(f"a contract of targets {sorted(targets)}: check one (for_target)")
     errs: list[str] = []
     tables = {t["name"]: t for t in bfrt.get("tables", [])}
     actions = {a["name"]: a for a in contract.get("action", [])}
@@ -129,10 +154,12 @@ def check_program(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]:
         reg_keys = [k["name"] for k in t.get("key", [])]
         if reg_keys != ["$REGISTER_INDEX"]:
             errs.append(f"register {name}: key {reg_keys} != ['$REGISTER_INDEX']")
-        field = name.removeprefix("pipe.") + ".f1"
+        # `f1`, or a struct register's fields in declaration order
+        short = name.removeprefix("pipe.")
+        reg_want = [(f"{short}.{f}", cr["bits"]) for f in cr.get("fields", ["f1"])]
         reg_data = [(d["singleton"]["name"], _width(d["singleton"])) for d in t.get("data", [])]
-        if reg_data != [(field, cr["bits"])]:
-            errs.append(f"register {name}: data {reg_data} != [({field!r}, {cr['bits']})]")
+        if reg_data != reg_want:
+            errs.append(f"register {name}: data {reg_data} != {reg_want}")
 
     for cc in contract.get("counter", []):
         name = cc["name"]
@@ -224,8 +251,10 @@ def without_ipv6(bfrt: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def contract_for(contract: dict[str, Any], bfrt: dict[str, Any]) -> dict[str, Any]:
-    """The contract a build answers to: without the IPv6 objects if it has none."""
+def contract_for(contract: dict[str, Any], bfrt: dict[str, Any], target: str) -> dict[str, Any]:
+    """The contract a build of `target` answers to: its target's registers,
+    without the IPv6 objects if it has none."""
+    contract = for_target(contract, target)
     if has_ipv6(bfrt):
         return contract
     out = dict(contract)

@@ -27,6 +27,7 @@ from p4relay_switch.client import Entry
 from p4relay_switch.codec import DataValue, KeyValue
 from p4relay_switch.encode import Encoder
 from p4relay_switch.proto import bfruntime_pb2 as pb
+from quality_cells import read_values, write_values, zeroes
 
 ARGS = ("--relay-entries", "64", "--legs", "512", "--workers", "1")
 
@@ -42,11 +43,6 @@ async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
     await c.connect()
     yield c
     await c.close()
-
-
-def _register_field(c: SwitchClient, name: str) -> str:
-    t = c.schema.table(name)
-    return next(n for n in t.data if n.endswith(".f1"))
 
 
 async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
@@ -72,9 +68,9 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
             c.update(
                 pb.Update.MODIFY,
                 r,
-                Entry({"$REGISTER_INDEX": 300}, None, {_register_field(c, r): 0}),
+                Entry({"$REGISTER_INDEX": 300}, None, zeroes(c, r)),
             )
-            for r in pl.QUALITY_REGISTERS
+            for r in pl.quality_registers(c.schema.tables)
         ),
         # a leg's reset zeroes its guard drops too
         c.update(
@@ -105,7 +101,12 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     enc = Encoder(c.schema)
     got = enc.batch(batch, 5000)
     assert list(pb.WriteRequest.FromString(got.updates).updates) == want
-    assert got.kinds == [0, 0] + [1] * (len(pl.QUALITY_REGISTERS) + 2) + [2, 2, 2, 0]
+    assert got.kinds == [0, 0] + [1] * (len(pl.quality_registers(c.schema.tables)) + 2) + [
+        2,
+        2,
+        2,
+        0,
+    ]
     # The inserts' positions, which a failed write's undo goes by.
     for at, table in (
         (got.add_legs, pl.LEG_REWRITE),
@@ -132,7 +133,7 @@ async def test_encoding_matches_generic_client(sw: SwitchClient) -> None:
     drops = [pb.Entity.FromString(e) for e in enc.guard_drop_reads([300])]
     assert drops == [pb.Entity(table_entry=gte)]
     reads = enc.register_reads([300])
-    for raw, name in zip(reads, pl.QUALITY_REGISTERS, strict=True):
+    for raw, name in zip(reads, pl.quality_registers(c.schema.tables), strict=True):
         rte = c.table_entry(name, Entry({"$REGISTER_INDEX": 300}))
         rte.table_flags.from_hw = True
         assert pb.Entity.FromString(raw) == pb.Entity(table_entry=rte)
@@ -175,11 +176,10 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
     register reads return."""
     p = Pipeline(sw)
     legs = [7, 8]
-    for i, name in enumerate(pl.QUALITY_REGISTERS):
-        await sw.write_register(name, {7: 100 + i, 8: 200 + i})
+    await write_values(sw, lambda c: {7: 100 + c, 8: 200 + c})
     q = await p.read_quality(legs)
     for leg in legs:
-        regs = [(await sw.read_register(n, [leg]))[leg][0] for n in pl.QUALITY_REGISTERS]
+        regs = await read_values(sw, leg)
         got = q[leg]
         assert [
             got.packets,
@@ -191,6 +191,7 @@ async def test_read_quality_matches_register_reads(sw: SwitchClient) -> None:
             got.last_seen_ms,
             got.payload_type,
         ] == regs
+    assert regs[1:3] == [201, 202], "lost and reordered: rtp_loss's two fields"
     await p.reset_quality(legs)
     assert all(v.packets == 0 and v.jitter_raw == 0 for v in (await p.read_quality(legs)).values())
 

@@ -34,6 +34,7 @@ from p4relay_switch import (
 from p4relay_switch import pipeline as pl
 from p4relay_switch.names import IRED_DROPS
 from p4relay_testsupport import free_port, softswitch, softswitch_binary, wait_for
+from quality_cells import read_values
 
 RELAY_ENTRIES = 16
 LEGS = 16
@@ -273,15 +274,30 @@ async def test_table_full_is_typed_and_rolled_back(sw: SwitchClient) -> None:
 
 
 async def test_registers_roundtrip(sw: SwitchClient) -> None:
-    await sw.write_register(pl.REG_LOST, {0: 7, LEGS - 1: 2**32 - 1})
-    got = await sw.read_register(pl.REG_LOST, [0, 1, LEGS - 1])
+    await sw.write_register(pl.REG_JITTER, {0: 7, LEGS - 1: 2**32 - 1})
+    got = await sw.read_register(pl.REG_JITTER, [0, 1, LEGS - 1])
     assert {i: v[0] for i, v in got.items()} == {0: 7, 1: 0, LEGS - 1: 2**32 - 1}
     with pytest.raises(EncodeError):
         await sw.write_register(pl.REG_PAYLOAD_TYPE, {0: 256})  # 8-bit register
     with pytest.raises(SwitchError):  # index beyond the register's size
-        await sw.read_register(pl.REG_LOST, [LEGS + 10])
+        await sw.read_register(pl.REG_JITTER, [LEGS + 10])
+    # a register of two fields: both written together, each read by name
+    lost, reordered = pl.F_LOST, pl.F_REORDERED
+    cells = {0: {lost: 7, reordered: 3}, LEGS - 1: {lost: 2**32 - 1, reordered: 1}}
+    await sw.write_register_fields(pl.REG_LOSS, cells)
+    got = await sw.read_register(pl.REG_LOSS, [0, 1, LEGS - 1], field=lost)
+    assert {i: v[0] for i, v in got.items()} == {0: 7, 1: 0, LEGS - 1: 2**32 - 1}
+    got = await sw.read_register(pl.REG_LOSS, [0, LEGS - 1], field=reordered)
+    assert {i: v[0] for i, v in got.items()} == {0: 3, LEGS - 1: 1}
+    with pytest.raises(SchemaError):  # which field?
+        await sw.read_register(pl.REG_LOSS, [0])
+    with pytest.raises(SchemaError):  # one field alone
+        await sw.write_register_fields(pl.REG_LOSS, {0: {lost: 1}})
+    with pytest.raises(SchemaError):
+        await sw.write_register(pl.REG_LOSS, {0: 1})
     await Pipeline(sw).reset_quality([0])
-    assert (await sw.read_register(pl.REG_LOST, [0]))[0] == [0]
+    assert (await sw.read_register(pl.REG_JITTER, [0]))[0] == [0]
+    assert await read_values(sw, 0) == [0] * len(pl.quality_values(sw.schema.tables))
 
 
 async def test_counters_roundtrip(sw: SwitchClient) -> None:
@@ -291,7 +307,7 @@ async def test_counters_roundtrip(sw: SwitchClient) -> None:
     await sw.write_counter(IRED_DROPS, {2: 0})  # 0 resets a cell
     assert (await sw.read_counter(IRED_DROPS, [2]))[2] == [0]
     with pytest.raises(SchemaError, match="not an indexed counter"):
-        await sw.read_counter(pl.REG_LOST, [0])  # a register is not a counter
+        await sw.read_counter(pl.REG_LOSS, [0])  # a register is not a counter
     with pytest.raises(SwitchError):  # a dev_port this switch cannot have
         await sw.write_counter(IRED_DROPS, {511: 1})
     with pytest.raises(SwitchError):  # index beyond the counter's 512 cells

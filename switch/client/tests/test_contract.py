@@ -7,7 +7,15 @@ import subprocess
 from typing import Any
 
 import pytest
-from contract_check import SPLIT_SUFFIX, check_fixed, check_program, load_contract
+from contract_check import (
+    SOFTSWITCH_TARGET,
+    SPLIT_SUFFIX,
+    TARGETS,
+    check_fixed,
+    check_program,
+    for_target,
+    load_contract,
+)
 from p4relay_switch import pipeline
 from p4relay_testsupport import dump_softswitch as dump
 from p4relay_testsupport import softswitch_binary
@@ -15,6 +23,13 @@ from p4relay_testsupport import softswitch_binary
 
 @pytest.fixture(scope="module")
 def contract() -> dict[str, Any]:
+    """The contract the software switch answers to: Tofino 1's registers."""
+    return for_target(load_contract(), SOFTSWITCH_TARGET)
+
+
+@pytest.fixture(scope="module")
+def full() -> dict[str, Any]:
+    """Every target's registers."""
     return load_contract()
 
 
@@ -46,7 +61,7 @@ def test_softswitch_split_quality_schema_matches_contract(contract: dict[str, An
     sizes = {t["name"]: t["size"] for t in split["tables"]}
     assert [sizes[pipeline.REG_JITTER], sizes[pipeline.REG_JITTER + SPLIT_SUFFIX]] == [65536] * 2
     # one half missing is a disagreement
-    split["tables"] = [t for t in split["tables"] if t["name"] != pipeline.REG_LOST + SPLIT_SUFFIX]
+    split["tables"] = [t for t in split["tables"] if t["name"] != pipeline.REG_LOSS + SPLIT_SUFFIX]
     assert any("split registers" in e for e in check_program(contract, split))
 
 
@@ -55,6 +70,20 @@ def test_softswitch_program_schema_matches_contract(
 ) -> None:
     errs = check_program(contract, bfrt)
     assert not errs, "softswitch bfrt.json disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_softswitch_publishes_tofino_1s_loss_form(
+    full: dict[str, Any], bfrt: dict[str, Any]
+) -> None:
+    """Checked as a Tofino 2 program, the software switch's schema has the
+    other loss form; a contract of both targets is refused, not half-checked."""
+    assert check_program(for_target(full, "tofino2"), bfrt) == [
+        f"bfrt.json has table {pipeline.REG_LOSS} that the contract does not name",
+        f"register {pipeline.REG_LOST} missing",
+        f"register {pipeline.REG_REORDERED} missing",
+    ]
+    with pytest.raises(ValueError, match="for_target"):
+        check_program(full, bfrt)
 
 
 def test_softswitch_fixed_schema_matches_contract(
@@ -99,7 +128,8 @@ def test_checker_catches_disagreements(contract: dict[str, Any], bfrt: dict[str,
         assert needle in errs
 
 
-def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> None:
+def test_client_pipeline_names_are_the_contracts(full: dict[str, Any]) -> None:
+    contract = full
     tables = {t["name"]: t for t in contract["table"]}
     actions = {a["name"] for a in contract["action"]}
     registers = {r["name"] for r in contract["register"]}
@@ -136,17 +166,28 @@ def test_client_pipeline_names_are_the_contracts(contract: dict[str, Any]) -> No
     drop = next(a for a in contract["action"] if a["name"] == pipeline.A_GUARD_DROP)
     relay_leg = next(a for a in contract["action"] if a["name"] == pipeline.A_RELAY_LEG)
     assert drop["params"] == [p for p in relay_leg["params"] if p["name"] == "leg"]
-    assert contract["program"]["contract_version"] == 9
+    assert contract["program"]["contract_version"] == 10
     # contract v8: the reroute digest names the INT hop a sink's notice saw
     reroute = next(d for d in contract["digest"] if d["name"] == "pipe.IngressDeparser.reroute")
     assert [f["name"] for f in reroute["fields"]][-2:] == ["hop_switch_id", "hop_port"]
-    assert set(pipeline.QUALITY_REGISTERS) <= registers
-    # contract v2: quality is measured at egress; learn_filter stays in Ingress
-    assert all(r.startswith("pipe.Egress.rtp_") for r in pipeline.QUALITY_REGISTERS)
-    assert len(pipeline.QUALITY_REGISTERS) == 8
-    # exactly the quality registers may be split, their halves named alike
-    split = {r["name"] for r in contract["register"] if r.get("split")}
-    assert split == set(pipeline.QUALITY_REGISTERS)
+    # contract v10: the loss counts in each target's form, the client's
+    # quality registers those of a program of that target
+    for target, form in (("tofino", pipeline.LOSS_FIELDS), ("tofino2", pipeline.LOSS_REGISTERS)):
+        regs = {r["name"]: r for r in for_target(contract, target)["register"]}
+        quality = pipeline.quality_registers(regs)
+        assert pipeline.loss_values(regs) == form
+        assert set(quality) <= set(regs)
+        # contract v2: quality is measured at egress; learn_filter stays in Ingress
+        assert all(r.startswith("pipe.Egress.rtp_") for r in quality)
+        for reg, f in form:
+            assert regs[reg].get("fields", [pipeline.F_VALUE]) == [
+                g for r, g in pipeline.quality_values(regs) if r == reg
+            ]
+            assert f in regs[reg].get("fields", [pipeline.F_VALUE])
+            assert regs[reg]["target"] == target
+        # exactly the quality registers may be split, their halves named alike
+        assert {n for n, r in regs.items() if r.get("split")} == set(quality)
+    assert sorted({r["target"] for r in contract["register"] if "target" in r}) == list(TARGETS)
     assert pipeline.QUALITY_HI_SUFFIX == SPLIT_SUFFIX
     assert "pipe.Ingress.learn_filter" in registers
     assert pipeline.LEARN_DIGEST in {d["name"] for d in contract["digest"]}

@@ -14,6 +14,7 @@ need one are skipped, except under CI=true, where they fail.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -24,10 +25,13 @@ from typing import Any
 import pytest
 from contract_check import (
     IPV6_TABLES,
+    SPLIT_SUFFIX,
     check_program,
     contract_for,
+    for_target,
     has_ipv6,
     load_contract,
+    target_of,
     without_ipv6,
 )
 from p4relay_testsupport import dump_softswitch as dump
@@ -35,6 +39,7 @@ from p4relay_testsupport import dump_softswitch as dump
 ROOT = Path(__file__).resolve().parents[3]
 P4_ROOT = ROOT / "switch" / "p4"
 COMMITTED = P4_ROOT / "bfrt" / "standard.bf-rt.json"
+COMMITTED_T2 = P4_ROOT / "bfrt" / "standard-t2.bf-rt.json"
 BUILD = Path(os.environ.get("P4RELAY_P4_OUT", ROOT / "build"))
 PROFILES = ("standard", "lean", "large")
 
@@ -97,8 +102,14 @@ def contract_errors(contract: dict[str, Any], bfrt: dict[str, Any]) -> list[str]
     tables = {t["name"]: t for t in program["tables"]}
     for ct in contract["table"] + contract["register"] + contract["counter"]:
         t = tables.get(ct["name"])
-        if t is not None and t.get("size") != ct["size_p4"]:
-            errs.append(f"{ct['name']}: size {t.get('size')} != contract size_p4 {ct['size_p4']}")
+        if t is None:
+            continue
+        size = t.get("size")
+        hi = tables.get(ct["name"] + SPLIT_SUFFIX)
+        if ct.get("split") and hi is not None and isinstance(size, int):
+            size += hi.get("size", 0)  # a split register: both halves' cells
+        if size != ct["size_p4"]:
+            errs.append(f"{ct['name']}: size {size} != contract size_p4 {ct['size_p4']}")
     cfg = contract["config"]
     for table, key in (
         ("pipe.Ingress.relay", "relay_entries_p4"),
@@ -193,8 +204,23 @@ def test_committed_schema_matches_contract(
 ) -> None:
     """The standard profile builds everything the contract names (IPv6 only
     where the build has it: Tofino 2, or Tofino 1 with -DP4RELAY_IPV6)."""
-    errs = contract_errors(contract_for(contract, committed), committed)
+    errs = contract_errors(contract_for(contract, committed, "tofino"), committed)
     assert not errs, "switch/p4 (bf-rt.json) disagrees with contract.toml:\n" + "\n".join(errs)
+
+
+def test_committed_t2_schema_is_tofino_2s_form(contract: dict[str, Any]) -> None:
+    """Tofino 2's standard build answers to the contract with the loss counts
+    in two registers (rtp_lost, rtp_reordered); checked as a Tofino 1 build,
+    exactly the loss form disagrees."""
+    t2 = dict(json.loads(COMMITTED_T2.read_text()))
+    errs = contract_errors(contract_for(contract, t2, "tofino2"), t2)
+    assert not errs, "standard-t2.bf-rt.json disagrees with contract.toml:\n" + "\n".join(errs)
+    as_t1 = contract_errors(contract_for(contract, t2, "tofino"), t2)
+    assert sorted(as_t1) == [
+        "bfrt.json has table pipe.Egress.rtp_lost that the contract does not name",
+        "bfrt.json has table pipe.Egress.rtp_reordered that the contract does not name",
+        "register pipe.Egress.rtp_loss missing",
+    ]
 
 
 @pytest.mark.parametrize("profile", ["standard", "standard-t2"])
@@ -246,7 +272,7 @@ def test_standard_profile_is_the_contract(contract: dict[str, Any], profile: str
     build = compiled(profile)
     if profile == "standard-t2":
         assert has_ipv6(build), "Tofino 2's standard build relays IPv6"
-    errs = contract_errors(contract_for(contract, build), build)
+    errs = contract_errors(contract_for(contract, build, target_of(profile)), build)
     assert not errs, errs
 
 
@@ -292,7 +318,7 @@ def ired_objects(contract: dict[str, Any]) -> list[str]:
 
 def _quality_missing(contract: dict[str, Any]) -> list[str]:
     quality = [r["name"] for r in contract["register"] if r["name"].startswith("pipe.Egress.rtp_")]
-    assert len(quality) == 8
+    assert len(quality) == 7, "Tofino 1's: the loss counts in one register"
     return [f"register {n} missing" for n in quality]
 
 
@@ -300,7 +326,7 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
     """Lean: IPv4 relay only, at its own (larger) sizes: the freed stages hold more calls."""
     lean = compiled("lean")
     assert not has_ipv6(lean)
-    contract = contract_for(contract, lean)
+    contract = contract_for(contract, lean, "tofino")
     errs = contract_errors(contract, lean)
     want = (
         _quality_missing(contract)
@@ -317,10 +343,11 @@ def test_lean_profile_drops_quality_registers_reroute_and_ired(contract: dict[st
 def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
     contract: dict[str, Any],
 ) -> None:
-    """Large: every ingress stage goes to the relay tables, so no reroute, iRED or IPv6."""
+    """Large: every ingress stage goes to the relay tables, so no reroute, iRED or IPv6;
+    its quality registers are split (the upper halves only in it)."""
     large = compiled("large")
     assert not has_ipv6(large)
-    contract = contract_for(contract, large)
+    contract = contract_for(contract, large, "tofino")
     errs = contract_errors(contract, large)
     missing = _reroute_missing(contract) + ired_objects(contract) + int_objects(contract)
     sized = [e for e in errs if e not in missing]
@@ -333,7 +360,8 @@ def test_large_profile_changes_sizes_only_and_has_no_reroute_or_ired(
         schema_shape(standard if has_ipv6(large) else without_ipv6(standard)),
     )
     assert diffs and all(
-        any(f in d for f in ("reroute", ".ired_", ".int_")) and "only in the second" in d
+        (any(f in d for f in ("reroute", ".ired_", ".int_")) and "only in the second" in d)
+        or (d.startswith("pipe.Egress.rtp_") and "_hi: only in the first" in d)
         for d in diffs
     ), diffs
 
@@ -389,7 +417,7 @@ def test_checker_catches_disagreements(contract: dict[str, Any], committed: dict
     relay["size"] = 1024
     broken["tables"] = [t for t in broken["tables"] if t["name"] != "pipe.Egress.rtp_jitter"]
     broken["learn_filters"][0]["fields"][0]["name"] = "src"
-    errs = "\n".join(contract_errors(contract, broken))
+    errs = "\n".join(contract_errors(for_target(contract, "tofino"), broken))
     for needle in (
         "pipe.Ingress.relay: keys",
         "Ingress.relay_leg: params",
@@ -509,9 +537,21 @@ def _register_width(b: dict[str, Any]) -> None:
     _table(b, "pipe.Egress.rtp_max_seq")["data"][0]["singleton"]["type"]["width"] = 32
 
 
-@mutation("register-field", "register pipe.Egress.rtp_lost: data")
+@mutation("register-field", "register pipe.Egress.rtp_loss: data")
 def _register_field(b: dict[str, Any]) -> None:
-    _table(b, "pipe.Egress.rtp_lost")["data"][0]["singleton"]["name"] = "Egress.rtp_lost.lo"
+    _table(b, "pipe.Egress.rtp_loss")["data"][0]["singleton"]["name"] = "Egress.rtp_loss.lo"
+
+
+@mutation("register-field-missing", "register pipe.Egress.rtp_loss: data")
+def _register_field_missing(b: dict[str, Any]) -> None:
+    del _table(b, "pipe.Egress.rtp_loss")["data"][1]
+
+
+@mutation("register-one-value", "register pipe.Egress.rtp_packets: data")
+def _register_one_value(b: dict[str, Any]) -> None:
+    t = _table(b, "pipe.Egress.rtp_packets")
+    t["data"].append(copy.deepcopy(t["data"][0]))
+    t["data"][1]["singleton"]["name"] = "Egress.rtp_packets.f2"
 
 
 @mutation("register-size", "pipe.Egress.rtp_jitter: size 16384")
@@ -558,7 +598,7 @@ def test_mutated_schema_fails(
     and (sizes aside) against the schema it came from."""
     broken = json.loads(json.dumps(committed))
     mutate(broken)
-    errs = contract_errors(contract, broken)
+    errs = contract_errors(for_target(contract, "tofino"), broken)
     assert any(needle in e for e in errs), errs
     if "size" not in needle:
         assert shape_differences(schema_shape(committed), schema_shape(broken))
@@ -588,7 +628,7 @@ def _resources() -> Any:
     return mod
 
 
-@pytest.mark.parametrize("profile", [*PROFILES, "standard-t2"])
+@pytest.mark.parametrize("profile", [*PROFILES, "standard-v6", "standard-t2"])
 def test_resources_from_compiler_logs(profile: str) -> None:
     """switch/p4/resources.py reads the compiler's logs of a profile: it fits the
     target's stages (12 on Tofino 1, 20 on Tofino 2), and its calls per pipe

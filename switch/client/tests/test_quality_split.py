@@ -15,6 +15,7 @@ from p4relay_switch.client import Entry
 from p4relay_switch.encode import Encoder
 from p4relay_switch.errors import WriteError
 from p4relay_switch.proto import bfruntime_pb2 as pb
+from quality_cells import write_values, zeroes
 
 SPLIT = 1 << 16
 LEGS = 2 * SPLIT  # large-t2: 65,536 calls per pipe
@@ -33,12 +34,8 @@ async def sw(switch_addr: str) -> AsyncIterator[SwitchClient]:
     await c.close()
 
 
-def _field(c: SwitchClient, name: str) -> str:
-    return next(n for n in c.schema.table(name).data if n.endswith(".f1"))
-
-
 def test_split_found_in_the_schema(sw: SwitchClient) -> None:
-    for name in pl.QUALITY_REGISTERS:
+    for name in pl.quality_registers(sw.schema.tables):
         assert sw.schema.table(name).size == SPLIT
         assert sw.schema.table(name + pl.QUALITY_HI_SUFFIX).size == LEGS - SPLIT
     assert Encoder(sw.schema).quality_split == SPLIT
@@ -51,9 +48,9 @@ async def test_upper_legs_reset_and_read_in_the_upper_half(sw: SwitchClient) -> 
     want: list[pb.Update] = []
     for leg in (LOW, HIGH):
         suffix, i = (pl.QUALITY_HI_SUFFIX, leg - SPLIT) if leg >= SPLIT else ("", leg)
-        for r in pl.QUALITY_REGISTERS:
+        for r in pl.quality_registers(sw.schema.tables):
             reg = r + suffix
-            entry = Entry({"$REGISTER_INDEX": i}, None, {_field(sw, reg): 0})
+            entry = Entry({"$REGISTER_INDEX": i}, None, zeroes(sw, reg))
             want.append(sw.update(pb.Update.MODIFY, reg, entry))
         drops = Entry({pl.COUNTER_INDEX: leg}, None, {pl.COUNTER_PKTS: 0})
         want.append(sw.update(pb.Update.MODIFY, pl.GUARD_DROPS, drops))
@@ -62,7 +59,7 @@ async def test_upper_legs_reset_and_read_in_the_upper_half(sw: SwitchClient) -> 
     assert got.kinds == [1] * len(want)
     reads = [pb.Entity.FromString(e) for e in enc.register_reads([LOW, HIGH])]
     tables = [(e.table_entry.table_id, e.table_entry.key.fields[0].exact.value) for e in reads]
-    for n, r in enumerate(pl.QUALITY_REGISTERS):
+    for n, r in enumerate(pl.quality_registers(sw.schema.tables)):
         lo, hi = sw.schema.table(r).id, sw.schema.table(r + pl.QUALITY_HI_SUFFIX).id
         assert tables[2 * n : 2 * n + 2] == [
             (lo, LOW.to_bytes(4, "big")),
@@ -74,11 +71,16 @@ async def test_quality_of_legs_in_both_halves(sw: SwitchClient) -> None:
     """Values written to each half's cells come back as their legs' quality;
     a reset zeroes exactly those legs' cells."""
     p = Pipeline(sw)
-    for n, r in enumerate(pl.QUALITY_REGISTERS):
-        await sw.write_register(r, {LOW: 10 + n, 1: 7})
-        await sw.write_register(r + pl.QUALITY_HI_SUFFIX, {HIGH - SPLIT: 20 + n, TOP - SPLIT: 30})
+    await write_values(sw, lambda c: {LOW: 10 + c, 1: 7})
+    await write_values(sw, lambda c: {HIGH - SPLIT: 20 + c, TOP - SPLIT: 30}, pl.QUALITY_HI_SUFFIX)
     q = await p.read_quality([LOW, HIGH, TOP])
-    assert [q[LOW].packets, q[LOW].lost, q[LOW].payload_type] == [10, 11, 17]
+    assert [q[LOW].packets, q[LOW].lost, q[LOW].reordered, q[LOW].payload_type] == [
+        10,
+        11,
+        12,
+        17,
+    ]
+    assert [q[HIGH].lost, q[HIGH].reordered, q[TOP].reordered] == [21, 22, 30]
     assert [q[HIGH].packets, q[HIGH].max_seq, q[HIGH].payload_type] == [20, 23, 27]
     assert q[TOP].packets == q[TOP].jitter_raw == 30
     await p.reset_quality([HIGH, TOP])

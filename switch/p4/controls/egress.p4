@@ -24,7 +24,7 @@
  * the chains (stage map in README "Resources"):
  *   l3_end -> l3_overrun -> drop / rtp_on
  *   clock halves -> transit -> rtp_transit (|D|), J + 8 -> terms -> J' + 8
- *   rtp_packets -> rtp_max_seq (loss code) -> rtp_lost / rtp_reordered
+ *   rtp_packets -> rtp_max_seq (loss code) -> rtp_loss (lost or reordered)
  *   reroute_class -> over -> reroute_run -> left -> notice
  *   ired_port -> ired_qdepth_prev -> ... -> ired_drop_prob -> decision
  */

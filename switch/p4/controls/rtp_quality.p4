@@ -1,6 +1,6 @@
 /* p4relay — per-leg RTP quality, measured in Egress: when the packet LEAVES
  * the queue, so a packet the traffic manager tail-drops never gets here and
- * shows as a sequence gap (rtp_lost), and queueing delay variation shows in
+ * shows as a sequence gap (the loss count), and queueing delay variation in
  * the transit times (rtp_jitter); rtp_last_seen is the departure time.
  * Egress applies it to every packet and it picks its own: relayed RTP of an
  * offloaded leg (bridged relay = 1, rtcp = 0, RTP header parsed) that passed
@@ -114,7 +114,7 @@ control RtpQuality(
             }
         }
     };
-
+#if __TARGET_TOFINO__ == 2
     @name(".Egress.rtp_lost")
     Register<bit<32>, quality_index_t>(QUALITY_CELLS, 0) rtp_lost;
     RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost) add_lost = {
@@ -130,7 +130,7 @@ control RtpQuality(
             reordered = reordered + 1;
         }
     };
-
+#endif
     /* D = transit - last transit, returned as |D| (its sign only selects
      * which of the two differences the ALU outputs) */
     @name(".Egress.rtp_transit")
@@ -145,7 +145,7 @@ control RtpQuality(
             transit = eg_md.rtp_transit;
         }
     };
-
+#include "include/rtp_loss.p4"
     /* read as J + 8 (A.8's rounding term added by the ALU); the write-back
      * copy carries J' + 8 and the write takes the 8 off again */
     @name(".Egress.rtp_jitter")
@@ -208,7 +208,7 @@ control RtpQuality(
             }
         }
     };
-
+#if __TARGET_TOFINO__ == 2
     @name(".Egress.rtp_lost_hi")
     Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_lost_hi;
     RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_lost_hi) add_lost_hi = {
@@ -224,7 +224,7 @@ control RtpQuality(
             reordered = reordered + 1;
         }
     };
-
+#endif
     @name(".Egress.rtp_transit_hi")
     Register<bit<32>, quality_index_t>(QUALITY_HI_CELLS, 0) rtp_transit_hi;
     RegisterAction<bit<32>, quality_index_t, bit<32>>(rtp_transit_hi) swap_transit_hi = {

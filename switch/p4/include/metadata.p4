@@ -231,4 +231,13 @@ struct egress_metadata_t {
 #endif
 }
 
+#if __TARGET_TOFINO__ != 2
+/* a leg's loss counts on Tofino 1, one cell of pipe.Egress.rtp_loss
+ * (include/rtp_loss.p4) */
+struct rtp_loss_t {
+    bit<32> lost;
+    bit<32> reordered;
+}
+#endif
+
 #endif /* _P4RELAY_METADATA_P4_ */

@@ -111,9 +111,10 @@
     }
 
 /* A quality register of more than 64K legs fits no stage beside the ingress
- * tables that many legs need: two registers, the leg's bit QUALITY_HALF_BITS
- * choosing (sizes.p4). */
-#ifdef P4RELAY_SCALE_T2
+ * tables that many legs need, nor does Tofino 1's loss register (two 32-bit
+ * fields) of the large profile's 92K legs: two registers, the leg's bit
+ * QUALITY_HALF_BITS choosing (sizes.p4). */
+#if defined(P4RELAY_SCALE_T2) || defined(P4RELAY_SCALE_LARGE)
 #define QUALITY_SPLIT
 #endif
 

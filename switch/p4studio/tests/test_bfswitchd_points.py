@@ -114,6 +114,20 @@ def test_register_written_and_read_as_tna_register(client: Any) -> None:
     assert read_one(reg, key)[field] == [9]
 
 
+def test_struct_register_fields_written_together(client: Any) -> None:
+    """A register of a struct (rtp_loss {lost, reordered}): one data field per
+    member, each register_data, written in one entry and read back per pipe."""
+    reg = info(client).table_get("pipe.Egress.rtp_loss")
+    lost, reordered = "Egress.rtp_loss.lost", "Egress.rtp_loss.reordered"
+    for f in (lost, reordered):
+        assert reg.info.data_field_annotations_get(f) == ["$bfrt_field_class.register_data"]
+    key = reg.make_key([gc.KeyTuple("$REGISTER_INDEX", 6)])
+    data = reg.make_data([gc.DataTuple(lost, 4), gc.DataTuple(reordered, 2)])
+    reg.entry_mod(ALL_PIPES, [key], [data])
+    got = read_one(reg, key)
+    assert (got[lost], got[reordered]) == ([4], [2])
+
+
 def test_counter_entry_add_sets_the_cell(client: Any) -> None:
     """Point 2: `entry_add` on an indexed counter (as tna_counter does) sets the cell."""
     ctr = info(client).table_get("pipe.Ingress.guard_drops")

@@ -270,39 +270,60 @@ def test_counters_read_alike(project: BlockingSwitch, p4studio: Any) -> None:
 
 
 def test_registers_read_alike(project: BlockingSwitch, p4studio: Any) -> None:
+    """Each quality register written through one client, read through both:
+    a register of one value (`f1`) and rtp_loss's two fields alike."""
     info = p4studio.bfrt_info_get(P4_NAME)
     cells = [0, 3, ENTRIES - 1]
-    for n, name in enumerate(pl.QUALITY_REGISTERS):
-        field = name.removeprefix("pipe.") + ".f1"
+    tables = project.client.schema.tables
+    values = pl.quality_values(tables)
+    for n, name in enumerate(pl.quality_registers(tables)):
+        fields = [f for r, f in values if r == name]
+        full = {f: pl.register_field(name, f) for f in fields}
         reg = info.table_get(name)
-        width = reg.info.data_field_size_get(field)[1]
+        assert sorted(reg.info.data_field_name_list_get()) == sorted(full.values()), name
+
+        def value(
+            i: int,
+            f: str,
+            n: int = n,
+            reg: Any = reg,
+            full: dict[str, str] = full,
+            fields: list[str] = fields,
+        ) -> int:
+            width: int = reg.info.data_field_size_get(full[f])[1]
+            return (i * 1000 + n + fields.index(f)) % (1 << width)
+
         if n % 2:  # half written through each client
-            project.run(
-                project.client.write_register(
-                    name, {i: (i * 1000 + n) % (1 << width) for i in cells}
-                )
+            write = project.client.write_register_fields(
+                name, {i: {f: value(i, f) for f in fields} for i in cells}
             )
+            project.run(write)
         else:  # as P4 Studio's tna_register test writes a register
             reg.entry_mod(
                 ALL_PIPES,
                 [reg.make_key([gc.KeyTuple("$REGISTER_INDEX", i)]) for i in cells],
                 [
-                    reg.make_data([gc.DataTuple(field, (i * 1000 + n) % (1 << width))])
+                    reg.make_data([gc.DataTuple(full[f], value(i, f)) for f in fields])
                     for i in cells
                 ],
             )
-        mine = project.run(project.client.read_register(name, cells))
-        theirs = {
-            key.to_dict()["$REGISTER_INDEX"]["value"]: data.to_dict()[field]
-            for data, key in reg.entry_get(
+        got = list(
+            reg.entry_get(
                 ALL_PIPES,
                 [reg.make_key([gc.KeyTuple("$REGISTER_INDEX", i)]) for i in cells],
                 {"from_hw": True},
             )
-        }
-        # One value per pipe, in both.
-        assert mine == theirs, name
-        assert theirs == {i: [(i * 1000 + n) % (1 << width)] for i in cells}, name
+        )
+        for f in fields:
+            field = None if len(fields) == 1 else f
+            mine = project.run(project.client.read_register(name, cells, field=field))
+            theirs = {
+                key.to_dict()["$REGISTER_INDEX"]["value"]: data.to_dict()[full[f]]
+                for data, key in got
+            }
+            # One value per pipe, in both.
+            assert mine == theirs, (name, f)
+            assert theirs == {i: [value(i, f)] for i in cells}, (name, f)
 
 
 def test_usage_alike(project: BlockingSwitch, p4studio: Any) -> None:

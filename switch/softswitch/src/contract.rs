@@ -114,8 +114,37 @@ pub struct FieldDef {
 #[derive(Debug, Deserialize)]
 pub struct RegisterDef {
     pub name: String,
+    /// Each field's width.
     pub bits: u32,
     pub size_p4: u32,
+    /// A register of a struct: its fields (bf-rt data fields
+    /// `<Control>.<reg>.<field>`); none: one value, `f1`.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// The target whose builds declare it (`tofino`, `tofino2`); none:
+    /// every build.
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+/// The target the software switch stands in for: bf_switchd running Tofino
+/// 1's standard program, so it publishes Tofino 1's registers.
+pub const TARGET: &str = "tofino";
+
+impl RegisterDef {
+    /// Whether the software switch publishes it (`TARGET`).
+    pub fn published(&self) -> bool {
+        self.target.as_deref().is_none_or(|t| t == TARGET)
+    }
+
+    /// The data fields' short names: the struct's, or `f1`.
+    pub fn field_names(&self) -> Vec<&str> {
+        if self.fields.is_empty() {
+            vec!["f1"]
+        } else {
+            self.fields.iter().map(String::as_str).collect()
+        }
+    }
 }
 
 /// An indexed counter (bf-p4c table_type "Counter").

@@ -734,20 +734,33 @@ class SwitchClient:
 
     # -------------------------------------------------------------- registers
 
-    def _register(self, name: str) -> tuple[TableInfo, str]:
+    def _register(self, name: str, field: str | None = None) -> tuple[TableInfo, str]:
+        """The register's table and the data field `field` names (`lost` ->
+        `Egress.rtp_loss.lost`); None: its one value (`f1`). A register of
+        several fields needs `field`."""
         t = self.schema.table(name)
         if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
             raise SchemaError(f"{t.name} is not a register table")
+        if field is not None:
+            return t, t.data_field(f"{t.name.removeprefix('pipe.')}.{field}").name
         fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
         if not fields:
             raise SchemaError(f"register {t.name} has no data field")
+        if len(fields) > 1:
+            raise SchemaError(f"register {t.name} has fields {fields}: name one")
         return t, fields[0]
 
     async def read_register(
-        self, name: str, indexes: Iterable[int], *, from_hw: bool = True
+        self,
+        name: str,
+        indexes: Iterable[int],
+        *,
+        field: str | None = None,
+        from_hw: bool = True,
     ) -> dict[int, list[int]]:
-        """index -> per-pipe values (one element on the softswitch)."""
-        t, f = self._register(name)
+        """index -> per-pipe values (one element on the softswitch) of the
+        register's value, or of its field `field` (`_register`)."""
+        t, f = self._register(name, field)
         idx = list(indexes)
         got = await self.read(t.name, [{"$REGISTER_INDEX": i} for i in idx], from_hw=from_hw)
         out: dict[int, list[int]] = {}
@@ -759,10 +772,30 @@ class SwitchClient:
         return out
 
     async def write_register(self, name: str, values: Mapping[int, int]) -> None:
+        """Sets cells of a register of one value."""
         t, f = self._register(name)
         await self.modify(
             t.name, [Entry({"$REGISTER_INDEX": i}, None, {f: v}) for i, v in values.items()]
         )
+
+    async def write_register_fields(
+        self, name: str, values: Mapping[int, Mapping[str, int]]
+    ) -> None:
+        """Sets cells of a register, every data field of each, by short name
+        (index -> {`lost`: ..., `reordered`: ...}; a plain register's is
+        `f1`): bf-p4c makes each mandatory, so a write naming only some is
+        refused before it is sent."""
+        t = self.schema.table(name)
+        if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
+            raise SchemaError(f"{t.name} is not a register table")
+        short = t.name.removeprefix("pipe.")
+        entries = []
+        for i, cell in values.items():
+            data: dict[str, DataValue] = {f"{short}.{f}": v for f, v in cell.items()}
+            if set(data) != set(t.data):
+                raise SchemaError(f"register {t.name}: a cell takes exactly {sorted(t.data)}")
+            entries.append(Entry({"$REGISTER_INDEX": i}, None, data))
+        await self.modify(t.name, entries)
 
     # --------------------------------------------------------------- counters
 

@@ -56,12 +56,13 @@ from p4relay_switch.names import (
     LEG_REWRITE,
     LEG_REWRITE6,
     QUALITY_HI_SUFFIX,
-    QUALITY_REGISTERS,
     RELAY,
     RELAY6,
     RELAY_GUARD,
     RELAY_GUARD6,
     TTL,
+    quality_registers,
+    quality_values,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo, Schema, TableInfo
@@ -199,26 +200,31 @@ class Encoder:
         self.gd_index = gd.key(COUNTER_INDEX)
         self.gd_pkts = gd.data_field(COUNTER_PKTS)
 
-        # Quality registers: (table id, $REGISTER_INDEX key, value field), the
-        # field chosen as the generic client's `_register` does. A program
-        # that splits them (switch/p4 QUALITY_SPLIT) declares each as
+        # Quality registers: (table id, $REGISTER_INDEX key, value fields),
+        # the fields `quality_values` names in its order (`f1`, or rtp_loss's
+        # two: the loss counts in the program's form, names.loss_values). A
+        # program that splits them (switch/p4 QUALITY_SPLIT) declares each as
         # `<name>` for the legs below `quality_split` (its size) and
         # `<name>_hi` for the legs from there, index leg - quality_split:
         # `registers_hi`, found in the schema.
-        def register(t: TableInfo) -> tuple[int, FieldInfo, FieldInfo]:
-            fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
-            return (t.id, t.key("$REGISTER_INDEX"), t.data[fields[0]])
+        self.quality_values = quality_values(schema.tables)
+        self.quality_registers = quality_registers(schema.tables)
 
-        self.registers = [register(schema.table(n)) for n in QUALITY_REGISTERS]
+        def register(name: str, t: TableInfo) -> tuple[int, FieldInfo, tuple[FieldInfo, ...]]:
+            short = t.name.removeprefix("pipe.")
+            vals = tuple(t.data_field(f"{short}.{f}") for r, f in self.quality_values if r == name)
+            return (t.id, t.key("$REGISTER_INDEX"), vals)
+
+        self.registers = [register(n, schema.table(n)) for n in self.quality_registers]
         self.registers_hi = [
-            register(schema.tables[n + QUALITY_HI_SUFFIX])
-            for n in QUALITY_REGISTERS
+            register(n, schema.tables[n + QUALITY_HI_SUFFIX])
+            for n in self.quality_registers
             if n + QUALITY_HI_SUFFIX in schema.tables
         ]
         self.quality_split: int | None = None
         if self.registers_hi:
-            sizes = {schema.table(n).size for n in QUALITY_REGISTERS}
-            if len(self.registers_hi) != len(QUALITY_REGISTERS) or len(sizes) != 1:
+            sizes = {schema.table(n).size for n in self.quality_registers}
+            if len(self.registers_hi) != len(self.quality_registers) or len(sizes) != 1:
                 raise ValueError(
                     "the program splits some quality registers only, or at different legs"
                 )
@@ -428,24 +434,27 @@ class Encoder:
         # cell as one template, each hole the leg (all are indexed by leg):
         # `_resets`. A leg of a split program's upper half has its own, whose
         # register holes are its index there and the last (guard_drops) the leg.
-        gd_cell = (self.guard_drops_id, self.gd_index, self.gd_pkts)
+        gd_cell = (self.guard_drops_id, self.gd_index, (self.gd_pkts,))
         cells = [*self.registers, gd_cell]
         widths = {key.nbytes for _, key, _ in [*cells, *self.registers_hi]}
         if len(widths) != 1:
             raise ValueError("quality registers and guard_drops indexed by different widths")
         (self._reset_n,) = widths
 
-        def resets_of(cells: list[tuple[int, FieldInfo, FieldInfo]]) -> tuple[bytes, ...]:
+        def resets_of(
+            cells: list[tuple[int, FieldInfo, tuple[FieldInfo, ...]]],
+        ) -> tuple[bytes, ...]:
             def resets(v: list[bytes]) -> bytes:
                 return b"".join(
-                    ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(val)))
-                    for (tid, key, val), leg in zip(cells, v, strict=True)
+                    ld(_WR_UPDATES, update(MODIFY, tid, exact(key.id, leg), zero(vals)))
+                    for (tid, key, vals), leg in zip(cells, v, strict=True)
                 )
 
             return Template(resets, [self._reset_n] * len(cells)).constant()
 
-        def zero(val: FieldInfo) -> bytes:
-            return stream(val.id, bytes(val.nbytes))
+        def zero(vals: tuple[FieldInfo, ...]) -> bytes:
+            # every field of the cell: a struct register's are each mandatory
+            return b"".join(stream(val.id, bytes(val.nbytes)) for val in vals)
 
         self.resets_per_leg = len(cells)  # updates `_resets` writes per leg
         self._resets_c = resets_of(cells)
@@ -462,12 +471,21 @@ class Encoder:
 
         self._reg_read_t = [(reg_read(tid, key), key.nbytes) for tid, key, _ in self.registers]
         self._reg_read_hi_t = [reg_read(tid, key) for tid, key, _ in self.registers_hi]
-        # table id -> (register, key, value field, first leg of the table)
-        self._reg_index = {
-            tid: (i, key.id, val.id, 0) for i, (tid, key, val) in enumerate(self.registers)
+        # table id -> (key, [(value field, its quality_values column)], first
+        # leg of the table)
+        cols = {
+            name: [c for c, (r, _) in enumerate(self.quality_values) if r == name]
+            for name in self.quality_registers
         }
-        for i, (tid, key, val) in enumerate(self.registers_hi):
-            self._reg_index[tid] = (i, key.id, val.id, self.quality_split or 0)
+
+        def columns(i: int, vals: tuple[FieldInfo, ...]) -> list[tuple[int, int]]:
+            return [(v.id, c) for v, c in zip(vals, cols[self.quality_registers[i]], strict=True)]
+
+        self._reg_index = {
+            tid: (key.id, columns(i, vals), 0) for i, (tid, key, vals) in enumerate(self.registers)
+        }
+        for i, (tid, key, vals) in enumerate(self.registers_hi):
+            self._reg_index[tid] = (key.id, columns(i, vals), self.quality_split or 0)
 
     # ------------------------------------------------------------------ batches
     def batch(self, b: EntryBatch, ttl_ms: int) -> Encoded:
@@ -730,14 +748,14 @@ class Encoder:
     def decode_quality(self, ents: list[pb.Entity], legs: list[int]) -> dict[int, LegQuality]:
         """Register cells as read back -> each leg's quality. Counts add over
         pipes; the other values come from the pipe that saw most of the leg."""
-        n = len(self.registers)
+        n = len(self.quality_values)
         cells: dict[int, list[list[int]]] = {leg: [[0] for _ in range(n)] for leg in legs}
         for e in ents:
             te = e.table_entry
             found = self._reg_index.get(te.table_id)
             if found is None:
                 continue
-            i, key_id, val_id, first = found
+            key_id, val_cols, first = found
             leg = next(
                 (
                     first + int.from_bytes(f.exact.value, "big")
@@ -749,8 +767,11 @@ class Encoder:
             row = cells.get(leg) if leg is not None else None
             if row is None:
                 continue
-            vals = [int.from_bytes(f.stream, "big") for f in te.data.fields if f.field_id == val_id]
-            row[i] = vals or [0]
+            for val_id, col in val_cols:
+                vals = [
+                    int.from_bytes(f.stream, "big") for f in te.data.fields if f.field_id == val_id
+                ]
+                row[col] = vals or [0]
         out: dict[int, LegQuality] = {}
         for leg, row in cells.items():
             pkts = row[0]

@@ -3,6 +3,8 @@ them (tests/test_contract.py checks they match it)."""
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 # contract.toml [config], generated from the contract (UNBOUND_PORT: the relay
 # key port of a flow from a port whose binding is off).
 from p4relay_switch.contract_config import INT_DSCP as INT_DSCP
@@ -74,8 +76,19 @@ A_GUARD_DROP = "Ingress.guard_drop"
 # RTP quality per leg, measured as packets leave the egress queue (contract v2),
 # so tail drops count as lost and queueing delay variation as jitter.
 REG_PACKETS = "pipe.Egress.rtp_packets"
+# A register's one value field (bf-p4c names a plain register's data `f1`).
+F_VALUE = "f1"
+# A leg's loss counts take the program's target's form (contract v10): on
+# Tofino 1 (and the software switch) one register of two fields, a cell
+# written with both (bf-p4c makes each mandatory); on Tofino 2 two registers
+# of one value. `loss_values` picks the form from the program's tables.
+REG_LOSS = "pipe.Egress.rtp_loss"
+F_LOST = "lost"  # sequence gaps: packets missing when a higher seq arrives
+F_REORDERED = "reordered"  # arrived with seq below the highest seen
 REG_LOST = "pipe.Egress.rtp_lost"
 REG_REORDERED = "pipe.Egress.rtp_reordered"
+LOSS_FIELDS = ((REG_LOSS, F_LOST), (REG_LOSS, F_REORDERED))
+LOSS_REGISTERS = ((REG_LOST, F_VALUE), (REG_REORDERED, F_VALUE))
 REG_MAX_SEQ = "pipe.Egress.rtp_max_seq"
 REG_TRANSIT = "pipe.Egress.rtp_transit"
 REG_JITTER = "pipe.Egress.rtp_jitter"
@@ -83,16 +96,40 @@ REG_LAST_SEEN = "pipe.Egress.rtp_last_seen"
 REG_PAYLOAD_TYPE = "pipe.Egress.rtp_payload_type"
 # A program that splits them (contract `split`) names each upper half so.
 QUALITY_HI_SUFFIX = "_hi"
-QUALITY_REGISTERS = (
-    REG_PACKETS,
-    REG_LOST,
-    REG_REORDERED,
-    REG_MAX_SEQ,
-    REG_TRANSIT,
-    REG_JITTER,
-    REG_LAST_SEEN,
-    REG_PAYLOAD_TYPE,
-)
+
+RegisterValue = tuple[str, str]  # (register, its data field's short name)
+
+
+def loss_values(tables: Container[str]) -> tuple[RegisterValue, RegisterValue]:
+    """Where a program whose tables are `tables` keeps a leg's lost and
+    reordered counts: rtp_loss's two fields if it declares rtp_loss, else
+    rtp_lost's and rtp_reordered's values."""
+    return LOSS_FIELDS if REG_LOSS in tables else LOSS_REGISTERS
+
+
+def quality_values(tables: Container[str]) -> tuple[RegisterValue, ...]:
+    """The quality values in `LegQuality` order: (register, field)."""
+    return (
+        (REG_PACKETS, F_VALUE),
+        *loss_values(tables),
+        (REG_MAX_SEQ, F_VALUE),
+        (REG_TRANSIT, F_VALUE),
+        (REG_JITTER, F_VALUE),
+        (REG_LAST_SEEN, F_VALUE),
+        (REG_PAYLOAD_TYPE, F_VALUE),
+    )
+
+
+def quality_registers(tables: Container[str]) -> tuple[str, ...]:
+    """The quality registers `quality_values` reads, in its order."""
+    return tuple(dict.fromkeys(r for r, _ in quality_values(tables)))
+
+
+def register_field(register: str, field: str = F_VALUE) -> str:
+    """A register's data field as bf-p4c names it: `pipe.Egress.r`, `f1` ->
+    `Egress.r.f1`."""
+    return f"{register.removeprefix('pipe.')}.{field}"
+
 
 K_SRC_ADDR = "hdr.ipv4.src_addr"
 K_DST_ADDR = "hdr.ipv4.dst_addr"

@@ -164,7 +164,7 @@ fn relay_on(io: UserIo, rate_bps: u64) -> Io {
         }
         // Quality registers: every packet departed its queue, none lost.
         assert_eq!(p.quality.read(Reg::Packets, 7), Some(300));
-        assert_eq!(p.quality.read(Reg::Lost, 7), Some(0));
+        assert_eq!(p.quality.lost(7), Some(0));
         assert_eq!(p.quality.read(Reg::MaxSeq, 7), Some(299));
         dp.stop();
         io

@@ -506,20 +506,40 @@ async fn reads_return_entries_counters_registers_and_usage() {
     };
     let left = u32::from_be_bytes(b.as_slice().try_into().unwrap());
     assert!(left > 0 && left <= 5000, "{left}");
-    // register write + read back; out of range index
-    let reg = h.table("pipe.Egress.rtp_lost").clone();
-    let w = update(
-        pb::update::Type::Modify,
-        &reg,
-        &[("$REGISTER_INDEX", 3)],
-        None,
-        &[(reg.data[0].name.as_str(), 77)],
-    );
-    h.write(vec![w], 0).await.unwrap();
+    // register write + read back (a struct register: both fields, each
+    // mandatory); out of range index
+    let reg = h.table("pipe.Egress.rtp_loss").clone();
     assert_eq!(
-        h.sw.pipeline.quality.read(crate::schema::Reg::Lost, 3),
-        Some(77)
+        (reg.data[0].name.as_str(), reg.data[1].name.as_str()),
+        ("Egress.rtp_loss.lost", "Egress.rtp_loss.reordered")
     );
+    let w = |fields: &[(&str, u64)]| {
+        update(
+            pb::update::Type::Modify,
+            &reg,
+            &[("$REGISTER_INDEX", 3)],
+            None,
+            fields,
+        )
+    };
+    h.write(
+        vec![w(&[
+            ("Egress.rtp_loss.lost", 77),
+            ("Egress.rtp_loss.reordered", 9),
+        ])],
+        0,
+    )
+    .await
+    .unwrap();
+    assert_eq!(h.sw.pipeline.quality.lost(3), Some(77));
+    assert_eq!(h.sw.pipeline.quality.reordered(3), Some(9));
+    // one field alone is refused, the cell unchanged
+    let e = h
+        .write(vec![w(&[("Egress.rtp_loss.lost", 1)])], 0)
+        .await
+        .unwrap_err();
+    assert_eq!(failure(&e), tonic::Code::InvalidArgument);
+    assert_eq!(h.sw.pipeline.quality.lost(3), Some(77));
     let oob = entry_at(&reg, &[("$REGISTER_INDEX", 64)]);
     assert_eq!(
         failure(&h.read(vec![oob]).await.unwrap_err()),
@@ -1115,9 +1135,12 @@ async fn answers_p4_studio_clients_as_bf_switchd() {
     // An unknown field id named in a read is an error.
     let e = h.read(vec![named(&[4242])]).await.unwrap_err();
     assert_eq!(failure(&e), tonic::Code::InvalidArgument);
-    // A register read: the value once per pipe.
-    let reg = h.table("pipe.Egress.rtp_lost").clone();
-    h.sw.pipeline.quality.write(crate::schema::Reg::Lost, 2, 5);
+    // A register read: the value once per pipe; a struct register's fields
+    // each once per pipe, in declaration order.
+    let reg = h.table("pipe.Egress.rtp_loss").clone();
+    h.sw.pipeline
+        .quality
+        .write(crate::schema::Reg::Loss, 2, 5 << 32 | 4);
     let got = h
         .read(vec![entry_at(&reg, &[("$REGISTER_INDEX", 2)])])
         .await
@@ -1125,10 +1148,24 @@ async fn answers_p4_studio_clients_as_bf_switchd() {
     let Some(pb::entity::Entity::TableEntry(te)) = &got[0].entity else {
         panic!()
     };
-    assert_eq!(
-        te.data.as_ref().unwrap().fields.len(),
-        super::PIPES as usize
-    );
+    let fields = &te.data.as_ref().unwrap().fields;
+    assert_eq!(fields.len(), 2 * super::PIPES as usize);
+    let got: Vec<(u32, u64)> = fields
+        .iter()
+        .map(|f| {
+            let Some(pb::data_field::Value::Stream(b)) = &f.value else {
+                panic!("{f:?}")
+            };
+            (
+                f.field_id,
+                b.iter().fold(0u64, |a, x| a << 8 | u64::from(*x)),
+            )
+        })
+        .collect();
+    let want: Vec<(u32, u64)> = std::iter::repeat_n((1, 5), super::PIPES as usize)
+        .chain(std::iter::repeat_n((2, 4), super::PIPES as usize))
+        .collect();
+    assert_eq!(got, want);
     // error_in_resp: a failed update comes back in WriteResponse.status.
     let mut req = tonic::Request::new(pb::WriteRequest {
         target: None,

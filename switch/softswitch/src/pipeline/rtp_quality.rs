@@ -181,8 +181,10 @@ impl QualityRegs {
         let q = self.slots().get(i)?;
         Some(match reg {
             Reg::Packets => q.packets.load(Relaxed).into(),
-            Reg::Lost => q.lost.load(Relaxed).into(),
-            Reg::Reordered => q.reordered.load(Relaxed).into(),
+            // two fields (schema::pack_fields): lost, reordered
+            Reg::Loss => {
+                u64::from(q.lost.load(Relaxed)) << 32 | u64::from(q.reordered.load(Relaxed))
+            }
             Reg::MaxSeq => q.max_seq.load(Relaxed).into(),
             Reg::Transit => q.transit.load(Relaxed).into(),
             Reg::Jitter => q.jitter.load(Relaxed).into(),
@@ -192,6 +194,18 @@ impl QualityRegs {
         })
     }
 
+    /// `rtp_loss`'s lost field of cell `i`.
+    #[cfg(test)]
+    pub fn lost(&self, i: usize) -> Option<u64> {
+        self.read(Reg::Loss, i).map(|v| v >> 32)
+    }
+
+    /// `rtp_loss`'s reordered field of cell `i`.
+    #[cfg(test)]
+    pub fn reordered(&self, i: usize) -> Option<u64> {
+        self.read(Reg::Loss, i).map(|v| v & 0xffff_ffff)
+    }
+
     /// Register write (values truncated to the register width, as on Tofino).
     pub fn write(&self, reg: Reg, i: usize, v: u64) -> bool {
         let Some(q) = self.slots().get(i) else {
@@ -199,8 +213,10 @@ impl QualityRegs {
         };
         match reg {
             Reg::Packets => q.packets.store(v as u32, Relaxed),
-            Reg::Lost => q.lost.store(v as u32, Relaxed),
-            Reg::Reordered => q.reordered.store(v as u32, Relaxed),
+            Reg::Loss => {
+                q.lost.store((v >> 32) as u32, Relaxed);
+                q.reordered.store(v as u32, Relaxed);
+            }
             Reg::MaxSeq => q.max_seq.store(v as u16, Relaxed),
             Reg::Transit => q.transit.store(v as u32, Relaxed),
             Reg::Jitter => q.jitter.store(v as u32, Relaxed),
@@ -215,8 +231,7 @@ impl QualityRegs {
         for i in 0..self.len() {
             for r in [
                 Reg::Packets,
-                Reg::Lost,
-                Reg::Reordered,
+                Reg::Loss,
                 Reg::MaxSeq,
                 Reg::Transit,
                 Reg::Jitter,
@@ -252,8 +267,8 @@ mod tests {
             r.update(1, &rtp(*seq, ts), now, i as u32);
         }
         assert_eq!(r.read(Reg::Packets, 1), Some(6));
-        assert_eq!(r.read(Reg::Lost, 1), Some(1)); // 4 missing when 5 arrived
-        assert_eq!(r.read(Reg::Reordered, 1), Some(1));
+        assert_eq!(r.lost(1), Some(1)); // 4 missing when 5 arrived
+        assert_eq!(r.reordered(1), Some(1));
         assert_eq!(r.read(Reg::MaxSeq, 1), Some(6));
         assert_eq!(r.read(Reg::Jitter, 1), Some(0));
         assert_eq!(r.read(Reg::PayloadType, 1), Some(8));
@@ -288,23 +303,15 @@ mod tests {
         for (i, seq) in [65534u16, 65535, 0, 1].into_iter().enumerate() {
             r.update(0, &rtp(seq, 0), 0, i as u32);
         }
-        assert_eq!(
-            r.read(Reg::Lost, 0),
-            Some(0),
-            "65535 -> 0 is the next packet"
-        );
-        assert_eq!(r.read(Reg::Reordered, 0), Some(0));
+        assert_eq!(r.lost(0), Some(0), "65535 -> 0 is the next packet");
+        assert_eq!(r.reordered(0), Some(0));
         assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
         // a jump of half the space or more reads as late (signed 16-bit delta)
         r.update(0, &rtp(1 + 0x8000, 0), 0, 9);
-        assert_eq!(r.read(Reg::Reordered, 0), Some(1));
+        assert_eq!(r.reordered(0), Some(1));
         assert_eq!(r.read(Reg::MaxSeq, 0), Some(1));
         r.update(0, &rtp(1 + 0x7fff, 0), 0, 9);
-        assert_eq!(
-            r.read(Reg::Lost, 0),
-            Some(0x7ffe),
-            "the largest gap forward"
-        );
+        assert_eq!(r.lost(0), Some(0x7ffe), "the largest gap forward");
         assert_eq!(r.read(Reg::LastSeen, 0), Some(9));
     }
 

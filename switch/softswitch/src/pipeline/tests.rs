@@ -356,8 +356,8 @@ fn quality_is_measured_at_egress_departure() {
         p.egress_depart(&b, sent + queued, &Default::default());
     }
     assert_eq!(p.quality.read(Reg::Packets, 7), Some(7));
-    assert_eq!(p.quality.read(Reg::Lost, 7), Some(3));
-    assert_eq!(p.quality.read(Reg::Reordered, 7), Some(0));
+    assert_eq!(p.quality.lost(7), Some(3));
+    assert_eq!(p.quality.reordered(7), Some(0));
     assert_eq!(p.quality.read(Reg::MaxSeq, 7), Some(9));
     assert_eq!(p.quality.read(Reg::PayloadType, 7), Some(8));
     // queueing delay variation is jitter: |D| = 5 ms = 40 units on every

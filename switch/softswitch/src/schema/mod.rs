@@ -146,8 +146,9 @@ pub enum TableKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reg {
     Packets,
-    Lost,
-    Reordered,
+    /// `rtp_loss`: two 32-bit fields, lost and reordered (one cell; its
+    /// value here is `lost << 32 | reordered`, `pack_fields`).
+    Loss,
     MaxSeq,
     Transit,
     Jitter,
@@ -241,8 +242,7 @@ impl Reg {
         matches!(
             self,
             Reg::Packets
-                | Reg::Lost
-                | Reg::Reordered
+                | Reg::Loss
                 | Reg::MaxSeq
                 | Reg::Transit
                 | Reg::Jitter
@@ -254,8 +254,7 @@ impl Reg {
     fn from_name(name: &str) -> Option<Reg> {
         Some(match name.rsplit('.').next()? {
             "rtp_packets" => Reg::Packets,
-            "rtp_lost" => Reg::Lost,
-            "rtp_reordered" => Reg::Reordered,
+            "rtp_loss" => Reg::Loss,
             "rtp_max_seq" => Reg::MaxSeq,
             "rtp_transit" => Reg::Transit,
             "rtp_jitter" => Reg::Jitter,
@@ -457,6 +456,37 @@ fn match_name(m: MatchType) -> &'static str {
         MatchType::Range => "Range",
         MatchType::Ternary => "Ternary",
     }
+}
+
+/// A register cell of several fields as one value: the fields' values in
+/// declaration order, the first in the high bits, each truncated to its
+/// width (as a Tofino register write truncates). One field: its value.
+pub fn pack_fields(fields: &[FieldSchema], values: &[u64]) -> u64 {
+    fields.iter().zip(values).fold(0u64, |acc, (f, &v)| {
+        let mask = if f.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << f.bits) - 1
+        };
+        acc.checked_shl(f.bits).unwrap_or(0) | (v & mask)
+    })
+}
+
+/// The inverse of `pack_fields`: each field's value, in declaration order.
+pub fn unpack_fields(fields: &[FieldSchema], v: u64) -> Vec<u64> {
+    let mut shift: u32 = fields.iter().map(|f| f.bits).sum();
+    fields
+        .iter()
+        .map(|f| {
+            shift -= f.bits;
+            let mask = if f.bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << f.bits) - 1
+            };
+            v.checked_shr(shift).unwrap_or(0) & mask
+        })
+        .collect()
 }
 
 fn bytes_type(bits: u32) -> Value {
@@ -738,7 +768,7 @@ impl Schema {
                 _ => vec![(r.name.clone(), size, TableKind::Register(reg))],
             }
         };
-        for r in &c.registers {
+        for r in c.registers.iter().filter(|r| r.published()) {
             let reg = Reg::from_name(&r.name)
                 .unwrap_or_else(|| panic!("contract register {} has no implementation", r.name));
             for (name, size, kind) in register_tables(r, reg) {
@@ -749,11 +779,18 @@ impl Schema {
                     match_type: MatchType::Exact,
                     bits: 0,
                 }];
-                let data = vec![FieldSchema {
-                    id: 1,
-                    name: format!("{short}.f1"),
-                    bits: r.bits,
-                }];
+                // bf-p4c: `f1`, or a struct register's fields by name, ids
+                // from 1 in declaration order
+                let data: Vec<FieldSchema> = r
+                    .field_names()
+                    .iter()
+                    .zip(1..)
+                    .map(|(f, id)| FieldSchema {
+                        id,
+                        name: format!("{short}.{f}"),
+                        bits: r.bits,
+                    })
+                    .collect();
                 json_tables.push(json!({
                 "name": name, "id": CompilerIds::get(&ids.tables, REGISTER_ID_PREFIX, &name), "table_type": "Register",
                 "size": size, "depends_on": [],
@@ -761,10 +798,10 @@ impl Schema {
                         "annotations": [], "mandatory": true, "match_type": "Exact", "type": {"type": "uint32"}})],
                 // bf-p4c: one value per field, mandatory, classed register_data
                 // (reads return one value per pipe; the client gathers them).
-                "data": [json!({"mandatory": true, "read_only": false,
-                    "singleton": {"id": 1, "name": data[0].name, "repeated": false,
+                "data": data.iter().map(|f| json!({"mandatory": true, "read_only": false,
+                    "singleton": {"id": f.id, "name": f.name, "repeated": false,
                         "annotations": [{"name": "$bfrt_field_class", "value": "register_data"}],
-                        "type": bytes_type(r.bits)}})],
+                        "type": bytes_type(r.bits)}})).collect::<Vec<_>>(),
                 "supported_operations": ["Sync"], "attributes": [],
             }));
                 tables.push(TableSchema {
@@ -1012,6 +1049,24 @@ mod tests {
         assert_eq!(f["tables"].as_array().unwrap().len(), 5);
     }
 
+    /// A struct register's cell as one value: the first field high, each
+    /// truncated to its width, and back.
+    #[test]
+    fn register_fields_pack_in_declaration_order() {
+        let f = |id, bits| FieldSchema {
+            id,
+            name: format!("r.f{id}"),
+            bits,
+        };
+        let two = [f(1, 32), f(2, 32)];
+        assert_eq!(pack_fields(&two, &[5, 4]), 5 << 32 | 4);
+        assert_eq!(pack_fields(&two, &[1 << 32 | 5, 1 << 33 | 4]), 5 << 32 | 4);
+        assert_eq!(unpack_fields(&two, 5 << 32 | 4), [5, 4]);
+        let one = [f(1, 16)];
+        assert_eq!(pack_fields(&one, &[0x1_2345]), 0x2345);
+        assert_eq!(unpack_fields(&one, 0x2345), [0x2345]);
+    }
+
     /// `--quality-half-bits`: each quality register as the two the Tofino
     /// build with QUALITY_SPLIT declares, the other registers as they were.
     #[test]
@@ -1034,7 +1089,14 @@ mod tests {
         let packets_hi = s.table_by_name("pipe.Egress.rtp_packets_hi").unwrap();
         assert_eq!(packets_hi.id, 0x8b7b_f524);
         let halves = s.tables.iter().filter(|t| t.name.ends_with("_hi")).count();
-        assert_eq!(halves, 8, "the eight quality registers");
+        assert_eq!(halves, 7, "the seven quality registers");
+        // a struct register's halves: both fields each
+        let loss_hi = s.table_by_name("pipe.Egress.rtp_loss_hi").unwrap();
+        let names: Vec<&str> = loss_hi.data.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["Egress.rtp_loss_hi.lost", "Egress.rtp_loss_hi.reordered"]
+        );
         let lf = s.table_by_name("pipe.Ingress.learn_filter").unwrap();
         assert_eq!(lf.kind, TableKind::Register(Reg::LearnFilter));
         let v: Value = serde_json::from_str(&s.bfrt_json).unwrap();

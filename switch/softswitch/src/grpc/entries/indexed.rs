@@ -7,7 +7,7 @@ use tonic::Status;
 use super::{Op, Reader, Target, Update};
 use crate::grpc::codec::{df_int, invalid, key_exact, Keys};
 use crate::grpc::{pb, Switch, PIPES};
-use crate::schema::{FieldSchema, TableSchema};
+use crate::schema::{unpack_fields, FieldSchema, TableSchema};
 
 /// One kind of indexed cells (a register or a counter).
 pub(super) trait Cells: Copy {
@@ -73,18 +73,30 @@ pub(super) fn read<C: Cells>(
     out: &mut dyn FnMut(pb::TableEntry),
 ) -> Result<(), Status> {
     let t = r.t;
-    let (ks, f) = (&t.keys[0], &t.data[0]);
+    let ks = &t.keys[0];
     // A register's value comes once per pipe (bf_switchd: one data field per
-    // pipe, which the client gathers into a list); a counter's once.
+    // pipe, which the client gathers into a list); a counter's once. A
+    // struct register's cell: each field in turn, each once per pipe.
     let copies = if C::PER_PIPE { PIPES as usize } else { 1 };
     let mut emit = |i: usize, v: u64| {
+        let values = if t.data.len() > 1 {
+            unpack_fields(&t.data, v)
+        } else {
+            vec![v]
+        };
+        let fields = t
+            .data
+            .iter()
+            .zip(values)
+            .flat_map(|(f, v)| std::iter::repeat_n(df_int(f.id, v, C::bits(f)), copies))
+            .collect();
         out(r.entry(
             pb::TableKey {
                 fields: vec![key_exact(ks, i as u64)],
             },
             pb::TableData {
                 action_id: 0,
-                fields: vec![df_int(f.id, v, C::bits(f)); copies],
+                fields,
             },
         ))
     };

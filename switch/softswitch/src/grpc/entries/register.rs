@@ -1,7 +1,10 @@
 //! Register tables (`pipe.Egress.rtp_*`, `pipe.Ingress.learn_filter{,6}`, the
 //! reroute registers, iRED's `pipe.{Egress,Ingress}.ired_*`, INT's
 //! `pipe.{Egress,Ingress}.int_*`):
-//! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`).
+//! `$REGISTER_INDEX` → the value (`<Control>.<register>.f1`), or a struct
+//! register's fields (`pipe.Egress.rtp_loss`: `Egress.rtp_loss.lost`,
+//! `.reordered`), every one mandatory in a write as bf-p4c declares them; the
+//! cell's fields travel packed in one value (`schema::pack_fields`).
 
 use tonic::Status;
 
@@ -10,7 +13,7 @@ use super::{Op, Undo, Update};
 use crate::contract::names;
 use crate::grpc::codec::invalid;
 use crate::grpc::Switch;
-use crate::schema::{FieldSchema, Half, Reg};
+use crate::schema::{pack_fields, FieldSchema, Half, Reg};
 
 impl Cells for Reg {
     const PER_PIPE: bool = true;
@@ -89,14 +92,18 @@ fn apply_cells<C: Cells>(
         return Ok(());
     };
     let t = u.t;
-    let v = if u.op == Op::Delete {
-        0
-    } else {
-        let f = &t.data[0];
-        u.data
-            .int_opt(&f.name)?
-            .ok_or_else(|| invalid(format!("{}: data field {} missing", t.name, f.name)))?
-    };
+    let v =
+        if u.op == Op::Delete {
+            0
+        } else {
+            let mut values = Vec::with_capacity(t.data.len());
+            for f in &t.data {
+                values.push(u.data.int_opt(&f.name)?.ok_or_else(|| {
+                    invalid(format!("{}: data field {} missing", t.name, f.name))
+                })?);
+            }
+            pack_fields(&t.data, &values)
+        };
     reg.set(u.sw, i, v);
     u.undo.push(undo(i, old));
     Ok(())
