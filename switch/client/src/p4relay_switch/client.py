@@ -32,6 +32,7 @@ from p4relay_switch.errors import (
     status_code,
     write_error,
 )
+from p4relay_switch.names import register_field
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.proto import bfruntime_pb2_grpc as pb_grpc
 from p4relay_switch.raw import RawRpc, read_entities
@@ -734,15 +735,19 @@ class SwitchClient:
 
     # -------------------------------------------------------------- registers
 
+    def _register_table(self, name: str) -> TableInfo:
+        t = self.schema.table(name)
+        if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
+            raise SchemaError(f"{t.name} is not a register table")
+        return t
+
     def _register(self, name: str, field: str | None = None) -> tuple[TableInfo, str]:
         """The register's table and the data field `field` names (`lost` ->
         `Egress.rtp_loss.lost`); None: its one value (`f1`). A register of
         several fields needs `field`."""
-        t = self.schema.table(name)
-        if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
-            raise SchemaError(f"{t.name} is not a register table")
+        t = self._register_table(name)
         if field is not None:
-            return t, t.data_field(f"{t.name.removeprefix('pipe.')}.{field}").name
+            return t, t.data_field(register_field(t.name, field)).name
         fields = [n for n in t.data if n.endswith(".f1")] or list(t.data)
         if not fields:
             raise SchemaError(f"register {t.name} has no data field")
@@ -785,13 +790,10 @@ class SwitchClient:
         (index -> {`lost`: ..., `reordered`: ...}; a plain register's is
         `f1`): bf-p4c makes each mandatory, so a write naming only some is
         refused before it is sent."""
-        t = self.schema.table(name)
-        if t.table_type != "Register" or "$REGISTER_INDEX" not in t.keys:
-            raise SchemaError(f"{t.name} is not a register table")
-        short = t.name.removeprefix("pipe.")
+        t = self._register_table(name)
         entries = []
         for i, cell in values.items():
-            data: dict[str, DataValue] = {f"{short}.{f}": v for f, v in cell.items()}
+            data: dict[str, DataValue] = {register_field(t.name, f): v for f, v in cell.items()}
             if set(data) != set(t.data):
                 raise SchemaError(f"register {t.name}: a cell takes exactly {sorted(t.data)}")
             entries.append(Entry({"$REGISTER_INDEX": i}, None, data))

@@ -63,6 +63,7 @@ from p4relay_switch.names import (
     TTL,
     quality_registers,
     quality_values,
+    register_field,
 )
 from p4relay_switch.proto import bfruntime_pb2 as pb
 from p4relay_switch.schema import FieldInfo, Schema, TableInfo
@@ -211,8 +212,9 @@ class Encoder:
         self.quality_registers = quality_registers(schema.tables)
 
         def register(name: str, t: TableInfo) -> tuple[int, FieldInfo, tuple[FieldInfo, ...]]:
-            short = t.name.removeprefix("pipe.")
-            vals = tuple(t.data_field(f"{short}.{f}") for r, f in self.quality_values if r == name)
+            vals = tuple(
+                t.data_field(register_field(t.name, f)) for r, f in self.quality_values if r == name
+            )
             return (t.id, t.key("$REGISTER_INDEX"), vals)
 
         self.registers = [register(n, schema.table(n)) for n in self.quality_registers]

@@ -463,13 +463,15 @@ fn match_name(m: MatchType) -> &'static str {
 /// width (as a Tofino register write truncates). One field: its value.
 pub fn pack_fields(fields: &[FieldSchema], values: &[u64]) -> u64 {
     fields.iter().zip(values).fold(0u64, |acc, (f, &v)| {
-        let mask = if f.bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << f.bits) - 1
-        };
-        acc.checked_shl(f.bits).unwrap_or(0) | (v & mask)
+        acc.checked_shl(f.bits).unwrap_or(0) | (v & field_mask(f.bits))
     })
+}
+
+/// The low `bits` bits set (all 64 for a field of 64 bits or more).
+fn field_mask(bits: u32) -> u64 {
+    u64::MAX
+        .checked_shr(64u32.saturating_sub(bits))
+        .unwrap_or(0)
 }
 
 /// The inverse of `pack_fields`: each field's value, in declaration order.
@@ -479,12 +481,7 @@ pub fn unpack_fields(fields: &[FieldSchema], v: u64) -> Vec<u64> {
         .iter()
         .map(|f| {
             shift -= f.bits;
-            let mask = if f.bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << f.bits) - 1
-            };
-            v.checked_shr(shift).unwrap_or(0) & mask
+            v.checked_shr(shift).unwrap_or(0) & field_mask(f.bits)
         })
         .collect()
 }
