@@ -36,6 +36,7 @@ from typing import IO, Literal, get_args
 import httpx
 
 from p4relay_scenarios import reroute_bed, switchcfg, topology
+from p4relay_scenarios.agent_metrics import AgentMetrics
 from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.media import write_alaw_raw
 from p4relay_scenarios.procs import (
@@ -397,11 +398,11 @@ class Stack:
         (commands are relayed to RTPProxy while it loads); loaded: its /metrics
         answers and, offloading, it is connected to the switch."""
         try:
-            text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=1.0).text
+            m = AgentMetrics.read(timeout_s=1.0)
         except httpx.HTTPError:
             return False
         offload = self.cfg.offload and self.cfg.switch
-        return not offload or "rtpagent_switch_connected 1.0" in text
+        return not offload or m.value("rtpagent_switch_connected") == 1.0
 
     def _rtpproxy_sock(self) -> str:
         return AGENT_CONTROL if self.cfg.agent else RTPPROXY_CONTROL

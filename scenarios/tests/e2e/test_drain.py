@@ -20,9 +20,9 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from p4relay_scenarios import rtpp, topology
+from p4relay_scenarios.agent_metrics import agent_count
 from p4relay_scenarios.api import ServerApi
 from p4relay_scenarios.stack import (
     GRPC_ADDR,
@@ -36,7 +36,6 @@ from p4relay_testsupport import wait_until
 
 CALLS = 100
 MEDIA_PORT = 40000  # the parties' own media ports: 40000 + 2 i
-AGENT_METRICS = f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics"
 CALL_TABLES = ("pipe.Ingress.relay", "pipe.Ingress.leg_rewrite", "pipe.Ingress.relay_guard")
 
 
@@ -76,16 +75,6 @@ def agent_commands(cmds: list[str]) -> list[str]:
     )
     got: list[str] = json.loads(r.stdout)
     return got
-
-
-def metric(name: str) -> float:
-    """One of rtpagent's metrics (with its labels), summed."""
-    text = httpx.get(AGENT_METRICS, timeout=2.0).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 class SwitchProbe:
@@ -174,7 +163,7 @@ def run_case(stack: Stack, probe: SwitchProbe, tmp_path: Path) -> None:
     port_b = [int(r.split()[0]) for r in offers]  # the callee sends here
     port_a = [int(r.split()[0]) for r in answers]  # the caller sends here
     wait_until(
-        lambda: metric("rtpagent_offloaded_sessions") == CALLS,
+        lambda: agent_count("rtpagent_offloaded_sessions") == CALLS,
         within=20,
         what="100 calls offloaded",
     )
@@ -213,8 +202,8 @@ def run_case(stack: Stack, probe: SwitchProbe, tmp_path: Path) -> None:
             lambda: entries() == 0, within=20, what="the switch's call entries gone", interval=0.01
         )
         t_empty = time.time()
-        evac_s = metric("rtpagent_evacuation_seconds_sum")
-        assert metric("rtpagent_evacuated_calls_total") == CALLS
+        evac_s = agent_count("rtpagent_evacuation_seconds_sum")
+        assert agent_count("rtpagent_evacuated_calls_total") == CALLS
         # Every call's media now relayed by RTPProxy: a second of it (both ways).
         wait_until(
             lambda: relayed_by_rtpproxy() - on_rtpproxy >= 2 * CALLS * 50,
@@ -252,7 +241,7 @@ def run_case(stack: Stack, probe: SwitchProbe, tmp_path: Path) -> None:
     assert r.status_code == 200, r.text
     agent_commands([f"U drain-new {uac} 45000 fn;1", f"L drain-new {uas} 45000 fn;1 tn;1"])
     wait_until(
-        lambda: metric("rtpagent_offloaded_sessions") == CALLS + 1,
+        lambda: agent_count("rtpagent_offloaded_sessions") == CALLS + 1,
         within=20,
         what="offloaded again",
     )

@@ -18,9 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from p4relay_scenarios import capture, rtpp, switchcfg, topology
+from p4relay_scenarios.agent_metrics import AgentMetrics, agent_count
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import udp_bound_in
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SIP_TIMEOUT_SOCK, Stack
@@ -254,20 +254,13 @@ def test_nat_call_offloaded_after_learning(stack: Stack) -> None:
     wait_value(lambda: entries() == (0, 0) or None, 10, "relay entries removed")
 
 
-def agent_metric(name: str) -> float:
-    text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=5).text
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"rtpagent exports no {name}")
-
-
 def attacker_counted() -> float:
     """A stranger's digests on an offloaded call's guarded port, as rtpagent counts
     them: a foreign source once the party's stream is latched, a refused learn (not
     the signalled address) when the spray beats the party's first packet."""
-    return agent_metric("rtpagent_guard_foreign_sources_total") + agent_metric_or_zero(
-        'rtpagent_learn_refused_total{reason="not_signalled_address"}'
+    m = AgentMetrics.read()
+    return m.required("rtpagent_guard_foreign_sources_total") + m.count(
+        "rtpagent_learn_refused_total", reason="not_signalled_address"
     )
 
 
@@ -330,15 +323,6 @@ def test_attacker_cannot_inject_media(stack: Stack, tmp_path: Path) -> None:
     )
 
 
-def agent_metric_or_zero(sample: str) -> float:
-    """A labelled sample (`name{label="v"}`); 0 until the agent first counts it."""
-    text = httpx.get(f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics", timeout=5).text
-    for line in text.splitlines():
-        if line.startswith(sample + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 def _int(v: object) -> int:
     """An exact key read back from the relay table: an integer."""
     assert isinstance(v, int), v
@@ -372,8 +356,7 @@ def test_spoofed_caller_on_another_port_is_not_relayed(stack: Stack, tmp_path: P
     the relay entries are bound to the caller's port, so nothing of it reaches
     the callee; rtpagent refuses the spoofed source (reason ingress_port)."""
     caps = capture.start_captures(stack.sup, tmp_path, RELAY_PORTS)
-    refused = 'rtpagent_learn_refused_total{reason="ingress_port"}'
-    refused0 = agent_metric_or_zero(refused)
+    refused0 = agent_count("rtpagent_learn_refused_total", reason="ingress_port")
     spoofers: list[subprocess.Popen[bytes]] = []
     seen: dict[str, list[tuple[int, int, int]]] = {}
 
@@ -421,7 +404,9 @@ def test_spoofed_caller_on_another_port_is_not_relayed(stack: Stack, tmp_path: P
         assert leaked == 0, f"{leaked} spoofed packets left the switch ({cap.path})"
     assert len(capture.read_rtp(caps[1].path)) > 6 * 50, "the caller's own media was relayed"
     wait_value(
-        lambda: agent_metric_or_zero(refused) > refused0 or None,
+        lambda: (
+            agent_count("rtpagent_learn_refused_total", reason="ingress_port") > refused0 or None
+        ),
         10,
         "rtpagent refusing the spoofed source",
     )

@@ -22,15 +22,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import pytest
 from p4relay_scenarios import rtpp, switchcfg, topology
+from p4relay_scenarios.agent_metrics import agent_count
 from p4relay_scenarios.load import Profile, UacResult, run_uac
 from p4relay_scenarios.procs import udp_bound_in
 from p4relay_scenarios.stack import GRPC_ADDR, RELAY_PORTS, SCENARIOS, SIP_PORT, Stack
 from p4relay_switch.client import ReadEntry, SwitchClient
 from p4relay_testsupport import wait_value as wait_for
-from prometheus_client.parser import text_string_to_metric_families
 
 UAS_PORT = topology.UAS.port
 RTPP = ("npkts_rcvd", "npkts_relayed")
@@ -239,21 +238,8 @@ def test_nat66_call_is_offloaded_after_learning(stack: Stack) -> None:
     wait_for(lambda: entries6() == (0, 0) or None, 5, "IPv6 entries removed")
 
 
-AGENT_METRICS = f"http://{topology.MGMT_RELAY_ADDR}:9102/metrics"
 # The SIPp UAS's media port (SIPp's default -mp), and where uas-newport.xml moves it.
 UAS_MEDIA_PORT, NEW_MEDIA_PORT = 6000, 6002
-
-
-def agent_counter(name: str, **labels: str) -> float:
-    """One of rtpagent's counters (its /metrics), 0 when not exported yet."""
-    text = httpx.get(AGENT_METRICS, timeout=5).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == f"{name}_total" and all(
-                sample.labels.get(k) == v for k, v in labels.items()
-            ):
-                return float(sample.value)
-    return 0.0
 
 
 def all_entries() -> tuple[int, int, int, int]:
@@ -357,8 +343,8 @@ def test_reinvite_in_a_bridged_call_stays_on_rtpproxy(stack: Stack) -> None:
     try:
         stack.sipp_uas("uas-reinvite.xml", ipv6=True)
         t0 = time.time() - 1
-        offloads0 = agent_counter("rtpagent_offloads")
-        bridged0 = agent_counter("rtpagent_fallbacks", reason="family_bridge")
+        offloads0 = agent_count("rtpagent_offloads_total")
+        bridged0 = agent_count("rtpagent_fallbacks_total", reason="family_bridge")
         start = time.monotonic()
         ticks: list[tuple[float, int, tuple[int, int, int, int]]] = []
 
@@ -384,7 +370,7 @@ def test_reinvite_in_a_bridged_call_stays_on_rtpproxy(stack: Stack) -> None:
     assert result.stats.failed == 0, result.stats
     # Nothing of the call on the switch at any time, not even half of it.
     assert all(e == (0, 0, 0, 0) for _, _, e in ticks), ticks
-    assert agent_counter("rtpagent_offloads") == offloads0
+    assert agent_count("rtpagent_offloads_total") == offloads0
     # The re-INVITE comes 3 s after the ACK, the BYE 6 s later: RTPProxy relays
     # both ways (100 packets/s) after the re-INVITE as before it.
     early = [(t, r) for t, r, _ in ticks if t <= 3.0]
@@ -400,7 +386,7 @@ def test_reinvite_in_a_bridged_call_stays_on_rtpproxy(stack: Stack) -> None:
     (s,) = wait_for(bridged, 20, "the bridged session ended in the API")
     assert not s["offloaded"]
     assert s["offload_reason"] == "family_bridge", s
-    assert agent_counter("rtpagent_fallbacks", reason="family_bridge") > bridged0
+    assert agent_count("rtpagent_fallbacks_total", reason="family_bridge") > bridged0
 
 
 def test_reinvite_moving_the_callee_port_moves_the_entries(stack: Stack) -> None:
@@ -416,7 +402,7 @@ def test_reinvite_moving_the_callee_port_moves_the_entries(stack: Stack) -> None
     stack.sup.stop("sipp-uas6")
     try:
         stack.sipp_uas("uas-newport.xml", ipv6=True)
-        modified0 = agent_counter("rtpagent_offload_modifications")
+        modified0 = agent_count("rtpagent_offload_modifications_total")
         ticks: list[tuple[float, set[int], set[int], int]] = []
         start = time.monotonic()
 
@@ -448,7 +434,7 @@ def test_reinvite_moving_the_callee_port_moves_the_entries(stack: Stack) -> None
     on_old = [i for i, (_, s, d, _) in enumerate(ticks) if s == {old, old + 1} and d == {old}]
     on_new = [i for i, (_, s, d, _) in enumerate(ticks) if s == {new, new + 1} and d == {new}]
     assert on_old and len(on_new) >= 2 and on_old[-1] < on_new[0], ticks
-    assert agent_counter("rtpagent_offload_modifications") > modified0
+    assert agent_count("rtpagent_offload_modifications_total") > modified0
     # The callee's media from its new port (the recording: 236 packets in 7 s)
     # reaches the caller through the switch; RTPProxy relays almost nothing.
     (t0, *_, tx0), (t1, *_, tx1) = ticks[on_new[0]], ticks[on_new[-1]]
